@@ -1,0 +1,31 @@
+// Matrix multiplication with weights in their stored type.
+//   y[t][o] = sum_i W[o][i] * x[t][i]
+// W: [n_out][n_in] rows of `type` (ggml order: ne[0] = n_in), x: [n_tokens][n_in] f32,
+// y: [n_tokens][n_out] f32. Small n_tokens (1..8) is the mat-vec case and must be fast.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace polykv {
+
+struct WeightMatrix {
+  DType type = DType::F32;
+  const void* data = nullptr;  // n_out rows of row_bytes(type, n_in) bytes
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t row_stride = 0;  // bytes between rows
+};
+
+// Optimized, multithreaded (SIMD chosen at run time for the CPU it runs on).
+void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);
+
+// Scalar reference: dequantize each row with dequantize_row_ref and accumulate in double.
+void matmul_ref(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens);
+
+// Name of the kernel set matmul() dispatches to on this CPU ("avx512", "avx2" or "scalar").
+const char* matmul_isa();
+
+}  // namespace polykv
