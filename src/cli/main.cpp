@@ -1,0 +1,58 @@
+// polykv: the command-line front end. `polykv <verb> [args]`; see `polykv --help`.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace {
+
+struct Verb {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+const Verb kVerbs[] = {
+    {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: polykv <command> [options]\n\ncommands:\n");
+  for (const auto& v : kVerbs) std::fprintf(out, "  %-12s %s\n", v.name, v.help);
+  std::fprintf(out, "\n`polykv <command> --help` describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string verb = argv[1];
+  if (verb == "--help" || verb == "-h" || verb == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const auto& v : kVerbs) {
+    if (verb != v.name) continue;
+    try {
+      return v.fn(argc - 1, argv + 1);
+    } catch (const polykv::Error& e) {
+      std::fprintf(stderr, "polykv %s: error: %s\n", v.name, e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "polykv %s: error: out of memory\n", v.name);
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "polykv %s: internal error: %s\n", v.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "polykv: unknown command '%s'\n\n", verb.c_str());
+  usage(stderr);
+  return 2;
+}
