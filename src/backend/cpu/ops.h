@@ -1,0 +1,27 @@
+// Element-wise and normalization ops of the decoder, on f32 rows. Scalar code the compiler
+// vectorizes; they are a small share of a forward pass next to matmul and attention.
+#pragma once
+#include <cstdint>
+
+#include "model/config.h"
+
+namespace polykv {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for each of n_rows rows of n values. out may alias x.
+void rmsnorm(const float* x, const float* w, float* out, int n_rows, int n, float eps);
+
+// Rotates the first n_rot dims of each of n_heads heads (head size head_dim) of one token at `pos`.
+// inv_freq: [n_rot / 2], the angle of pair i is (pos / scale) * inv_freq[i].
+void rope(float* x, int n_heads, int head_dim, int n_rot, int pos, const float* inv_freq, float scale,
+          RopeStyle style);
+
+// gate[i] = act(gate[i]) * up[i] over n values (SwiGLU / GeGLU).
+void gated_activation(float* gate, const float* up, int64_t n, Activation act);
+
+// x[i] = cap * tanh(x[i] / cap).
+void softcap(float* x, int64_t n, float cap);
+
+// x[i] += y[i].
+void add_inplace(float* x, const float* y, int64_t n);
+
+}  // namespace polykv

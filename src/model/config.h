@@ -1,0 +1,67 @@
+// Model hyperparameters as data: every supported architecture is one ModelConfig, filled from GGUF
+// metadata by its family's file (model/arch_*.cpp), and run by the one decoder in model/transformer.cpp.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+
+namespace polykv {
+
+enum class RopeStyle {
+  Norm,  // rotate adjacent pairs (2i, 2i+1): llama (its converter permutes Q/K rows to this)
+  Neox,  // rotate (i, i + n_rot/2): qwen, gemma
+};
+
+enum class Activation { SiLU, GeluTanh };
+
+struct LayerConfig {
+  bool sliding = false;    // local attention over the last `sliding_window` positions
+  float rope_base = 10000.0f;
+  float rope_scale = 1.0f;  // linear rope scaling: positions divided by this
+};
+
+struct ModelConfig {
+  std::string arch;  // GGUF general.architecture
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_ff = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;    // key/query head size
+  int head_dim_v = 0;  // value head size
+  int n_rot = 0;       // rotated dimensions per head (<= head_dim)
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  RopeStyle rope_style = RopeStyle::Norm;
+  Activation activation = Activation::SiLU;
+  float attn_scale = 0.0f;         // scores are q·k * attn_scale
+  float attn_softcap = 0.0f;       // 0: none; else scores = c * tanh(scores / c)
+  float final_softcap = 0.0f;      // same for the output logits
+  int sliding_window = 0;          // a query at q sees keys p with q - W < p <= q on sliding layers
+  bool embed_scale = false;        // embeddings multiplied by sqrt(n_embd) (gemma)
+  bool qkv_bias = false;           // qwen2
+  bool qk_norm = false;            // per-head RMSNorm of q and k before rope (qwen3, gemma3)
+  bool sandwich_norm = false;      // extra norms after attention and after the MLP (gemma2/3)
+  std::vector<LayerConfig> layers;  // [n_layer]
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+  int v_dim() const { return n_head_kv * head_dim_v; }
+};
+
+// Fills a ModelConfig from a GGUF file's metadata; throws Error naming an unsupported architecture
+// or a missing/invalid hyperparameter.
+ModelConfig config_from_gguf(const GgufFile& f);
+
+// One registered architecture family: the architecture strings it accepts and how it reads them.
+struct ArchFamily {
+  const char* const* names;  // null-terminated list of general.architecture values
+  void (*fill)(const GgufFile& f, ModelConfig& c);  // after the common keys are read
+};
+const ArchFamily& llama_family();  // llama, qwen2, qwen3
+const ArchFamily& gemma_family();  // gemma2, gemma3
+
+}  // namespace polykv

@@ -1,0 +1,44 @@
+// A loaded model: its GGUF file (memory-mapped), config and bound weights, and the decoder's
+// forward pass.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "kv/kv_cache.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace polykv {
+
+class Model {
+ public:
+  // Opens, checks and binds a GGUF model; throws Error naming the problem.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& gguf() const { return file_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  KvShape kv_shape() const;
+  // Bytes of weights the forward pass reads per token (all matrices but the embedding table).
+  size_t weight_bytes_per_token() const;
+
+  // Runs tokens at positions kv.n_tokens() ... through the model, appends their K/V to kv and
+  // commits them. logits: [n_tokens][n_vocab] when all_logits, else [n_vocab] for the last token.
+  void forward(std::span<const int32_t> tokens, KvCache& kv, float* logits, bool all_logits, ThreadPool& pool);
+
+ private:
+  Model(GgufFile file, ModelConfig config);
+
+  GgufFile file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::vector<std::vector<float>> inv_freq_;  // [n_layer][n_rot / 2]
+};
+
+}  // namespace polykv

@@ -1,0 +1,80 @@
+#include "model/weights.h"
+
+#include "core/error.h"
+#include "quant/quant.h"
+
+namespace polykv {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out) {
+  check(t.ne.size() == 2 && t.ne[0] == n_in && t.ne[1] == n_out, "tensor '", t.name, "' has shape ",
+        shape_str(t.ne), ", expected [", n_in, ", ", n_out, "]");
+  check(dtype_info(t.type).weight_type, "tensor '", t.name, "' has type ", dtype_name(t.type),
+        ", which polykv cannot use as a weight");
+  WeightMatrix w;
+  w.type = t.type;
+  w.data = t.data;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_stride = row_bytes(t.type, n_in);
+  return w;
+}
+
+WeightMatrix matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
+  return matrix(f.tensor(name), n_in, n_out);
+}
+
+std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {
+  const GgufTensor& t = f.tensor(name);
+  check(t.n_elements == n, "tensor '", t.name, "' has ", t.n_elements, " values, expected ", n);
+  check(dtype_info(t.type).weight_type, "tensor '", t.name, "' has unsupported type ", dtype_name(t.type));
+  std::vector<float> out(static_cast<size_t>(n));
+  dequantize_row_ref(t.type, t.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
+  ModelWeights w;
+  w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab);
+  w.output_norm = vec(f, "output_norm.weight", c.n_embd);
+  w.output = f.find_tensor("output.weight") ? matrix(f, "output.weight", c.n_embd, c.n_vocab) : w.token_embd;
+  if (f.find_tensor("rope_freqs.weight")) w.rope_inv_freq_factors = vec(f, "rope_freqs.weight", c.n_rot / 2);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights l;
+    l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
+    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim());
+    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim());
+    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim());
+    l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd);
+    if (c.qkv_bias) {
+      l.bq = vec(f, p + "attn_q.bias", c.q_dim());
+      l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
+      l.bv = vec(f, p + "attn_v.bias", c.v_dim());
+    }
+    if (c.qk_norm) {
+      l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
+    }
+    l.ffn_norm = vec(f, p + "ffn_norm.weight", c.n_embd);
+    if (c.sandwich_norm) {
+      l.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);
+      l.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
+    }
+    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+}  // namespace polykv

@@ -1,0 +1,36 @@
+// A model's weights, bound by name from a GGUF file and checked for shape and type at load.
+// Matrices stay in the file's memory map in their stored types; 1-D vectors (norms, biases) are
+// converted to f32 copies.
+#pragma once
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+
+namespace polykv {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;        // [n_embd]
+  WeightMatrix wq, wk, wv, wo;         // [q_dim][n_embd], [kv_dim][n_embd], [v_dim][n_embd], [n_embd][n_head*head_dim_v]
+  std::vector<float> bq, bk, bv;       // [q_dim], [kv_dim], [v_dim] (qkv_bias only)
+  std::vector<float> q_norm, k_norm;   // [head_dim] (qk_norm only)
+  std::vector<float> post_attn_norm;   // [n_embd] (sandwich_norm only)
+  std::vector<float> ffn_norm;         // [n_embd]
+  WeightMatrix w_gate, w_up, w_down;   // [n_ff][n_embd], [n_ff][n_embd], [n_embd][n_ff]
+  std::vector<float> post_ffn_norm;    // [n_embd] (sandwich_norm only)
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;             // [n_vocab][n_embd]
+  std::vector<LayerWeights> layers;    // [n_layer]
+  std::vector<float> output_norm;      // [n_embd]
+  WeightMatrix output;                 // [n_vocab][n_embd] (token_embd when tied)
+  std::vector<float> rope_inv_freq_factors;  // [n_rot/2] llama3 rope_freqs, empty if absent
+};
+
+// Binds every tensor the config needs; throws Error naming a missing tensor, a wrong shape or an
+// unsupported weight type.
+ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c);
+
+}  // namespace polykv
