@@ -16,6 +16,8 @@ struct Verb {
 };
 
 const Verb kVerbs[] = {
+    {"logits", polykv::cli::cmd_logits, "write the logits of one forward pass over token ids"},
+    {"bench", polykv::cli::cmd_bench, "measure prefill and decode tokens/s"},
     {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
 };
 

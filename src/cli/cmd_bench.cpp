@@ -1,0 +1,127 @@
+// `polykv bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [--json]`: prefill and decode
+// speed at a context depth, as llama-bench measures them: the KV cache is first filled with DEPTH
+// random tokens (not timed); prefill times one forward over P tokens after it; decode times N
+// single-token steps after it. Decode is memory-bound, so it is reported against its floor:
+// (weight bytes + KV bytes read per token) / measured read bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "backend/cpu/matmul.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/sysinfo.h"
+#include "model/model.h"
+
+namespace polykv::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Forwards tokens in chunks (bounded scratch memory), keeping only the last logits.
+void fill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, std::vector<float>& logits, ThreadPool& pool) {
+  constexpr size_t kChunk = 512;
+  for (size_t i = 0; i < toks.size(); i += kChunk) {
+    const size_t n = std::min(kChunk, toks.size() - i);
+    m.forward(std::span(toks).subspan(i, n), kv, logits.data(), false, pool);
+  }
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  CLI::App app{"Measure prefill and decode tokens/s", "polykv bench"};
+  std::string model_path, ctk = "f16", ctv = "f16";
+  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, reps = 1;
+  bool json = false;
+  double bw_gbs = 0;
+  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("-p,--n-prompt", n_prompt, "prefill tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
+  app.add_option("-n,--n-gen", n_gen, "decode tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
+  app.add_option("-d,--depth", depth, "tokens already in the KV cache")->check(CLI::Range(0, 1 << 22));
+  app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-r,--repetitions", reps, "repetitions, best kept")->check(CLI::Range(1, 100));
+  app.add_option("--cache-type-k", ctk, "KV cache type for K (-ctk)");
+  app.add_option("--cache-type-v", ctv, "KV cache type for V (-ctv)");
+  app.add_option("--bandwidth", bw_gbs, "memory read bandwidth in GB/s (default: measured)");
+  app.add_flag("--json", json, "print one JSON object instead of a table");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+
+  auto model = Model::load(model_path);
+  const ModelConfig& c = model->config();
+  ThreadPool pool(threads);
+  const DType kt = parse_kv_type(ctk), vt = parse_kv_type(ctv);
+  std::mt19937 rng(42);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = int32_t(rng() % uint32_t(c.n_vocab));
+    return t;
+  };
+  const int capacity = depth + std::max(n_prompt, n_gen) + 1;
+  KvCache kv(model->kv_shape(), kt, vt, capacity);
+  std::vector<float> logits(size_t(c.n_vocab));
+  if (depth > 0) fill(*model, kv, random_tokens(depth), logits, pool);
+
+  double prefill_tok_s = 0, decode_tok_s = 0;
+  for (int r = 0; r < reps; ++r) {
+    if (n_prompt > 0) {
+      const auto toks = random_tokens(n_prompt);
+      const auto t0 = std::chrono::steady_clock::now();
+      fill(*model, kv, toks, logits, pool);
+      prefill_tok_s = std::max(prefill_tok_s, n_prompt / seconds_since(t0));
+      kv.truncate(depth);
+    }
+    if (n_gen > 0) {
+      int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < n_gen; ++i) {
+        model->forward(std::span(&tok, 1), kv, logits.data(), false, pool);
+        tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      decode_tok_s = std::max(decode_tok_s, n_gen / seconds_since(t0));
+      kv.truncate(depth);
+    }
+  }
+
+  const double bw = bw_gbs > 0 ? bw_gbs * 1e9 : measure_read_bandwidth(pool);
+  const double weight_bytes = double(model->weight_bytes_per_token());
+  // Mean KV bytes read per decode step: every cached position of every layer, at the middle of the run.
+  const double kv_read = double(kv.bytes_per_token()) * (depth + n_gen / 2.0);
+  const double floor_tok_s = bw / (weight_bytes + kv_read);
+  const std::string wtype = dtype_name(model->weights().layers[0].wq.type);
+
+  nlohmann::json j = {
+      {"model", model_path},           {"arch", c.arch},
+      {"weight_type", wtype},          {"threads", pool.size()},
+      {"matmul_isa", matmul_isa()},    {"depth", depth},
+      {"n_prompt", n_prompt},          {"n_gen", n_gen},
+      {"cache_type_k", ctk},           {"cache_type_v", ctv},
+      {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},
+      {"weight_bytes_per_token", weight_bytes}, {"kv_bytes_per_token", kv.bytes_per_token()},
+      {"mem_read_bw_gbs", bw / 1e9},   {"decode_floor_tok_s", floor_tok_s},
+      {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss_bytes()},
+  };
+  if (json) {
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("| model | type | KV k/v | threads | depth | test | tok/s | floor tok/s | of floor |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  if (n_prompt > 0)
+    std::printf("| %s | %s | %s/%s | %d | %d | pp%d | %.2f | | |\n", c.arch.c_str(), wtype.c_str(), ctk.c_str(),
+                ctv.c_str(), pool.size(), depth, n_prompt, prefill_tok_s);
+  if (n_gen > 0)
+    std::printf("| %s | %s | %s/%s | %d | %d | tg%d | %.2f | %.2f | %.0f%% |\n", c.arch.c_str(), wtype.c_str(),
+                ctk.c_str(), ctv.c_str(), pool.size(), depth, n_gen, decode_tok_s, floor_tok_s,
+                100.0 * decode_tok_s / floor_tok_s);
+  std::printf("weights read per token: %.1f MiB; KV: %zu bytes/token; read bandwidth %.1f GB/s; peak RSS %.1f MiB\n",
+              weight_bytes / 1048576.0, kv.bytes_per_token(), bw / 1e9, double(peak_rss_bytes()) / 1048576.0);
+  return 0;
+}
+
+}  // namespace polykv::cli

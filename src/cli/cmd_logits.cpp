@@ -1,0 +1,40 @@
+// `polykv logits -m FILE --ids 1,2,3 -o OUT.f32`: float32 logits [n_tokens][n_vocab] of one forward
+// pass over the ids, row-major, little-endian. Row t predicts token t + 1.
+#include <cstdio>
+#include <memory>
+
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "model/model.h"
+
+namespace polykv::cli {
+
+int cmd_logits(int argc, char** argv) {
+  CLI::App app{"Write the logits of one forward pass over token ids", "polykv logits"};
+  std::string model_path, ids_text, out_path, ctk = "f16", ctv = "f16";
+  int threads = 0;
+  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("--ids", ids_text, "comma-separated token ids")->required();
+  app.add_option("-o,--output", out_path, "output file (float32 [n_tokens][n_vocab])")->required();
+  app.add_option("-t,--threads", threads, "threads (0: all cores)");
+  app.add_option("--cache-type-k", ctk, "KV cache type for K (-ctk)");
+  app.add_option("--cache-type-v", ctv, "KV cache type for V (-ctv)");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+
+  const std::vector<int32_t> ids = parse_ids(ids_text);
+  auto model = Model::load(model_path);
+  const int n_vocab = model->config().n_vocab;
+  ThreadPool pool(threads);
+  KvCache kv(model->kv_shape(), parse_kv_type(ctk), parse_kv_type(ctv), int(ids.size()));
+  std::vector<float> logits(ids.size() * size_t(n_vocab));
+  model->forward(ids, kv, logits.data(), true, pool);
+
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(out_path.c_str(), "wb"), &std::fclose);
+  check(f != nullptr, "cannot create '", out_path, "'");
+  check(std::fwrite(logits.data(), 4, logits.size(), f.get()) == logits.size(), "write to '", out_path, "' failed");
+  std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids.size(), n_vocab, out_path.c_str());
+  return 0;
+}
+
+}  // namespace polykv::cli
