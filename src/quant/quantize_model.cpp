@@ -1,0 +1,77 @@
+#include "quant/quantize_model.h"
+
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
+#include "quant/quant.h"
+
+namespace polykv {
+namespace {
+
+// general.file_type values (llama.cpp's "mostly TYPE" enumeration), -1 if none fits.
+int ggml_file_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q8_0: return 7;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q6_K: return 18;
+    case DType::BF16: return 32;
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type, DType fallback,
+                              int n_threads) {
+  check(can_quantize(type), "polykv cannot quantize to ", dtype_name(type));
+  check(can_quantize(fallback), "polykv cannot quantize to ", dtype_name(fallback));
+  const GgufFile in = GgufFile::open(in_path);
+  GgufWriter w;
+  for (const auto& [k, v] : in.metadata())
+    if (k != "general.alignment") w.set(k, v);
+  if (const int ftype = ggml_file_type(type); ftype >= 0) w.set_u32("general.file_type", uint32_t(ftype));
+  auto pool = std::make_shared<ThreadPool>(n_threads);
+  QuantizeReport r;
+  for (const GgufTensor& t : in.tensors()) {
+    r.bytes_in += t.n_bytes;
+    DType target = t.type;
+    if (t.ne.size() == 2 && dtype_info(t.type).weight_type) {
+      const auto fits = [&](DType d) { return t.ne[0] % dtype_info(d).block_size == 0; };
+      target = fits(type) ? type : fits(fallback) ? fallback : DType::F16;
+      (target == type ? r.n_quantized : r.n_fallback)++;
+    } else {
+      r.n_kept++;
+    }
+    if (target == t.type) {
+      w.add_tensor(t.name, t.type, t.ne, t.data);
+      r.bytes_out += t.n_bytes;
+      continue;
+    }
+    const int64_t n_in = t.ne[0], rows = t.rows();
+    const size_t in_row = row_bytes(t.type, n_in), out_row = row_bytes(target, n_in);
+    r.bytes_out += out_row * size_t(rows);
+    const GgufTensor* src = &t;
+    w.add_tensor(t.name, target, t.ne, [=](uint8_t* dst, size_t) {
+      pool->parallel_for(rows, [&](int64_t b, int64_t e) {
+        std::vector<float> row(static_cast<size_t>(n_in));
+        for (int64_t i = b; i < e; ++i) {
+          dequantize_row_ref(src->type, src->data + size_t(i) * in_row, row.data(), n_in);
+          quantize_row_ref(target, row.data(), dst + size_t(i) * out_row, n_in);
+        }
+      });
+    });
+  }
+  w.write(out_path);
+  return r;
+}
+
+}  // namespace polykv

@@ -1,0 +1,22 @@
+// Re-quantizes a GGUF model's weight matrices to another type (the `polykv quantize` command).
+#pragma once
+#include <string>
+
+#include "core/dtype.h"
+
+namespace polykv {
+
+struct QuantizeReport {
+  int n_quantized = 0;   // matrices written in the target type
+  int n_fallback = 0;    // matrices whose rows don't fit the type's blocks: written in the fallback type
+  int n_kept = 0;        // 1-D tensors (norms, biases) and others copied unchanged
+  size_t bytes_in = 0, bytes_out = 0;
+};
+
+// Every 2-D tensor becomes `type` (rows not a multiple of its block: `fallback`, q8_0 by default,
+// then f16); other tensors and all metadata are copied; general.file_type is set to the target.
+// Throws Error if the type cannot be quantized to or the input is unreadable.
+QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type,
+                              DType fallback = DType::Q8_0, int n_threads = 0);
+
+}  // namespace polykv
