@@ -6,7 +6,7 @@
 //   q6_K: x = d*s[k]*(u - 32)             (16 sub-blocks of 16, s signed int8)
 // and the offsets/mins are folded in with the activations' per-16 sums (bsums). All integer sums
 // are exact; float rounding only enters when scaling by d and the activation scale.
-#include "backend/cpu/kquant_scales.h"
+#include "backend/cpu/kernel_kquant_scales.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"

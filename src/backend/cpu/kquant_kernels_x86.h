@@ -10,7 +10,7 @@
 //       acc + per-int32-lane Σ over lane pairs of maddubs(u, s) * sc16 (u in 0..63, s in -127..127)
 // Include only from an ISA TU. Internal linkage (see x86_common.h).
 #pragma once
-#include "backend/cpu/kquant_scales.h"
+#include "backend/cpu/kernel_kquant_scales.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/x86_common.h"
 #include "quant/blocks.h"

@@ -1,4 +1,5 @@
-// Unpacking of the packed 6-bit scales of q3_K / q4_K / q5_K (ggml's layouts, see quant/blocks.h),
+// Unpacking of the packed 6-bit scales of q3_K / q4_K / q5_K (ggml layouts, see quant/blocks.h; an
+// independent twin of quant/kquant_scales.h, so the kernels and the reference cross-check each other),
 // shared by the kernel files of every ISA. Internal linkage on purpose: this header is compiled into
 // both baseline and AVX TUs, and an inline function with external linkage could be merged by the
 // linker into one copy built with the wrong ISA.
