@@ -1,0 +1,187 @@
+// matmul(): validation, ISA dispatch, activation quantization and the multithreaded loop over weight
+// rows. The per-type arithmetic lives in the kernel files (matmul_kernels.h).
+//
+// Work split: each pool thread gets one contiguous range of output rows (ThreadPool::parallel_for).
+// Within its range a thread walks the rows once per token tile and, for each row, computes the dot
+// with every token of the tile while the row is hot in L1/L2, so decode (1..8 tokens, one tile) reads
+// each weight byte from memory exactly once: the memory-bandwidth floor.
+#include "backend/cpu/matmul.h"
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/error.h"
+#include "quant/quant.h"
+
+namespace polykv {
+namespace cpu {
+namespace {
+
+Isa detect_isa() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  // The AVX-512 files are compiled with F/BW/VL/DQ/VNNI (CMakeLists.txt), so all five are required.
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vnni");
+  return avx512 ? Isa::Avx512 : avx2 ? Isa::Avx2 : Isa::Scalar;
+}
+
+std::atomic<int> g_isa_override{-1};
+
+// The widest kernel available for `type` at or below `isa`.
+VecDotFn pick_kernel(Isa isa, DType type) {
+  VecDotFn f = nullptr;
+  if (isa == Isa::Avx512) f = vec_dot_avx512(type);
+  if (!f && isa >= Isa::Avx2) f = vec_dot_avx2(type);
+  if (!f) f = vec_dot_scalar(type);
+  check(f != nullptr, "matmul: no kernel for weight type ", dtype_name(type));
+  return f;
+}
+
+// Byte layout of one token's quantized activations in the scratch buffer; every part starts on a
+// 64-byte boundary: qs [n_in] int8, d [n_blocks] f32, sums [n_blocks] i32 (Q8_32) or
+// bsums [n_in/16] i16 (Q8_K).
+struct ActLayout {
+  size_t off_d = 0, off_sums = 0, stride = 0;
+};
+
+size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+
+ActLayout act_layout(ActFormat fmt, int64_t n_in) {
+  ActLayout l;
+  const size_t n = size_t(n_in);
+  const size_t n_blocks = fmt == ActFormat::Q8_32 ? n / 32 : n / 256;
+  l.off_d = round64(n);
+  l.off_sums = l.off_d + round64(n_blocks * sizeof(float));
+  l.stride = l.off_sums + round64(fmt == ActFormat::Q8_32 ? n_blocks * 4 : (n / 16) * 2);
+  return l;
+}
+
+void validate(const WeightMatrix& w) {
+  const DTypeInfo& info = dtype_info(w.type);
+  check(info.weight_type, "matmul: unsupported weight type ", info.name);
+  check(w.n_in > 0 && w.n_out >= 0, "matmul: bad shape ", w.n_out, "x", w.n_in);
+  check(w.row_stride >= row_bytes(w.type, w.n_in), "matmul: row stride ", w.row_stride,
+        " is smaller than a ", info.name, " row of ", w.n_in, " values");
+  check(w.data != nullptr || w.n_out == 0, "matmul: null weights");
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+ActFormat act_format(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: return ActFormat::F32;
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
+      return ActFormat::Q8_32;
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+      return ActFormat::Q8_K;
+    default: fail("matmul: unsupported weight type ", dtype_name(t));
+  }
+}
+
+Isa detected_isa() {
+  static const Isa isa = detect_isa();
+  return isa;
+}
+
+Isa active_isa() {
+  const int o = g_isa_override.load(std::memory_order_relaxed);
+  return o >= 0 ? Isa(o) : detected_isa();
+}
+
+void set_isa_override(Isa isa) {
+  check(int(isa) <= int(detected_isa()), "this CPU does not support the ", isa_name(isa), " kernels");
+  g_isa_override.store(int(isa));
+}
+
+void clear_isa_override() { g_isa_override.store(-1); }
+
+}  // namespace cpu
+
+const char* matmul_isa() { return cpu::isa_name(cpu::active_isa()); }
+
+void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
+  using namespace cpu;
+  validate(w);
+  if (n_tokens <= 0 || w.n_out == 0) return;
+  const VecDotFn dot = pick_kernel(active_isa(), w.type);
+  const ActFormat fmt = act_format(w.type);
+  const int64_t n_in = w.n_in;
+
+  // Activations, quantized once per matmul (in parallel over tokens) for the integer kernels.
+  std::vector<ActRow> acts(static_cast<size_t>(n_tokens));
+  size_t act_row_bytes = size_t(n_in) * sizeof(float);
+  if (fmt == ActFormat::F32) {
+    for (int64_t t = 0; t < n_tokens; ++t) acts[size_t(t)].f32 = x + t * n_in;
+  } else {
+    const ActLayout l = act_layout(fmt, n_in);
+    act_row_bytes = l.stride;
+    thread_local std::vector<uint8_t> scratch;  // reused across calls by the calling thread
+    scratch.resize(l.stride * size_t(n_tokens) + 64);
+    uint8_t* base = reinterpret_cast<uint8_t*>(
+        (reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t(63));
+    pool.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        uint8_t* p = base + size_t(t) * l.stride;
+        int8_t* qs = reinterpret_cast<int8_t*>(p);
+        float* d = reinterpret_cast<float*>(p + l.off_d);
+        if (fmt == ActFormat::Q8_32)
+          quantize_act_q8_32(x + t * n_in, n_in, qs, d, reinterpret_cast<int32_t*>(p + l.off_sums));
+        else
+          quantize_act_q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
+      }
+    });
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const uint8_t* p = base + size_t(t) * l.stride;
+      ActRow& a = acts[size_t(t)];
+      a.qs = reinterpret_cast<const int8_t*>(p);
+      a.d = reinterpret_cast<const float*>(p + l.off_d);
+      if (fmt == ActFormat::Q8_32) a.sum = reinterpret_cast<const int32_t*>(p + l.off_sums);
+      else a.bsums = reinterpret_cast<const int16_t*>(p + l.off_sums);
+    }
+  }
+
+  // Token tile: as many tokens as fit ~256 KiB of activations (stays in L2 while the rows stream
+  // by), never fewer than 8 so that decode batches are a single pass over the weights.
+  const int64_t tile = std::max<int64_t>(8, int64_t((256u << 10) / act_row_bytes));
+  const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
+  const int64_t n_out = w.n_out;
+  pool.parallel_for(n_out, [&](int64_t o0, int64_t o1) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
+      const int64_t t1 = std::min(n_tokens, t0 + tile);
+      for (int64_t o = o0; o < o1; ++o) {
+        const void* row = wbase + size_t(o) * w.row_stride;
+        for (int64_t t = t0; t < t1; ++t) y[t * n_out + o] = dot(row, acts[size_t(t)], n_in);
+      }
+    }
+  });
+}
+
+void matmul_ref(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens) {
+  cpu::validate(w);
+  std::vector<float> row(size_t(w.n_in));
+  const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
+  for (int64_t o = 0; o < w.n_out; ++o) {
+    dequantize_row_ref(w.type, wbase + size_t(o) * w.row_stride, row.data(), w.n_in);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x + t * w.n_in;
+      double acc = 0.0;
+      for (int64_t i = 0; i < w.n_in; ++i) acc += double(row[size_t(i)]) * double(xt[i]);
+      y[t * w.n_out + o] = float(acc);
+    }
+  }
+}
+
+}  // namespace polykv

@@ -1,0 +1,56 @@
+// Internal to the CPU matmul: the per-ISA dot-product kernels and the quantized activation rows they
+// read. matmul.cpp owns threading and dispatch; the kernels compute one weight row · one activation
+// row. Not a public interface (tests include it to force an ISA).
+//
+// Activation formats (chosen by the weight type, see act_format()):
+//   F32    f32/f16/bf16 weights read the f32 activations directly.
+//   Q8_32  legacy quant weights: per 32 values, d (f32) and qs (int8, |q| <= 127) with x ≈ d * q,
+//          plus sum = Σ qs (int32) for the zero-point / min terms.
+//   Q8_K   k-quant weights: per 256 values, d (f32) and qs (int8, |q| <= 127), plus bsums = Σ qs per
+//          16 values (int16).
+// Every ISA reads the same quantized activations (made once per matmul by the scalar code in
+// act_quant.cpp), so scalar and SIMD kernels agree up to float rounding.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace polykv::cpu {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+const char* isa_name(Isa isa);
+
+enum class ActFormat { F32, Q8_32, Q8_K };
+ActFormat act_format(DType weight_type);  // throws Error for a type matmul does not support
+
+// One token's activations in its ActFormat. Pointers not used by the format are null.
+struct ActRow {
+  const float* f32 = nullptr;      // [n_in]                    (F32)
+  const int8_t* qs = nullptr;      // [n_in]                    (Q8_32, Q8_K)
+  const float* d = nullptr;        // [n_in / 32] or [n_in/256] (Q8_32, Q8_K)
+  const int32_t* sum = nullptr;    // [n_in / 32]               (Q8_32)
+  const int16_t* bsums = nullptr;  // [n_in / 16]               (Q8_K)
+};
+
+// Σ_i W[i] * x[i] over one weight row of n_in values (a whole number of the type's blocks).
+using VecDotFn = float (*)(const void* w_row, const ActRow& act, int64_t n_in);
+
+// Kernel of each ISA for a weight type, or nullptr where that ISA has none (the caller then falls
+// back to a narrower ISA). The AVX2/AVX-512 tables may only be called when the CPU supports them.
+VecDotFn vec_dot_scalar(DType type);
+VecDotFn vec_dot_avx2(DType type);
+VecDotFn vec_dot_avx512(DType type);
+
+// Activation quantization (scalar, shared by every ISA). n is a multiple of 32 (resp. 256).
+void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);
+void quantize_act_q8_K(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
+
+// ISA selection. detected_isa() is the widest the CPU supports; matmul() uses active_isa(), which is
+// detected_isa() unless a test forced another one (set_isa_override; must be <= detected_isa()).
+Isa detected_isa();
+Isa active_isa();
+void set_isa_override(Isa isa);
+void clear_isa_override();
+
+}  // namespace polykv::cpu

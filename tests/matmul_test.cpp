@@ -1,0 +1,258 @@
+// matmul() against matmul_ref() for every weight type, on every ISA this CPU has (each forced in
+// turn), at awkward shapes and thread counts; and the ISAs against each other.
+#include "backend/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+#include "test_util.h"
+
+namespace polykv {
+namespace {
+
+using cpu::Isa;
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                        DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// Byte offsets of the fp16 scale fields (d, and dmin / m where present) inside one block.
+std::vector<size_t> half_fields(DType t) {
+  switch (t) {
+    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return {0};
+    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
+    case DType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case DType::Q3_K: return {offsetof(BlockQ3_K, d)};
+    case DType::Q6_K: return {offsetof(BlockQ6_K, d)};
+    default: return {};
+  }
+}
+
+// n_out rows of n_in values, row_stride bytes apart (>= the row size, to exercise strides).
+// Quantized from random floats with quantize_row_ref where that exists and `random_bits` is false;
+// otherwise random bytes (every bit pattern, e.g. q8_0's -128) with the fp16 scales set to small
+// sane values so that no block holds inf/nan.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  WeightMatrix m;
+};
+
+Weights make_weights(DType t, int64_t n_in, int64_t n_out, uint32_t seed, bool random_bits) {
+  Weights w;
+  const size_t rb = row_bytes(t, n_in);
+  const size_t stride = rb + 16;
+  w.bytes.assign(stride * size_t(n_out), 0);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  for (int64_t o = 0; o < n_out; ++o) {
+    uint8_t* row = w.bytes.data() + size_t(o) * stride;
+    if (!random_bits && can_quantize(t)) {
+      const auto f = test::random_floats(size_t(n_in), seed * 7919u + uint32_t(o));
+      quantize_row_ref(t, f.data(), row, n_in);
+    } else if (is_float_type(t)) {  // random_bits makes no sense for floats: avoid nan/inf
+      const auto f = test::random_floats(size_t(n_in), seed * 7919u + uint32_t(o));
+      for (int64_t i = 0; i < n_in; ++i) {
+        if (t == DType::F32) std::memcpy(row + 4 * i, &f[size_t(i)], 4);
+        const uint16_t h = t == DType::F16 ? f32_to_fp16(f[size_t(i)]) : f32_to_bf16(f[size_t(i)]);
+        if (t != DType::F32) std::memcpy(row + 2 * i, &h, 2);
+      }
+    } else {
+      for (size_t i = 0; i < rb; ++i) row[i] = uint8_t(rng());
+      const DTypeInfo& info = dtype_info(t);
+      for (int64_t b = 0; b < n_in / info.block_size; ++b)
+        for (size_t off : half_fields(t)) {
+          const uint16_t h = f32_to_fp16(scale(rng));
+          std::memcpy(row + size_t(b) * size_t(info.type_size) + off, &h, 2);
+        }
+    }
+  }
+  w.m = {t, w.bytes.data(), n_in, n_out, stride};
+  return w;
+}
+
+// Error bound for one output y[t][o] = Σ_i w_i x_i.
+// - Quantized weights multiply int8 activations: each x_i is replaced by d*q with |x_i - d*q| <= d/2
+//   and d = amax/127 over its block (32 or 256 values; we use the amax of the enclosing 256 values,
+//   which is >= either), so |Δy| <= Σ_i |w_i| * amax_256(i) / 254 exactly. This is the ~1e-2
+//   relative error per dot that 8-bit activations cost; the bound is rigorous, not a guess.
+// - Float rounding on top: kernels accumulate in f32 over at most a few thousand terms in ≥ 4
+//   partial sums, so |Δ| <= ~n/4 * 2^-24 * Σ|w_i x_i| in the worst case and ~sqrt(n) * 2^-24 in
+//   practice; 2e-5 * Σ|w_i x_i| covers n up to ~1300 even in the worst case. The reference itself
+//   accumulates in double and is exact to far below that.
+struct Bound {
+  std::vector<double> abs_dot;    // [n_tokens][n_out] Σ |w_i x_i|
+  std::vector<double> act_quant;  // [n_tokens][n_out] Σ |w_i| amax_256(i) / 254
+};
+
+Bound error_bound(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens) {
+  Bound b;
+  b.abs_dot.assign(size_t(n_tokens * w.n_out), 0.0);
+  b.act_quant.assign(size_t(n_tokens * w.n_out), 0.0);
+  std::vector<float> row(size_t(w.n_in));
+  const bool quantized_acts = !is_float_type(w.type);
+  for (int64_t o = 0; o < w.n_out; ++o) {
+    dequantize_row_ref(w.type, static_cast<const uint8_t*>(w.data) + size_t(o) * w.row_stride,
+                       row.data(), w.n_in);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x.data() + t * w.n_in;
+      double s = 0, q = 0;
+      for (int64_t i0 = 0; i0 < w.n_in; i0 += 256) {
+        const int64_t i1 = std::min<int64_t>(w.n_in, i0 + 256);
+        double amax = 0;
+        for (int64_t i = i0; i < i1; ++i) amax = std::max(amax, double(std::fabs(xt[i])));
+        for (int64_t i = i0; i < i1; ++i) {
+          s += std::fabs(double(row[size_t(i)]) * xt[i]);
+          if (quantized_acts) q += std::fabs(double(row[size_t(i)])) * amax / 254.0;
+        }
+      }
+      b.abs_dot[size_t(t * w.n_out + o)] = s;
+      b.act_quant[size_t(t * w.n_out + o)] = q;
+    }
+  }
+  return b;
+}
+
+ThreadPool& pool(int n_threads) {
+  static std::unique_ptr<ThreadPool> pools[4];
+  if (!pools[n_threads]) pools[n_threads] = std::make_unique<ThreadPool>(n_threads);
+  return *pools[n_threads];
+}
+
+// Forces an ISA for the lifetime of the guard.
+struct IsaGuard {
+  explicit IsaGuard(Isa isa) { cpu::set_isa_override(isa); }
+  ~IsaGuard() { cpu::clear_isa_override(); }
+};
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= int(cpu::detected_isa()); ++i) out.push_back(Isa(i));
+  return out;
+}
+
+// Shapes: n_in in units of the type's block (32 for legacy, 256 for k-quants; float types get odd
+// element counts to hit the SIMD tails), n_out, n_tokens, threads.
+struct Shape {
+  int64_t blocks, n_out, n_tokens;
+  int threads;
+};
+const Shape kShapes[] = {{1, 1, 1, 1},   {3, 7, 3, 2},  {5, 37, 8, 3}, {1, 259, 17, 2},
+                         {3, 259, 1, 3}, {5, 7, 17, 1}, {3, 1, 8, 2},  {1, 37, 3, 3}};
+
+int64_t n_in_for(DType t, int64_t blocks, int shape_index) {
+  if (is_float_type(t)) {
+    const int64_t odd[] = {1, 7, 33, 100, 291, 1003, 16, 64};
+    return odd[shape_index % 8] + 32 * (blocks - 1);
+  }
+  return blocks * dtype_info(t).block_size * (dtype_info(t).block_size == 32 ? 7 : 1);
+}
+
+void check_against_ref(DType t, bool random_bits) {
+  for (int si = 0; si < int(std::size(kShapes)); ++si) {
+    const Shape& s = kShapes[si];
+    const int64_t n_in = n_in_for(t, s.blocks, si);
+    SCOPED_TRACE(testing::Message() << dtype_name(t) << " n_in=" << n_in << " n_out=" << s.n_out
+                                    << " n_tokens=" << s.n_tokens << " threads=" << s.threads);
+    const Weights w = make_weights(t, n_in, s.n_out, 1000u + uint32_t(si), random_bits);
+    const auto x = test::random_floats(size_t(n_in * s.n_tokens), 77u + uint32_t(si));
+    std::vector<float> ref(size_t(s.n_out * s.n_tokens));
+    matmul_ref(w.m, x.data(), ref.data(), s.n_tokens);
+    const Bound bound = error_bound(w.m, x, s.n_tokens);
+    for (Isa isa : available_isas()) {
+      SCOPED_TRACE(cpu::isa_name(isa));
+      IsaGuard guard(isa);
+      std::vector<float> y(ref.size(), NAN);
+      matmul(w.m, x.data(), y.data(), s.n_tokens, pool(s.threads));
+      for (size_t i = 0; i < y.size(); ++i) {
+        const double tol = 1.01 * bound.act_quant[i] + 2e-5 * bound.abs_dot[i] + 1e-30;
+        ASSERT_NEAR(y[i], ref[i], tol) << "at token " << i / size_t(s.n_out) << " row " << i % size_t(s.n_out);
+      }
+    }
+  }
+}
+
+TEST(Matmul, MatchesReferenceQuantizedWeights) {
+  for (DType t : kTypes) {
+    if (!can_quantize(t)) continue;
+    check_against_ref(t, /*random_bits=*/false);
+  }
+}
+
+TEST(Matmul, MatchesReferenceRandomBlocks) {
+  for (DType t : kTypes) check_against_ref(t, /*random_bits=*/true);
+}
+
+// The ISAs multiply the same quantized activations, so they differ only by float rounding:
+// 2e-5 * Σ|w_i x_i| (plus the same margin on the quantization term, as x is replaced by d*q).
+TEST(Matmul, IsasAgreeWithScalar) {
+  const int64_t n_out = 37, n_tokens = 5;
+  for (DType t : kTypes) {
+    const int64_t n_in = is_float_type(t) ? 1003 : 4 * 256;
+    SCOPED_TRACE(dtype_name(t));
+    const Weights w = make_weights(t, n_in, n_out, 5u, /*random_bits=*/true);
+    const auto x = test::random_floats(size_t(n_in * n_tokens), 6u);
+    const Bound bound = error_bound(w.m, x, n_tokens);
+    std::vector<float> y_scalar(size_t(n_out * n_tokens));
+    {
+      IsaGuard guard(Isa::Scalar);
+      matmul(w.m, x.data(), y_scalar.data(), n_tokens, pool(2));
+    }
+    for (Isa isa : available_isas()) {
+      SCOPED_TRACE(cpu::isa_name(isa));
+      IsaGuard guard(isa);
+      std::vector<float> y(y_scalar.size());
+      matmul(w.m, x.data(), y.data(), n_tokens, pool(3));
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], y_scalar[i], 2e-5 * (bound.abs_dot[i] + bound.act_quant[i]) + 1e-30);
+    }
+  }
+}
+
+// Rows of 8197 f32 activations (32 KiB) make token tiles of 8: 17 tokens take three passes.
+TEST(Matmul, SeveralTokenTiles) {
+  const int64_t n_in = 8197, n_out = 9, n_tokens = 17;
+  const Weights w = make_weights(DType::F16, n_in, n_out, 9u, false);
+  const auto x = test::random_floats(size_t(n_in * n_tokens), 10u);
+  std::vector<float> ref(size_t(n_out * n_tokens)), y(ref.size());
+  matmul_ref(w.m, x.data(), ref.data(), n_tokens);
+  matmul(w.m, x.data(), y.data(), n_tokens, pool(2));
+  const Bound bound = error_bound(w.m, x, n_tokens);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 5e-5 * bound.abs_dot[i]);
+}
+
+TEST(Matmul, ReportsIsa) {
+  const std::string isa = matmul_isa();
+  EXPECT_TRUE(isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;
+  EXPECT_EQ(isa, cpu::isa_name(cpu::detected_isa()));
+  {
+    IsaGuard guard(Isa::Scalar);
+    EXPECT_STREQ(matmul_isa(), "scalar");
+  }
+}
+
+TEST(Matmul, RejectsBadInput) {
+  std::vector<uint8_t> bytes(1024);
+  std::vector<float> x(256), y(8);
+  WeightMatrix q8k{DType::Q8_K, bytes.data(), 256, 1, 292};
+  EXPECT_THROW(matmul(q8k, x.data(), y.data(), 1, pool(1)), Error);
+  WeightMatrix ragged{DType::Q4_0, bytes.data(), 48, 1, 64};  // 48 is not a whole number of blocks
+  EXPECT_THROW(matmul(ragged, x.data(), y.data(), 1, pool(1)), Error);
+  WeightMatrix short_stride{DType::Q8_0, bytes.data(), 64, 2, 34};  // a row is 68 bytes
+  EXPECT_THROW(matmul(short_stride, x.data(), y.data(), 1, pool(1)), Error);
+}
+
+}  // namespace
+}  // namespace polykv
