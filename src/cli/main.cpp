@@ -17,6 +17,7 @@ struct Verb {
 
 const Verb kVerbs[] = {
     {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"synth", polykv::cli::cmd_synth, "write a random-weight GGUF shaped like a real model"},
 };
 
 void usage(FILE* out) {
