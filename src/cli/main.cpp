@@ -20,6 +20,7 @@ const Verb kVerbs[] = {
     {"bench", polykv::cli::cmd_bench, "measure prefill and decode tokens/s"},
     {"quantize", polykv::cli::cmd_quantize, "re-quantize a model's weight matrices"},
     {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"synth", polykv::cli::cmd_synth, "write a random-weight GGUF shaped like a real model"},
 };
 
 void usage(FILE* out) {

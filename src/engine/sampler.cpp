@@ -1,0 +1,127 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace polykv {
+namespace {
+
+// Strict weak order: higher logit first, then lower id, so every sort/partition is deterministic.
+struct ByLogitDesc {
+  template <typename C>
+  bool operator()(const C& a, const C& b) const {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+  }
+};
+
+}  // namespace
+
+Sampler::Sampler(SamplingParams params) : params_(params), rng_(params.seed) {}
+
+double Sampler::uniform01() { return double(rng_() >> 11) * 0x1.0p-53; }
+
+// Penalizes each distinct token of the window once. Precondition: cands_[id].id == id (id order).
+void Sampler::apply_penalty(std::span<const int32_t> history, int32_t n_vocab) {
+  const float penalty = params_.repeat_penalty;
+  if (penalty == 1.0f || params_.repeat_last_n == 0 || history.empty()) return;
+  size_t n = history.size();
+  if (params_.repeat_last_n > 0) n = std::min(n, size_t(params_.repeat_last_n));
+  window_.assign(history.end() - std::ptrdiff_t(n), history.end());
+  std::sort(window_.begin(), window_.end());
+  window_.erase(std::unique(window_.begin(), window_.end()), window_.end());
+  for (int32_t id : window_) {
+    if (id < 0 || id >= n_vocab) continue;
+    float& l = cands_[size_t(id)].logit;
+    l = l > 0.0f ? l / penalty : l * penalty;
+  }
+}
+
+// The limit of softmax when some logits are +inf: uniform over them. Precondition: at least one.
+int32_t Sampler::draw_uniform_among_inf() {
+  std::erase_if(cands_, [](const Candidate& c) { return c.logit != std::numeric_limits<float>::infinity(); });
+  if (params_.temperature <= 0.0f) return cands_.front().id;  // id order was kept: lowest id
+  const size_t pick = std::min(cands_.size() - 1, size_t(uniform01() * double(cands_.size())));
+  return cands_[pick].id;
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+  check(n_vocab > 0, "sampler: n_vocab must be positive, got ", n_vocab);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+
+  // Candidates in id order; NaN becomes -inf (never drawn).
+  cands_.resize(size_t(n_vocab));
+  bool any_pos_inf = false;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    const float l = std::isnan(logits[i]) ? -kInf : logits[i];
+    any_pos_inf |= (l == kInf);
+    cands_[size_t(i)] = {l, i};
+  }
+  apply_penalty(history, n_vocab);  // keeps ±inf as they are
+  if (any_pos_inf) return draw_uniform_among_inf();
+  std::erase_if(cands_, [](const Candidate& c) { return c.logit == -kInf; });
+  check(!cands_.empty(), "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
+
+  if (params_.temperature <= 0.0f) {
+    // Greedy: first maximum in id order, i.e. the lowest id on ties.
+    const Candidate* best = &cands_.front();
+    for (const auto& c : cands_)
+      if (c.logit > best->logit) best = &c;
+    return best->id;
+  }
+
+  // top-k: an O(n) selection; only the k survivors are ever sorted.
+  const int k = params_.top_k;
+  if (k > 0 && size_t(k) < cands_.size()) {
+    std::nth_element(cands_.begin(), cands_.begin() + (k - 1), cands_.end(), ByLogitDesc{});
+    cands_.resize(size_t(k));
+  }
+
+  // Softmax at temperature 1 over the current set: p_i = exp(l_i - m) / z.
+  double m = -std::numeric_limits<double>::infinity();
+  for (const auto& c : cands_) m = std::max(m, double(c.logit));
+  double z = 0.0;
+  for (const auto& c : cands_) z += std::exp(double(c.logit) - m);
+
+  // min-p before top-p is equivalent to the documented order: both keep a prefix of the descending
+  // order, and top-p below uses z of the pre-min-p set, so the kept set is the shorter prefix.
+  if (params_.min_p > 0.0f) {
+    const double cutoff = std::log(double(params_.min_p));  // p_i >= min_p * p_max  <=>  l_i - m >= log(min_p)
+    std::erase_if(cands_, [&](const Candidate& c) { return double(c.logit) - m < cutoff; });
+  }
+
+  if (params_.top_p < 1.0f) {
+    std::sort(cands_.begin(), cands_.end(), ByLogitDesc{});
+    double cum = 0.0;
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      cum += std::exp(double(cands_[i].logit) - m) / z;
+      if (cum >= double(params_.top_p)) {
+        cands_.resize(i + 1);
+        break;
+      }
+    }
+  }
+
+  // Temperature and draw. The maximum has weight exp(0) = 1, so total >= 1 even for tiny temperatures.
+  const double inv_t = 1.0 / double(params_.temperature);
+  weights_.resize(cands_.size());
+  double total = 0.0;
+  for (size_t i = 0; i < cands_.size(); ++i) {
+    weights_[i] = std::exp((double(cands_[i].logit) - m) * inv_t);
+    total += weights_[i];
+  }
+  const double u = uniform01() * total;
+  double acc = 0.0;
+  for (size_t i = 0; i < cands_.size(); ++i) {
+    acc += weights_[i];
+    if (u < acc) return cands_[i].id;
+  }
+  // Rounding can leave u >= acc by a hair: return the last candidate with non-zero weight.
+  for (size_t i = cands_.size(); i-- > 0;)
+    if (weights_[i] > 0.0) return cands_[i].id;
+  return cands_.front().id;
+}
+
+}  // namespace polykv

@@ -1,0 +1,88 @@
+#include "model/shapes.h"
+
+#include "core/error.h"
+
+namespace polykv {
+namespace {
+
+ModelShape llama(std::string name, int n_layer, int n_embd, int n_ff, int n_head, int n_head_kv, int head_dim,
+                 int n_vocab, int n_ctx, bool tied, Llama3RopeScaling rope) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.arch = "llama";
+  s.n_layer = n_layer, s.n_embd = n_embd, s.n_ff = n_ff, s.n_head = n_head, s.n_head_kv = n_head_kv;
+  s.head_dim = head_dim, s.n_vocab = n_vocab, s.n_ctx = n_ctx;
+  s.rope_theta = 500000.0f;
+  s.rms_eps = 1e-5f;
+  s.tied_embeddings = tied;
+  s.llama3_rope = rope;
+  return s;
+}
+
+ModelShape qwen2(std::string name, int n_layer, int n_embd, int n_ff, int n_head, int n_head_kv, int head_dim,
+                 int n_vocab, int n_ctx, bool tied) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.arch = "qwen2";
+  s.n_layer = n_layer, s.n_embd = n_embd, s.n_ff = n_ff, s.n_head = n_head, s.n_head_kv = n_head_kv;
+  s.head_dim = head_dim, s.n_vocab = n_vocab, s.n_ctx = n_ctx;
+  s.rope_theta = 1000000.0f;
+  s.rms_eps = 1e-6f;
+  s.tied_embeddings = tied;
+  s.qkv_bias = true;
+  return s;
+}
+
+ModelShape gemma3(std::string name, int n_layer, int n_embd, int n_ff, int n_head, int n_head_kv, int head_dim,
+                  int n_vocab, int n_ctx, int sliding_window, float linear_factor) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.arch = "gemma3";
+  s.n_layer = n_layer, s.n_embd = n_embd, s.n_ff = n_ff, s.n_head = n_head, s.n_head_kv = n_head_kv;
+  s.head_dim = head_dim, s.n_vocab = n_vocab, s.n_ctx = n_ctx;
+  s.rope_theta = 1000000.0f;
+  s.rope_theta_swa = 10000.0f;
+  s.rms_eps = 1e-6f;
+  s.tied_embeddings = true;
+  s.sliding_window = sliding_window;
+  s.swa_pattern = 6;
+  s.rope_linear_factor = linear_factor;
+  return s;
+}
+
+std::vector<ModelShape> make_shapes() {
+  // Llama 3.2 1B uses rope factor 32, Llama 3.1 8B factor 8 (both low 1, high 4, original 8192).
+  const Llama3RopeScaling l32{32.0, 1.0, 4.0, 8192.0};
+  const Llama3RopeScaling l31{8.0, 1.0, 4.0, 8192.0};
+  return {
+      //     name             layers embd   ff     head kv  hdim vocab   ctx
+      llama("llama-3.2-1b",   16, 2048,  8192, 32, 8, 64,  128256, 131072, /*tied=*/true, l32),
+      llama("llama-3.1-8b",   32, 4096, 14336, 32, 8, 128, 128256, 131072, /*tied=*/false, l31),
+      qwen2("qwen2.5-0.5b",   24,  896,  4864, 14, 2, 64,  151936, 32768, /*tied=*/true),
+      qwen2("qwen2.5-7b",     28, 3584, 18944, 28, 4, 128, 152064, 32768, /*tied=*/false),
+      gemma3("gemma-3-4b",    34, 2560, 10240,  8, 4, 256, 262144, 131072, /*window=*/1024, /*linear=*/8.0f),
+      // Test shapes: every dimension a multiple of 256, so every block size fits.
+      llama("tiny",            2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/false,
+            Llama3RopeScaling{8.0, 1.0, 4.0, 64.0}),
+      qwen2("tiny-qwen2",      2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/true),
+      gemma3("tiny-gemma3",    6,  256,   512,  2, 1, 256,    320,    512, /*window=*/16, /*linear=*/0.0f),
+  };
+}
+
+}  // namespace
+
+const std::vector<ModelShape>& model_shapes() {
+  static const std::vector<ModelShape> shapes = make_shapes();
+  return shapes;
+}
+
+const ModelShape& find_model_shape(const std::string& name) {
+  std::string valid;
+  for (const auto& s : model_shapes()) {
+    if (s.name == name) return s;
+    valid += (valid.empty() ? "" : ", ") + s.name;
+  }
+  fail("unknown shape '", name, "'; valid shapes: ", valid);
+}
+
+}  // namespace polykv
