@@ -88,6 +88,7 @@ int cmd_bench(int argc, char** argv) {
     }
   }
 
+  const size_t peak_rss = peak_rss_bytes();  // before the bandwidth probe's buffer
   const double bw = bw_gbs > 0 ? bw_gbs * 1e9 : measure_read_bandwidth(pool);
   const double weight_bytes = double(model->weight_bytes_per_token());
   // Mean KV bytes read per decode step: every cached position of every layer, at the middle of the run.
@@ -104,7 +105,7 @@ int cmd_bench(int argc, char** argv) {
       {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", weight_bytes}, {"kv_bytes_per_token", kv.bytes_per_token()},
       {"mem_read_bw_gbs", bw / 1e9},   {"decode_floor_tok_s", floor_tok_s},
-      {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss_bytes()},
+      {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
   };
   if (json) {
     std::printf("%s\n", j.dump().c_str());
@@ -120,7 +121,7 @@ int cmd_bench(int argc, char** argv) {
                 ctk.c_str(), ctv.c_str(), pool.size(), depth, n_gen, decode_tok_s, floor_tok_s,
                 100.0 * decode_tok_s / floor_tok_s);
   std::printf("weights read per token: %.1f MiB; KV: %zu bytes/token; read bandwidth %.1f GB/s; peak RSS %.1f MiB\n",
-              weight_bytes / 1048576.0, kv.bytes_per_token(), bw / 1e9, double(peak_rss_bytes()) / 1048576.0);
+              weight_bytes / 1048576.0, kv.bytes_per_token(), bw / 1e9, double(peak_rss) / 1048576.0);
   return 0;
 }
 
