@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include "backend/cpu/kv_row_ops.h"
+#include "core/cpu_features.h"
 
 namespace polykv {
 namespace {
@@ -42,8 +43,7 @@ void axpy(DType t, float a, const uint8_t* v, float* out, int n) {
 
 const KvRowOps* kv_row_ops_avx2() {
   static const KvRowOps ops{dot, axpy};
-  const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return ok ? &ops : nullptr;
+  return cpu_features().has_avx2_set() ? &ops : nullptr;
 }
 
 }  // namespace polykv

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "quant/quant.h"
 
@@ -20,14 +21,9 @@ namespace cpu {
 namespace {
 
 Isa detect_isa() {
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
   // The AVX-512 files are compiled with F/BW/VL/DQ/VNNI (CMakeLists.txt), so all five are required.
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vnni");
-  return avx512 ? Isa::Avx512 : avx2 ? Isa::Avx2 : Isa::Scalar;
+  const CpuFeatures& f = cpu_features();
+  return f.has_avx512_set() ? Isa::Avx512 : f.has_avx2_set() ? Isa::Avx2 : Isa::Scalar;
 }
 
 std::atomic<int> g_isa_override{-1};

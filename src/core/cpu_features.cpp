@@ -1,0 +1,45 @@
+#include "core/cpu_features.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace polykv {
+namespace {
+
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
+  if (!osxsave || !avx) return f;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool ymm_state = (xcr0_lo & 0x6) == 0x6;     // SSE and AVX registers saved by the OS
+  const bool zmm_state = (xcr0_lo & 0xe6) == 0xe6;   // plus opmask and upper ZMM state
+  if (!ymm_state) return f;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.fma = fma;
+  f.f16c = f16c;
+  f.avx2 = b & (1u << 5);
+  if (zmm_state) {
+    f.avx512f = b & (1u << 16);
+    f.avx512dq = b & (1u << 17);
+    f.avx512bw = b & (1u << 30);
+    f.avx512vl = b & (1u << 31);
+    f.avx512vnni = c & (1u << 11);
+  }
+#endif
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+}  // namespace polykv
