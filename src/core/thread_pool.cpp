@@ -4,9 +4,9 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define POLYKV_PAUSE() _mm_pause()
+static inline void cpu_relax() { _mm_pause(); }
 #else
-#define POLYKV_PAUSE() ((void)0)
+static inline void cpu_relax() {}
 #endif
 
 namespace polykv {
@@ -14,7 +14,7 @@ namespace polykv {
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -24,13 +24,23 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::work_on_current_job() {
+  for (;;) {
+    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_acq_rel);
+    if (begin >= n_) return;
+    const int64_t end = std::min(n_, begin + chunk_);
+    (*fn_)(begin, end);
+    done_.fetch_add(end - begin, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     // Spin briefly (jobs come in rapid succession during a forward pass), then sleep on the counter.
     uint64_t g = generation_.load(std::memory_order_acquire);
     for (int spin = 0; g == seen && spin < 20000; ++spin) {
-      POLYKV_PAUSE();
+      cpu_relax();
       g = generation_.load(std::memory_order_acquire);
     }
     while (g == seen) {
@@ -39,40 +49,41 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = g;
     if (stop_.load()) return;
-    (*job_)(index, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    // Register, then confirm the job is still generation g: the caller changes the job only when
+    // no worker is registered, so a worker that woke late never runs a newer job's ranges with an
+    // older view of it.
+    active_.fetch_add(1, std::memory_order_acq_rel);
+    if (generation_.load(std::memory_order_acquire) == g) work_on_current_job();
+    active_.fetch_sub(1, std::memory_order_acq_rel);
   }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
+  if (n <= 0) return;
+  if (n_threads_ == 1) {
+    fn(0, n);
+    return;
+  }
+  // No worker is registered here (the previous call waited for active_ == 0).
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = std::max<int64_t>(std::max<int64_t>(1, min_chunk), n / (8 * int64_t(n_threads_)));
+  next_.store(0, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  work_on_current_job();
+  for (int spin = 0; done_.load(std::memory_order_acquire) < n; ++spin)
+    if (spin > 1000) std::this_thread::yield(); else cpu_relax();
+  // A worker may still be registered (claiming past the end); wait until it leaves.
+  for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin)
+    if (spin > 1000) std::this_thread::yield(); else cpu_relax();
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& job) {
-  if (n_threads_ == 1) {
-    job(0, 1);
-    return;
-  }
-  job_ = &job;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  job(0, n_threads_);
-  int left = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; left != 0 && spin < 200000; ++spin) {
-    POLYKV_PAUSE();
-    left = pending_.load(std::memory_order_acquire);
-  }
-  while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
-    left = pending_.load(std::memory_order_acquire);
-  }
-  job_ = nullptr;
-}
-
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  run([&](int t, int nt) {
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t begin = std::min<int64_t>(n, int64_t(t) * chunk);
-    const int64_t end = std::min<int64_t>(n, begin + chunk);
-    if (begin < end) fn(begin, end);
+  const int nt = n_threads_;
+  parallel_for(nt, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) job(int(i), nt);
   });
 }
 

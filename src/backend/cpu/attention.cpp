@@ -24,9 +24,9 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
   const size_t v_elem = kv.v_token_bytes / size_t(kv.n_head_kv * hdv);
   // One task per (query token, KV head): the group's query heads share every K/V row read.
   const int64_t n_tasks = int64_t(n_q) * kv.n_head_kv;
-  pool.run([&](int t, int nt) {
+  pool.parallel_for(n_tasks, [&](int64_t task_begin, int64_t task_end) {
     std::vector<float> scores;  // [group][n_keys]
-    for (int64_t task = t; task < n_tasks; task += nt) {
+    for (int64_t task = task_begin; task < task_end; ++task) {
       const int i = int(task / kv.n_head_kv), g = int(task % kv.n_head_kv);
       const int qpos = pos0 + i;
       const int lo = first_visible(p, qpos), n_keys = qpos - lo + 1;
