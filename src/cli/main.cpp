@@ -17,6 +17,9 @@ struct Verb {
 
 const Verb kVerbs[] = {
     {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
+    {"tokenize", polykv::cli::cmd_tokenize, "text on stdin -> token ids on stdout"},
+    {"detokenize", polykv::cli::cmd_detokenize, "token ids on stdin -> text on stdout"},
+    {"bench-tokenize", polykv::cli::cmd_bench_tokenize, "tokenizer encoding throughput on a text file"},
 };
 
 void usage(FILE* out) {
