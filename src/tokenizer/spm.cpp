@@ -38,7 +38,30 @@ struct BigramOrder {  // priority_queue top = highest score, then leftmost
 
 }  // namespace
 
-SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {}
+SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    const std::string& piece = vocab.pieces[id];
+    if (mergeable_id(piece) != id) continue;
+    const size_t first_len = utf8::valid_sequence_length(piece, 0);
+    if (first_len == 0 || first_len == piece.size()) continue;  // single character (or not UTF-8)
+    for (size_t pos = 0; pos < piece.size();) {
+      const size_t len = utf8::valid_sequence_length(piece, pos);
+      if (len == 0) break;
+      const uint32_t cp = utf8::decode(piece, pos, len);
+      if (cp < 128)
+        ascii_in_pieces_[cp] = true;
+      else
+        non_ascii_in_pieces_.insert(cp);
+      pos += len;
+    }
+  }
+}
+
+bool SpmEncoder::is_isolated(std::string_view text, size_t pos, size_t len) const {
+  if (len == 0) return true;  // an ill-formed byte is in no piece
+  const uint32_t cp = utf8::decode(text, pos, len);
+  return cp < 128 ? !ascii_in_pieces_[cp] : non_ascii_in_pieces_.count(cp) == 0;
+}
 
 int32_t SpmEncoder::mergeable_id(std::string_view text) const {
   const int32_t id = vocab_.find(text);
@@ -68,6 +91,21 @@ void SpmEncoder::encode(std::string_view raw, bool starts_segment, std::vector<i
     else
       text += c;
   }
+  size_t run_start = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = utf8::valid_sequence_length(text, pos);
+    const size_t step = len ? len : 1;
+    if (is_isolated(text, pos, len)) {
+      if (pos > run_start) encode_run(std::string_view(text).substr(run_start, pos - run_start), out);
+      encode_run(std::string_view(text).substr(pos, step), out);
+      run_start = pos + step;
+    }
+    pos += step;
+  }
+  if (run_start < text.size()) encode_run(std::string_view(text).substr(run_start), out);
+}
+
+void SpmEncoder::encode_run(std::string_view text, std::vector<int32_t>& out) const {
   if (text.empty()) return;
 
   // Initial symbols: one per well-formed UTF-8 character; each byte of an ill-formed sequence is a
