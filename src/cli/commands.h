@@ -12,6 +12,7 @@ int cmd_inspect(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
+int cmd_bench_tokenize(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 
 }  // namespace polykv::cli

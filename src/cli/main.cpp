@@ -21,6 +21,9 @@ const Verb kVerbs[] = {
     {"quantize", polykv::cli::cmd_quantize, "re-quantize a model's weight matrices"},
     {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"synth", polykv::cli::cmd_synth, "write a random-weight GGUF shaped like a real model"},
+    {"tokenize", polykv::cli::cmd_tokenize, "text on stdin -> token ids on stdout"},
+    {"detokenize", polykv::cli::cmd_detokenize, "token ids on stdin -> text on stdout"},
+    {"bench-tokenize", polykv::cli::cmd_bench_tokenize, "tokenizer encoding throughput on a text file"},
 };
 
 void usage(FILE* out) {
