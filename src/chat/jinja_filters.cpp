@@ -175,24 +175,16 @@ Value filter_tojson(Interpreter&, const Value& input, CallArgs& args) {
 std::map<std::string, FilterFn> build_registry() {
   std::map<std::string, FilterFn> f;
   f["tojson"] = filter_tojson;
-  f["safe"] = [](Interpreter&, const Value& v, CallArgs& a) { bind("safe", a, {}); return v.is_string() ? v : Value::string(v.to_str()); };
+  f["safe"] = [](Interpreter&, const Value& v, CallArgs& a) { bind("safe", a, {}); return Value::markup(v.to_str()); };
   f["string"] = [](Interpreter&, const Value& v, CallArgs& a) { bind("string", a, {}); return v.is_string() ? v : Value::string(v.to_str()); };
-  const FilterFn escape = [](Interpreter&, const Value& v, CallArgs& a) {
+  f["escape"] = f["e"] = [](Interpreter&, const Value& v, CallArgs& a) {
     bind("escape", a, {});
-    std::string out;
-    for (char c : v.to_str()) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
-      }
-    }
-    return Value::string(out);
+    return v.is_markup() ? v : Value::markup(html_escape(v.to_str()));
   };
-  f["escape"] = f["e"] = f["forceescape"] = escape;
+  f["forceescape"] = [](Interpreter&, const Value& v, CallArgs& a) {
+    bind("forceescape", a, {});
+    return Value::markup(html_escape(v.to_str()));
+  };
   const FilterFn length = [](Interpreter&, const Value& v, CallArgs& a) {
     bind("length", a, {});
     return Value::integer(value_length(v));

@@ -17,9 +17,16 @@ namespace {
   fail("unsupported operand type(s) for ", op, ": '", a.type_name(), "' and '", b.type_name(), "'");
 }
 
-int64_t checked(bool overflow, int64_t v) {
-  if (overflow) fail("integer overflow");
-  return v;
+using IntOp = bool (*)(int64_t, int64_t, int64_t*);
+bool add_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); }
+bool sub_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }
+bool mul_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }
+
+// Python ints are unbounded; we use int64 and report overflow instead of wrapping.
+int64_t checked(IntOp op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (op(a, b, &r)) fail("integer overflow");
+  return r;
 }
 
 Value repeat(const Value& seq, int64_t times, Interpreter& in) {
@@ -29,7 +36,7 @@ Value repeat(const Value& seq, int64_t times, Interpreter& in) {
       fail("string repetition too large");
     std::string out;
     for (int64_t k = 0; k < times; ++k) out += seq.str();
-    return Value::string(std::move(out));
+    return seq.is_markup() ? Value::markup(std::move(out)) : Value::string(std::move(out));
   }
   const auto& items = seq.items();
   if (times > 0 && items.size() > in.limits().max_output_bytes / 8 / static_cast<size_t>(times))
@@ -65,11 +72,14 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Interpret
   if (op == "+") {
     if (numbers) {
       if (any_float) return Value::floating(a.as_double() + b.as_double());
-      int64_t r = 0;
-      return Value::integer(checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+      return Value::integer(checked(add_overflows, a.as_int(), b.as_int()));
     }
     if (a.is_string() && b.is_string()) {
       if (a.str().size() + b.str().size() > in.limits().max_output_bytes) fail("string too large");
+      // Markup + str escapes the plain operand (markupsafe's __add__ / __radd__).
+      if (a.is_markup() || b.is_markup())
+        return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) +
+                             (b.is_markup() ? b.str() : html_escape(b.str())));
       return Value::string(a.str() + b.str());
     }
     if (a.is_list() && b.is_list() && !a.is_generator() && !b.is_generator() && a.is_tuple() == b.is_tuple()) {
@@ -82,14 +92,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Interpret
   if (op == "-") {
     if (!numbers) unsupported_operands(op, a, b);
     if (any_float) return Value::floating(a.as_double() - b.as_double());
-    int64_t r = 0;
-    return Value::integer(checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+    return Value::integer(checked(sub_overflows, a.as_int(), b.as_int()));
   }
   if (op == "*") {
     if (numbers) {
       if (any_float) return Value::floating(a.as_double() * b.as_double());
-      int64_t r = 0;
-      return Value::integer(checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+      return Value::integer(checked(mul_overflows, a.as_int(), b.as_int()));
     }
     const bool a_seq = a.is_string() || (a.is_list() && !a.is_generator());
     const bool b_seq = b.is_string() || (b.is_list() && !b.is_generator());
@@ -122,9 +130,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Interpret
     if (!any_float && b.as_int() >= 0) {
       int64_t result = 1, base = a.as_int(), e = b.as_int();
       while (e > 0) {
-        if (e & 1) checked(__builtin_mul_overflow(result, base, &result), 0);
+        if (e & 1) result = checked(mul_overflows, result, base);
         e >>= 1;
-        if (e > 0) checked(__builtin_mul_overflow(base, base, &base), 0);
+        if (e > 0) base = checked(mul_overflows, base, base);
       }
       return Value::integer(result);
     }

@@ -353,6 +353,21 @@ std::string python_string_repr(std::string_view s) {
   return out;
 }
 
+std::string html_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 std::string json_quote(std::string_view s, bool ensure_ascii) {
   std::string out = "\"";
   for (size_t i = 0; i < s.size();) {

@@ -40,6 +40,8 @@ std::string python_str_title(std::string_view s);  // str.title()
 
 std::string python_float_repr(double d);  // repr(float): 1.0, 1e+16, 0.30000000000000004, nan, inf
 std::string python_string_repr(std::string_view s);  // repr(str): 'it\'s', "it's"
+// markupsafe.escape: & < > " ' become entities.
+std::string html_escape(std::string_view s);
 // json.dumps string with ensure_ascii as given (quotes included).
 std::string json_quote(std::string_view s, bool ensure_ascii);
 

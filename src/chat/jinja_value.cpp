@@ -33,6 +33,7 @@ Value Value::boolean(bool b) { Value v; v.kind_ = Kind::Bool; v.b_ = b; return v
 Value Value::integer(int64_t i) { Value v; v.kind_ = Kind::Int; v.i_ = i; return v; }
 Value Value::floating(double d) { Value v; v.kind_ = Kind::Float; v.d_ = d; return v; }
 Value Value::string(std::string s) { Value v; v.kind_ = Kind::String; v.s_ = std::move(s); return v; }
+Value Value::markup(std::string s) { Value v = string(std::move(s)); v.markup_ = true; return v; }
 
 Value Value::list(std::vector<Value> items, bool is_tuple, bool is_generator) {
   Value v;

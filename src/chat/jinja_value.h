@@ -53,6 +53,8 @@ class Value {
   static Value integer(int64_t i);
   static Value floating(double d);
   static Value string(std::string s);
+  // markupsafe.Markup (made by |safe and |escape): adding a plain str to it HTML-escapes the str.
+  static Value markup(std::string s);
   static Value list(std::vector<Value> items, bool is_tuple = false, bool is_generator = false);
   static Value dict(std::shared_ptr<DictData> data = nullptr);
   static Value name_space(std::shared_ptr<DictData> data = nullptr);
@@ -67,6 +69,7 @@ class Value {
   bool is_float() const { return kind_ == Kind::Float; }
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
   bool is_string() const { return kind_ == Kind::String; }
+  bool is_markup() const { return kind_ == Kind::String && markup_; }
   bool is_list() const { return kind_ == Kind::List; }
   bool is_tuple() const { return kind_ == Kind::List && list_->is_tuple; }
   bool is_generator() const { return kind_ == Kind::List && list_->is_generator; }
@@ -92,6 +95,7 @@ class Value {
  private:
   Kind kind_ = Kind::Undefined;
   bool b_ = false;
+  bool markup_ = false;
   int64_t i_ = 0;
   double d_ = 0;
   std::string s_;
