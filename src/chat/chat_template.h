@@ -1,0 +1,51 @@
+// Renders a model's Jinja chat template for a conversation the way Hugging Face transformers does
+// (jinja2 ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols; globals
+// raise_exception and strftime_now; tojson = json.dumps(ensure_ascii=False)). Output is meant to
+// be byte-identical to transformers' apply_chat_template(..., tokenize=False).
+#pragma once
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "chat/jinja_interpreter.h"
+
+namespace polykv {
+
+struct ChatTemplateOptions {
+  bool add_generation_prompt = false;
+  std::string bos_token, eos_token;
+  nlohmann::json extra = nlohmann::json::object();  // further template variables (enable_thinking, ...)
+  // Broken-down local time strftime_now() formats; nullopt = the current local time. Tests inject a
+  // fixed date so outputs are reproducible.
+  std::optional<std::tm> now;
+  jinja::Limits limits;
+};
+
+// messages: JSON array of {role, content, tool_calls?, ...}; tools: JSON array or null.
+// Throws polykv::Error for malformed or unsupported templates and when the template raises
+// (raise_exception, undefined access, type errors ... wherever Python would raise).
+// nlohmann::json stores object keys sorted, so key order (visible through tojson or dict loops) is
+// alphabetical; pass nlohmann::ordered_json to keep the caller's order exactly as Python would.
+std::string render_chat_template(const std::string& template_source, const nlohmann::json& messages,
+                                 const nlohmann::json& tools, const ChatTemplateOptions& opts);
+std::string render_chat_template(const std::string& template_source, const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools, const ChatTemplateOptions& opts);
+
+// A parsed template, reusable for many renders (parsing once per model).
+class ChatTemplate {
+ public:
+  explicit ChatTemplate(const std::string& source);  // throws polykv::Error on syntax errors
+  ~ChatTemplate();
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+
+  // Renders with explicitly built context variables (messages, tools, ... already converted).
+  std::string render(const jinja::Value& messages, const jinja::Value& tools, const ChatTemplateOptions& opts) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace polykv
