@@ -153,13 +153,13 @@ float kq_dot_q6_K(const void* w_row, const ActRow& a, int64_t n) {
 }
 
 template <typename Ops>
-VecDotFn kquant_kernel(DType type) {
+RowDotFn kquant_kernel(DType type) {
   switch (type) {
-    case DType::Q2_K: return kq_dot_q2_K<Ops>;
-    case DType::Q3_K: return kq_dot_q3_K<Ops>;
-    case DType::Q4_K: return kq_dot_q45_K<Ops, BlockQ4_K, false>;
-    case DType::Q5_K: return kq_dot_q45_K<Ops, BlockQ5_K, true>;
-    case DType::Q6_K: return kq_dot_q6_K<Ops>;
+    case DType::Q2_K: return each_token<kq_dot_q2_K<Ops>>;
+    case DType::Q3_K: return each_token<kq_dot_q3_K<Ops>>;
+    case DType::Q4_K: return each_token<kq_dot_q45_K<Ops, BlockQ4_K, false>>;
+    case DType::Q5_K: return each_token<kq_dot_q45_K<Ops, BlockQ5_K, true>>;
+    case DType::Q6_K: return each_token<kq_dot_q6_K<Ops>>;
     default: return nullptr;
   }
 }
