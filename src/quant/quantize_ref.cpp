@@ -1,7 +1,7 @@
 // Scalar reference quantization: ggml's round-to-nearest reference algorithms (quantize_row_*_ref),
 // bit-identical to them, for f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 and the activation type
-// q8_K. The k-quant weight types (q2_K..q6_K) are not quantized here: ggml's reference for them is an
-// iterative scale search, and can_quantize() says false for them.
+// q8_K. The k-quant weight types q2_K..q5_K are not quantized (yet): ggml's reference for them is an
+// iterative scale search, and can_quantize() says false for them. q6_K is in kquant_quantize_ref.cpp.
 //
 // Floating point: every product is rounded to float before the following add (no fused
 // multiply-add). ggml's C source leaves contraction to the compiler, so an FMA build of ggml can
@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
+#include "quant/kquant_quantize_ref.h"
 #include "quant/quant.h"
 
 namespace polykv {
@@ -176,7 +177,7 @@ void quantize_blocks(void (*one)(const float*, Block&), const float* src, void* 
 bool can_quantize(DType type) {
   switch (type) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
-    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_K:
+    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_K: case DType::Q6_K:
       return true;
     default:
       return false;
@@ -205,6 +206,7 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q5_1: return quantize_blocks<BlockQ5_1, kQK32>(quantize_q5_1, src, dst, n);
     case DType::Q8_0: return quantize_blocks<BlockQ8_0, kQK32>(quantize_q8_0, src, dst, n);
     case DType::Q8_K: return quantize_blocks<BlockQ8_K, kQK_K>(quantize_q8_K, src, dst, n);
+    case DType::Q6_K: return quantize_row_q6_K_ref(src, static_cast<BlockQ6_K*>(dst), n);
     default:
       fail("quantize_row_ref: type ", dtype_name(type), " is not supported");
   }
