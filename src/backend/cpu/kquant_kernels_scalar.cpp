@@ -122,13 +122,13 @@ float dot_q6_K(const void* w_row, const ActRow& a, int64_t n) {
 
 }  // namespace
 
-VecDotFn vec_dot_kquant_scalar(DType type) {
+RowDotFn row_dot_kquant_scalar(DType type) {
   switch (type) {
-    case DType::Q2_K: return dot_q2_K;
-    case DType::Q3_K: return dot_q3_K;
-    case DType::Q4_K: return dot_q45_K<BlockQ4_K, false>;
-    case DType::Q5_K: return dot_q45_K<BlockQ5_K, true>;
-    case DType::Q6_K: return dot_q6_K;
+    case DType::Q2_K: return each_token<dot_q2_K>;
+    case DType::Q3_K: return each_token<dot_q3_K>;
+    case DType::Q4_K: return each_token<dot_q45_K<BlockQ4_K, false>>;
+    case DType::Q5_K: return each_token<dot_q45_K<BlockQ5_K, true>>;
+    case DType::Q6_K: return each_token<dot_q6_K>;
     default: return nullptr;
   }
 }

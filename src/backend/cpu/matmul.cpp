@@ -29,11 +29,11 @@ Isa detect_isa() {
 std::atomic<int> g_isa_override{-1};
 
 // The widest kernel available for `type` at or below `isa`.
-VecDotFn pick_kernel(Isa isa, DType type) {
-  VecDotFn f = nullptr;
-  if (isa == Isa::Avx512) f = vec_dot_avx512(type);
-  if (!f && isa >= Isa::Avx2) f = vec_dot_avx2(type);
-  if (!f) f = vec_dot_scalar(type);
+RowDotFn pick_kernel(Isa isa, DType type) {
+  RowDotFn f = nullptr;
+  if (isa == Isa::Avx512) f = row_dot_avx512(type);
+  if (!f && isa >= Isa::Avx2) f = row_dot_avx2(type);
+  if (!f) f = row_dot_scalar(type);
   check(f != nullptr, "matmul: no kernel for weight type ", dtype_name(type));
   return f;
 }
@@ -112,7 +112,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
   using namespace cpu;
   validate(w);
   if (n_tokens <= 0 || w.n_out == 0) return;
-  const VecDotFn dot = pick_kernel(active_isa(), w.type);
+  const RowDotFn dot = pick_kernel(active_isa(), w.type);
   const ActFormat fmt = act_format(w.type);
   const int64_t n_in = w.n_in;
 
@@ -159,7 +159,12 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
       const int64_t t1 = std::min(n_tokens, t0 + tile);
       for (int64_t o = o0; o < o1; ++o) {
         const void* row = wbase + size_t(o) * w.row_stride;
-        for (int64_t t = t0; t < t1; ++t) y[t * n_out + o] = dot(row, acts[size_t(t)], n_in);
+        for (int64_t t = t0; t < t1; t += kMaxTokensPerCall) {
+          const int nt = int(std::min<int64_t>(kMaxTokensPerCall, t1 - t));
+          float out[kMaxTokensPerCall];
+          dot(row, &acts[size_t(t)], nt, n_in, out);
+          for (int k = 0; k < nt; ++k) y[(t + k) * n_out + o] = out[k];
+        }
       }
     }
   });

@@ -36,11 +36,36 @@ struct ActRow {
 // Σ_i W[i] * x[i] over one weight row of n_in values (a whole number of the type's blocks).
 using VecDotFn = float (*)(const void* w_row, const ActRow& act, int64_t n_in);
 
+// The kernels' interface: one weight row against n_tok tokens at once, out[t] = Σ_i W[i] * act[t][i]
+// for 1 <= n_tok <= kMaxTokensPerCall. A multi-token kernel unpacks each weight block once and uses
+// it for every token (what makes small-batch decode, e.g. speculative verification, cheap).
+constexpr int kMaxTokensPerCall = 4;
+using RowDotFn = void (*)(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, float* out);
+
+// Adapts a single-token kernel to RowDotFn (each token in turn; the row stays hot in L1).
+template <VecDotFn kDot>
+void each_token(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, float* out) {
+  for (int t = 0; t < n_tok; ++t) out[t] = kDot(w_row, act[t], n_in);
+}
+
+// Adapts a multi-token kernel K (a struct with `template <int NT> static void run(w_row, act, n_in,
+// out)`, NT tokens at a time) to RowDotFn.
+template <typename K>
+void by_tokens(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, float* out) {
+  switch (n_tok) {
+    case 1: K::template run<1>(w_row, act, n_in, out); break;
+    case 2: K::template run<2>(w_row, act, n_in, out); break;
+    case 3: K::template run<3>(w_row, act, n_in, out); break;
+    default: K::template run<4>(w_row, act, n_in, out); break;
+  }
+}
+static_assert(kMaxTokensPerCall == 4, "by_tokens handles 1..4 tokens");
+
 // Kernel of each ISA for a weight type, or nullptr where that ISA has none (the caller then falls
 // back to a narrower ISA). The AVX2/AVX-512 tables may only be called when the CPU supports them.
-VecDotFn vec_dot_scalar(DType type);
-VecDotFn vec_dot_avx2(DType type);
-VecDotFn vec_dot_avx512(DType type);
+RowDotFn row_dot_scalar(DType type);
+RowDotFn row_dot_avx2(DType type);
+RowDotFn row_dot_avx512(DType type);
 
 // Activation quantization (scalar, shared by every ISA). n is a multiple of 32 (resp. 256).
 void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);

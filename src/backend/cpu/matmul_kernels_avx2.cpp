@@ -34,48 +34,70 @@ struct Avx2Ops {
   }
 };
 
-// Float rows: Load(p) turns 8 weights at p into f32. Four accumulators hide FMA latency.
-inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load_f16(const uint16_t* p) { return _mm256_cvtph_ps(load128(p)); }
-inline __m256 load_bf16(const uint16_t* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
-}
-inline float scalar_f32(float v) { return v; }
-inline float scalar_f16(uint16_t v) { return half_to_f32(v); }
-inline float scalar_bf16(uint16_t v) {
-  const uint32_t u = uint32_t(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-template <typename T, __m256 (*kLoad)(const T*), float (*kScalar)(T)>
-float dot_float(const void* w_row, const ActRow& a, int64_t n) {
-  const T* w = static_cast<const T*>(w_row);
-  const float* x = a.f32;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm256_fmadd_ps(kLoad(w + i), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(kLoad(w + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
-    acc2 = _mm256_fmadd_ps(kLoad(w + i + 16), _mm256_loadu_ps(x + i + 16), acc2);
-    acc3 = _mm256_fmadd_ps(kLoad(w + i + 24), _mm256_loadu_ps(x + i + 24), acc3);
+// Float row element types: T, load(p) turning 8 weights at p into f32, scalar(v) for the tail.
+struct F32Row {
+  using T = float;
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static float scalar(float v) { return v; }
+};
+struct F16Row {
+  using T = uint16_t;
+  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(load128(p)); }
+  static float scalar(uint16_t v) { return half_to_f32(v); }
+};
+struct BF16Row {
+  using T = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(kLoad(w + i), _mm256_loadu_ps(x + i), acc0);
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += kScalar(w[i]) * x[i];
-  return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3))) + tail;
-}
+  static float scalar(uint16_t v) {
+    const uint32_t u = uint32_t(v) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+// NT tokens against one row: each weight vector is loaded (and converted) once and FMA'd into every
+// token's accumulators; U independent accumulators per token hide the FMA latency.
+template <typename Row>
+struct FloatDot {
+  using T = typename Row::T;
+  template <int NT>
+  static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
+    constexpr int U = NT == 1 ? 4 : 2;
+    const T* w = static_cast<const T*>(w_row);
+    __m256 acc[NT][U];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 * U <= n; i += 8 * U)
+      for (int u = 0; u < U; ++u) {
+        const __m256 wv = Row::load(w + i + 8 * u);
+        for (int t = 0; t < NT; ++t) acc[t][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[t].f32 + i + 8 * u), acc[t][u]);
+      }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 wv = Row::load(w + i);
+      for (int t = 0; t < NT; ++t) acc[t][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[t].f32 + i), acc[t][0]);
+    }
+    for (int t = 0; t < NT; ++t) {
+      for (int u = 1; u < U; ++u) acc[t][0] = _mm256_add_ps(acc[t][0], acc[t][u]);
+      float tail = 0.0f;
+      for (int64_t j = i; j < n; ++j) tail += Row::scalar(w[j]) * a[t].f32[j];
+      out[t] = hsum_ps(acc[t][0]) + tail;
+    }
+  }
+};
 
 }  // namespace
 
-VecDotFn vec_dot_avx2(DType type) {
+RowDotFn row_dot_avx2(DType type) {
   switch (type) {
-    case DType::F32: return dot_float<float, load_f32, scalar_f32>;
-    case DType::F16: return dot_float<uint16_t, load_f16, scalar_f16>;
-    case DType::BF16: return dot_float<uint16_t, load_bf16, scalar_bf16>;
+    case DType::F32: return by_tokens<FloatDot<F32Row>>;
+    case DType::F16: return by_tokens<FloatDot<F16Row>>;
+    case DType::BF16: return by_tokens<FloatDot<BF16Row>>;
     default:
-      if (VecDotFn f = legacy_kernel<Avx2Ops>(type)) return f;
+      if (RowDotFn f = legacy_kernel<Avx2Ops>(type)) return f;
       return kquant_kernel<Avx2Ops>(type);
   }
 }

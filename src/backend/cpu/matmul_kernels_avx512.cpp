@@ -28,42 +28,64 @@ struct VnniOps {
   static __m256i expand_bit5(uint32_t qh) { return _mm256_maskz_mov_epi8(__mmask32(qh), _mm256_set1_epi8(0x10)); }
 };
 
-// Float rows: Load(p, mask) turns up to 16 weights at p into f32 (masked-off lanes read nothing).
-inline __m512 load_f32(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-inline __m512 load_f16(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
+// Float row element types: T and load(p, mask) turning up to 16 weights at p into f32 (masked-off
+// lanes read nothing).
+struct F32Row {
+  using T = float;
+  static __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct F16Row {
+  using T = uint16_t;
+  static __m512 load(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+};
+struct BF16Row {
+  using T = uint16_t;
+  static __m512 load(const uint16_t* p, __mmask16 m) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  }
+};
 
-template <typename T, __m512 (*kLoad)(const T*, __mmask16)>
-float dot_float(const void* w_row, const ActRow& a, int64_t n) {
-  const T* w = static_cast<const T*>(w_row);
-  const float* x = a.f32;
-  const __mmask16 all = 0xFFFF;
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    acc0 = _mm512_fmadd_ps(kLoad(w + i, all), _mm512_loadu_ps(x + i), acc0);
-    acc1 = _mm512_fmadd_ps(kLoad(w + i + 16, all), _mm512_loadu_ps(x + i + 16), acc1);
-    acc2 = _mm512_fmadd_ps(kLoad(w + i + 32, all), _mm512_loadu_ps(x + i + 32), acc2);
-    acc3 = _mm512_fmadd_ps(kLoad(w + i + 48, all), _mm512_loadu_ps(x + i + 48), acc3);
+// NT tokens against one row: each weight vector is loaded (and converted) once and FMA'd into every
+// token's accumulators; U independent accumulators per token hide the FMA latency. The tail (n not
+// a multiple of 16) is one masked step.
+template <typename Row>
+struct FloatDot {
+  using T = typename Row::T;
+  template <int NT>
+  static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
+    constexpr int U = NT == 1 ? 4 : 2;
+    const T* w = static_cast<const T*>(w_row);
+    const __mmask16 all = 0xFFFF;
+    __m512 acc[NT][U];
+    for (auto& row : acc)
+      for (auto& v : row) v = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 * U <= n; i += 16 * U)
+      for (int u = 0; u < U; ++u) {
+        const __m512 wv = Row::load(w + i + 16 * u, all);
+        for (int t = 0; t < NT; ++t) acc[t][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(a[t].f32 + i + 16 * u), acc[t][u]);
+      }
+    for (; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? all : __mmask16((1u << (n - i)) - 1);
+      const __m512 wv = Row::load(w + i, m);
+      for (int t = 0; t < NT; ++t) acc[t][0] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, a[t].f32 + i), acc[t][0]);
+    }
+    for (int t = 0; t < NT; ++t) {
+      for (int u = 1; u < U; ++u) acc[t][0] = _mm512_add_ps(acc[t][0], acc[t][u]);
+      out[t] = _mm512_reduce_add_ps(acc[t][0]);
+    }
   }
-  for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? all : __mmask16((1u << (n - i)) - 1);
-    acc0 = _mm512_fmadd_ps(kLoad(w + i, m), _mm512_maskz_loadu_ps(m, x + i), acc0);
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
-}
+};
 
 }  // namespace
 
-VecDotFn vec_dot_avx512(DType type) {
+RowDotFn row_dot_avx512(DType type) {
   switch (type) {
-    case DType::F32: return dot_float<float, load_f32>;
-    case DType::F16: return dot_float<uint16_t, load_f16>;
-    case DType::BF16: return dot_float<uint16_t, load_bf16>;
+    case DType::F32: return by_tokens<FloatDot<F32Row>>;
+    case DType::F16: return by_tokens<FloatDot<F16Row>>;
+    case DType::BF16: return by_tokens<FloatDot<BF16Row>>;
     default:
-      if (VecDotFn f = legacy_kernel<VnniOps>(type)) return f;
+      if (RowDotFn f = legacy_kernel<VnniOps>(type)) return f;
       return kquant_kernel<VnniOps>(type);
   }
 }

@@ -10,7 +10,7 @@
 namespace polykv::cpu {
 
 // Defined in kquant_kernels_scalar.cpp.
-VecDotFn vec_dot_kquant_scalar(DType type);
+RowDotFn row_dot_kquant_scalar(DType type);
 
 namespace {
 
@@ -97,17 +97,17 @@ float dot_q8_0(const void* w_row, const ActRow& a, int64_t n) {
 
 }  // namespace
 
-VecDotFn vec_dot_scalar(DType type) {
+RowDotFn row_dot_scalar(DType type) {
   switch (type) {
-    case DType::F32: return dot_f32;
-    case DType::F16: return dot_half<fp16_to_f32>;
-    case DType::BF16: return dot_half<bf16_to_f32>;
-    case DType::Q4_0: return dot_legacy_sym<BlockQ4_0, 8>;
-    case DType::Q5_0: return dot_legacy_sym<BlockQ5_0, 16>;
-    case DType::Q4_1: return dot_legacy_min<BlockQ4_1, false>;
-    case DType::Q5_1: return dot_legacy_min<BlockQ5_1, true>;
-    case DType::Q8_0: return dot_q8_0;
-    default: return vec_dot_kquant_scalar(type);
+    case DType::F32: return each_token<dot_f32>;
+    case DType::F16: return each_token<dot_half<fp16_to_f32>>;
+    case DType::BF16: return each_token<dot_half<bf16_to_f32>>;
+    case DType::Q4_0: return each_token<dot_legacy_sym<BlockQ4_0, 8>>;
+    case DType::Q5_0: return each_token<dot_legacy_sym<BlockQ5_0, 16>>;
+    case DType::Q4_1: return each_token<dot_legacy_min<BlockQ4_1, false>>;
+    case DType::Q5_1: return each_token<dot_legacy_min<BlockQ5_1, true>>;
+    case DType::Q8_0: return each_token<dot_q8_0>;
+    default: return row_dot_kquant_scalar(type);
   }
 }
 

@@ -1,0 +1,134 @@
+// One-off micro benchmark of the CPU mat-vec: GB/s of weight bytes read by matmul() for a
+// 2048 x 8192 (n_out x n_in) matrix, against the machine's read / memcpy bandwidth.
+// "cold" cycles through copies of the matrix totalling >= 512 MiB (far past L3: DRAM-bound),
+// "hot" repeats one matrix (L3-resident when it fits in it).
+// Not part of the CMake build; after building polykv_lib:
+//   g++ -std=c++20 -O2 -mavx2 -Isrc bench/matmul_bench.cpp build/libpolykv_lib.a \
+//       $(pkg-config --libs libpcre2-8) -lpthread -o build/matmul_bench && build/matmul_bench [threads]
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "quant/quant.h"
+
+using namespace polykv;
+using Clock = std::chrono::steady_clock;
+
+static double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Streams `bytes` from `p` with AVX2 loads on n_threads threads; returns GB/s.
+static double read_bandwidth(const uint8_t* p, size_t bytes, int n_threads, int reps) {
+  std::vector<long long> sink(static_cast<size_t>(n_threads));
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < n_threads; ++t)
+    ts.emplace_back([&, t] {
+      const size_t chunk = bytes / size_t(n_threads) / 128 * 128;
+      const uint8_t* b = p + size_t(t) * chunk;
+      __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+      for (int r = 0; r < reps; ++r)
+        for (size_t i = 0; i < chunk; i += 128) {
+          acc0 = _mm256_xor_si256(acc0, _mm256_load_si256((const __m256i*)(b + i)));
+          acc1 = _mm256_xor_si256(acc1, _mm256_load_si256((const __m256i*)(b + i + 32)));
+          acc2 = _mm256_xor_si256(acc2, _mm256_load_si256((const __m256i*)(b + i + 64)));
+          acc3 = _mm256_xor_si256(acc3, _mm256_load_si256((const __m256i*)(b + i + 96)));
+        }
+      const __m256i x = _mm256_xor_si256(_mm256_xor_si256(acc0, acc1), _mm256_xor_si256(acc2, acc3));
+      sink[size_t(t)] = _mm256_extract_epi64(x, 0);
+    });
+  for (auto& t : ts) t.join();
+  const double s = seconds_since(t0);
+  if (sink[0] == 42) std::printf(" ");
+  return double(bytes) * reps / s / 1e9;
+}
+
+static double memcpy_bandwidth(uint8_t* dst, const uint8_t* src, size_t bytes, int n_threads, int reps) {
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < n_threads; ++t)
+    ts.emplace_back([&, t] {
+      const size_t chunk = bytes / size_t(n_threads);
+      for (int r = 0; r < reps; ++r) std::memcpy(dst + size_t(t) * chunk, src + size_t(t) * chunk, chunk);
+    });
+  for (auto& t : ts) t.join();
+  return 2.0 * double(bytes) * reps / seconds_since(t0) / 1e9;  // read + write
+}
+
+int main(int argc, char** argv) {
+  const int n_threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const size_t big = size_t(512) << 20;
+  uint8_t* a = static_cast<uint8_t*>(std::aligned_alloc(64, big));
+  uint8_t* b = static_cast<uint8_t*>(std::aligned_alloc(64, big));
+  std::memset(a, 1, big);
+  std::memset(b, 2, big);
+  std::printf("threads %d\n", n_threads);
+  for (int nt = 1; nt <= n_threads; ++nt)
+    std::printf("DRAM read   %d thr: %6.1f GB/s   memcpy (r+w) %d thr: %6.1f GB/s\n", nt,
+                std::max({read_bandwidth(a, big, nt, 1), read_bandwidth(a, big, nt, 1), read_bandwidth(a, big, nt, 1)}), nt,
+                std::max({memcpy_bandwidth(b, a, big, nt, 1), memcpy_bandwidth(b, a, big, nt, 1), memcpy_bandwidth(b, a, big, nt, 1)}));
+
+  ThreadPool pool(n_threads);
+  const int64_t n_in = 8192, n_out = 2048;
+  std::vector<float> x(size_t(n_in) * 8), y(size_t(n_out) * 8);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16}) {
+    // One matrix quantized from random floats, replicated to fill `big` bytes.
+    const size_t rb = row_bytes(t, n_in), mat = rb * size_t(n_out);
+    std::vector<float> row(static_cast<size_t>(n_in));
+    for (int64_t o = 0; o < n_out; ++o) {
+      for (auto& v : row) v = nd(rng);
+      quantize_row_ref(t, row.data(), a + size_t(o) * rb, n_in);
+    }
+    const size_t copies = big / mat;
+    for (size_t c = 1; c < copies; ++c) std::memcpy(a + c * mat, a, mat);
+    for (cpu::Isa isa : {cpu::Isa::Avx512, cpu::Isa::Avx2, cpu::Isa::Scalar}) {
+      if (int(isa) > int(cpu::detected_isa())) continue;
+      cpu::set_isa_override(isa);
+      for (int64_t n_tok : {1, 8}) {
+        WeightMatrix w{t, a, n_in, n_out, rb};
+        matmul(w, x.data(), y.data(), n_tok, pool);  // warm up
+        // cold: every call reads a different copy. The machine is shared, so every figure is the
+        // best single call (the one least disturbed by other processes), not a mean.
+        const int reps = isa == cpu::Isa::Scalar ? 1 : 4;
+        double best = 1e30;
+        for (int r = 0; r < reps; ++r)
+          for (size_t c = 0; c < copies; ++c) {
+            w.data = a + c * mat;
+            auto t0 = Clock::now();
+            matmul(w, x.data(), y.data(), n_tok, pool);
+            best = std::min(best, seconds_since(t0));
+          }
+        const double cold = double(mat) / best / 1e9;
+        // hot: the same copy again and again; best single call
+        w.data = a;
+        const int hot_reps = isa == cpu::Isa::Scalar ? 3 : 40;
+        double best_hot = 1e30;
+        for (int r = 0; r < hot_reps; ++r) {
+          auto t0 = Clock::now();
+          matmul(w, x.data(), y.data(), n_tok, pool);
+          best_hot = std::min(best_hot, seconds_since(t0));
+        }
+        const double hot = double(mat) / best_hot / 1e9;
+        std::printf("%-5s %-7s %5.1f MB  tokens %lld: cold %6.1f GB/s (%6.2f ms)  hot %6.1f GB/s\n",
+                    dtype_name(t), cpu::isa_name(isa), double(mat) / 1e6, (long long)n_tok, cold,
+                    double(mat) / cold / 1e6, hot);
+      }
+    }
+    cpu::clear_isa_override();
+  }
+  std::free(a);
+  std::free(b);
+}
