@@ -1,6 +1,6 @@
 #include "tokenizer/spm.h"
 
-#include <queue>
+#include <algorithm>
 #include <string>
 
 #include "tokenizer/utf8.h"
@@ -42,6 +42,7 @@ SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(vocab) {
   for (int32_t id = 0; id < vocab.size(); ++id) {
     const std::string& piece = vocab.pieces[id];
     if (mergeable_id(piece) != id) continue;
+    max_piece_bytes_ = std::max<size_t>(max_piece_bytes_, piece.size());
     const size_t first_len = utf8::valid_sequence_length(piece, 0);
     if (first_len == 0 || first_len == piece.size()) continue;  // single character (or not UTF-8)
     for (size_t pos = 0; pos < piece.size();) {
@@ -110,8 +111,11 @@ void SpmEncoder::encode_run(std::string_view text, std::vector<int32_t>& out) co
 
   // Initial symbols: one per well-formed UTF-8 character; each byte of an ill-formed sequence is a
   // symbol of its own (it cannot be part of any piece, so it ends as a byte-fallback token).
-  std::vector<Symbol> symbols;
-  symbols.reserve(text.size());
+  // Scratch buffers reused across runs and calls (a text is cut into many short runs).
+  thread_local std::vector<Symbol> symbols;
+  thread_local std::vector<Bigram> heap;
+  symbols.clear();
+  heap.clear();
   for (size_t pos = 0; pos < text.size();) {
     size_t len = utf8::valid_sequence_length(text, pos);
     if (len == 0) len = 1;
@@ -121,21 +125,24 @@ void SpmEncoder::encode_run(std::string_view text, std::vector<int32_t>& out) co
   }
   symbols.back().next = -1;
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  const BigramOrder order;  // heap top = highest score, then leftmost
   const auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const Symbol& l = symbols[left];
     const Symbol& r = symbols[right];
+    if (l.len + r.len > max_piece_bytes_) return;
     const std::string_view joined(text.data() + l.start, l.len + r.len);  // adjacent in text
     const int32_t id = mergeable_id(joined);
     if (id == kNoToken) return;
-    queue.push({vocab_.scores[id], left, right, l.len + r.len, id});
+    heap.push_back({vocab_.scores[id], left, right, l.len + r.len, id});
+    std::push_heap(heap.begin(), heap.end(), order);
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add(i - 1, i);
 
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), order);
+    const Bigram b = heap.back();
+    heap.pop_back();
     Symbol& l = symbols[b.left];
     Symbol& r = symbols[b.right];
     if (l.len == 0 || r.len == 0 || l.len + r.len != b.size) continue;  // stale

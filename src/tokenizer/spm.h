@@ -33,6 +33,7 @@ class SpmEncoder : public FragmentEncoder {
   // are the same as over the whole text (no merge straddles the cut), with smaller queues.
   std::array<bool, 128> ascii_in_pieces_{};
   std::unordered_set<uint32_t> non_ascii_in_pieces_;
+  size_t max_piece_bytes_ = 0;  // longest mergeable piece: longer concatenations are not looked up
 };
 
 }  // namespace polykv

@@ -4,7 +4,9 @@
 // Encoding: special tokens written in the text are split off first (special_tokens.h), then each plain
 // fragment goes to the vocabulary's algorithm (spm.h, bpe.h, wordpiece.h). Any byte string is accepted:
 // ill-formed UTF-8 bytes become byte-fallback tokens (SentencePiece) or their byte-alphabet tokens
-// (byte-level BPE), so decode(encode(x)) == x holds for those vocabularies whatever x is.
+// (byte-level BPE), so decode(encode(x)) == x holds whatever x is, for vocabularies that have a token
+// for every byte value (SentencePiece with byte fallback; most byte-level BPE vocabularies) — except
+// that SentencePiece cannot tell a literal U+2581 (▁) in the text from a space.
 //
 // Decoding: the concatenation of the tokens' bytes (token_to_piece), where SentencePiece's ▁ is a space,
 // control/unknown/unused tokens are left out unless render_special, and — for vocabularies that add a
