@@ -1,0 +1,99 @@
+// `polykv run -m FILE -p TEXT [-n N] [sampling flags] [--chat]`: generate text, streamed to stdout.
+// Timings go to stderr so stdout holds the generated text alone.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "engine/generate.h"
+#include "model/model.h"
+#include "tokenizer/streaming_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace polykv::cli {
+
+int cmd_run(int argc, char** argv) {
+  CLI::App app{"Generate text from a prompt", "polykv run"};
+  std::string model_path, prompt, ids_text, system_prompt, ctk = "f16", ctv = "f16";
+  GenerateOptions opts;
+  int threads = 0, n_ctx = 0;
+  bool chat = false, no_bos = false, parse_special = false, echo = false;
+  app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_option("-p,--prompt", prompt, "prompt text");
+  app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text");
+  app.add_option("-n,--n-predict", opts.n_predict, "tokens to generate (-1: until the context is full)");
+  app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0: the model's training context)")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--temp", opts.sampling.temperature, "temperature (0: greedy)");
+  app.add_option("--top-k", opts.sampling.top_k, "top-k (0: off)");
+  app.add_option("--top-p", opts.sampling.top_p, "top-p (1: off)");
+  app.add_option("--min-p", opts.sampling.min_p, "min-p (0: off)");
+  app.add_option("--repeat-penalty", opts.sampling.repeat_penalty, "repetition penalty (1: off)");
+  app.add_option("--repeat-last-n", opts.sampling.repeat_last_n, "tokens the penalty looks back over");
+  app.add_option("-s,--seed", opts.sampling.seed, "random seed");
+  app.add_flag("--chat", chat, "wrap the prompt in the model's chat template (as a user message)");
+  app.add_option("--system", system_prompt, "system message (with --chat)");
+  app.add_flag("--no-bos", no_bos, "do not add the BOS token the vocabulary asks for");
+  app.add_flag("--parse-special", parse_special, "recognise special tokens written in the prompt");
+  app.add_flag("--echo", echo, "print the prompt before the generated text");
+  app.add_option("--cache-type-k", ctk, "KV cache type for K (-ctk)");
+  app.add_option("--cache-type-v", ctv, "KV cache type for V (-ctv)");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (prompt.empty() == ids_text.empty()) {
+    std::fprintf(stderr, "polykv run: give exactly one of -p/--prompt and --ids\n");
+    return 2;
+  }
+
+  auto model = Model::load(model_path);
+  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  std::vector<int32_t> ids;
+  if (!ids_text.empty()) {
+    ids = parse_ids(ids_text);
+    for (int32_t id : ids) check(tok.valid(id), "token id ", id, " is outside the vocabulary");
+  } else {
+    std::string text = prompt;
+    if (chat) {
+      const std::string tmpl = model->gguf().get_str("tokenizer.chat_template", "");
+      check(!tmpl.empty(), "the model has no chat template (tokenizer.chat_template); run without --chat");
+      nlohmann::json messages = nlohmann::json::array();
+      if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
+      messages.push_back({{"role", "user"}, {"content", prompt}});
+      ChatTemplateOptions o;
+      o.add_generation_prompt = true;
+      o.bos_token = tok.bos() >= 0 ? tok.piece(tok.bos()) : "";
+      o.eos_token = tok.eos() >= 0 ? tok.piece(tok.eos()) : "";
+      text = render_chat_template(tmpl, messages, nullptr, o);
+      parse_special = true;  // the template writes the special tokens as text
+      // The template writes BOS itself when the model wants one; don't add a second.
+      if (tok.bos() >= 0 && text.rfind(o.bos_token, 0) == 0) no_bos = true;
+    }
+    ids = tok.encode(text, !no_bos, parse_special);
+  }
+
+  const int ctx = n_ctx > 0 ? n_ctx : model->config().n_ctx_train;
+  KvCache kv(model->kv_shape(), parse_kv_type(ctk), parse_kv_type(ctv), ctx);
+  ThreadPool pool(threads);
+  if (echo) std::fputs(tok.decode(ids).c_str(), stdout);
+  StreamingDecoder dec(tok);
+  GenerateCallbacks cb;
+  cb.is_eog = [&](int32_t id) { return tok.is_eog(id); };
+  cb.on_token = [&](int32_t id) {
+    const std::string piece = dec.push(id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+  const GenerateStats st = generate(*model, kv, ids, opts, cb, pool);
+  const std::string rest = dec.flush();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fprintf(stderr, "\nprompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s%s\n", st.n_prompt,
+               st.n_prompt / std::max(1e-9, st.prefill_seconds), st.n_generated,
+               st.n_generated / std::max(1e-9, st.decode_seconds), st.stopped_by_eog ? " (end of text)" : "");
+  return 0;
+}
+
+}  // namespace polykv::cli
