@@ -58,14 +58,14 @@ int cmd_run(int argc, char** argv) {
     if (chat) {
       const std::string tmpl = model->gguf().get_str("tokenizer.chat_template", "");
       check(!tmpl.empty(), "the model has no chat template (tokenizer.chat_template); run without --chat");
-      nlohmann::json messages = nlohmann::json::array();
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
       if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
       messages.push_back({{"role", "user"}, {"content", prompt}});
       ChatTemplateOptions o;
       o.add_generation_prompt = true;
       o.bos_token = tok.bos() >= 0 ? tok.piece(tok.bos()) : "";
       o.eos_token = tok.eos() >= 0 ? tok.piece(tok.eos()) : "";
-      text = render_chat_template(tmpl, messages, nullptr, o);
+      text = render_chat_template(tmpl, messages, nlohmann::ordered_json(nullptr), o);
       parse_special = true;  // the template writes the special tokens as text
       // The template writes BOS itself when the model wants one; don't add a second.
       if (tok.bos() >= 0 && text.rfind(o.bos_token, 0) == 0) no_bos = true;

@@ -24,6 +24,7 @@ const Verb kVerbs[] = {
     {"synth", polykv::cli::cmd_synth, "write a random-weight GGUF shaped like a real model"},
     {"tokenize", polykv::cli::cmd_tokenize, "text on stdin -> token ids on stdout"},
     {"detokenize", polykv::cli::cmd_detokenize, "token ids on stdin -> text on stdout"},
+    {"template", polykv::cli::cmd_template, "render a chat template for a conversation"},
     {"bench-tokenize", polykv::cli::cmd_bench_tokenize, "tokenizer encoding throughput on a text file"},
 };
 
