@@ -40,8 +40,11 @@ class ChatTemplate {
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
-  // Renders with explicitly built context variables (messages, tools, ... already converted).
+  // Renders with the variables transformers passes (messages, tools, documents=None,
+  // add_generation_prompt, bos_token, eos_token, then opts.extra).
   std::string render(const jinja::Value& messages, const jinja::Value& tools, const ChatTemplateOptions& opts) const;
+  // Renders with exactly `variables` (a JSON object) plus the globals; opts gives now and limits.
+  std::string render_variables(const nlohmann::ordered_json& variables, const ChatTemplateOptions& opts) const;
 
  private:
   struct Impl;
