@@ -142,6 +142,20 @@ TEST(JinjaLimits, InfiniteRecursionAndHugeWorkTerminate) {
   EXPECT_THROW(render("{{ 9223372036854775807 + 1 }}"), Error);
 }
 
+TEST(JinjaLimits, CyclesAndDeepValuesAreBounded) {
+  // A macro stored in the scope it captures and a namespace holding itself are reference cycles;
+  // the interpreter breaks them after rendering (the fuzzer's leak checker covers this).
+  EXPECT_EQ(render("{% macro m() %}x{% endmacro %}{% set ns = namespace(f=m) %}{% set ns.me = ns %}{{ ns.f() }}"), "x");
+  // Printing a self-referencing namespace stops with an error (Python would print "{...}").
+  EXPECT_THROW(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), Error);
+  // Lists nested thousands deep would make destruction/printing recurse too deep: capped.
+  EXPECT_NE(error_of("{% set ns = namespace(l=[]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}{% endfor %}")
+                .find("nested deeper"),
+            std::string::npos);
+  EXPECT_EQ(render("{% set ns = namespace(l=[]) %}{% for i in range(3) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}"),
+            "[[[[]]]]");
+}
+
 TEST(JinjaApi, OrderedJsonKeepsKeyOrderLikePython) {
   const auto messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi", "b": 1, "a": 2}])");
   ChatTemplateOptions opts;
