@@ -14,6 +14,10 @@ injects the same date.
 Outputs, per template T and conversation C, in tests/data/chat/expected/:
   T__C.txt        the rendered text, byte for byte, when rendering succeeded
   T__C.error.txt  "<ExceptionType>: <message>" when the template raised (the C++ side must throw)
+
+It also renders the engine snippets of tests/data/chat/jinja_cases.json (template + context, same
+environment, no other variables) into tests/data/chat/jinja_cases.expected.json:
+  {name: {"output": text} | {"error": "<ExceptionType>: <message>"}}
 """
 import datetime
 import glob
@@ -29,6 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES_DIR = os.path.join(ROOT, "..", "shared", "fixtures", "chat-templates")
 CONVERSATIONS_DIR = os.path.join(ROOT, "tests", "data", "chat", "conversations")
 EXPECTED_DIR = os.path.join(ROOT, "tests", "data", "chat", "expected")
+SNIPPETS = os.path.join(ROOT, "tests", "data", "chat", "jinja_cases.json")
+SNIPPETS_EXPECTED = os.path.join(ROOT, "tests", "data", "chat", "jinja_cases.expected.json")
 
 FIXED_NOW = datetime.datetime(2025, 3, 14, 9, 26, 53)
 BOS_TOKEN = "<s>"
@@ -88,6 +94,23 @@ def main():
                     f.write(f"{type(e).__name__}: {e}\n")
                 n_err += 1
     print(f"rendered {n_ok}, raised {n_err}")
+    render_snippets()
+
+
+def render_snippets():
+    with open(SNIPPETS, encoding="utf-8") as f:
+        cases = json.load(f)
+    expected = {}
+    for case in cases:
+        try:
+            text = compile_template(case["template"]).render(**case["context"])
+            expected[case["name"]] = {"output": text}
+        except Exception as e:
+            expected[case["name"]] = {"error": f"{type(e).__name__}: {e}"}
+    with open(SNIPPETS_EXPECTED, "w", encoding="utf-8") as f:
+        json.dump(expected, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"snippets: {len(cases)}")
 
 
 if __name__ == "__main__":

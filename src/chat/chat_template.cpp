@@ -44,6 +44,18 @@ std::string ChatTemplate::render(const jinja::Value& messages, const jinja::Valu
   return interpreter.render(impl_->body, context);
 }
 
+std::string ChatTemplate::render_variables(const nlohmann::ordered_json& variables,
+                                           const ChatTemplateOptions& opts) const {
+  check(variables.is_object(), "template variables must be a JSON object");
+  auto globals = std::make_shared<jinja::Scope>();
+  jinja::install_globals(*globals, opts.now);
+  auto context = std::make_shared<jinja::Scope>(globals);
+  for (auto it = variables.begin(); it != variables.end(); ++it)
+    context->vars[it.key()] = jinja::value_from_json(it.value());
+  jinja::Interpreter interpreter(opts.limits);
+  return interpreter.render(impl_->body, context);
+}
+
 std::string render_chat_template(const std::string& template_source, const nlohmann::json& messages,
                                  const nlohmann::json& tools, const ChatTemplateOptions& opts) {
   return ChatTemplate(template_source).render(jinja::value_from_json(messages), jinja::value_from_json(tools), opts);

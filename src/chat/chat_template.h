@@ -2,6 +2,17 @@
 // (jinja2 ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols; globals
 // raise_exception and strftime_now; tojson = json.dumps(ensure_ascii=False)). Output is meant to
 // be byte-identical to transformers' apply_chat_template(..., tokenize=False).
+//
+// Jinja subset (src/chat/jinja_*): {{ }}, {% %}, {# #}, -/+ whitespace control, trim_blocks and
+// lstrip_blocks; if/elif/else, for (loop.*, else, `if` filter, unpacking, break/continue), set (also
+// block set, tuple targets, namespace attributes), macro (defaults, varargs, kwargs), call blocks,
+// filter blocks; the usual filters/tests/str-dict-list methods; default Undefined semantics;
+// Markup escaping of |safe strings; Python repr()/json.dumps formatting.
+// Not supported (polykv::Error naming the construct): include/import/extends/block/raw/with/do,
+// recursive loops, *args/**kwargs call syntax, '%' and str.format() string formatting, tuple
+// subscripts. Known differences: ints are int64 (overflow is an error); upper/lower/title map ASCII
+// letters only; printing a generator or a self-referencing namespace is an error; dict.items()
+// prints as a list; lists/dicts nest at most 512 deep.
 #pragma once
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -40,8 +51,11 @@ class ChatTemplate {
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
-  // Renders with explicitly built context variables (messages, tools, ... already converted).
+  // Renders with the variables transformers passes (messages, tools, documents=None,
+  // add_generation_prompt, bos_token, eos_token, then opts.extra).
   std::string render(const jinja::Value& messages, const jinja::Value& tools, const ChatTemplateOptions& opts) const;
+  // Renders with exactly `variables` (a JSON object) plus the globals; opts gives now and limits.
+  std::string render_variables(const nlohmann::ordered_json& variables, const ChatTemplateOptions& opts) const;
 
  private:
   struct Impl;

@@ -66,8 +66,10 @@ void install_globals(Scope& scope, const std::optional<std::tm>& now) {
     for (auto& [k, v] : args.keyword) data->set(Value::string(k), v);
     return data;
   };
-  scope.vars["namespace"] = Value::callable("namespace", [mapping_from_args](Interpreter&, CallArgs& args) {
-    return Value::name_space(mapping_from_args(args, "namespace()"));
+  scope.vars["namespace"] = Value::callable("namespace", [mapping_from_args](Interpreter& in, CallArgs& args) {
+    auto data = mapping_from_args(args, "namespace()");
+    in.register_for_cleanup(data);  // a namespace can be made to contain itself
+    return Value::name_space(data);
   });
   scope.vars["dict"] = Value::callable("dict", [mapping_from_args](Interpreter&, CallArgs& args) {
     return Value::dict(mapping_from_args(args, "dict()"));

@@ -19,6 +19,18 @@ Interpreter::DepthGuard::DepthGuard(Interpreter& i, int line) : in(i) {
   }
 }
 
+Interpreter::~Interpreter() {
+  // Move contents out first so destruction runs after the containers are detached.
+  for (auto& scope : cleanup_scopes_) {
+    auto vars = std::move(scope->vars);
+    scope->vars.clear();
+  }
+  for (auto& ns : cleanup_namespaces_) {
+    auto entries = std::move(ns->entries);
+    ns->entries.clear();
+  }
+}
+
 void Interpreter::charge_output(size_t bytes) {
   output_bytes_ += bytes;
   if (output_bytes_ > limits_.max_output_bytes)
@@ -198,6 +210,7 @@ void Interpreter::exec_set(const Stmt& s, const std::shared_ptr<Scope>& scope) {
 }
 
 Value Interpreter::make_macro(const Stmt& s, const std::shared_ptr<Scope>& scope) {
+  register_for_cleanup(scope);  // the macro value may end up stored in `scope` itself
   const Stmt* macro = &s;
   const std::string name = s.kind == Stmt::Kind::Macro ? s.text : "caller";
   return Value::callable(name, [macro, scope, name](Interpreter& in, CallArgs& args) -> Value {

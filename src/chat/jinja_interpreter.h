@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "chat/jinja_ast.h"
 #include "chat/jinja_value.h"
@@ -31,6 +32,13 @@ struct Scope {
 class Interpreter {
  public:
   explicit Interpreter(Limits limits = {}) : limits_(limits) {}
+  // Breaks the reference cycles a render can create (a macro stored in the scope it captures, a
+  // namespace holding itself) by clearing the scopes and namespaces registered below.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+  void register_for_cleanup(std::shared_ptr<Scope> scope) { cleanup_scopes_.push_back(std::move(scope)); }
+  void register_for_cleanup(std::shared_ptr<DictData> ns) { cleanup_namespaces_.push_back(std::move(ns)); }
 
   // Renders `body` with `root` holding the context variables and globals.
   std::string render(const Body& body, const std::shared_ptr<Scope>& root);
@@ -69,6 +77,8 @@ class Interpreter {
   int depth_ = 0;
   size_t output_bytes_ = 0;
   int64_t iterations_ = 0;
+  std::vector<std::shared_ptr<Scope>> cleanup_scopes_;
+  std::vector<std::shared_ptr<DictData>> cleanup_namespaces_;
 };
 
 // Python semantics of the operators (jinja_operators.cpp).

@@ -104,7 +104,7 @@ std::string python_strip(std::string_view s, const std::optional<std::string>& c
 namespace {
 
 // Whitespace split (sep=None) following CPython: runs of whitespace separate, ends are ignored,
-// and after maxsplit splits the remainder is kept with only leading whitespace removed.
+// and after maxsplit splits the remainder is kept whole (only the whitespace before it is dropped).
 std::vector<std::string> split_whitespace(std::string_view s, int64_t maxsplit, bool from_right) {
   auto cps = to_code_points(s);
   if (from_right) std::reverse(cps.begin(), cps.end());
@@ -115,9 +115,7 @@ std::vector<std::string> split_whitespace(std::string_view s, int64_t maxsplit, 
     while (i < n && is_python_space(cps[i])) ++i;
     if (i >= n) break;
     if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-      size_t e = n;
-      while (e > i && is_python_space(cps[e - 1])) --e;
-      std::vector<char32_t> rest(cps.begin() + i, cps.begin() + e);
+      std::vector<char32_t> rest(cps.begin() + i, cps.end());
       if (from_right) std::reverse(rest.begin(), rest.end());
       parts.push_back(from_code_points(rest, 0, rest.size()));
       break;

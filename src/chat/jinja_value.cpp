@@ -1,5 +1,7 @@
 #include "chat/jinja_value.h"
 
+#include <algorithm>
+
 #include "chat/jinja_text.h"
 #include "core/error.h"
 
@@ -17,7 +19,20 @@ const Value* DictData::find(const std::string& key) const {
   return nullptr;
 }
 
+void check_nesting(uint32_t depth) {
+  if (depth > kMaxValueNesting) fail("lists/dicts nested deeper than ", kMaxValueNesting, " levels");
+}
+
+uint32_t Value::nesting() const {
+  if (kind_ == Kind::List) return list_->depth;
+  if (kind_ == Kind::Dict || kind_ == Kind::Namespace) return dict_->depth;
+  return 0;
+}
+
 void DictData::set(const Value& key, const Value& value) {
+  const uint32_t needed = 1 + std::max(key.nesting(), value.nesting());
+  check_nesting(needed);
+  depth = std::max(depth, needed);
   for (auto& [k, v] : entries)
     if (values_equal(k, key)) { v = value; return; }
   entries.emplace_back(key, value);
@@ -42,6 +57,10 @@ Value Value::list(std::vector<Value> items, bool is_tuple, bool is_generator) {
   v.list_->items = std::move(items);
   v.list_->is_tuple = is_tuple;
   v.list_->is_generator = is_generator;
+  uint32_t deepest = 0;
+  for (const Value& item : v.list_->items) deepest = std::max(deepest, item.nesting());
+  check_nesting(deepest + 1);
+  v.list_->depth = deepest + 1;
   return v;
 }
 
@@ -49,6 +68,10 @@ Value Value::dict(std::shared_ptr<DictData> data) {
   Value v;
   v.kind_ = Kind::Dict;
   v.dict_ = data ? std::move(data) : std::make_shared<DictData>();
+  uint32_t deepest = 0;
+  for (const auto& [k, val] : v.dict_->entries) deepest = std::max({deepest, k.nesting(), val.nesting()});
+  check_nesting(deepest + 1);
+  v.dict_->depth = std::max(v.dict_->depth, deepest + 1);
   return v;
 }
 
@@ -112,7 +135,21 @@ std::string Value::to_str() const {
   }
 }
 
+namespace {
+thread_local int repr_depth = 0;  // namespaces can form cycles (ns.x = ns); stop instead of recursing forever
+struct ReprGuard {
+  ReprGuard() {
+    if (++repr_depth > static_cast<int>(kMaxValueNesting) + 8) {
+      repr_depth = 0;
+      fail("cannot print a self-referencing value");
+    }
+  }
+  ~ReprGuard() { if (repr_depth > 0) --repr_depth; }
+};
+}  // namespace
+
 std::string Value::repr() const {
+  ReprGuard guard;
   switch (kind_) {
     case Kind::Undefined: return "Undefined";
     case Kind::None: return "None";

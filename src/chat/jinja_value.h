@@ -16,8 +16,13 @@ namespace polykv::jinja {
 class Value;
 class Interpreter;
 
+// Deepest nesting of lists/dicts a value may have: keeps recursive destruction, repr and json
+// within the C++ stack (Value::list / Value::dict / DictData::set throw beyond it).
+inline constexpr uint32_t kMaxValueNesting = 512;
+
 struct ListData {
   std::vector<Value> items;
+  uint32_t depth = 1;  // 1 + deepest nesting among items
   bool is_tuple = false;
   // Results of map/select/items...: Python generators. They iterate, but len() and json fail
   // and they are always truthy.
@@ -27,6 +32,7 @@ struct ListData {
 // Insertion-ordered mapping (Python dict); also the attribute store of namespace objects.
 struct DictData {
   std::vector<std::pair<Value, Value>> entries;
+  uint32_t depth = 1;  // 1 + deepest nesting among keys and values (grows as namespaces are assigned)
   const Value* find(const Value& key) const;
   const Value* find(const std::string& key) const;
   void set(const Value& key, const Value& value);
@@ -91,6 +97,7 @@ class Value {
   bool truthy() const;
   std::string to_str() const;   // Python str(x); Undefined prints as ""
   std::string repr() const;     // Python repr(x)
+  uint32_t nesting() const;     // 0 for scalars, else the container depth
 
  private:
   Kind kind_ = Kind::Undefined;
@@ -104,6 +111,9 @@ class Value {
   std::shared_ptr<Callable> callable_;
   std::shared_ptr<Value> receiver_;
 };
+
+// Fails with polykv::Error when containers nest deeper than kMaxValueNesting.
+void check_nesting(uint32_t depth);
 
 // Python ==, with 1 == 1.0 == True; Undefined equals only Undefined.
 bool values_equal(const Value& a, const Value& b);
