@@ -30,18 +30,25 @@ uint32_t load_u32(const uint8_t* p) {
   return w;
 }
 
+// The group's fp16 norm r' via F16C (same value as detail::read_norm).
+float norm_f16c(const uint8_t* rec) {
+  uint16_t h;
+  std::memcpy(&h, rec, 2);
+  return _cvtsh_ss(h);
+}
+
 // Decoders: levels of indices [8k, 8k + 8) of a group's index stream at p, as 8 floats.
-// Invariant: every load stays inside the group's index bytes (group >= 32).
+// Invariant: p is a group record + 2, and every load stays inside that record (group >= 32).
 struct Decode2 {
   __m256 table;
   explicit Decode2(const float* lv) {
     table = _mm256_setr_ps(lv[0], lv[1], lv[2], lv[3], lv[0], lv[1], lv[2], lv[3]);
   }
   __m256 operator()(const uint8_t* p, int k) const {
-    // 2 bytes per 8 indices; read the aligned 4-byte word holding 16 indices, pick its half.
-    const uint32_t w = load_u32(p + 4 * (k >> 1)) >> (16 * (k & 1));
-    const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-    const __m256i idx = _mm256_srlv_epi32(_mm256_set1_epi32(int(w)), shifts);
+    // 2 bytes per 8 indices: load the 4 bytes ending at the chunk's last byte (for chunk 0 the
+    // first two are the fp16 norm, p being record + 2), and shift the chunk's 16 bits down per lane.
+    const __m256i shifts = _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30);
+    const __m256i idx = _mm256_srlv_epi32(_mm256_set1_epi32(int(load_u32(p + 2 * k - 2))), shifts);
     return _mm256_permutevar8x32_ps(table, idx);
   }
 };
@@ -50,12 +57,11 @@ struct Decode3 {
   __m256 table;
   explicit Decode3(const float* lv) { table = _mm256_loadu_ps(lv); }
   __m256 operator()(const uint8_t* p, int k) const {
-    // 3 bytes per 8 indices. Load 4 bytes ending at the chunk's last byte (starting one byte early)
-    // so the last chunk does not read past the group; chunk 0 loads its 3 bytes plus one after.
-    const __m256i shifts0 = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
-    const __m256i shifts1 = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
-    const __m256i idx = k == 0 ? _mm256_srlv_epi32(_mm256_set1_epi32(int(load_u32(p))), shifts0)
-                               : _mm256_srlv_epi32(_mm256_set1_epi32(int(load_u32(p + 3 * k - 1))), shifts1);
+    // 3 bytes per 8 indices. Load the 4 bytes ending at the chunk's last byte, so the last chunk
+    // does not read past the group; for chunk 0 the extra byte is p[-1], the fp16 norm's high byte
+    // (p is always record + 2), shifted out here.
+    const __m256i shifts = _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29);
+    const __m256i idx = _mm256_srlv_epi32(_mm256_set1_epi32(int(load_u32(p + 3 * k - 1))), shifts);
     return _mm256_permutevar8x32_ps(table, idx);
   }
 };
@@ -81,12 +87,17 @@ float dot_groups(const Layout& l, const uint8_t* src, const float* q_rot) {
   for (int g = 0; g < l.n_groups; ++g) {
     const uint8_t* rec = src + size_t(g) * l.group_bytes;
     const float* q = q_rot + g * l.group;
+    // Four independent accumulators hide the FMA latency (a 128-group is 16 chunks of 8).
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    for (int k = 0; k < l.group / 8; k += 2) {  // group / 8 is even (group >= 32)
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    for (int k = 0; k < l.group / 8; k += 4) {  // group / 8 is a multiple of 4 (group >= 32)
       acc0 = _mm256_fmadd_ps(dec(rec + 2, k), _mm256_loadu_ps(q + 8 * k), acc0);
       acc1 = _mm256_fmadd_ps(dec(rec + 2, k + 1), _mm256_loadu_ps(q + 8 * k + 8), acc1);
+      acc2 = _mm256_fmadd_ps(dec(rec + 2, k + 2), _mm256_loadu_ps(q + 8 * k + 16), acc2);
+      acc3 = _mm256_fmadd_ps(dec(rec + 2, k + 3), _mm256_loadu_ps(q + 8 * k + 24), acc3);
     }
-    total = _mm256_fmadd_ps(_mm256_set1_ps(read_norm(rec)), _mm256_add_ps(acc0, acc1), total);
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
+    total = _mm256_fmadd_ps(_mm256_set1_ps(norm_f16c(rec)), sum, total);
   }
   return hsum(total);
 }
@@ -96,7 +107,7 @@ void axpy_groups(const Layout& l, float a, const uint8_t* src, float* acc_rot) {
   const Decode dec(level_table(l.bits, l.group));
   for (int g = 0; g < l.n_groups; ++g) {
     const uint8_t* rec = src + size_t(g) * l.group_bytes;
-    const __m256 ar = _mm256_set1_ps(a * read_norm(rec));
+    const __m256 ar = _mm256_set1_ps(a * norm_f16c(rec));
     float* acc = acc_rot + g * l.group;
     for (int k = 0; k < l.group / 8; ++k)
       _mm256_storeu_ps(acc + 8 * k, _mm256_fmadd_ps(ar, dec(rec + 2, k), _mm256_loadu_ps(acc + 8 * k)));
