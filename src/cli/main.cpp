@@ -18,6 +18,7 @@ struct Verb {
 const Verb kVerbs[] = {
     {"run", polykv::cli::cmd_run, "generate text from a prompt"},
     {"logits", polykv::cli::cmd_logits, "write the logits of one forward pass over token ids"},
+    {"eval", polykv::cli::cmd_eval, "quality: perplexity, KL divergence vs a reference KV type, needle retrieval"},
     {"bench", polykv::cli::cmd_bench, "measure prefill and decode tokens/s"},
     {"quantize", polykv::cli::cmd_quantize, "re-quantize a model's weight matrices"},
     {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
