@@ -93,13 +93,13 @@ TEST(Cli, RunGeneratesDeterministically) {
 
 TEST(Cli, LogitsMatchInProcessForward) {
   const std::string out = std::filesystem::temp_directory_path() / "polykv_logits.f32";
-  const Result r = polykv("logits -m " + embedded_model() + " --ids 1,317,296,452 -o " + out + " -t 1");
+  const Result r = polykv("logits -m " + embedded_model() + " --ids 1,317,296,452 -o " + out + " -t 1 -ctk f16 -ctv f16");
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<float> got = test::read_f32(out);
   std::filesystem::remove(out);
   auto model = Model::load(embedded_model());
   ASSERT_EQ(got.size(), size_t(4 * model->config().n_vocab));
-  KvCache kv(model->kv_shape(), DType::F16, DType::F16, 8);
+  KvCache kv(model->kv_shape(), KvType::F16, KvType::F16, 8);
   ThreadPool pool(1);
   std::vector<float> ref(got.size());
   const std::vector<int32_t> ids = {1, 317, 296, 452};

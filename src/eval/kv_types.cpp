@@ -1,13 +1,13 @@
 #include "eval/kv_types.h"
 
-#include "core/dtype.h"
+#include "kv/kv_type.h"
 #include "model/model.h"
 
 namespace polykv {
 namespace {
 
 // The one place a KV type name becomes a type (same parser as the CLI's parse_kv_type).
-DType kv_type_from_name(const std::string& name) { return dtype_from_name(name); }
+KvType kv_type_from_name(const std::string& name) { return parse_kv_type(name); }
 
 }  // namespace
 
