@@ -6,8 +6,19 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/model.h"
 
 namespace polykv::cli {
+
+void add_k_eq_option(CLI::App& app, float& alpha) {
+  app.add_option("--k-eq", alpha, "per-channel K equalization per layer and KV head, scales (rms ratio)^ALPHA; 0: off")
+      ->check(CLI::Range(0.0f, 1.0f));
+}
+
+void apply_k_eq(const Model& model, KvCache& kv, float alpha) {
+  if (alpha > 0) kv.set_k_equalizer(model.make_k_equalizer(KEqualizationParams{alpha}));
+}
+
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;

@@ -10,6 +10,10 @@
 #include "kv/kv_cache.h"
 #include "kv/kv_type.h"
 
+namespace polykv {
+class Model;
+}
+
 namespace polykv::cli {
 
 // Parses argv with app. Returns an exit code to return at once (0 after --help, 2 after a usage
@@ -41,6 +45,11 @@ inline constexpr const char* kDefaultCacheTypeK = "q8_0";
 inline constexpr const char* kDefaultCacheTypeV = "turbo3";
 // Help text of --cache-type-k / --cache-type-v (which = "K" or "V").
 std::string kv_type_help(const char* which);
+
+// --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
+void add_k_eq_option(CLI::App& app, float& alpha);
+// Installs K equalization of strength alpha (if > 0) in a fresh cache of the model.
+void apply_k_eq(const Model& model, KvCache& kv, float alpha);
 
 // One line on stderr: KV types and exact bytes per token (per layer and all layers).
 void print_kv_summary(const KvCache& kv);

@@ -51,6 +51,8 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--cache-type-v", ctv, kv_type_help("V"));
   app.add_option("--bandwidth", bw_gbs, "memory read bandwidth in GB/s (default: measured)");
   app.add_flag("--json", json, "print one JSON object instead of a table");
+  float k_eq = 0;
+  add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   auto model = Model::load(model_path);
@@ -66,6 +68,7 @@ int cmd_bench(int argc, char** argv) {
   const int capacity = depth + std::max(n_prompt, n_gen) + 1;
   // Every repetition rolls back to DEPTH: sliding-window layers must keep what that needs.
   KvCache kv(model->kv_shape(), kt, vt, capacity, 256, std::max(n_prompt, n_gen) + 1);
+  apply_k_eq(*model, kv, k_eq);
   print_kv_summary(kv);
   std::vector<float> logits(size_t(c.n_vocab));
   if (depth > 0) fill(*model, kv, random_tokens(depth), logits, pool);

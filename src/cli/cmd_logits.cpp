@@ -20,6 +20,8 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (0: all cores)");
   app.add_option("--cache-type-k", ctk, kv_type_help("K"));
   app.add_option("--cache-type-v", ctv, kv_type_help("V"));
+  float k_eq = 0;
+  add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   const std::vector<int32_t> ids = parse_ids(ids_text);
@@ -27,6 +29,7 @@ int cmd_logits(int argc, char** argv) {
   const int n_vocab = model->config().n_vocab;
   ThreadPool pool(threads);
   KvCache kv(model->kv_shape(), parse_kv_type(ctk), parse_kv_type(ctv), int(ids.size()));
+  apply_k_eq(*model, kv, k_eq);
   std::vector<float> logits(ids.size() * size_t(n_vocab));
   model->forward(ids, kv, logits.data(), true, pool);
 

@@ -41,6 +41,8 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--echo", echo, "print the prompt before the generated text");
   app.add_option("--cache-type-k", ctk, kv_type_help("K"));
   app.add_option("--cache-type-v", ctv, kv_type_help("V"));
+  float k_eq = 0;
+  add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (prompt.empty() == ids_text.empty()) {
     std::fprintf(stderr, "polykv run: give exactly one of -p/--prompt and --ids\n");
@@ -75,6 +77,7 @@ int cmd_run(int argc, char** argv) {
 
   const int ctx = n_ctx > 0 ? n_ctx : model->config().n_ctx_train;
   KvCache kv(model->kv_shape(), parse_kv_type(ctk), parse_kv_type(ctv), ctx);
+  apply_k_eq(*model, kv, k_eq);
   print_kv_summary(kv);
   ThreadPool pool(threads);
   if (echo) std::fputs(tok.decode(ids).c_str(), stdout);

@@ -92,6 +92,7 @@ void KvCache::truncate(int n_tokens) {
           n_tokens, " tokens: a sliding-window layer already released positions below ", l.released_until,
           " (raise rollback_tokens)");
   n_tokens_ = n_tokens;
+  if (n_tokens == 0) k_equalizer_.reset();  // a new sequence calibrates its own scales
 }
 
 KvLayerView KvCache::view(int layer) const {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "kv/k_equalizer.h"
 #include "kv/kv_type.h"
 
 namespace polykv {
@@ -79,6 +80,11 @@ class KvCache {
   size_t bytes_per_token() const;  // K + V over all layers, exact
   size_t allocated_bytes() const;  // blocks held now, all layers
 
+  // Per-channel K equalization of this cache's stored keys (off unless set before the first store).
+  KEqualizer& k_equalizer() { return k_equalizer_; }
+  const KEqualizer& k_equalizer() const { return k_equalizer_; }
+  void set_k_equalizer(KEqualizer eq) { k_equalizer_ = std::move(eq); }
+
  private:
   struct Layer {
     int window = 0;
@@ -99,6 +105,7 @@ class KvCache {
   int n_tokens_ = 0;
   std::vector<Layer> layers_;
   std::vector<std::unique_ptr<uint8_t[]>> free_blocks_;  // released, reused before allocating
+  KEqualizer k_equalizer_;
 };
 
 }  // namespace polykv

@@ -25,6 +25,8 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
 
   KvShape kv_shape() const;
+  // A K equalizer shaped for this model (its RoPE pairs), to install in a KvCache before use.
+  KEqualizer make_k_equalizer(const KEqualizationParams& p) const;
   // Bytes of weights the forward pass reads per token (all matrices but the embedding table).
   size_t weight_bytes_per_token() const;
 

@@ -40,6 +40,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(c)));
 }
 
+KEqualizer Model::make_k_equalizer(const KEqualizationParams& p) const {
+  return KEqualizer(p, config_.n_layer, config_.n_head_kv, config_.head_dim, config_.n_rot, config_.rope_style);
+}
+
 KvShape Model::kv_shape() const {
   KvShape s{config_.n_layer, config_.n_head_kv, config_.head_dim, config_.head_dim_v, {}};
   for (const LayerConfig& lc : config_.layers) s.layer_window.push_back(lc.sliding ? config_.sliding_window : 0);
@@ -102,7 +106,9 @@ void Model::forward(std::span<const int32_t> tokens, KvCache& kv, float* logits,
       rope(qt, c.n_head, c.head_dim, c.n_rot, pos0 + t, inv_freq, lc.rope_scale, c.rope_style);
       rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos0 + t, inv_freq, lc.rope_scale, c.rope_style);
     }
+    kv.k_equalizer().equalize_keys(il, pos0, k.data(), n);  // no-op unless enabled
     kv.store(il, pos0, n, k.data(), v.data());
+    kv.k_equalizer().scale_queries(il, q.data(), n, c.n_head);
     AttentionParams ap;
     ap.n_head = c.n_head;
     ap.scale = c.attn_scale;
