@@ -114,6 +114,20 @@ TEST(KvRowKernels, FastMatchScalar) {
       const float d_fast = fast.dot(row.data(), qp, hd), d_ref = ref.dot(row.data(), qp, hd);
       EXPECT_NEAR(d_fast, d_ref, 1e-4 * (1 + std::abs(d_ref))) << what;
 
+      // dot_n over 5 queries (a group of 4 and a tail) equals the single-query dot.
+      {
+        const size_t stride = (ops.query_bytes(hd) + 63) & ~size_t(63);
+        std::vector<float> qs_buf(5 * stride / 4);
+        auto* qs = reinterpret_cast<uint8_t*>(qs_buf.data());
+        for (int r = 0; r < 5; ++r) {
+          const auto qr = test::random_floats(size_t(hd), 30 + uint32_t(r));
+          ops.prepare_query(qr.data(), qs + size_t(r) * stride, hd);
+        }
+        float out_fast[5], out_ref[5];
+        fast.dot_n(row.data(), qs, stride, 5, out_fast, hd);
+        ref.dot_n(row.data(), qs, stride, 5, out_ref, hd);
+        for (int r = 0; r < 5; ++r) EXPECT_NEAR(out_fast[r], out_ref[r], 1e-4 * (1 + std::abs(out_ref[r]))) << what;
+      }
       std::vector<float> dec_fast(static_cast<size_t>(hd)), dec_ref(static_cast<size_t>(hd));
       fast.decode(row.data(), dec_fast.data(), hd);
       ref.decode(row.data(), dec_ref.data(), hd);

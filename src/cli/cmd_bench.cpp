@@ -1,4 +1,4 @@
-// `polykv bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [--json]`: prefill and decode
+// `polykv bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-ctk q8_0] [-ctv turbo3] [--json]`: prefill and decode
 // speed at a context depth, as llama-bench measures them: the KV cache is first filled with DEPTH
 // random tokens (not timed); prefill times one forward over P tokens after it; decode times N
 // single-token steps after it. Decode is memory-bound, so it is reported against its floor:
@@ -38,7 +38,7 @@ void fill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, std::vector<f
 int cmd_bench(int argc, char** argv) {
   CLI::App app{"Measure prefill and decode tokens/s", "polykv bench"};
   std::string model_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
-  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, reps = 1;
+  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, fill_threads = 0, reps = 1;
   bool json = false;
   double bw_gbs = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
@@ -46,6 +46,8 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-n,--n-gen", n_gen, "decode tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-d,--depth", depth, "tokens already in the KV cache")->check(CLI::Range(0, 1 << 22));
   app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--fill-threads", fill_threads, "threads for the untimed depth fill (0: same as -t)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", reps, "repetitions, best kept")->check(CLI::Range(1, 100));
   app.add_option("--cache-type-k", ctk, kv_type_help("K"));
   app.add_option("--cache-type-v", ctv, kv_type_help("V"));
@@ -71,7 +73,16 @@ int cmd_bench(int argc, char** argv) {
   apply_k_eq(*model, kv, k_eq);
   print_kv_summary(kv);
   std::vector<float> logits(size_t(c.n_vocab));
-  if (depth > 0) fill(*model, kv, random_tokens(depth), logits, pool);
+  if (depth > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (fill_threads > 0 && fill_threads != pool.size()) {
+      ThreadPool fill_pool(fill_threads);
+      fill(*model, kv, random_tokens(depth), logits, fill_pool);
+    } else {
+      fill(*model, kv, random_tokens(depth), logits, pool);
+    }
+    std::fprintf(stderr, "depth fill: %d tokens in %.1f s\n", depth, seconds_since(t0));
+  }
 
   double prefill_tok_s = 0, decode_tok_s = 0;
   for (int r = 0; r < reps; ++r) {

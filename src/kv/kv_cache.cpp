@@ -54,16 +54,12 @@ void KvCache::store(int layer, int pos, int n, const float* k, const float* v) {
   const KvTypeOps& kops = kv_type_ops(k_type_);
   const KvTypeOps& vops = kv_type_ops(v_type_);
   const int H = shape_.n_head_kv, hd = shape_.head_dim, hdv = shape_.head_dim_v;
-  for (int t = 0; t < n; ++t) {
-    const int p = pos + t;
-    uint8_t* block = l.storage[size_t(p / block_tokens_)].get();
-    uint8_t* krow = block + size_t(p % block_tokens_) * k_token_bytes_;
-    uint8_t* vrow = block + k_token_bytes_ * size_t(block_tokens_) + size_t(p % block_tokens_) * v_token_bytes_;
+  const KvLayerView rows = view(layer);  // row addressing; rows are written through it
+  for (int t = 0; t < n; ++t)
     for (int g = 0; g < H; ++g) {
-      kops.quantize_head(k + (int64_t(t) * H + g) * hd, krow + size_t(g) * k_head_bytes_, hd);
-      vops.quantize_head(v + (int64_t(t) * H + g) * hdv, vrow + size_t(g) * v_head_bytes_, hdv);
+      kops.quantize_head(k + (int64_t(t) * H + g) * hd, const_cast<uint8_t*>(rows.k_row(pos + t, g)), hd);
+      vops.quantize_head(v + (int64_t(t) * H + g) * hdv, const_cast<uint8_t*>(rows.v_row(pos + t, g)), hdv);
     }
-  }
 }
 
 void KvCache::release_old_blocks(Layer& l) {
@@ -108,8 +104,6 @@ KvLayerView KvCache::view(int layer) const {
   v.v_blocks = l.v_blocks.data();
   v.k_head_bytes = k_head_bytes_;
   v.v_head_bytes = v_head_bytes_;
-  v.k_token_bytes = k_token_bytes_;
-  v.v_token_bytes = v_token_bytes_;
   return v;
 }
 

@@ -7,8 +7,9 @@
 //  - store() writes positions [pos, pos + n) of one layer, quantizing f32 K/V into the block rows in
 //    place; it may overwrite positions >= n_tokens() (a rollback, e.g. rejected speculative tokens,
 //    is truncate() then store again).
-//  - A block of one layer holds K as [block_tokens][n_head_kv] rows of kv_head_bytes(k_type, head_dim)
-//    and V as [block_tokens][n_head_kv] rows of kv_head_bytes(v_type, head_dim_v), in one allocation.
+//  - A block of one layer holds K as [n_head_kv][block_tokens] rows of kv_head_bytes(k_type, head_dim)
+//    and V as [n_head_kv][block_tokens] rows of kv_head_bytes(v_type, head_dim_v), in one allocation:
+//    head-major, so attention over one KV head reads each block's rows of that head contiguously.
 //  - A sliding-window layer (window W > 0) only ever reads the last W positions: at commit(n) its
 //    blocks whose every position is < n - W + 1 - rollback_tokens are released (their memory is
 //    reused by later blocks), so its memory stays ~W + rollback_tokens + 2 blocks. truncate() throws
@@ -43,15 +44,13 @@ struct KvLayerView {
   const uint8_t* const* v_blocks = nullptr;  // [n_blocks]
   size_t k_head_bytes = 0;   // bytes of one (token, head) K row
   size_t v_head_bytes = 0;
-  size_t k_token_bytes = 0;  // n_head_kv * k_head_bytes
-  size_t v_token_bytes = 0;
 
-  // K row of (position, KV head g).
+  // K row of (position, KV head g); rows of consecutive positions in one block are adjacent.
   const uint8_t* k_row(int pos, int g) const {
-    return k_blocks[pos / block_tokens] + size_t(pos % block_tokens) * k_token_bytes + size_t(g) * k_head_bytes;
+    return k_blocks[pos / block_tokens] + (size_t(g) * size_t(block_tokens) + size_t(pos % block_tokens)) * k_head_bytes;
   }
   const uint8_t* v_row(int pos, int g) const {
-    return v_blocks[pos / block_tokens] + size_t(pos % block_tokens) * v_token_bytes + size_t(g) * v_head_bytes;
+    return v_blocks[pos / block_tokens] + (size_t(g) * size_t(block_tokens) + size_t(pos % block_tokens)) * v_head_bytes;
   }
 };
 

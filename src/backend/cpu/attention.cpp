@@ -13,6 +13,7 @@ namespace {
 constexpr int kTileQueries = 8;      // query tokens per work item: their rows share every K/V row read
 constexpr int kKeyTile = 32;         // keys scored between two online-softmax updates
 constexpr int kMinChunkKeys = 512;   // a key chunk (flash-decoding split) is at least this long
+constexpr int kMaxGroup = 64;        // query heads per KV head handled (checked)
 
 // First key position visible to a query at position qpos.
 int first_visible(const AttentionParams& p, int qpos) { return p.window > 0 ? std::max(0, qpos - p.window + 1) : 0; }
@@ -30,6 +31,7 @@ struct Plan {
   size_t q_stride;
   const KvRowKernels& kk;
   const KvRowKernels& vk;
+  ExpSumFn exp_sum;
 
   const uint8_t* query(int i, int g, int h) const {
     return qp + (size_t(i) * size_t(p.n_head) + size_t(g) * size_t(group) + size_t(h)) * q_stride;
@@ -60,12 +62,16 @@ void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float*
     // A row read by several queries is decoded once when the prepared query is plain f32.
     const bool decode = c.kk.f32_query && (tb - ta + 1) * group > 1;
     if (decode) c.kk.decode(krow, kdec, hd);
-    for (int t = ta; t <= tb; ++t)
-      for (int h = 0; h < group; ++h) {
-        const uint8_t* qh = c.query(i0 + t, g, h);
-        S[size_t(t * group + h) * kKeyTile + j] =
-            decode ? c.kk.dot_f32(kdec, reinterpret_cast<const float*>(qh), hd) : c.kk.dot(krow, qh, hd);
+    for (int t = ta; t <= tb; ++t) {
+      float dots[kMaxGroup];
+      if (decode) {  // the group's queries are adjacent, q_stride bytes apart
+        c.kk.dot_f32_n(kdec, reinterpret_cast<const float*>(c.query(i0 + t, g, 0)), c.q_stride / sizeof(float), group,
+                       dots, hd);
+      } else {
+        c.kk.dot_n(krow, c.query(i0 + t, g, 0), c.q_stride, group, dots, hd);
       }
+      for (int h = 0; h < group; ++h) S[size_t(t * group + h) * kKeyTile + j] = dots[h];
+    }
   }
   for (int r = 0; r < rows; ++r) {
     float* s = S + size_t(r) * kKeyTile;
@@ -85,9 +91,7 @@ void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float*
       float* a = acc + size_t(r) * hdv;
       for (int i = 0; i < hdv; ++i) a[i] *= corr;
     }
-    float sum = 0;
-    for (int j = 0; j < ns; ++j) sum += (s[j] = std::exp(s[j] - m_new));  // exp(-inf) = 0
-    l[r] += sum;
+    l[r] += c.exp_sum(s, ns, m_new);  // exp(-inf) = 0 for masked keys
     m[r] = m_new;
   }
 }
@@ -100,14 +104,15 @@ void accumulate_values(const Plan& c, int i0, int nt, int g, int s0, int ns, con
     visible_tokens(c, i0, nt, s0 + j, ta, tb);
     if (ta > tb) continue;
     const uint8_t* vrow = c.kv.v_row(s0 + j, g);
-    const bool decode = (tb - ta + 1) * group > 1;
-    if (decode) c.vk.decode(vrow, vdec, hdv);
-    for (int r = ta * group; r < (tb + 1) * group; ++r) {
-      const float w = S[size_t(r) * kKeyTile + j];
-      if (w == 0.0f) continue;
-      if (decode) c.vk.axpy_f32(w, vdec, acc + size_t(r) * hdv, hdv);
-      else c.vk.axpy(w, vrow, acc + size_t(r) * hdv, hdv);
+    const int r0 = ta * group, n_rows = (tb - ta + 1) * group;
+    if (n_rows == 1) {
+      c.vk.axpy(S[size_t(r0) * kKeyTile + j], vrow, acc + size_t(r0) * hdv, hdv);
+      continue;
     }
+    float w[kMaxGroup * kTileQueries];  // this key's weight for each visible row
+    for (int r = 0; r < n_rows; ++r) w[r] = S[size_t(r0 + r) * kKeyTile + j];
+    c.vk.decode(vrow, vdec, hdv);  // once for all the rows
+    c.vk.axpy_f32_n(w, vdec, acc + size_t(r0) * hdv, size_t(hdv), n_rows, hdv);
   }
 }
 
@@ -170,6 +175,7 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
   check(p.n_head > 0 && kv.n_head_kv > 0 && p.n_head % kv.n_head_kv == 0, "attention: ", p.n_head,
         " query heads do not split into ", kv.n_head_kv, " KV heads");
   const int group = p.n_head / kv.n_head_kv, hd = kv.head_dim;
+  check(group <= kMaxGroup, "attention: more than ", kMaxGroup, " query heads per KV head");
   const KvTypeOps& kops = kv_type_ops(kv.k_type);
 
   // Queries prepared once for K's type (copied, rotated, or quantized to q8_0 for integer dots).
@@ -189,7 +195,7 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
   const int n_chunks = std::max(1, std::min(want, max_keys / kMinChunkKeys));
 
   const Plan c{p, kv, pos0, n_q, group, tile_q, n_tiles, n_chunks, tile_q * group, qp, q_stride,
-               kv_row_kernels(kv.k_type), kv_row_kernels(kv.v_type)};
+               kv_row_kernels(kv.k_type), kv_row_kernels(kv.v_type), exp_sum_kernel()};
   const int64_t n_items = int64_t(base_items) * n_chunks;
   std::vector<float> partials(size_t(n_items) * c.partial_floats());  // [n_tiles][n_head_kv][n_chunks][partial]
   pool.parallel_for(n_items, [&](int64_t b, int64_t e) {

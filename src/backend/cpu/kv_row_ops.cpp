@@ -1,6 +1,7 @@
 #include "backend/cpu/kv_row_ops.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -17,8 +18,21 @@ void axpy_f32_scalar(float a, const float* x, float* acc, int hd) {
   for (int i = 0; i < hd; ++i) acc[i] += a * x[i];
 }
 
+void dot_f32_n_scalar(const float* x, const float* q, size_t q_stride, int n, float* out, int hd) {
+  for (int r = 0; r < n; ++r) out[r] = dot_f32_scalar(x, q + size_t(r) * q_stride, hd);
+}
+
+void axpy_f32_n_scalar(const float* a, const float* x, float* acc, size_t acc_stride, int n, int hd) {
+  for (int r = 0; r < n; ++r) axpy_f32_scalar(a[r], x, acc + size_t(r) * acc_stride, hd);
+}
+
 template <KvType T>
 float dot_scalar(const uint8_t* k, const uint8_t* qp, int hd) { return kv_type_ops(T).dot(k, qp, hd); }
+
+template <KvType T>
+void dot_n_scalar(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd) {
+  for (int r = 0; r < n; ++r) out[r] = kv_type_ops(T).dot(k, qp + size_t(r) * q_stride, hd);
+}
 
 template <KvType T>
 void axpy_scalar(float a, const uint8_t* v, float* acc, int hd) { kv_type_ops(T).axpy(a, v, acc, hd); }
@@ -32,8 +46,8 @@ void decode_scalar(const uint8_t* src, float* x, int hd) {
 }
 
 template <KvType T>
-constexpr KvRowKernels scalar_kernels{dot_scalar<T>, axpy_scalar<T>, decode_scalar<T>, false, dot_f32_scalar,
-                                      axpy_f32_scalar};
+constexpr KvRowKernels scalar_kernels{dot_scalar<T>,  dot_n_scalar<T>, axpy_scalar<T>,   decode_scalar<T>, false,
+                                      dot_f32_scalar, axpy_f32_scalar, dot_f32_n_scalar, axpy_f32_n_scalar};
 
 }  // namespace
 
@@ -55,6 +69,17 @@ const KvRowKernels& kv_row_kernels(KvType t) {
   if (const KvRowKernels* k = kv_row_kernels_avx512(t)) return *k;
   if (const KvRowKernels* k = kv_row_kernels_avx2(t)) return *k;
   return kv_row_kernels_scalar(t);
+}
+
+float exp_sum_scalar(float* s, int n, float m) {
+  float sum = 0;
+  for (int i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
+  return sum;
+}
+
+ExpSumFn exp_sum_kernel() {
+  static const ExpSumFn best = exp_sum_avx2() ? exp_sum_avx2() : exp_sum_scalar;
+  return best;
 }
 
 const char* kv_row_isa() {

@@ -5,6 +5,7 @@
 // Rules: qp is a query prepared by kv_type_ops(t).prepare_query; rows are kv_head_bytes(t, hd) bytes;
 // every function works in the type's basis (rotated for turbo).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kv/kv_type.h"
@@ -14,6 +15,8 @@ namespace polykv {
 struct KvRowKernels {
   // ≈ q·k of one K row and one prepared query.
   float (*dot)(const uint8_t* k, const uint8_t* qp, int hd);
+  // out[r] ≈ q_r·k for r < n prepared queries q_r = qp + r * q_stride bytes (one K row, several queries).
+  void (*dot_n)(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd);
   // acc[i] += a * v[i], acc: [hd].
   void (*axpy)(float a, const uint8_t* v, float* acc, int hd);
   // x: [hd] <- the row decoded to f32 in the type's basis.
@@ -23,7 +26,17 @@ struct KvRowKernels {
   bool f32_query = false;
   float (*dot_f32)(const float* x, const float* q, int hd);
   void (*axpy_f32)(float a, const float* x, float* acc, int hd);
+  // out[r] = x·q_r for r < n, q_r = q + r * q_stride floats (one decoded row, several queries).
+  void (*dot_f32_n)(const float* x, const float* q, size_t q_stride, int n, float* out, int hd);
+  // acc_r[i] += a[r] * x[i] for r < n, acc_r = acc + r * acc_stride floats.
+  void (*axpy_f32_n)(const float* a, const float* x, float* acc, size_t acc_stride, int n, int hd);
 };
+
+// s[i] <- exp(s[i] - m) for i < n (s[i] = -inf gives 0); returns the sum. m is finite.
+using ExpSumFn = float (*)(float* s, int n, float m);
+ExpSumFn exp_sum_kernel();        // best for this CPU
+float exp_sum_scalar(float* s, int n, float m);
+ExpSumFn exp_sum_avx2();          // nullptr if this CPU lacks AVX2/FMA
 
 const KvRowKernels& kv_row_kernels(KvType t);         // best for this CPU
 const KvRowKernels& kv_row_kernels_scalar(KvType t);  // reference loops

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/kv_row_ops.h"
@@ -90,6 +91,78 @@ void axpy_f32(float a, const float* x, float* acc, int hd) {
   float_axpy<KvType::F32>(a, reinterpret_cast<const uint8_t*>(x), acc, hd);
 }
 
+// out[r] = x·q_r; four queries share each load of x and one combined horizontal reduction.
+void dot_f32_n(const float* x, const float* q, size_t q_stride, int n, float* out, int hd) {
+  if (hd % 8) {
+    for (int r = 0; r < n; ++r) out[r] = dot_f32(x, q + size_t(r) * q_stride, hd);
+    return;
+  }
+  int r = 0;
+  for (; r + 4 <= n; r += 4) {
+    const float* q0 = q + size_t(r) * q_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < hd; i += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + i);
+      a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(q0 + i), a0);
+      a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(q0 + q_stride + i), a1);
+      a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(q0 + 2 * q_stride + i), a2);
+      a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(q0 + 3 * q_stride + i), a3);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));  // per 128-bit lane
+    _mm_storeu_ps(out + r, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+  for (; r < n; ++r) out[r] = dot_f32(x, q + size_t(r) * q_stride, hd);
+}
+
+// acc_r += a[r] * x, x loaded once per 8 values for all rows.
+void axpy_f32_n(const float* a, const float* x, float* acc, size_t acc_stride, int n, int hd) {
+  if (hd % 8) {
+    for (int r = 0; r < n; ++r) axpy_f32(a[r], x, acc + size_t(r) * acc_stride, hd);
+    return;
+  }
+  for (int i = 0; i < hd; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    for (int r = 0; r < n; ++r) {
+      float* ar = acc + size_t(r) * acc_stride + i;
+      _mm256_storeu_ps(ar, _mm256_fmadd_ps(_mm256_set1_ps(a[r]), xv, _mm256_loadu_ps(ar)));
+    }
+  }
+}
+
+// exp(x) for x <= 0 (x = s - max): 2^k * p(r), k = round(x / ln 2), r = x - k ln 2 in [-ln2/2, ln2/2],
+// p the degree-6 Taylor polynomial (relative error < 2e-7). x < -87 (and -inf) gives 0.
+__m256 exp_nonpositive(__m256 x) {
+  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145752f), x);  // ln 2 split in two for accuracy
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.42860677e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);  // 2^k via the exponent field
+  const __m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+  return _mm256_andnot_ps(underflow, y);
+}
+
+float exp_sum(float* s, int n, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 y = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
+    _mm256_storeu_ps(s + i, y);
+    acc = _mm256_add_ps(acc, y);
+  }
+  float sum = hsum(acc);
+  for (; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
+  return sum;
+}
+
 template <KvType T>
 void float_decode(const uint8_t* src, float* x, int n) {
   int i = 0;
@@ -125,6 +198,42 @@ float q8_dot(const uint8_t* k, const uint8_t* qp, int hd) {
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(int8_dot(q8_values(k, b), q8_values(qp, b))), acc);
   }
   return hsum(acc);
+}
+
+// One q8_0/q4_0 K row against n q8_0 queries: each K block is loaded (and |k| formed) once.
+template <bool kQ4>
+void quant_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd) {
+  constexpr size_t kBlock = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  for (int r0 = 0; r0 < n; r0 += 4) {
+    const int m = std::min(4, n - r0);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < hd / kQK32; ++b) {
+      const __m256i kv = kQ4 ? q4_values(k, b) : q8_values(k, b);
+      const __m256i ak = _mm256_sign_epi8(kv, kv);
+      const float dk = half(k + size_t(b) * kBlock);
+      for (int r = 0; r < m; ++r) {
+        const uint8_t* q = qp + size_t(r0 + r) * q_stride;
+        const __m256i p16 = _mm256_maddubs_epi16(ak, _mm256_sign_epi8(q8_values(q, b), kv));
+        const __m256i p32 = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dk * half(q + size_t(b) * sizeof(BlockQ8_0))), _mm256_cvtepi32_ps(p32),
+                                 acc[r]);
+      }
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    float sums[4];
+    _mm_storeu_ps(sums, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (int r = 0; r < m; ++r) out[r0 + r] = sums[r];
+  }
+}
+
+template <KvType T>
+void float_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd) {
+  for (int r = 0; r < n; ++r) out[r] = float_dot<T>(k, reinterpret_cast<const float*>(qp + size_t(r) * q_stride), hd);
+}
+
+template <KvType T>
+void turbo_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd) {
+  for (int r = 0; r < n; ++r) out[r] = kv_type_ops(T).dot(k, qp + size_t(r) * q_stride, hd);
 }
 
 float q4_dot(const uint8_t* k, const uint8_t* qp, int hd) {
@@ -179,13 +288,17 @@ void turbo_decode(const uint8_t* src, float* x, int hd) {  // rotated basis
 }
 
 template <KvType T>
-constexpr KvRowKernels float_kernels{float_dot_row<T>, float_axpy<T>, float_decode<T>, true, dot_f32, axpy_f32};
+constexpr KvRowKernels float_kernels{float_dot_row<T>, float_dot_n<T>, float_axpy<T>, float_decode<T>, true,
+                                     dot_f32,          axpy_f32,      dot_f32_n,       axpy_f32_n};
 template <KvType T>
-constexpr KvRowKernels turbo_kernels{turbo_dot<T>, turbo_axpy<T>, turbo_decode<T>, true, dot_f32, axpy_f32};
-constexpr KvRowKernels q8_kernels{q8_dot, q8_axpy, q8_decode, false, dot_f32, axpy_f32};
-constexpr KvRowKernels q4_kernels{q4_dot, q4_axpy, q4_decode, false, dot_f32, axpy_f32};
+constexpr KvRowKernels turbo_kernels{turbo_dot<T>, turbo_dot_n<T>, turbo_axpy<T>, turbo_decode<T>, true,
+                                     dot_f32,      axpy_f32,      dot_f32_n,       axpy_f32_n};
+constexpr KvRowKernels q8_kernels{q8_dot, quant_dot_n<false>, q8_axpy, q8_decode, false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
+constexpr KvRowKernels q4_kernels{q4_dot, quant_dot_n<true>, q4_axpy, q4_decode, false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
 
 }  // namespace
+
+ExpSumFn exp_sum_avx2() { return cpu_features().has_avx2_set() ? exp_sum : nullptr; }
 
 const KvRowKernels* kv_row_kernels_avx2(KvType t) {
   if (!cpu_features().has_avx2_set()) return nullptr;

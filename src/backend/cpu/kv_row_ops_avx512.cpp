@@ -7,6 +7,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
@@ -76,6 +77,30 @@ float q4_dot(const uint8_t* k, const uint8_t* qp, int hd) {
   return hsum(acc);
 }
 
+// One q8_0/q4_0 K row against n q8_0 queries with VNNI: each K block is loaded (and |k| formed) once.
+template <bool kQ4>
+void quant_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd) {
+  constexpr size_t kBlock = kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  for (int r0 = 0; r0 < n; r0 += 4) {
+    const int m = std::min(4, n - r0);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < hd / kQK32; ++b) {
+      const __m256i kv = kQ4 ? q4_values(k, b) : load32(k + size_t(b) * kBlock + 2);
+      const __m256i ak = _mm256_abs_epi8(kv);
+      const float dk = half(k + size_t(b) * kBlock);
+      for (int r = 0; r < m; ++r) {
+        const uint8_t* q = qp + size_t(r0 + r) * q_stride + size_t(b) * sizeof(BlockQ8_0);
+        const __m256i p32 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ak, _mm256_sign_epi8(load32(q + 2), kv));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dk * half(q)), _mm256_cvtepi32_ps(p32), acc[r]);
+      }
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    float sums[4];
+    _mm_storeu_ps(sums, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (int r = 0; r < m; ++r) out[r0 + r] = sums[r];
+  }
+}
+
 template <bool kF16>
 __m512 load16(const uint8_t* p, int i) {
   if constexpr (kF16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * size_t(i))));
@@ -127,8 +152,8 @@ KvRowKernels make(KvType t) {
   KvRowKernels k = avx2(t);
   k.dot_f32 = dot_f32;
   k.axpy_f32 = axpy_f32;
-  if (t == KvType::Q8_0) k.dot = q8_dot;
-  if (t == KvType::Q4_0) k.dot = q4_dot;
+  if (t == KvType::Q8_0) k.dot = q8_dot, k.dot_n = quant_dot_n<false>;
+  if (t == KvType::Q4_0) k.dot = q4_dot, k.dot_n = quant_dot_n<true>;
   if (t == KvType::F16) k.dot = dot_row<true>, k.axpy = axpy_row<true>;
   if (t == KvType::F32) k.dot = dot_row<false>, k.axpy = axpy_row<false>;
   return k;
