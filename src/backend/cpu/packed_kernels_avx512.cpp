@@ -7,6 +7,8 @@
 // the sum at -offset * Σa; the int32 lanes are then scaled by d_w[r] * d_a into the token's float
 // accumulator. Weights are unpacked once per block and reused by every token (prefill), and the
 // 16 row results of a token are stored with one vector store.
+// Loops over chunks and tokens are fully unrolled (#pragma GCC unroll) so that weights and
+// accumulators live in zmm registers; -O2 would otherwise keep the arrays on the stack.
 // gcc 12's own avx512fintrin.h trips -Wuninitialized on its _mm512_undefined_* helpers (a known
 // false positive in the compiler headers, not in this file).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -33,6 +35,7 @@ struct UnpackQ4_0 {
   static constexpr int32_t kOffset = 8;
   static void run(const uint8_t* qs, __m512i* w) {
     const __m512i lo = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m512i v = _mm512_load_si512(qs + 64 * c);
       w[c] = _mm512_and_si512(v, lo);
@@ -44,6 +47,7 @@ struct UnpackQ8_0 {
   static constexpr int kChunks = 8;
   static constexpr int32_t kOffset = 128;
   static void run(const uint8_t* qs, __m512i* w) {
+#pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) w[c] = _mm512_load_si512(qs + 64 * c);
   }
 };
@@ -54,6 +58,7 @@ struct PackedKernel {
   static void run(const PackedMatrix& p, int64_t g, const ActRow* act, float* y, int64_t ldy) {
     const int64_t nb = p.n_blocks();
     __m512 acc[NT];
+#pragma GCC unroll 8
     for (auto& v : acc) v = _mm512_setzero_ps();
     const uint8_t* qs = p.qs_at(g, 0);
     const uint16_t* dp = p.d_at(g, 0);
@@ -62,11 +67,13 @@ struct PackedKernel {
       __m512i w[Unpack::kChunks];
       Unpack::run(qs, w);
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)));
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* a = act[t].qs + 32 * b;
         // Two independent sums (even / odd chunks) halve the vpdpbusd dependency chain.
         __m512i s0 = _mm512_set1_epi32(-Unpack::kOffset * act[t].sum[b]);
         __m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int c = 0; c < Unpack::kChunks; c += 2) {
           s0 = _mm512_dpbusd_epi32(s0, w[c], bcast_chunk(a, c));
           s1 = _mm512_dpbusd_epi32(s1, w[c + 1], bcast_chunk(a, c + 1));
@@ -75,6 +82,7 @@ struct PackedKernel {
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[t]);
       }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
   }
 };
