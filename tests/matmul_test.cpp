@@ -311,6 +311,32 @@ TEST(Matmul, SeveralTokenTiles) {
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 5e-5 * bound.abs_dot[i]);
 }
 
+// The AVX-512 activation quantizers produce the scalar ones' bytes exactly (zero blocks, ties at .5,
+// values that round to ±127 included).
+TEST(Matmul, AvxActQuantIsBitExact) {
+  if (cpu::detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512";
+  const int64_t n = 4 * 256;
+  const size_t nz = 4 * 256;
+  auto x = test::random_floats(nz, 31u);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;                   // an all-zero 32-block
+  for (int i = 32; i < 64; ++i) x[size_t(i)] = float(i - 48) * 0.5f;  // exact .5 ties
+  x[300] = 1e4f;
+  std::vector<int8_t> qa(nz), qb(nz);
+  std::vector<float> da(nz / 32), db(nz / 32);
+  std::vector<int32_t> sa(nz / 32), sb(nz / 32);
+  cpu::quantize_act_q8_32(x.data(), n, qa.data(), da.data(), sa.data());
+  cpu::quantize_act_q8_32_avx512(x.data(), n, qb.data(), db.data(), sb.data());
+  EXPECT_EQ(qa, qb);
+  EXPECT_EQ(da, db);
+  EXPECT_EQ(sa, sb);
+  std::vector<int16_t> ba(nz / 16), bb(nz / 16);
+  cpu::quantize_act_q8_K(x.data(), n, qa.data(), da.data(), ba.data());
+  cpu::quantize_act_q8_K_avx512(x.data(), n, qb.data(), db.data(), bb.data());
+  EXPECT_EQ(qa, qb);
+  EXPECT_TRUE(std::equal(da.begin(), da.begin() + n / 256, db.begin()));
+  EXPECT_EQ(ba, bb);
+}
+
 TEST(Matmul, ReportsIsa) {
   const std::string isa = matmul_isa();
   EXPECT_TRUE(isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;

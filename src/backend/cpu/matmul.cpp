@@ -137,15 +137,18 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
         (reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t(63));
+    const bool avx512 = active_isa() == Isa::Avx512;  // bit-identical to the scalar quantizer
+    const auto q8_32 = avx512 ? quantize_act_q8_32_avx512 : quantize_act_q8_32;
+    const auto q8_K = avx512 ? quantize_act_q8_K_avx512 : quantize_act_q8_K;
     pool.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* p = base + size_t(t) * l.stride;
         int8_t* qs = reinterpret_cast<int8_t*>(p);
         float* d = reinterpret_cast<float*>(p + l.off_d);
         if (fmt == ActFormat::Q8_32)
-          quantize_act_q8_32(x + t * n_in, n_in, qs, d, reinterpret_cast<int32_t*>(p + l.off_sums));
+          q8_32(x + t * n_in, n_in, qs, d, reinterpret_cast<int32_t*>(p + l.off_sums));
         else
-          quantize_act_q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
+          q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
       }
     });
     for (int64_t t = 0; t < n_tokens; ++t) {
