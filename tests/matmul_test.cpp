@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -162,6 +163,30 @@ int64_t n_in_for(DType t, int64_t blocks, int shape_index) {
   return blocks * dtype_info(t).block_size * (dtype_info(t).block_size == 32 ? 7 : 1);
 }
 
+// matmul(w) against matmul_ref on every ISA, within the rigorous bound of error_bound().
+void expect_matches_ref(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens, int threads) {
+  std::vector<float> ref(size_t(w.n_out * n_tokens));
+  matmul_ref(w, x.data(), ref.data(), n_tokens);
+  const Bound bound = error_bound(w, x, n_tokens);
+  for (Isa isa : available_isas()) {
+    SCOPED_TRACE(cpu::isa_name(isa));
+    IsaGuard guard(isa);
+    std::vector<float> y(ref.size(), NAN);
+    matmul(w, x.data(), y.data(), n_tokens, pool(threads));
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double tol = 1.01 * bound.act_quant[i] + 2e-5 * bound.abs_dot[i] + 1e-30;
+      ASSERT_NEAR(y[i], ref[i], tol) << "at token " << i / size_t(w.n_out) << " row " << i % size_t(w.n_out);
+    }
+  }
+}
+
+// The same matrix with the backend's packed copy (16-row groups; the n_out % 16 rows stay unpacked).
+WeightMatrix with_packed(const WeightMatrix& w) {
+  WeightMatrix p = w;
+  p.packed = cpu::pack_matrix(w.type, w.data, w.n_in, w.n_out, w.row_stride);
+  return p;
+}
+
 void check_against_ref(DType t, bool random_bits) {
   for (int si = 0; si < int(std::size(kShapes)); ++si) {
     const Shape& s = kShapes[si];
@@ -170,20 +195,71 @@ void check_against_ref(DType t, bool random_bits) {
                                     << " n_tokens=" << s.n_tokens << " threads=" << s.threads);
     const Weights w = make_weights(t, n_in, s.n_out, 1000u + uint32_t(si), random_bits);
     const auto x = test::random_floats(size_t(n_in * s.n_tokens), 77u + uint32_t(si));
-    std::vector<float> ref(size_t(s.n_out * s.n_tokens));
-    matmul_ref(w.m, x.data(), ref.data(), s.n_tokens);
-    const Bound bound = error_bound(w.m, x, s.n_tokens);
+    expect_matches_ref(w.m, x, s.n_tokens, s.threads);
+    if (cpu::packable(t)) {
+      SCOPED_TRACE("packed");
+      expect_matches_ref(with_packed(w.m), x, s.n_tokens, s.threads);
+    }
+  }
+}
+
+// Packed layouts at group-boundary shapes: n_out below, at and around multiples of 16, every token
+// count 1..17 (the group kernel takes up to 8 at a time) and 1..3 threads.
+TEST(Matmul, PackedMatchesReference) {
+  const int64_t n_outs[] = {15, 16, 17, 33, 48, 61};
+  for (DType t : {DType::Q4_0, DType::Q8_0})
+    for (bool random_bits : {false, true})
+      for (int64_t n_tokens = 1; n_tokens <= 17; ++n_tokens) {
+        const int64_t n_out = n_outs[size_t(n_tokens) % std::size(n_outs)];
+        const int64_t n_in = 32 * (1 + n_tokens % 5);
+        const int threads = 1 + int(n_tokens % 3);
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " n_in=" << n_in << " n_out=" << n_out
+                                        << " n_tokens=" << n_tokens << " threads=" << threads
+                                        << " random_bits=" << random_bits);
+        const Weights w = make_weights(t, n_in, n_out, 300u + uint32_t(n_tokens), random_bits);
+        const WeightMatrix p = with_packed(w.m);
+        ASSERT_EQ(p.packed != nullptr, n_out >= 16);
+        const auto x = test::random_floats(size_t(n_in * n_tokens), 400u + uint32_t(n_tokens));
+        expect_matches_ref(p, x, n_tokens, threads);
+      }
+}
+
+// The packed group kernels multiply the same integers on every ISA: scalar and AVX-512 agree up to
+// float rounding, and with the unpacked row kernels too.
+TEST(Matmul, PackedAgreesWithRowKernels) {
+  const int64_t n_in = 2048, n_out = 50, n_tokens = 11;
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Weights w = make_weights(t, n_in, n_out, 21u, /*random_bits=*/true);
+    const WeightMatrix p = with_packed(w.m);
+    const auto x = test::random_floats(size_t(n_in * n_tokens), 22u);
+    const Bound bound = error_bound(w.m, x, n_tokens);
+    std::vector<float> y_rows(size_t(n_out * n_tokens));
+    {
+      IsaGuard guard(Isa::Scalar);
+      matmul(w.m, x.data(), y_rows.data(), n_tokens, pool(2));
+    }
     for (Isa isa : available_isas()) {
       SCOPED_TRACE(cpu::isa_name(isa));
       IsaGuard guard(isa);
-      std::vector<float> y(ref.size(), NAN);
-      matmul(w.m, x.data(), y.data(), s.n_tokens, pool(s.threads));
-      for (size_t i = 0; i < y.size(); ++i) {
-        const double tol = 1.01 * bound.act_quant[i] + 2e-5 * bound.abs_dot[i] + 1e-30;
-        ASSERT_NEAR(y[i], ref[i], tol) << "at token " << i / size_t(s.n_out) << " row " << i % size_t(s.n_out);
-      }
+      std::vector<float> y(y_rows.size());
+      matmul(p, x.data(), y.data(), n_tokens, pool(3));
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], y_rows[i], 2e-5 * (bound.abs_dot[i] + bound.act_quant[i]) + 1e-30);
     }
   }
+}
+
+// pack_for_matmul keeps the original rows; it packs exactly where this CPU has a packed kernel.
+TEST(Matmul, PackForMatmulKeepsOriginal) {
+  Weights w = make_weights(DType::Q4_0, 64, 32, 5u, false);
+  const void* data = w.m.data;
+  pack_for_matmul(w.m);
+  EXPECT_EQ(w.m.data, data);
+  EXPECT_EQ(w.m.packed != nullptr, cpu::detected_isa() == Isa::Avx512);
+  Weights f = make_weights(DType::F16, 64, 32, 5u, false);
+  pack_for_matmul(f.m);
+  EXPECT_EQ(f.m.packed, nullptr);
 }
 
 TEST(Matmul, MatchesReferenceQuantizedWeights) {
@@ -233,6 +309,32 @@ TEST(Matmul, SeveralTokenTiles) {
   matmul(w.m, x.data(), y.data(), n_tokens, pool(2));
   const Bound bound = error_bound(w.m, x, n_tokens);
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 5e-5 * bound.abs_dot[i]);
+}
+
+// The AVX-512 activation quantizers produce the scalar ones' bytes exactly (zero blocks, ties at .5,
+// values that round to ±127 included).
+TEST(Matmul, AvxActQuantIsBitExact) {
+  if (cpu::detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512";
+  const int64_t n = 4 * 256;
+  const size_t nz = 4 * 256;
+  auto x = test::random_floats(nz, 31u);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.0f;                   // an all-zero 32-block
+  for (int i = 32; i < 64; ++i) x[size_t(i)] = float(i - 48) * 0.5f;  // exact .5 ties
+  x[300] = 1e4f;
+  std::vector<int8_t> qa(nz), qb(nz);
+  std::vector<float> da(nz / 32), db(nz / 32);
+  std::vector<int32_t> sa(nz / 32), sb(nz / 32);
+  cpu::quantize_act_q8_32(x.data(), n, qa.data(), da.data(), sa.data());
+  cpu::quantize_act_q8_32_avx512(x.data(), n, qb.data(), db.data(), sb.data());
+  EXPECT_EQ(qa, qb);
+  EXPECT_EQ(da, db);
+  EXPECT_EQ(sa, sb);
+  std::vector<int16_t> ba(nz / 16), bb(nz / 16);
+  cpu::quantize_act_q8_K(x.data(), n, qa.data(), da.data(), ba.data());
+  cpu::quantize_act_q8_K_avx512(x.data(), n, qb.data(), db.data(), bb.data());
+  EXPECT_EQ(qa, qb);
+  EXPECT_TRUE(std::equal(da.begin(), da.begin() + n / 256, db.begin()));
+  EXPECT_EQ(ba, bb);
 }
 
 TEST(Matmul, ReportsIsa) {

@@ -23,6 +23,7 @@ WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out) {
   w.n_in = n_in;
   w.n_out = n_out;
   w.row_stride = row_bytes(t.type, n_in);
+  pack_for_matmul(w);  // the CPU backend's interleaved copy, where it has one (matmul.h)
   return w;
 }
 

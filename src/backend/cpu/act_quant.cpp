@@ -2,6 +2,7 @@
 // matmul_kernels.h). Round to nearest with d = amax / 127, so |x - d*q| <= d/2 for every value: the
 // error bound the matmul tests rely on. Kept scalar and shared by all ISAs so that every kernel set
 // multiplies the very same integers.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -12,12 +13,12 @@ namespace {
 // Quantizes n (<= 256) values of one block; returns d (0 for an all-zero block).
 float quantize_block(const float* x, int n, int8_t* q) {
   float amax = 0.0f;
-  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));  // inline, unlike fmax
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   for (int i = 0; i < n; ++i) {
     // amax * id may round to 127.00001; clamp to keep |q| <= 127 (the kernels' sign tricks need it).
-    const float v = std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(x[i] * id)));
+    const float v = std::min(127.0f, std::max(-127.0f, std::nearbyint(x[i] * id)));
     q[i] = int8_t(v);
   }
   return d;

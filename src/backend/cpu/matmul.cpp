@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "quant/quant.h"
@@ -36,6 +37,14 @@ RowDotFn pick_kernel(Isa isa, DType type) {
   if (!f) f = row_dot_scalar(type);
   check(f != nullptr, "matmul: no kernel for weight type ", dtype_name(type));
   return f;
+}
+
+// Kernel for a packed matrix under `isa`, or nullptr (then the original rows are used). AVX2 has no
+// packed kernel: it falls back to its row kernels rather than to the slow scalar group kernel.
+PackedDotFn pick_packed_kernel(Isa isa, DType type) {
+  if (isa == Isa::Avx512) return packed_dot_avx512(type);
+  if (isa == Isa::Scalar) return packed_dot_scalar(type);
+  return nullptr;
 }
 
 // Byte layout of one token's quantized activations in the scratch buffer; every part starts on a
@@ -128,15 +137,18 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
         (reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t(63));
+    const bool avx512 = active_isa() == Isa::Avx512;  // bit-identical to the scalar quantizer
+    const auto q8_32 = avx512 ? quantize_act_q8_32_avx512 : quantize_act_q8_32;
+    const auto q8_K = avx512 ? quantize_act_q8_K_avx512 : quantize_act_q8_K;
     pool.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* p = base + size_t(t) * l.stride;
         int8_t* qs = reinterpret_cast<int8_t*>(p);
         float* d = reinterpret_cast<float*>(p + l.off_d);
         if (fmt == ActFormat::Q8_32)
-          quantize_act_q8_32(x + t * n_in, n_in, qs, d, reinterpret_cast<int32_t*>(p + l.off_sums));
+          q8_32(x + t * n_in, n_in, qs, d, reinterpret_cast<int32_t*>(p + l.off_sums));
         else
-          quantize_act_q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
+          q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
       }
     });
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -154,20 +166,53 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
   const int64_t tile = std::max<int64_t>(8, int64_t((256u << 10) / act_row_bytes));
   const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
   const int64_t n_out = w.n_out;
-  pool.parallel_for(n_out, [&](int64_t o0, int64_t o1) {
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
-      const int64_t t1 = std::min(n_tokens, t0 + tile);
-      for (int64_t o = o0; o < o1; ++o) {
-        const void* row = wbase + size_t(o) * w.row_stride;
-        for (int64_t t = t0; t < t1; t += kMaxTokensPerCall) {
-          const int nt = int(std::min<int64_t>(kMaxTokensPerCall, t1 - t));
-          float out[kMaxTokensPerCall];
-          dot(row, &acts[size_t(t)], nt, n_in, out);
-          for (int k = 0; k < nt; ++k) y[(t + k) * n_out + o] = out[k];
-        }
+  // Rows [o0, o1) × tokens [t0, t1) with the row kernel.
+  auto rows = [&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const void* row = wbase + size_t(o) * w.row_stride;
+      for (int64_t t = t0; t < t1; t += kMaxTokensPerCall) {
+        const int nt = int(std::min<int64_t>(kMaxTokensPerCall, t1 - t));
+        float out[kMaxTokensPerCall];
+        dot(row, &acts[size_t(t)], nt, n_in, out);
+        for (int k = 0; k < nt; ++k) y[(t + k) * n_out + o] = out[k];
       }
     }
+  };
+
+  const PackedDotFn pdot = w.packed ? pick_packed_kernel(active_isa(), w.type) : nullptr;
+  if (pdot) {
+    // Work items are 16-row groups, plus one item for the n_out % 16 tail rows (row kernel).
+    const PackedMatrix& p = *w.packed;
+    const int64_t n_groups = p.n_groups;
+    const bool tail = n_out > n_groups * kPackRows;
+    pool.parallel_for(n_groups + (tail ? 1 : 0), [&](int64_t g0, int64_t g1) {
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
+        const int64_t t1 = std::min(n_tokens, t0 + tile);
+        for (int64_t g = g0; g < g1; ++g) {
+          if (g == n_groups) {
+            rows(n_groups * kPackRows, n_out, t0, t1);
+            continue;
+          }
+          for (int64_t t = t0; t < t1; t += kMaxPackedTokens) {
+            const int nt = int(std::min<int64_t>(kMaxPackedTokens, t1 - t));
+            pdot(p, g, &acts[size_t(t)], nt, y + t * n_out + g * kPackRows, n_out);
+          }
+        }
+      }
+    });
+    return;
+  }
+
+  pool.parallel_for(n_out, [&](int64_t o0, int64_t o1) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) rows(o0, o1, t0, std::min(n_tokens, t0 + tile));
   });
+}
+
+void pack_for_matmul(WeightMatrix& w) {
+  using namespace cpu;
+  if (w.packed || detected_isa() != Isa::Avx512 || !packable(w.type)) return;
+  validate(w);
+  w.packed = pack_matrix(w.type, w.data, w.n_in, w.n_out, w.row_stride);
 }
 
 void matmul_ref(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens) {

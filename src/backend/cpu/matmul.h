@@ -5,11 +5,15 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 
 namespace polykv {
+namespace cpu {
+struct PackedMatrix;
+}
 
 struct WeightMatrix {
   DType type = DType::F32;
@@ -17,7 +21,16 @@ struct WeightMatrix {
   int64_t n_in = 0;
   int64_t n_out = 0;
   size_t row_stride = 0;  // bytes between rows
+  // Optional copy of the rows in the CPU backend's interleaved layout (backend/cpu/packed_weights.h),
+  // made by pack_for_matmul(); matmul() prefers it where it has a kernel for the active ISA. `data`
+  // stays valid and authoritative (matmul_ref, embedding lookups and the n_out % 16 tail rows read it).
+  std::shared_ptr<const cpu::PackedMatrix> packed;
 };
+
+// Model-load step: gives w a packed copy if the CPU backend has a faster kernel for that layout on
+// this CPU (today q4_0 / q8_0 with AVX-512 VNNI); otherwise leaves w unchanged. Costs a second copy
+// of the matrix in memory (as large as the original).
+void pack_for_matmul(WeightMatrix& w);
 
 // Optimized, multithreaded (SIMD chosen at run time for the CPU it runs on).
 void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);

@@ -70,6 +70,9 @@ RowDotFn row_dot_avx512(DType type);
 // Activation quantization (scalar, shared by every ISA). n is a multiple of 32 (resp. 256).
 void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);
 void quantize_act_q8_K(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
+// The same, bit for bit, with AVX-512 (only call on a CPU with the AVX-512 set).
+void quantize_act_q8_32_avx512(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);
+void quantize_act_q8_K_avx512(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
 
 // ISA selection. detected_isa() is the widest the CPU supports; matmul() uses active_isa(), which is
 // detected_isa() unless a test forced another one (set_isa_override; must be <= detected_isa()).

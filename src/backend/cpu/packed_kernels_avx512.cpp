@@ -1,0 +1,115 @@
+// AVX-512 VNNI group kernels for the x16 packed layout (packed_weights.h): 16 rows × NT tokens.
+//
+// Per block (32 values) and token: chunk c of the 16 rows is one 512-bit vector of unsigned quants
+// (lane r = 4 quants of row r), multiplied by the token's chunk c broadcast to all lanes (a dword
+// broadcast folded into vpdpbusd's memory operand). After the block's 4+4 (q4_0) or 8 (q8_0) chunks,
+// lane r holds Σ u·a for row r; the zero point (u - 8 resp. u - 128) is removed exactly by starting
+// the sum at -offset * Σa; the int32 lanes are then scaled by d_w[r] * d_a into the token's float
+// accumulator. Weights are unpacked once per block and reused by every token (prefill), and the
+// 16 row results of a token are stored with one vector store.
+// Loops over chunks and tokens are fully unrolled (#pragma GCC unroll) so that weights and
+// accumulators live in zmm registers; -O2 would otherwise keep the arrays on the stack.
+// gcc 12's own avx512fintrin.h trips -Wuninitialized on its _mm512_undefined_* helpers (a known
+// false positive in the compiler headers, not in this file).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
+
+namespace polykv::cpu {
+namespace {
+
+inline __m512i bcast_chunk(const int8_t* a, int c) {
+  int32_t v;
+  std::memcpy(&v, a + 4 * c, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Unsigned quant vectors of one packed block: w[c] = chunk c of the 16 rows.
+struct UnpackQ4_0 {
+  static constexpr int kChunks = 8;
+  static constexpr int32_t kOffset = 8;
+  static void run(const uint8_t* qs, __m512i* w) {
+    const __m512i lo = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_load_si512(qs + 64 * c);
+      w[c] = _mm512_and_si512(v, lo);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo);
+    }
+  }
+};
+struct UnpackQ8_0 {
+  static constexpr int kChunks = 8;
+  static constexpr int32_t kOffset = 128;
+  static void run(const uint8_t* qs, __m512i* w) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) w[c] = _mm512_load_si512(qs + 64 * c);
+  }
+};
+
+template <typename Unpack>
+struct PackedKernel {
+  template <int NT>
+  static void run(const PackedMatrix& p, int64_t g, const ActRow* act, float* y, int64_t ldy) {
+    const int64_t nb = p.n_blocks();
+    __m512 acc[NT];
+#pragma GCC unroll 8
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    const uint8_t* qs = p.qs_at(g, 0);
+    const uint16_t* dp = p.d_at(g, 0);
+    const size_t qs_step = p.qs_block_bytes();
+    for (int64_t b = 0; b < nb; ++b, qs += qs_step, dp += kPackRows) {
+      __m512i w[Unpack::kChunks];
+      Unpack::run(qs, w);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)));
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* a = act[t].qs + 32 * b;
+        // Two independent sums (even / odd chunks) halve the vpdpbusd dependency chain.
+        __m512i s0 = _mm512_set1_epi32(-Unpack::kOffset * act[t].sum[b]);
+        __m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < Unpack::kChunks; c += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, w[c], bcast_chunk(a, c));
+          s1 = _mm512_dpbusd_epi32(s1, w[c + 1], bcast_chunk(a, c + 1));
+        }
+        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(act[t].d[b]));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+template <typename K>
+void by_packed_tokens(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  switch (n_tok) {
+    case 1: K::template run<1>(p, g, act, y, ldy); break;
+    case 2: K::template run<2>(p, g, act, y, ldy); break;
+    case 3: K::template run<3>(p, g, act, y, ldy); break;
+    case 4: K::template run<4>(p, g, act, y, ldy); break;
+    case 5: K::template run<5>(p, g, act, y, ldy); break;
+    case 6: K::template run<6>(p, g, act, y, ldy); break;
+    case 7: K::template run<7>(p, g, act, y, ldy); break;
+    default: K::template run<8>(p, g, act, y, ldy); break;
+  }
+}
+static_assert(kMaxPackedTokens == 8, "by_packed_tokens handles 1..8 tokens");
+
+}  // namespace
+
+PackedDotFn packed_dot_avx512(DType type) {
+  switch (type) {
+    case DType::Q4_0: return by_packed_tokens<PackedKernel<UnpackQ4_0>>;
+    case DType::Q8_0: return by_packed_tokens<PackedKernel<UnpackQ8_0>>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace polykv::cpu

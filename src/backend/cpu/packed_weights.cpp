@@ -1,0 +1,86 @@
+// Repacking into the x16 layout (packed_weights.h) and the scalar reference of the group kernel.
+#include "backend/cpu/packed_weights.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/fp16.h"
+#include "quant/blocks.h"
+
+namespace polykv::cpu {
+
+bool packable(DType type) { return type == DType::Q4_0 || type == DType::Q8_0; }
+
+std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t n_in, int64_t n_out,
+                                          size_t row_stride) {
+  if (!packable(type) || n_in % 32 != 0 || n_out < kPackRows) return nullptr;
+  auto p = std::make_unique<PackedMatrix>();
+  p->type = type;
+  p->n_in = n_in;
+  p->n_groups = n_out / kPackRows;
+  const int64_t nb = p->n_blocks();
+  const size_t qs_bytes = size_t(p->n_groups * nb) * p->qs_block_bytes();  // a multiple of 256
+  p->qs = {static_cast<uint8_t*>(std::aligned_alloc(64, qs_bytes)), std::free};
+  p->d = std::make_unique<uint16_t[]>(size_t(p->n_groups * nb * kPackRows));
+  const uint8_t* base = static_cast<const uint8_t*>(data);
+  const size_t block_bytes = type == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const int chunks = type == DType::Q4_0 ? 4 : 8;  // 64-byte vectors per group and block
+  for (int64_t g = 0; g < p->n_groups; ++g)
+    for (int r = 0; r < kPackRows; ++r) {
+      const uint8_t* row = base + size_t(g * kPackRows + r) * row_stride;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + size_t(b) * block_bytes;
+        uint16_t d;
+        std::memcpy(&d, blk, 2);  // both block types start with the fp16 d
+        p->d[size_t((g * nb + b) * kPackRows + r)] = d;
+        uint8_t* dst = p->qs.get() + size_t(g * nb + b) * p->qs_block_bytes();
+        const uint8_t* src = blk + 2;
+        const uint32_t flip = type == DType::Q4_0 ? 0u : 0x80808080u;  // q8_0: q -> q + 128
+        for (int c = 0; c < chunks; ++c) {
+          uint32_t v;
+          std::memcpy(&v, src + 4 * c, 4);
+          v ^= flip;
+          std::memcpy(dst + c * 64 + 4 * r, &v, 4);
+        }
+      }
+    }
+  return p;
+}
+
+namespace {
+
+// Exact integer dot of one packed block of row r with one token's block, in the stored quants:
+// q4_0 Σ (u - 8) * a, q8_0 Σ (u - 128) * a.
+int32_t block_dot(const PackedMatrix& p, const uint8_t* qs, int r, const int8_t* a) {
+  int32_t s = 0;
+  if (p.type == DType::Q4_0) {
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t v = qs[c * 64 + 4 * r + i];
+        s += (int32_t(v & 0x0F) - 8) * a[4 * c + i] + (int32_t(v >> 4) - 8) * a[16 + 4 * c + i];
+      }
+  } else {
+    for (int c = 0; c < 8; ++c)
+      for (int i = 0; i < 4; ++i) s += (int32_t(qs[c * 64 + 4 * r + i]) - 128) * a[4 * c + i];
+  }
+  return s;
+}
+
+void packed_dot_ref(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t)
+    for (int r = 0; r < kPackRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < p.n_blocks(); ++b) {
+        const float dw = fp16_to_f32(p.d_at(g, b)[r]);
+        acc += dw * act[t].d[b] * float(block_dot(p, p.qs_at(g, b), r, act[t].qs + 32 * b));
+      }
+      y[t * ldy + r] = acc;
+    }
+}
+
+}  // namespace
+
+PackedDotFn packed_dot_scalar(DType type) { return packable(type) ? packed_dot_ref : nullptr; }
+
+}  // namespace polykv::cpu
