@@ -1,5 +1,7 @@
 #include "cli/cli_util.h"
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -24,6 +26,16 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-DType parse_kv_type(const std::string& name) { return dtype_from_name(name); }
+void print_kv_summary(const KvCache& kv) {
+  const KvShape& sh = kv.shape();
+  const size_t k_layer = kv.k_head_bytes() * size_t(sh.n_head_kv), v_layer = kv.v_head_bytes() * size_t(sh.n_head_kv);
+  std::fprintf(stderr, "KV cache: K %s, V %s: %zu + %zu = %zu bytes per token per layer, %zu bytes per token (%d layers)\n",
+               kv_type_name(kv.k_type()), kv_type_name(kv.v_type()), k_layer, v_layer, k_layer + v_layer,
+               kv.bytes_per_token(), sh.n_layer);
+}
+
+std::string kv_type_help(const char* which) {
+  return std::string("KV cache type for ") + which + " (-ct" + char(std::tolower(which[0])) + "): " + kv_type_names();
+}
 
 }  // namespace polykv::cli

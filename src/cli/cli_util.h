@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_type.h"
 
 namespace polykv::cli {
 
@@ -33,10 +35,18 @@ inline std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+// The project's default KV cache types (DESIGN.md §4): keys q8_0 (softmax amplifies their error),
+// values turbo3.
+inline constexpr const char* kDefaultCacheTypeK = "q8_0";
+inline constexpr const char* kDefaultCacheTypeV = "turbo3";
+// Help text of --cache-type-k / --cache-type-v (which = "K" or "V").
+std::string kv_type_help(const char* which);
+
+// One line on stderr: KV types and exact bytes per token (per layer and all layers).
+void print_kv_summary(const KvCache& kv);
+
 // "1,2,3" -> {1, 2, 3}; throws Error on anything else.
 std::vector<int32_t> parse_ids(const std::string& text);
 
-// A KV cache type name (f32, f16, bf16, ...); throws Error if unknown.
-DType parse_kv_type(const std::string& name);
 
 }  // namespace polykv::cli

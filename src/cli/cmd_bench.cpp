@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -36,7 +37,7 @@ void fill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, std::vector<f
 
 int cmd_bench(int argc, char** argv) {
   CLI::App app{"Measure prefill and decode tokens/s", "polykv bench"};
-  std::string model_path, ctk = "f16", ctv = "f16";
+  std::string model_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, reps = 1;
   bool json = false;
   double bw_gbs = 0;
@@ -46,8 +47,8 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-d,--depth", depth, "tokens already in the KV cache")->check(CLI::Range(0, 1 << 22));
   app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", reps, "repetitions, best kept")->check(CLI::Range(1, 100));
-  app.add_option("--cache-type-k", ctk, "KV cache type for K (-ctk)");
-  app.add_option("--cache-type-v", ctv, "KV cache type for V (-ctv)");
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"));
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"));
   app.add_option("--bandwidth", bw_gbs, "memory read bandwidth in GB/s (default: measured)");
   app.add_flag("--json", json, "print one JSON object instead of a table");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
@@ -55,7 +56,7 @@ int cmd_bench(int argc, char** argv) {
   auto model = Model::load(model_path);
   const ModelConfig& c = model->config();
   ThreadPool pool(threads);
-  const DType kt = parse_kv_type(ctk), vt = parse_kv_type(ctv);
+  const KvType kt = parse_kv_type(ctk), vt = parse_kv_type(ctv);
   std::mt19937 rng(42);
   auto random_tokens = [&](int n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
@@ -63,7 +64,9 @@ int cmd_bench(int argc, char** argv) {
     return t;
   };
   const int capacity = depth + std::max(n_prompt, n_gen) + 1;
-  KvCache kv(model->kv_shape(), kt, vt, capacity);
+  // Every repetition rolls back to DEPTH: sliding-window layers must keep what that needs.
+  KvCache kv(model->kv_shape(), kt, vt, capacity, 256, std::max(n_prompt, n_gen) + 1);
+  print_kv_summary(kv);
   std::vector<float> logits(size_t(c.n_vocab));
   if (depth > 0) fill(*model, kv, random_tokens(depth), logits, pool);
 
@@ -104,6 +107,7 @@ int cmd_bench(int argc, char** argv) {
       {"cache_type_k", ctk},           {"cache_type_v", ctv},
       {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", weight_bytes}, {"kv_bytes_per_token", kv.bytes_per_token()},
+      {"kv_allocated_bytes", kv.allocated_bytes()}, {"attention_isa", kv_row_isa()},
       {"mem_read_bw_gbs", bw / 1e9},   {"decode_floor_tok_s", floor_tok_s},
       {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
   };

@@ -12,14 +12,14 @@ namespace polykv::cli {
 
 int cmd_logits(int argc, char** argv) {
   CLI::App app{"Write the logits of one forward pass over token ids", "polykv logits"};
-  std::string model_path, ids_text, out_path, ctk = "f16", ctv = "f16";
+  std::string model_path, ids_text, out_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   int threads = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("--ids", ids_text, "comma-separated token ids")->required();
   app.add_option("-o,--output", out_path, "output file (float32 [n_tokens][n_vocab])")->required();
   app.add_option("-t,--threads", threads, "threads (0: all cores)");
-  app.add_option("--cache-type-k", ctk, "KV cache type for K (-ctk)");
-  app.add_option("--cache-type-v", ctv, "KV cache type for V (-ctv)");
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"));
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"));
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   const std::vector<int32_t> ids = parse_ids(ids_text);

@@ -16,7 +16,7 @@ namespace polykv::cli {
 
 int cmd_run(int argc, char** argv) {
   CLI::App app{"Generate text from a prompt", "polykv run"};
-  std::string model_path, prompt, ids_text, system_prompt, ctk = "f16", ctv = "f16";
+  std::string model_path, prompt, ids_text, system_prompt, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   GenerateOptions opts;
   int threads = 0, n_ctx = 0;
   bool chat = false, no_bos = false, parse_special = false, echo = false;
@@ -39,8 +39,8 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--no-bos", no_bos, "do not add the BOS token the vocabulary asks for");
   app.add_flag("--parse-special", parse_special, "recognise special tokens written in the prompt");
   app.add_flag("--echo", echo, "print the prompt before the generated text");
-  app.add_option("--cache-type-k", ctk, "KV cache type for K (-ctk)");
-  app.add_option("--cache-type-v", ctv, "KV cache type for V (-ctv)");
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"));
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"));
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (prompt.empty() == ids_text.empty()) {
     std::fprintf(stderr, "polykv run: give exactly one of -p/--prompt and --ids\n");
@@ -75,6 +75,7 @@ int cmd_run(int argc, char** argv) {
 
   const int ctx = n_ctx > 0 ? n_ctx : model->config().n_ctx_train;
   KvCache kv(model->kv_shape(), parse_kv_type(ctk), parse_kv_type(ctv), ctx);
+  print_kv_summary(kv);
   ThreadPool pool(threads);
   if (echo) std::fputs(tok.decode(ids).c_str(), stdout);
   StreamingDecoder dec(tok);

@@ -1,69 +1,96 @@
 #include "kv/kv_cache.h"
 
-#include "core/error.h"
-#include <cstring>
+#include <algorithm>
 
-#include "core/fp16.h"
+#include "core/error.h"
 
 namespace polykv {
-namespace {
 
-void write_row(DType t, const float* src, uint8_t* dst, int n) {
-  if (t == DType::F32) {
-    std::memcpy(dst, src, size_t(n) * 4);
-  } else if (t == DType::F16) {
-    auto* d = reinterpret_cast<uint16_t*>(dst);
-    for (int i = 0; i < n; ++i) d[i] = f32_to_fp16(src[i]);
-  } else if (t == DType::BF16) {
-    auto* d = reinterpret_cast<uint16_t*>(dst);
-    for (int i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
-  } else {
-    fail("KV type ", dtype_name(t), " is not supported yet (f32, f16, bf16)");
-  }
-}
-
-}  // namespace
-
-KvCache::KvCache(const KvShape& shape, DType k_type, DType v_type, int max_tokens, int block_tokens)
-    : shape_(shape), k_type_(k_type), v_type_(v_type), max_tokens_(max_tokens), block_tokens_(block_tokens) {
-  for (DType t : {k_type, v_type})
-    check(t == DType::F32 || t == DType::F16 || t == DType::BF16, "KV type ", dtype_name(t),
-          " is not supported yet (f32, f16, bf16)");
-  check(max_tokens > 0 && block_tokens > 0, "invalid KV cache size");
-  k_token_bytes_ = row_bytes(k_type, int64_t(shape.n_head_kv) * shape.head_dim);
-  v_token_bytes_ = row_bytes(v_type, int64_t(shape.n_head_kv) * shape.head_dim_v);
+KvCache::KvCache(const KvShape& shape, KvType k_type, KvType v_type, int max_tokens, int block_tokens,
+                 int rollback_tokens)
+    : shape_(shape),
+      k_type_(k_type),
+      v_type_(v_type),
+      max_tokens_(max_tokens),
+      block_tokens_(block_tokens),
+      rollback_tokens_(rollback_tokens) {
+  check(max_tokens > 0 && block_tokens > 0 && rollback_tokens >= 0, "invalid KV cache size");
+  check(shape.n_layer > 0 && shape.n_head_kv > 0, "invalid KV shape");
+  check(shape.layer_window.empty() || int(shape.layer_window.size()) == shape.n_layer,
+        "KV shape: layer_window must have one entry per layer");
+  k_head_bytes_ = kv_head_bytes(k_type, shape.head_dim);  // throws on an unsupported head size
+  v_head_bytes_ = kv_head_bytes(v_type, shape.head_dim_v);
+  k_token_bytes_ = k_head_bytes_ * size_t(shape.n_head_kv);
+  v_token_bytes_ = v_head_bytes_ * size_t(shape.n_head_kv);
+  block_bytes_ = (k_token_bytes_ + v_token_bytes_) * size_t(block_tokens);
   layers_.resize(size_t(shape.n_layer));
+  for (size_t il = 0; il < layers_.size(); ++il)
+    layers_[il].window = shape.layer_window.empty() ? 0 : std::max(0, shape.layer_window[il]);
 }
 
-void KvCache::ensure_blocks(int n_positions) {
+void KvCache::ensure_blocks(Layer& l, int n_positions) {
   const size_t need = size_t((n_positions + block_tokens_ - 1) / block_tokens_);
-  for (Layer& l : layers_) {
-    while (l.k_blocks.size() < need) {
-      l.k_storage.emplace_back(new uint8_t[k_token_bytes_ * size_t(block_tokens_)]());
-      l.v_storage.emplace_back(new uint8_t[v_token_bytes_ * size_t(block_tokens_)]());
-      l.k_blocks.push_back(l.k_storage.back().get());
-      l.v_blocks.push_back(l.v_storage.back().get());
+  while (l.storage.size() < need) {
+    std::unique_ptr<uint8_t[]> b;
+    if (!free_blocks_.empty()) {
+      b = std::move(free_blocks_.back());
+      free_blocks_.pop_back();
+    } else {
+      b.reset(new uint8_t[block_bytes_]());
     }
+    l.k_blocks.push_back(b.get());
+    l.v_blocks.push_back(b.get() + k_token_bytes_ * size_t(block_tokens_));
+    l.storage.push_back(std::move(b));
   }
 }
 
 void KvCache::store(int layer, int pos, int n, const float* k, const float* v) {
+  check(layer >= 0 && layer < shape_.n_layer, "KV store: layer ", layer, " out of range");
   check(pos >= 0 && n >= 0 && pos + n <= max_tokens_, "context full: positions up to ", pos + n,
         " exceed the KV cache size ", max_tokens_);
-  ensure_blocks(pos + n);
   Layer& l = layers_[size_t(layer)];
-  const int kd = shape_.n_head_kv * shape_.head_dim, vd = shape_.n_head_kv * shape_.head_dim_v;
+  check(pos >= l.released_until, "KV store at position ", pos, " below the released window");
+  ensure_blocks(l, pos + n);
+  const KvTypeOps& kops = kv_type_ops(k_type_);
+  const KvTypeOps& vops = kv_type_ops(v_type_);
+  const int H = shape_.n_head_kv, hd = shape_.head_dim, hdv = shape_.head_dim_v;
   for (int t = 0; t < n; ++t) {
     const int p = pos + t;
-    uint8_t* kb = l.k_storage[size_t(p / block_tokens_)].get() + size_t(p % block_tokens_) * k_token_bytes_;
-    uint8_t* vb = l.v_storage[size_t(p / block_tokens_)].get() + size_t(p % block_tokens_) * v_token_bytes_;
-    write_row(k_type_, k + size_t(t) * kd, kb, kd);
-    write_row(v_type_, v + size_t(t) * vd, vb, vd);
+    uint8_t* block = l.storage[size_t(p / block_tokens_)].get();
+    uint8_t* krow = block + size_t(p % block_tokens_) * k_token_bytes_;
+    uint8_t* vrow = block + k_token_bytes_ * size_t(block_tokens_) + size_t(p % block_tokens_) * v_token_bytes_;
+    for (int g = 0; g < H; ++g) {
+      kops.quantize_head(k + (int64_t(t) * H + g) * hd, krow + size_t(g) * k_head_bytes_, hd);
+      vops.quantize_head(v + (int64_t(t) * H + g) * hdv, vrow + size_t(g) * v_head_bytes_, hdv);
+    }
   }
 }
 
+void KvCache::release_old_blocks(Layer& l) {
+  if (l.window <= 0) return;
+  // The next query is at position >= n_tokens_ - rollback_tokens_ and reads keys p > q - window.
+  const int keep_from = std::max(0, n_tokens_ - rollback_tokens_ - l.window + 1);
+  const size_t n_free = std::min(l.storage.size(), size_t(keep_from / block_tokens_));  // whole blocks below
+  for (size_t b = 0; b < n_free; ++b) {
+    if (!l.storage[b]) continue;
+    free_blocks_.push_back(std::move(l.storage[b]));
+    l.k_blocks[b] = l.v_blocks[b] = nullptr;
+  }
+  l.released_until = std::max(l.released_until, int(n_free) * block_tokens_);
+}
+
 void KvCache::commit(int n_tokens) {
-  check(n_tokens <= max_tokens_, "KV commit past capacity");
+  check(n_tokens >= 0 && n_tokens <= max_tokens_, "KV commit past capacity");
+  n_tokens_ = n_tokens;
+  for (Layer& l : layers_) release_old_blocks(l);
+}
+
+void KvCache::truncate(int n_tokens) {
+  if (n_tokens >= n_tokens_) return;
+  for (const Layer& l : layers_)
+    check(l.window <= 0 || n_tokens - l.window + 1 >= l.released_until, "cannot roll the KV cache back to ",
+          n_tokens, " tokens: a sliding-window layer already released positions below ", l.released_until,
+          " (raise rollback_tokens)");
   n_tokens_ = n_tokens;
 }
 
@@ -78,6 +105,8 @@ KvLayerView KvCache::view(int layer) const {
   v.head_dim_v = shape_.head_dim_v;
   v.k_blocks = l.k_blocks.data();
   v.v_blocks = l.v_blocks.data();
+  v.k_head_bytes = k_head_bytes_;
+  v.v_head_bytes = v_head_bytes_;
   v.k_token_bytes = k_token_bytes_;
   v.v_token_bytes = v_token_bytes_;
   return v;
@@ -86,8 +115,10 @@ KvLayerView KvCache::view(int layer) const {
 size_t KvCache::bytes_per_token() const { return (k_token_bytes_ + v_token_bytes_) * size_t(shape_.n_layer); }
 
 size_t KvCache::allocated_bytes() const {
-  size_t blocks = layers_.empty() ? 0 : layers_[0].k_blocks.size();
-  return blocks * size_t(block_tokens_) * bytes_per_token();
+  size_t blocks = 0;
+  for (const Layer& l : layers_)
+    for (const auto& b : l.storage) blocks += b ? 1 : 0;
+  return blocks * block_bytes_;
 }
 
 }  // namespace polykv

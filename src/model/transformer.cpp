@@ -41,7 +41,9 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 }
 
 KvShape Model::kv_shape() const {
-  return KvShape{config_.n_layer, config_.n_head_kv, config_.head_dim, config_.head_dim_v};
+  KvShape s{config_.n_layer, config_.n_head_kv, config_.head_dim, config_.head_dim_v, {}};
+  for (const LayerConfig& lc : config_.layers) s.layer_window.push_back(lc.sliding ? config_.sliding_window : 0);
+  return s;
 }
 
 size_t Model::weight_bytes_per_token() const {

@@ -1,43 +1,66 @@
 #include "backend/cpu/kv_row_ops.h"
 
+#include <algorithm>
+
 #include "core/error.h"
-#include "core/fp16.h"
 
 namespace polykv {
 namespace {
 
-float load(DType t, const uint8_t* p, int i) {
-  switch (t) {
-    case DType::F32: return reinterpret_cast<const float*>(p)[i];
-    case DType::F16: return fp16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    default: fail("KV row type ", dtype_name(t), " not supported by the scalar row ops");
-  }
-}
-
-float dot_scalar(DType t, const uint8_t* k, const float* q, int n) {
+float dot_f32_scalar(const float* x, const float* q, int hd) {
   float s = 0;
-  for (int i = 0; i < n; ++i) s += load(t, k, i) * q[i];
+  for (int i = 0; i < hd; ++i) s += x[i] * q[i];
   return s;
 }
 
-void axpy_scalar(DType t, float a, const uint8_t* v, float* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] += a * load(t, v, i);
+void axpy_f32_scalar(float a, const float* x, float* acc, int hd) {
+  for (int i = 0; i < hd; ++i) acc[i] += a * x[i];
 }
+
+template <KvType T>
+float dot_scalar(const uint8_t* k, const uint8_t* qp, int hd) { return kv_type_ops(T).dot(k, qp, hd); }
+
+template <KvType T>
+void axpy_scalar(float a, const uint8_t* v, float* acc, int hd) { kv_type_ops(T).axpy(a, v, acc, hd); }
+
+// Decoding in the type's basis is an axpy with a = 1 into zeros (turbo's reference decoder returns
+// the original basis, so it cannot be used here).
+template <KvType T>
+void decode_scalar(const uint8_t* src, float* x, int hd) {
+  std::fill(x, x + hd, 0.0f);
+  kv_type_ops(T).axpy(1.0f, src, x, hd);
+}
+
+template <KvType T>
+constexpr KvRowKernels scalar_kernels{dot_scalar<T>, axpy_scalar<T>, decode_scalar<T>, false, dot_f32_scalar,
+                                      axpy_f32_scalar};
 
 }  // namespace
 
-const KvRowOps& kv_row_ops_scalar() {
-  static const KvRowOps ops{dot_scalar, axpy_scalar};
-  return ops;
+const KvRowKernels& kv_row_kernels_scalar(KvType t) {
+  switch (t) {
+    case KvType::F32: return scalar_kernels<KvType::F32>;
+    case KvType::F16: return scalar_kernels<KvType::F16>;
+    case KvType::BF16: return scalar_kernels<KvType::BF16>;
+    case KvType::Q8_0: return scalar_kernels<KvType::Q8_0>;
+    case KvType::Q4_0: return scalar_kernels<KvType::Q4_0>;
+    case KvType::Turbo4: return scalar_kernels<KvType::Turbo4>;
+    case KvType::Turbo3: return scalar_kernels<KvType::Turbo3>;
+    case KvType::Turbo2: return scalar_kernels<KvType::Turbo2>;
+  }
+  fail("unknown KV type");
 }
 
-const KvRowOps& kv_row_ops() {
-  static const KvRowOps* best = [] {
-    const KvRowOps* avx2 = kv_row_ops_avx2();
-    return avx2 ? avx2 : &kv_row_ops_scalar();
-  }();
-  return *best;
+const KvRowKernels& kv_row_kernels(KvType t) {
+  if (const KvRowKernels* k = kv_row_kernels_avx512(t)) return *k;
+  if (const KvRowKernels* k = kv_row_kernels_avx2(t)) return *k;
+  return kv_row_kernels_scalar(t);
+}
+
+const char* kv_row_isa() {
+  if (kv_row_kernels_avx512(KvType::F16)) return "avx512";
+  if (kv_row_kernels_avx2(KvType::F16)) return "avx2";
+  return "scalar";
 }
 
 }  // namespace polykv

@@ -1,8 +1,15 @@
-// AVX2 + FMA + F16C row primitives for f16/f32 K and V rows (others fall back to scalar).
+// AVX2 + FMA + F16C row kernels for every KV type. q8_0/q4_0 K rows are dotted with a q8_0 query in
+// integers (maddubs on |k| and sign-adjusted q); turbo rows use the TurboQuant primitives for single
+// rows and decode once for several queries. Tails (hd not a multiple of 8) go through scalar code.
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include "backend/cpu/kv_row_ops.h"
 #include "core/cpu_features.h"
+#include "core/fp16.h"
+#include "quant/blocks.h"
 
 namespace polykv {
 namespace {
@@ -15,35 +22,184 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-__m256 load8(DType t, const uint8_t* p, int i) {
-  if (t == DType::F16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
-  return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i);
+float half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
 }
 
-float dot(DType t, const uint8_t* k, const float* q, int n) {
-  if ((t != DType::F16 && t != DType::F32) || n % 8 != 0) return kv_row_ops_scalar().dot(t, k, q, n);
+// ---- f32 / f16 / bf16 ----
+
+template <KvType T>
+__m256 load8(const uint8_t* p, int i) {
+  if constexpr (T == KvType::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  } else if constexpr (T == KvType::F16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * size_t(i))));
+  } else {  // bf16: the upper half of an f32
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * size_t(i))));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+}
+
+template <KvType T>
+float load1(const uint8_t* p, int i) {
+  if constexpr (T == KvType::F32) {
+    float f;
+    std::memcpy(&f, p + 4 * size_t(i), 4);
+    return f;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * size_t(i), 2);
+    return T == KvType::F16 ? fp16_to_f32(h) : bf16_to_f32(h);
+  }
+}
+
+template <KvType T>
+float float_dot(const uint8_t* k, const float* q, int n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(load8(t, k, i), _mm256_loadu_ps(q + i), acc0);
-    acc1 = _mm256_fmadd_ps(load8(t, k, i + 8), _mm256_loadu_ps(q + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(load8<T>(k, i), _mm256_loadu_ps(q + i), acc0);
+    acc1 = _mm256_fmadd_ps(load8<T>(k, i + 8), _mm256_loadu_ps(q + i + 8), acc1);
   }
-  for (; i < n; i += 8) acc0 = _mm256_fmadd_ps(load8(t, k, i), _mm256_loadu_ps(q + i), acc0);
-  return hsum(_mm256_add_ps(acc0, acc1));
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load8<T>(k, i), _mm256_loadu_ps(q + i), acc0);
+  float s = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += load1<T>(k, i) * q[i];
+  return s;
 }
 
-void axpy(DType t, float a, const uint8_t* v, float* out, int n) {
-  if ((t != DType::F16 && t != DType::F32) || n % 8 != 0) return kv_row_ops_scalar().axpy(t, a, v, out, n);
-  const __m256 va = _mm256_set1_ps(a);
-  for (int i = 0; i < n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(va, load8(t, v, i), _mm256_loadu_ps(out + i)));
+template <KvType T>
+float float_dot_row(const uint8_t* k, const uint8_t* qp, int hd) {
+  return float_dot<T>(k, reinterpret_cast<const float*>(qp), hd);
 }
+
+float dot_f32(const float* x, const float* q, int hd) {
+  return float_dot<KvType::F32>(reinterpret_cast<const uint8_t*>(x), q, hd);
+}
+
+template <KvType T>
+void float_axpy(float a, const uint8_t* v, float* acc, int n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(va, load8<T>(v, i), _mm256_loadu_ps(acc + i)));
+  for (; i < n; ++i) acc[i] += a * load1<T>(v, i);
+}
+
+void axpy_f32(float a, const float* x, float* acc, int hd) {
+  float_axpy<KvType::F32>(a, reinterpret_cast<const uint8_t*>(x), acc, hd);
+}
+
+template <KvType T>
+void float_decode(const uint8_t* src, float* x, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, load8<T>(src, i));
+  for (; i < n; ++i) x[i] = load1<T>(src, i);
+}
+
+// ---- q8_0 / q4_0: blocks of 32 (hd is a multiple of 32) ----
+
+// 32 signed values of block b of a q8_0 row.
+__m256i q8_values(const uint8_t* row, int b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + size_t(b) * sizeof(BlockQ8_0) + 2));
+}
+
+// 32 values of block b of a q4_0 row as int8 in -8..7, value order (low nibbles then high nibbles).
+__m256i q4_values(const uint8_t* row, int b) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + size_t(b) * sizeof(BlockQ4_0) + 2));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(packed, mask), hi = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+  return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+}
+
+// Eight int32 partial sums of k·q over 32 int8 pairs (|k|, |q| <= 127 so maddubs cannot saturate).
+__m256i int8_dot(__m256i k, __m256i q) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(k, k), _mm256_sign_epi8(q, k));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+float q8_dot(const uint8_t* k, const uint8_t* qp, int hd) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int b = 0; b < hd / kQK32; ++b) {
+    const float d = half(k + size_t(b) * sizeof(BlockQ8_0)) * half(qp + size_t(b) * sizeof(BlockQ8_0));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(int8_dot(q8_values(k, b), q8_values(qp, b))), acc);
+  }
+  return hsum(acc);
+}
+
+float q4_dot(const uint8_t* k, const uint8_t* qp, int hd) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int b = 0; b < hd / kQK32; ++b) {
+    const float d = half(k + size_t(b) * sizeof(BlockQ4_0)) * half(qp + size_t(b) * sizeof(BlockQ8_0));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(int8_dot(q4_values(k, b), q8_values(qp, b))), acc);
+  }
+  return hsum(acc);
+}
+
+// acc[0..32) += s * q for the 32 int8 values q (s = a * block scale).
+void axpy_block(__m256 s, __m256i q, float* acc) {
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int j = 0; j < 4; ++j) {
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[j]));
+    _mm256_storeu_ps(acc + 8 * j, _mm256_fmadd_ps(s, v, _mm256_loadu_ps(acc + 8 * j)));
+  }
+}
+
+void q8_axpy(float a, const uint8_t* v, float* acc, int hd) {
+  for (int b = 0; b < hd / kQK32; ++b)
+    axpy_block(_mm256_set1_ps(a * half(v + size_t(b) * sizeof(BlockQ8_0))), q8_values(v, b), acc + b * kQK32);
+}
+
+void q4_axpy(float a, const uint8_t* v, float* acc, int hd) {
+  for (int b = 0; b < hd / kQK32; ++b)
+    axpy_block(_mm256_set1_ps(a * half(v + size_t(b) * sizeof(BlockQ4_0))), q4_values(v, b), acc + b * kQK32);
+}
+
+void q8_decode(const uint8_t* src, float* x, int hd) {
+  std::fill(x, x + hd, 0.0f);
+  q8_axpy(1.0f, src, x, hd);
+}
+
+void q4_decode(const uint8_t* src, float* x, int hd) {
+  std::fill(x, x + hd, 0.0f);
+  q4_axpy(1.0f, src, x, hd);
+}
+
+// ---- turbo: the primitives of quant/turbo.h through the type's ops ----
+
+template <KvType T>
+float turbo_dot(const uint8_t* k, const uint8_t* qp, int hd) { return kv_type_ops(T).dot(k, qp, hd); }
+template <KvType T>
+void turbo_axpy(float a, const uint8_t* v, float* acc, int hd) { kv_type_ops(T).axpy(a, v, acc, hd); }
+template <KvType T>
+void turbo_decode(const uint8_t* src, float* x, int hd) {  // rotated basis
+  std::fill(x, x + hd, 0.0f);
+  kv_type_ops(T).axpy(1.0f, src, x, hd);
+}
+
+template <KvType T>
+constexpr KvRowKernels float_kernels{float_dot_row<T>, float_axpy<T>, float_decode<T>, true, dot_f32, axpy_f32};
+template <KvType T>
+constexpr KvRowKernels turbo_kernels{turbo_dot<T>, turbo_axpy<T>, turbo_decode<T>, true, dot_f32, axpy_f32};
+constexpr KvRowKernels q8_kernels{q8_dot, q8_axpy, q8_decode, false, dot_f32, axpy_f32};
+constexpr KvRowKernels q4_kernels{q4_dot, q4_axpy, q4_decode, false, dot_f32, axpy_f32};
 
 }  // namespace
 
-const KvRowOps* kv_row_ops_avx2() {
-  static const KvRowOps ops{dot, axpy};
-  return cpu_features().has_avx2_set() ? &ops : nullptr;
+const KvRowKernels* kv_row_kernels_avx2(KvType t) {
+  if (!cpu_features().has_avx2_set()) return nullptr;
+  switch (t) {
+    case KvType::F32: return &float_kernels<KvType::F32>;
+    case KvType::F16: return &float_kernels<KvType::F16>;
+    case KvType::BF16: return &float_kernels<KvType::BF16>;
+    case KvType::Q8_0: return &q8_kernels;
+    case KvType::Q4_0: return &q4_kernels;
+    case KvType::Turbo4: return &turbo_kernels<KvType::Turbo4>;
+    case KvType::Turbo3: return &turbo_kernels<KvType::Turbo3>;
+    case KvType::Turbo2: return &turbo_kernels<KvType::Turbo2>;
+  }
+  return nullptr;
 }
 
 }  // namespace polykv

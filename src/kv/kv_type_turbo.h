@@ -1,0 +1,14 @@
+// The turbo2/3/4 KV types' operations, built on the TurboQuant primitives (quant/turbo.h).
+#pragma once
+#include <cstddef>
+
+#include "kv/kv_type.h"
+
+namespace polykv {
+
+// Ops of turbo<bits> (bits 2, 3, 4), or nullptr for other bits.
+const KvTypeOps* turbo_kv_ops(int bits);
+// Bytes per (token, head) of turbo<bits> rows; head_dim already checked.
+size_t turbo_kv_head_bytes(int bits, int head_dim);
+
+}  // namespace polykv
