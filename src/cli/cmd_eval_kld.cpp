@@ -23,8 +23,8 @@ int cmd_eval_kld(int argc, char** argv) {
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   add_row_source_options(app, src);
-  app.add_option("--cache-type-k", opts.test.k, "KV cache type for K under test (-ctk)")->required();
-  app.add_option("--cache-type-v", opts.test.v, "KV cache type for V under test (-ctv)")->required();
+  app.add_option("--cache-type-k", opts.test.k, kv_type_help("K") + " (under test)")->required();
+  app.add_option("--cache-type-v", opts.test.v, kv_type_help("V") + " (under test)")->required();
   app.add_option("--ref-ctk", opts.ref.k, "reference KV cache type for K")->capture_default_str();
   app.add_option("--ref-ctv", opts.ref.v, "reference KV cache type for V")->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));

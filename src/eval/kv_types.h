@@ -1,7 +1,6 @@
 // The KV cache types an evaluation runs with, kept as names ("f16", "q8_0", ...) so that results can
 // report them as given and so that every cache is built from a name in exactly one place
-// (make_kv_cache below; its .cpp holds the single name -> type call to switch when KvCache's type
-// changes from DType to the compressed-KV KvType).
+// (make_kv_cache below; its .cpp holds the single name -> type call, kv/kv_type.h's parse_kv_type).
 #pragma once
 #include <memory>
 #include <string>
@@ -17,7 +16,8 @@ struct KvTypePair {
   std::string v = "f16";
 };
 
-// Throws Error naming the type when either name is unknown.
+// Throws Error naming the type when either name is unknown (before a model is loaded; whether the
+// type can hold the model's head size is checked when the cache is made).
 void check_kv_types(const KvTypePair& types);
 
 // A fresh (empty) cache for `max_tokens` positions of the model, K and V in the named types.
