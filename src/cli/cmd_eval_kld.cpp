@@ -29,6 +29,7 @@ int cmd_eval_kld(int argc, char** argv) {
   app.add_option("--ref-ctv", opts.ref.v, "reference KV cache type for V")->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", json, "print one JSON object instead of a table");
+  add_k_eq_option(app, opts.test.k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   check_kv_types(opts.test);
@@ -57,6 +58,7 @@ int cmd_eval_kld(int argc, char** argv) {
                         {"n_rows", r.n_rows},
                         {"ctx", r.ctx},
                         {"cache_type_k", r.test.k},
+                        {"k_eq", r.test.k_eq},
                         {"cache_type_v", r.test.v},
                         {"ref_cache_type_k", r.ref.k},
                         {"ref_cache_type_v", r.ref.v},

@@ -32,6 +32,7 @@ int cmd_eval_needle(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", json, "print one JSON object instead of a table");
   app.add_flag("-v,--verbose", verbose, "with --json: include every case's answer");
+  add_k_eq_option(app, types.k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   check_kv_types(types);
@@ -54,6 +55,7 @@ int cmd_eval_needle(int argc, char** argv) {
                         {"correct", rep.all.correct},
                         {"n", rep.all.n},
                         {"cache_type_k", types.k},
+                        {"k_eq", types.k_eq},
                         {"cache_type_v", types.v},
                         {"seconds", rep.seconds}};
     for (const auto& [name, t] : rep.by_variant) j["variants"][name] = tally_json(t);

@@ -27,6 +27,7 @@ int cmd_eval_ppl(int argc, char** argv) {
   app.add_option("--cache-type-v", types.v, kv_type_help("V"))->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", json, "print one JSON object instead of a table");
+  add_k_eq_option(app, types.k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   check_kv_types(types);
@@ -53,6 +54,7 @@ int cmd_eval_ppl(int argc, char** argv) {
                         {"n_rows", r.n_rows},
                         {"ctx", r.ctx},
                         {"cache_type_k", types.k},
+                        {"k_eq", types.k_eq},
                         {"cache_type_v", types.v},
                         {"kv_bytes_per_token", kv_bytes_per_token(*model, types)},
                         {"seconds", r.seconds}};

@@ -17,8 +17,10 @@ void check_kv_types(const KvTypePair& types) {
 }
 
 std::unique_ptr<KvCache> make_kv_cache(const Model& model, const KvTypePair& types, int max_tokens) {
-  return std::make_unique<KvCache>(model.kv_shape(), kv_type_from_name(types.k), kv_type_from_name(types.v),
-                                   max_tokens);
+  auto kv = std::make_unique<KvCache>(model.kv_shape(), kv_type_from_name(types.k), kv_type_from_name(types.v),
+                                      max_tokens);
+  if (types.k_eq > 0) kv->set_k_equalizer(model.make_k_equalizer(KEqualizationParams{types.k_eq}));
+  return kv;
 }
 
 size_t kv_bytes_per_token(const Model& model, const KvTypePair& types) {

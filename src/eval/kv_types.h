@@ -14,6 +14,7 @@ class Model;
 struct KvTypePair {
   std::string k = "f16";
   std::string v = "f16";
+  float k_eq = 0.0f;  // K equalization strength (kv/k_equalizer.h); 0: off
 };
 
 // Throws Error naming the type when either name is unknown (before a model is loaded; whether the
