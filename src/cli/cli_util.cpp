@@ -43,10 +43,14 @@ void print_kv_summary(const KvCache& kv) {
   std::fprintf(stderr, "KV cache: K %s, V %s: %zu + %zu = %zu bytes per token per layer, %zu bytes per token (%d layers)\n",
                kv_type_name(kv.k_type()), kv_type_name(kv.v_type()), k_layer, v_layer, k_layer + v_layer,
                kv.bytes_per_token(), sh.n_layer);
+  if (kv.v_window().enabled())
+    std::fprintf(stderr, "V precision window: %d sink + %d recent positions in %s: %zu bytes in all layers\n",
+                 kv.v_window().n_sink, kv.v_window().recent, kv_type_name(kv.v_window().type), kv.v_window_bytes());
 }
 
 std::string kv_type_help(const char* which) {
-  return std::string("KV cache type for ") + which + " (-ct" + char(std::tolower(which[0])) + "): " + kv_type_names();
+  return std::string("KV cache type for ") + which + " (-ct" + char(std::tolower(which[0])) + "): " + kv_type_names() +
+         (which[0] == 'V' ? "; a 'w' suffix (turbo3w) keeps 4 sink + 26 recent positions in q8_0" : "");
 }
 
 }  // namespace polykv::cli

@@ -60,7 +60,6 @@ int cmd_bench(int argc, char** argv) {
   auto model = Model::load(model_path);
   const ModelConfig& c = model->config();
   ThreadPool pool(threads);
-  const KvType kt = parse_kv_type(ctk), vt = parse_kv_type(ctv);
   std::mt19937 rng(42);
   auto random_tokens = [&](int n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
@@ -69,7 +68,7 @@ int cmd_bench(int argc, char** argv) {
   };
   const int capacity = depth + std::max(n_prompt, n_gen) + 1;
   // Every repetition rolls back to DEPTH: sliding-window layers must keep what that needs.
-  KvCache kv(model->kv_shape(), kt, vt, capacity, 256, std::max(n_prompt, n_gen) + 1);
+  KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, capacity, 256, std::max(n_prompt, n_gen) + 1);
   apply_k_eq(*model, kv, k_eq);
   print_kv_summary(kv);
   std::vector<float> logits(size_t(c.n_vocab));

@@ -28,7 +28,7 @@ int cmd_logits(int argc, char** argv) {
   auto model = Model::load(model_path);
   const int n_vocab = model->config().n_vocab;
   ThreadPool pool(threads);
-  KvCache kv(model->kv_shape(), parse_kv_type(ctk), parse_kv_type(ctv), int(ids.size()));
+  KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, int(ids.size()));
   apply_k_eq(*model, kv, k_eq);
   std::vector<float> logits(ids.size() * size_t(n_vocab));
   model->forward(ids, kv, logits.data(), true, pool);

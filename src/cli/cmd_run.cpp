@@ -76,7 +76,7 @@ int cmd_run(int argc, char** argv) {
   }
 
   const int ctx = n_ctx > 0 ? n_ctx : model->config().n_ctx_train;
-  KvCache kv(model->kv_shape(), parse_kv_type(ctk), parse_kv_type(ctv), ctx);
+  KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, ctx);
   apply_k_eq(*model, kv, k_eq);
   print_kv_summary(kv);
   ThreadPool pool(threads);

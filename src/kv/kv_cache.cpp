@@ -60,6 +60,56 @@ void KvCache::store(int layer, int pos, int n, const float* k, const float* v) {
       kops.quantize_head(k + (int64_t(t) * H + g) * hd, const_cast<uint8_t*>(rows.k_row(pos + t, g)), hd);
       vops.quantize_head(v + (int64_t(t) * H + g) * hdv, const_cast<uint8_t*>(rows.v_row(pos + t, g)), hdv);
     }
+  if (v_window_.enabled()) store_v_window(l, pos, n, v);
+}
+
+void KvCache::set_v_window(const VPrecisionWindow& w) {
+  check(n_tokens_ == 0, "the V precision window must be set before the cache is used");
+  check(w.n_sink >= 0 && w.recent >= 0, "invalid V precision window");
+  check(!kv_type_rotated(w.type), "the V precision window's type must be a plain type (f16, q8_0, ...)");
+  v_window_ = w;
+  v_hi_head_bytes_ = kv_head_bytes(w.type, shape_.head_dim_v);
+  for (Layer& l : layers_) {
+    l.v_hi.assign(size_t(w.n_slots()) * size_t(shape_.n_head_kv) * v_hi_head_bytes_, 0);
+    l.slot_pos.assign(size_t(w.n_slots()), -1);
+  }
+}
+
+void KvCache::store_v_window(Layer& l, int pos, int n, const float* v) {
+  const VPrecisionWindow& w = v_window_;
+  const KvTypeOps& hops = kv_type_ops(w.type);
+  const int H = shape_.n_head_kv, hdv = shape_.head_dim_v;
+  const bool rotated = kv_type_rotated(v_type_);
+  std::vector<float> x(static_cast<size_t>(hdv));
+  for (int t = 0; t < n; ++t) {
+    const int p = pos + t;
+    int slot;
+    if (p < w.n_sink) {
+      slot = p;
+    } else if (w.recent > 0 && p >= pos + n - w.recent) {  // only the chunk's last `recent` survive
+      slot = w.n_sink + (p - w.n_sink) % w.recent;
+    } else {
+      continue;
+    }
+    l.slot_pos[size_t(slot)] = p;
+    for (int g = 0; g < H; ++g) {
+      std::copy_n(v + (int64_t(t) * H + g) * hdv, hdv, x.data());
+      if (rotated) to_v_basis(x.data());
+      hops.quantize_head(x.data(), l.v_hi.data() + (size_t(slot) * size_t(H) + size_t(g)) * v_hi_head_bytes_, hdv);
+    }
+  }
+}
+
+void KvCache::to_v_basis(float* x) const {
+  // The turbo types hold V in their rotated basis; their prepare_query maps a vector into it.
+  const KvTypeOps& vops = kv_type_ops(v_type_);
+  std::vector<float> tmp(vops.query_bytes(shape_.head_dim_v) / sizeof(float));
+  vops.prepare_query(x, reinterpret_cast<uint8_t*>(tmp.data()), shape_.head_dim_v);
+  std::copy_n(tmp.data(), shape_.head_dim_v, x);
+}
+
+size_t KvCache::v_window_bytes() const {
+  return size_t(v_window_.n_slots()) * size_t(shape_.n_head_kv) * v_hi_head_bytes_ * size_t(shape_.n_layer);
 }
 
 void KvCache::release_old_blocks(Layer& l) {
@@ -104,6 +154,14 @@ KvLayerView KvCache::view(int layer) const {
   v.v_blocks = l.v_blocks.data();
   v.k_head_bytes = k_head_bytes_;
   v.v_head_bytes = v_head_bytes_;
+  if (v_window_.enabled()) {
+    v.v_hi_type = v_window_.type;
+    v.n_sink = v_window_.n_sink;
+    v.recent = v_window_.recent;
+    v.v_hi = l.v_hi.data();
+    v.slot_pos = l.slot_pos.data();
+    v.v_hi_head_bytes = v_hi_head_bytes_;
+  }
   return v;
 }
 
@@ -114,6 +172,14 @@ size_t KvCache::allocated_bytes() const {
   for (const Layer& l : layers_)
     for (const auto& b : l.storage) blocks += b ? 1 : 0;
   return blocks * block_bytes_;
+}
+
+KvCache make_kv_cache(const KvShape& shape, const std::string& k_type, const std::string& v_type, int max_tokens,
+                      int block_tokens, int rollback_tokens) {
+  const VCacheSpec v = parse_v_cache_spec(v_type);
+  KvCache kv(shape, parse_kv_type(k_type), v.type, max_tokens, block_tokens, rollback_tokens);
+  if (v.window.enabled()) kv.set_v_window(v.window);
+  return kv;
 }
 
 }  // namespace polykv

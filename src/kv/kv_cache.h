@@ -18,10 +18,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kv/k_equalizer.h"
 #include "kv/kv_type.h"
+#include "kv/v_window.h"
 
 namespace polykv {
 
@@ -52,6 +54,22 @@ struct KvLayerView {
   const uint8_t* v_row(int pos, int g) const {
     return v_blocks[pos / block_tokens] + (size_t(g) * size_t(block_tokens) + size_t(pos % block_tokens)) * v_head_bytes;
   }
+
+  // Precise V copies (kv/v_window.h): [n_slots][n_head_kv] rows of v_hi_head_bytes in v_hi_type, in V's
+  // basis; slot_pos[s] is the position slot s holds (-1: none). Empty when the window is off.
+  KvType v_hi_type = KvType::Q8_0;
+  int n_sink = 0, recent = 0;
+  const uint8_t* v_hi = nullptr;
+  const int32_t* slot_pos = nullptr;
+  size_t v_hi_head_bytes = 0;
+
+  // The precise V row of (pos, g), or nullptr if the window does not hold pos.
+  const uint8_t* v_hi_row(int pos, int g) const {
+    if (!v_hi) return nullptr;
+    const int slot = pos < n_sink ? pos : (recent > 0 ? n_sink + (pos - n_sink) % recent : -1);
+    if (slot < 0 || slot_pos[slot] != pos) return nullptr;
+    return v_hi + (size_t(slot) * size_t(n_head_kv) + size_t(g)) * v_hi_head_bytes;
+  }
 };
 
 class KvCache {
@@ -79,6 +97,11 @@ class KvCache {
   size_t bytes_per_token() const;  // K + V over all layers, exact
   size_t allocated_bytes() const;  // blocks held now, all layers
 
+  // Mixed precision of V by position (kv/v_window.h); set before the first store.
+  void set_v_window(const VPrecisionWindow& w);
+  const VPrecisionWindow& v_window() const { return v_window_; }
+  size_t v_window_bytes() const;  // the precise copies, all layers (fixed, whatever the length)
+
   // Per-channel K equalization of this cache's stored keys (off unless set before the first store).
   KEqualizer& k_equalizer() { return k_equalizer_; }
   const KEqualizer& k_equalizer() const { return k_equalizer_; }
@@ -90,9 +113,13 @@ class KvCache {
     int released_until = 0;  // positions < this may have been released
     std::vector<std::unique_ptr<uint8_t[]>> storage;  // [n_blocks]; empty where released
     std::vector<const uint8_t*> k_blocks, v_blocks;   // [n_blocks] views into storage
+    std::vector<uint8_t> v_hi;                        // [n_slots][n_head_kv][v_hi_head_bytes]
+    std::vector<int32_t> slot_pos;                    // [n_slots]
   };
   void ensure_blocks(Layer& l, int n_positions);
   void release_old_blocks(Layer& l);
+  void store_v_window(Layer& l, int pos, int n, const float* v);  // v: [n][n_head_kv][head_dim_v]
+  void to_v_basis(float* x) const;                                 // x: [head_dim_v], in place
 
   KvShape shape_;
   KvType k_type_, v_type_;
@@ -105,6 +132,13 @@ class KvCache {
   std::vector<Layer> layers_;
   std::vector<std::unique_ptr<uint8_t[]>> free_blocks_;  // released, reused before allocating
   KEqualizer k_equalizer_;
+  VPrecisionWindow v_window_;
+  size_t v_hi_head_bytes_ = 0;
 };
+
+// A cache whose K and V types are given by name, V possibly with a precision window ("turbo3w",
+// kv/v_window.h). Throws Error naming an unknown type.
+KvCache make_kv_cache(const KvShape& shape, const std::string& k_type, const std::string& v_type, int max_tokens,
+                      int block_tokens = 256, int rollback_tokens = 0);
 
 }  // namespace polykv

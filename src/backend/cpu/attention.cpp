@@ -32,6 +32,7 @@ struct Plan {
   const KvRowKernels& kk;
   const KvRowKernels& vk;
   ExpSumFn exp_sum;
+  const KvRowKernels& vhk;  // the V precision window's type
 
   const uint8_t* query(int i, int g, int h) const {
     return qp + (size_t(i) * size_t(p.n_head) + size_t(g) * size_t(group) + size_t(h)) * q_stride;
@@ -103,15 +104,18 @@ void accumulate_values(const Plan& c, int i0, int nt, int g, int s0, int ns, con
     int ta, tb;
     visible_tokens(c, i0, nt, s0 + j, ta, tb);
     if (ta > tb) continue;
-    const uint8_t* vrow = c.kv.v_row(s0 + j, g);
+    // A position held by the V precision window is read from its precise copy (same basis).
+    const uint8_t* hi = c.kv.v_hi_row(s0 + j, g);
+    const uint8_t* vrow = hi ? hi : c.kv.v_row(s0 + j, g);
+    const KvRowKernels& vk = hi ? c.vhk : c.vk;
     const int r0 = ta * group, n_rows = (tb - ta + 1) * group;
     if (n_rows == 1) {
-      c.vk.axpy(S[size_t(r0) * kKeyTile + j], vrow, acc + size_t(r0) * hdv, hdv);
+      vk.axpy(S[size_t(r0) * kKeyTile + j], vrow, acc + size_t(r0) * hdv, hdv);
       continue;
     }
     float w[kMaxGroup * kTileQueries];  // this key's weight for each visible row
     for (int r = 0; r < n_rows; ++r) w[r] = S[size_t(r0 + r) * kKeyTile + j];
-    c.vk.decode(vrow, vdec, hdv);  // once for all the rows
+    vk.decode(vrow, vdec, hdv);  // once for all the rows
     c.vk.axpy_f32_n(w, vdec, acc + size_t(r0) * hdv, size_t(hdv), n_rows, hdv);
   }
 }
@@ -195,7 +199,7 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
   const int n_chunks = std::max(1, std::min(want, max_keys / kMinChunkKeys));
 
   const Plan c{p, kv, pos0, n_q, group, tile_q, n_tiles, n_chunks, tile_q * group, qp, q_stride,
-               kv_row_kernels(kv.k_type), kv_row_kernels(kv.v_type), exp_sum_kernel()};
+               kv_row_kernels(kv.k_type), kv_row_kernels(kv.v_type), exp_sum_kernel(), kv_row_kernels(kv.v_hi_type)};
   const int64_t n_items = int64_t(base_items) * n_chunks;
   std::vector<float> partials(size_t(n_items) * c.partial_floats());  // [n_tiles][n_head_kv][n_chunks][partial]
   pool.parallel_for(n_items, [&](int64_t b, int64_t e) {
@@ -236,7 +240,12 @@ void attention_ref(const AttentionParams& p, const KvLayerView& kv, int pos0, in
       for (double& x : s) sum += (x = std::exp(x - mx));
       std::vector<double> acc(size_t(hdv), 0.0);
       for (int k = lo; k <= qpos; ++k) {
-        vops.dequantize_head(kv.v_row(k, g), vrow.data(), hdv);
+        if (const uint8_t* hi = kv.v_hi_row(k, g)) {  // precise copy, held in V's basis
+          kv_type_ops(kv.v_hi_type).dequantize_head(hi, vrow.data(), hdv);
+          vops.finish_output(vrow.data(), hdv);
+        } else {
+          vops.dequantize_head(kv.v_row(k, g), vrow.data(), hdv);
+        }
         for (int c = 0; c < hdv; ++c) acc[size_t(c)] += s[size_t(k - lo)] / sum * vrow[size_t(c)];
       }
       float* o = out + (int64_t(i) * p.n_head + h) * hdv;
