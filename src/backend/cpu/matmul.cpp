@@ -163,7 +163,8 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
 
   // Token tile: as many tokens as fit ~256 KiB of activations (stays in L2 while the rows stream
   // by), never fewer than 8 so that decode batches are a single pass over the weights.
-  const int64_t tile = std::max<int64_t>(8, int64_t((256u << 10) / act_row_bytes));
+  // A multiple of 8 (kMaxPackedTokens), so that prefill calls the widest group kernel.
+  const int64_t tile = std::max<int64_t>(8, int64_t((256u << 10) / act_row_bytes) / 8 * 8);
   const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
   const int64_t n_out = w.n_out;
   // Rows [o0, o1) × tokens [t0, t1) with the row kernel.
