@@ -216,6 +216,12 @@ void pack_for_matmul(WeightMatrix& w) {
   w.packed = pack_matrix(w.type, w.data, w.n_in, w.n_out, w.row_stride);
 }
 
+bool matmul_reads_original(const WeightMatrix& w) {
+  using namespace cpu;
+  return !(w.packed && w.packed->n_groups * kPackRows == w.n_out &&
+           pick_packed_kernel(detected_isa(), w.type) != nullptr);
+}
+
 void matmul_ref(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens) {
   cpu::validate(w);
   std::vector<float> row(size_t(w.n_in));
