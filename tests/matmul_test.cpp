@@ -150,15 +150,16 @@ struct Shape {
   int64_t blocks, n_out, n_tokens;
   int threads;
 };
-// Tokens go to the kernels 4 at a time, so 17 = 4+4+4+4+1 and 6 = 4+2 reach every kernel width.
+// Tokens go to the row kernels 4 at a time (17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernel 6 at a
+// time (17 = 6+6+5, 8 = 6+2, 4, 3, ...) and to the packed kernels 8 at a time: every width is reached.
 const Shape kShapes[] = {{1, 1, 1, 1},   {3, 7, 3, 2},  {5, 37, 8, 3}, {1, 259, 17, 2},
                          {3, 259, 1, 3}, {5, 7, 17, 1}, {3, 1, 8, 2},  {1, 37, 3, 3},
-                         {1, 7, 6, 2},   {5, 37, 2, 3}};
+                         {1, 7, 6, 2},   {5, 37, 2, 3},  {2, 13, 4, 2}, {1, 9, 5, 1}};
 
 int64_t n_in_for(DType t, int64_t blocks, int shape_index) {
   if (is_float_type(t)) {
-    const int64_t odd[] = {1, 7, 33, 100, 291, 1003, 16, 64, 15, 47};
-    return odd[shape_index % 10] + 32 * (blocks - 1);
+    const int64_t odd[] = {1, 7, 33, 100, 291, 1003, 16, 64, 15, 47, 17, 130};
+    return odd[shape_index % 12] + 32 * (blocks - 1);
   }
   return blocks * dtype_info(t).block_size * (dtype_info(t).block_size == 32 ? 7 : 1);
 }
