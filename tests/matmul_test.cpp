@@ -258,6 +258,10 @@ TEST(Matmul, PackForMatmulKeepsOriginal) {
   pack_for_matmul(w.m);
   EXPECT_EQ(w.m.data, data);
   EXPECT_EQ(w.m.packed != nullptr, cpu::detected_isa() == Isa::Avx512);
+  EXPECT_EQ(matmul_reads_original(w.m), cpu::detected_isa() != Isa::Avx512);  // 32 rows: 2 groups
+  Weights w33 = make_weights(DType::Q8_0, 64, 33, 5u, false);  // one tail row stays unpacked
+  pack_for_matmul(w33.m);
+  EXPECT_TRUE(matmul_reads_original(w33.m));
   Weights f = make_weights(DType::F16, 64, 32, 5u, false);
   pack_for_matmul(f.m);
   EXPECT_EQ(f.m.packed, nullptr);
@@ -336,6 +340,18 @@ TEST(Matmul, AvxActQuantIsBitExact) {
   EXPECT_EQ(qa, qb);
   EXPECT_TRUE(std::equal(da.begin(), da.begin() + n / 256, db.begin()));
   EXPECT_EQ(ba, bb);
+}
+
+// Decode (one token) with float rows over 16 KiB of f32 activations takes the tile kernel; 7 rows =
+// one 4-row tile + 3 tail rows.
+TEST(Matmul, LongFloatRowsDecode) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Weights w = make_weights(t, 4099, 7, 12u, false);
+    const auto x = test::random_floats(4099 * 2, 13u);
+    expect_matches_ref(w.m, x, 1, 1);
+    expect_matches_ref(w.m, x, 2, 2);
+  }
 }
 
 TEST(Matmul, ReportsIsa) {
