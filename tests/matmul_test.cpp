@@ -150,15 +150,16 @@ struct Shape {
   int64_t blocks, n_out, n_tokens;
   int threads;
 };
-// Tokens go to the kernels 4 at a time, so 17 = 4+4+4+4+1 and 6 = 4+2 reach every kernel width.
+// Tokens go to the row kernels 4 at a time (17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernel 6 at a
+// time (17 = 6+6+5, 8 = 6+2, 4, 3, ...) and to the packed kernels 8 at a time: every width is reached.
 const Shape kShapes[] = {{1, 1, 1, 1},   {3, 7, 3, 2},  {5, 37, 8, 3}, {1, 259, 17, 2},
                          {3, 259, 1, 3}, {5, 7, 17, 1}, {3, 1, 8, 2},  {1, 37, 3, 3},
-                         {1, 7, 6, 2},   {5, 37, 2, 3}};
+                         {1, 7, 6, 2},   {5, 37, 2, 3},  {2, 13, 4, 2}, {1, 9, 5, 1}};
 
 int64_t n_in_for(DType t, int64_t blocks, int shape_index) {
   if (is_float_type(t)) {
-    const int64_t odd[] = {1, 7, 33, 100, 291, 1003, 16, 64, 15, 47};
-    return odd[shape_index % 10] + 32 * (blocks - 1);
+    const int64_t odd[] = {1, 7, 33, 100, 291, 1003, 16, 64, 15, 47, 17, 130};
+    return odd[shape_index % 12] + 32 * (blocks - 1);
   }
   return blocks * dtype_info(t).block_size * (dtype_info(t).block_size == 32 ? 7 : 1);
 }
@@ -257,6 +258,10 @@ TEST(Matmul, PackForMatmulKeepsOriginal) {
   pack_for_matmul(w.m);
   EXPECT_EQ(w.m.data, data);
   EXPECT_EQ(w.m.packed != nullptr, cpu::detected_isa() == Isa::Avx512);
+  EXPECT_EQ(matmul_reads_original(w.m), cpu::detected_isa() != Isa::Avx512);  // 32 rows: 2 groups
+  Weights w33 = make_weights(DType::Q8_0, 64, 33, 5u, false);  // one tail row stays unpacked
+  pack_for_matmul(w33.m);
+  EXPECT_TRUE(matmul_reads_original(w33.m));
   Weights f = make_weights(DType::F16, 64, 32, 5u, false);
   pack_for_matmul(f.m);
   EXPECT_EQ(f.m.packed, nullptr);
@@ -335,6 +340,18 @@ TEST(Matmul, AvxActQuantIsBitExact) {
   EXPECT_EQ(qa, qb);
   EXPECT_TRUE(std::equal(da.begin(), da.begin() + n / 256, db.begin()));
   EXPECT_EQ(ba, bb);
+}
+
+// Decode (one token) with float rows over 16 KiB of f32 activations takes the tile kernel; 7 rows =
+// one 4-row tile + 3 tail rows.
+TEST(Matmul, LongFloatRowsDecode) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Weights w = make_weights(t, 4099, 7, 12u, false);
+    const auto x = test::random_floats(4099 * 2, 13u);
+    expect_matches_ref(w.m, x, 1, 1);
+    expect_matches_ref(w.m, x, 2, 2);
+  }
 }
 
 TEST(Matmul, ReportsIsa) {

@@ -65,6 +65,9 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }
   uint64_t data_offset() const { return data_offset_; }
+  // True for open(): the tensor data is a read-only private map of the file, so its pages may be
+  // dropped from memory (madvise) and are re-read from the file if touched again. False for parse().
+  bool is_file_mapped() const { return mapping_ != nullptr; }
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(const std::string& key) const;

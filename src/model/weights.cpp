@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "core/error.h"
 #include "quant/quant.h"
 
@@ -10,6 +13,20 @@ std::string shape_str(const std::vector<int64_t>& ne) {
   std::string s = "[";
   for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
   return s + "]";
+}
+
+// Memory trade-off of the packed copies (matmul.h): while a matrix's original pages stay resident the
+// weights are held twice. Where matmul never reads the original again, drop its whole pages from the
+// file map (they are re-read from the file if anything touches them: matmul_ref, the embedding
+// lookup's rows of token_embd), so resident
+// memory stays about one copy of the weights.
+void release_original(const GgufFile& f, const WeightMatrix& w) {
+  if (!f.is_file_mapped() || matmul_reads_original(w)) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(w.data);
+  const uintptr_t e = b + w.row_stride * size_t(w.n_out);
+  const uintptr_t b_up = (b + page - 1) & ~(page - 1), e_down = e & ~(page - 1);
+  if (e_down > b_up) madvise(reinterpret_cast<void*>(b_up), e_down - b_up, MADV_DONTNEED);
 }
 
 WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out) {
@@ -27,8 +44,11 @@ WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out) {
   return w;
 }
 
+// Binds, packs and (right away, so that peak memory stays about one copy) releases the original.
 WeightMatrix matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
-  return matrix(f.tensor(name), n_in, n_out);
+  WeightMatrix w = matrix(f.tensor(name), n_in, n_out);
+  release_original(f, w);
+  return w;
 }
 
 std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {

@@ -10,6 +10,8 @@
 // Ops must provide:
 //   __m256i dot_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i sc16)
 //       acc + per-int32-lane Σ over lane pairs of maddubs(u, s) * sc16 (u in 0..63, s in -127..127)
+// Small fixed loops carry `#pragma GCC unroll` so that the unpacked vectors stay in registers (-O2
+// would keep them on the stack).
 // Include only from an ISA TU. Internal linkage (see x86_common.h).
 #pragma once
 #include "backend/cpu/kernel_kquant_scales.h"
@@ -36,6 +38,7 @@ struct UnpackedSuperBlock {
 template <typename Ops>
 inline __m256i superblock_dot(const UnpackedSuperBlock& s, const int8_t* q) {
   __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
   for (int g = 0; g < 8; ++g) isum = Ops::dot_u8s8_scaled(isum, s.u[g], load256(q + 32 * g), s.sc[g]);
   return isum;
 }
@@ -47,8 +50,10 @@ inline void unpack_low2(const Block& x, UnpackedSuperBlock& s) {
   const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
   __m256i hbits = _mm256_setzero_si256();
   if constexpr (kThreeBit) hbits = load256(x.hmask);  // shifted right by 1 per group
+#pragma GCC unroll 8
   for (int h = 0; h < 2; ++h) {
     __m256i bits = load256(x.qs + 32 * h);  // shifted right by 2 per group
+#pragma GCC unroll 8
     for (int j = 0; j < 4; ++j) {
       __m256i u = _mm256_and_si256(bits, m3);
       if constexpr (kThreeBit) {
@@ -68,15 +73,18 @@ struct KqQ2_K {
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
     const BlockQ2_K* w = static_cast<const BlockQ2_K*>(w_row);
     __m256 acc[NT], acc_m[NT];
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = acc_m[t] = _mm256_setzero_ps();
     UnpackedSuperBlock s;
     for (int64_t b = 0; b < n / 256; ++b) {
       const BlockQ2_K& x = w[b];
       unpack_low2<false>(x, s);
+#pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) s.sc[g] = scales_pair(x.scales[2 * g] & 0x0F, x.scales[2 * g + 1] & 0x0F);
       const __m128i raw = load128(x.scales);
       const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
       const float d = half_to_f32(x.d), dmin = half_to_f32(x.dmin);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i isum = superblock_dot<Ops>(s, a[t].qs + b * 256);
         const __m256i msum = scaled_bsums(a[t].bsums + b * 16, mins);
@@ -84,6 +92,7 @@ struct KqQ2_K {
         acc_m[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(a[t].d[b] * dmin), acc_m[t]);
       }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) out[t] = hsum_ps(_mm256_sub_ps(acc[t], acc_m[t]));
   }
 };
@@ -102,9 +111,11 @@ struct KqQ3_K {
       const BlockQ3_K& x = w[b];
       unpack_low2<true>(x, s);
       unpack_scales_q3_K(x.scales, sc);
+#pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) s.sc[g] = scales_pair(sc[2 * g], sc[2 * g + 1]);
       const __m256i sc16 = _mm256_cvtepi8_epi16(load128(sc));
       const float d = half_to_f32(x.d);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         // Σ_k s[k] * (Σ u·q - 4 * bsum[k])
         const __m256i corr = scaled_bsums(a[t].bsums + b * 16, sc16);
@@ -112,6 +123,7 @@ struct KqQ3_K {
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a[t].d[b] * d), acc[t]);
       }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]);
   }
 };
@@ -134,6 +146,7 @@ struct KqQ45_K {
       unpack_scales_mins_k4(x.scales, sc, m);
       __m256i hbits = _mm256_setzero_si256();
       if constexpr (kFiveBit) hbits = load256(x.qh);  // shifted right by 2 per pair
+#pragma GCC unroll 8
       for (int p = 0; p < 4; ++p) {
         const __m256i raw = load256(x.qs + 32 * p);
         __m256i lo = _mm256_and_si256(raw, m4);
@@ -146,17 +159,21 @@ struct KqQ45_K {
         s.u[2 * p] = lo;
         s.u[2 * p + 1] = hi;
       }
+#pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) s.sc[g] = _mm256_set1_epi16(sc[g]);
       const float d = half_to_f32(x.d), dmin = half_to_f32(x.dmin);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i isum = superblock_dot<Ops>(s, a[t].qs + b * 256);
         const int16_t* bs = a[t].bsums + b * 16;
         int32_t sum_m = 0;
+#pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) sum_m += m[j] * (bs[2 * j] + bs[2 * j + 1]);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a[t].d[b] * d), acc[t]);
         acc_m[t] += a[t].d[b] * dmin * float(sum_m);
       }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]) - acc_m[t];
   }
 };
@@ -175,20 +192,24 @@ struct KqQ6_K {
     UnpackedSuperBlock s;
     for (int64_t b = 0; b < n / 256; ++b) {
       const BlockQ6_K& x = w[b];
+#pragma GCC unroll 8
       for (int h = 0; h < 2; ++h) {
         const __m256i ql0 = load256(x.ql + 64 * h), ql1 = load256(x.ql + 64 * h + 32);
         const __m256i lows[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
                                  _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
                                  _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
         __m256i hbits = load256(x.qh + 32 * h);  // shifted right by 2 per group
+#pragma GCC unroll 8
         for (int g = 0; g < 4; ++g) {
           s.u[4 * h + g] = _mm256_or_si256(lows[g], _mm256_slli_epi16(_mm256_and_si256(hbits, m2), 4));
           hbits = _mm256_srli_epi16(hbits, 2);
         }
       }
+#pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) s.sc[g] = scales_pair(x.scales[2 * g], x.scales[2 * g + 1]);
       const __m256i sc16 = _mm256_cvtepi8_epi16(load128(x.scales));
       const float d = half_to_f32(x.d);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         // Σ_k sc[k] * (Σ u·q - 32 * bsum[k])
         const __m256i corr = scaled_bsums(a[t].bsums + b * 16, sc16);
@@ -196,6 +217,7 @@ struct KqQ6_K {
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(a[t].d[b] * d), acc[t]);
       }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]);
   }
 };

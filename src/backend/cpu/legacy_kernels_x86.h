@@ -10,6 +10,8 @@
 //   __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s)       u in 0..127, s in -127..127
 //   __m256i dot_s8s8(__m256i acc, __m256i w, __m256i s, int32_t sum_s)   w in -128..127
 //   __m256i expand_bit5(uint32_t qh)     byte j = 0x10 if bit j of qh is set, else 0
+// Small fixed loops carry `#pragma GCC unroll` so that the unpacked vectors stay in registers (-O2
+// would keep them on the stack).
 // Include only from an ISA TU. Internal linkage (see x86_common.h).
 #pragma once
 #include "backend/cpu/matmul_kernels.h"
@@ -34,6 +36,7 @@ struct TokenAccumulators {
     if constexpr (NT == 1) {
       out[0] = hsum_ps(_mm256_add_ps(v[0], v[1])) + (scalar[0] + scalar[1]);
     } else {
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) out[t] = hsum_ps(v[t]) + scalar[t];
     }
   }
@@ -57,6 +60,7 @@ struct LegacySym {
     for (int64_t b = 0; b < n / 32; ++b) {
       const __m256i u = unpack_q45<Ops, Block, kOffset == 16>(w[b]);
       const float dw = half_to_f32(w[b].d);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i s = Ops::dot_u8s8(lane0_epi32(-kOffset * a[t].sum[b]), u, load256(a[t].qs + b * 32));
         __m256& v = acc.v[acc.slot(b, t)];
@@ -77,6 +81,7 @@ struct LegacyMin {
     for (int64_t b = 0; b < n / 32; ++b) {
       const __m256i u = unpack_q45<Ops, Block, kFiveBit>(w[b]);
       const float dw = half_to_f32(w[b].d), mw = half_to_f32(w[b].m);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i s = Ops::dot_u8s8(_mm256_setzero_si256(), u, load256(a[t].qs + b * 32));
         const int k = acc.slot(b, t);
@@ -97,6 +102,7 @@ struct LegacyQ8_0 {
     for (int64_t b = 0; b < n / 32; ++b) {
       const __m256i q = load256(w[b].qs);
       const float dw = half_to_f32(w[b].d);
+#pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i s = Ops::dot_s8s8(_mm256_setzero_si256(), q, load256(a[t].qs + b * 32), a[t].sum[b]);
         __m256& v = acc.v[acc.slot(b, t)];

@@ -163,7 +163,8 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
 
   // Token tile: as many tokens as fit ~256 KiB of activations (stays in L2 while the rows stream
   // by), never fewer than 8 so that decode batches are a single pass over the weights.
-  const int64_t tile = std::max<int64_t>(8, int64_t((256u << 10) / act_row_bytes));
+  // A multiple of 8 (kMaxPackedTokens), so that prefill calls the widest group kernel.
+  const int64_t tile = std::max<int64_t>(8, int64_t((256u << 10) / act_row_bytes) / 8 * 8);
   const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
   const int64_t n_out = w.n_out;
   // Rows [o0, o1) × tokens [t0, t1) with the row kernel.
@@ -179,26 +180,41 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     }
   };
 
-  const PackedDotFn pdot = w.packed ? pick_packed_kernel(active_isa(), w.type) : nullptr;
-  if (pdot) {
-    // Work items are 16-row groups, plus one item for the n_out % 16 tail rows (row kernel).
-    const PackedMatrix& p = *w.packed;
-    const int64_t n_groups = p.n_groups;
-    const bool tail = n_out > n_groups * kPackRows;
+  // Grouped paths: work items are groups of `rows_per_group` rows, plus one item for the tail rows
+  // (n_out % rows_per_group, row kernel); group(g, t, nt) computes group g for tokens [t, t + nt).
+  auto run_groups = [&](int64_t rows_per_group, int64_t max_tok, auto&& group) {
+    const int64_t n_groups = n_out / rows_per_group;
+    const bool tail = n_out > n_groups * rows_per_group;
     pool.parallel_for(n_groups + (tail ? 1 : 0), [&](int64_t g0, int64_t g1) {
       for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
         const int64_t t1 = std::min(n_tokens, t0 + tile);
         for (int64_t g = g0; g < g1; ++g) {
           if (g == n_groups) {
-            rows(n_groups * kPackRows, n_out, t0, t1);
+            rows(n_groups * rows_per_group, n_out, t0, t1);
             continue;
           }
-          for (int64_t t = t0; t < t1; t += kMaxPackedTokens) {
-            const int nt = int(std::min<int64_t>(kMaxPackedTokens, t1 - t));
-            pdot(p, g, &acts[size_t(t)], nt, y + t * n_out + g * kPackRows, n_out);
-          }
+          for (int64_t t = t0; t < t1; t += max_tok) group(g, t, int(std::min(max_tok, t1 - t)));
         }
       }
+    });
+  };
+
+  if (const PackedDotFn pdot = w.packed ? pick_packed_kernel(active_isa(), w.type) : nullptr) {
+    const PackedMatrix& p = *w.packed;  // p.n_groups == n_out / kPackRows
+    run_groups(kPackRows, kMaxPackedTokens, [&](int64_t g, int64_t t, int nt) {
+      pdot(p, g, &acts[size_t(t)], nt, y + t * n_out + g * kPackRows, n_out);
+    });
+    return;
+  }
+  // Float weights: the tile kernel for prefill, and for decode when the f32 activation row is over
+  // 16 KiB (half of L1: the row kernel's weight stream would evict it and each weight would cost an
+  // L2 activation load; the tile kernel loads each activation once for 4 rows). For short rows the
+  // one-stream row kernel streams faster (measured: 2048-wide rows ~1.5x, 8192-wide ~0.6x the time).
+  const bool use_tile = n_tokens > 1 || n_in * int64_t(sizeof(float)) > (16 << 10);
+  if (const TileDotFn tdot = active_isa() == Isa::Avx512 && use_tile ? tile_dot_avx512(w.type) : nullptr) {
+    run_groups(kTileRows, kTileTokens, [&](int64_t g, int64_t t, int nt) {
+      tdot(wbase + size_t(g * kTileRows) * w.row_stride, w.row_stride, &acts[size_t(t)], nt, n_in,
+           y + t * n_out + g * kTileRows, n_out);
     });
     return;
   }
@@ -213,6 +229,12 @@ void pack_for_matmul(WeightMatrix& w) {
   if (w.packed || detected_isa() != Isa::Avx512 || !packable(w.type)) return;
   validate(w);
   w.packed = pack_matrix(w.type, w.data, w.n_in, w.n_out, w.row_stride);
+}
+
+bool matmul_reads_original(const WeightMatrix& w) {
+  using namespace cpu;
+  return !(w.packed && w.packed->n_groups * kPackRows == w.n_out &&
+           pick_packed_kernel(detected_isa(), w.type) != nullptr);
 }
 
 void matmul_ref(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens) {

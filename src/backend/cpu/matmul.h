@@ -32,6 +32,11 @@ struct WeightMatrix {
 // of the matrix in memory (as large as the original).
 void pack_for_matmul(WeightMatrix& w);
 
+// True if matmul() on this CPU reads w.data (false when w.packed holds every row and has a kernel for
+// the detected ISA). When false, a caller that does not read the rows itself may release the
+// original's memory (e.g. drop the pages of a file map); w.data must stay valid for matmul_ref.
+bool matmul_reads_original(const WeightMatrix& w);
+
 // Optimized, multithreaded (SIMD chosen at run time for the CPU it runs on).
 void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);
 

@@ -61,6 +61,18 @@ void by_tokens(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, fl
 }
 static_assert(kMaxTokensPerCall == 4, "by_tokens handles 1..4 tokens");
 
+// Register-blocked kernel for float weights (prefill): kTileRows consecutive rows (row_stride bytes
+// apart) against n_tok tokens, 1 <= n_tok <= kTileTokens:
+//   y[t * ldy + r] = Σ_i W[r][i] * act[t][i]   for r < kTileRows, t < n_tok.
+// Each weight vector is converted once for all tokens and each activation vector loaded once for all
+// rows. Its scalar reference is the row kernels (same sums, other order); the n_out % kTileRows tail
+// rows go through the row kernel.
+constexpr int kTileRows = 4;
+constexpr int kTileTokens = 6;
+using TileDotFn = void (*)(const void* w, size_t row_stride, const ActRow* act, int n_tok, int64_t n_in,
+                           float* y, int64_t ldy);
+TileDotFn tile_dot_avx512(DType type);  // nullptr for types without one
+
 // Kernel of each ISA for a weight type, or nullptr where that ISA has none (the caller then falls
 // back to a narrower ISA). The AVX2/AVX-512 tables may only be called when the CPU supports them.
 RowDotFn row_dot_scalar(DType type);

@@ -77,7 +77,68 @@ struct FloatDot {
   }
 };
 
+// kTileRows rows × NT tokens: acc[r][t] accumulates 16 lanes of row r · token t; per 16 values the
+// loop loads kTileRows weight vectors and NT activation vectors for kTileRows * NT FMAs. The tail
+// (n % 16) is one masked step. Loops are fully unrolled to keep acc in registers (<= 24 zmm).
+template <typename Row>
+struct FloatTile {
+  using T = typename Row::T;
+  template <int NT>
+  static void run(const void* w_rows, size_t row_stride, const ActRow* a, int64_t n, float* y, int64_t ldy) {
+    constexpr int R = kTileRows;
+    const T* w[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+      w[r] = reinterpret_cast<const T*>(static_cast<const uint8_t*>(w_rows) + size_t(r) * row_stride);
+    __m512 acc[R][NT];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    auto step = [&](int64_t i, __mmask16 m) __attribute__((always_inline)) {
+      __m512 wv[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) wv[r] = Row::load(w[r] + i, m);
+#pragma GCC unroll 6
+      for (int t = 0; t < NT; ++t) {
+        const __m512 x = _mm512_maskz_loadu_ps(m, a[t].f32 + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], x, acc[r][t]);
+      }
+    };
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) step(i, 0xFFFF);
+    if (i < n) step(i, __mmask16((1u << (n - i)) - 1));
+#pragma GCC unroll 6
+    for (int t = 0; t < NT; ++t)
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+};
+
+template <typename K>
+void by_tile_tokens(const void* w, size_t row_stride, const ActRow* a, int n_tok, int64_t n, float* y, int64_t ldy) {
+  switch (n_tok) {
+    case 1: K::template run<1>(w, row_stride, a, n, y, ldy); break;
+    case 2: K::template run<2>(w, row_stride, a, n, y, ldy); break;
+    case 3: K::template run<3>(w, row_stride, a, n, y, ldy); break;
+    case 4: K::template run<4>(w, row_stride, a, n, y, ldy); break;
+    case 5: K::template run<5>(w, row_stride, a, n, y, ldy); break;
+    default: K::template run<6>(w, row_stride, a, n, y, ldy); break;
+  }
+}
+static_assert(kTileTokens == 6, "by_tile_tokens handles 1..6 tokens");
+
 }  // namespace
+
+TileDotFn tile_dot_avx512(DType type) {
+  switch (type) {
+    case DType::F32: return by_tile_tokens<FloatTile<F32Row>>;
+    case DType::F16: return by_tile_tokens<FloatTile<F16Row>>;
+    case DType::BF16: return by_tile_tokens<FloatTile<BF16Row>>;
+    default: return nullptr;
+  }
+}
 
 RowDotFn row_dot_avx512(DType type) {
   switch (type) {

@@ -70,16 +70,13 @@ struct PackedKernel {
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* a = act[t].qs + 32 * b;
-        // Two independent sums (even / odd chunks) halve the vpdpbusd dependency chain.
-        __m512i s0 = _mm512_set1_epi32(-Unpack::kOffset * act[t].sum[b]);
-        __m512i s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int c = 0; c < Unpack::kChunks; c += 2) {
-          s0 = _mm512_dpbusd_epi32(s0, w[c], bcast_chunk(a, c));
-          s1 = _mm512_dpbusd_epi32(s1, w[c + 1], bcast_chunk(a, c + 1));
-        }
+        // One vpdpbusd chain per token and block: the NT tokens' (and, out of order, the next
+        // blocks') chains are independent, which hides the latency.
+        __m512i s = _mm512_set1_epi32(-Unpack::kOffset * act[t].sum[b]);
+#pragma GCC unroll 8
+        for (int c = 0; c < Unpack::kChunks; ++c) s = _mm512_dpbusd_epi32(s, w[c], bcast_chunk(a, c));
         const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(act[t].d[b]));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
       }
     }
 #pragma GCC unroll 8

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "core/error.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
 
@@ -22,6 +23,7 @@ std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t 
   const int64_t nb = p->n_blocks();
   const size_t qs_bytes = size_t(p->n_groups * nb) * p->qs_block_bytes();  // a multiple of 256
   p->qs = {static_cast<uint8_t*>(std::aligned_alloc(64, qs_bytes)), std::free};
+  check(p->qs != nullptr, "out of memory: cannot allocate ", qs_bytes, " bytes for packed weights");
   p->d = std::make_unique<uint16_t[]>(size_t(p->n_groups * nb * kPackRows));
   const uint8_t* base = static_cast<const uint8_t*>(data);
   const size_t block_bytes = type == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);

@@ -17,8 +17,9 @@
 // Invariants: qs is 64-byte aligned and every vector is a whole 64 bytes; only rows [0, 16*n_groups)
 // are packed: the n_out % 16 tail rows stay in the original matrix (WeightMatrix::data) and go
 // through the row kernels. The packed bytes are exactly as many as the original (18 resp. 34 bytes per
-// block and row), so memory is held twice while the original pages stay resident (see
-// docs/PERFORMANCE_matmul.md).
+// block and row), so memory is held twice while the original pages stay resident; the model loader
+// drops them from its file map where matmul no longer reads them (matmul_reads_original(), see
+// model/weights.cpp and docs/PERFORMANCE_matmul.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>
