@@ -193,7 +193,14 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
             rows(n_groups * rows_per_group, n_out, t0, t1);
             continue;
           }
-          for (int64_t t = t0; t < t1; t += max_tok) group(g, t, int(std::min(max_tok, t1 - t)));
+          // ceil(len / max_tok) calls of near-equal width (32 tokens by 6: 6,6,5,5,5,5 rather
+          // than 6,6,6,6,6,2: a narrow call reuses each weight vector for few tokens).
+          const int64_t len = t1 - t0, calls = (len + max_tok - 1) / max_tok;
+          for (int64_t c = 0, t = t0; c < calls; ++c) {
+            const int64_t nt = len / calls + (c < len % calls ? 1 : 0);
+            group(g, t, int(nt));
+            t += nt;
+          }
         }
       }
     });
