@@ -3,7 +3,8 @@
 #   perplexity and KL divergence against the unquantized (f32 KV) run over ppl_dev (16 rows x 2048),
 #   and needle retrieval over needle_dev (144 cases).
 # Usage: bench/quality.sh POLYKV_BINARY FIXTURES_DIR OUT_DIR [JOBS] [THREADS_PER_JOB]
-# Writes one JSON file per run into OUT_DIR; runs JOBS evaluations at a time.
+# Writes one JSON file per run into OUT_DIR; runs JOBS evaluations at a time. MODES (default
+# "ppl kld needle") picks the kinds of run; EXTRA_CONFIGS / EXTRA_NEEDLE add K:V:K_EQ entries.
 set -euo pipefail
 bin=$1 fx=$2 out=$3 jobs=${4:-1} threads=${5:-0}
 model=$fx/models/trained/trained_llama.gguf
@@ -29,7 +30,12 @@ for cfg in f16:f16: q8_0:q8_0: q8_0:turbo3: turbo3:turbo3: ${EXTRA_NEEDLE:-}; do
   runs+=("$name|eval needle -m $model --cases $cases -ctk $k -ctv $v${eq:+ --k-eq $eq}")
 done
 
-printf '%s\n' "${runs[@]}" | xargs -P "$jobs" -I{} bash -c '
+modes=${MODES:-ppl kld needle}
+selected=()
+for r in "${runs[@]}"; do
+  for m in $modes; do [[ $r == ${m}_* ]] && selected+=("$r"); done
+done
+printf '%s\n' "${selected[@]}" | xargs -P "$jobs" -I{} bash -c '
   line="{}"; name=${line%%|*}; args=${line#*|}
   start=$(date +%s)
   if '"$bin"' $args -t '"$threads"' --json > "'"$out"'/$name.json" 2> "'"$out"'/$name.log"; then
