@@ -47,6 +47,21 @@ DType dtype_from_name(const std::string& name) {
   fail("unknown type name '", name, "'");
 }
 
+int ggml_file_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q8_0: return 7;
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q6_K: return 18;
+    case DType::BF16: return 32;
+    default: return -1;
+  }
+}
+
 size_t row_bytes(DType t, int64_t n) {
   const DTypeInfo& info = dtype_info(t);
   check(n >= 0 && n % info.block_size == 0, "row of ", n, " values is not a multiple of ", info.name,

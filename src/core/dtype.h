@@ -28,6 +28,10 @@ inline const char* dtype_name(DType t) { return dtype_info(t).name; }
 // Parses a name such as "q8_0" or "Q8_0" (case-insensitive); throws Error naming it if unknown.
 DType dtype_from_name(const std::string& name);
 
+// GGUF's general.file_type (llama.cpp's "mostly TYPE" enumeration) for a file whose matrices are all
+// of type t; -1 when no value names that type.
+int ggml_file_type(DType t);
+
 // Bytes of a row of n values; throws Error unless n is a multiple of the block size.
 size_t row_bytes(DType t, int64_t n);
 

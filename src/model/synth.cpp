@@ -12,22 +12,6 @@
 namespace polykv {
 namespace {
 
-// llama.cpp's general.file_type (llama_ftype) for files whose matrices are all of one type.
-int file_type_of(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q4_1: return 3;
-    case DType::Q8_0: return 7;
-    case DType::Q5_0: return 8;
-    case DType::Q5_1: return 9;
-    case DType::Q6_K: return 18;
-    case DType::BF16: return 32;
-    default: return -1;  // no single-type ftype: key omitted
-  }
-}
-
 // FNV-1a of the tensor name: seeds a tensor independently of its position in the file.
 uint64_t name_hash(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -56,7 +40,7 @@ void add_metadata(GgufWriter& w, const ModelShape& s, const SynthOptions& o, int
     w.set_str(a + "rope.scaling.type", "linear");
     w.set_f32(a + "rope.scaling.factor", s.rope_linear_factor);
   }
-  if (const int ft = file_type_of(o.type); ft >= 0) w.set_u32("general.file_type", uint32_t(ft));
+  if (const int ft = ggml_file_type(o.type); ft >= 0) w.set_u32("general.file_type", uint32_t(ft));
   w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
   if (s.arch == "llama") w.set_u32(a + "rope.dimension_count", uint32_t(s.head_dim));
   w.set_u32("general.quantization_version", 2);

@@ -10,25 +10,6 @@
 #include "quant/quant.h"
 
 namespace polykv {
-namespace {
-
-// general.file_type values (llama.cpp's "mostly TYPE" enumeration), -1 if none fits.
-int ggml_file_type(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q4_1: return 3;
-    case DType::Q8_0: return 7;
-    case DType::Q5_0: return 8;
-    case DType::Q5_1: return 9;
-    case DType::Q6_K: return 18;
-    case DType::BF16: return 32;
-    default: return -1;
-  }
-}
-
-}  // namespace
 
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type, DType fallback,
                               int n_threads) {
