@@ -49,6 +49,7 @@ TEST(Cli, UsageErrorsExitWithTwo) {
   }
   EXPECT_EQ(polykv("run -m " + embedded_model()).code, 2);  // neither -p nor --ids
   EXPECT_EQ(polykv("bench -m x -t -3").code, 2);
+  EXPECT_EQ(polykv("run -m " + embedded_model() + " -p hi --k-eq 2").code, 2);  // out of [0, 1]
 }
 
 TEST(Cli, MissingAndCorruptFilesGiveClearErrors) {
@@ -75,6 +76,9 @@ TEST(Cli, MissingAndCorruptFilesGiveClearErrors) {
   EXPECT_NE(r.out.find("out of range"), std::string::npos) << r.out;
   r = polykv("logits -m " + embedded_model() + " --ids 1,x -o /dev/null");
   EXPECT_EQ(r.code, 1);
+  r = polykv("run -m " + embedded_model() + " -p hi -ctv turbo9w");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("turbo9w"), std::string::npos) << r.out;
   r = polykv("run -m " + embedded_model() + " -p hi -ctk q9_9");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("q9_9"), std::string::npos) << r.out;

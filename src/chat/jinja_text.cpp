@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "tokenizer/utf8.h"
+
 namespace polykv::jinja {
 
 char32_t decode_utf8(std::string_view s, size_t& i) {
@@ -30,23 +32,7 @@ char32_t decode_utf8(std::string_view s, size_t& i) {
   return cp;
 }
 
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void append_utf8(std::string& out, char32_t cp) { utf8::append(out, static_cast<uint32_t>(cp)); }
 
 std::vector<char32_t> to_code_points(std::string_view s) {
   std::vector<char32_t> cps;

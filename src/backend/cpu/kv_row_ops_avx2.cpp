@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backend/cpu/kv_row_ops.h"
+#include "backend/cpu/x86_common.h"
 #include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -15,18 +16,12 @@
 namespace polykv {
 namespace {
 
-float hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+using cpu::hsum_ps;
 
 float half(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
+  return cpu::half_to_f32(h);
 }
 
 // ---- f32 / f16 / bf16 ----
@@ -65,7 +60,7 @@ float float_dot(const uint8_t* k, const float* q, int n) {
     acc1 = _mm256_fmadd_ps(load8<T>(k, i + 8), _mm256_loadu_ps(q + i + 8), acc1);
   }
   for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load8<T>(k, i), _mm256_loadu_ps(q + i), acc0);
-  float s = hsum(_mm256_add_ps(acc0, acc1));
+  float s = hsum_ps(_mm256_add_ps(acc0, acc1));
   for (; i < n; ++i) s += load1<T>(k, i) * q[i];
   return s;
 }
@@ -158,7 +153,7 @@ float exp_sum(float* s, int n, float m) {
     _mm256_storeu_ps(s + i, y);
     acc = _mm256_add_ps(acc, y);
   }
-  float sum = hsum(acc);
+  float sum = hsum_ps(acc);
   for (; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
   return sum;
 }
@@ -197,7 +192,7 @@ float q8_dot(const uint8_t* k, const uint8_t* qp, int hd) {
     const float d = half(k + size_t(b) * sizeof(BlockQ8_0)) * half(qp + size_t(b) * sizeof(BlockQ8_0));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(int8_dot(q8_values(k, b), q8_values(qp, b))), acc);
   }
-  return hsum(acc);
+  return hsum_ps(acc);
 }
 
 // One q8_0/q4_0 K row against n q8_0 queries: each K block is loaded (and |k| formed) once.
@@ -242,7 +237,7 @@ float q4_dot(const uint8_t* k, const uint8_t* qp, int hd) {
     const float d = half(k + size_t(b) * sizeof(BlockQ4_0)) * half(qp + size_t(b) * sizeof(BlockQ8_0));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(int8_dot(q4_values(k, b), q8_values(qp, b))), acc);
   }
-  return hsum(acc);
+  return hsum_ps(acc);
 }
 
 // acc[0..32) += s * q for the 32 int8 values q (s = a * block scale).
