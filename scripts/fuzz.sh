@@ -1,20 +1,45 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang-14 (ASan + UBSan) and runs each for $1 seconds (default 20).
-# A crash, leak or sanitizer report fails the script.
+# Builds the libFuzzer targets with clang-14 (ASan + UBSan) and fuzzes each one.
+# A crash, leak, timeout or sanitizer report fails the script and prints the report; the input that
+# caused it stays in build-fuzz/ (crash-*, leak-*, timeout-*) to be turned into a regression test.
+#
+#   scripts/fuzz.sh [SECONDS]   explore: random seed, SECONDS per target (default 20)
+#   POLYKV_FUZZ_RUNS=N scripts/fuzz.sh
+#                               reproducible: seed 1 and exactly N inputs per target (CI uses this,
+#                               so a green run on a commit stays green on that commit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
   -DPOLYKV_FUZZ=ON -DPOLYKV_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_targets
+if [ -n "${POLYKV_FUZZ_RUNS:-}" ]; then
+  budget=(-seed=1 -runs="$POLYKV_FUZZ_RUNS")
+else
+  budget=(-max_total_time="$seconds")
+fi
 for target in build-fuzz/fuzz_*; do
   [ -x "$target" ] || continue
   name=$(basename "$target")
-  corpus="build-fuzz/corpus-$name"
+  # A reproducible run starts from the checked-in seeds only, not from what earlier runs found.
+  if [ -n "${POLYKV_FUZZ_RUNS:-}" ]; then
+    corpus="build-fuzz/corpus-$name-reproducible"
+    rm -rf "$corpus"
+  else
+    corpus="build-fuzz/corpus-$name"
+  fi
   mkdir -p "$corpus"
   seeds="fuzz/seeds/${name#fuzz_}"
-  echo "fuzzing $name for ${seconds}s"
-  "$target" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 "$corpus" \
-    $( [ -d "$seeds" ] && echo "$seeds" ) 2>&1 | tail -n 4
+  log="build-fuzz/$name.log"
+  echo "fuzzing $name (${budget[*]})"
+  status=0
+  (cd build-fuzz && "../$target" "${budget[@]}" -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 \
+    "../$corpus" $( [ -d "$seeds" ] && echo "../$seeds" )) >"$log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "FAIL: $name exited with $status; its report:"
+    grep -v -E '^#[0-9]+\s' "$log" | tail -n 80
+    exit 1
+  fi
+  tail -n 4 "$log"
 done
 echo "fuzz: all targets ran without a crash"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, golden (../shared/fixtures) and CLI tests through ctest, then short
-# coverage-guided fuzz runs of the parsers (libFuzzer, clang-14).
+# The whole test suite: unit, golden (../shared/fixtures) and CLI tests through ctest, then
+# coverage-guided fuzz runs of the parsers (libFuzzer, clang-14). The fuzz runs are reproducible
+# (fixed seed and input count, POLYKV_FUZZ_RUNS); explore with `scripts/fuzz.sh SECONDS`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"
-scripts/fuzz.sh "${POLYKV_FUZZ_SECONDS:-20}"
+POLYKV_FUZZ_RUNS="${POLYKV_FUZZ_RUNS:-200000}" scripts/fuzz.sh

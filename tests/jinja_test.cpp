@@ -140,6 +140,17 @@ TEST(JinjaLimits, InfiniteRecursionAndHugeWorkTerminate) {
                Error);
   EXPECT_THROW(render("{{ 'x' * 100000000000 }}"), Error);
   EXPECT_THROW(render("{{ 9223372036854775807 + 1 }}"), Error);
+  // Found by the fuzzer: empty sequences times a huge count used to loop 2^40 times.
+  EXPECT_EQ(render("{{ '' * 45 * 5555555545 * 444 }}"), "");
+  EXPECT_EQ(render("{{ ([] * 4611686018427387904)|length }}"), "0");
+  EXPECT_THROW(render("{{ '-' * 2**41 }}"), Error);
+}
+
+TEST(JinjaErrors, OutOfRangeIntegersAreErrorsNotAborts) {
+  // Found by the fuzzer: `x.<digits>` past int64 threw std::out_of_range through the parser.
+  EXPECT_NE(error_of("{{ a.88888888888888888888888888 }}").find("out of range"), std::string::npos);
+  // attribute='0.999…' in a filter indexes nothing, as in Python.
+  EXPECT_EQ(render("{{ [[1]]|map(attribute='0.99999999999999999999999')|first is undefined }}"), "True");
 }
 
 TEST(JinjaLimits, CyclesAndDeepValuesAreBounded) {

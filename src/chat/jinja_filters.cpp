@@ -2,6 +2,7 @@
 // yield in Python (map, select*, reject*, unique, items, batch, reverse of a list) return generator
 // values so that len()/tojson on them fail exactly as they do in Python.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -39,7 +40,11 @@ Value lookup_attribute(Interpreter& in, const Value& item, const Value& attribut
       const size_t dot = path.find('.', start);
       const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
       const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-      cur = in.get_item(cur, digits ? Value::integer(std::stoll(part)) : Value::string(part), 0);
+      int64_t index = 0;
+      const bool fits = digits && std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc();
+      // A digit run past int64 indexes nothing that can exist: Python's getitem fails, giving undefined.
+      if (digits && !fits) return dflt.is_undefined() ? Value() : dflt;
+      cur = in.get_item(cur, digits ? Value::integer(index) : Value::string(part), 0);
       if (dot == std::string::npos) break;
       start = dot + 1;
     }

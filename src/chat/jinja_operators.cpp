@@ -31,6 +31,9 @@ int64_t checked(IntOp op, int64_t a, int64_t b) {
 
 Value repeat(const Value& seq, int64_t times, Interpreter& in) {
   if (times < 0) times = 0;
+  // Empty sequences repeat to themselves: no loop of `times` iterations (which may be 2^62).
+  if (seq.is_string() && seq.str().empty()) return seq;
+  if (!seq.is_string() && seq.items().empty()) return Value::list({}, seq.is_tuple());
   if (seq.is_string()) {
     if (times > 0 && seq.str().size() > in.limits().max_output_bytes / static_cast<size_t>(times))
       fail("string repetition too large");

@@ -559,7 +559,11 @@ class Parser {
         } else if (cur().type == TokenType::Integer) {
           auto e = make(Expr::Kind::Item, line);
           auto index = make(Expr::Kind::Literal, line);
-          index->value = Value::integer(std::stoll(cur().text));
+          try {
+            index->value = Value::integer(std::stoll(cur().text));
+          } catch (const std::exception&) {
+            error("integer index out of range: " + cur().text);
+          }
           e->args.push_back(std::move(node));
           e->args.push_back(std::move(index));
           node = std::move(e);
