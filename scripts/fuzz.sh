@@ -18,6 +18,8 @@ if [ -n "${POLYKV_FUZZ_RUNS:-}" ]; then
 else
   budget=(-max_total_time="$seconds")
 fi
+# The targets run inside build-fuzz/ (crash files land there); fixture paths must not depend on it.
+export POLYKV_FIXTURES="${POLYKV_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 for target in build-fuzz/fuzz_*; do
   [ -x "$target" ] || continue
   name=$(basename "$target")

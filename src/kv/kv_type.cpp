@@ -21,6 +21,7 @@ struct NameEntry {
 constexpr NameEntry kNames[] = {
     {KvType::F32, "f32"},       {KvType::F16, "f16"},       {KvType::BF16, "bf16"},     {KvType::Q8_0, "q8_0"},
     {KvType::Q4_0, "q4_0"},     {KvType::Turbo4, "turbo4"}, {KvType::Turbo3, "turbo3"}, {KvType::Turbo2, "turbo2"},
+    {KvType::Turbo3T, "turbo3t"},
 };
 
 int turbo_bits(KvType t) { return t == KvType::Turbo4 ? 4 : t == KvType::Turbo3 ? 3 : t == KvType::Turbo2 ? 2 : 0; }
@@ -165,14 +166,14 @@ KvType parse_kv_type(const std::string& name) {
   fail("unknown KV cache type '", name, "' (valid: ", kv_type_names(), ")");
 }
 
-bool kv_type_rotated(KvType t) { return turbo_bits(t) != 0; }
+bool kv_type_rotated(KvType t) { return turbo_bits(t) != 0 || t == KvType::Turbo3T; }
 
 void check_kv_head_dim(KvType t, int hd) {
   check(hd > 0, "invalid head size ", hd);
   if (t == KvType::Q8_0 || t == KvType::Q4_0)
     check(hd % kQK32 == 0, "KV type ", kv_type_name(t), " needs a head size that is a multiple of 32 (the model has ",
           hd, "); use f16 or bf16");
-  if (turbo_bits(t)) {
+  if (kv_type_rotated(t)) {
     check(hd % 128 == 0 || hd == 64 || hd == 32, "KV type ", kv_type_name(t),
           " needs a head size of 32, 64 or a multiple of 128 (the model has ", hd, "); use q8_0 or f16");
   }
@@ -186,6 +187,7 @@ size_t kv_head_bytes(KvType t, int hd) {
     case KvType::BF16: return size_t(hd) * 2;
     case KvType::Q8_0: return size_t(hd / kQK32) * sizeof(BlockQ8_0);
     case KvType::Q4_0: return size_t(hd / kQK32) * sizeof(BlockQ4_0);
+    case KvType::Turbo3T: return turbo_trellis_kv_head_bytes(hd);
     default: return turbo_kv_head_bytes(turbo_bits(t), hd);
   }
 }
@@ -197,6 +199,7 @@ const KvTypeOps& kv_type_ops(KvType t) {
     case KvType::BF16: return float_ops<KvType::BF16>;
     case KvType::Q8_0: return q8_ops;
     case KvType::Q4_0: return q4_ops;
+    case KvType::Turbo3T: return turbo_trellis_kv_ops();
     default: return *turbo_kv_ops(turbo_bits(t));
   }
 }

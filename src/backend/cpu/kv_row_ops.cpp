@@ -61,6 +61,7 @@ const KvRowKernels& kv_row_kernels_scalar(KvType t) {
     case KvType::Turbo4: return scalar_kernels<KvType::Turbo4>;
     case KvType::Turbo3: return scalar_kernels<KvType::Turbo3>;
     case KvType::Turbo2: return scalar_kernels<KvType::Turbo2>;
+    case KvType::Turbo3T: return scalar_kernels<KvType::Turbo3T>;
   }
   fail("unknown KV type");
 }

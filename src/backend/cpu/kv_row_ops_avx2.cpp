@@ -12,6 +12,8 @@
 #include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
+#include "quant/turbo.h"
+#include "quant/turbo_trellis.h"
 
 namespace polykv {
 namespace {
@@ -282,12 +284,43 @@ void turbo_decode(const uint8_t* src, float* x, int hd) {  // rotated basis
   kv_type_ops(T).axpy(1.0f, src, x, hd);
 }
 
+// ---- turbo3t: rows decoded group by group (quant/turbo_trellis.h), then the f32 kernels ----
+
+int trellis_group(int hd) { return turbo::group_size(hd); }
+float trellis_dot(const uint8_t* k, const uint8_t* qp, int hd) {
+  const int n = trellis_group(hd);
+  const size_t gb = turbo::trellis::head_bytes(n);
+  const float* q = reinterpret_cast<const float*>(qp);
+  alignas(32) float y[128];
+  float s = 0;
+  for (int g = 0; g < hd / n; ++g) {
+    turbo::trellis::decode_rotated_fast(k + size_t(g) * gb, y, n);
+    s += dot_f32(y, q + g * n, n);
+  }
+  return s;
+}
+void trellis_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n_q, float* out, int hd) {
+  for (int r = 0; r < n_q; ++r) out[r] = trellis_dot(k, qp + size_t(r) * q_stride, hd);
+}
+void trellis_axpy(float a, const uint8_t* v, float* acc, int hd) {
+  const int n = trellis_group(hd);
+  const size_t gb = turbo::trellis::head_bytes(n);
+  alignas(32) float y[128];
+  for (int g = 0; g < hd / n; ++g) {
+    turbo::trellis::decode_rotated_fast(v + size_t(g) * gb, y, n);
+    axpy_f32(a, y, acc + g * n, n);
+  }
+}
+void trellis_decode(const uint8_t* src, float* x, int hd) { turbo::trellis::decode_rotated_fast(src, x, hd); }
+
 template <KvType T>
 constexpr KvRowKernels float_kernels{float_dot_row<T>, float_dot_n<T>, float_axpy<T>, float_decode<T>, true,
                                      dot_f32,          axpy_f32,      dot_f32_n,       axpy_f32_n};
 template <KvType T>
 constexpr KvRowKernels turbo_kernels{turbo_dot<T>, turbo_dot_n<T>, turbo_axpy<T>, turbo_decode<T>, true,
                                      dot_f32,      axpy_f32,      dot_f32_n,       axpy_f32_n};
+constexpr KvRowKernels trellis_kernels{trellis_dot, trellis_dot_n, trellis_axpy, trellis_decode, true,
+                                       dot_f32,     axpy_f32,      dot_f32_n,    axpy_f32_n};
 constexpr KvRowKernels q8_kernels{q8_dot, quant_dot_n<false>, q8_axpy, q8_decode, false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
 constexpr KvRowKernels q4_kernels{q4_dot, quant_dot_n<true>, q4_axpy, q4_decode, false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
 
@@ -306,6 +339,7 @@ const KvRowKernels* kv_row_kernels_avx2(KvType t) {
     case KvType::Turbo4: return &turbo_kernels<KvType::Turbo4>;
     case KvType::Turbo3: return &turbo_kernels<KvType::Turbo3>;
     case KvType::Turbo2: return &turbo_kernels<KvType::Turbo2>;
+    case KvType::Turbo3T: return &trellis_kernels;
   }
   return nullptr;
 }

@@ -1,0 +1,152 @@
+// Reference trellis-coded turbo3: Viterbi encoder and decoders (layout and math in turbo_trellis.h).
+#include "quant/turbo_trellis.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "quant/turbo.h"
+
+namespace polykv::turbo::trellis {
+
+// Produced by tools/tcq_codebook.py (generalized Lloyd iteration with the Viterbi encoder on 4000
+// random unit vectors of 128 dims scaled by sqrt(128), symmetrized each step, 25 iterations):
+// held-out MSE per coordinate 0.023465, against 0.033865 for the 8-level Lloyd-Max quantizer.
+const double kTrellisCodebook[16] = {-2.483670, -1.801972, -1.364522, -1.046195, -0.787245, -0.541864,
+                                     -0.329137, -0.099385, 0.099385,  0.329137,  0.541864,  0.787245,
+                                     1.046195,  1.364522,  1.801972,  2.483670};
+
+namespace {
+
+constexpr int kStates = 8;
+
+struct Tables {
+  float t[3][16];  // groups 32, 64, 128
+  Tables() {
+    const int groups[3] = {32, 64, 128};
+    for (int g = 0; g < 3; ++g)
+      for (int k = 0; k < 16; ++k) t[g][k] = float(kTrellisCodebook[k] / std::sqrt(double(groups[g])));
+  }
+};
+const Tables& tables() {
+  static const Tables t;
+  return t;
+}
+
+size_t group_bytes(int n) { return 2 + size_t(n) * 3 / 8; }
+
+void set_bit(uint8_t* p, int i) { p[i >> 3] |= uint8_t(1u << (i & 7)); }
+int get_bit(const uint8_t* p, int i) { return (p[i >> 3] >> (i & 7)) & 1; }
+void set_index2(uint8_t* p, int i, int j) { p[i >> 2] |= uint8_t(j << (2 * (i & 3))); }
+int get_index2(const uint8_t* p, int i) { return (p[i >> 2] >> (2 * (i & 3))) & 3; }
+
+// Encodes one group: u[0..n) normalized rotated coordinates (unit norm), lv the group's levels.
+// Writes t bits and j indices into rec (zeroed) and returns sum c_i^2 of the chosen levels.
+double encode_group(const float* u, const float* lv, int n, uint8_t* rec) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float cost[kStates], next[kStates];
+  uint8_t from[128][kStates];  // [i][new state]: the dropped oldest bit t_{i-3} of the best predecessor
+  uint8_t pick[128][kStates];  // [i][new state]: the index j chosen on that branch
+  for (int s = 0; s < kStates; ++s) cost[s] = s == 0 ? 0.0f : kInf;
+  for (int i = 0; i < n; ++i) {
+    // Nearest level of each subset and its squared error.
+    float err[4];
+    int best_j[4];
+    for (int s = 0; s < 4; ++s) {
+      err[s] = kInf;
+      for (int j = 0; j < 4; ++j) {
+        const float d = u[i] - lv[s + 4 * j];
+        if (d * d < err[s]) err[s] = d * d, best_j[s] = j;
+      }
+    }
+    // New state ns = (t_{i-2}, t_{i-1}, t_i) = w >> 1; its predecessors differ in t_{i-3} = w & 1.
+    for (int ns = 0; ns < kStates; ++ns) {
+      next[ns] = kInf;
+      for (int old = 0; old < 2; ++old) {
+        const int w = ((ns << 1) | old) & 15;
+        const int ps = w & 7;  // predecessor state (t_{i-3}, t_{i-2}, t_{i-1})
+        const float c = cost[ps] + err[subset_of_window(w)];
+        if (c < next[ns]) next[ns] = c, from[i][ns] = uint8_t(old), pick[i][ns] = uint8_t(best_j[subset_of_window(w)]);
+      }
+    }
+    std::memcpy(cost, next, sizeof cost);
+  }
+  int s = 0;
+  for (int k = 1; k < kStates; ++k)
+    if (cost[k] < cost[s]) s = k;
+  uint8_t* tbits = rec + 2;
+  uint8_t* jbits = tbits + n / 8;
+  double c2 = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    const int w = ((s << 1) | from[i][s]) & 15;
+    const int j = pick[i][s];
+    if (w >> 3) set_bit(tbits, i);
+    set_index2(jbits, i, j);
+    const double c = lv[subset_of_window(w) + 4 * j];
+    c2 += c * c;
+    s = w & 7;
+  }
+  return c2;
+}
+
+}  // namespace
+
+const float* levels(int group) {
+  check(group == 32 || group == 64 || group == 128, "turbo3t: group must be 32, 64 or 128, got ", group);
+  return tables().t[group == 32 ? 0 : group == 64 ? 1 : 2];
+}
+
+size_t head_bytes(int head_dim) {
+  const int n = group_size(head_dim);
+  return size_t(head_dim / n) * group_bytes(n);
+}
+
+void quantize_head(const float* x, uint8_t* dst, int head_dim) {
+  const int n = group_size(head_dim);
+  const float* lv = levels(n);
+  const size_t gb = group_bytes(n);
+  float u[128];
+  for (int g = 0; g < head_dim / n; ++g) {
+    uint8_t* rec = dst + size_t(g) * gb;
+    std::memset(rec, 0, gb);
+    double r2 = 0;
+    for (int i = 0; i < n; ++i) r2 += double(x[g * n + i]) * x[g * n + i];
+    if (r2 == 0) continue;  // all-zero group: r' = 0
+    const double r = std::sqrt(r2);
+    std::memcpy(u, x + g * n, sizeof(float) * size_t(n));
+    rotate(u, n);
+    const float inv_r = float(1.0 / r);
+    for (int i = 0; i < n; ++i) u[i] *= inv_r;
+    const double c2 = encode_group(u, lv, n, rec);
+    const uint16_t h = f32_to_fp16(float(r / std::sqrt(c2)));
+    std::memcpy(rec, &h, 2);
+  }
+}
+
+void decode_rotated(const uint8_t* src, float* y, int head_dim) {
+  const int n = group_size(head_dim);
+  const float* lv = levels(n);
+  const size_t gb = group_bytes(n);
+  for (int g = 0; g < head_dim / n; ++g) {
+    const uint8_t* rec = src + size_t(g) * gb;
+    uint16_t h;
+    std::memcpy(&h, rec, 2);
+    const float rn = fp16_to_f32(h);
+    const uint8_t* tbits = rec + 2;
+    const uint8_t* jbits = tbits + n / 8;
+    int w = 0;
+    for (int i = 0; i < n; ++i) {
+      w = (w >> 1) | (get_bit(tbits, i) << 3);
+      y[g * n + i] = rn * lv[subset_of_window(w) + 4 * get_index2(jbits, i)];
+    }
+  }
+}
+
+void dequantize_head(const uint8_t* src, float* x, int head_dim) {
+  decode_rotated(src, x, head_dim);
+  unrotate(x, head_dim);
+}
+
+}  // namespace polykv::turbo::trellis
