@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "test_util.h"
 
@@ -69,6 +70,25 @@ TEST(KvCache, StoreQuantizesEachHeadRow) {
       for (int g = 0; g < H; ++g) {
         kv_type_ops(kt).quantize_head(k.data() + (size_t(p) * H + g) * hd, want.data(), hd);
         EXPECT_EQ(std::memcmp(view.k_row(p, g), want.data(), want.size()), 0) << kv_type_name(kt) << " " << p;
+      }
+  }
+}
+
+// The parallel store writes the same bytes as the serial one (every row has one writer).
+TEST(KvCache, ParallelStoreMatchesSerial) {
+  const int H = 3, hd = 128, n = 77;
+  KvShape shape{1, H, hd, hd, {}};
+  ThreadPool pool(3);
+  for (KvType vt : {KvType::Turbo3T, KvType::Turbo3, KvType::Q8_0}) {
+    KvCache serial(shape, KvType::Q8_0, vt, 128, 16), parallel(shape, KvType::Q8_0, vt, 128, 16);
+    const auto k = test::random_floats(size_t(n) * H * hd, 3), v = test::random_floats(size_t(n) * H * hd, 4);
+    serial.store(0, 0, n, k.data(), v.data());
+    parallel.store(0, 0, n, k.data(), v.data(), &pool);
+    const KvLayerView a = serial.view(0), b = parallel.view(0);
+    for (int p = 0; p < n; ++p)
+      for (int g = 0; g < H; ++g) {
+        ASSERT_EQ(std::memcmp(a.k_row(p, g), b.k_row(p, g), a.k_head_bytes), 0) << p;
+        ASSERT_EQ(std::memcmp(a.v_row(p, g), b.v_row(p, g), a.v_head_bytes), 0) << kv_type_name(vt) << " " << p;
       }
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace polykv {
 
@@ -44,7 +45,7 @@ void KvCache::ensure_blocks(Layer& l, int n_positions) {
   }
 }
 
-void KvCache::store(int layer, int pos, int n, const float* k, const float* v) {
+void KvCache::store(int layer, int pos, int n, const float* k, const float* v, ThreadPool* pool) {
   check(layer >= 0 && layer < shape_.n_layer, "KV store: layer ", layer, " out of range");
   check(pos >= 0 && n >= 0 && pos + n <= max_tokens_, "context full: positions up to ", pos + n,
         " exceed the KV cache size ", max_tokens_);
@@ -55,11 +56,20 @@ void KvCache::store(int layer, int pos, int n, const float* k, const float* v) {
   const KvTypeOps& vops = kv_type_ops(v_type_);
   const int H = shape_.n_head_kv, hd = shape_.head_dim, hdv = shape_.head_dim_v;
   const KvLayerView rows = view(layer);  // row addressing; rows are written through it
-  for (int t = 0; t < n; ++t)
-    for (int g = 0; g < H; ++g) {
+  // Every (token, head) row is written by exactly one task, into memory ensure_blocks already owns.
+  const auto quantize_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int t = int(r / H), g = int(r % H);
       kops.quantize_head(k + (int64_t(t) * H + g) * hd, const_cast<uint8_t*>(rows.k_row(pos + t, g)), hd);
       vops.quantize_head(v + (int64_t(t) * H + g) * hdv, const_cast<uint8_t*>(rows.v_row(pos + t, g)), hdv);
     }
+  };
+  const int64_t n_rows = int64_t(n) * H;
+  if (pool && n_rows > 1) {
+    pool->parallel_for(n_rows, quantize_rows, 8);
+  } else {
+    quantize_rows(0, n_rows);
+  }
   if (v_window_.enabled()) store_v_window(l, pos, n, v);
 }
 

@@ -27,6 +27,8 @@
 
 namespace polykv {
 
+class ThreadPool;
+
 struct KvShape {
   int n_layer = 0;
   int n_head_kv = 0;
@@ -85,7 +87,8 @@ class KvCache {
   KvType v_type() const { return v_type_; }
 
   // k: [n][n_head_kv * head_dim], v: [n][n_head_kv * head_dim_v], f32. Throws if pos + n > max_tokens.
-  void store(int layer, int pos, int n, const float* k, const float* v);
+  // With a pool, the rows are quantized in parallel (bit-identical to the serial result).
+  void store(int layer, int pos, int n, const float* k, const float* v, ThreadPool* pool = nullptr);
   void commit(int n_tokens);     // all layers hold positions [0, n_tokens); releases out-of-window blocks
   void truncate(int n_tokens);   // throws if a sliding layer already released what n_tokens needs
 

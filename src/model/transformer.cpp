@@ -107,7 +107,7 @@ void Model::forward(std::span<const int32_t> tokens, KvCache& kv, float* logits,
       rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos0 + t, inv_freq, lc.rope_scale, c.rope_style);
     }
     kv.k_equalizer().equalize_keys(il, pos0, k.data(), n);  // no-op unless enabled
-    kv.store(il, pos0, n, k.data(), v.data());
+    kv.store(il, pos0, n, k.data(), v.data(), &pool);
     kv.k_equalizer().scale_queries(il, q.data(), n, c.n_head);
     AttentionParams ap;
     ap.n_head = c.n_head;

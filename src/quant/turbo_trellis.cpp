@@ -1,6 +1,7 @@
 // Reference trellis-coded turbo3: Viterbi encoder and decoders (layout and math in turbo_trellis.h).
 #include "quant/turbo_trellis.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -21,6 +22,12 @@ const double kTrellisCodebook[16] = {-2.483670, -1.801972, -1.364522, -1.046195,
 namespace {
 
 constexpr int kStates = 8;
+
+constexpr auto kSubset = [] {
+  std::array<int, 16> t{};
+  for (int w = 0; w < 16; ++w) t[size_t(w)] = subset_of_window(w);
+  return t;
+}();
 
 struct Tables {
   float t[3][16];  // groups 32, 64, 128
@@ -51,25 +58,28 @@ double encode_group(const float* u, const float* lv, int n, uint8_t* rec) {
   uint8_t pick[128][kStates];  // [i][new state]: the index j chosen on that branch
   for (int s = 0; s < kStates; ++s) cost[s] = s == 0 ? 0.0f : kInf;
   for (int i = 0; i < n; ++i) {
-    // Nearest level of each subset and its squared error.
+    // Nearest level of each subset and its squared error (branch-free: the data is random).
     float err[4];
     int best_j[4];
     for (int s = 0; s < 4; ++s) {
-      err[s] = kInf;
+      float e = kInf;
+      int bj = 0;
       for (int j = 0; j < 4; ++j) {
-        const float d = u[i] - lv[s + 4 * j];
-        if (d * d < err[s]) err[s] = d * d, best_j[s] = j;
+        const float d = u[i] - lv[s + 4 * j], dd = d * d;
+        bj = dd < e ? j : bj;
+        e = dd < e ? dd : e;
       }
+      err[s] = e, best_j[s] = bj;
     }
-    // New state ns = (t_{i-2}, t_{i-1}, t_i) = w >> 1; its predecessors differ in t_{i-3} = w & 1.
+    // New state ns = (t_{i-2}, t_{i-1}, t_i) = w >> 1; its two predecessors differ in t_{i-3} = w & 1
+    // (ties keep t_{i-3} = 0).
     for (int ns = 0; ns < kStates; ++ns) {
-      next[ns] = kInf;
-      for (int old = 0; old < 2; ++old) {
-        const int w = ((ns << 1) | old) & 15;
-        const int ps = w & 7;  // predecessor state (t_{i-3}, t_{i-2}, t_{i-1})
-        const float c = cost[ps] + err[subset_of_window(w)];
-        if (c < next[ns]) next[ns] = c, from[i][ns] = uint8_t(old), pick[i][ns] = uint8_t(best_j[subset_of_window(w)]);
-      }
+      const int w0 = (ns << 1) & 15, w1 = w0 | 1;
+      const float c0 = cost[w0 & 7] + err[kSubset[w0]], c1 = cost[w1 & 7] + err[kSubset[w1]];
+      const bool take1 = c1 < c0;
+      next[ns] = take1 ? c1 : c0;
+      from[i][ns] = uint8_t(take1);
+      pick[i][ns] = uint8_t(best_j[kSubset[take1 ? w1 : w0]]);
     }
     std::memcpy(cost, next, sizeof cost);
   }
