@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   for (float& x : q) x = normal(rng);
   const std::pair<KvType, KvType> pairs[] = {
       {KvType::F16, KvType::F16}, {KvType::Q8_0, KvType::Q8_0}, {KvType::Q8_0, KvType::Turbo3},
-      {KvType::Turbo3, KvType::Turbo3}, {KvType::Q4_0, KvType::Q4_0}, {KvType::Turbo4, KvType::Turbo4}};
+      {KvType::Q8_0, KvType::Turbo3T}, {KvType::Turbo3, KvType::Turbo3}, {KvType::Q4_0, KvType::Q4_0},
+      {KvType::Turbo4, KvType::Turbo4}};
   for (auto [kt, vt] : pairs) {
     KvCache kv(KvShape{1, kHeadKv, kHeadDim, kHeadDim, {}}, kt, vt, depth + 1);
     for (int p = 0; p < depth + 1; p += kChunk)

@@ -446,6 +446,13 @@ TEST(TurboRotated, Avx2MatchesScalarOnRandomBytes) {
         detail::kernels_scalar().axpy(bits, -0.75f, code.data(), a1.data(), d);
         k->axpy(bits, -0.75f, code.data(), a2.data(), d);
         for (int i = 0; i < d; ++i) EXPECT_NEAR(a2[i], a1[i], 1e-5f * (1 + std::abs(a1[i])));
+        // decode == axpy with a = 1 into zeros, bit for bit, on both kernels.
+        std::vector<float> z(d, 0.0f), y1(d), y2(d);
+        detail::kernels_scalar().axpy(bits, 1.0f, code.data(), z.data(), d);
+        detail::kernels_scalar().decode(bits, code.data(), y1.data(), d);
+        k->decode(bits, code.data(), y2.data(), d);
+        EXPECT_EQ(0, std::memcmp(z.data(), y1.data(), sizeof(float) * d)) << bits << " " << d;
+        EXPECT_EQ(0, std::memcmp(z.data(), y2.data(), sizeof(float) * d)) << bits << " " << d;
       }
     }
 }

@@ -63,6 +63,8 @@ void unrotate(float* y, int head_dim);
 float dot_rotated(int bits, const uint8_t* src, const float* q_rot, int head_dim);
 // acc_rot[i] += a * v_i over head_dim values. Uses AVX2 when the CPU has it.
 void axpy_rotated(int bits, float a, const uint8_t* src, float* acc_rot, int head_dim);
+// y_rot[i] = v_i over head_dim values (bit-identical to axpy_rotated with a = 1 into zeros).
+void decode_rotated(int bits, const uint8_t* src, float* y_rot, int head_dim);
 
 // 2^bits levels, ascending: gaussian_codebook(bits) / sqrt(group), for group in {32, 64, 128}.
 const float* levels(int bits, int group);

@@ -49,6 +49,7 @@ inline float read_norm(const uint8_t* rec) {
 struct Kernels {
   float (*dot)(int bits, const uint8_t* src, const float* q_rot, int head_dim);
   void (*axpy)(int bits, float a, const uint8_t* src, float* acc_rot, int head_dim);
+  void (*decode)(int bits, const uint8_t* src, float* y_rot, int head_dim);
 };
 const Kernels& kernels_scalar();
 const Kernels* kernels_avx2();  // nullptr when the CPU lacks AVX2 + FMA + F16C

@@ -32,10 +32,20 @@ void axpy_scalar(int bits, float a, const uint8_t* src, float* acc_rot, int head
   }
 }
 
+void decode_scalar(int bits, const uint8_t* src, float* y_rot, int head_dim) {
+  const Layout l = layout(bits, head_dim);
+  const float* lv = level_table(bits, l.group);
+  for (int g = 0; g < l.n_groups; ++g) {
+    const uint8_t* rec = src + size_t(g) * l.group_bytes;
+    const float rn = read_norm(rec);
+    for (int i = 0; i < l.group; ++i) y_rot[g * l.group + i] = rn * lv[read_index(rec + 2, bits, i)];
+  }
+}
+
 }  // namespace
 
 const Kernels& kernels_scalar() {
-  static const Kernels k{dot_scalar, axpy_scalar};
+  static const Kernels k{dot_scalar, axpy_scalar, decode_scalar};
   return k;
 }
 
@@ -55,6 +65,10 @@ float dot_rotated(int bits, const uint8_t* src, const float* q_rot, int head_dim
 
 void axpy_rotated(int bits, float a, const uint8_t* src, float* acc_rot, int head_dim) {
   detail::kernels().axpy(bits, a, src, acc_rot, head_dim);
+}
+
+void decode_rotated(int bits, const uint8_t* src, float* y_rot, int head_dim) {
+  detail::kernels().decode(bits, src, y_rot, head_dim);
 }
 
 }  // namespace polykv::turbo

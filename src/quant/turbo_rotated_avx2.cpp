@@ -114,6 +114,24 @@ void axpy_groups(const Layout& l, float a, const uint8_t* src, float* acc_rot) {
   }
 }
 
+template <typename Decode>
+void decode_groups(const Layout& l, const uint8_t* src, float* y_rot) {
+  const Decode dec(level_table(l.bits, l.group));
+  for (int g = 0; g < l.n_groups; ++g) {
+    const uint8_t* rec = src + size_t(g) * l.group_bytes;
+    const __m256 rn = _mm256_set1_ps(norm_f16c(rec));
+    float* y = y_rot + g * l.group;
+    for (int k = 0; k < l.group / 8; ++k) _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(rn, dec(rec + 2, k)));
+  }
+}
+
+void decode_avx2(int bits, const uint8_t* src, float* y_rot, int head_dim) {
+  const Layout l = layout(bits, head_dim);
+  if (bits == 2) return decode_groups<Decode2>(l, src, y_rot);
+  if (bits == 3) return decode_groups<Decode3>(l, src, y_rot);
+  return decode_groups<Decode4>(l, src, y_rot);
+}
+
 float dot_avx2(int bits, const uint8_t* src, const float* q_rot, int head_dim) {
   const Layout l = layout(bits, head_dim);
   if (bits == 2) return dot_groups<Decode2>(l, src, q_rot);
@@ -131,7 +149,7 @@ void axpy_avx2(int bits, float a, const uint8_t* src, float* acc_rot, int head_d
 }  // namespace
 
 const Kernels* kernels_avx2() {
-  static const Kernels k{dot_avx2, axpy_avx2};
+  static const Kernels k{dot_avx2, axpy_avx2, decode_avx2};
   return cpu_features().has_avx2_set() ? &k : nullptr;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/attention_tile.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "core/error.h"
 
@@ -33,6 +34,14 @@ struct Plan {
   const KvRowKernels& vk;
   ExpSumFn exp_sum;
   const KvRowKernels& vhk;  // the V precision window's type
+  AccumulateTileFn accumulate_tile;
+  ScoreTileFn score_tile;
+  const float* qf;    // queries as f32 in K's basis: [n_q][n_head][qf_stride floats]
+  size_t qf_stride;
+
+  const float* query_f32(int i, int g, int h) const {
+    return qf + (size_t(i) * size_t(p.n_head) + size_t(g) * size_t(group) + size_t(h)) * qf_stride;
+  }
 
   const uint8_t* query(int i, int g, int h) const {
     return qp + (size_t(i) * size_t(p.n_head) + size_t(g) * size_t(group) + size_t(h)) * q_stride;
@@ -49,13 +58,24 @@ void visible_tokens(const Plan& c, int i0, int nt, int key, int& ta, int& tb) {
   if (c.p.window > 0) tb = std::min(tb, key + c.p.window - 1 - q0);  // qpos_t - window < key
 }
 
+bool tile_fully_visible(const Plan& c, int i0, int nt, int s0, int ns);
+
 // Scores of one key tile, S: [rows][kKeyTile], -inf where masked; then the online-softmax update
-// of m, l and acc, leaving S as the weights exp(s - m) of the keys.
+// of m, l and acc, leaving S as the weights exp(s - m) of the keys. ktile: [kKeyTile][head_dim] scratch.
 void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float* S, float* m, float* l, float* acc,
-                    float* kdec) {
+                    float* kdec, float* ktile) {
   const int group = c.group, hd = c.kv.head_dim, hdv = c.kv.head_dim_v, rows = nt * group;
   std::fill(S, S + size_t(rows) * kKeyTile, -INFINITY);
-  for (int j = 0; j < ns; ++j) {
+  const bool dense = tile_fully_visible(c, i0, nt, s0, ns);
+  if (dense) {
+    // Every key is seen by every row: decode the tile's K rows once, one register-blocked product.
+    for (int j = 0; j < ns; ++j) c.kk.decode(c.kv.k_row(s0 + j, g), ktile + size_t(j) * hd, hd);
+    const float* q_rows[kMaxGroup * kTileQueries];
+    for (int t = 0; t < nt; ++t)
+      for (int h = 0; h < group; ++h) q_rows[t * group + h] = c.query_f32(i0 + t, g, h);
+    c.score_tile(ktile, ns, hd, q_rows, rows, S, kKeyTile);
+  }
+  for (int j = 0; j < ns && !dense; ++j) {
     int ta, tb;
     visible_tokens(c, i0, nt, s0 + j, ta, tb);
     if (ta > tb) continue;
@@ -97,9 +117,25 @@ void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float*
   }
 }
 
-// acc rows += weights S of one key tile times its V rows.
-void accumulate_values(const Plan& c, int i0, int nt, int g, int s0, int ns, const float* S, float* acc, float* vdec) {
+// True when every key of [s0, s0 + ns) is visible to every query of the tile (nt tokens from i0).
+bool tile_fully_visible(const Plan& c, int i0, int nt, int s0, int ns) {
+  int ta, tb;
+  visible_tokens(c, i0, nt, s0 + ns - 1, ta, tb);  // the last key: causal limit
+  if (ta != 0) return false;
+  visible_tokens(c, i0, nt, s0, ta, tb);  // the first key: window limit
+  return tb == nt - 1;
+}
+
+// acc rows += weights S of one key tile times its V rows. vtile: [kKeyTile][head_dim_v] scratch.
+void accumulate_values(const Plan& c, int i0, int nt, int g, int s0, int ns, const float* S, float* acc, float* vdec,
+                       float* vtile) {
   const int group = c.group, hdv = c.kv.head_dim_v;
+  if (!c.kv.v_hi && tile_fully_visible(c, i0, nt, s0, ns)) {
+    // Dense tile: decode its rows once, then one register-blocked product for all rows.
+    for (int j = 0; j < ns; ++j) c.vk.decode(c.kv.v_row(s0 + j, g), vtile + size_t(j) * hdv, hdv);
+    c.accumulate_tile(vtile, ns, hdv, S, kKeyTile, nt * group, acc, size_t(hdv));
+    return;
+  }
   for (int j = 0; j < ns; ++j) {
     int ta, tb;
     visible_tokens(c, i0, nt, s0 + j, ta, tb);
@@ -134,14 +170,17 @@ void run_item(const Plan& c, int tile, int g, int chunk, float* part, std::vecto
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
   std::fill(acc, acc + size_t(rows) * c.kv.head_dim_v, 0.0f);
-  scratch.resize(size_t(c.rows_max) * kKeyTile + size_t(c.kv.head_dim) + size_t(c.kv.head_dim_v));
+  scratch.resize(size_t(c.rows_max) * kKeyTile + size_t(c.kv.head_dim) * (1 + kKeyTile) +
+                 size_t(c.kv.head_dim_v) * (1 + kKeyTile));
   float* S = scratch.data();                            // [rows][kKeyTile]
   float* kdec = S + size_t(c.rows_max) * kKeyTile;      // [head_dim]
   float* vdec = kdec + c.kv.head_dim;                   // [head_dim_v]
+  float* vtile = vdec + c.kv.head_dim_v;                // [kKeyTile][head_dim_v]
+  float* ktile = vtile + size_t(kKeyTile) * c.kv.head_dim_v;  // [kKeyTile][head_dim]
   for (int s0 = k_begin; s0 < k_end; s0 += kKeyTile) {
     const int ns = std::min(kKeyTile, k_end - s0);
-    score_key_tile(c, i0, nt, g, s0, ns, S, m, l, acc, kdec);
-    accumulate_values(c, i0, nt, g, s0, ns, S, acc, vdec);
+    score_key_tile(c, i0, nt, g, s0, ns, S, m, l, acc, kdec, ktile);
+    accumulate_values(c, i0, nt, g, s0, ns, S, acc, vdec, vtile);
   }
 }
 
@@ -190,6 +229,8 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
     for (int64_t r = b; r < e; ++r) kops.prepare_query(q + r * hd, qp + size_t(r) * q_stride, hd);
   });
 
+  // q8_0/q4_0 prepare integer (q8_0) queries in the original basis; every other type an f32 one.
+  const bool integer_query = kv.k_type == KvType::Q8_0 || kv.k_type == KvType::Q4_0;
   const int tile_q = std::min(kTileQueries, n_q);
   const int n_tiles = (n_q + tile_q - 1) / tile_q;
   // Enough items to keep every thread busy (8 per thread); each chunk at least kMinChunkKeys keys.
@@ -199,7 +240,11 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
   const int n_chunks = std::max(1, std::min(want, max_keys / kMinChunkKeys));
 
   const Plan c{p, kv, pos0, n_q, group, tile_q, n_tiles, n_chunks, tile_q * group, qp, q_stride,
-               kv_row_kernels(kv.k_type), kv_row_kernels(kv.v_type), exp_sum_kernel(), kv_row_kernels(kv.v_hi_type)};
+               kv_row_kernels(kv.k_type), kv_row_kernels(kv.v_type), exp_sum_kernel(), kv_row_kernels(kv.v_hi_type),
+               accumulate_tile_kernel(), score_tile_kernel(),
+               // f32 queries in K's basis: q itself for integer queries, else the prepared ones.
+               integer_query ? q : reinterpret_cast<const float*>(qp),
+               integer_query ? size_t(hd) : q_stride / sizeof(float)};
   const int64_t n_items = int64_t(base_items) * n_chunks;
   std::vector<float> partials(size_t(n_items) * c.partial_floats());  // [n_tiles][n_head_kv][n_chunks][partial]
   pool.parallel_for(n_items, [&](int64_t b, int64_t e) {

@@ -278,10 +278,10 @@ template <KvType T>
 float turbo_dot(const uint8_t* k, const uint8_t* qp, int hd) { return kv_type_ops(T).dot(k, qp, hd); }
 template <KvType T>
 void turbo_axpy(float a, const uint8_t* v, float* acc, int hd) { kv_type_ops(T).axpy(a, v, acc, hd); }
+constexpr int turbo_bits_of(KvType t) { return t == KvType::Turbo4 ? 4 : t == KvType::Turbo3 ? 3 : 2; }
 template <KvType T>
 void turbo_decode(const uint8_t* src, float* x, int hd) {  // rotated basis
-  std::fill(x, x + hd, 0.0f);
-  kv_type_ops(T).axpy(1.0f, src, x, hd);
+  turbo::decode_rotated(turbo_bits_of(T), src, x, hd);
 }
 
 // ---- turbo3t: rows decoded group by group (quant/turbo_trellis.h), then the f32 kernels ----

@@ -101,6 +101,18 @@ void quant_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, fl
   }
 }
 
+// q8_0 row -> f32: per block d * q (the same products as the AVX2 axpy into zeros).
+void q8_decode(const uint8_t* src, float* x, int hd) {
+  for (int b = 0; b < hd / kQK32; ++b) {
+    const uint8_t* blk = src + size_t(b) * sizeof(BlockQ8_0);
+    const __m512 d = _mm512_set1_ps(half(blk));
+    const __m256i q = load32(blk + 2);
+    _mm512_storeu_ps(x + 32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)))));
+    _mm512_storeu_ps(x + 32 * b + 16,
+                     _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)))));
+  }
+}
+
 template <bool kF16>
 __m512 load16(const uint8_t* p, int i) {
   if constexpr (kF16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * size_t(i))));
@@ -152,7 +164,7 @@ KvRowKernels make(KvType t) {
   KvRowKernels k = avx2(t);
   k.dot_f32 = dot_f32;
   k.axpy_f32 = axpy_f32;
-  if (t == KvType::Q8_0) k.dot = q8_dot, k.dot_n = quant_dot_n<false>;
+  if (t == KvType::Q8_0) k.dot = q8_dot, k.dot_n = quant_dot_n<false>, k.decode = q8_decode;
   if (t == KvType::Q4_0) k.dot = q4_dot, k.dot_n = quant_dot_n<true>;
   if (t == KvType::F16) k.dot = dot_row<true>, k.axpy = axpy_row<true>;
   if (t == KvType::F32) k.dot = dot_row<false>, k.axpy = axpy_row<false>;

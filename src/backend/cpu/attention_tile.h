@@ -1,0 +1,33 @@
+// The two products of attention over one tile of keys, on rows decoded to f32 in their type's basis.
+//
+// Scores: S[r * s_stride + j] = q_r · k[j * hd ..]   for r < n_rows, j < n_keys (q_r = q_rows[r],
+// prepared in K's basis). The AVX-512 kernel computes blocks of 4 rows x 4 keys in 16 zmm
+// accumulators and reduces the 16 sums with one transpose-and-add tree.
+//
+// Values:
+//   acc[r][i] += sum_j w[r * w_stride + j] * v[j * hdv + i]     for r < n_rows, j < n_keys, i < hdv
+// (v: the tile's V rows decoded to f32 in V's basis, [n_keys][hdv]; w: softmax weights; acc rows
+// acc_stride floats apart). The AVX-512 kernel keeps blocks of 4 rows x 64 values of acc in registers
+// across the whole tile, so acc is loaded and stored once per tile instead of once per key.
+#pragma once
+#include <cstddef>
+
+namespace polykv {
+
+using ScoreTileFn = void (*)(const float* k, int n_keys, int hd, const float* const* q_rows, int n_rows, float* S,
+                            size_t s_stride);
+
+void score_tile_scalar(const float* k, int n_keys, int hd, const float* const* q_rows, int n_rows, float* S,
+                       size_t s_stride);
+ScoreTileFn score_tile_avx512();  // nullptr if this CPU lacks AVX-512
+ScoreTileFn score_tile_kernel();  // the best for this CPU, chosen once
+
+using AccumulateTileFn = void (*)(const float* v, int n_keys, int hdv, const float* w, size_t w_stride, int n_rows,
+                                  float* acc, size_t acc_stride);
+
+void accumulate_tile_scalar(const float* v, int n_keys, int hdv, const float* w, size_t w_stride, int n_rows,
+                            float* acc, size_t acc_stride);
+AccumulateTileFn accumulate_tile_avx512();  // nullptr if this CPU lacks AVX-512
+AccumulateTileFn accumulate_tile_kernel();  // the best for this CPU, chosen once
+
+}  // namespace polykv
