@@ -3,6 +3,7 @@
 // scalar one, and the KV type built on it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -180,6 +181,12 @@ TEST(TrellisDecode, FastMatchesScalarOnRandomBytes) {
       decode_rotated(code.data(), a.data(), d);
       decode_rotated_fast(code.data(), b.data(), d);
       ASSERT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * size_t(d))) << d;
+      for (DecodeFn k : {decode_rotated_avx2_kernel(), decode_rotated_avx512_kernel()}) {
+        if (!k) continue;
+        std::fill(b.begin(), b.end(), -1.0f);
+        k(code.data(), b.data(), d);
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), sizeof(float) * size_t(d))) << d;
+      }
     }
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2: the fast decoder is the scalar one";
 }

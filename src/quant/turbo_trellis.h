@@ -40,8 +40,11 @@ size_t head_bytes(int head_dim);
 void quantize_head(const float* x, uint8_t* dst, int head_dim);
 // src -> y[0..head_dim) in the rotated basis: y_i = r'_g * c_i.
 void decode_rotated(const uint8_t* src, float* y, int head_dim);
-// The same as decode_rotated, with AVX2 when the CPU has it (bit-identical results).
+// The same as decode_rotated, with AVX-512 or AVX2 when the CPU has it (bit-identical results).
 void decode_rotated_fast(const uint8_t* src, float* y, int head_dim);
+using DecodeFn = void (*)(const uint8_t* src, float* y, int head_dim);
+DecodeFn decode_rotated_avx2_kernel();    // nullptr without AVX2
+DecodeFn decode_rotated_avx512_kernel();  // nullptr without AVX-512
 // src -> x[0..head_dim) in the original basis (decode_rotated, then S·H per group).
 void dequantize_head(const uint8_t* src, float* x, int head_dim);
 

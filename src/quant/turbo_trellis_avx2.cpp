@@ -24,8 +24,8 @@ constexpr uint32_t subset_word() {
 constexpr uint32_t kSubsetWord = subset_word();
 
 void decode_rotated_avx2(const uint8_t* src, float* y, int head_dim) {
-  const int n = group_size(head_dim);
-  const size_t gb = head_bytes(n);
+  const int n = head_dim % 128 == 0 ? 128 : head_dim;  // head_dim was validated when the row was made
+  const size_t gb = 2 + size_t(n) * 3 / 8;
   const float* lv = levels(n);
   const __m256 table_lo = _mm256_loadu_ps(lv), table_hi = _mm256_loadu_ps(lv + 8);
   const __m256i window_shift = _mm256_setr_epi32(5, 6, 7, 8, 9, 10, 11, 12);
@@ -56,8 +56,12 @@ void decode_rotated_avx2(const uint8_t* src, float* y, int head_dim) {
 
 }  // namespace
 
+DecodeFn decode_rotated_avx2_kernel() { return cpu_features().has_avx2_set() ? decode_rotated_avx2 : nullptr; }
+
 void decode_rotated_fast(const uint8_t* src, float* y, int head_dim) {
-  static const auto best = cpu_features().has_avx2_set() ? decode_rotated_avx2 : decode_rotated;
+  static const DecodeFn best = decode_rotated_avx512_kernel() ? decode_rotated_avx512_kernel()
+                               : decode_rotated_avx2_kernel() ? decode_rotated_avx2_kernel()
+                                                              : decode_rotated;
   best(src, y, head_dim);
 }
 
