@@ -42,7 +42,7 @@ inline std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
 // The project's default KV cache types (DESIGN.md §4): keys q8_0 (softmax amplifies their error),
 // values turbo3.
 inline constexpr const char* kDefaultCacheTypeK = "q8_0";
-inline constexpr const char* kDefaultCacheTypeV = "turbo3";
+inline constexpr const char* kDefaultCacheTypeV = "turbo3t";
 // Help text of --cache-type-k / --cache-type-v (which = "K" or "V").
 std::string kv_type_help(const char* which);
 
