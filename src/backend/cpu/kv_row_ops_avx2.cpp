@@ -300,7 +300,15 @@ float trellis_dot(const uint8_t* k, const uint8_t* qp, int hd) {
   return s;
 }
 void trellis_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n_q, float* out, int hd) {
-  for (int r = 0; r < n_q; ++r) out[r] = trellis_dot(k, qp + size_t(r) * q_stride, hd);
+  const int n = trellis_group(hd);
+  const size_t gb = turbo::trellis::head_bytes(n);
+  alignas(32) float y[128];
+  std::fill(out, out + n_q, 0.0f);
+  for (int g = 0; g < hd / n; ++g) {  // each group decoded once for all the queries
+    turbo::trellis::decode_rotated_fast(k + size_t(g) * gb, y, n);
+    for (int r = 0; r < n_q; ++r)
+      out[r] += dot_f32(y, reinterpret_cast<const float*>(qp + size_t(r) * q_stride) + g * n, n);
+  }
 }
 void trellis_axpy(float a, const uint8_t* v, float* acc, int hd) {
   const int n = trellis_group(hd);
