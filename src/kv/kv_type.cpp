@@ -21,10 +21,13 @@ struct NameEntry {
 constexpr NameEntry kNames[] = {
     {KvType::F32, "f32"},       {KvType::F16, "f16"},       {KvType::BF16, "bf16"},     {KvType::Q8_0, "q8_0"},
     {KvType::Q4_0, "q4_0"},     {KvType::Turbo4, "turbo4"}, {KvType::Turbo3, "turbo3"}, {KvType::Turbo2, "turbo2"},
-    {KvType::Turbo3T, "turbo3t"},
+    {KvType::Turbo4T, "turbo4t"}, {KvType::Turbo3T, "turbo3t"}, {KvType::Turbo2T, "turbo2t"},
 };
 
 int turbo_bits(KvType t) { return t == KvType::Turbo4 ? 4 : t == KvType::Turbo3 ? 3 : t == KvType::Turbo2 ? 2 : 0; }
+int trellis_bits(KvType t) {
+  return t == KvType::Turbo4T ? 4 : t == KvType::Turbo3T ? 3 : t == KvType::Turbo2T ? 2 : 0;
+}
 
 // ---- plain float rows: f32 / f16 / bf16. The prepared query is an f32 copy. ----
 
@@ -166,7 +169,7 @@ KvType parse_kv_type(const std::string& name) {
   fail("unknown KV cache type '", name, "' (valid: ", kv_type_names(), ")");
 }
 
-bool kv_type_rotated(KvType t) { return turbo_bits(t) != 0 || t == KvType::Turbo3T; }
+bool kv_type_rotated(KvType t) { return turbo_bits(t) != 0 || trellis_bits(t) != 0; }
 
 void check_kv_head_dim(KvType t, int hd) {
   check(hd > 0, "invalid head size ", hd);
@@ -187,7 +190,9 @@ size_t kv_head_bytes(KvType t, int hd) {
     case KvType::BF16: return size_t(hd) * 2;
     case KvType::Q8_0: return size_t(hd / kQK32) * sizeof(BlockQ8_0);
     case KvType::Q4_0: return size_t(hd / kQK32) * sizeof(BlockQ4_0);
-    case KvType::Turbo3T: return turbo_trellis_kv_head_bytes(hd);
+    case KvType::Turbo4T:
+    case KvType::Turbo3T:
+    case KvType::Turbo2T: return turbo_trellis_kv_head_bytes(trellis_bits(t), hd);
     default: return turbo_kv_head_bytes(turbo_bits(t), hd);
   }
 }
@@ -199,7 +204,9 @@ const KvTypeOps& kv_type_ops(KvType t) {
     case KvType::BF16: return float_ops<KvType::BF16>;
     case KvType::Q8_0: return q8_ops;
     case KvType::Q4_0: return q4_ops;
-    case KvType::Turbo3T: return turbo_trellis_kv_ops();
+    case KvType::Turbo4T:
+    case KvType::Turbo3T:
+    case KvType::Turbo2T: return *turbo_trellis_kv_ops(trellis_bits(t));
     default: return *turbo_kv_ops(turbo_bits(t));
   }
 }

@@ -5,7 +5,7 @@
 //   q8_0/q4_0:    head_dim / 32 ggml blocks (quant/blocks.h), head_dim a multiple of 32;
 //   turbo4/3/2:   TurboQuant codes of quant/turbo.h (norm + b-bit indices per group of 128, or of
 //                 head_dim when it is 64 or 32), stored in the rotated basis.
-//   turbo3t:      turbo3's size and rotation with trellis-coded indices (quant/turbo_trellis.h).
+//   turbo4t/3t/2t: turbo4/3/2's size and rotation with trellis-coded indices (quant/turbo_trellis.h).
 //
 // Attention uses a type through KvTypeOps, in a "prepared" basis:
 //   score = dot(k_row, prepare_query(q))          equals q·k up to the type's rounding;
@@ -19,12 +19,13 @@
 
 namespace polykv {
 
-enum class KvType { F32, F16, BF16, Q8_0, Q4_0, Turbo4, Turbo3, Turbo2, Turbo3T };
+enum class KvType { F32, F16, BF16, Q8_0, Q4_0, Turbo4, Turbo3, Turbo2, Turbo4T, Turbo3T, Turbo2T };
 
-inline constexpr KvType kAllKvTypes[] = {KvType::F32,    KvType::F16,    KvType::BF16,   KvType::Q8_0,   KvType::Q4_0,
-                                         KvType::Turbo4, KvType::Turbo3, KvType::Turbo2, KvType::Turbo3T};
+inline constexpr KvType kAllKvTypes[] = {KvType::F32,    KvType::F16,    KvType::BF16,    KvType::Q8_0,
+                                         KvType::Q4_0,   KvType::Turbo4, KvType::Turbo3,  KvType::Turbo2,
+                                         KvType::Turbo4T, KvType::Turbo3T, KvType::Turbo2T};
 
-const char* kv_type_name(KvType t);  // "f32", "f16", "bf16", "q8_0", "q4_0", "turbo4", "turbo3", "turbo2", "turbo3t"
+const char* kv_type_name(KvType t);  // "f32", "f16", "bf16", "q8_0", "q4_0", "turbo4", "turbo3", "turbo2", "turbo4t", "turbo3t", "turbo2t"
 std::string kv_type_names();         // the valid names, comma-separated, for error messages
 // Parses a name (case-insensitive); throws Error listing the valid names if unknown.
 KvType parse_kv_type(const std::string& name);

@@ -33,29 +33,36 @@ void axpy(float a, const uint8_t* v, float* acc, int hd) { turbo::axpy_rotated(B
 template <int B>
 constexpr KvTypeOps ops{query_bytes, quantize<B>, dequantize<B>, prepare, dot<B>, axpy<B>, finish};
 
-// turbo3t: same rotated basis; rows are decoded (rotated) one group at a time, then dotted / accumulated.
+// turbo<B>t: same rotated basis; rows are decoded (rotated) one group at a time, then dotted / accumulated.
+template <int B>
 float trellis_dot(const uint8_t* k, const uint8_t* qp, int hd) {
   const int n = turbo::group_size(hd);
-  const size_t gb = turbo::trellis::head_bytes(n);
+  const size_t gb = turbo::trellis::head_bytes(B, n);
   const float* q = reinterpret_cast<const float*>(qp);
   float y[128], s = 0;
   for (int g = 0; g < hd / n; ++g) {
-    turbo::trellis::decode_rotated(k + size_t(g) * gb, y, n);
+    turbo::trellis::decode_rotated(B, k + size_t(g) * gb, y, n);
     for (int i = 0; i < n; ++i) s += q[g * n + i] * y[i];
   }
   return s;
 }
+template <int B>
 void trellis_axpy(float a, const uint8_t* v, float* acc, int hd) {
   const int n = turbo::group_size(hd);
-  const size_t gb = turbo::trellis::head_bytes(n);
+  const size_t gb = turbo::trellis::head_bytes(B, n);
   float y[128];
   for (int g = 0; g < hd / n; ++g) {
-    turbo::trellis::decode_rotated(v + size_t(g) * gb, y, n);
+    turbo::trellis::decode_rotated(B, v + size_t(g) * gb, y, n);
     for (int i = 0; i < n; ++i) acc[g * n + i] += a * y[i];
   }
 }
-constexpr KvTypeOps trellis_ops{query_bytes,  turbo::trellis::quantize_head, turbo::trellis::dequantize_head, prepare,
-                                trellis_dot, trellis_axpy,                   finish};
+template <int B>
+void trellis_quantize(const float* x, uint8_t* dst, int hd) { turbo::trellis::quantize_head(B, x, dst, hd); }
+template <int B>
+void trellis_dequantize(const uint8_t* src, float* x, int hd) { turbo::trellis::dequantize_head(B, src, x, hd); }
+template <int B>
+constexpr KvTypeOps trellis_ops{query_bytes,     trellis_quantize<B>, trellis_dequantize<B>, prepare,
+                                trellis_dot<B>, trellis_axpy<B>,     finish};
 
 }  // namespace
 
@@ -70,8 +77,15 @@ const KvTypeOps* turbo_kv_ops(int bits) {
 
 size_t turbo_kv_head_bytes(int bits, int hd) { return turbo::head_bytes(bits, hd); }
 
-const KvTypeOps& turbo_trellis_kv_ops() { return trellis_ops; }
-size_t turbo_trellis_kv_head_bytes(int hd) { return turbo::trellis::head_bytes(hd); }
+const KvTypeOps* turbo_trellis_kv_ops(int bits) {
+  switch (bits) {
+    case 2: return &trellis_ops<2>;
+    case 3: return &trellis_ops<3>;
+    case 4: return &trellis_ops<4>;
+    default: return nullptr;
+  }
+}
+size_t turbo_trellis_kv_head_bytes(int bits, int hd) { return turbo::trellis::head_bytes(bits, hd); }
 
 
 }  // namespace polykv

@@ -11,8 +11,8 @@ const KvTypeOps* turbo_kv_ops(int bits);
 // Bytes per (token, head) of turbo<bits> rows; head_dim already checked.
 size_t turbo_kv_head_bytes(int bits, int head_dim);
 
-// Ops and row bytes of turbo3t (trellis-coded turbo3, quant/turbo_trellis.h).
-const KvTypeOps& turbo_trellis_kv_ops();
-size_t turbo_trellis_kv_head_bytes(int head_dim);
+// Ops (nullptr for other bits) and row bytes of turbo<bits>t (trellis-coded, quant/turbo_trellis.h).
+const KvTypeOps* turbo_trellis_kv_ops(int bits);
+size_t turbo_trellis_kv_head_bytes(int bits, int head_dim);
 
 }  // namespace polykv

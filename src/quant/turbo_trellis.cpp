@@ -1,4 +1,4 @@
-// Reference trellis-coded turbo3: Viterbi encoder and decoders (layout and math in turbo_trellis.h).
+// Reference trellis-coded turbo: Viterbi encoder and decoders (layout and math in turbo_trellis.h).
 #include "quant/turbo_trellis.h"
 
 #include <array>
@@ -12,12 +12,28 @@
 
 namespace polykv::turbo::trellis {
 
-// Produced by tools/tcq_codebook.py (generalized Lloyd iteration with the Viterbi encoder on 4000
-// random unit vectors of 128 dims scaled by sqrt(128), symmetrized each step, 25 iterations):
-// held-out MSE per coordinate 0.023465, against 0.033865 for the 8-level Lloyd-Max quantizer.
-const double kTrellisCodebook[16] = {-2.483670, -1.801972, -1.364522, -1.046195, -0.787245, -0.541864,
-                                     -0.329137, -0.099385, 0.099385,  0.329137,  0.541864,  0.787245,
-                                     1.046195,  1.364522,  1.801972,  2.483670};
+namespace {
+
+// Produced by tools/tcq_codebook.py BITS (generalized Lloyd iteration with the Viterbi encoder on
+// 4000 random unit vectors of 128 dims scaled by sqrt(128), symmetrized each step, 25 iterations).
+// Held-out MSE per coordinate, against the 2^bits-level Lloyd-Max quantizer of plain turbo:
+//   2 bits: 0.085880 vs 0.116040;  3 bits: 0.023465 vs 0.033865;  4 bits: 0.006150 vs 0.009351.
+constexpr double kCodebook2[8] = {-1.854814, -1.057199, -0.616284, -0.177389, 0.177389, 0.616284, 1.057199, 1.854814};
+constexpr double kCodebook3[16] = {-2.483670, -1.801972, -1.364522, -1.046195, -0.787245, -0.541864,
+                                   -0.329137, -0.099385, 0.099385,  0.329137,  0.541864,  0.787245,
+                                   1.046195,  1.364522,  1.801972,  2.483670};
+constexpr double kCodebook4[32] = {
+    -3.016406, -2.418897, -2.032920, -1.738632, -1.498507, -1.300974, -1.133916, -0.980854,
+    -0.846699, -0.717010, -0.599772, -0.479817, -0.374490, -0.259203, -0.159939, -0.048178,
+    0.048178,  0.159939,  0.259203,  0.374490,  0.479817,  0.599772,  0.717010,  0.846699,
+    0.980854,  1.133916,  1.300974,  1.498507,  1.738632,  2.032920,  2.418897,  3.016406};
+
+}  // namespace
+
+const double* codebook(int bits) {
+  check(bits >= 2 && bits <= 4, "trellis turbo: bits must be 2, 3 or 4, got ", bits);
+  return bits == 2 ? kCodebook2 : bits == 3 ? kCodebook3 : kCodebook4;
+}
 
 namespace {
 
@@ -30,11 +46,12 @@ constexpr auto kSubset = [] {
 }();
 
 struct Tables {
-  float t[3][16];  // groups 32, 64, 128
+  float t[3][3][32];  // [bits - 2][group 32, 64, 128][level]
   Tables() {
     const int groups[3] = {32, 64, 128};
-    for (int g = 0; g < 3; ++g)
-      for (int k = 0; k < 16; ++k) t[g][k] = float(kTrellisCodebook[k] / std::sqrt(double(groups[g])));
+    for (int b = 2; b <= 4; ++b)
+      for (int g = 0; g < 3; ++g)
+        for (int k = 0; k < (2 << b); ++k) t[b - 2][g][k] = float(codebook(b)[k] / std::sqrt(double(groups[g])));
   }
 };
 const Tables& tables() {
@@ -42,16 +59,27 @@ const Tables& tables() {
   return t;
 }
 
-size_t group_bytes(int n) { return 2 + size_t(n) * 3 / 8; }
+size_t group_bytes(int bits, int n) { return 2 + size_t(n) * size_t(bits) / 8; }
 
 void set_bit(uint8_t* p, int i) { p[i >> 3] |= uint8_t(1u << (i & 7)); }
 int get_bit(const uint8_t* p, int i) { return (p[i >> 3] >> (i & 7)) & 1; }
-void set_index2(uint8_t* p, int i, int j) { p[i >> 2] |= uint8_t(j << (2 * (i & 3))); }
-int get_index2(const uint8_t* p, int i) { return (p[i >> 2] >> (2 * (i & 3))) & 3; }
+// Index i of a w-bit LSB-first stream (w in 1..3), as turbo.h's streams.
+void set_index(uint8_t* p, int w, int i, int j) {
+  const int bit = w * i;
+  p[bit >> 3] |= uint8_t(j << (bit & 7));
+  if ((bit & 7) + w > 8) p[(bit >> 3) + 1] |= uint8_t(j >> (8 - (bit & 7)));
+}
+int get_index(const uint8_t* p, int w, int i) {
+  const int bit = w * i;
+  int v = p[bit >> 3] >> (bit & 7);
+  if ((bit & 7) + w > 8) v |= p[(bit >> 3) + 1] << (8 - (bit & 7));
+  return v & ((1 << w) - 1);
+}
 
 // Encodes one group: u[0..n) normalized rotated coordinates (unit norm), lv the group's levels.
 // Writes t bits and j indices into rec (zeroed) and returns sum c_i^2 of the chosen levels.
-double encode_group(const float* u, const float* lv, int n, uint8_t* rec) {
+double encode_group(int bits, const float* u, const float* lv, int n, uint8_t* rec) {
+  const int per_subset = 1 << (bits - 1);
   constexpr float kInf = std::numeric_limits<float>::infinity();
   float cost[kStates], next[kStates];
   uint8_t from[128][kStates];  // [i][new state]: the dropped oldest bit t_{i-3} of the best predecessor
@@ -64,7 +92,7 @@ double encode_group(const float* u, const float* lv, int n, uint8_t* rec) {
     for (int s = 0; s < 4; ++s) {
       float e = kInf;
       int bj = 0;
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < per_subset; ++j) {
         const float d = u[i] - lv[s + 4 * j], dd = d * d;
         bj = dd < e ? j : bj;
         e = dd < e ? dd : e;
@@ -93,7 +121,7 @@ double encode_group(const float* u, const float* lv, int n, uint8_t* rec) {
     const int w = ((s << 1) | from[i][s]) & 15;
     const int j = pick[i][s];
     if (w >> 3) set_bit(tbits, i);
-    set_index2(jbits, i, j);
+    set_index(jbits, bits - 1, i, j);
     const double c = lv[subset_of_window(w) + 4 * j];
     c2 += c * c;
     s = w & 7;
@@ -103,20 +131,22 @@ double encode_group(const float* u, const float* lv, int n, uint8_t* rec) {
 
 }  // namespace
 
-const float* levels(int group) {
-  check(group == 32 || group == 64 || group == 128, "turbo3t: group must be 32, 64 or 128, got ", group);
-  return tables().t[group == 32 ? 0 : group == 64 ? 1 : 2];
+const float* levels(int bits, int group) {
+  codebook(bits);  // validates bits
+  check(group == 32 || group == 64 || group == 128, "trellis turbo: group must be 32, 64 or 128, got ", group);
+  return tables().t[bits - 2][group == 32 ? 0 : group == 64 ? 1 : 2];
 }
 
-size_t head_bytes(int head_dim) {
+size_t head_bytes(int bits, int head_dim) {
+  codebook(bits);
   const int n = group_size(head_dim);
-  return size_t(head_dim / n) * group_bytes(n);
+  return size_t(head_dim / n) * group_bytes(bits, n);
 }
 
-void quantize_head(const float* x, uint8_t* dst, int head_dim) {
+void quantize_head(int bits, const float* x, uint8_t* dst, int head_dim) {
   const int n = group_size(head_dim);
-  const float* lv = levels(n);
-  const size_t gb = group_bytes(n);
+  const float* lv = levels(bits, n);
+  const size_t gb = group_bytes(bits, n);
   float u[128];
   for (int g = 0; g < head_dim / n; ++g) {
     uint8_t* rec = dst + size_t(g) * gb;
@@ -129,16 +159,16 @@ void quantize_head(const float* x, uint8_t* dst, int head_dim) {
     rotate(u, n);
     const float inv_r = float(1.0 / r);
     for (int i = 0; i < n; ++i) u[i] *= inv_r;
-    const double c2 = encode_group(u, lv, n, rec);
+    const double c2 = encode_group(bits, u, lv, n, rec);
     const uint16_t h = f32_to_fp16(float(r / std::sqrt(c2)));
     std::memcpy(rec, &h, 2);
   }
 }
 
-void decode_rotated(const uint8_t* src, float* y, int head_dim) {
+void decode_rotated(int bits, const uint8_t* src, float* y, int head_dim) {
   const int n = group_size(head_dim);
-  const float* lv = levels(n);
-  const size_t gb = group_bytes(n);
+  const float* lv = levels(bits, n);
+  const size_t gb = group_bytes(bits, n);
   for (int g = 0; g < head_dim / n; ++g) {
     const uint8_t* rec = src + size_t(g) * gb;
     uint16_t h;
@@ -149,13 +179,13 @@ void decode_rotated(const uint8_t* src, float* y, int head_dim) {
     int w = 0;
     for (int i = 0; i < n; ++i) {
       w = (w >> 1) | (get_bit(tbits, i) << 3);
-      y[g * n + i] = rn * lv[subset_of_window(w) + 4 * get_index2(jbits, i)];
+      y[g * n + i] = rn * lv[subset_of_window(w) + 4 * get_index(jbits, bits - 1, i)];
     }
   }
 }
 
-void dequantize_head(const uint8_t* src, float* x, int head_dim) {
-  decode_rotated(src, x, head_dim);
+void dequantize_head(int bits, const uint8_t* src, float* x, int head_dim) {
+  decode_rotated(bits, src, x, head_dim);
   unrotate(x, head_dim);
 }
 

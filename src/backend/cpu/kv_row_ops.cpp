@@ -61,7 +61,9 @@ const KvRowKernels& kv_row_kernels_scalar(KvType t) {
     case KvType::Turbo4: return scalar_kernels<KvType::Turbo4>;
     case KvType::Turbo3: return scalar_kernels<KvType::Turbo3>;
     case KvType::Turbo2: return scalar_kernels<KvType::Turbo2>;
+    case KvType::Turbo4T: return scalar_kernels<KvType::Turbo4T>;
     case KvType::Turbo3T: return scalar_kernels<KvType::Turbo3T>;
+    case KvType::Turbo2T: return scalar_kernels<KvType::Turbo2T>;
   }
   fail("unknown KV type");
 }

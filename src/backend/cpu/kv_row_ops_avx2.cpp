@@ -284,42 +284,45 @@ void turbo_decode(const uint8_t* src, float* x, int hd) {  // rotated basis
   turbo::decode_rotated(turbo_bits_of(T), src, x, hd);
 }
 
-// ---- turbo3t: rows decoded group by group (quant/turbo_trellis.h), then the f32 kernels ----
+// ---- turbo<B>t: rows decoded group by group (quant/turbo_trellis.h), then the f32 kernels ----
 
-int trellis_group(int hd) { return turbo::group_size(hd); }
+template <int B>
 float trellis_dot(const uint8_t* k, const uint8_t* qp, int hd) {
-  const int n = trellis_group(hd);
-  const size_t gb = turbo::trellis::head_bytes(n);
+  const int n = turbo::group_size(hd);
+  const size_t gb = turbo::trellis::head_bytes(B, n);
   const float* q = reinterpret_cast<const float*>(qp);
   alignas(32) float y[128];
   float s = 0;
   for (int g = 0; g < hd / n; ++g) {
-    turbo::trellis::decode_rotated_fast(k + size_t(g) * gb, y, n);
+    turbo::trellis::decode_rotated_fast(B, k + size_t(g) * gb, y, n);
     s += dot_f32(y, q + g * n, n);
   }
   return s;
 }
+template <int B>
 void trellis_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n_q, float* out, int hd) {
-  const int n = trellis_group(hd);
-  const size_t gb = turbo::trellis::head_bytes(n);
+  const int n = turbo::group_size(hd);
+  const size_t gb = turbo::trellis::head_bytes(B, n);
   alignas(32) float y[128];
   std::fill(out, out + n_q, 0.0f);
   for (int g = 0; g < hd / n; ++g) {  // each group decoded once for all the queries
-    turbo::trellis::decode_rotated_fast(k + size_t(g) * gb, y, n);
+    turbo::trellis::decode_rotated_fast(B, k + size_t(g) * gb, y, n);
     for (int r = 0; r < n_q; ++r)
       out[r] += dot_f32(y, reinterpret_cast<const float*>(qp + size_t(r) * q_stride) + g * n, n);
   }
 }
+template <int B>
 void trellis_axpy(float a, const uint8_t* v, float* acc, int hd) {
-  const int n = trellis_group(hd);
-  const size_t gb = turbo::trellis::head_bytes(n);
+  const int n = turbo::group_size(hd);
+  const size_t gb = turbo::trellis::head_bytes(B, n);
   alignas(32) float y[128];
   for (int g = 0; g < hd / n; ++g) {
-    turbo::trellis::decode_rotated_fast(v + size_t(g) * gb, y, n);
+    turbo::trellis::decode_rotated_fast(B, v + size_t(g) * gb, y, n);
     axpy_f32(a, y, acc + g * n, n);
   }
 }
-void trellis_decode(const uint8_t* src, float* x, int hd) { turbo::trellis::decode_rotated_fast(src, x, hd); }
+template <int B>
+void trellis_decode(const uint8_t* src, float* x, int hd) { turbo::trellis::decode_rotated_fast(B, src, x, hd); }
 
 template <KvType T>
 constexpr KvRowKernels float_kernels{float_dot_row<T>, float_dot_n<T>, float_axpy<T>, float_decode<T>, true,
@@ -327,8 +330,9 @@ constexpr KvRowKernels float_kernels{float_dot_row<T>, float_dot_n<T>, float_axp
 template <KvType T>
 constexpr KvRowKernels turbo_kernels{turbo_dot<T>, turbo_dot_n<T>, turbo_axpy<T>, turbo_decode<T>, true,
                                      dot_f32,      axpy_f32,      dot_f32_n,       axpy_f32_n};
-constexpr KvRowKernels trellis_kernels{trellis_dot, trellis_dot_n, trellis_axpy, trellis_decode, true,
-                                       dot_f32,     axpy_f32,      dot_f32_n,    axpy_f32_n};
+template <int B>
+constexpr KvRowKernels trellis_kernels{trellis_dot<B>, trellis_dot_n<B>, trellis_axpy<B>, trellis_decode<B>, true,
+                                       dot_f32,        axpy_f32,         dot_f32_n,       axpy_f32_n};
 constexpr KvRowKernels q8_kernels{q8_dot, quant_dot_n<false>, q8_axpy, q8_decode, false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
 constexpr KvRowKernels q4_kernels{q4_dot, quant_dot_n<true>, q4_axpy, q4_decode, false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
 
@@ -347,7 +351,9 @@ const KvRowKernels* kv_row_kernels_avx2(KvType t) {
     case KvType::Turbo4: return &turbo_kernels<KvType::Turbo4>;
     case KvType::Turbo3: return &turbo_kernels<KvType::Turbo3>;
     case KvType::Turbo2: return &turbo_kernels<KvType::Turbo2>;
-    case KvType::Turbo3T: return &trellis_kernels;
+    case KvType::Turbo4T: return &trellis_kernels<4>;
+    case KvType::Turbo3T: return &trellis_kernels<3>;
+    case KvType::Turbo2T: return &trellis_kernels<2>;
   }
   return nullptr;
 }

@@ -178,7 +178,7 @@ const KvRowKernels* kv_row_kernels_avx512(KvType t) {
   static const KvRowKernels tables[] = {make(KvType::F32),    make(KvType::F16),    make(KvType::BF16),
                                         make(KvType::Q8_0),   make(KvType::Q4_0),   make(KvType::Turbo4),
                                         make(KvType::Turbo3), make(KvType::Turbo2),
-                                        make(KvType::Turbo3T)};
+                                        make(KvType::Turbo4T), make(KvType::Turbo3T), make(KvType::Turbo2T)};
   static_assert(std::size(tables) == std::size(kAllKvTypes));
   return &tables[int(t)];
 }
