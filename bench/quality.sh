@@ -18,9 +18,9 @@ for kv in f32:f32 f16:f16; do
   k=${kv%%:*} v=${kv##*:}
   runs+=("ppl_${k}_${v}|eval ppl -m $model --ids $ids -c 2048 -ctk $k -ctv $v")
 done
-for cfg in f16:f16: q8_0:q8_0: q8_0:q4_0: q4_0:q4_0: q8_0:turbo4: q8_0:turbo3t: q8_0:turbo3: q8_0:turbo2: \
-           turbo4:turbo4: turbo3t:turbo3t: turbo3:turbo3: turbo3:turbo3:0.5 turbo4:turbo4:0.5 q8_0:turbo3:0.5 \
-           ${EXTRA_CONFIGS:-}; do
+for cfg in f16:f16: q8_0:q8_0: q8_0:q4_0: q4_0:q4_0: q8_0:turbo4t: q8_0:turbo4: q8_0:turbo3t: q8_0:turbo3: \
+           q8_0:turbo2t: q8_0:turbo2: turbo4t:turbo4t: turbo4:turbo4: turbo3t:turbo3t: turbo3:turbo3: \
+           turbo3:turbo3:0.5 turbo4:turbo4:0.5 q8_0:turbo3:0.5 ${EXTRA_CONFIGS:-}; do
   IFS=: read -r k v eq <<<"$cfg"
   name="kld_${k}_${v}${eq:+_keq$eq}"
   runs+=("$name|eval kld -m $model --ids $ids -c 2048 -ctk $k -ctv $v --ref-ctk f32 --ref-ctv f32${eq:+ --k-eq $eq}")
