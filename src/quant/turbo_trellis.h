@@ -36,6 +36,14 @@ constexpr int subset_of_window(int w) {
   return 2 * p1 + p0;
 }
 
+// subset_of_window for all 16 windows, 2 bits each: subset of w = (kSubsetWord >> 2w) & 3 (one
+// variable shift per SIMD lane).
+constexpr uint32_t kSubsetWord = [] {
+  uint32_t word = 0;
+  for (int w = 0; w < 16; ++w) word |= uint32_t(subset_of_window(w)) << (2 * w);
+  return word;
+}();
+
 // Bytes of one head: n_groups * (2 + bits * group / 8), turbo::head_bytes(bits, head_dim). Throws
 // Error for bits outside {2, 3, 4} or a bad head_dim (turbo.h rules).
 size_t head_bytes(int bits, int head_dim);

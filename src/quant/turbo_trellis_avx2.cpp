@@ -17,12 +17,6 @@
 namespace polykv::turbo::trellis {
 namespace {
 
-constexpr uint32_t subset_word() {
-  uint32_t word = 0;
-  for (int w = 0; w < 16; ++w) word |= uint32_t(subset_of_window(w)) << (2 * w);
-  return word;
-}
-
 // The (bits-1)-bit indices of coordinates i..i+7 (i a multiple of 8) in 8 lanes.
 template <int kBits>
 __m256i indices8(const uint8_t* jbits, int i) {
@@ -41,7 +35,7 @@ void decode_groups(const uint8_t* src, float* y, int head_dim) {
   __m256 table[4];
   for (int t = 0; t < (2 << kBits) / 8; ++t) table[t] = _mm256_loadu_ps(lv + 8 * t);
   const __m256i window_shift = _mm256_setr_epi32(5, 6, 7, 8, 9, 10, 11, 12);
-  const __m256i subsets = _mm256_set1_epi32(int(subset_word()));
+  const __m256i subsets = _mm256_set1_epi32(int(kSubsetWord));
   const __m256i three = _mm256_set1_epi32(3), fifteen = _mm256_set1_epi32(15);
   for (int g = 0; g < head_dim / n; ++g) {
     const uint8_t* rec = src + size_t(g) * gb;

@@ -15,12 +15,6 @@
 namespace polykv::turbo::trellis {
 namespace {
 
-constexpr uint32_t subset_word() {
-  uint32_t word = 0;
-  for (int w = 0; w < 16; ++w) word |= uint32_t(subset_of_window(w)) << (2 * w);
-  return word;
-}
-
 // The (bits-1)-bit indices of coordinates i..i+15 (i a multiple of 16) in 16 lanes: lanes 0..7
 // from the first 8 indices' w bytes, lanes 8..15 from the next w bytes.
 template <int kBits>
@@ -44,7 +38,7 @@ void decode_groups(const uint8_t* src, float* y, int head_dim) {
   const __m512 table_lo = kBits == 2 ? _mm512_castps256_ps512(_mm256_loadu_ps(lv)) : _mm512_loadu_ps(lv);
   const __m512 table_hi = kBits == 4 ? _mm512_loadu_ps(lv + 16) : table_lo;
   const __m512i window_shift = _mm512_setr_epi32(5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20);
-  const __m512i subsets = _mm512_set1_epi32(int(subset_word()));
+  const __m512i subsets = _mm512_set1_epi32(int(kSubsetWord));
   const __m512i three = _mm512_set1_epi32(3), fifteen = _mm512_set1_epi32(15);
   for (int g = 0; g < head_dim / n; ++g) {
     const uint8_t* rec = src + size_t(g) * gb;
