@@ -1,5 +1,6 @@
-// Quality gate of the compressed KV caches K q8_0 with V turbo3t (the default) and V turbo3 on the trained fixture model,
-// small enough for CI: the first 512 held-out tokens of 4 ppl_dev rows, against f32 KV.
+// Quality gate of the compressed KV caches K q8_0 with V turbo3t (the default) and V turbo3 on the
+// trained fixture model, small enough for CI: the first 512 held-out tokens of 4 ppl_dev rows,
+// against f32 KV.
 //
 // Bounds come from measurements. Over all of ppl_dev (16 x 2048, docs/QUALITY.md): q8_0/turbo3 mean
 // KLD 0.0124, top-1 95.9%; q8_0/turbo3t 0.0083, 96.5%. On this 4 x 512 slice (measured when the test
