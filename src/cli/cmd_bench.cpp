@@ -49,8 +49,8 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--fill-threads", fill_threads, "threads for the untimed depth fill (0: same as -t)")
       ->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", reps, "repetitions, best kept")->check(CLI::Range(1, 100));
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"));
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"));
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
   app.add_option("--bandwidth", bw_gbs, "memory read bandwidth in GB/s (default: measured)");
   app.add_flag("--json", json, "print one JSON object instead of a table");
   float k_eq = 0;

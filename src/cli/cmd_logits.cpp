@@ -18,8 +18,8 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--ids", ids_text, "comma-separated token ids")->required();
   app.add_option("-o,--output", out_path, "output file (float32 [n_tokens][n_vocab])")->required();
   app.add_option("-t,--threads", threads, "threads (0: all cores)");
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"));
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"));
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
   float k_eq = 0;
   add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;

@@ -39,8 +39,8 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--no-bos", no_bos, "do not add the BOS token the vocabulary asks for");
   app.add_flag("--parse-special", parse_special, "recognise special tokens written in the prompt");
   app.add_flag("--echo", echo, "print the prompt before the generated text");
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"));
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"));
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
   float k_eq = 0;
   add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
