@@ -58,7 +58,14 @@ void visible_tokens(const Plan& c, int i0, int nt, int key, int& ta, int& tb) {
   if (c.p.window > 0) tb = std::min(tb, key + c.p.window - 1 - q0);  // qpos_t - window < key
 }
 
-bool tile_fully_visible(const Plan& c, int i0, int nt, int s0, int ns);
+// True when every key of [s0, s0 + ns) is visible to every query of the tile (nt tokens from i0).
+bool tile_fully_visible(const Plan& c, int i0, int nt, int s0, int ns) {
+  int ta, tb;
+  visible_tokens(c, i0, nt, s0 + ns - 1, ta, tb);  // the last key: causal limit
+  if (ta != 0) return false;
+  visible_tokens(c, i0, nt, s0, ta, tb);  // the first key: window limit
+  return tb == nt - 1;
+}
 
 // Scores of one key tile, S: [rows][kKeyTile], -inf where masked; then the online-softmax update
 // of m, l and acc, leaving S as the weights exp(s - m) of the keys. ktile: [kKeyTile][head_dim] scratch.
@@ -117,22 +124,21 @@ void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float*
   }
 }
 
-// True when every key of [s0, s0 + ns) is visible to every query of the tile (nt tokens from i0).
-bool tile_fully_visible(const Plan& c, int i0, int nt, int s0, int ns) {
-  int ta, tb;
-  visible_tokens(c, i0, nt, s0 + ns - 1, ta, tb);  // the last key: causal limit
-  if (ta != 0) return false;
-  visible_tokens(c, i0, nt, s0, ta, tb);  // the first key: window limit
-  return tb == nt - 1;
-}
-
 // acc rows += weights S of one key tile times its V rows. vtile: [kKeyTile][head_dim_v] scratch.
 void accumulate_values(const Plan& c, int i0, int nt, int g, int s0, int ns, const float* S, float* acc, float* vdec,
                        float* vtile) {
   const int group = c.group, hdv = c.kv.head_dim_v;
-  if (!c.kv.v_hi && tile_fully_visible(c, i0, nt, s0, ns)) {
-    // Dense tile: decode its rows once, then one register-blocked product for all rows.
-    for (int j = 0; j < ns; ++j) c.vk.decode(c.kv.v_row(s0 + j, g), vtile + size_t(j) * hdv, hdv);
+  if (tile_fully_visible(c, i0, nt, s0, ns)) {
+    // Dense tile: decode its rows once, then one register-blocked product for all rows. A position
+    // held by the V precision window decodes from its precise copy (kept in V's basis).
+    for (int j = 0; j < ns; ++j) {
+      const uint8_t* hi = c.kv.v_hi_row(s0 + j, g);
+      if (hi) {
+        c.vhk.decode(hi, vtile + size_t(j) * hdv, hdv);
+      } else {
+        c.vk.decode(c.kv.v_row(s0 + j, g), vtile + size_t(j) * hdv, hdv);
+      }
+    }
     c.accumulate_tile(vtile, ns, hdv, S, kKeyTile, nt * group, acc, size_t(hdv));
     return;
   }
