@@ -2,12 +2,14 @@
 // release of blocks outside a sliding window, rollback rules).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "backend/cpu/kv_row_ops.h"
 #include "kv/kv_cache.h"
 #include "test_util.h"
 
@@ -28,6 +30,28 @@ TEST(KvType, UnknownNameListsValidOnes) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("q5_k"), std::string::npos) << msg;
     for (KvType t : kAllKvTypes) EXPECT_NE(msg.find(kv_type_name(t)), std::string::npos) << msg;
+  }
+}
+
+// kv_type_f32_query(t): the prepared query is head_dim f32 values in the rows' basis, so the f32 dot
+// of a row decoded in that basis (the row kernels' decode) with it equals the type's own dot.
+TEST(KvType, F32QueriesAreInTheRowsBasis) {
+  const int hd = 128;
+  const auto x = test::random_floats(hd, 5, 2.0f), q = test::random_floats(hd, 6);
+  for (KvType t : kAllKvTypes) {
+    const KvTypeOps& ops = kv_type_ops(t);
+    const bool f32 = kv_type_f32_query(t);
+    EXPECT_EQ(f32, ops.query_bytes(hd) == hd * sizeof(float)) << kv_type_name(t);
+    if (!f32) continue;
+    std::vector<uint8_t> row(kv_head_bytes(t, hd));
+    ops.quantize_head(x.data(), row.data(), hd);
+    std::vector<float> qp(static_cast<size_t>(hd)), dec(static_cast<size_t>(hd));
+    ops.prepare_query(q.data(), reinterpret_cast<uint8_t*>(qp.data()), hd);
+    kv_row_kernels_scalar(t).decode(row.data(), dec.data(), hd);
+    double d = 0;
+    for (int i = 0; i < hd; ++i) d += double(dec[size_t(i)]) * qp[size_t(i)];
+    const float want = ops.dot(row.data(), reinterpret_cast<const uint8_t*>(qp.data()), hd);
+    EXPECT_NEAR(d, want, 1e-4 * (1 + std::abs(want))) << kv_type_name(t);
   }
 }
 

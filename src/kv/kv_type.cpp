@@ -171,6 +171,8 @@ KvType parse_kv_type(const std::string& name) {
 
 bool kv_type_rotated(KvType t) { return turbo_bits(t) != 0 || trellis_bits(t) != 0; }
 
+bool kv_type_f32_query(KvType t) { return t != KvType::Q8_0 && t != KvType::Q4_0; }
+
 void check_kv_head_dim(KvType t, int hd) {
   check(hd > 0, "invalid head size ", hd);
   if (t == KvType::Q8_0 || t == KvType::Q4_0)

@@ -36,6 +36,9 @@ void check_kv_head_dim(KvType t, int head_dim);
 size_t kv_head_bytes(KvType t, int head_dim);
 // True if rows are held in a rotated basis (queries rotated, outputs unrotated).
 bool kv_type_rotated(KvType t);
+// True if prepare_query writes head_dim f32 values in the rows' basis; false for q8_0/q4_0, whose
+// prepared query is q8_0 blocks (integer dots) in the original basis.
+bool kv_type_f32_query(KvType t);
 
 struct KvTypeOps {
   // Bytes of a prepared query of head_dim values (a multiple of 4; f32-aligned buffers work).

@@ -1,7 +1,6 @@
 // Reference trellis-coded turbo: Viterbi encoder and decoders (layout and math in turbo_trellis.h).
 #include "quant/turbo_trellis.h"
 
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,6 +8,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "quant/turbo.h"
+#include "quant/turbo_trellis_internal.h"
 
 namespace polykv::turbo::trellis {
 
@@ -39,11 +39,8 @@ namespace {
 
 constexpr int kStates = 8;
 
-constexpr auto kSubset = [] {
-  std::array<int, 16> t{};
-  for (int w = 0; w < 16; ++w) t[size_t(w)] = subset_of_window(w);
-  return t;
-}();
+// Subset of window w, from the packed table (the same for encoder and decoders).
+constexpr int subset(int w) { return int(kSubsetWord >> (2 * w)) & 3; }
 
 struct Tables {
   float t[3][3][32];  // [bits - 2][group 32, 64, 128][level]
@@ -103,11 +100,11 @@ double encode_group(int bits, const float* u, const float* lv, int n, uint8_t* r
     // (ties keep t_{i-3} = 0).
     for (int ns = 0; ns < kStates; ++ns) {
       const int w0 = (ns << 1) & 15, w1 = w0 | 1;
-      const float c0 = cost[w0 & 7] + err[kSubset[w0]], c1 = cost[w1 & 7] + err[kSubset[w1]];
+      const float c0 = cost[w0 & 7] + err[subset(w0)], c1 = cost[w1 & 7] + err[subset(w1)];
       const bool take1 = c1 < c0;
       next[ns] = take1 ? c1 : c0;
       from[i][ns] = uint8_t(take1);
-      pick[i][ns] = uint8_t(best_j[kSubset[take1 ? w1 : w0]]);
+      pick[i][ns] = uint8_t(best_j[subset(take1 ? w1 : w0)]);
     }
     std::memcpy(cost, next, sizeof cost);
   }
@@ -134,6 +131,10 @@ double encode_group(int bits, const float* u, const float* lv, int n, uint8_t* r
 const float* levels(int bits, int group) {
   codebook(bits);  // validates bits
   check(group == 32 || group == 64 || group == 128, "trellis turbo: group must be 32, 64 or 128, got ", group);
+  return detail::level_table(bits, group);
+}
+
+const float* detail::level_table(int bits, int group) {
   return tables().t[bits - 2][group == 32 ? 0 : group == 64 ? 1 : 2];
 }
 
@@ -166,20 +167,15 @@ void quantize_head(int bits, const float* x, uint8_t* dst, int head_dim) {
 }
 
 void decode_rotated(int bits, const uint8_t* src, float* y, int head_dim) {
-  const int n = group_size(head_dim);
-  const float* lv = levels(bits, n);
-  const size_t gb = group_bytes(bits, n);
-  for (int g = 0; g < head_dim / n; ++g) {
-    const uint8_t* rec = src + size_t(g) * gb;
-    uint16_t h;
-    std::memcpy(&h, rec, 2);
-    const float rn = fp16_to_f32(h);
-    const uint8_t* tbits = rec + 2;
-    const uint8_t* jbits = tbits + n / 8;
+  head_bytes(bits, head_dim);  // validates bits and head_dim
+  const detail::Shape s = detail::shape(bits, head_dim);
+  const float* lv = detail::level_table(bits, s.group);
+  for (int g = 0; g < s.n_groups; ++g) {
+    const detail::Record r = detail::record(src, s, g);
     int w = 0;
-    for (int i = 0; i < n; ++i) {
-      w = (w >> 1) | (get_bit(tbits, i) << 3);
-      y[g * n + i] = rn * lv[subset_of_window(w) + 4 * get_index(jbits, bits - 1, i)];
+    for (int i = 0; i < s.group; ++i) {
+      w = (w >> 1) | (get_bit(r.tbits, i) << 3);
+      y[g * s.group + i] = r.norm * lv[subset(w) + 4 * get_index(r.jbits, bits - 1, i)];
     }
   }
 }

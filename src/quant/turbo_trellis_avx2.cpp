@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "core/cpu_features.h"
-#include "core/fp16.h"
 #include "quant/turbo.h"
 #include "quant/turbo_trellis.h"
+#include "quant/turbo_trellis_internal.h"
 
 namespace polykv::turbo::trellis {
 namespace {
@@ -29,27 +29,23 @@ __m256i indices8(const uint8_t* jbits, int i) {
 
 template <int kBits>
 void decode_groups(const uint8_t* src, float* y, int head_dim) {
-  const int n = head_dim % 128 == 0 ? 128 : head_dim;  // head_dim was validated when the row was made
-  const size_t gb = 2 + size_t(n) * kBits / 8;
-  const float* lv = levels(kBits, n);
+  const detail::Shape s = detail::shape(kBits, head_dim);  // head_dim was validated when the row was made
+  const float* lv = detail::level_table(kBits, s.group);
   __m256 table[4];
   for (int t = 0; t < (2 << kBits) / 8; ++t) table[t] = _mm256_loadu_ps(lv + 8 * t);
   const __m256i window_shift = _mm256_setr_epi32(5, 6, 7, 8, 9, 10, 11, 12);
   const __m256i subsets = _mm256_set1_epi32(int(kSubsetWord));
   const __m256i three = _mm256_set1_epi32(3), fifteen = _mm256_set1_epi32(15);
-  for (int g = 0; g < head_dim / n; ++g) {
-    const uint8_t* rec = src + size_t(g) * gb;
-    const uint8_t* tbits = rec + 2;
-    const uint8_t* jbits = tbits + n / 8;
-    uint16_t h;
-    std::memcpy(&h, rec, 2);
-    const __m256 norm = _mm256_set1_ps(fp16_to_f32(h));
-    float* out = y + g * n;
-    for (int i = 0; i < n; i += 8) {
+  for (int g = 0; g < s.n_groups; ++g) {
+    const detail::Record r = detail::record(src, s, g);
+    const uint8_t* tbits = r.tbits;
+    const __m256 norm = _mm256_set1_ps(r.norm);
+    float* out = y + g * s.group;
+    for (int i = 0; i < s.group; i += 8) {
       const uint32_t t = (i ? uint32_t(tbits[i / 8 - 1]) : 0u) | (uint32_t(tbits[i / 8]) << 8);
       const __m256i w = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(t)), window_shift), fifteen);
       const __m256i subset = _mm256_and_si256(_mm256_srlv_epi32(subsets, _mm256_slli_epi32(w, 1)), three);
-      const __m256i k = _mm256_add_epi32(subset, _mm256_slli_epi32(indices8<kBits>(jbits, i), 2));
+      const __m256i k = _mm256_add_epi32(subset, _mm256_slli_epi32(indices8<kBits>(r.jbits, i), 2));
       __m256 v = _mm256_permutevar8x32_ps(table[0], k);
       if constexpr (kBits >= 3) {  // k bit 3 (its sign-bit copy) picks table 1 (3 of 4 bits)
         const __m256 hi = _mm256_permutevar8x32_ps(table[1], k);

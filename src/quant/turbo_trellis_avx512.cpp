@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "core/cpu_features.h"
-#include "core/fp16.h"
 #include "quant/turbo.h"
 #include "quant/turbo_trellis.h"
+#include "quant/turbo_trellis_internal.h"
 
 namespace polykv::turbo::trellis {
 namespace {
@@ -31,30 +31,26 @@ __m512i indices16(const uint8_t* jbits, int i) {
 
 template <int kBits>
 void decode_groups(const uint8_t* src, float* y, int head_dim) {
-  const int n = head_dim % 128 == 0 ? 128 : head_dim;  // head_dim was validated when the row was made
-  const size_t gb = 2 + size_t(n) * kBits / 8;
-  const float* lv = levels(kBits, n);
+  const detail::Shape s = detail::shape(kBits, head_dim);  // head_dim was validated when the row was made
+  const float* lv = detail::level_table(kBits, s.group);
   // 8 levels fill lanes 0..7 (indices < 8 never read the rest); 32 levels span two registers.
   const __m512 table_lo = kBits == 2 ? _mm512_castps256_ps512(_mm256_loadu_ps(lv)) : _mm512_loadu_ps(lv);
   const __m512 table_hi = kBits == 4 ? _mm512_loadu_ps(lv + 16) : table_lo;
   const __m512i window_shift = _mm512_setr_epi32(5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20);
   const __m512i subsets = _mm512_set1_epi32(int(kSubsetWord));
   const __m512i three = _mm512_set1_epi32(3), fifteen = _mm512_set1_epi32(15);
-  for (int g = 0; g < head_dim / n; ++g) {
-    const uint8_t* rec = src + size_t(g) * gb;
-    const uint8_t* tbits = rec + 2;
-    const uint8_t* jbits = tbits + n / 8;
-    uint16_t h;
-    std::memcpy(&h, rec, 2);
-    const __m512 norm = _mm512_set1_ps(fp16_to_f32(h));
-    float* out = y + g * n;
-    for (int i = 0; i < n; i += 16) {
+  for (int g = 0; g < s.n_groups; ++g) {
+    const detail::Record r = detail::record(src, s, g);
+    const uint8_t* tbits = r.tbits;
+    const __m512 norm = _mm512_set1_ps(r.norm);
+    float* out = y + g * s.group;
+    for (int i = 0; i < s.group; i += 16) {
       // t bits i-8 .. i+15 (the byte before the group's first is 0).
       const uint32_t t = (i ? uint32_t(tbits[i / 8 - 1]) : 0u) | (uint32_t(tbits[i / 8]) << 8) |
                          (uint32_t(tbits[i / 8 + 1]) << 16);
       const __m512i w = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(int(t)), window_shift), fifteen);
       const __m512i subset = _mm512_and_si512(_mm512_srlv_epi32(subsets, _mm512_slli_epi32(w, 1)), three);
-      const __m512i k = _mm512_add_epi32(subset, _mm512_slli_epi32(indices16<kBits>(jbits, i), 2));
+      const __m512i k = _mm512_add_epi32(subset, _mm512_slli_epi32(indices16<kBits>(r.jbits, i), 2));
       const __m512 v = kBits == 4 ? _mm512_permutex2var_ps(table_lo, k, table_hi) : _mm512_permutexvar_ps(k, table_lo);
       _mm512_storeu_ps(out + i, _mm512_mul_ps(norm, v));
     }

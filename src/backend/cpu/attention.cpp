@@ -67,22 +67,10 @@ bool tile_fully_visible(const Plan& c, int i0, int nt, int s0, int ns) {
   return tb == nt - 1;
 }
 
-// Scores of one key tile, S: [rows][kKeyTile], -inf where masked; then the online-softmax update
-// of m, l and acc, leaving S as the weights exp(s - m) of the keys. ktile: [kKeyTile][head_dim] scratch.
-void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float* S, float* m, float* l, float* acc,
-                    float* kdec, float* ktile) {
-  const int group = c.group, hd = c.kv.head_dim, hdv = c.kv.head_dim_v, rows = nt * group;
-  std::fill(S, S + size_t(rows) * kKeyTile, -INFINITY);
-  const bool dense = tile_fully_visible(c, i0, nt, s0, ns);
-  if (dense) {
-    // Every key is seen by every row: decode the tile's K rows once, one register-blocked product.
-    for (int j = 0; j < ns; ++j) c.kk.decode(c.kv.k_row(s0 + j, g), ktile + size_t(j) * hd, hd);
-    const float* q_rows[kMaxGroup * kTileQueries];
-    for (int t = 0; t < nt; ++t)
-      for (int h = 0; h < group; ++h) q_rows[t * group + h] = c.query_f32(i0 + t, g, h);
-    c.score_tile(ktile, ns, hd, q_rows, rows, S, kKeyTile);
-  }
-  for (int j = 0; j < ns && !dense; ++j) {
+// The scores of a tile some of whose keys some rows must not see, key by key (masked: -inf).
+void score_keys_one_by_one(const Plan& c, int i0, int nt, int g, int s0, int ns, float* S, float* kdec) {
+  const int group = c.group, hd = c.kv.head_dim;
+  for (int j = 0; j < ns; ++j) {
     int ta, tb;
     visible_tokens(c, i0, nt, s0 + j, ta, tb);
     if (ta > tb) continue;
@@ -101,6 +89,11 @@ void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float*
       for (int h = 0; h < group; ++h) S[size_t(t * group + h) * kKeyTile + j] = dots[h];
     }
   }
+}
+
+// Online-softmax update of m, l and acc by the scores S of one tile; S becomes the weights exp(s - m).
+void softmax_update(const Plan& c, int rows, int ns, float* S, float* m, float* l, float* acc) {
+  const int hdv = c.kv.head_dim_v;
   for (int r = 0; r < rows; ++r) {
     float* s = S + size_t(r) * kKeyTile;
     float mx = -INFINITY;
@@ -124,11 +117,32 @@ void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, float*
   }
 }
 
-// acc rows += weights S of one key tile times its V rows. vtile: [kKeyTile][head_dim_v] scratch.
-void accumulate_values(const Plan& c, int i0, int nt, int g, int s0, int ns, const float* S, float* acc, float* vdec,
-                       float* vtile) {
+// Scores of one key tile, S: [rows][kKeyTile], -inf where masked; then the online-softmax update
+// of m, l and acc, leaving S as the weights exp(s - m) of the keys. dense: tile_fully_visible.
+// ktile: [kKeyTile][head_dim] scratch.
+void score_key_tile(const Plan& c, int i0, int nt, int g, int s0, int ns, bool dense, float* S, float* m, float* l,
+                    float* acc, float* kdec, float* ktile) {
+  const int group = c.group, hd = c.kv.head_dim, rows = nt * group;
+  std::fill(S, S + size_t(rows) * kKeyTile, -INFINITY);
+  if (dense) {
+    // Every key is seen by every row: decode the tile's K rows once, one register-blocked product.
+    for (int j = 0; j < ns; ++j) c.kk.decode(c.kv.k_row(s0 + j, g), ktile + size_t(j) * hd, hd);
+    const float* q_rows[kMaxGroup * kTileQueries];
+    for (int t = 0; t < nt; ++t)
+      for (int h = 0; h < group; ++h) q_rows[t * group + h] = c.query_f32(i0 + t, g, h);
+    c.score_tile(ktile, ns, hd, q_rows, rows, S, kKeyTile);
+  } else {
+    score_keys_one_by_one(c, i0, nt, g, s0, ns, S, kdec);
+  }
+  softmax_update(c, rows, ns, S, m, l, acc);
+}
+
+// acc rows += weights S of one key tile times its V rows. dense: tile_fully_visible.
+// vtile: [kKeyTile][head_dim_v] scratch.
+void accumulate_values(const Plan& c, int i0, int nt, int g, int s0, int ns, bool dense, const float* S, float* acc,
+                       float* vdec, float* vtile) {
   const int group = c.group, hdv = c.kv.head_dim_v;
-  if (tile_fully_visible(c, i0, nt, s0, ns)) {
+  if (dense) {
     // Dense tile: decode its rows once, then one register-blocked product for all rows. A position
     // held by the V precision window decodes from its precise copy (kept in V's basis).
     for (int j = 0; j < ns; ++j) {
@@ -185,8 +199,9 @@ void run_item(const Plan& c, int tile, int g, int chunk, float* part, std::vecto
   float* ktile = vtile + size_t(kKeyTile) * c.kv.head_dim_v;  // [kKeyTile][head_dim]
   for (int s0 = k_begin; s0 < k_end; s0 += kKeyTile) {
     const int ns = std::min(kKeyTile, k_end - s0);
-    score_key_tile(c, i0, nt, g, s0, ns, S, m, l, acc, kdec, ktile);
-    accumulate_values(c, i0, nt, g, s0, ns, S, acc, vdec, vtile);
+    const bool dense = tile_fully_visible(c, i0, nt, s0, ns);
+    score_key_tile(c, i0, nt, g, s0, ns, dense, S, m, l, acc, kdec, ktile);
+    accumulate_values(c, i0, nt, g, s0, ns, dense, S, acc, vdec, vtile);
   }
 }
 
@@ -235,8 +250,7 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
     for (int64_t r = b; r < e; ++r) kops.prepare_query(q + r * hd, qp + size_t(r) * q_stride, hd);
   });
 
-  // q8_0/q4_0 prepare integer (q8_0) queries in the original basis; every other type an f32 one.
-  const bool integer_query = kv.k_type == KvType::Q8_0 || kv.k_type == KvType::Q4_0;
+  const bool f32_prepared = kv_type_f32_query(kv.k_type);
   const int tile_q = std::min(kTileQueries, n_q);
   const int n_tiles = (n_q + tile_q - 1) / tile_q;
   // Enough items to keep every thread busy (8 per thread); each chunk at least kMinChunkKeys keys.
@@ -248,9 +262,10 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
   const Plan c{p, kv, pos0, n_q, group, tile_q, n_tiles, n_chunks, tile_q * group, qp, q_stride,
                kv_row_kernels(kv.k_type), kv_row_kernels(kv.v_type), exp_sum_kernel(), kv_row_kernels(kv.v_hi_type),
                accumulate_tile_kernel(), score_tile_kernel(),
-               // f32 queries in K's basis: q itself for integer queries, else the prepared ones.
-               integer_query ? q : reinterpret_cast<const float*>(qp),
-               integer_query ? size_t(hd) : q_stride / sizeof(float)};
+               // f32 queries in K's basis: the prepared ones when they are f32, else q itself (integer
+               // queries are prepared in the original basis).
+               f32_prepared ? reinterpret_cast<const float*>(qp) : q,
+               f32_prepared ? q_stride / sizeof(float) : size_t(hd)};
   const int64_t n_items = int64_t(base_items) * n_chunks;
   std::vector<float> partials(size_t(n_items) * c.partial_floats());  // [n_tiles][n_head_kv][n_chunks][partial]
   pool.parallel_for(n_items, [&](int64_t b, int64_t e) {

@@ -14,6 +14,7 @@
 #include "quant/blocks.h"
 #include "quant/turbo.h"
 #include "quant/turbo_trellis.h"
+#include "quant/turbo_trellis_internal.h"
 
 namespace polykv {
 namespace {
@@ -288,37 +289,34 @@ void turbo_decode(const uint8_t* src, float* x, int hd) {  // rotated basis
 
 template <int B>
 float trellis_dot(const uint8_t* k, const uint8_t* qp, int hd) {
-  const int n = turbo::group_size(hd);
-  const size_t gb = turbo::trellis::head_bytes(B, n);
+  const turbo::trellis::detail::Shape s = turbo::trellis::detail::shape(B, hd);  // hd validated with the rows
   const float* q = reinterpret_cast<const float*>(qp);
   alignas(32) float y[128];
-  float s = 0;
-  for (int g = 0; g < hd / n; ++g) {
-    turbo::trellis::decode_rotated_fast(B, k + size_t(g) * gb, y, n);
-    s += dot_f32(y, q + g * n, n);
+  float sum = 0;
+  for (int g = 0; g < s.n_groups; ++g) {
+    turbo::trellis::decode_rotated_fast(B, k + size_t(g) * s.group_bytes, y, s.group);
+    sum += dot_f32(y, q + g * s.group, s.group);
   }
-  return s;
+  return sum;
 }
 template <int B>
 void trellis_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n_q, float* out, int hd) {
-  const int n = turbo::group_size(hd);
-  const size_t gb = turbo::trellis::head_bytes(B, n);
+  const turbo::trellis::detail::Shape s = turbo::trellis::detail::shape(B, hd);  // hd validated with the rows
   alignas(32) float y[128];
   std::fill(out, out + n_q, 0.0f);
-  for (int g = 0; g < hd / n; ++g) {  // each group decoded once for all the queries
-    turbo::trellis::decode_rotated_fast(B, k + size_t(g) * gb, y, n);
+  for (int g = 0; g < s.n_groups; ++g) {  // each group decoded once for all the queries
+    turbo::trellis::decode_rotated_fast(B, k + size_t(g) * s.group_bytes, y, s.group);
     for (int r = 0; r < n_q; ++r)
-      out[r] += dot_f32(y, reinterpret_cast<const float*>(qp + size_t(r) * q_stride) + g * n, n);
+      out[r] += dot_f32(y, reinterpret_cast<const float*>(qp + size_t(r) * q_stride) + g * s.group, s.group);
   }
 }
 template <int B>
 void trellis_axpy(float a, const uint8_t* v, float* acc, int hd) {
-  const int n = turbo::group_size(hd);
-  const size_t gb = turbo::trellis::head_bytes(B, n);
+  const turbo::trellis::detail::Shape s = turbo::trellis::detail::shape(B, hd);  // hd validated with the rows
   alignas(32) float y[128];
-  for (int g = 0; g < hd / n; ++g) {
-    turbo::trellis::decode_rotated_fast(B, v + size_t(g) * gb, y, n);
-    axpy_f32(a, y, acc + g * n, n);
+  for (int g = 0; g < s.n_groups; ++g) {
+    turbo::trellis::decode_rotated_fast(B, v + size_t(g) * s.group_bytes, y, s.group);
+    axpy_f32(a, y, acc + g * s.group, s.group);
   }
 }
 template <int B>
