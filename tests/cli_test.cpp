@@ -15,30 +15,9 @@
 namespace polykv {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Result polykv(const std::string& args, const std::string& stdin_text = "") {
-  std::string cmd = std::string(POLYKV_BINARY) + " " + args + " 2>&1";
-  std::string in_path;
-  if (!stdin_text.empty()) {
-    in_path = std::filesystem::temp_directory_path() / ("polykv_cli_in_" + std::to_string(::getpid()));
-    std::ofstream(in_path) << stdin_text;
-    cmd += " < " + in_path;
-  }
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), &pclose);
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
-  const int status = pclose(p.release());
-  if (!in_path.empty()) std::filesystem::remove(in_path);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string embedded_model() { return std::string(POLYKV_SOURCE_DIR) + "/models/polykv-code-26m-q8_0.gguf"; }
+using test::polykv;
+using test::embedded_model;
+using Result = test::CliResult;
 
 TEST(Cli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(polykv("").code, 2);

@@ -1,8 +1,15 @@
 #include "test_util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 
 namespace polykv::test {
@@ -34,5 +41,26 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
   for (auto& v : out) v = dist(rng);
   return out;
 }
+
+CliResult polykv(const std::string& args, const std::string& stdin_text) {
+  std::string cmd = std::string(POLYKV_BINARY) + " " + args + " 2>&1";
+  std::string in_path;
+  if (!stdin_text.empty()) {
+    in_path = std::filesystem::temp_directory_path() /
+              ("polykv_cli_in_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
+    std::ofstream(in_path) << stdin_text;
+    cmd += " < " + in_path;
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), &pclose);
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p.get())) > 0) out.append(buf.data(), n);
+  const int status = pclose(p.release());
+  if (!in_path.empty()) std::filesystem::remove(in_path);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string embedded_model() { return std::string(POLYKV_SOURCE_DIR) + "/models/polykv-code-26m-q8_0.gguf"; }
 
 }  // namespace polykv::test
