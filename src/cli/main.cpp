@@ -17,6 +17,7 @@ struct Verb {
 
 const Verb kVerbs[] = {
     {"run", polykv::cli::cmd_run, "generate text from a prompt"},
+    {"serve", polykv::cli::cmd_serve, "serve the model over HTTP (OpenAI-compatible API, named pools)"},
     {"logits", polykv::cli::cmd_logits, "write the logits of one forward pass over token ids"},
     {"eval", polykv::cli::cmd_eval, "quality: perplexity, KL divergence vs a reference KV type, needle retrieval"},
     {"bench", polykv::cli::cmd_bench, "measure prefill and decode tokens/s"},
