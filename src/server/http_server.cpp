@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <thread>
 
 #include "core/error.h"
 #include "server/openai_request.h"
@@ -175,6 +176,11 @@ struct HttpServer::Impl {
       : state(s, t, tmpl, std::move(o)) {}
   ServerState state;
   httplib::Server http;
+  // stop() may come before run() got going (a signal at start-up): run() then returns at once, and a
+  // stop() after run() began waits until httplib is listening so that its stop() takes effect.
+  std::mutex run_mu;
+  bool stop_requested = false, run_entered = false;
+  std::atomic<bool> run_returned{false};
 };
 
 HttpServer::HttpServer(InferenceService& service, const Tokenizer& tokenizer, const std::string& chat_template,
@@ -225,10 +231,24 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::run() { impl_->http.listen_after_bind(); }
+void HttpServer::run() {
+  {
+    std::lock_guard lk(impl_->run_mu);
+    if (impl_->stop_requested) return;
+    impl_->run_entered = true;
+  }
+  impl_->http.listen_after_bind();
+  impl_->run_returned = true;
+}
 
 void HttpServer::stop() {
-  if (impl_->http.is_running()) impl_->http.stop();
+  {
+    std::lock_guard lk(impl_->run_mu);
+    impl_->stop_requested = true;
+    if (!impl_->run_entered) return;
+  }
+  while (!impl_->http.is_running() && !impl_->run_returned) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl_->http.stop();
 }
 
 }  // namespace polykv::server
