@@ -3,7 +3,9 @@
 // requests getting the right status and a JSON error while the server keeps serving.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <string>
 
 #include "engine/sequential_service.h"
@@ -329,6 +331,53 @@ TEST_F(ServerHttp, BadRequestsGetTheRightStatusAndTheServerKeepsServing) {
   const Json st = json_of(cli_->Get("/v1/status"));
   EXPECT_EQ(st["requests"]["in_flight"], 0);
   EXPECT_GE(st["http"]["errors"].get<int>(), int(cases.size()));
+}
+
+TEST_F(ServerHttp, ConcurrentClientsGetUncorruptedAnswers) {
+  // Reference answers, one request at a time.
+  const std::vector<std::string> prompts = {"def add(a, b):", "class Stack:", "import os\n", "for i in range("};
+  std::vector<std::string> expected;
+  for (const auto& p : prompts) expected.push_back(greedy_completion(p, 6));
+  const Json before = json_of(cli_->Get("/v1/status"));
+
+  // 8 clients x 4 requests each, streamed or not; every third one leaves after its first chunk.
+  std::atomic<int> ok{0}, left{0}, wrong{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      auto c = server_->client();
+      for (int k = 0; k < 4; ++k) {
+        const int i = t * 4 + k;
+        const size_t which = size_t(i) % prompts.size();
+        const bool stream = i % 2 == 1, leave = i % 3 == 0;
+        const Json body = {{"prompt", prompts[which]}, {"max_tokens", leave ? 500 : 6}, {"temperature", 0}, {"stream", stream || leave}};
+        if (leave) {
+          test::post_streaming(*c, "/v1/completions", server::dump_json(body), [](const std::string&) { return false; });
+          left++;
+          continue;
+        }
+        auto r = c->Post("/v1/completions", server::dump_json(body), "application/json");
+        std::string text;
+        if (r && r->status == 200 && stream) {
+          for (const Json& e : sse_events(r->body))
+            if (e != "[DONE]") text += e["choices"][0]["text"].get<std::string>();
+        } else if (r && r->status == 200) {
+          text = json_of(r)["choices"][0]["text"];
+        }
+        (text == expected[which] ? ok : wrong)++;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(ok + left, 32);
+  Json st;
+  ASSERT_TRUE(test::eventually([&] {
+    st = json_of(cli_->Get("/v1/status"));
+    return st["requests"]["in_flight"] == 0 && st["requests"]["running"] == 0 && st["requests"]["waiting"] == 0;
+  }));
+  EXPECT_EQ(st["kv"]["blocks_used"], before["kv"]["blocks_used"]);
+  EXPECT_EQ(st["requests"]["failed"], 0);
 }
 
 TEST_F(ServerHttp, DroppedStreamCancelsAndFreesItsBlocks) {

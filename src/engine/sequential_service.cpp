@@ -152,7 +152,7 @@ void SequentialService::prefill(KvCache& kv, std::span<const int32_t> tokens, fl
     if (cancelled && cancelled()) return;
     model_->forward(tokens.subspan(i, std::min(chunk, tokens.size() - i)), kv, logits, false, threads_);
     const size_t done = std::min(tokens.size(), i + chunk);
-    if (report && (done == tokens.size() || (i / chunk) % 8 == 7)) {
+    if (report && (done == tokens.size() || (i / chunk) % 4 == 3)) {
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       std::fprintf(stderr, "%s: prefilled %zu / %zu tokens (%.0f%%, %.1f s, %.0f tok/s)\n", progress_label.c_str(),
                    done, tokens.size(), 100.0 * double(done) / double(tokens.size()), s, double(done) / std::max(s, 1e-9));

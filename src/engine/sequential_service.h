@@ -36,7 +36,7 @@ struct SequentialServiceOptions {
   std::string k_type = "q8_0", v_type = "turbo3t";  // defaults; pools may choose their own
   int threads = 0;                      // compute threads (0: all cores)
   int prefill_chunk = 256;              // tokens per forward pass while prefilling
-  int progress_min_tokens = 2048;       // pool prefills at least this long report progress on stderr
+  int progress_min_tokens = 1024;       // pool prefills at least this long report progress on stderr
 };
 
 class SequentialService final : public InferenceService {

@@ -3,6 +3,9 @@
 // from the request's channel: server-sent events (stream) or one JSON object. Both answers are
 // written by a chunked content provider that polls the connection, so a client that goes away
 // cancels its request (and its KV blocks are freed) whether it streamed or not.
+#include <chrono>
+#include <ctime>
+#include <optional>
 #include <random>
 
 #include "core/error.h"

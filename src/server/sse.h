@@ -9,7 +9,5 @@ namespace polykv::server {
 
 inline std::string sse_event(const Json& j) { return "data: " + dump_json(j) + "\n\n"; }
 inline std::string sse_done() { return "data: [DONE]\n\n"; }
-// A comment line: ignored by clients; keeps idle proxies from closing a stream that waits long.
-inline std::string sse_keepalive() { return ": keep-alive\n\n"; }
 
 }  // namespace polykv::server
