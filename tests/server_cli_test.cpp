@@ -38,7 +38,7 @@ TEST(ServerCli, ServesOnAFreePortAndStopsOnSigterm) {
     dup2(err[1], 2);
     close(err[0]);
     const std::string model = test::embedded_model();
-    execl(POLYKV_BINARY, POLYKV_BINARY, "serve", "-m", model.c_str(), "--port", "0", "-t", "2", "-c", "512",
+    execl(POLYKV_BINARY, POLYKV_BINARY, "serve", "-m", model.c_str(), "--port", "0", "-t", "2", "-c", "1536",
           "--api-key", "k", static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -61,10 +61,16 @@ TEST(ServerCli, ServesOnAFreePortAndStopsOnSigterm) {
   c.set_bearer_token_auth("k");
   auto models = c.Get("/v1/models");
   ASSERT_TRUE(models);
-  EXPECT_EQ(server::Json::parse(models->body)["data"][0]["meta"]["n_ctx"], 512);  // -c
+  EXPECT_EQ(server::Json::parse(models->body)["data"][0]["meta"]["n_ctx"], 1536);  // -c
   auto r = c.Post("/v1/completions", R"({"prompt": "def f():", "max_tokens": 3})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+  // A large pool reports its prefill progress on stderr.
+  server::Json ids = server::Json::array();
+  for (int i = 0; i < 1100; ++i) ids.push_back(300 + i % 50);
+  auto pool = c.Post("/v1/pools", server::dump_json({{"name", "big"}, {"prompt", ids}}), "application/json");
+  ASSERT_TRUE(pool);
+  EXPECT_EQ(pool->status, 200) << pool->body;
   kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -73,6 +79,7 @@ TEST(ServerCli, ServesOnAFreePortAndStopsOnSigterm) {
   EXPECT_TRUE(WIFEXITED(status)) << log;
   EXPECT_EQ(WEXITSTATUS(status), 0) << log;
   EXPECT_NE(log.find("stopping"), std::string::npos) << log;
+  EXPECT_NE(log.find("pool 'big': prefilled 1100 / 1100 tokens"), std::string::npos) << log;
 }
 
 }  // namespace
