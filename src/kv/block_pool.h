@@ -37,3 +37,5 @@ struct BlockPoolStats {
   int n_shared = 0;       // ref > 1
   int64_t n_evictions = 0;
 };
+
+}  // namespace polykv
