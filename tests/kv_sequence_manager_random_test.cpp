@@ -212,7 +212,9 @@ class Sim {
       for (int k = 0; k < nc / bt_; ++k) {
         h = block_hash(h, std::span(s.tokens).subspan(size_t(k * bt_), size_t(bt_)));
         const BlockId b = table[size_t(k)];
-        if (pool.has_hash(b)) ASSERT_EQ(pool.hash(b), h) << "sequence " << id << " block " << k;
+        if (pool.has_hash(b)) {
+          ASSERT_EQ(pool.hash(b), h) << "sequence " << id << " block " << k;
+        }
       }
     }
     int in_use = 0, shared = 0, idle = 0;

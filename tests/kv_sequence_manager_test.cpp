@@ -48,7 +48,7 @@ TEST(KvSequenceManager, PromptOfWholeBlocksRecomputesItsLastBlock) {
   EXPECT_TRUE(m.pool().has_hash(t1[0]) && m.pool().has_hash(t1[1]));
   // Same prompt: both blocks are cached but the last token must be computed, so one block hits.
   EXPECT_EQ(m.cached_prefix_tokens(prompt, kSeed), 4);
-  EXPECT_EQ(m.add_sequence(2, prompt, kSeed), 4);
+  ASSERT_EQ(m.add_sequence(2, prompt, kSeed), 4);
   EXPECT_EQ(m.n_computed(2), 4);
   EXPECT_EQ(m.block_table(2)[0], t1[0]);
   EXPECT_EQ(m.pool().refcount(t1[0]), 2);
@@ -70,13 +70,14 @@ TEST(KvSequenceManager, HitCoversAllButTheLastToken) {
   const auto prompt = iota_tokens(9);
   m.add_sequence(1, prompt, kSeed);
   compute_all(m, 1);
-  EXPECT_EQ(m.add_sequence(2, prompt, kSeed), 8);
+  ASSERT_EQ(m.add_sequence(2, prompt, kSeed), 8);
   const auto t1 = table(m, 1);
   EXPECT_EQ(table(m, 2), std::vector<BlockId>(t1.begin(), t1.begin() + 2));
   EXPECT_EQ(m.blocks_needed(2, 1), 1);  // a fresh block for position 8: 1's partial block is unhashed
   Copies c;
   ASSERT_TRUE(m.reserve(2, 1, c));
   EXPECT_TRUE(c.empty());
+  ASSERT_EQ(m.block_table(2).size(), 3u);
   EXPECT_NE(m.block_table(2)[2], m.block_table(1)[2]);
   const auto& ps = m.prefix_stats();
   EXPECT_EQ(ps.n_queries, 2);

@@ -9,7 +9,9 @@
 //  - allocate() takes a free block, else evicts the least recently released cached-idle block
 //    (dropping its hash); it returns -1 when every block is in use. The new block has ref 1, no hash.
 //  - A block's contents may only be written while its ref is 1 and it has no hash: a block with a
-//    hash is full and shared by content; writing one needs a copy (KvSequenceManager does that).
+//    hash is full and shared by content (every row valid, even where a holder rolled back to a
+//    position inside it); writing one needs a copy or, at ref 1, drop_hash() first
+//    (KvSequenceManager::reserve does that).
 //  - unref() to 0 keeps a hashed block findable (cached-idle) and returns an unhashed one to free.
 //  - Hashes are chained: hash(block i) covers the whole prefix up to the end of block i, the cache
 //    key (model, KV types, optional tenant salt) included through the seed.
