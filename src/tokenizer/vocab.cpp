@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace polykv {
 
@@ -43,12 +44,16 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     v.kind = VocabKind::ByteLevelBpe;
     v.merges = f.get_str_array("tokenizer.ggml.merges");
     v.bos = 11, v.eos = 11;
+  } else if (v.model_name == "gemma4") {  // BPE on raw UTF-8; its pre-tokenizer whatever the file says
+    v.kind = VocabKind::ByteLevelBpe;
+    v.merges = f.get_str_array("tokenizer.ggml.merges");
+    v.pre_name = "gemma4";
   } else if (v.model_name == "bert") {
     v.kind = VocabKind::WordPiece;
     v.bos = 101, v.unk = 100, v.sep = 102, v.pad = 0;
     v.add_bos = true, v.add_sep = true;
   } else {
-    fail("unsupported tokenizer model '", v.model_name, "' (supported: llama, gpt2, bert)");
+    fail("unsupported tokenizer model '", v.model_name, "' (supported: llama, gpt2, gemma4, bert)");
   }
 
   if (f.has("tokenizer.ggml.scores")) {
@@ -79,9 +84,8 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
   read_special_id(f, "tokenizer.ggml.unknown_token_id", n, v.unk);
   read_special_id(f, "tokenizer.ggml.seperator_token_id", n, v.sep);
   read_special_id(f, "tokenizer.ggml.padding_token_id", n, v.pad);
-  if (v.pre_name == "llama3" || v.pre_name == "llama-v3" || v.pre_name == "llama-bpe" ||
-      v.pre_name == "tekken")
-    v.add_bos = true;
+  if (v.kind == VocabKind::ByteLevelBpe)  // some pre-tokenizers imply a BOS (Llama 3, Tekken, ...)
+    if (const PreTokenizerTraits* pre = PreTokenizer::traits_for(v.pre_name)) v.add_bos = v.add_bos || pre->adds_bos;
   v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   v.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", v.add_eos);
   v.add_sep = f.get_bool("tokenizer.ggml.add_sep_token", v.add_sep);
