@@ -240,16 +240,18 @@ TEST(PreTokenizer, RawUtf8BpeLikeGemma4) {
   EXPECT_EQ(sarvam.decode({6, 7, 8, 8, 10, 11}, false), text);
 }
 
-// tokenizer.ggml.model "gemma4" is BPE with the gemma4 pre-tokenizer; some names imply add_bos.
+// tokenizer.ggml.model "gemma4" is BPE with the gemma4 pre-tokenizer; some names imply add_bos / add_sep / no BOS.
 TEST(PreTokenizer, VocabularyDefaultsFromThePreTokenizer) {
-  const auto write_vocab = [](const std::string& model, const std::string& pre) {
+  const auto write_vocab = [](const std::string& model, const std::string& pre, bool with_bos_id = true) {
     GgufWriter w;
     w.set_str("general.architecture", "llama");
     w.set_str("tokenizer.ggml.model", model);
     if (!pre.empty()) w.set_str("tokenizer.ggml.pre", pre);
-    w.set_str_array("tokenizer.ggml.tokens", {"a", "b", "ab"});
+    std::vector<std::string> tokens = {"a", "b", "ab"};
+    while (tokens.size() < 16) tokens.push_back("x" + std::to_string(tokens.size()));  // holds llama.cpp's BOS 11
+    w.set_str_array("tokenizer.ggml.tokens", tokens);
     w.set_str_array("tokenizer.ggml.merges", {"a b"});
-    w.set_u32("tokenizer.ggml.bos_token_id", 0);
+    if (with_bos_id) w.set_u32("tokenizer.ggml.bos_token_id", 0);
     const std::string path = testing::TempDir() + "pretokenizer_vocab_" + model + "_" + pre + ".gguf";
     w.write(path);
     Vocab v = Vocab::from_gguf(GgufFile::open(path));
@@ -260,6 +262,12 @@ TEST(PreTokenizer, VocabularyDefaultsFromThePreTokenizer) {
   EXPECT_TRUE(write_vocab("gpt2", "chameleon").add_bos);
   EXPECT_FALSE(write_vocab("gpt2", "gpt-2").add_bos);
   EXPECT_FALSE(write_vocab("gpt2", "no-such-pre").add_bos);  // the encoder reports the name, not the vocabulary
+  EXPECT_TRUE(write_vocab("gpt2", "roberta-bpe").add_sep);
+  EXPECT_FALSE(write_vocab("gpt2", "gpt-2").add_sep);
+  // GLM-4 has no BOS unless the file names one; others keep llama.cpp's gpt2 default, id 11.
+  EXPECT_EQ(write_vocab("gpt2", "glm4", false).bos, kNoToken);
+  EXPECT_EQ(write_vocab("gpt2", "gpt-2", false).bos, 11);
+  EXPECT_EQ(write_vocab("gpt2", "glm4").bos, 0);
   const Vocab gemma = write_vocab("gemma4", "");
   EXPECT_EQ(gemma.pre_name, "gemma4");
   EXPECT_EQ(gemma.kind, VocabKind::ByteLevelBpe);

@@ -27,6 +27,8 @@ struct PreTokenizerTraits {
   bool escape_whitespace = false;   // every ' ' becomes U+2581 before splitting (and back on decode)
   bool whole_newline_runs = false;  // a piece of only '\n' that is itself a token is emitted whole (Gemma 4)
   bool adds_bos = false;            // tokenizer.ggml.add_bos_token's default when the file has no such key
+  bool adds_sep = false;            // tokenizer.ggml.add_sep_token's default (RoBERTa-style encoders)
+  bool no_default_bos = false;      // no BOS id unless the file names one (ChatGLM / GLM-4)
 };
 
 class PreTokenizer {

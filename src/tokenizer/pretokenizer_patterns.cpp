@@ -146,13 +146,14 @@ const std::map<std::string, PreTokenizerRecipe>& pre_tokenizer_recipes() {
 
     add("gpt-2",
         {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-         "modern-bert", "jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais", "trillion",
-         "granite-docling", "exaone4"},
+         "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4"},
         {gpt2});
+    add("gpt-2", {"jina-v1-en", "jina-v2-code", "roberta-bpe"}, {gpt2}, {.adds_sep = true});
     add("llama3", {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
                    "jina-v5-nano"},
         {kLlama3}, llama3_traits);
-    add("llama3", {"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {kLlama3});  // the regex without the traits
+    add("llama3", {"dbrx", "smaug-bpe"}, {kLlama3});  // the regex without the traits
+    add("llama3", {"chatglm-bpe", "glm4"}, {kLlama3}, {.no_default_bos = true});
     add("jais-2", {"jais-2"}, {kJais2});
     add("qwen2", {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "hunyuan", "solar-open", "megrez",
                   "grok-2"},

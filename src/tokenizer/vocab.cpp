@@ -77,6 +77,8 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
   for (int32_t i = 0; i < n; ++i)
     if (!v.pieces[i].empty()) v.piece_to_id.emplace(v.pieces[i], i);  // first id wins on duplicates
 
+  const PreTokenizerTraits* pre = v.kind == VocabKind::ByteLevelBpe ? PreTokenizer::traits_for(v.pre_name) : nullptr;
+  if (pre != nullptr && pre->no_default_bos) v.bos = kNoToken;
   read_special_id(f, "tokenizer.ggml.bos_token_id", n, v.bos);
   read_special_id(f, "tokenizer.ggml.eos_token_id", n, v.eos);
   read_special_id(f, "tokenizer.ggml.eot_token_id", n, v.eot);
@@ -84,8 +86,10 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
   read_special_id(f, "tokenizer.ggml.unknown_token_id", n, v.unk);
   read_special_id(f, "tokenizer.ggml.seperator_token_id", n, v.sep);
   read_special_id(f, "tokenizer.ggml.padding_token_id", n, v.pad);
-  if (v.kind == VocabKind::ByteLevelBpe)  // some pre-tokenizers imply a BOS (Llama 3, Tekken, ...)
-    if (const PreTokenizerTraits* pre = PreTokenizer::traits_for(v.pre_name)) v.add_bos = v.add_bos || pre->adds_bos;
+  if (pre != nullptr) {  // some pre-tokenizers imply a BOS (Llama 3, Tekken, ...) or a SEP (RoBERTa)
+    v.add_bos = v.add_bos || pre->adds_bos;
+    v.add_sep = v.add_sep || pre->adds_sep;
+  }
   v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   v.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", v.add_eos);
   v.add_sep = f.get_bool("tokenizer.ggml.add_sep_token", v.add_sep);
