@@ -78,7 +78,8 @@ constexpr std::string_view kDigitsFromRight = R"(\d{1,3}(?=(?:\d{3})*\b))";
 // Youtu: Hangul and jamo; CJK punctuation; bopomofo; Han and kana (each a run of its own).
 constexpr std::string_view kYoutuScripts =
     R"([\x{AC00}-\x{D7A3}\x{3131}-\x{318E}]+)"
-    R"(|[\x{FF01}\x{2026}\x{201C}\x{201D}\x{2018}\x{2019}\x{2014}\x{FF1A}\x{FF1B}\x{FF0C}\x{3001}-\x{303F}\x{FE30}-\x{FE4F}]+)"
+    R"(|[\x{FF01}\x{2026}\x{201C}\x{201D}\x{2018}\x{2019}\x{2014}\x{FF1A}\x{FF1B}\x{FF0C})"
+    R"(\x{3001}-\x{303F}\x{FE30}-\x{FE4F}]+)"
     R"(|[\x{3105}-\x{312F}]+|[\x{4E00}-\x{9FA5}\x{3040}-\x{309F}\x{30A0}-\x{30FF}]+)";
 
 // DeepSeek V3 family: 1..3-digit numbers, then Han / kana runs, then words (an ASCII punctuation mark may lead an
