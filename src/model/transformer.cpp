@@ -130,6 +130,9 @@ void Model::forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool) {
     ap.scale = c.attn_scale;
     ap.softcap = c.attn_softcap;
     ap.window = lc.sliding ? c.sliding_window : 0;
+    // Every sequence stores its rows first; then one attention call over all of them, which reads
+    // the blocks sequences share (a common prefix) once for all their queries.
+    std::vector<AttentionSeq> as(batch.size());
     for (size_t s = 0; s < batch.size(); ++s) {
       KvSequence& kv = *batch[s].kv;
       const int r0 = row0[s], n_s = row0[s + 1] - row0[s], p0 = kv.n_tokens();
@@ -138,8 +141,12 @@ void Model::forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool) {
       kv.k_equalizer().equalize_keys(il, p0, ks, n_s);  // no-op unless enabled
       kv.store(il, p0, n_s, ks, v.data() + r0 * V, &pool);
       kv.k_equalizer().scale_queries(il, qs, n_s, c.n_head);
-      attention(ap, kv.view(il), p0, n_s, qs, att.data() + r0 * A, pool);
     }
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const int r0 = row0[s];
+      as[s] = {batch[s].kv->view(il), batch[s].kv->n_tokens(), row0[s + 1] - r0, q.data() + r0 * Q, att.data() + r0 * A};
+    }
+    attention_batch(ap, as, pool);
     matmul(l.wo, att.data(), h.data(), n, pool);
     if (c.sandwich_norm) rmsnorm(h.data(), l.post_attn_norm.data(), h.data(), n, int(E), c.rms_eps);
     add_inplace(x.data(), h.data(), n * E);
