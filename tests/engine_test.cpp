@@ -147,6 +147,25 @@ TEST(Engine, SecondRequestReusesCachedPrefixBlocks) {
   EXPECT_EQ(a.ids, alone(prompt, 4, "q8_0", "turbo3t"));
 }
 
+TEST(Engine, CacheSaltSeparatesTenants) {
+  Engine engine(*fx().model, fx().eog(), options());
+  const std::vector<int32_t> prompt = fx().encode(kDocument, true);
+  Collector a, b, c;
+  GenerationRequest ra = a.request(prompt, 2), rb = b.request(prompt, 2), rc = c.request(prompt, 2);
+  ra.cache_salt = "tenant-a";
+  rb.cache_salt = "tenant-b";
+  rc.cache_salt = "tenant-a";
+  engine.submit(std::move(ra));
+  a.wait();
+  engine.submit(std::move(rb));
+  b.wait();
+  engine.submit(std::move(rc));
+  c.wait();
+  EXPECT_EQ(b.info.cached_tokens, 0);  // another tenant's prefix is never shared
+  EXPECT_GT(c.info.cached_tokens, 0);  // the same tenant's is
+  EXPECT_EQ(a.ids, b.ids);
+}
+
 TEST(Engine, CancelAndPreemptionLeaveNoBlocksBehind) {
   EngineOptions o = options();
   o.kv_tokens = 32 * 24;  // 24 blocks: far fewer than 8 sequences of ~190 tokens need at once

@@ -345,7 +345,10 @@ void Engine::admit_locked() {
     } else {
       // Its pool (if any) was deleted while it waited: its content is in s->tokens; the prefix cache
       // may still hold the pool's full blocks.
-      n_computed = mgr_.add_sequence(s->sid, s->tokens, hash_seed_);
+      const BlockHash seed = s->req.cache_salt.empty()
+                                 ? hash_seed_
+                                 : prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, s->req.cache_salt);
+      n_computed = mgr_.add_sequence(s->sid, s->tokens, seed);
     }
     if (s->n_cached < 0) {
       s->n_cached = std::min(n_computed, s->n_context);
