@@ -15,5 +15,6 @@ int cmd_detokenize(int argc, char** argv);
 int cmd_bench_tokenize(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
+int cmd_bench_agents(int argc, char** argv);
 
 }  // namespace polykv::cli
