@@ -11,6 +11,7 @@
 #include <iterator>
 #include <string>
 
+#include "chat/chat_input.h"
 #include "chat/jinja_json.h"
 #include "core/error.h"
 
@@ -192,6 +193,22 @@ TEST(JsonLimits, ValueFromJsonChecksDepthBeforeRecursing) {
   ordered_json* inner = &deep_obj;
   for (int k = 1; k < 200000; ++k) inner = &((*inner)["a"] = ordered_json::object());
   EXPECT_NE(error_of([&] { (void)jinja::value_from_json(deep_obj); }), "");
+}
+
+TEST(JsonLimits, ChatInputForms) {
+  ChatInput in = parse_chat_input(R"([{"role": "user", "content": "hi"}])");
+  EXPECT_EQ(in.messages.size(), 1u);
+  EXPECT_TRUE(in.tools.is_null());
+  in = parse_chat_input(R"({"tools": [{"type": "function"}], "x": 1, "messages": []})");
+  EXPECT_TRUE(in.messages.is_array());
+  EXPECT_EQ(in.tools.size(), 1u);
+  EXPECT_NE(error_of([] { (void)parse_chat_input(R"({"message": []})"); }).find("no \"messages\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] { (void)parse_chat_input(R"({"messages": "hi"})"); }).find("must be a JSON array"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { (void)parse_chat_input("3"); }).find("must be a JSON array"), std::string::npos);
+  EXPECT_EQ(error_of([] { (void)parse_chat_input(nested_arrays(513)); }),
+            "messages JSON nested deeper than 512 levels");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_input.h"
 #include "chat/chat_template.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -30,11 +31,12 @@ std::string read_text(const std::string& path) {
   return text;
 }
 
-// `what` names the document in errors ("messages JSON nested deeper than 512 levels").
-nlohmann::ordered_json read_json(const std::string& path, const char* what) {
+// Runs parse(text of path), naming the file in any error: "'x.json': messages JSON nested deeper ...".
+template <typename Parse>
+auto parse_file(const std::string& path, Parse&& parse) {
   const std::string text = read_text(path);
   try {
-    return parse_json_limited<nlohmann::ordered_json>(text, kMaxJsonDepth, what);
+    return parse(text);
   } catch (const Error& e) {
     fail("'", path, "': ", e.what());
   }
@@ -79,16 +81,12 @@ int cmd_template(int argc, char** argv) {
   if (bos) opts.bos_token = *bos;
   if (eos) opts.eos_token = *eos;
 
-  nlohmann::ordered_json doc = read_json(messages_path, "messages");
-  nlohmann::ordered_json messages = doc, tools = nullptr;
-  if (doc.is_object()) {
-    check(doc.contains("messages"), "'", messages_path, "' has no \"messages\" array");
-    messages = doc["messages"];
-    if (doc.contains("tools")) tools = doc["tools"];
-  }
-  check(messages.is_array(), "messages must be a JSON array of {role, content} objects");
-  if (!tools_path.empty()) tools = read_json(tools_path, "tools");
-  const std::string out = render_chat_template(source, messages, tools, opts);
+  ChatInput input = parse_file(messages_path, [](const std::string& text) { return parse_chat_input(text); });
+  if (!tools_path.empty())
+    input.tools = parse_file(tools_path, [](const std::string& text) {
+      return parse_json_limited<nlohmann::ordered_json>(text, kMaxJsonDepth, "tools");
+    });
+  const std::string out = render_chat_template(source, input.messages, input.tools, opts);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
