@@ -100,10 +100,21 @@ TEST(JsonLimitsCli, TemplateRefusesDirectoriesAsFiles) {
 }
 
 TEST(JsonLimitsCli, TemplateRefusesUnreadableFiles) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads files whatever their permissions";
-  const TempFile messages("unreadable.json", kConversation);
-  std::filesystem::permissions(messages.path(), std::filesystem::perms::none);
-  const Result r = polykv("template --template " + qwen_template() + " --messages " + messages.path());
+  const TempFile messages("readable.json", kConversation);
+  // A missing file, and a path through a regular file, for each file-taking flag.
+  for (const std::string& bad : {std::string("/nonexistent/m.json"), messages.path() + "/x.json"}) {
+    for (const std::string& args : {"--template " + bad + " --messages " + messages.path(),
+                                    "--template " + qwen_template() + " --messages " + bad,
+                                    "--template " + qwen_template() + " --messages " + messages.path() + " --tools " + bad}) {
+      const Result r = polykv("template " + args);
+      EXPECT_EQ(r.code, 1) << args << ": " << r.out;
+      EXPECT_TRUE(contains(r.out, "cannot open '" + bad + "'")) << args << ": " << r.out;
+    }
+  }
+  if (::geteuid() == 0) return;  // root reads files whatever their permissions
+  const TempFile unreadable("unreadable.json", kConversation);
+  std::filesystem::permissions(unreadable.path(), std::filesystem::perms::none);
+  const Result r = polykv("template --template " + qwen_template() + " --messages " + unreadable.path());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "cannot open")) << r.out;
 }

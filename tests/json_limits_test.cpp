@@ -155,9 +155,14 @@ TEST(JsonLimits, MalformedInputGivesShortErrors) {
   EXPECT_NE(err.find("control character U+0001"), std::string::npos) << err;
   EXPECT_NE(err.find("...aaaa"), std::string::npos) << err;
   EXPECT_NE(err.find("<U+0001>'"), std::string::npos) << err;
-  // Invalid UTF-8 in a long string, then a truncated document.
-  const std::string bad_utf8 = "[\"" + std::string(5000, 'b') + "\xff\"]";
-  EXPECT_LT(error_of([&] { (void)parse_json_limited(bad_utf8, 512, "m"); }).size(), 450u);
+  EXPECT_EQ(err.rfind("messages is not valid JSON: [json.exception.parse_error.101] parse error at line 1, column ", 0), 0u)
+      << err;
+  // Invalid UTF-8 in a long string: echoed as \xNN, so the message is ASCII (fit for a JSON reply).
+  const std::string bad_utf8 = "[\"" + std::string(5000, 'b') + "\xc3\xa9\xff\"]";
+  const std::string utf8_err = error_of([&] { (void)parse_json_limited(bad_utf8, 512, "m"); });
+  EXPECT_LT(utf8_err.size(), 450u);
+  EXPECT_NE(utf8_err.find("bbb\\xc3\\xa9\\xff'"), std::string::npos) << utf8_err;
+  for (const char c : utf8_err) EXPECT_LT(static_cast<unsigned char>(c), 0x80u) << utf8_err;
   EXPECT_LT(error_of([&] { (void)parse_json_limited("[\"" + std::string(5000, 'c'), 512, "m"); }).size(), 450u);
 }
 

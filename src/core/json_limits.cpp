@@ -13,12 +13,23 @@ namespace {
 
 bool is_utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
 
-// The last max_bytes of text (or all of it), starting at a character boundary, "..." in front when cut.
-std::string tail_for_message(std::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return std::string(text);
-  size_t start = text.size() - max_bytes;
-  while (start < text.size() && is_utf8_continuation(text[start])) ++start;
-  return "..." + std::string(text.substr(start));
+// The last max_bytes of text (or all of it), "..." in front when cut, every byte outside printable
+// ASCII written as \xNN: the echo of a bad token may hold invalid UTF-8, and the message must stay
+// valid text (a server puts it into a JSON reply).
+std::string escaped_tail(std::string_view text, size_t max_bytes) {
+  std::string out = text.size() > max_bytes ? "..." : "";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (const char c : text.substr(text.size() > max_bytes ? text.size() - max_bytes : 0)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
 }
 
 // nlohmann's message is "<position>: syntax error ... - <reason>; last read: '<token>'[; expected X]",
@@ -27,19 +38,17 @@ std::string tail_for_message(std::string_view text, size_t max_bytes) {
 std::string shorten_parse_message(std::string_view msg) {
   constexpr std::string_view kLastRead = "; last read: '";
   constexpr size_t kTokenTail = 40, kMessageMax = 400;
-  std::string out;
-  const size_t open = msg.find(kLastRead);
-  if (open == std::string_view::npos) {
-    out = std::string(msg);
-  } else {
+  std::string out(msg);
+  if (const size_t open = msg.find(kLastRead); open != std::string_view::npos) {
     const size_t token_begin = open + kLastRead.size();
     // The token's closing quote: the last "'; expected " (type names hold no such text), else the
     // message's final character.
     size_t token_end = msg.rfind("'; expected ");
     if (token_end == std::string_view::npos || token_end < token_begin) token_end = msg.size() - 1;
-    out = std::string(msg.substr(0, token_begin)) +
-          tail_for_message(msg.substr(token_begin, token_end - token_begin), kTokenTail) +
-          std::string(msg.substr(token_end));
+    if (token_end >= token_begin)
+      out = std::string(msg.substr(0, token_begin)) +
+            escaped_tail(msg.substr(token_begin, token_end - token_begin), kTokenTail) +
+            std::string(msg.substr(token_end));
   }
   return truncate_for_message(out, kMessageMax);
 }
