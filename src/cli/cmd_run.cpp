@@ -26,7 +26,7 @@ int cmd_run(int argc, char** argv) {
   app.add_option("-n,--n-predict", opts.n_predict, "tokens to generate (-1: until the context is full)");
   app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0: the model's training context)")
       ->check(CLI::Range(0, 1 << 24));
-  app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  add_threads_option(app, threads);
   app.add_option("--temp", opts.sampling.temperature, "temperature (0: greedy)");
   app.add_option("--top-k", opts.sampling.top_k, "top-k (0: off)");
   app.add_option("--top-p", opts.sampling.top_p, "top-p (1: off)");

@@ -1,9 +1,11 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "gguf/gguf.h"
 #include "tokenizer/pretokenizer.h"
 
@@ -53,7 +55,7 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     v.bos = 101, v.unk = 100, v.sep = 102, v.pad = 0;
     v.add_bos = true, v.add_sep = true;
   } else {
-    fail("unsupported tokenizer model '", v.model_name, "' (supported: llama, gpt2, gemma4, bert)");
+    fail("unsupported tokenizer model '", printable(v.model_name), "' (supported: llama, gpt2, gemma4, bert)");
   }
 
   if (f.has("tokenizer.ggml.scores")) {
@@ -61,6 +63,9 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     check(v.scores.size() >= v.pieces.size(), "tokenizer.ggml.scores has ", v.scores.size(),
           " entries for ", n, " tokens");
     v.scores.resize(v.pieces.size());
+    for (int32_t i = 0; i < n; ++i)
+      check(std::isfinite(v.scores[size_t(i)]), "tokenizer.ggml.scores[", i, "] = ", v.scores[size_t(i)],
+            " is not a finite number");
   } else {
     v.scores.assign(v.pieces.size(), 0.0f);
   }
@@ -69,8 +74,11 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     const auto raw = f.get_i32_array("tokenizer.ggml.token_type");
     check(raw.size() >= v.pieces.size(), "tokenizer.ggml.token_type has ", raw.size(), " entries for ", n,
           " tokens");
-    for (int32_t i = 0; i < n; ++i)
-      v.types[i] = (raw[i] >= 0 && raw[i] <= 6) ? static_cast<TokenType>(raw[i]) : TokenType::Undefined;
+    for (int32_t i = 0; i < n; ++i) {
+      check(raw[i] >= int32_t(TokenType::Undefined) && raw[i] <= int32_t(TokenType::Byte), "tokenizer.ggml.token_type[",
+            i, "] = ", raw[i], " is not a token type (0 to 6)");
+      v.types[i] = static_cast<TokenType>(raw[i]);
+    }
   }
 
   v.piece_to_id.reserve(v.pieces.size());
