@@ -98,8 +98,10 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
   }
 
   // Softmax at temperature 1 over the current set: p_i = exp(l_i - m) / z.
-  double m = -std::numeric_limits<double>::infinity();
-  for (const auto& c : cands_) m = std::max(m, double(c.logit));
+  Candidate best = cands_.front();  // the most probable candidate (lowest id on ties)
+  for (const auto& c : cands_)
+    if (ByLogitDesc{}(c, best)) best = c;
+  const double m = double(best.logit);
   double z = 0.0;
   for (const auto& c : cands_) z += std::exp(double(c.logit) - m);
 
@@ -107,10 +109,10 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
   // order, and top-p below uses z of the pre-min-p set, so the kept set is the shorter prefix.
   if (params_.min_p > 0.0f) {
     const double cutoff = std::log(double(params_.min_p));  // p_i >= min_p * p_max  <=>  l_i - m >= log(min_p)
-    // The best candidate has l - m == 0 >= cutoff (min_p <= 1), so it is never erased; the check makes
-    // that an invariant the draw below can rely on even if the stage changes.
     std::erase_if(cands_, [&](const Candidate& c) { return double(c.logit) - m < cutoff; });
-    check(!cands_.empty(), "sampler: min-p removed every candidate (min_p ", params_.min_p, ")");
+    // The best has l - m == 0 >= cutoff whenever min_p <= 1 (validate()); keep it whatever happens, so
+    // the draw below never sees an empty set.
+    if (cands_.empty()) cands_.push_back(best);
   }
 
   if (params_.top_p < 1.0f) {
@@ -125,14 +127,12 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
     }
   }
 
-  // Temperature and draw. The maximum has weight exp(0 / t) = 1, so total >= 1 even for tiny
-  // temperatures (dividing, not multiplying by 1/t: 1/t overflows to inf for t < ~1e-308 and 0 * inf
-  // would be NaN).
-  const double t = double(params_.temperature);
+  // Temperature and draw. The maximum has weight exp(0) = 1, so total >= 1 even for tiny temperatures.
+  const double inv_t = 1.0 / double(params_.temperature);  // finite: a float > 0 is >= 1.4e-45
   weights_.resize(cands_.size());
   double total = 0.0;
   for (size_t i = 0; i < cands_.size(); ++i) {
-    weights_[i] = std::exp((double(cands_[i].logit) - m) / t);
+    weights_[i] = std::exp((double(cands_[i].logit) - m) * inv_t);
     total += weights_[i];
   }
   const double u = uniform01() * total;
