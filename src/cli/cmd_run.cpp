@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "chat/chat_prompt.h"
 #include "cli/cli_util.h"
@@ -138,11 +139,6 @@ int cmd_run(int argc, char** argv) {
   apply_k_eq(*model, kv, k_eq);
   print_kv_summary(kv);
   ThreadPool pool(threads);
-  if (echo) {
-    const std::string shown = tok.decode(ids, /*render_special=*/true);
-    std::fwrite(shown.data(), 1, shown.size(), stdout);
-    std::fflush(stdout);
-  }
   StreamingDecoder dec(tok);
   GenerateCallbacks cb;
   cb.is_eog = [&](int32_t id) { return tok.is_eog(id); };
@@ -152,7 +148,16 @@ int cmd_run(int argc, char** argv) {
     std::fflush(stdout);
     return true;
   };
-  if (isatty(fileno(stderr))) cb.on_prefill = show_prefill_progress;
+  // The echo comes once the prompt is in: on a terminal the progress line is then erased, and it
+  // would otherwise erase the echo's last line with it.
+  cb.on_prefill = [&, tty = isatty(fileno(stderr)) != 0](int n_done, int n_total) {
+    if (tty) show_prefill_progress(n_done, n_total);
+    if (echo && n_done == n_total) {
+      const std::string shown = tok.decode(ids, /*render_special=*/true);
+      std::fwrite(shown.data(), 1, shown.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
   const GenerateStats st = generate(*model, kv, ids, opts, cb, pool);
   const std::string rest = dec.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
