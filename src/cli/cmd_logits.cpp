@@ -29,6 +29,9 @@ int cmd_logits(int argc, char** argv) {
   AtomicFileWriter out(out_path);          // fails now, not after the forward pass, if OUT can't be made
   auto model = Model::load(model_path);
   const int n_vocab = model->config().n_vocab;
+  const int n_ctx_train = model->config().n_ctx_train;  // the context here is the number of ids
+  if (n_ctx_train > 0 && ids.size() > size_t(n_ctx_train))
+    std::fprintf(stderr, "warning: %zu tokens exceed the model's training context of %d\n", ids.size(), n_ctx_train);
   ThreadPool pool(threads);
   KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, int(ids.size()));
   apply_k_eq(*model, kv, k_eq);

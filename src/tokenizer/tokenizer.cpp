@@ -81,11 +81,8 @@ Tokenizer Tokenizer::from_vocab(Vocab vocab) {
   return t;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 4);
-  if (add_special && vocab_->add_bos) out.push_back(vocab_->bos);
-  bool starts_segment = true;  // SentencePiece: a fragment that begins the input or follows a special token
+void Tokenizer::encode_text(std::string_view text, bool parse_special, bool& starts_segment,
+                            std::vector<int32_t>& out) const {
   for (const TextFragment& frag : splitter_->split(text, parse_special)) {
     if (frag.token != kNoToken) {
       out.push_back(frag.token);
@@ -95,9 +92,45 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       starts_segment = false;
     }
   }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 4);
+  if (add_special && vocab_->add_bos) out.push_back(vocab_->bos);
+  bool starts_segment = true;  // SentencePiece: a fragment that begins the input or follows a special token
+  encode_text(text, parse_special, starts_segment, out);
   if (add_special && vocab_->add_eos) out.push_back(vocab_->eos);
   if (add_special && vocab_->add_sep && vocab_->sep != kNoToken) out.push_back(vocab_->sep);
   return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_fragments(std::span<const TextFragment> fragments, bool add_special) const {
+  std::vector<int32_t> out;
+  if (add_special && vocab_->add_bos) out.push_back(vocab_->bos);
+  bool starts_segment = true;
+  for (const TextFragment& frag : fragments) {
+    if (frag.token != kNoToken) {
+      check(valid(frag.token), "token id ", frag.token, " is outside the vocabulary (0..", n_vocab() - 1, ")");
+      out.push_back(frag.token);
+      starts_segment = true;
+    } else {
+      encode_text(frag.text, false, starts_segment, out);
+    }
+  }
+  if (add_special && vocab_->add_eos) out.push_back(vocab_->eos);
+  if (add_special && vocab_->add_sep && vocab_->sep != kNoToken) out.push_back(vocab_->sep);
+  return out;
+}
+
+std::vector<TextFragment> Tokenizer::split_special(std::string_view text, bool parse_special) const {
+  return splitter_->split(text, parse_special);
+}
+
+bool Tokenizer::needs_parse_special(int32_t id) const {
+  if (!valid(id)) return false;
+  const TokenType t = vocab_->type(id);
+  return t == TokenType::Control || t == TokenType::Unknown;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
