@@ -5,7 +5,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build pkg-config \
-  libpcre2-dev nlohmann-json3-dev libcli11-dev libicu-dev \
+  libpcre2-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libicu-dev \
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev \
   libgtest-dev clang-14 libclang-rt-14-dev \
   python3-numpy python3-jinja2 chromium >/dev/null

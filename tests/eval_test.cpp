@@ -202,7 +202,8 @@ TEST(EvalErrors, BadInputsGiveClearErrors) {
   std::filesystem::remove(bad_ids);
 
   EXPECT_NE(error_of([&] { parse_needle_case("", 7); }).find("line 7: empty line"), std::string::npos);
-  EXPECT_NE(error_of([&] { parse_needle_case("{\"expected\": \"ab\"", 3); }).find("line 3: malformed JSON"),
+  EXPECT_NE(error_of([&] { parse_needle_case("{\"expected\": \"ab\"", 3); })
+                .find("line 3: needle case is not valid JSON"),
             std::string::npos);
   EXPECT_NE(error_of([&] { parse_needle_case("{\"prompt\": \"x\"}", 2); }).find("missing field \"expected\""),
             std::string::npos);

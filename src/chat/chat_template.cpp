@@ -4,6 +4,7 @@
 #include "chat/jinja_json.h"
 #include "chat/jinja_lexer.h"
 #include "chat/jinja_parser.h"
+#include "chat/template_literals.h"
 #include "core/error.h"
 
 namespace polykv {
@@ -15,6 +16,11 @@ struct ChatTemplate::Impl {
 ChatTemplate::ChatTemplate(const std::string& source) : impl_(std::make_unique<Impl>()) {
   impl_->body = jinja::parse_template(jinja::tokenize(source));
   jinja::validate_template(impl_->body);
+}
+
+ChatTemplate::ChatTemplate(const std::string& source, const std::function<std::string(const std::string&)>& rewrite)
+    : ChatTemplate(source) {
+  jinja::rewrite_output_literals(impl_->body, rewrite);
 }
 
 ChatTemplate::~ChatTemplate() = default;

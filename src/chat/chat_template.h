@@ -15,6 +15,8 @@
 // prints as a list; lists/dicts nest at most 512 deep.
 #pragma once
 #include <ctime>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -47,6 +49,8 @@ std::string render_chat_template(const std::string& template_source, const nlohm
 class ChatTemplate {
  public:
   explicit ChatTemplate(const std::string& source);  // throws polykv::Error on syntax errors
+  // The same, then rewrite_output_literals(rewrite) on the parsed template (chat/template_literals.h).
+  ChatTemplate(const std::string& source, const std::function<std::string(const std::string&)>& rewrite);
   ~ChatTemplate();
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;

@@ -10,8 +10,11 @@ namespace polykv::jinja {
 
 namespace {
 
+// Recursion depth is checked on the way down (depth = containers enclosing j), so a deep document
+// built in memory fails here after kMaxValueNesting frames instead of overflowing the stack. Input
+// from outside is already held to the same depth by parse_json_limited (core/json_limits.h).
 template <typename Json>
-Value convert_json(const Json& j) {
+Value convert_json(const Json& j, uint32_t depth) {
   switch (j.type()) {
     case Json::value_t::null: return Value::none();
     case Json::value_t::boolean: return Value::boolean(j.template get<bool>());
@@ -24,14 +27,18 @@ Value convert_json(const Json& j) {
     case Json::value_t::number_float: return Value::floating(j.template get<double>());
     case Json::value_t::string: return Value::string(j.template get<std::string>());
     case Json::value_t::array: {
+      check_nesting(depth + 1);
       std::vector<Value> items;
-      for (const auto& e : j) items.push_back(convert_json(e));
+      items.reserve(j.size());
+      for (const auto& e : j) items.push_back(convert_json(e, depth + 1));
       return Value::list(std::move(items));
     }
     case Json::value_t::object: {
+      check_nesting(depth + 1);
       auto data = std::make_shared<DictData>();
+      data->entries.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it)
-        data->entries.emplace_back(Value::string(it.key()), convert_json(it.value()));
+        data->entries.emplace_back(Value::string(it.key()), convert_json(it.value(), depth + 1));
       return Value::dict(data);
     }
     default: fail("unsupported JSON value type in chat template input");
@@ -40,8 +47,8 @@ Value convert_json(const Json& j) {
 
 }  // namespace
 
-Value value_from_json(const nlohmann::json& j) { return convert_json(j); }
-Value value_from_json(const nlohmann::ordered_json& j) { return convert_json(j); }
+Value value_from_json(const nlohmann::json& j) { return convert_json(j, 0); }
+Value value_from_json(const nlohmann::ordered_json& j) { return convert_json(j, 0); }
 
 namespace {
 

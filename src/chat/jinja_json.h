@@ -10,6 +10,8 @@
 namespace polykv::jinja {
 
 // nlohmann::json keeps object keys sorted; ordered_json keeps insertion order (as Python does).
+// Throws polykv::Error when containers nest deeper than kMaxValueNesting, checked before recursing
+// (so any depth is safe); parse outside input with parse_json_limited (core/json_limits.h).
 Value value_from_json(const nlohmann::json& j);
 Value value_from_json(const nlohmann::ordered_json& j);
 

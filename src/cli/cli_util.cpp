@@ -4,11 +4,27 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "model/model.h"
 
 namespace polykv::cli {
+
+CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& name, const std::string& help) {
+  const std::string flag = name.substr(0, name.find(','));
+  return app
+      .add_option_function<int>(
+          name,
+          [&threads, flag](const int& n) {
+            threads = n;
+            const unsigned hw = std::thread::hardware_concurrency();
+            if (hw > 0 && unsigned(n) > hw)
+              std::fprintf(stderr, "%s %d exceeds the %u hardware threads; this will be slow\n", flag.c_str(), n, hw);
+          },
+          help)
+      ->check(CLI::Range(1, 1024));
+}
 
 void add_k_eq_option(CLI::App& app, float& alpha) {
   app.add_option("--k-eq", alpha, "per-channel K equalization per layer and KV head, scales (rms ratio)^ALPHA; 0: off")

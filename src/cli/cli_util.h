@@ -46,6 +46,11 @@ inline constexpr const char* kDefaultCacheTypeV = "turbo3t";
 // Help text of --cache-type-k / --cache-type-v (which = "K" or "V").
 std::string kv_type_help(const char* which);
 
+// -t/--threads N (or another name): 1 <= N <= 1024, else a usage error; N above the hardware threads
+// is honored with a one-line warning on stderr. Not given: threads keeps its value (0: all cores).
+CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& name = "-t,--threads",
+                                const std::string& help = "threads (default: all cores)");
+
 // --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
 void add_k_eq_option(CLI::App& app, float& alpha);
 // Installs K equalization of strength alpha (if > 0) in a fresh cache of the model.

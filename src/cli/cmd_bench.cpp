@@ -45,7 +45,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-p,--n-prompt", n_prompt, "prefill tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-n,--n-gen", n_gen, "decode tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-d,--depth", depth, "tokens already in the KV cache")->check(CLI::Range(0, 1 << 22));
-  app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  add_threads_option(app, threads);
   app.add_option("--fill-threads", fill_threads, "threads for the untimed depth fill (0: same as -t)")
       ->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", reps, "repetitions, best kept")->check(CLI::Range(1, 100));

@@ -27,7 +27,7 @@ int cmd_eval_kld(int argc, char** argv) {
   app.add_option("--cache-type-v", opts.test.v, kv_type_help("V") + " (under test)")->required();
   app.add_option("--ref-ctk", opts.ref.k, "reference KV cache type for K")->capture_default_str();
   app.add_option("--ref-ctv", opts.ref.v, "reference KV cache type for V")->capture_default_str();
-  app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  add_threads_option(app, threads);
   app.add_flag("--json", json, "print one JSON object instead of a table");
   add_k_eq_option(app, opts.test.k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;

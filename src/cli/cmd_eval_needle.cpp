@@ -29,7 +29,7 @@ int cmd_eval_needle(int argc, char** argv) {
   app.add_option("--cache-type-k", types.k, kv_type_help("K"))->capture_default_str();
   app.add_option("--cache-type-v", types.v, kv_type_help("V"))->capture_default_str();
   app.add_option("--limit", limit, "run only the first N cases (0: all)")->check(CLI::NonNegativeNumber);
-  app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  add_threads_option(app, threads);
   app.add_flag("--json", json, "print one JSON object instead of a table");
   app.add_flag("-v,--verbose", verbose, "with --json: include every case's answer");
   add_k_eq_option(app, types.k_eq);

@@ -28,7 +28,7 @@ int cmd_synth(int argc, char** argv) {
   app.add_option("-o,--output", out, "output GGUF file")->required();
   app.add_option("--seed", seed, "random seed (same seed, same file)");
   app.add_option("--layers", layers, "number of blocks (default: the shape's)")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "generator threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  add_threads_option(app, threads, "--threads", "generator threads (default: all cores)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   const ModelShape& shape = find_model_shape(shape_name);  // throws, listing the valid shapes

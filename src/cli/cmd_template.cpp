@@ -2,33 +2,43 @@
 // [--bos TEXT --eos TEXT] [--tools FILE.json]`: print the prompt a chat template renders.
 // The messages file holds a JSON array of messages, or an object {"messages": [...], "tools": [...]}.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "chat/chat_input.h"
 #include "chat/chat_template.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace polykv::cli {
 namespace {
 
+// The whole file. A directory is refused by name: std::ifstream opens one happily and reads nothing,
+// which used to render an empty template and exit 0.
 std::string read_text(const std::string& path) {
+  std::error_code ec;
+  check(!std::filesystem::is_directory(path, ec), "'", path, "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   check(in.good(), "cannot open '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  check(!in.bad(), "cannot read '", path, "'");
+  return text;
 }
 
-nlohmann::ordered_json read_json(const std::string& path) {
+// Runs parse(text of path), naming the file in any error: "'x.json': messages JSON nested deeper ...".
+template <typename Parse>
+auto parse_file(const std::string& path, Parse&& parse) {
+  const std::string text = read_text(path);
   try {
-    return nlohmann::ordered_json::parse(read_text(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("'", path, "' is not valid JSON: ", e.what());
+    return parse(text);
+  } catch (const Error& e) {
+    fail("'", path, "': ", e.what());
   }
 }
 
@@ -71,16 +81,12 @@ int cmd_template(int argc, char** argv) {
   if (bos) opts.bos_token = *bos;
   if (eos) opts.eos_token = *eos;
 
-  nlohmann::ordered_json doc = read_json(messages_path);
-  nlohmann::ordered_json messages = doc, tools = nullptr;
-  if (doc.is_object()) {
-    check(doc.contains("messages"), "'", messages_path, "' has no \"messages\" array");
-    messages = doc["messages"];
-    if (doc.contains("tools")) tools = doc["tools"];
-  }
-  check(messages.is_array(), "messages must be a JSON array of {role, content} objects");
-  if (!tools_path.empty()) tools = read_json(tools_path);
-  const std::string out = render_chat_template(source, messages, tools, opts);
+  ChatInput input = parse_file(messages_path, [](const std::string& text) { return parse_chat_input(text); });
+  if (!tools_path.empty())
+    input.tools = parse_file(tools_path, [](const std::string& text) {
+      return parse_json_limited<nlohmann::ordered_json>(text, kMaxJsonDepth, "tools");
+    });
+  const std::string out = render_chat_template(source, input.messages, input.tools, opts);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

@@ -16,5 +16,6 @@ int cmd_bench_tokenize(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_bench_agents(int argc, char** argv);
 
 }  // namespace polykv::cli

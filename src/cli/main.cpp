@@ -21,6 +21,7 @@ const Verb kVerbs[] = {
     {"logits", polykv::cli::cmd_logits, "write the logits of one forward pass over token ids"},
     {"eval", polykv::cli::cmd_eval, "quality: perplexity, KL divergence vs a reference KV type, needle retrieval"},
     {"bench", polykv::cli::cmd_bench, "measure prefill and decode tokens/s"},
+    {"bench-agents", polykv::cli::cmd_bench_agents, "many agents over one shared context: KV memory, TTFT, decode"},
     {"quantize", polykv::cli::cmd_quantize, "re-quantize a model's weight matrices"},
     {"inspect", polykv::cli::cmd_inspect, "print a GGUF file's metadata and tensors"},
     {"synth", polykv::cli::cmd_synth, "write a random-weight GGUF shaped like a real model"},

@@ -1,6 +1,9 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
+
+#include "core/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -14,14 +17,25 @@ namespace polykv {
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  workers_.reserve(size_t(n_threads_ - 1));
+  for (int i = 1; i < n_threads_; ++i) {
+    try {
+      workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::exception& e) {  // system_error (no thread, no stack) or bad_alloc
+      stop_workers();  // a joinable std::thread destroyed unjoined would terminate the process
+      fail("cannot start thread ", i + 1, " of ", n_threads_, ": ", e.what(), "; use fewer threads (-t)");
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   stop_.store(true);
   generation_.fetch_add(1);
   generation_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::work_on_current_job() {

@@ -15,7 +15,9 @@ namespace polykv {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);  // n_threads <= 0: hardware concurrency
+  // n_threads <= 0: hardware concurrency. Throws Error if a thread cannot be started (the threads
+  // already started are stopped and joined first).
+  explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -32,6 +34,7 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  void stop_workers();  // wakes every worker with stop_ set and joins it
   void work_on_current_job();
 
   int n_threads_;

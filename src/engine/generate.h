@@ -19,19 +19,33 @@ struct GenerateOptions {
   SamplingParams sampling;
 };
 
+// Why generation ended. The server maps EndOfText and Callback to OpenAI's finish_reason "stop",
+// TokenLimit and ContextFull to "length".
+enum class StopReason : uint8_t {
+  EndOfText,    // the model produced an end-of-generation token (is_eog; it is not emitted)
+  TokenLimit,   // n_predict tokens were generated
+  ContextFull,  // the KV cache holds max_tokens(): no room to feed the last token back
+  Callback,     // on_token returned false (a stop string matched, a request was cancelled)
+};
+// "end of text", "token limit", "context full", "stopped by the caller".
+const char* stop_reason_text(StopReason r);
+
 struct GenerateStats {
   int n_prompt = 0;
   int n_generated = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
-  bool stopped_by_eog = false;
+  StopReason stop_reason = StopReason::TokenLimit;
 };
 
 // Called with each generated token; return false to stop. is_eog(id) says whether id ends generation
-// (the token itself is not passed to on_token).
+// (the token itself is not passed to on_token). on_prefill(n_done, n_total), if set, reports prompt
+// progress: once with 0 before the first forward pass, then after each prefill chunk (the last call
+// has n_done == n_total). All callbacks run on the calling thread.
 struct GenerateCallbacks {
   std::function<bool(int32_t id)> on_token;
   std::function<bool(int32_t id)> is_eog;
+  std::function<void(int n_done, int n_total)> on_prefill;
 };
 
 // Throws Error when the prompt is empty or does not fit the cache.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "core/error.h"
 
@@ -19,7 +20,25 @@ struct ByLogitDesc {
 
 }  // namespace
 
-Sampler::Sampler(SamplingParams params) : params_(params), rng_(params.seed) {}
+void validate(const SamplingParams& p) {
+  // Each comparison is written so that NaN fails it.
+  check(std::isfinite(p.temperature) && p.temperature >= 0.0f,
+        "temperature must be a finite number >= 0 (0: greedy), got ", p.temperature);
+  check(p.top_k >= 0, "top_k must be >= 0 (0: off), got ", p.top_k);
+  check(p.top_p >= 0.0f && p.top_p <= 1.0f, "top_p must be in [0, 1] (1: off), got ", p.top_p);
+  check(p.min_p >= 0.0f && p.min_p <= 1.0f, "min_p must be in [0, 1] (0: off), got ", p.min_p);
+  check(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f,
+        "repeat_penalty must be a finite number > 0 (1: off), got ", p.repeat_penalty);
+  check(p.repeat_last_n >= -1, "repeat_last_n must be >= -1 (0: off, -1: whole history), got ", p.repeat_last_n);
+}
+
+uint64_t random_seed() {
+  std::random_device rd;
+  const uint64_t r = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+  return r & ((uint64_t(1) << 53) - 1);
+}
+
+Sampler::Sampler(SamplingParams params) : params_(params), rng_(params.seed) { validate(params_); }
 
 double Sampler::uniform01() { return double(rng_() >> 11) * 0x1.0p-53; }
 
@@ -53,13 +72,12 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
 
   // Candidates in id order; NaN becomes -inf (never drawn).
   cands_.resize(size_t(n_vocab));
-  bool any_pos_inf = false;
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    const float l = std::isnan(logits[i]) ? -kInf : logits[i];
-    any_pos_inf |= (l == kInf);
-    cands_[size_t(i)] = {l, i};
-  }
-  apply_penalty(history, n_vocab);  // keeps ±inf as they are
+  for (int32_t i = 0; i < n_vocab; ++i) cands_[size_t(i)] = {std::isnan(logits[i]) ? -kInf : logits[i], i};
+  // Keeps ±inf as they are; a tiny penalty can overflow a large finite logit to +inf, so +inf is
+  // looked for afterwards.
+  apply_penalty(history, n_vocab);
+  const bool any_pos_inf =
+      std::any_of(cands_.begin(), cands_.end(), [](const Candidate& c) { return c.logit == kInf; });
   if (any_pos_inf) return draw_uniform_among_inf();
   std::erase_if(cands_, [](const Candidate& c) { return c.logit == -kInf; });
   check(!cands_.empty(), "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
@@ -80,8 +98,10 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
   }
 
   // Softmax at temperature 1 over the current set: p_i = exp(l_i - m) / z.
-  double m = -std::numeric_limits<double>::infinity();
-  for (const auto& c : cands_) m = std::max(m, double(c.logit));
+  Candidate best = cands_.front();  // the most probable candidate (lowest id on ties)
+  for (const auto& c : cands_)
+    if (ByLogitDesc{}(c, best)) best = c;
+  const double m = double(best.logit);
   double z = 0.0;
   for (const auto& c : cands_) z += std::exp(double(c.logit) - m);
 
@@ -90,6 +110,9 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
   if (params_.min_p > 0.0f) {
     const double cutoff = std::log(double(params_.min_p));  // p_i >= min_p * p_max  <=>  l_i - m >= log(min_p)
     std::erase_if(cands_, [&](const Candidate& c) { return double(c.logit) - m < cutoff; });
+    // The best has l - m == 0 >= cutoff whenever min_p <= 1 (validate()); keep it whatever happens, so
+    // the draw below never sees an empty set.
+    if (cands_.empty()) cands_.push_back(best);
   }
 
   if (params_.top_p < 1.0f) {
@@ -105,7 +128,7 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
   }
 
   // Temperature and draw. The maximum has weight exp(0) = 1, so total >= 1 even for tiny temperatures.
-  const double inv_t = 1.0 / double(params_.temperature);
+  const double inv_t = 1.0 / double(params_.temperature);  // finite: a float > 0 is >= 1.4e-45
   weights_.resize(cands_.size());
   double total = 0.0;
   for (size_t i = 0; i < cands_.size(); ++i) {

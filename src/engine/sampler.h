@@ -9,8 +9,13 @@
 //   4. min-p               keep tokens with p >= min_p * p_max (min_p <= 0: off)
 //   5. temperature         p_i ∝ exp(logit_i / temperature)
 //   6. draw                one token from that distribution with the seeded RNG
-// temperature <= 0 is greedy: the highest penalized logit (lowest id on ties); truncation stages are
+// temperature == 0 is greedy: the highest penalized logit (lowest id on ties); truncation stages are
 // skipped because they cannot change the argmax, and the RNG is not advanced.
+// Every truncation stage keeps at least the most probable candidate, so the draw never sees an empty set.
+//
+// Parameters are checked by validate() (ranges below); the Sampler constructor calls it, so invalid
+// parameters throw polykv::Error before any token is drawn. Front ends (CLI flags, HTTP request bodies)
+// call validate() themselves to report a usage error / 400 before loading anything.
 //
 // Non-finite logits: NaN and -inf are ignored (the token can never be drawn). If any logit is +inf,
 // the distribution is the limit of softmax: uniform over the +inf tokens (greedy: the lowest such id).
@@ -31,19 +36,31 @@
 
 namespace polykv {
 
+// Valid ranges (validate()); NaN and infinities are rejected everywhere.
 struct SamplingParams {
-  float temperature = 0.8f;   // <= 0: greedy
-  int top_k = 40;             // <= 0: off
-  float top_p = 0.95f;        // >= 1: off
-  float min_p = 0.05f;        // <= 0: off
-  float repeat_penalty = 1.0f;  // 1: off
-  int repeat_last_n = 64;     // window of history penalized; 0: off, < 0: whole history
-  uint64_t seed = 0x5eed;     // fixed default: runs are reproducible unless a seed is given
+  float temperature = 0.8f;     // >= 0; 0: greedy. No upper bound (large: uniform over the kept set)
+  int top_k = 40;               // >= 0; 0: off
+  float top_p = 0.95f;          // [0, 1]; 1: off; 0 keeps only the most probable token (OpenAI accepts 0)
+  float min_p = 0.05f;          // [0, 1]; 0: off; 1 keeps only the tokens as probable as the best
+  float repeat_penalty = 1.0f;  // > 0; 1: off; < 1 favours repetition (allowed, as in llama.cpp)
+  int repeat_last_n = 64;       // window of history penalized; >= -1; 0: off, -1: whole history
+  // Any value is valid. The default is fixed (documented): a run is reproducible unless a seed is
+  // given. Front ends that offer a random seed draw it with random_seed() and report it.
+  uint64_t seed = 0x5eed;
 };
+
+// Throws polykv::Error naming the first parameter outside its range above, e.g.
+// "top_p must be in [0, 1], got 1.5". Names are the JSON field names (temperature, top_k, top_p,
+// min_p, repeat_penalty, repeat_last_n) so the server can return the message as is.
+void validate(const SamplingParams& params);
+
+// A seed from std::random_device, below 2^53 so that it survives a round trip through JSON numbers
+// (doubles) and a signed 64-bit command-line option.
+uint64_t random_seed();
 
 class Sampler {
  public:
-  explicit Sampler(SamplingParams params);
+  explicit Sampler(SamplingParams params);  // throws Error unless validate(params) passes
 
   // Picks the next token id in [0, n_vocab). `history` is the prompt plus generated tokens so far,
   // oldest first; ids outside [0, n_vocab) in it are ignored. Throws Error on n_vocab <= 0 or when

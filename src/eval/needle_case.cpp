@@ -1,9 +1,11 @@
 #include "eval/needle_case.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace polykv {
 namespace {
@@ -32,9 +34,9 @@ NeedleCase parse_needle_case(std::string_view json_line, int line_no) {
         ": empty line (one JSON object per line expected)");
   json j;
   try {
-    j = json::parse(json_line);
-  } catch (const json::parse_error& e) {
-    fail("line ", line_no, ": malformed JSON: ", e.what());
+    j = parse_json_limited<json>(json_line, kMaxJsonDepth, "needle case");
+  } catch (const Error& e) {
+    fail("line ", line_no, ": ", e.what());
   }
   check(j.is_object(), "line ", line_no, ": expected a JSON object");
   NeedleCase c;
@@ -44,9 +46,11 @@ NeedleCase parse_needle_case(std::string_view json_line, int line_no) {
   c.prompt = get_string(j, "prompt", line_no, false);
   if (const json* ids = find(j, "prompt_ids")) {
     check(ids->is_array() && !ids->empty(), "line ", line_no, ": \"prompt_ids\" must be a non-empty array");
+    c.prompt_ids.reserve(ids->size());
     for (const json& id : *ids) {
-      check(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX, "line ", line_no,
-            ": \"prompt_ids\" holds ", id.dump(), ", not a token id");
+      // The message is built only for a bad id, and describes it briefly (it may be a huge value).
+      if (!(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX))
+        fail("line ", line_no, ": \"prompt_ids\" holds ", json_excerpt(id), ", not a token id");
       c.prompt_ids.push_back(int32_t(id.get<int64_t>()));
     }
   }
@@ -64,6 +68,8 @@ NeedleCase parse_needle_case(std::string_view json_line, int line_no) {
 }
 
 std::vector<NeedleCase> read_needle_cases(const std::string& path) {
+  std::error_code ec;
+  check(!std::filesystem::is_directory(path, ec), "'", path, "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   check(in.good(), "cannot open '", path, "'");
   std::vector<NeedleCase> cases;

@@ -22,8 +22,8 @@ struct NeedleCase {
   std::optional<bool> ref_correct;
 };
 
-// Parses one line; throws Error "line N: ..." for malformed JSON, a missing/mistyped field, or a
-// case with neither prompt_ids nor prompt.
+// Parses one line; throws Error "line N: ..." for malformed JSON (or JSON nested deeper than
+// kMaxJsonDepth), a missing/mistyped field, or a case with neither prompt_ids nor prompt.
 NeedleCase parse_needle_case(std::string_view json_line, int line_no);
 
 // Reads every line of the file (a blank line is an error, except the file's final newline).

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace polykv {
 namespace {
@@ -73,25 +74,25 @@ class Cursor {
 GgufValue read_value(Cursor& c, GgufType type, const std::string& key, int depth);
 
 GgufValue read_array(Cursor& c, const std::string& key, int depth) {
-  check(depth < kMaxArrayNesting, "metadata '", key, "': arrays nested deeper than ", kMaxArrayNesting);
+  check(depth < kMaxArrayNesting, "metadata '", printable(key), "': arrays nested deeper than ", kMaxArrayNesting);
   GgufValue v;
   v.type = GgufType::ARRAY;
   const uint32_t et = c.read<uint32_t>("array element type");
-  check(valid_type(et), "metadata '", key, "': unknown array element type ", et);
+  check(valid_type(et), "metadata '", printable(key), "': unknown array element type ", et);
   v.elem_type = GgufType(et);
   v.count = c.read<uint64_t>("array length");
   if (const size_t es = scalar_size(v.elem_type)) {
-    check(v.count <= c.remaining() / es, "metadata '", key, "': array of ", v.count,
+    check(v.count <= c.remaining() / es, "metadata '", printable(key), "': array of ", v.count,
           " elements runs past the end of the file");
     const uint8_t* p = c.take(v.count * es, "array data");
     v.raw.assign(p, p + v.count * es);
   } else if (v.elem_type == GgufType::STRING) {
-    check(v.count <= c.remaining() / 8, "metadata '", key, "': array of ", v.count,
+    check(v.count <= c.remaining() / 8, "metadata '", printable(key), "': array of ", v.count,
           " strings runs past the end of the file");
     v.strs.reserve(size_t(v.count));
     for (uint64_t i = 0; i < v.count; ++i) v.strs.push_back(c.read_string("array string"));
   } else {  // nested arrays: each needs at least 12 bytes of header
-    check(v.count <= c.remaining() / 12, "metadata '", key, "': array of ", v.count,
+    check(v.count <= c.remaining() / 12, "metadata '", printable(key), "': array of ", v.count,
           " arrays runs past the end of the file");
     for (uint64_t i = 0; i < v.count; ++i) v.items.push_back(read_array(c, key, depth + 1));
   }
@@ -114,7 +115,7 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, int depth
     case GgufType::F64: v.f = c.read<double>("f64"); break;
     case GgufType::BOOL: {
       const uint8_t b = c.read<uint8_t>("bool");
-      check(b <= 1, "metadata '", key, "': bool value ", int(b), " is neither 0 nor 1");
+      check(b <= 1, "metadata '", printable(key), "': bool value ", int(b), " is neither 0 nor 1");
       v.b = b != 0;
       break;
     }
@@ -133,12 +134,19 @@ T element(const GgufValue& v, uint64_t i) {
 
 // The value of an integer-typed value as int64 (u64 values past int64's range are refused).
 int64_t integer_value(const GgufValue& v, const std::string& key) {
-  check(v.is_integer(), "metadata '", key, "' is ", gguf_type_name(v.type), ", expected an integer");
+  check(v.is_integer(), "metadata '", printable(key), "' is ", gguf_type_name(v.type), ", expected an integer");
   if (v.type == GgufType::U8 || v.type == GgufType::U16 || v.type == GgufType::U32 || v.type == GgufType::U64) {
-    check(v.u <= uint64_t(std::numeric_limits<int64_t>::max()), "metadata '", key, "' = ", v.u, " is too large");
+    check(v.u <= uint64_t(std::numeric_limits<int64_t>::max()), "metadata '", printable(key), "' = ", v.u, " is too large");
     return int64_t(v.u);
   }
   return v.i;
+}
+
+const char* non_regular_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a device";
 }
 
 struct Mapping {
@@ -204,12 +212,19 @@ std::string GgufValue::to_string(size_t max_items) const {
 }
 
 GgufFile GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. It has no
+  // effect on a regular file, the only kind accepted.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   check(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
     ::close(fd);
-    fail("'", path, "' is not a regular file");
+    fail("cannot stat '", path, "': ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("'", path, "' is ", non_regular_kind(st.st_mode), ", not a regular file (a GGUF file is memory-mapped)");
   }
   auto mapping = std::make_shared<Mapping>();
   mapping->size = size_t(st.st_size);
@@ -261,8 +276,8 @@ void GgufFile::parse_all() {
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key = c.read_string("metadata key");
     const uint32_t t = c.read<uint32_t>("metadata value type");
-    check(valid_type(t), "metadata '", key, "': unknown value type ", t);
-    check(keys.insert(key).second, "duplicate metadata key '", key, "'");
+    check(valid_type(t), "metadata '", printable(key), "': unknown value type ", t);
+    check(keys.insert(key).second, "duplicate metadata key '", printable(key), "'");
     GgufValue v = read_value(c, GgufType(t), key, 0);
     kv_.emplace_back(std::move(key), std::move(v));
   }
@@ -278,27 +293,27 @@ void GgufFile::parse_all() {
   for (uint64_t k = 0; k < n_tensors; ++k) {
     GgufTensor t;
     t.name = c.read_string("tensor name");
-    check(names.insert(t.name).second, "duplicate tensor name '", t.name, "'");
+    check(names.insert(t.name).second, "duplicate tensor name '", printable(t.name), "'");
     const uint32_t n_dims = c.read<uint32_t>("tensor dimension count");
-    check(n_dims >= 1 && n_dims <= kMaxDims, "tensor '", t.name, "' has ", n_dims, " dimensions (1 to 4 allowed)");
+    check(n_dims >= 1 && n_dims <= kMaxDims, "tensor '", printable(t.name), "' has ", n_dims, " dimensions (1 to 4 allowed)");
     int64_t n = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t ne = c.read<uint64_t>("tensor dimension");
-      check(ne > 0 && ne < (1ull << 40), "tensor '", t.name, "' dimension ", d, " = ", ne, " is invalid");
-      check(uint64_t(n) <= (1ull << 50) / ne, "tensor '", t.name, "' has too many elements");
+      check(ne > 0 && ne < (1ull << 40), "tensor '", printable(t.name), "' dimension ", d, " = ", ne, " is invalid");
+      check(uint64_t(n) <= (1ull << 50) / ne, "tensor '", printable(t.name), "' has too many elements");
       n *= int64_t(ne);
       t.ne.push_back(int64_t(ne));
     }
     t.n_elements = n;
     const uint32_t type_id = c.read<uint32_t>("tensor type");
     const DTypeInfo* info = dtype_info(type_id);
-    check(info != nullptr, "tensor '", t.name, "' has unknown or unsupported type id ", type_id);
+    check(info != nullptr, "tensor '", printable(t.name), "' has unknown or unsupported type id ", type_id);
     t.type = info->type;
-    check(t.ne[0] % info->block_size == 0, "tensor '", t.name, "' row of ", t.ne[0],
+    check(t.ne[0] % info->block_size == 0, "tensor '", printable(t.name), "' row of ", t.ne[0],
           " values is not a multiple of ", info->name, "'s block of ", info->block_size);
     t.n_bytes = uint64_t(n / info->block_size) * uint64_t(info->type_size);
     t.offset = c.read<uint64_t>("tensor offset");
-    check(t.offset % alignment_ == 0, "tensor '", t.name, "' offset ", t.offset, " is not aligned to ", alignment_);
+    check(t.offset % alignment_ == 0, "tensor '", printable(t.name), "' offset ", t.offset, " is not aligned to ", alignment_);
     tensors_.push_back(std::move(t));
   }
 
@@ -308,7 +323,7 @@ void GgufFile::parse_all() {
     check(size_ >= data_offset_, "truncated file: tensor data section starts at ", data_offset_, " past the end (",
           size_, " bytes)");
   for (auto& t : tensors_) {
-    check(t.offset <= data_size && t.n_bytes <= data_size - t.offset, "tensor '", t.name, "' (", t.n_bytes,
+    check(t.offset <= data_size && t.n_bytes <= data_size - t.offset, "tensor '", printable(t.name), "' (", t.n_bytes,
           " bytes at data offset ", t.offset, ") runs past the end of the file: truncated or corrupt");
     t.data = base_ + data_offset_ + t.offset;
   }
@@ -323,14 +338,14 @@ const GgufValue* GgufFile::find(const std::string& key) const {
 namespace {
 const GgufValue& require(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
-  check(v != nullptr, "missing metadata key '", key, "'");
+  check(v != nullptr, "missing metadata key '", printable(key), "'");
   return *v;
 }
 }  // namespace
 
 uint32_t GgufFile::get_u32(const std::string& key) const {
   const int64_t v = integer_value(require(*this, key), key);
-  check(v >= 0 && v <= int64_t(UINT32_MAX), "metadata '", key, "' = ", v, " is out of range");
+  check(v >= 0 && v <= int64_t(UINT32_MAX), "metadata '", printable(key), "' = ", v, " is out of range");
   return uint32_t(v);
 }
 uint32_t GgufFile::get_u32(const std::string& key, uint32_t def) const { return has(key) ? get_u32(key) : def; }
@@ -338,7 +353,7 @@ int64_t GgufFile::get_i64(const std::string& key) const { return integer_value(r
 
 float GgufFile::get_f32(const std::string& key) const {
   const GgufValue& v = require(*this, key);
-  check(v.is_float(), "metadata '", key, "' is ", gguf_type_name(v.type), ", expected a float");
+  check(v.is_float(), "metadata '", printable(key), "' is ", gguf_type_name(v.type), ", expected a float");
   return float(v.f);
 }
 float GgufFile::get_f32(const std::string& key, float def) const { return has(key) ? get_f32(key) : def; }
@@ -346,13 +361,13 @@ float GgufFile::get_f32(const std::string& key, float def) const { return has(ke
 bool GgufFile::get_bool(const std::string& key, bool def) const {
   const GgufValue* v = find(key);
   if (!v) return def;
-  check(v->type == GgufType::BOOL, "metadata '", key, "' is ", gguf_type_name(v->type), ", expected bool");
+  check(v->type == GgufType::BOOL, "metadata '", printable(key), "' is ", gguf_type_name(v->type), ", expected bool");
   return v->b;
 }
 
 std::string GgufFile::get_str(const std::string& key) const {
   const GgufValue& v = require(*this, key);
-  check(v.type == GgufType::STRING, "metadata '", key, "' is ", gguf_type_name(v.type), ", expected a string");
+  check(v.type == GgufType::STRING, "metadata '", printable(key), "' is ", gguf_type_name(v.type), ", expected a string");
   return v.str;
 }
 std::string GgufFile::get_str(const std::string& key, const std::string& def) const {
@@ -361,7 +376,7 @@ std::string GgufFile::get_str(const std::string& key, const std::string& def) co
 
 std::vector<std::string> GgufFile::get_str_array(const std::string& key) const {
   const GgufValue& v = require(*this, key);
-  check(v.type == GgufType::ARRAY && v.elem_type == GgufType::STRING, "metadata '", key,
+  check(v.type == GgufType::ARRAY && v.elem_type == GgufType::STRING, "metadata '", printable(key),
         "' is not an array of strings");
   return v.strs;
 }
@@ -369,7 +384,7 @@ std::vector<std::string> GgufFile::get_str_array(const std::string& key) const {
 std::vector<float> GgufFile::get_f32_array(const std::string& key) const {
   const GgufValue& v = require(*this, key);
   check(v.type == GgufType::ARRAY && (v.elem_type == GgufType::F32 || v.elem_type == GgufType::F64),
-        "metadata '", key, "' is not an array of floats");
+        "metadata '", printable(key), "' is not an array of floats");
   std::vector<float> out(size_t(v.count));
   for (uint64_t k = 0; k < v.count; ++k)
     out[k] = v.elem_type == GgufType::F32 ? element<float>(v, k) : float(element<double>(v, k));
@@ -380,7 +395,7 @@ std::vector<int32_t> GgufFile::get_i32_array(const std::string& key) const {
   const GgufValue& v = require(*this, key);
   check(v.type == GgufType::ARRAY && v.items.empty() && v.strs.empty() && v.elem_type != GgufType::BOOL &&
             v.elem_type != GgufType::F32 && v.elem_type != GgufType::F64 && scalar_size(v.elem_type) > 0,
-        "metadata '", key, "' is not an array of integers");
+        "metadata '", printable(key), "' is not an array of integers");
   std::vector<int32_t> out(size_t(v.count));
   for (uint64_t k = 0; k < v.count; ++k) {
     int64_t x = 0;
@@ -393,14 +408,14 @@ std::vector<int32_t> GgufFile::get_i32_array(const std::string& key) const {
       case GgufType::I32: x = element<int32_t>(v, k); break;
       case GgufType::U64: {
         const uint64_t u = element<uint64_t>(v, k);
-        check(u <= uint64_t(INT32_MAX), "metadata '", key, "'[", k, "] is out of range");
+        check(u <= uint64_t(INT32_MAX), "metadata '", printable(key), "'[", k, "] is out of range");
         x = int64_t(u);
         break;
       }
       case GgufType::I64: x = element<int64_t>(v, k); break;
       default: break;
     }
-    check(x >= INT32_MIN && x <= INT32_MAX, "metadata '", key, "'[", k, "] = ", x, " is out of range");
+    check(x >= INT32_MIN && x <= INT32_MAX, "metadata '", printable(key), "'[", k, "] = ", x, " is out of range");
     out[k] = int32_t(x);
   }
   return out;

@@ -1,9 +1,8 @@
 #include "gguf/gguf_writer.h"
 
-#include <cstdio>
 #include <cstring>
-#include <memory>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace polykv {
@@ -151,13 +150,10 @@ void GgufWriter::emit(Sink& sink) const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  check(f != nullptr, "cannot create '", path, "': ", std::strerror(errno));
-  auto sink = [&](const void* p, size_t n) {
-    check(std::fwrite(p, 1, n, f.get()) == n, "write to '", path, "' failed: ", std::strerror(errno));
-  };
+  AtomicFileWriter out(path);  // PATH keeps its old contents unless every byte is written
+  auto sink = [&](const void* p, size_t n) { out.write(p, n); };
   emit(sink);
-  check(std::fflush(f.get()) == 0, "write to '", path, "' failed: ", std::strerror(errno));
+  out.commit();
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {

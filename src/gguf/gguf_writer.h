@@ -29,7 +29,9 @@ class GgufWriter {
   void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne, const void* data);
   void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne, Generator gen);
 
-  void write(const std::string& path) const;  // throws Error on I/O failure
+  // Writes through AtomicFileWriter (core/atomic_file.h): on any error, a generator's included, PATH
+  // is left as it was. Throws Error on I/O failure.
+  void write(const std::string& path) const;
   std::vector<uint8_t> to_bytes() const;        // whole file in memory (tests)
 
  private:

@@ -12,9 +12,10 @@
 // Whether it helps depends on the model (when the query's loud channels line up with K's, q * s grows
 // and so does the error it sees): it is measured, see docs/QUALITY.md.
 #pragma once
+#include <cstddef>
 #include <vector>
 
-#include "model/config.h"
+#include "core/layer_kinds.h"
 
 namespace polykv {
 

@@ -7,6 +7,26 @@
 
 namespace polykv {
 
+void store_kv_rows(const KvLayerView& rows, int pos, int n, const float* k, const float* v, ThreadPool* pool) {
+  const KvTypeOps& kops = kv_type_ops(rows.k_type);
+  const KvTypeOps& vops = kv_type_ops(rows.v_type);
+  const int H = rows.n_head_kv, hd = rows.head_dim, hdv = rows.head_dim_v;
+  // Every (token, head) row is written by exactly one task, into blocks the owner already holds.
+  const auto quantize_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int t = int(r / H), g = int(r % H);
+      kops.quantize_head(k + (int64_t(t) * H + g) * hd, const_cast<uint8_t*>(rows.k_row(pos + t, g)), hd);
+      vops.quantize_head(v + (int64_t(t) * H + g) * hdv, const_cast<uint8_t*>(rows.v_row(pos + t, g)), hdv);
+    }
+  };
+  const int64_t n_rows = int64_t(n) * H;
+  if (pool && n_rows > 1) {
+    pool->parallel_for(n_rows, quantize_rows, 8);
+  } else {
+    quantize_rows(0, n_rows);
+  }
+}
+
 KvCache::KvCache(const KvShape& shape, KvType k_type, KvType v_type, int max_tokens, int block_tokens,
                  int rollback_tokens)
     : shape_(shape),
@@ -52,24 +72,7 @@ void KvCache::store(int layer, int pos, int n, const float* k, const float* v, T
   Layer& l = layers_[size_t(layer)];
   check(pos >= l.released_until, "KV store at position ", pos, " below the released window");
   ensure_blocks(l, pos + n);
-  const KvTypeOps& kops = kv_type_ops(k_type_);
-  const KvTypeOps& vops = kv_type_ops(v_type_);
-  const int H = shape_.n_head_kv, hd = shape_.head_dim, hdv = shape_.head_dim_v;
-  const KvLayerView rows = view(layer);  // row addressing; rows are written through it
-  // Every (token, head) row is written by exactly one task, into memory ensure_blocks already owns.
-  const auto quantize_rows = [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int t = int(r / H), g = int(r % H);
-      kops.quantize_head(k + (int64_t(t) * H + g) * hd, const_cast<uint8_t*>(rows.k_row(pos + t, g)), hd);
-      vops.quantize_head(v + (int64_t(t) * H + g) * hdv, const_cast<uint8_t*>(rows.v_row(pos + t, g)), hdv);
-    }
-  };
-  const int64_t n_rows = int64_t(n) * H;
-  if (pool && n_rows > 1) {
-    pool->parallel_for(n_rows, quantize_rows, 8);
-  } else {
-    quantize_rows(0, n_rows);
-  }
+  store_kv_rows(view(layer), pos, n, k, v, pool);
   if (v_window_.enabled()) store_v_window(l, pos, n, v);
 }
 

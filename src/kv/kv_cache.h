@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kv/k_equalizer.h"
+#include "kv/kv_sequence.h"
 #include "kv/kv_type.h"
 #include "kv/v_window.h"
 
@@ -37,63 +38,26 @@ struct KvShape {
   std::vector<int> layer_window;  // [n_layer] or empty (all full); 0: full causal, W: last W positions
 };
 
-struct KvLayerView {
-  KvType k_type = KvType::F16;
-  KvType v_type = KvType::F16;
-  int block_tokens = 0;
-  int n_head_kv = 0;
-  int head_dim = 0;
-  int head_dim_v = 0;
-  const uint8_t* const* k_blocks = nullptr;  // [n_blocks]; nullptr where released
-  const uint8_t* const* v_blocks = nullptr;  // [n_blocks]
-  size_t k_head_bytes = 0;   // bytes of one (token, head) K row
-  size_t v_head_bytes = 0;
-
-  // K row of (position, KV head g); rows of consecutive positions in one block are adjacent.
-  const uint8_t* k_row(int pos, int g) const {
-    return k_blocks[pos / block_tokens] + (size_t(g) * size_t(block_tokens) + size_t(pos % block_tokens)) * k_head_bytes;
-  }
-  const uint8_t* v_row(int pos, int g) const {
-    return v_blocks[pos / block_tokens] + (size_t(g) * size_t(block_tokens) + size_t(pos % block_tokens)) * v_head_bytes;
-  }
-
-  // Precise V copies (kv/v_window.h): [n_slots][n_head_kv] rows of v_hi_head_bytes in v_hi_type, in V's
-  // basis; slot_pos[s] is the position slot s holds (-1: none). Empty when the window is off.
-  KvType v_hi_type = KvType::Q8_0;
-  int n_sink = 0, recent = 0;
-  const uint8_t* v_hi = nullptr;
-  const int32_t* slot_pos = nullptr;
-  size_t v_hi_head_bytes = 0;
-
-  // The precise V row of (pos, g), or nullptr if the window does not hold pos.
-  const uint8_t* v_hi_row(int pos, int g) const {
-    if (!v_hi) return nullptr;
-    const int slot = pos < n_sink ? pos : (recent > 0 ? n_sink + (pos - n_sink) % recent : -1);
-    if (slot < 0 || slot_pos[slot] != pos) return nullptr;
-    return v_hi + (size_t(slot) * size_t(n_head_kv) + size_t(g)) * v_hi_head_bytes;
-  }
-};
-
-class KvCache {
+class KvCache final : public KvSequence {
  public:
   // Throws Error if a type cannot hold the shape's head sizes.
   KvCache(const KvShape& shape, KvType k_type, KvType v_type, int max_tokens, int block_tokens = 256,
           int rollback_tokens = 0);
 
   const KvShape& shape() const { return shape_; }
-  int n_tokens() const { return n_tokens_; }
-  int max_tokens() const { return max_tokens_; }
+  int n_tokens() const override { return n_tokens_; }
+  int max_tokens() const override { return max_tokens_; }
   KvType k_type() const { return k_type_; }
   KvType v_type() const { return v_type_; }
 
   // k: [n][n_head_kv * head_dim], v: [n][n_head_kv * head_dim_v], f32. Throws if pos + n > max_tokens.
   // With a pool, the rows are quantized in parallel (bit-identical to the serial result).
-  void store(int layer, int pos, int n, const float* k, const float* v, ThreadPool* pool = nullptr);
-  void commit(int n_tokens);     // all layers hold positions [0, n_tokens); releases out-of-window blocks
+  void store(int layer, int pos, int n, const float* k, const float* v, ThreadPool* pool = nullptr) override;
+  void commit(int n_tokens) override;  // all layers hold positions [0, n_tokens); releases out-of-window blocks
   void truncate(int n_tokens);   // throws if a sliding layer already released what n_tokens needs
 
   // View of one layer covering every stored position. Valid until the next store() (blocks may be added).
-  KvLayerView view(int layer) const;
+  KvLayerView view(int layer) const override;
 
   size_t k_head_bytes() const { return k_head_bytes_; }
   size_t v_head_bytes() const { return v_head_bytes_; }
@@ -106,7 +70,7 @@ class KvCache {
   size_t v_window_bytes() const;  // the precise copies, all layers (fixed, whatever the length)
 
   // Per-channel K equalization of this cache's stored keys (off unless set before the first store).
-  KEqualizer& k_equalizer() { return k_equalizer_; }
+  KEqualizer& k_equalizer() override { return k_equalizer_; }
   const KEqualizer& k_equalizer() const { return k_equalizer_; }
   void set_k_equalizer(KEqualizer eq) { k_equalizer_ = std::move(eq); }
 

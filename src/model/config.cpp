@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/printable.h"
 
 namespace polykv {
 
@@ -16,27 +17,82 @@ const ArchFamily* find_family(const std::string& arch) {
   return nullptr;
 }
 
+// The `ARCH.*` hyperparameters polykv reads (here or in an arch_*.cpp file), with the ranges a working
+// model's values lie in. Every one present in the file is checked, whether or not this architecture
+// reads it, so a corrupt value (NaN, 0, negative, absurd) is an error naming its key, never garbage.
+struct IntRange {
+  const char* key;  // after "ARCH."
+  int64_t lo, hi;   // lo <= value <= hi
+};
+constexpr IntRange kIntKeys[] = {
+    {"block_count", 1, 1024},
+    {"embedding_length", 1, 1 << 20},
+    {"feed_forward_length", 1, 1 << 22},
+    {"attention.head_count", 1, 1 << 12},
+    {"attention.head_count_kv", 1, 1 << 12},
+    {"attention.key_length", 2, 1 << 12},
+    {"attention.value_length", 1, 1 << 12},
+    {"rope.dimension_count", 2, 1 << 12},
+    {"context_length", 1, 1 << 26},
+    {"attention.sliding_window", 1, 1 << 26},
+};
+
+struct FloatRange {
+  const char* key;   // after "ARCH."
+  double lo, hi;     // finite, lo < value <= hi (lo <= value when lo_closed)
+  bool lo_closed;
+};
+constexpr FloatRange kFloatKeys[] = {
+    {"attention.layer_norm_rms_epsilon", 0.0, 1.0, false},
+    {"rope.freq_base", 1.0, 1e12, false},
+    {"rope.freq_base_swa", 1.0, 1e12, false},
+    {"rope.scaling.factor", 0.0, 1024.0, false},
+    {"attn_logit_softcapping", 0.0, 1e6, true},  // 0: none
+    {"final_logit_softcapping", 0.0, 1e6, true},
+};
+
+void check_hyperparameter_ranges(const GgufFile& f, const std::string& a) {
+  for (const IntRange& r : kIntKeys) {
+    const std::string key = a + r.key;
+    if (!f.has(key)) continue;
+    const int64_t v = f.get_i64(key);  // throws if not an integer
+    check(v >= r.lo && v <= r.hi, "metadata '", key, "' = ", v, " is out of range [", r.lo, ", ", r.hi, "]");
+  }
+  for (const FloatRange& r : kFloatKeys) {
+    const std::string key = a + r.key;
+    if (!f.has(key)) continue;
+    const float v = f.get_f32(key);  // throws if not a float; f64 values as the float polykv uses
+    const bool ok = std::isfinite(v) && (r.lo_closed ? v >= r.lo : v > r.lo) && v <= r.hi;
+    check(ok, "metadata '", key, "' = ", v, " is out of range: expected a finite value in ", r.lo_closed ? "[" : "(",
+          r.lo, ", ", r.hi, "]");
+  }
+}
+
 }  // namespace
 
 ModelConfig config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = f.get_str("general.architecture");
   const ArchFamily* fam = find_family(c.arch);
-  check(fam != nullptr, "unsupported architecture '", c.arch, "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3)");
+  check(fam != nullptr, "unsupported architecture '", printable(c.arch),
+        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3)");
   const std::string a = c.arch + ".";
+  check_hyperparameter_ranges(f, a);
+  // Below: relations between the (individually in-range) values, and the defaults of absent keys.
   c.n_layer = int(f.get_u32(a + "block_count"));
   c.n_embd = int(f.get_u32(a + "embedding_length"));
   c.n_ff = int(f.get_u32(a + "feed_forward_length"));
   c.n_head = int(f.get_u32(a + "attention.head_count"));
   c.n_head_kv = int(f.get_u32(a + "attention.head_count_kv", uint32_t(c.n_head)));
-  check(c.n_layer > 0 && c.n_layer <= 1024, "invalid block_count ", c.n_layer);
-  check(c.n_embd > 0 && c.n_head > 0 && c.n_head_kv > 0 && c.n_head % c.n_head_kv == 0,
-        "invalid attention heads: ", c.n_head, " query heads, ", c.n_head_kv, " KV heads");
+  check(c.n_head_kv <= c.n_head && c.n_head % c.n_head_kv == 0, "invalid attention heads: ", a,
+        "attention.head_count = ", c.n_head, " is not a multiple of ", a, "attention.head_count_kv = ", c.n_head_kv);
   c.head_dim = int(f.get_u32(a + "attention.key_length", uint32_t(c.n_embd / c.n_head)));
   c.head_dim_v = int(f.get_u32(a + "attention.value_length", uint32_t(c.head_dim)));
-  check(c.head_dim > 0 && c.head_dim % 2 == 0 && c.head_dim_v > 0, "invalid head size ", c.head_dim);
+  check(c.head_dim > 0 && c.head_dim % 2 == 0 && c.head_dim_v > 0, "invalid head size ", c.head_dim, " (", a,
+        "attention.key_length, default ", a, "embedding_length / ", a, "attention.head_count)");
   c.n_rot = int(f.get_u32(a + "rope.dimension_count", uint32_t(c.head_dim)));
-  check(c.n_rot > 0 && c.n_rot <= c.head_dim && c.n_rot % 2 == 0, "invalid rope.dimension_count ", c.n_rot);
+  check(c.n_rot <= c.head_dim && c.n_rot % 2 == 0, "invalid ", a, "rope.dimension_count = ", c.n_rot,
+        ": must be even and at most the head size ", c.head_dim);
   c.n_ctx_train = int(f.get_u32(a + "context_length", 4096));
   c.rms_eps = f.get_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
@@ -44,11 +100,11 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   float rope_scale = 1.0f;
   const std::string scaling = f.get_str(a + "rope.scaling.type", "none");
   if (scaling == "linear") rope_scale = f.get_f32(a + "rope.scaling.factor", 1.0f);
-  check(rope_scale > 0, "invalid rope.scaling.factor");
   c.layers.assign(size_t(c.n_layer), LayerConfig{false, rope_base, rope_scale});
 
   const GgufTensor& embd = f.tensor("token_embd.weight");
   check(embd.ne.size() == 2 && embd.ne[0] == c.n_embd, "token_embd.weight has shape not matching n_embd ", c.n_embd);
+  check(embd.ne[1] <= (1 << 24), "token_embd.weight has ", embd.ne[1], " rows: more than 2^24 tokens");
   c.n_vocab = int(embd.ne[1]);
   fam->fill(f, c);
   return c;

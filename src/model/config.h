@@ -5,16 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/layer_kinds.h"
 #include "gguf/gguf.h"
 
 namespace polykv {
-
-enum class RopeStyle {
-  Norm,  // rotate adjacent pairs (2i, 2i+1): llama (its converter permutes Q/K rows to this)
-  Neox,  // rotate (i, i + n_rot/2): qwen, gemma
-};
-
-enum class Activation { SiLU, GeluTanh };
 
 struct LayerConfig {
   bool sliding = false;    // local attention over the last `sliding_window` positions

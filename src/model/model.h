@@ -32,7 +32,19 @@ class Model {
 
   // Runs tokens at positions kv.n_tokens() ... through the model, appends their K/V to kv and
   // commits them. logits: [n_tokens][n_vocab] when all_logits, else [n_vocab] for the last token.
-  void forward(std::span<const int32_t> tokens, KvCache& kv, float* logits, bool all_logits, ThreadPool& pool);
+  void forward(std::span<const int32_t> tokens, KvSequence& kv, float* logits, bool all_logits, ThreadPool& pool);
+
+  // One step over a ragged batch: every sequence's tokens go through each weight matrix together (the
+  // weights are read once per step); attention runs per sequence over its own KV. A token's logits
+  // do not depend on the other sequences of the batch (every kernel reduces each row in a fixed
+  // order). Sequences must be distinct KV objects.
+  struct BatchSeq {
+    std::span<const int32_t> tokens;  // at positions kv->n_tokens() ...
+    KvSequence* kv = nullptr;
+    float* logits = nullptr;          // [n][n_vocab] if all_logits, else [n_vocab] of the last token; nullptr: none
+    bool all_logits = false;
+  };
+  void forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool);
 
  private:
   Model(GgufFile file, ModelConfig config);

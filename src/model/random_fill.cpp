@@ -83,7 +83,16 @@ void fill_random(const RandomFill& s, uint8_t* dst, size_t n_bytes) {
   int n_threads = s.n_threads > 0 ? s.n_threads : int(std::max(1u, std::thread::hardware_concurrency()));
   n_threads = int(std::min<int64_t>(n_threads, n_chunks));
   std::vector<std::thread> helpers;
-  for (int t = 1; t < n_threads; ++t) helpers.emplace_back(work);
+  helpers.reserve(size_t(n_threads - 1));
+  for (int t = 1; t < n_threads; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::exception& e) {  // no thread could be made: stop and join the others first
+      next_chunk.store(n_chunks);
+      for (auto& h : helpers) h.join();
+      fail("cannot start thread ", t + 1, " of ", n_threads, ": ", e.what(), "; use fewer threads");
+    }
+  }
   work();  // the caller is worker 0
   for (auto& h : helpers) h.join();
   if (error) std::rethrow_exception(error);

@@ -4,6 +4,7 @@
 //              a = attention(q, cache)·Wo; [a = norm(a)]; x += a
 //              h = norm(x); m = (act(h·Wg) * (h·Wu))·Wd; [m = norm(m)]; x += m
 //   logits = norm(x)·Wout [softcapped]
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/attention.h"
@@ -58,14 +59,30 @@ size_t Model::weight_bytes_per_token() const {
   return total;
 }
 
-void Model::forward(std::span<const int32_t> tokens, KvCache& kv, float* logits, bool all_logits, ThreadPool& pool) {
+void Model::forward(std::span<const int32_t> tokens, KvSequence& kv, float* logits, bool all_logits, ThreadPool& pool) {
+  const BatchSeq one{tokens, &kv, logits, all_logits};
+  forward_batch(std::span<const BatchSeq>(&one, 1), pool);
+}
+
+void Model::forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const ModelWeights& w = weights_;
-  const int n = int(tokens.size());
-  const int pos0 = kv.n_tokens();
+  // Rows of the step: sequence s owns rows [row0[s], row0[s] + len(s)); pos[r] is row r's position.
+  std::vector<int> row0(batch.size() + 1, 0), pos;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const BatchSeq& b = batch[s];
+    const int n_s = int(b.tokens.size());
+    check(b.kv != nullptr, "forward pass: a sequence without KV");
+    check(n_s > 0, "forward pass needs at least one token");
+    const int p0 = b.kv->n_tokens();
+    check(p0 + n_s <= b.kv->max_tokens(), "context full: ", p0 + n_s, " tokens exceed the context of ",
+          b.kv->max_tokens());
+    for (int32_t t : b.tokens) check(t >= 0 && t < c.n_vocab, "token id ", t, " is out of range [0, ", c.n_vocab, ")");
+    for (int i = 0; i < n_s; ++i) pos.push_back(p0 + i);
+    row0[s + 1] = row0[s] + n_s;
+  }
+  const int n = row0.back();
   check(n > 0, "forward pass needs at least one token");
-  check(pos0 + n <= kv.max_tokens(), "context full: ", pos0 + n, " tokens exceed the context of ", kv.max_tokens());
-  for (int32_t t : tokens) check(t >= 0 && t < c.n_vocab, "token id ", t, " is out of range [0, ", c.n_vocab, ")");
 
   const int64_t E = c.n_embd, Q = c.q_dim(), K = c.kv_dim(), V = c.v_dim(), A = int64_t(c.n_head) * c.head_dim_v;
   std::vector<float> x(size_t(n * E)), h(size_t(n * E));                // [n][n_embd]
@@ -73,15 +90,17 @@ void Model::forward(std::span<const int32_t> tokens, KvCache& kv, float* logits,
   std::vector<float> att(size_t(n * A));                                // [n][n_head][head_dim_v]
   std::vector<float> gate(size_t(n * c.n_ff)), up(size_t(n * c.n_ff));  // [n][n_ff]
 
-  for (int t = 0; t < n; ++t) {
-    dequantize_row_ref(w.token_embd.type,
-                       static_cast<const uint8_t*>(w.token_embd.data) + size_t(tokens[t]) * w.token_embd.row_stride,
-                       x.data() + t * E, E);
-    if (c.embed_scale) {
-      const float s = std::sqrt(float(E));
-      for (int64_t i = 0; i < E; ++i) x[size_t(t * E + i)] *= s;
+  for (size_t s = 0; s < batch.size(); ++s)
+    for (size_t i = 0; i < batch[s].tokens.size(); ++i) {
+      const int64_t t = row0[s] + int64_t(i);
+      dequantize_row_ref(w.token_embd.type,
+                         static_cast<const uint8_t*>(w.token_embd.data) + size_t(batch[s].tokens[i]) * w.token_embd.row_stride,
+                         x.data() + t * E, E);
+      if (c.embed_scale) {
+        const float sc = std::sqrt(float(E));
+        for (int64_t j = 0; j < E; ++j) x[size_t(t * E + j)] *= sc;
+      }
     }
-  }
 
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& l = w.layers[size_t(il)];
@@ -103,18 +122,31 @@ void Model::forward(std::span<const int32_t> tokens, KvCache& kv, float* logits,
         rmsnorm(kt, l.k_norm.data(), kt, c.n_head_kv, c.head_dim, c.rms_eps);
       }
       const float* inv_freq = inv_freq_[size_t(il)].data();
-      rope(qt, c.n_head, c.head_dim, c.n_rot, pos0 + t, inv_freq, lc.rope_scale, c.rope_style);
-      rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos0 + t, inv_freq, lc.rope_scale, c.rope_style);
+      rope(qt, c.n_head, c.head_dim, c.n_rot, pos[size_t(t)], inv_freq, lc.rope_scale, c.rope_style);
+      rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos[size_t(t)], inv_freq, lc.rope_scale, c.rope_style);
     }
-    kv.k_equalizer().equalize_keys(il, pos0, k.data(), n);  // no-op unless enabled
-    kv.store(il, pos0, n, k.data(), v.data(), &pool);
-    kv.k_equalizer().scale_queries(il, q.data(), n, c.n_head);
     AttentionParams ap;
     ap.n_head = c.n_head;
     ap.scale = c.attn_scale;
     ap.softcap = c.attn_softcap;
     ap.window = lc.sliding ? c.sliding_window : 0;
-    attention(ap, kv.view(il), pos0, n, q.data(), att.data(), pool);
+    // Every sequence stores its rows first; then one attention call over all of them, which reads
+    // the blocks sequences share (a common prefix) once for all their queries.
+    std::vector<AttentionSeq> as(batch.size());
+    for (size_t s = 0; s < batch.size(); ++s) {
+      KvSequence& kv = *batch[s].kv;
+      const int r0 = row0[s], n_s = row0[s + 1] - row0[s], p0 = kv.n_tokens();
+      float* ks = k.data() + r0 * K;
+      float* qs = q.data() + r0 * Q;
+      kv.k_equalizer().equalize_keys(il, p0, ks, n_s);  // no-op unless enabled
+      kv.store(il, p0, n_s, ks, v.data() + r0 * V, &pool);
+      kv.k_equalizer().scale_queries(il, qs, n_s, c.n_head);
+    }
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const int r0 = row0[s];
+      as[s] = {batch[s].kv->view(il), batch[s].kv->n_tokens(), row0[s + 1] - r0, q.data() + r0 * Q, att.data() + r0 * A};
+    }
+    attention_batch(ap, as, pool);
     matmul(l.wo, att.data(), h.data(), n, pool);
     if (c.sandwich_norm) rmsnorm(h.data(), l.post_attn_norm.data(), h.data(), n, int(E), c.rms_eps);
     add_inplace(x.data(), h.data(), n * E);
@@ -127,13 +159,32 @@ void Model::forward(std::span<const int32_t> tokens, KvCache& kv, float* logits,
     if (c.sandwich_norm) rmsnorm(h.data(), l.post_ffn_norm.data(), h.data(), n, int(E), c.rms_eps);
     add_inplace(x.data(), h.data(), n * E);
   }
-  kv.commit(pos0 + n);
+  for (size_t s = 0; s < batch.size(); ++s) batch[s].kv->commit(batch[s].kv->n_tokens() + row0[s + 1] - row0[s]);
 
-  // Only the rows whose logits are wanted go through the output norm and the vocabulary matmul.
-  const int first = all_logits ? 0 : n - 1, n_out = n - first;
-  rmsnorm(x.data() + first * E, w.output_norm.data(), h.data(), n_out, int(E), c.rms_eps);
-  matmul(w.output, h.data(), logits, n_out, pool);
-  if (c.final_softcap > 0) softcap(logits, int64_t(n_out) * c.n_vocab, c.final_softcap);
+  // Only the rows whose logits are wanted go through the output norm and the vocabulary matmul:
+  // gathered into h, then written to each sequence's buffer.
+  std::vector<int> out_rows;  // rows of x, in batch order
+  for (size_t s = 0; s < batch.size(); ++s) {
+    if (!batch[s].logits) continue;
+    for (int r = batch[s].all_logits ? row0[s] : row0[s + 1] - 1; r < row0[s + 1]; ++r) out_rows.push_back(r);
+  }
+  if (out_rows.empty()) return;
+  const int n_out = int(out_rows.size());
+  std::vector<float> xo(size_t(n_out * E));
+  for (int i = 0; i < n_out; ++i) std::copy_n(x.data() + out_rows[size_t(i)] * E, E, xo.data() + i * E);
+  rmsnorm(xo.data(), w.output_norm.data(), h.data(), n_out, int(E), c.rms_eps);
+  const bool one_buffer = batch.size() == 1;  // the common single-sequence call writes straight through
+  std::vector<float> scratch(one_buffer ? 0 : size_t(n_out) * size_t(c.n_vocab));
+  float* dst = one_buffer ? batch[0].logits : scratch.data();
+  matmul(w.output, h.data(), dst, n_out, pool);
+  if (c.final_softcap > 0) softcap(dst, int64_t(n_out) * c.n_vocab, c.final_softcap);
+  if (one_buffer) return;
+  for (size_t s = 0, i = 0; s < batch.size(); ++s) {
+    if (!batch[s].logits) continue;
+    const int n_rows = batch[s].all_logits ? row0[s + 1] - row0[s] : 1;
+    std::copy_n(scratch.data() + i * size_t(c.n_vocab), size_t(n_rows) * size_t(c.n_vocab), batch[s].logits);
+    i += size_t(n_rows);
+  }
 }
 
 }  // namespace polykv

@@ -3,6 +3,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -15,6 +16,7 @@ QuantizeReport quantize_model(const std::string& in_path, const std::string& out
                               int n_threads) {
   check(can_quantize(type), "polykv cannot quantize to ", dtype_name(type));
   check(can_quantize(fallback), "polykv cannot quantize to ", dtype_name(fallback));
+  check_not_input(out_path, in_path);  // the input stays mapped while the output is written
   const GgufFile in = GgufFile::open(in_path);
   GgufWriter w;
   for (const auto& [k, v] : in.metadata())

@@ -56,7 +56,9 @@ BpeEncoder::BpeEncoder(const Vocab& vocab) : vocab_(vocab), pre_(PreTokenizer::f
 }
 
 void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (pre_.ignore_merges()) {
+  const PreTokenizerTraits& traits = pre_.traits();
+  if (traits.ignore_merges ||
+      (traits.whole_newline_runs && word.find_first_not_of('\n') == std::string_view::npos)) {
     const int32_t whole = vocab_.find(word);
     if (whole != kNoToken) {
       out.push_back(whole);
@@ -103,36 +105,64 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) c
     try_add(b.left, l.next);
   }
 
-  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::instance();
   for (int32_t i = 0; i != -1; i = symbols[i].next) {
     const Symbol& s = symbols[i];
-    if (s.id != kNoToken) {
+    if (s.id != kNoToken)
       out.push_back(s.id);
-      continue;
-    }
-    // Not a token (a merge result missing from the vocabulary, or an alphabet character the vocabulary
-    // lacks): one token per alphabet character where possible, else the unknown token.
-    const std::string_view text = word.substr(s.start, s.len);
-    const std::string bytes = alphabet.decode(text);
-    for (char c : bytes) {
-      const int32_t id = vocab_.find(alphabet.encode_byte(static_cast<uint8_t>(c)));
+    else
+      encode_fallback(word.substr(s.start, s.len), out);
+  }
+}
+
+// A symbol that is not a token (a merge result missing from the vocabulary, or a character the vocabulary
+// lacks): one token per byte where possible (its alphabet character, or its <0xNN> token), else the unknown token.
+void BpeEncoder::encode_fallback(std::string_view text, std::vector<int32_t>& out) const {
+  if (!pre_.traits().byte_level) {
+    for (char c : text) {
+      const int32_t id = vocab_.byte_token[static_cast<uint8_t>(c)];
       if (id != kNoToken)
         out.push_back(id);
       else if (vocab_.unk != kNoToken)
         out.push_back(vocab_.unk);
     }
+    return;
+  }
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::instance();
+  for (char c : alphabet.decode(text)) {
+    const int32_t id = vocab_.find(alphabet.encode_byte(static_cast<uint8_t>(c)));
+    if (id != kNoToken)
+      out.push_back(id);
+    else if (vocab_.unk != kNoToken)
+      out.push_back(vocab_.unk);
   }
 }
 
 void BpeEncoder::encode(std::string_view text, bool /*starts_segment*/, std::vector<int32_t>& out) const {
+  const PreTokenizerTraits& traits = pre_.traits();
+  std::string escaped;
+  if (traits.escape_whitespace) {
+    static constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
+    escaped.reserve(text.size() + text.size() / 4);
+    for (char c : text) {
+      if (c == ' ')
+        escaped += kSpaceMarker;
+      else
+        escaped += c;
+    }
+    text = escaped;
+  }
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::instance();
   // Per-call cache: natural text repeats words a lot, and a local cache needs no locking.
   std::unordered_map<std::string, std::vector<int32_t>> cache;
   std::string word;
   std::vector<int32_t> ids;
   for (const PieceSpan& span : pre_.split(text)) {
+    const std::string_view piece = text.substr(span.offset, span.length);
     word.clear();
-    alphabet.encode(text.substr(span.offset, span.length), word);
+    if (traits.byte_level)
+      alphabet.encode(piece, word);
+    else
+      word.assign(piece);
     if (word.size() > kMaxCachedWordBytes) {
       encode_word(word, out);
       continue;

@@ -1,6 +1,8 @@
-// Byte-level BPE (tokenizer.ggml.model = "gpt2"): the regex pre-tokenizer cuts the text into pieces;
+// BPE with ranked merges (tokenizer.ggml.model = "gpt2"): the regex pre-tokenizer cuts the text into pieces;
 // each piece is written in the GPT-2 byte alphabet (one symbol per byte) and adjacent symbols are
-// merged by merge rank, lowest rank first (ties: leftmost), until no ranked pair is left.
+// merged by merge rank, lowest rank first (ties: leftmost), until no ranked pair is left. Pre-tokenizers
+// whose traits say so (Gemma 4 style) work on raw UTF-8 instead: ' ' becomes U+2581 first, symbols are
+// characters, and bytes that no token covers become <0xNN> tokens.
 #pragma once
 #include <unordered_map>
 
@@ -23,8 +25,10 @@ class BpeEncoder : public FragmentEncoder {
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
-  // Appends the ids of one pre-tokenized piece, already in the byte alphabet.
+  // Appends the ids of one pre-tokenized piece, already in the byte alphabet (or raw UTF-8).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Appends the ids standing for the bytes of `text`, a symbol that is not a token.
+  void encode_fallback(std::string_view text, std::vector<int32_t>& out) const;
 
   const Vocab& vocab_;
   PreTokenizer pre_;

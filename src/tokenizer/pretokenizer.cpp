@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "tokenizer/pretokenizer_patterns.h"
 #include "tokenizer/utf8.h"
 
 namespace polykv {
@@ -45,7 +46,11 @@ class CompiledRegex {
       if (rc < 0) break;  // no match (or a resource limit): the rest is one run
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       const size_t begin = ov[0], end = ov[1];
-      if (end <= begin) {  // empty match: move one character on, the run continues
+      if (end <= begin) {  // empty match: a cut at `begin` (Hugging Face's Split), then one character on
+        if (begin > gap_start) {
+          out.push_back({span.offset + gap_start, begin - gap_start});
+          gap_start = begin;
+        }
         const size_t len = utf8::valid_sequence_length(std::string_view(text.data() + span.offset, n), begin);
         search = begin + (len ? len : 1);
         continue;
@@ -63,66 +68,17 @@ class CompiledRegex {
   pcre2_code* code_ = nullptr;
 };
 
-namespace {
-
-// The patterns (public facts from the models' tokenizer.json files, in the case-explicit form llama.cpp
-// uses instead of (?i:...)).
-constexpr const char* kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
-constexpr const char* kContractions = R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]))";
-const std::string kLlama3 = std::string(kContractions) +
-    R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-const std::string kQwen2 = std::string(kContractions) +
-    R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kUpperThenLower = R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)";
-constexpr const char* kUpperRun = R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)";
-const std::string kGpt4o = std::string(kUpperThenLower) + kContractions + "?|" + kUpperRun + kContractions +
-    R"(?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-const std::string kTekken = std::string(kUpperThenLower) + "|" + kUpperRun +
-    R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// BLOOM: anything but whitespace and a few (also CJK / Indic / Arabic) punctuation marks.
-constexpr const char* kBloom = R"( ?[^(\s|.,!?\x{2026}\x{3002}\x{FF0C}\x{3001}\x{0964}\x{06D4}\x{060C})]+)";
-
-struct Recipe {
-  std::vector<std::string> patterns;
-  bool ignore_merges = false;
-};
-
-const std::map<std::string, Recipe>& recipes() {
-  static const std::map<std::string, Recipe> table = [] {
-    std::map<std::string, Recipe> t;
-    const Recipe gpt2{{kGpt2}};
-    const Recipe llama3{{kLlama3}, true};
-    const Recipe qwen2{{kQwen2}};
-    const Recipe starcoder{{R"(\p{N})", kGpt2}};
-    for (const char* n : {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "mpt",
-                          "olmo", "jais", "exaone4", "roberta-bpe", "jina-v1-en", "jina-v2-code", "mellum",
-                          "modern-bert", "a.x-4.0", "trillion", "granite-docling"})
-      t[n] = gpt2;
-    for (const char* n : {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"})
-      t[n] = llama3;
-    for (const char* n : {"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}) t[n] = Recipe{{kLlama3}};
-    for (const char* n : {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan"}) t[n] = qwen2;
-    for (const char* n : {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"})
-      t[n] = starcoder;
-    t["deepseek-coder"] = Recipe{{R"([\r\n])", R"(\s?\p{L}+)", R"(\s?\p{P}+)",
-                                  R"([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)", R"(\p{N})"}};
-    t["falcon"] = Recipe{{R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}};
-    t["default"] = Recipe{{R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}};
-    for (const char* n : {"gpt-4o", "llama4"}) t[n] = Recipe{{kGpt4o}};
-    t["tekken"] = Recipe{{kTekken}, true};
-    for (const char* n : {"bloom", "poro-chat", "gpt3-finnish"}) t[n] = Recipe{{kBloom}};
-    t["viking"] = Recipe{{kBloom, R"(\p{N})"}};
-    return t;
-  }();
-  return table;
-}
-
-}  // namespace
-
 std::vector<std::string> PreTokenizer::supported_names() {
   std::vector<std::string> names;
-  for (const auto& [name, recipe] : recipes()) names.push_back(name);
+  for (const auto& [name, recipe] : pre_tokenizer_recipes())
+    if (!name.empty()) names.push_back(name);
   return names;
+}
+
+const PreTokenizerTraits* PreTokenizer::traits_for(const std::string& name) {
+  const auto& table = pre_tokenizer_recipes();
+  const auto it = table.find(name);
+  return it == table.end() ? nullptr : &it->second.traits;
 }
 
 PreTokenizer PreTokenizer::for_name(const std::string& name) {
@@ -130,15 +86,15 @@ PreTokenizer PreTokenizer::for_name(const std::string& name) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const CompiledRegex>> compiled;
 
-  const auto& table = recipes();
-  const auto it = table.find(name.empty() ? std::string("default") : name);
+  const auto& table = pre_tokenizer_recipes();
+  const auto it = table.find(name);
   if (it == table.end()) {
     std::string list;
-    for (const auto& [n, r] : table) list += (list.empty() ? "" : ", ") + n;
+    for (const std::string& n : supported_names()) list += (list.empty() ? "" : ", ") + n;
     fail("unknown pre-tokenizer '", name, "' (tokenizer.ggml.pre); supported: ", list);
   }
   PreTokenizer p;
-  p.ignore_merges_ = it->second.ignore_merges;
+  p.traits_ = it->second.traits;
   std::lock_guard<std::mutex> lock(mutex);
   for (const std::string& pattern : it->second.patterns) {
     auto& slot = compiled[pattern];

@@ -6,6 +6,7 @@
 #include "gguf/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/streaming_decoder.h"
@@ -30,8 +31,8 @@ std::string replace_space_marker(std::string_view text) {
   return out;
 }
 
-// The bytes a token stands for in decoded text.
-std::string decoded_piece(const Vocab& v, int32_t id) {
+// The bytes a token stands for in decoded text. `bpe` says how BPE pieces are spelled (nullptr: byte alphabet).
+std::string decoded_piece(const Vocab& v, const PreTokenizerTraits* bpe, int32_t id) {
   const std::string& text = v.pieces[id];
   const TokenType type = v.type(id);
   if (type == TokenType::Byte) {
@@ -42,7 +43,9 @@ std::string decoded_piece(const Vocab& v, int32_t id) {
   if (type == TokenType::Control || type == TokenType::Unknown || type == TokenType::UserDefined)
     return text;
   switch (v.kind) {
-    case VocabKind::ByteLevelBpe: return ByteLevelAlphabet::instance().decode(text);
+    case VocabKind::ByteLevelBpe:
+      if (bpe == nullptr || bpe->byte_level) return ByteLevelAlphabet::instance().decode(text);
+      return bpe->escape_whitespace ? replace_space_marker(text) : text;
     case VocabKind::SentencePiece:
     case VocabKind::WordPiece: return replace_space_marker(text);
   }
@@ -63,11 +66,13 @@ Tokenizer Tokenizer::from_vocab(Vocab vocab) {
     case VocabKind::WordPiece: t.encoder_ = std::make_shared<WordPieceEncoder>(*v); break;
   }
   t.splitter_ = std::make_shared<SpecialTokenSplitter>(*v);
+  // The encoder has already rejected an unknown pre-tokenizer name.
+  const PreTokenizerTraits* bpe_traits = PreTokenizer::traits_for(v->pre_name);
   auto decoded = std::make_shared<std::vector<std::string>>();
   decoded->reserve(v->pieces.size());
   t.hidden_.resize(v->pieces.size());
   for (int32_t id = 0; id < v->size(); ++id) {
-    decoded->push_back(decoded_piece(*v, id));
+    decoded->push_back(decoded_piece(*v, bpe_traits, id));
     const TokenType type = v->type(id);
     t.hidden_[id] = type == TokenType::Control || type == TokenType::Unknown || type == TokenType::Unused;
   }
@@ -76,11 +81,8 @@ Tokenizer Tokenizer::from_vocab(Vocab vocab) {
   return t;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 4);
-  if (add_special && vocab_->add_bos) out.push_back(vocab_->bos);
-  bool starts_segment = true;  // SentencePiece: a fragment that begins the input or follows a special token
+void Tokenizer::encode_text(std::string_view text, bool parse_special, bool& starts_segment,
+                            std::vector<int32_t>& out) const {
   for (const TextFragment& frag : splitter_->split(text, parse_special)) {
     if (frag.token != kNoToken) {
       out.push_back(frag.token);
@@ -90,9 +92,45 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       starts_segment = false;
     }
   }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 4);
+  if (add_special && vocab_->add_bos) out.push_back(vocab_->bos);
+  bool starts_segment = true;  // SentencePiece: a fragment that begins the input or follows a special token
+  encode_text(text, parse_special, starts_segment, out);
   if (add_special && vocab_->add_eos) out.push_back(vocab_->eos);
   if (add_special && vocab_->add_sep && vocab_->sep != kNoToken) out.push_back(vocab_->sep);
   return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_fragments(std::span<const TextFragment> fragments, bool add_special) const {
+  std::vector<int32_t> out;
+  if (add_special && vocab_->add_bos) out.push_back(vocab_->bos);
+  bool starts_segment = true;
+  for (const TextFragment& frag : fragments) {
+    if (frag.token != kNoToken) {
+      check(valid(frag.token), "token id ", frag.token, " is outside the vocabulary (0..", n_vocab() - 1, ")");
+      out.push_back(frag.token);
+      starts_segment = true;
+    } else {
+      encode_text(frag.text, false, starts_segment, out);
+    }
+  }
+  if (add_special && vocab_->add_eos) out.push_back(vocab_->eos);
+  if (add_special && vocab_->add_sep && vocab_->sep != kNoToken) out.push_back(vocab_->sep);
+  return out;
+}
+
+std::vector<TextFragment> Tokenizer::split_special(std::string_view text, bool parse_special) const {
+  return splitter_->split(text, parse_special);
+}
+
+bool Tokenizer::needs_parse_special(int32_t id) const {
+  if (!valid(id)) return false;
+  const TokenType t = vocab_->type(id);
+  return t == TokenType::Control || t == TokenType::Unknown;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {

@@ -14,16 +14,17 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/special_tokens.h"
 #include "tokenizer/vocab.h"
 
 namespace polykv {
 
 class FragmentEncoder;
-class SpecialTokenSplitter;
 class GgufFile;
 
 class Tokenizer {
@@ -36,6 +37,18 @@ class Tokenizer {
   // for WordPiece [CLS] ... [SEP]). parse_special: recognise control tokens written in the text.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
   std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
+
+  // For prompts whose control tokens the caller places itself (chat/chat_prompt.h): encodes the
+  // fragments in order, text fragments with parse_special = false (user-defined tokens are still
+  // recognised) and token fragments as given. encode(text, add_special, true) is the same as
+  // encode_fragments(split_special(text, true), add_special): SentencePiece's start-of-segment state
+  // carries across fragments exactly as inside encode(). Throws Error for a token outside the vocabulary.
+  std::vector<int32_t> encode_fragments(std::span<const TextFragment> fragments, bool add_special) const;
+  // The split encode() starts with (special_tokens.h); fragments view `text`.
+  std::vector<TextFragment> split_special(std::string_view text, bool parse_special) const;
+  // Whether `id` is recognised in text only with parse_special (control and unknown-type tokens), as
+  // opposed to user-defined tokens, which are always recognised.
+  bool needs_parse_special(int32_t id) const;
 
   // The bytes token `id` stands for in decoded text (▁ already a space, byte tokens as their byte,
   // byte-level alphabet undone). Throws Error for an id outside the vocabulary.
@@ -56,6 +69,8 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // Encodes one plain fragment; starts_segment: SentencePiece state (see encode()).
+  void encode_text(std::string_view text, bool parse_special, bool& starts_segment, std::vector<int32_t>& out) const;
 
   // Shared so that Tokenizer is cheap to copy; the encoders keep references into the vocabulary.
   std::shared_ptr<const Vocab> vocab_;

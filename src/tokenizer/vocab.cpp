@@ -1,10 +1,13 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "gguf/gguf.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace polykv {
 
@@ -43,12 +46,16 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     v.kind = VocabKind::ByteLevelBpe;
     v.merges = f.get_str_array("tokenizer.ggml.merges");
     v.bos = 11, v.eos = 11;
+  } else if (v.model_name == "gemma4") {  // BPE on raw UTF-8; its pre-tokenizer whatever the file says
+    v.kind = VocabKind::ByteLevelBpe;
+    v.merges = f.get_str_array("tokenizer.ggml.merges");
+    v.pre_name = "gemma4";
   } else if (v.model_name == "bert") {
     v.kind = VocabKind::WordPiece;
     v.bos = 101, v.unk = 100, v.sep = 102, v.pad = 0;
     v.add_bos = true, v.add_sep = true;
   } else {
-    fail("unsupported tokenizer model '", v.model_name, "' (supported: llama, gpt2, bert)");
+    fail("unsupported tokenizer model '", printable(v.model_name), "' (supported: llama, gpt2, gemma4, bert)");
   }
 
   if (f.has("tokenizer.ggml.scores")) {
@@ -56,6 +63,9 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     check(v.scores.size() >= v.pieces.size(), "tokenizer.ggml.scores has ", v.scores.size(),
           " entries for ", n, " tokens");
     v.scores.resize(v.pieces.size());
+    for (int32_t i = 0; i < n; ++i)
+      check(std::isfinite(v.scores[size_t(i)]), "tokenizer.ggml.scores[", i, "] = ", v.scores[size_t(i)],
+            " is not a finite number");
   } else {
     v.scores.assign(v.pieces.size(), 0.0f);
   }
@@ -64,14 +74,19 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
     const auto raw = f.get_i32_array("tokenizer.ggml.token_type");
     check(raw.size() >= v.pieces.size(), "tokenizer.ggml.token_type has ", raw.size(), " entries for ", n,
           " tokens");
-    for (int32_t i = 0; i < n; ++i)
-      v.types[i] = (raw[i] >= 0 && raw[i] <= 6) ? static_cast<TokenType>(raw[i]) : TokenType::Undefined;
+    for (int32_t i = 0; i < n; ++i) {
+      check(raw[i] >= int32_t(TokenType::Undefined) && raw[i] <= int32_t(TokenType::Byte), "tokenizer.ggml.token_type[",
+            i, "] = ", raw[i], " is not a token type (0 to 6)");
+      v.types[i] = static_cast<TokenType>(raw[i]);
+    }
   }
 
   v.piece_to_id.reserve(v.pieces.size());
   for (int32_t i = 0; i < n; ++i)
     if (!v.pieces[i].empty()) v.piece_to_id.emplace(v.pieces[i], i);  // first id wins on duplicates
 
+  const PreTokenizerTraits* pre = v.kind == VocabKind::ByteLevelBpe ? PreTokenizer::traits_for(v.pre_name) : nullptr;
+  if (pre != nullptr && pre->no_default_bos) v.bos = kNoToken;
   read_special_id(f, "tokenizer.ggml.bos_token_id", n, v.bos);
   read_special_id(f, "tokenizer.ggml.eos_token_id", n, v.eos);
   read_special_id(f, "tokenizer.ggml.eot_token_id", n, v.eot);
@@ -79,9 +94,10 @@ Vocab Vocab::from_gguf(const GgufFile& f) {
   read_special_id(f, "tokenizer.ggml.unknown_token_id", n, v.unk);
   read_special_id(f, "tokenizer.ggml.seperator_token_id", n, v.sep);
   read_special_id(f, "tokenizer.ggml.padding_token_id", n, v.pad);
-  if (v.pre_name == "llama3" || v.pre_name == "llama-v3" || v.pre_name == "llama-bpe" ||
-      v.pre_name == "tekken")
-    v.add_bos = true;
+  if (pre != nullptr) {  // some pre-tokenizers imply a BOS (Llama 3, Tekken, ...) or a SEP (RoBERTa)
+    v.add_bos = v.add_bos || pre->adds_bos;
+    v.add_sep = v.add_sep || pre->adds_sep;
+  }
   v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   v.add_eos = f.get_bool("tokenizer.ggml.add_eos_token", v.add_eos);
   v.add_sep = f.get_bool("tokenizer.ggml.add_sep_token", v.add_sep);

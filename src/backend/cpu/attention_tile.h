@@ -9,6 +9,11 @@
 // (v: the tile's V rows decoded to f32 in V's basis, [n_keys][hdv]; w: softmax weights; acc rows
 // acc_stride floats apart). The AVX-512 kernel keeps blocks of 4 rows x 64 values of acc in registers
 // across the whole tile, so acc is loaded and stored once per tile instead of once per key.
+//
+// Invariance (attention's results must not depend on how rows are batched): every kernel here
+// computes S[r][j] from q_r and key j alone, and acc row r from w row r, v and acc row r alone, with
+// the same operations in the same order whatever n_rows, the position of r among the rows, or the
+// other rows' values; S[r][j] also does not depend on n_keys. Tests check it bit for bit.
 #pragma once
 #include <cstddef>
 

@@ -93,47 +93,55 @@ __m512 reduce16(const __m512* x) {
                        _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// S for rows [r0, r0 + 4) x keys [j0, j0 + 4).
-void score_block4x4(const float* k, int hd, const float* const* q, int r0, int j0, float* S, size_t s_stride) {
+// S for rows [r0, r0 + NR) x keys [j0, j0 + NJ), NR, NJ <= 4. Accumulator 4r + j holds the pair
+// (r0 + r, j0 + j) alone and reduce16 sums each lane with the same tree, so a score is bit-identical
+// whatever block shape computed it: rows and keys at the edges of a tile get exactly the arithmetic
+// of the full 4 x 4 blocks (no padding row or key ever touches a real one).
+template <int NR, int NJ>
+void score_block(const float* k, int hd, const float* const* q, int r0, int j0, float* S, size_t s_stride) {
   __m512 a[16];
 #pragma GCC unroll 16
   for (int m = 0; m < 16; ++m) a[m] = _mm512_setzero_ps();
   for (int i = 0; i < hd; i += 16) {
     const __mmask16 m = hd - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (hd - i)) - 1);
-    __m512 kv[4];
+    __m512 kv[NJ];
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k + size_t(j0 + j) * size_t(hd) + i);
+    for (int j = 0; j < NJ; ++j) kv[j] = _mm512_maskz_loadu_ps(m, k + size_t(j0 + j) * size_t(hd) + i);
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < NR; ++r) {
       const __m512 qv = _mm512_maskz_loadu_ps(m, q[r0 + r] + i);
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) a[4 * r + j] = _mm512_fmadd_ps(qv, kv[j], a[4 * r + j]);
+      for (int j = 0; j < NJ; ++j) a[4 * r + j] = _mm512_fmadd_ps(qv, kv[j], a[4 * r + j]);
     }
   }
   const __m512 sums = reduce16(a);  // lane 4r + j: row r0 + r, key j0 + j
   alignas(64) float out[16];
   _mm512_store_ps(out, sums);
-  for (int r = 0; r < 4; ++r) std::memcpy(S + size_t(r0 + r) * s_stride + size_t(j0), out + 4 * r, 4 * sizeof(float));
+  for (int r = 0; r < NR; ++r) std::memcpy(S + size_t(r0 + r) * s_stride + size_t(j0), out + 4 * r, NJ * sizeof(float));
 }
 
-// One row against one key (the edges of the tile).
-float dot1(const float* k, const float* q, int hd) {
-  __m512 a = _mm512_setzero_ps();
-  for (int i = 0; i < hd; i += 16) {
-    const __mmask16 m = hd - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (hd - i)) - 1);
-    a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), _mm512_maskz_loadu_ps(m, k + i), a);
+template <int NR>
+void score_rows(const float* k, int n_keys, int hd, const float* const* q, int r0, float* S, size_t s_stride) {
+  int j0 = 0;
+  for (; j0 + 4 <= n_keys; j0 += 4) score_block<NR, 4>(k, hd, q, r0, j0, S, s_stride);
+  switch (n_keys - j0) {
+    case 1: score_block<NR, 1>(k, hd, q, r0, j0, S, s_stride); break;
+    case 2: score_block<NR, 2>(k, hd, q, r0, j0, S, s_stride); break;
+    case 3: score_block<NR, 3>(k, hd, q, r0, j0, S, s_stride); break;
+    default: break;
   }
-  return _mm512_reduce_add_ps(a);
 }
 
 void score_tile(const float* k, int n_keys, int hd, const float* const* q_rows, int n_rows, float* S,
                 size_t s_stride) {
-  const int full_r = n_rows / 4 * 4, full_j = n_keys / 4 * 4;
-  for (int r0 = 0; r0 < full_r; r0 += 4)
-    for (int j0 = 0; j0 < full_j; j0 += 4) score_block4x4(k, hd, q_rows, r0, j0, S, s_stride);
-  for (int r = 0; r < n_rows; ++r)
-    for (int j = r < full_r ? full_j : 0; j < n_keys; ++j)
-      S[size_t(r) * s_stride + size_t(j)] = dot1(k + size_t(j) * size_t(hd), q_rows[r], hd);
+  int r0 = 0;
+  for (; r0 + 4 <= n_rows; r0 += 4) score_rows<4>(k, n_keys, hd, q_rows, r0, S, s_stride);
+  switch (n_rows - r0) {
+    case 1: score_rows<1>(k, n_keys, hd, q_rows, r0, S, s_stride); break;
+    case 2: score_rows<2>(k, n_keys, hd, q_rows, r0, S, s_stride); break;
+    case 3: score_rows<3>(k, n_keys, hd, q_rows, r0, S, s_stride); break;
+    default: break;
+  }
 }
 
 }  // namespace

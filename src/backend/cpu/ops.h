@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/config.h"
+#include "core/layer_kinds.h"
 
 namespace polykv {
 

@@ -1,0 +1,509 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+#include "kv/kv_cache.h"
+#include "kv/paged_kv.h"
+
+namespace polykv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool valid_pool_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+  });
+}
+
+// The sampled token's log-probability and the top `k` of the distribution at temperature 1.
+void fill_logprobs(const float* logits, int n_vocab, int k, TokenEvent& ev) {
+  double m = -INFINITY;
+  for (int i = 0; i < n_vocab; ++i)
+    if (std::isfinite(logits[i])) m = std::max(m, double(logits[i]));
+  double z = 0;
+  for (int i = 0; i < n_vocab; ++i)
+    if (std::isfinite(logits[i])) z += std::exp(double(logits[i]) - m);
+  const double lz = m + std::log(z);
+  ev.logprob = float(double(logits[ev.id]) - lz);
+  if (k <= 0) return;
+  std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+  for (int i = 0; i < n_vocab; ++i) ids[size_t(i)] = i;
+  k = std::min(k, n_vocab);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int i = 0; i < k; ++i) ev.top.push_back({ids[size_t(i)], float(double(logits[ids[size_t(i)]]) - lz)});
+}
+
+}  // namespace
+
+struct Engine::Seq {
+  uint64_t id = 0;
+  KvSequenceManager::SeqId sid = -1;  // -1 while not admitted
+  GenerationRequest req;
+  std::string pool;              // the pool this sequence continues, or (is_pool) creates
+  bool is_pool = false;
+  std::vector<int32_t> tokens;   // context (pool + prompt), then generated tokens
+  int n_context = 0;
+  int n_cached = -1;             // context tokens served from cache at first admission (-1: not yet)
+  std::unique_ptr<PagedKv> kv;
+  std::unique_ptr<Sampler> sampler;
+  int n_generated = 0;
+  Clock::time_point t_submit = Clock::now();
+  double ttft = 0;
+  bool finished = false;
+  FinishInfo info;
+};
+
+Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOptions& opts)
+    : model_(model),
+      is_eog_(std::move(is_eog)),
+      opts_(opts),
+      threads_(opts.n_threads),
+      store_([&] {
+        const KvShape shape = model.kv_shape();
+        const KvType kt = parse_kv_type(opts.k_type), vt = parse_kv_type(opts.v_type);
+        int n_blocks;
+        if (opts.kv_memory_bytes > 0) {
+          n_blocks = KvBlockStore::blocks_for_bytes(shape, kt, vt, opts.block_tokens, opts.kv_memory_bytes);
+        } else {
+          const int ctx = opts.n_ctx > 0 ? opts.n_ctx : std::max(1, model.config().n_ctx_train);
+          const int tokens = opts.kv_tokens > 0 ? opts.kv_tokens : 4 * ctx;
+          n_blocks = (tokens + opts.block_tokens - 1) / opts.block_tokens;
+        }
+        check(n_blocks >= 2, "the KV memory holds ", n_blocks, " blocks of ", opts.block_tokens,
+              " tokens; at least 2 are needed (raise --kv-memory or -c)");
+        return KvBlockStore(shape, kt, vt, n_blocks, opts.block_tokens);
+      }()),
+      mgr_(store_.n_blocks(), opts.block_tokens) {
+  check(opts.parallel >= 1, "--parallel must be at least 1");
+  check(opts.step_tokens >= 1, "the step token budget must be at least 1");
+  const int pool_tokens = store_.n_blocks() * store_.block_tokens();
+  if (opts_.n_ctx <= 0) opts_.n_ctx = model.config().n_ctx_train > 0 ? model.config().n_ctx_train : pool_tokens;
+  opts_.n_ctx = std::min(opts_.n_ctx, pool_tokens);
+  hash_seed_ = prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, "");
+  m_.kv_blocks_total = store_.n_blocks();
+  m_.kv_block_tokens = store_.block_tokens();
+  m_.kv_bytes_per_block = store_.block_bytes();
+  thread_ = std::thread([this] { step_loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+ModelInfo Engine::model_info() const {
+  ModelInfo i;
+  i.id = opts_.model_id;
+  i.n_ctx = opts_.n_ctx;
+  i.n_vocab = model_.config().n_vocab;
+  i.k_type = opts_.k_type;
+  i.v_type = opts_.v_type;
+  return i;
+}
+
+uint64_t Engine::submit(GenerationRequest req) {
+  auto s = std::make_unique<Seq>();
+  s->sampler = std::make_unique<Sampler>(req.sampling);
+  check(req.top_logprobs <= 20, "top_logprobs must be at most 20");
+  std::lock_guard<std::mutex> lk(mu_);
+  check(!stopping_, "the engine is shutting down");
+  if (!req.pool.empty()) {
+    auto it = pools_.find(req.pool);
+    check(it != pools_.end() && it->second.ready, "unknown pool '", req.pool, "'");
+    s->tokens = it->second.tokens;
+    s->pool = req.pool;
+  }
+  check(!req.prompt.empty() || !s->tokens.empty(), "the prompt is empty");
+  for (int32_t t : req.prompt)
+    check(t >= 0 && t < model_.config().n_vocab, "token id ", t, " is out of range [0, ", model_.config().n_vocab, ")");
+  s->tokens.insert(s->tokens.end(), req.prompt.begin(), req.prompt.end());
+  s->n_context = int(s->tokens.size());
+  check(s->n_context < opts_.n_ctx, "the prompt (", s->n_context, " tokens with the pool's) does not fit the context of ",
+        opts_.n_ctx, " tokens");
+  check(int(waiting_.size()) < opts_.max_waiting, "the server is full: ", waiting_.size(), " requests are waiting");
+  s->id = next_id_++;
+  s->req = std::move(req);
+  const uint64_t id = s->id;
+  waiting_.push_back(std::move(s));
+  ++m_.requests_total;
+  cv_.notify_all();
+  return id;
+}
+
+void Engine::cancel(uint64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancelled_.push_back(id);
+  cv_.notify_all();
+}
+
+PoolInfo Engine::create_pool(const std::string& name, const std::vector<int32_t>& tokens, const std::string& k_type,
+                             const std::string& v_type) {
+  check(valid_pool_name(name), "invalid pool name '", name.substr(0, 80), "': use 1 to 64 of A-Z a-z 0-9 . _ -");
+  check(k_type.empty() || k_type == opts_.k_type, "this server's KV pool holds K as ", opts_.k_type,
+        "; a pool of K type ", k_type, " is not supported (start the server with -ctk ", k_type, ")");
+  check(v_type.empty() || v_type == opts_.v_type, "this server's KV pool holds V as ", opts_.v_type,
+        "; a pool of V type ", v_type, " is not supported (start the server with -ctv ", v_type, ")");
+  check(!tokens.empty(), "the pool's prompt is empty");
+  for (int32_t t : tokens)
+    check(t >= 0 && t < model_.config().n_vocab, "token id ", t, " is out of range [0, ", model_.config().n_vocab, ")");
+  check(int(tokens.size()) < opts_.n_ctx, "the pool's prompt (", tokens.size(), " tokens) does not fit the context of ",
+        opts_.n_ctx, " tokens");
+  std::unique_lock<std::mutex> lk(mu_);
+  check(!stopping_, "the engine is shutting down");
+  check(pools_.find(name) == pools_.end(), "a pool named '", name, "' already exists");
+  auto s = std::make_unique<Seq>();
+  s->id = next_id_++;
+  s->is_pool = true;
+  s->pool = name;
+  s->tokens = tokens;
+  s->n_context = int(tokens.size());
+  s->sampler = std::make_unique<Sampler>(SamplingParams{});
+  Seq* raw = s.get();
+  std::string error;
+  bool done = false;
+  s->req.on_done = [&](const FinishInfo& fi) {  // runs on the step thread, under no lock of ours
+    std::lock_guard<std::mutex> g(mu_);
+    error = fi.reason == FinishReason::Stop ? "" : (fi.error.empty() ? "cancelled" : fi.error);
+    done = true;
+    cv_.notify_all();
+  };
+  (void)raw;
+  pools_[name].tokens = tokens;
+  waiting_.push_front(std::move(s));  // pools go first: agents are waiting for them
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return done; });
+  if (!error.empty()) {
+    pools_.erase(name);
+    fail("pool '", name, "' could not be prefilled: ", error);
+  }
+  return pool_info_locked(name, pools_.at(name));
+}
+
+PoolInfo Engine::pool_info_locked(const std::string& name, const Pool& p) const {
+  PoolInfo i;
+  i.name = name;
+  i.n_tokens = int(p.tokens.size());
+  i.kv_bytes = size_t(p.n_blocks) * store_.block_bytes();
+  i.k_type = opts_.k_type;
+  i.v_type = opts_.v_type;
+  i.agents_attached = p.agents;
+  i.hits = p.hits;
+  return i;
+}
+
+std::vector<PoolInfo> Engine::list_pools() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<PoolInfo> out;
+  for (const auto& [name, p] : pools_)
+    if (p.ready) out.push_back(pool_info_locked(name, p));
+  return out;
+}
+
+std::optional<PoolInfo> Engine::get_pool(const std::string& name) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = pools_.find(name);
+  if (it == pools_.end() || !it->second.ready) return std::nullopt;
+  return pool_info_locked(name, it->second);
+}
+
+bool Engine::delete_pool(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = pools_.find(name);
+  if (it == pools_.end() || !it->second.ready) return false;
+  pools_to_free_.push_back(it->second.sid);  // agents running on it keep their references to its blocks
+  pools_.erase(it);
+  cv_.notify_all();
+  return true;
+}
+
+ServiceMetrics Engine::metrics() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  ServiceMetrics m = m_;
+  m.requests_running = 0;
+  for (const auto& s : running_) m.requests_running += s->is_pool ? 0 : 1;
+  m.requests_waiting = int64_t(waiting_.size());
+  m.prefix_hit_rate = m.prompt_tokens_total ? double(m.cached_prompt_tokens_total) / double(m.prompt_tokens_total) : 0;
+  m.pool_bytes = 0;
+  for (const auto& [name, p] : pools_) m.pool_bytes += size_t(p.n_blocks) * store_.block_bytes();
+  return m;
+}
+
+void Engine::step_loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] {
+        return stopping_ || !waiting_.empty() || !running_.empty() || !cancelled_.empty() || !pools_to_free_.empty();
+      });
+      if (stopping_) break;
+    }
+    try {
+      step();
+      refresh_kv_stats();
+    } catch (const std::exception& e) {
+      // A failure of the step as a whole (out of memory, a kernel error): fail what was running, keep serving.
+      std::vector<Seq*> all;
+      for (auto& s : running_) all.push_back(s.get());
+      for (Seq* s : all) finish(*s, FinishReason::Error, e.what());
+    }
+  }
+  // Shutdown: every request still known gets its on_done.
+  std::vector<std::unique_ptr<Seq>> left;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& s : waiting_) left.push_back(std::move(s));
+    for (auto& s : running_) left.push_back(std::move(s));
+    waiting_.clear();
+    running_.clear();
+  }
+  for (auto& s : left) {
+    s->info.reason = FinishReason::Cancelled;
+    if (s->req.on_done) s->req.on_done(s->info);
+  }
+}
+
+void Engine::finish(Seq& s, FinishReason r, const std::string& error) {
+  if (s.finished) return;
+  s.finished = true;
+  s.info.reason = r;
+  s.info.error = error;
+  s.info.prompt_tokens = s.n_context;
+  s.info.cached_tokens = std::max(0, s.n_cached);
+  s.info.completion_tokens = s.n_generated;
+  s.info.time_to_first_token_s = s.ttft;
+  const bool keep_pool = s.is_pool && r == FinishReason::Stop;
+  if (s.sid >= 0 && !keep_pool) mgr_.free(s.sid);
+  std::unique_ptr<Seq> owned;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = running_.begin(); it != running_.end(); ++it)
+      if (it->get() == &s) {
+        owned = std::move(*it);
+        running_.erase(it);
+        break;
+      }
+    if (keep_pool) {
+      Pool& p = pools_[s.pool];
+      p.sid = s.sid;
+      p.n_blocks = int(mgr_.block_table(s.sid).size());
+      p.ready = true;
+    } else if (!s.pool.empty() && !s.is_pool) {
+      auto it = pools_.find(s.pool);
+      if (it != pools_.end()) --it->second.agents;
+    }
+    if (r == FinishReason::Error) ++m_.requests_failed;
+  }
+  if (s.req.on_done) s.req.on_done(s.info);
+}
+
+void Engine::preempt(Seq& s) {
+  mgr_.free(s.sid);
+  s.sid = -1;
+  s.kv.reset();
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = running_.begin(); it != running_.end(); ++it)
+    if (it->get() == &s) {
+      if (!s.pool.empty() && !s.is_pool) {
+        auto p = pools_.find(s.pool);
+        if (p != pools_.end()) --p->second.agents;
+      }
+      waiting_.push_front(std::move(*it));
+      running_.erase(it);
+      break;
+    }
+  ++m_.preemptions_total;
+}
+
+// Admits waiting sequences while there is room. Called with mu_ held; touches mgr_ (step thread only).
+void Engine::admit_locked() {
+  while (!waiting_.empty() && int(running_.size()) < opts_.parallel) {
+    std::unique_ptr<Seq> s = std::move(waiting_.front());
+    waiting_.pop_front();
+    s->sid = next_sid_++;
+    int n_computed = 0;
+    auto pool = s->is_pool || s->pool.empty() ? pools_.end() : pools_.find(s->pool);
+    if (pool != pools_.end() && pool->second.ready) {
+      // An agent: share every block of its pool (the partial last one is copied on its first write).
+      mgr_.fork(s->sid, pool->second.sid);
+      n_computed = int(pool->second.tokens.size());
+      mgr_.append_tokens(s->sid, std::span(s->tokens).subspan(size_t(n_computed)));
+      ++pool->second.agents;
+      if (s->n_cached < 0) ++pool->second.hits;
+    } else {
+      // Its pool (if any) was deleted while it waited: its content is in s->tokens; the prefix cache
+      // may still hold the pool's full blocks.
+      const BlockHash seed = s->req.cache_salt.empty()
+                                 ? hash_seed_
+                                 : prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, s->req.cache_salt);
+      n_computed = mgr_.add_sequence(s->sid, s->tokens, seed);
+    }
+    if (s->n_cached < 0) {
+      s->n_cached = std::min(n_computed, s->n_context);
+      if (!s->is_pool) {
+        m_.prompt_tokens_total += s->n_context;
+        m_.cached_prompt_tokens_total += s->n_cached;
+      }
+    }
+    s->kv = std::make_unique<PagedKv>(store_, opts_.n_ctx);
+    s->kv->set_blocks(mgr_.block_table(s->sid));
+    s->kv->reset(n_computed);
+    running_.push_back(std::move(s));
+  }
+}
+
+// Blocks for n more tokens of s, preempting the most recently admitted sequence not yet in this
+// step's batch when the pool is short. False if even that cannot make room.
+bool Engine::make_room(Seq& s, int n, std::vector<Seq*>& batch) {
+  std::vector<KvSequenceManager::BlockCopy> copies;
+  while (!mgr_.reserve(s.sid, n, copies)) {
+    Seq* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      Seq* c = it->get();
+      if (c != &s && !c->is_pool && std::find(batch.begin(), batch.end(), c) == batch.end()) {
+        victim = c;
+        break;
+      }
+    }
+    if (!victim) return false;
+    preempt(*victim);
+  }
+  for (const auto& c : copies) store_.copy_block(c.src, c.dst);
+  s.kv->set_blocks(mgr_.block_table(s.sid));
+  return true;
+}
+
+void Engine::sample_and_emit(Seq& s, const float* logits) {
+  const int n_vocab = model_.config().n_vocab;
+  TokenEvent ev;
+  ev.id = s.sampler->sample(logits, n_vocab, s.tokens);
+  if (s.n_generated == 0) s.ttft = seconds_since(s.t_submit);
+  if (is_eog_ && is_eog_(ev.id)) return finish(s, FinishReason::Stop);
+  if (s.req.top_logprobs >= 0) fill_logprobs(logits, n_vocab, s.req.top_logprobs, ev);
+  ++s.n_generated;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++m_.generated_tokens_total;
+  }
+  s.tokens.push_back(ev.id);
+  mgr_.append_tokens(s.sid, std::span(&s.tokens.back(), 1));
+  if (s.req.on_token && !s.req.on_token(ev)) return finish(s, FinishReason::Cancelled);
+  if (s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) return finish(s, FinishReason::Length);
+  if (int(s.tokens.size()) >= opts_.n_ctx) return finish(s, FinishReason::ContextFull);
+}
+
+bool Engine::step() {
+  const auto t0 = Clock::now();
+  std::vector<uint64_t> cancelled;
+  std::vector<KvSequenceManager::SeqId> pools_to_free;
+  std::vector<std::unique_ptr<Seq>> dropped;  // cancelled before they ran
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancelled.swap(cancelled_);
+    pools_to_free.swap(pools_to_free_);
+    for (uint64_t id : cancelled)
+      for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
+        if ((*it)->id == id) {
+          dropped.push_back(std::move(*it));
+          waiting_.erase(it);
+          break;
+        }
+  }
+  for (auto& s : dropped) {
+    s->info.reason = FinishReason::Cancelled;
+    if (s->req.on_done) s->req.on_done(s->info);
+  }
+  for (uint64_t id : cancelled) {
+    Seq* s = nullptr;
+    for (auto& r : running_)
+      if (r->id == id) s = r.get();
+    if (s) finish(*s, FinishReason::Cancelled);
+  }
+  for (auto sid : pools_to_free) mgr_.free(sid);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    admit_locked();
+  }
+  if (running_.empty()) return !cancelled.empty() || !pools_to_free.empty();
+
+  // The batch: decodes first (one token each), then prompt chunks, under the token budget.
+  std::vector<Seq*> order;
+  for (auto& s : running_) order.push_back(s.get());
+  std::stable_partition(order.begin(), order.end(),
+                        [](Seq* s) { return int(s->tokens.size()) - s->kv->n_tokens() == 1; });
+  std::vector<Seq*> batch;
+  std::vector<int> n_feed;
+  int budget = opts_.step_tokens;
+  for (Seq* s : order) {
+    if (budget == 0) break;
+    if (s->finished || s->sid < 0) continue;  // preempted by an earlier one of this loop
+    const int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
+    if (n <= 0) continue;
+    if (!make_room(*s, n, batch)) {
+      if (batch.empty() && running_.size() == 1)
+        finish(*s, FinishReason::Error, "the KV memory cannot hold this sequence (raise --kv-memory or -c)");
+      continue;
+    }
+    batch.push_back(s);
+    n_feed.push_back(n);
+    budget -= n;
+  }
+  if (batch.empty()) return true;
+
+  const int n_vocab = model_.config().n_vocab;
+  std::vector<std::vector<float>> logits(batch.size());
+  std::vector<Model::BatchSeq> fb;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Seq& s = *batch[i];
+    const int p0 = s.kv->n_tokens();
+    const bool last = p0 + n_feed[i] == int(s.tokens.size());
+    if (last && !s.is_pool) logits[i].resize(size_t(n_vocab));
+    fb.push_back({std::span(s.tokens).subspan(size_t(p0), size_t(n_feed[i])), s.kv.get(),
+                  logits[i].empty() ? nullptr : logits[i].data(), false});
+  }
+  model_.forward_batch(fb, threads_);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Seq& s = *batch[i];
+    mgr_.mark_computed(s.sid, s.kv->n_tokens());
+    if (s.is_pool) {
+      if (on_pool_progress) on_pool_progress(s.pool, s.kv->n_tokens(), int(s.tokens.size()));
+      if (s.kv->n_tokens() == int(s.tokens.size())) finish(s, FinishReason::Stop);
+      continue;
+    }
+    if (!logits[i].empty()) {
+      try {
+        sample_and_emit(s, logits[i].data());
+      } catch (const std::exception& e) {
+        finish(s, FinishReason::Error, e.what());
+      }
+    }
+  }
+  const double dt = seconds_since(t0);
+  std::lock_guard<std::mutex> lk(mu_);
+  ++m_.steps_total;
+  m_.step_seconds_total += dt;
+  m_.last_step_seconds = dt;
+  return true;
+}
+
+void Engine::refresh_kv_stats() {
+  const BlockPoolStats st = mgr_.pool().stats();
+  std::lock_guard<std::mutex> lk(mu_);
+  m_.kv_blocks_used = st.n_in_use;
+  m_.kv_blocks_shared = st.n_shared;
+  m_.kv_blocks_cached_idle = st.n_cached_idle;
+}
+
+}  // namespace polykv

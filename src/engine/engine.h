@@ -1,0 +1,108 @@
+// The engine: many sequences over one shared, compressed KV pool, stepped together (continuous
+// batching). Implements InferenceService (engine/service.h) for the server.
+//
+// One step (a thread of its own runs them back to back while there is work):
+//   1. cancellations and finished sequences release their blocks;
+//   2. waiting requests are admitted (FIFO) while fewer than `parallel` run; a new sequence reuses
+//      every cached full block of its prefix (automatic prefix caching) or forks its named pool;
+//   3. a ragged batch is built under a token budget: every running sequence gets its next tokens
+//      (1 when decoding, a chunk of its prompt when prefilling; there is no separate prefill phase);
+//      when blocks run out, the most recently admitted other sequence is preempted (its blocks
+//      freed, its tokens kept) and recomputed later, its cached prefix blocks most likely still hit;
+//   4. one Model::forward_batch; sequences whose tokens are all computed sample their next token.
+// Invariant: a sequence's logits do not depend on its batch companions or chunking (forward_batch).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "engine/service.h"
+#include "kv/kv_block_store.h"
+#include "kv/kv_sequence_manager.h"
+#include "model/model.h"
+
+namespace polykv {
+
+struct EngineOptions {
+  int n_threads = 0;           // <= 0: hardware threads
+  int parallel = 16;           // sequences running at once (more wait in the queue)
+  int max_waiting = 1024;      // queued requests beyond this are refused (the server answers 503)
+  int n_ctx = 0;               // context limit of one sequence; 0: the model's training context, capped by the pool
+  size_t kv_memory_bytes = 0;  // KV pool size; 0: kv_tokens decides
+  int kv_tokens = 0;           // KV pool size in tokens when kv_memory_bytes is 0; 0: 4 contexts' worth
+  int block_tokens = 64;       // positions per KV block (prefix-cache granularity)
+  int step_tokens = 512;       // token budget of one step (prefill chunks + decodes)
+  std::string k_type = "q8_0", v_type = "turbo3t";
+  std::string model_id;        // served model name, and part of the prefix-cache key
+};
+
+class Engine final : public InferenceService {
+ public:
+  // is_eog: whether a token ends generation (the tokenizer's end-of-generation set).
+  Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOptions& opts);
+  ~Engine() override;  // cancels what is left and joins the step thread
+
+  ModelInfo model_info() const override;
+  uint64_t submit(GenerationRequest req) override;
+  void cancel(uint64_t id) override;
+  PoolInfo create_pool(const std::string& name, const std::vector<int32_t>& tokens, const std::string& k_type,
+                       const std::string& v_type) override;
+  std::vector<PoolInfo> list_pools() const override;
+  std::optional<PoolInfo> get_pool(const std::string& name) const override;
+  bool delete_pool(const std::string& name) override;
+  ServiceMetrics metrics() const override;
+
+  // Progress of a pool's prefill (tokens done, total), reported from the step thread.
+  std::function<void(const std::string& pool, int done, int total)> on_pool_progress;
+
+ private:
+  struct Seq;
+  struct Pool {
+    KvSequenceManager::SeqId sid = -1;  // its sequence in mgr_, pinned until delete_pool
+    std::vector<int32_t> tokens;
+    int n_blocks = 0;
+    int agents = 0;
+    int64_t hits = 0;
+    bool ready = false;
+  };
+
+  void step_loop();
+  bool step();  // one step; false when there was nothing to do
+  void refresh_kv_stats();  // metrics' view of the block pool (step thread)
+  void admit_locked();
+  bool make_room(Seq& s, int n, std::vector<Seq*>& batch);
+  void finish(Seq& s, FinishReason r, const std::string& error = "");
+  void preempt(Seq& s);
+  void sample_and_emit(Seq& s, const float* logits);
+  PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;
+
+  Model& model_;
+  std::function<bool(int32_t)> is_eog_;
+  EngineOptions opts_;
+  ThreadPool threads_;
+  KvBlockStore store_;
+  KvSequenceManager mgr_;  // touched by the step thread only (and by constructors before it starts)
+  BlockHash hash_seed_ = 0;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  uint64_t next_id_ = 1;
+  KvSequenceManager::SeqId next_sid_ = 1;
+  std::deque<std::unique_ptr<Seq>> waiting_;
+  std::vector<std::unique_ptr<Seq>> running_;  // in admission order
+  std::vector<uint64_t> cancelled_;
+  std::map<std::string, Pool> pools_;
+  std::vector<KvSequenceManager::SeqId> pools_to_free_;
+  ServiceMetrics m_;
+  std::thread thread_;
+};
+
+}  // namespace polykv

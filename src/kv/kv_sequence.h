@@ -1,0 +1,34 @@
+// What the decoder needs of one sequence's KV storage, whoever owns the memory: a private KvCache
+// (kv/kv_cache.h, one sequence: run, eval) or a block table over the shared pool (kv/paged_kv.h,
+// many sequences: the engine).
+//
+// Rules (both implementations):
+//  - Positions are dense: after commit(n), positions 0..n-1 hold K and V for every layer.
+//  - store() writes positions [pos, pos + n) of one layer (quantizing f32 rows in place), pos >= the
+//    committed length only; view(layer) is valid until the next store()/commit() of the sequence.
+#pragma once
+#include "kv/k_equalizer.h"
+#include "kv/kv_layer_view.h"
+
+namespace polykv {
+
+class ThreadPool;
+
+class KvSequence {
+ public:
+  virtual ~KvSequence() = default;
+  virtual int n_tokens() const = 0;    // committed positions
+  virtual int max_tokens() const = 0;  // context limit of this sequence
+  // k: [n][n_head_kv][head_dim], v: [n][n_head_kv][head_dim_v], f32. Throws if pos + n > max_tokens().
+  virtual void store(int layer, int pos, int n, const float* k, const float* v, ThreadPool* pool) = 0;
+  virtual void commit(int n_tokens) = 0;
+  virtual KvLayerView view(int layer) const = 0;
+  // Per-channel K scales (kv/k_equalizer.h); disabled unless the owner installed one.
+  virtual KEqualizer& k_equalizer() = 0;
+};
+
+// Quantizes rows [pos, pos + n) of one layer into the rows `rows` addresses (K in rows.k_type, V in
+// rows.v_type); with a pool, in parallel, bit-identical to the serial result. The blocks must exist.
+void store_kv_rows(const KvLayerView& rows, int pos, int n, const float* k, const float* v, ThreadPool* pool);
+
+}  // namespace polykv

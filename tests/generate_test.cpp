@@ -1,0 +1,87 @@
+// The generation loop (engine/generate.h) on the embedded model: why it stopped (each StopReason) and
+// the prefill progress callback.
+#include <gtest/gtest.h>
+
+#include <utility>
+
+#include "engine/generate.h"
+#include "test_util.h"
+
+namespace polykv {
+namespace {
+
+struct Outcome {
+  GenerateStats stats;
+  std::vector<int32_t> tokens;
+  std::vector<std::pair<int, int>> progress;
+};
+
+Model& model() {
+  static std::unique_ptr<Model> m = Model::load(test::embedded_model());
+  return *m;
+}
+
+// Greedy generation from a fixed 5-token prompt in a cache of max_tokens.
+Outcome run(int max_tokens, int n_predict, GenerateCallbacks cb, int prefill_chunk = 512) {
+  static ThreadPool pool(2);
+  const std::vector<int32_t> prompt = {1, 400, 401, 402, 403};
+  KvCache kv = make_kv_cache(model().kv_shape(), "f16", "f16", max_tokens);
+  GenerateOptions opts;
+  opts.n_predict = n_predict;
+  opts.prefill_chunk = prefill_chunk;
+  opts.sampling.temperature = 0;
+  Outcome r;
+  auto on_token = cb.on_token;
+  cb.on_token = [&](int32_t id) {
+    r.tokens.push_back(id);
+    return on_token ? on_token(id) : true;
+  };
+  cb.on_prefill = [&](int done, int total) { r.progress.emplace_back(done, total); };
+  r.stats = generate(model(), kv, prompt, opts, cb, pool);
+  return r;
+}
+
+TEST(Generate, StopsAtTheTokenLimit) {
+  const Outcome r = run(64, 3, {});
+  EXPECT_EQ(r.stats.stop_reason, StopReason::TokenLimit);
+  EXPECT_EQ(r.stats.n_generated, 3);
+  EXPECT_EQ(r.tokens.size(), 3u);
+  EXPECT_EQ(run(64, 0, {}).stats.stop_reason, StopReason::TokenLimit);
+}
+
+TEST(Generate, StopsWhenTheContextIsFull) {
+  const Outcome r = run(8, -1, {});  // 5 prompt tokens: 3 more fit, the 4th is emitted but not fed back
+  EXPECT_EQ(r.stats.stop_reason, StopReason::ContextFull);
+  EXPECT_EQ(r.stats.n_generated, 4);
+}
+
+TEST(Generate, StopsAtEndOfText) {
+  GenerateCallbacks cb;
+  int seen = 0;
+  cb.is_eog = [&](int32_t) { return ++seen == 3; };  // the third sampled token ends the text
+  const Outcome r = run(64, 10, cb);
+  EXPECT_EQ(r.stats.stop_reason, StopReason::EndOfText);
+  EXPECT_EQ(r.stats.n_generated, 2);
+}
+
+TEST(Generate, StopsWhenTheCallbackSaysSo) {
+  GenerateCallbacks cb;
+  cb.on_token = [n = 0](int32_t) mutable { return ++n < 2; };
+  const Outcome r = run(64, 10, cb);
+  EXPECT_EQ(r.stats.stop_reason, StopReason::Callback);
+  EXPECT_EQ(r.stats.n_generated, 2);
+}
+
+TEST(Generate, ReportsPrefillProgressPerChunk) {
+  const Outcome r = run(64, 1, {}, 2);
+  EXPECT_EQ(r.progress, (std::vector<std::pair<int, int>>{{0, 5}, {2, 5}, {4, 5}, {5, 5}}));
+}
+
+TEST(Generate, StopReasonTexts) {
+  EXPECT_STREQ(stop_reason_text(StopReason::EndOfText), "end of text");
+  EXPECT_STREQ(stop_reason_text(StopReason::TokenLimit), "token limit");
+  EXPECT_STREQ(stop_reason_text(StopReason::ContextFull), "context full");
+}
+
+}  // namespace
+}  // namespace polykv
