@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "chat/jinja_json.h"
 #include "server/api_error.h"
 
 namespace polykv::server {
@@ -13,23 +12,19 @@ const char* const kFallbackChatTemplate =
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
 
-ChatPrompt::ChatPrompt(const Tokenizer& tok, const std::string& template_source)
-    : tok_(tok), template_(template_source) {
-  bos_ = tok.bos() >= 0 ? tok.piece(tok.bos()) : "";
-  eos_ = tok.eos() >= 0 ? tok.piece(tok.eos()) : "";
-}
+ChatEncoder::ChatEncoder(const Tokenizer& tok, const std::string& template_source)
+    : tok_(tok), builder_(template_source, tok) {}
 
-std::vector<int32_t> ChatPrompt::tokenize(const Json& messages, const Json& tools, const Json& kwargs,
-                                          bool add_generation_prompt) const {
-  ChatTemplateOptions opts;
+std::vector<int32_t> ChatEncoder::tokenize(const Json& messages, const Json& tools, const Json& kwargs,
+                                           bool add_generation_prompt) const {
+  ChatTemplateOptions opts = ChatPromptBuilder::defaults_for(tok_);
   opts.add_generation_prompt = add_generation_prompt;
-  opts.bos_token = bos_;
-  opts.eos_token = eos_;
-  if (kwargs.is_object()) opts.extra = nlohmann::json(kwargs);
-  const std::string text = template_.render(jinja::value_from_json(messages), jinja::value_from_json(tools), opts);
+  if (kwargs.is_object() && !kwargs.empty()) opts.extra = nlohmann::json(kwargs);
+  std::vector<int32_t> ids = builder_.build(messages, tools, opts).ids;
   // The template writes BOS itself when the model wants one; add it only when it did not.
-  const bool add_bos = !(tok_.bos() >= 0 && !bos_.empty() && text.rfind(bos_, 0) == 0);
-  return tok_.encode(text, add_bos, /*parse_special=*/true);
+  if (tok_.vocab().add_bos && tok_.bos() >= 0 && (ids.empty() || ids.front() != tok_.bos()))
+    ids.insert(ids.begin(), tok_.bos());
+  return ids;
 }
 
 std::vector<int32_t> tokens_after_pool(const std::string& pool, const std::vector<int32_t>& prefix,

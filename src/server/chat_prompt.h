@@ -1,12 +1,13 @@
-// Conversations -> prompt tokens: the model's chat template (tokenizer.chat_template, parsed once),
-// rendered as transformers does, then tokenized. A model without a template gets a plain ChatML
-// fallback (as llama-server does), announced on stderr by the server at start-up.
+// Conversations -> prompt tokens for the server: the model's chat template (tokenizer.chat_template,
+// parsed once) rendered as transformers does, through ChatPromptBuilder (chat/chat_prompt.h), so that
+// control tokens come only from the template: a "<|im_end|>" typed in a message stays text. A model
+// without a template gets a plain ChatML fallback (as llama-server does), announced at start-up.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "chat/chat_template.h"
+#include "chat/chat_prompt.h"
 #include "server/request_json.h"
 #include "tokenizer/tokenizer.h"
 
@@ -15,23 +16,22 @@ namespace polykv::server {
 // <|im_start|>role\ncontent<|im_end|>\n per message, then <|im_start|>assistant\n for the reply.
 extern const char* const kFallbackChatTemplate;
 
-class ChatPrompt {
+class ChatEncoder {
  public:
   // Throws polykv::Error when the template does not parse.
-  ChatPrompt(const Tokenizer& tok, const std::string& template_source);
+  ChatEncoder(const Tokenizer& tok, const std::string& template_source);
 
   // THE one place that renders a conversation and tokenizes the result: messages (normalized by
-  // parse_messages), tools (null or an array), kwargs (extra template variables, an object).
-  // Throws polykv::Error when the template raises (e.g. roles that do not alternate).
-  // TODO(#7): tokenize with the facility that parses special tokens only in the template's own text,
-  // never in message content; for now special tokens typed in content become control tokens.
+  // parse_messages), tools (null or an array), kwargs (extra template variables, an object). BOS is
+  // added when the vocabulary asks for it and the template did not write it. Throws polykv::Error when
+  // the template raises (e.g. roles that do not alternate) or a message contains U+0000.
+  // Safe to call from several threads at once.
   std::vector<int32_t> tokenize(const Json& messages, const Json& tools, const Json& kwargs,
                                 bool add_generation_prompt) const;
 
  private:
   const Tokenizer& tok_;
-  ChatTemplate template_;
-  std::string bos_, eos_;
+  ChatPromptBuilder builder_;
 };
 
 // The tokens of `full` after `prefix`; ApiError 400 naming the pool when prefix is not a prefix of it

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <ctime>
 #include <optional>
-#include <random>
 
 #include "core/error.h"
+#include "engine/sampler.h"
 #include "server/generation_stream.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -188,7 +188,7 @@ void handle_generation(ServerState& st, Api api, const httplib::Request& req, ht
     g.prompt = p.prompt;
     g.cache_salt = p.params.cache_salt;
     g.sampling = p.params.sampling;
-    if (!p.params.seed_given) g.sampling.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    if (!p.params.seed_given) g.sampling.seed = random_seed();
     g.max_tokens = p.params.max_tokens;
     g.top_logprobs = p.params.top_logprobs;
 
@@ -201,9 +201,11 @@ void handle_generation(ServerState& st, Api api, const httplib::Request& req, ht
     }
     auto ch = std::make_shared<RequestChannel>();
     RequestChannel::attach(ch, g);
+    // in_flight drops before the answer can complete: a client that reads /v1/status right after its
+    // answer sees itself gone.
     g.on_done = [ch, in_flight = st.in_flight](const FinishInfo& fi) {
-      ch->on_done(fi);
       --*in_flight;
+      ch->on_done(fi);
     };
     uint64_t id = 0;
     try {

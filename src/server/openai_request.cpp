@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/error.h"
 #include "server/api_error.h"
 
 namespace polykv::server {
@@ -86,13 +87,13 @@ bool valid_pool_name(const std::string& name) {
 }
 
 void validate_sampling(const SamplingParams& s) {
-  if (!std::isfinite(s.temperature) || s.temperature < 0) bad_request("'temperature' must be >= 0", "temperature");
-  if (!std::isfinite(s.top_p) || s.top_p < 0 || s.top_p > 1) bad_request("'top_p' must be in [0, 1]", "top_p");
-  if (!std::isfinite(s.min_p) || s.min_p < 0 || s.min_p > 1) bad_request("'min_p' must be in [0, 1]", "min_p");
-  if (!std::isfinite(s.repeat_penalty) || s.repeat_penalty <= 0)
-    bad_request("'repeat_penalty' must be > 0", "repeat_penalty");
-  if (s.top_k < 0) bad_request("'top_k' must be >= 0", "top_k");
-  if (s.repeat_last_n < -1) bad_request("'repeat_last_n' must be >= -1", "repeat_last_n");
+  try {
+    validate(s);
+  } catch (const Error& e) {
+    // Its messages start with the JSON field name: "top_p must be in [0, 1], got 1.5".
+    const std::string msg = e.what();
+    bad_request(msg, msg.substr(0, msg.find(' ')));
+  }
 }
 
 Json parse_messages(const Json& messages, const std::string& param) {

@@ -73,8 +73,7 @@ TokenizeRequest parse_tokenize_request(const Json& body);
 // POST /detokenize (llama-server): {"tokens": [ids]}
 std::vector<int64_t> parse_detokenize_request(const Json& body);
 
-// Checks sampling values the sampler cannot take (400 naming the parameter).
-// TODO(#7): use validate(SamplingParams) from engine/sampler.h once it lands.
+// validate(SamplingParams) (engine/sampler.h) as a 400 naming the parameter.
 void validate_sampling(const SamplingParams& s);
 
 }  // namespace polykv::server

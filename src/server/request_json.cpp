@@ -3,21 +3,12 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/error.h"
 #include "server/api_error.h"
 
 namespace polykv::server {
 
 namespace {
-
-struct TooDeep {};
-
-// At most max_bytes of text, cut at a UTF-8 character boundary.
-std::string excerpt(const std::string& text, size_t max_bytes) {
-  if (text.size() <= max_bytes) return text;
-  size_t n = max_bytes;
-  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  return text.substr(0, n) + "...";
-}
 
 const char* type_name(const Json& j) {
   switch (j.type()) {
@@ -40,24 +31,11 @@ const char* type_name(const Json& j) {
 }  // namespace
 
 Json parse_request_json(std::string_view body) {
-  // The callback sees every container as it opens (depth = containers already open around it) and
-  // stops the parse before the document ever holds more than kMaxRequestJsonDepth levels.
-  const Json::parser_callback_t limit = [](int depth, Json::parse_event_t event, Json&) {
-    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
-        depth >= kMaxRequestJsonDepth)
-      throw TooDeep{};
-    return true;
-  };
   Json j;
   try {
-    j = Json::parse(body.begin(), body.end(), limit);
-  } catch (const TooDeep&) {
-    bad_request("the request body nests JSON deeper than " + std::to_string(kMaxRequestJsonDepth) + " levels", "",
-                "invalid_json");
-  } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    bad_request("the request body is not valid JSON: " + excerpt(what, 200), "", "invalid_json");
+    j = parse_json_limited<Json>(body, kMaxRequestJsonDepth, "the request body");
+  } catch (const Error& e) {
+    bad_request(truncate_for_message(e.what(), 300), "", "invalid_json");
   }
   if (!j.is_object()) bad_request(std::string("the request body must be a JSON object, not ") + type_name(j), "",
                                   "invalid_json");

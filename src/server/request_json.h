@@ -7,17 +7,18 @@
 #include <string>
 #include <string_view>
 
+#include "core/json_limits.h"
+
 namespace polykv::server {
 
 using Json = nlohmann::ordered_json;  // keeps key order (templates see messages as the client wrote them)
 
 // Containers nested deeper than this are refused while parsing, before anything recursive runs.
-inline constexpr int kMaxRequestJsonDepth = 512;
+inline constexpr int kMaxRequestJsonDepth = kMaxJsonDepth;
 
-// Parses a request body that must be one JSON object; 400 ("invalid_json") for malformed text,
-// invalid UTF-8, nesting deeper than kMaxRequestJsonDepth, or anything but an object.
-// TODO(#7): switch to parse_json_limited (core/json_limits.h) once it lands; this is the only
-// function of the server that calls the JSON parser.
+// Parses a request body that must be one JSON object (parse_json_limited); 400 ("invalid_json") for
+// malformed text, invalid UTF-8, nesting deeper than kMaxRequestJsonDepth, or anything but an object.
+// The only place in the server that parses JSON.
 Json parse_request_json(std::string_view body);
 
 // Dumps a response: invalid UTF-8 in strings (a token's raw bytes) becomes U+FFFD, never an exception.

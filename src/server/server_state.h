@@ -32,7 +32,7 @@ struct ServerState {
 
   InferenceService& service;
   const Tokenizer& tok;
-  ChatPrompt chat;
+  ChatEncoder chat;
   ServerOptions opts;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
