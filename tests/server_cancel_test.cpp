@@ -50,7 +50,8 @@ class FakeService : public InferenceService {
     std::lock_guard lk(mu_);
     cancelled_.insert(id);
   }
-  PoolInfo create_pool(const std::string&, const std::vector<int32_t>&, const std::string&, const std::string&) override {
+  PoolInfo create_pool(const std::string&, const std::vector<int32_t>&, const std::string&,
+                       const std::string&) override {
     fail("no pools in the fake");
   }
   std::vector<PoolInfo> list_pools() const override { return {}; }

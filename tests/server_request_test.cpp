@@ -48,9 +48,11 @@ TEST(ServerRequestJson, DeepNestingIsRefusedWhileParsing) {
   EXPECT_NE(msg.find("deeper"), std::string::npos) << msg;
   // Exactly at the limit parses; one more level does not.
   const int ok_depth = kMaxRequestJsonDepth - 1;  // plus the outer object
-  const std::string at_limit = "{\"a\":" + std::string(size_t(ok_depth), '[') + std::string(size_t(ok_depth), ']') + "}";
+  const std::string at_limit =
+      "{\"a\":" + std::string(size_t(ok_depth), '[') + std::string(size_t(ok_depth), ']') + "}";
   EXPECT_EQ(status_of([&] { parse_request_json(at_limit); }), 0);
-  const std::string over = "{\"a\":" + std::string(size_t(ok_depth + 1), '[') + std::string(size_t(ok_depth + 1), ']') + "}";
+  const std::string over =
+      "{\"a\":" + std::string(size_t(ok_depth + 1), '[') + std::string(size_t(ok_depth + 1), ']') + "}";
   EXPECT_EQ(status_of([&] { parse_request_json(over); }), 400);
 }
 
@@ -62,8 +64,11 @@ TEST(ServerRequestJson, LongGarbageGivesAShortMessage) {
 }
 
 TEST(ServerRequestJson, DumpReplacesInvalidUtf8) {
-  Json j = {{"t", std::string("a\xff" "b")}};
-  EXPECT_EQ(dump_json(j), "{\"t\":\"a\xEF\xBF\xBD" "b\"}");
+  Json j = {{"t", std::string("a\xff"
+                              "b")}};
+  EXPECT_EQ(dump_json(j),
+            "{\"t\":\"a\xEF\xBF\xBD"
+            "b\"}");
 }
 
 TEST(ServerChatRequest, ParsesWhatClientsSend) {
@@ -159,11 +164,11 @@ TEST(ServerCompletionRequest, PromptForms) {
   EXPECT_EQ(completion(R"({"prompt": [[4, 5]]})").prompt_ids, (std::vector<int64_t>{4, 5}));
   EXPECT_EQ(completion(R"({"prompt": "x", "n_predict": -1})").max_tokens, -1);
   EXPECT_EQ(completion(R"({"prompt": "x", "n_predict": 7})").max_tokens, 7);
-  for (const char* bad : {R"({})", R"({"prompt": 5})", R"({"prompt": ["a", "b"]})", R"({"prompt": [1, "a"]})",
-                          R"({"prompt": [-1]})", R"({"prompt": [4294967296]})", R"({"prompt": [[1], [2]]})",
-                          R"({"prompt": {"a": 1}})", R"({"prompt": "x", "echo": true})",
-                          R"({"prompt": "x", "suffix": "y"})", R"({"prompt": "x", "best_of": 2})",
-                          R"({"prompt": "x", "logprobs": 21})", R"({"prompt": "x", "logprobs": true})"})
+  for (const char* bad :
+       {R"({})", R"({"prompt": 5})", R"({"prompt": ["a", "b"]})", R"({"prompt": [1, "a"]})", R"({"prompt": [-1]})",
+        R"({"prompt": [4294967296]})", R"({"prompt": [[1], [2]]})", R"({"prompt": {"a": 1}})",
+        R"({"prompt": "x", "echo": true})", R"({"prompt": "x", "suffix": "y"})", R"({"prompt": "x", "best_of": 2})",
+        R"({"prompt": "x", "logprobs": 21})", R"({"prompt": "x", "logprobs": true})"})
     EXPECT_EQ(status_of([&] { completion(bad); }), 400) << bad;
 }
 
@@ -177,10 +182,10 @@ TEST(ServerPoolRequest, NamesAndSources) {
   const PoolRequest q = parse_pool_request(parse_request_json(R"({"name": "d", "prompt": [1, 2]})"));
   EXPECT_FALSE(q.from_messages);
   EXPECT_EQ(q.prompt.prompt_ids.size(), 2u);
-  for (const char* bad : {R"({"prompt": "x"})", R"({"name": "", "prompt": "x"})", R"({"name": "a b", "prompt": "x"})",
-                          R"({"name": "../etc", "prompt": "x"})", R"({"name": "d"})",
-                          R"({"name": "d", "prompt": "x", "messages": []})", R"({"name": "d", "messages": []})",
-                          R"({"name": "d", "prompt": "x", "cache_type_k": 1})"})
+  for (const char* bad :
+       {R"({"prompt": "x"})", R"({"name": "", "prompt": "x"})", R"({"name": "a b", "prompt": "x"})",
+        R"({"name": "../etc", "prompt": "x"})", R"({"name": "d"})", R"({"name": "d", "prompt": "x", "messages": []})",
+        R"({"name": "d", "messages": []})", R"({"name": "d", "prompt": "x", "cache_type_k": 1})"})
     EXPECT_EQ(status_of([&] { parse_pool_request(parse_request_json(bad)); }), 400) << bad;
   EXPECT_FALSE(valid_pool_name(std::string(65, 'a')));
   EXPECT_TRUE(valid_pool_name(std::string(64, 'a')));

@@ -78,7 +78,8 @@ inline httplib::Result post_streaming(httplib::Client& c, const std::string& pat
 }
 
 // Polls cond every 10 ms for up to timeout; returns whether it came true.
-inline bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+inline bool eventually(const std::function<bool()>& cond,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {
     if (cond()) return true;

@@ -8,13 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "engine/sequential_service.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -25,37 +26,39 @@ namespace {
 
 struct ServeFlags {
   std::string model_path, chat_template_file;
-  int parallel = 4, max_queue = 64, threads = 0, n_ctx = 0;
+  int parallel = 4, max_queue = 64, threads = 0, kv_tokens = 0;
   double kv_memory_mib = 0;
   std::string ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
 };
 
-// Context tokens of one sequence: -c, or what --kv-memory holds at the chosen KV types, capped by the
-// model's training context.
-int context_tokens(const Model& model, const ServeFlags& f) {
-  const int train = model.config().n_ctx_train;
-  if (f.n_ctx > 0) return f.n_ctx;
-  if (f.kv_memory_mib > 0) {
-    const size_t per_token = make_kv_cache(model.kv_shape(), f.ctk, f.ctv, 1).bytes_per_token();
-    const double tokens = f.kv_memory_mib * 1048576.0 / double(per_token);
-    check(tokens >= 2, "--kv-memory ", f.kv_memory_mib, " MiB holds fewer than 2 tokens (", per_token,
-          " bytes per token)");
-    return int(std::min<double>(tokens, train > 0 ? train : tokens));
-  }
-  return train;
-}
-
-// TEMPORARY (issue #8): one request at a time until the real Engine (continuous batching over the
-// shared KV pool, engine/engine.h) replaces SequentialService here; --parallel then sizes its batch.
-std::unique_ptr<InferenceService> make_service(std::shared_ptr<Model> model, const ServeFlags& f, int n_ctx,
+// The engine: continuous batching of up to --parallel sequences over one shared KV pool of
+// --kv-memory MiB or -c tokens (default: four contexts' worth). Large pool prefills report their
+// progress on stderr (about every 10%).
+std::unique_ptr<InferenceService> make_service(Model& model, const Tokenizer& tok, const ServeFlags& f,
                                                const std::string& model_id) {
-  SequentialServiceOptions o;
-  o.model_id = model_id;
-  o.n_ctx = n_ctx;
+  EngineOptions o;
+  o.n_threads = f.threads;
+  o.parallel = f.parallel;
+  o.max_waiting = f.max_queue + f.parallel;  // the server's own limit (--max-queue) answers 503 first
+  o.kv_memory_bytes = size_t(f.kv_memory_mib * 1048576.0);
+  o.kv_tokens = f.kv_tokens;
   o.k_type = f.ctk;
   o.v_type = f.ctv;
-  o.threads = f.threads;
-  return std::make_unique<SequentialService>(std::move(model), o);
+  o.model_id = model_id;
+  auto engine = std::make_unique<Engine>(
+      model, [tok](int32_t id) { return tok.is_eog(id); }, o);
+  // Called on the engine's step thread only; set here, before the server can create a pool.
+  engine->on_pool_progress = [last = std::map<std::string, int>()](const std::string& pool, int done,
+                                                                   int total) mutable {
+    if (total < 1024) return;
+    int& shown = last[pool];
+    if (done < total && done - shown < total / 10) return;
+    shown = done;
+    std::fprintf(stderr, "pool '%s': prefilled %d / %d tokens (%.0f%%)\n", pool.c_str(), done, total,
+                 100.0 * done / total);
+    if (done >= total) last.erase(pool);
+  };
+  return engine;
 }
 
 std::string read_text_file(const std::string& path) {
@@ -75,27 +78,30 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("-m,--model", f.model_path, "GGUF model")->required();
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", so.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
-  app.add_option("--parallel", f.parallel, "sequences generated at once")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--parallel", f.parallel, "sequences generated at once (continuous batching)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("--max-queue", f.max_queue, "requests waiting beyond --parallel before 503")
-      ->check(CLI::Range(0, 100000))->capture_default_str();
-  auto* kv_mem = app.add_option("--kv-memory", f.kv_memory_mib, "KV memory budget in MiB")->check(CLI::Range(0.001, 1e9));
-  auto* ctx = app.add_option("-c,--ctx-size", f.n_ctx, "KV budget in tokens (0: the model's training context)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  auto* kv_mem =
+      app.add_option("--kv-memory", f.kv_memory_mib, "KV memory budget in MiB")->check(CLI::Range(0.001, 1e9));
+  auto* ctx = app.add_option("-c,--ctx-size", f.kv_tokens, "KV budget in tokens (0: four contexts' worth)")
                   ->check(CLI::Range(0, 1 << 26));
   kv_mem->excludes(ctx);
   app.add_option("--cache-type-k", f.ctk, kv_type_help("K"))->capture_default_str();
   app.add_option("--cache-type-v", f.ctv, kv_type_help("V"))->capture_default_str();
   app.add_option("--api-key", so.api_key, "require Authorization: Bearer KEY (all routes but /health and /)");
-  app.add_option("-t,--threads", f.threads, "compute threads (0: all cores)")->check(CLI::Range(0, 1024));
+  add_threads_option(app, f.threads, "-t,--threads", "compute threads (default: all cores)");
   app.add_option("--chat-template-file", f.chat_template_file, "Jinja chat template to use instead of the model's");
   app.add_flag("--log-requests", so.log_requests, "one line per HTTP request on stderr");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  std::shared_ptr<Model> model = Model::load(f.model_path);
+  const std::unique_ptr<Model> model = Model::load(f.model_path);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::string tmpl = f.chat_template_file.empty() ? model->gguf().get_str("tokenizer.chat_template", "")
                                                   : read_text_file(f.chat_template_file);
   if (tmpl.empty()) std::fprintf(stderr, "polykv serve: the model has no chat template; chat uses a ChatML fallback\n");
-  const int n_ctx = context_tokens(*model, f);
   const std::string model_id = std::filesystem::path(f.model_path).stem().string();
 
   // SIGINT/SIGTERM go to one thread that stops the server; every other thread (the service's, the
@@ -106,7 +112,7 @@ int cmd_serve(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  std::unique_ptr<InferenceService> service = make_service(model, f, n_ctx, model_id);
+  std::unique_ptr<InferenceService> service = make_service(*model, tok, f, model_id);
   const ModelInfo info = service->model_info();
   so.max_in_flight = f.parallel + f.max_queue;
   so.pool_k_type = f.ctk;

@@ -32,12 +32,18 @@ class ApiError : public std::runtime_error {
 inline const char* error_type(int status) {
   switch (status) {
     case 400:
-    case 413: return "invalid_request_error";
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    case 503: return "server_overloaded";
-    default: return "server_error";
+    case 413:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "server_overloaded";
+    default:
+      return "server_error";
   }
 }
 

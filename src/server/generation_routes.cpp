@@ -82,9 +82,9 @@ void check_context(const ServerState& st, const Prepared& p) {
   const int64_t n = int64_t(p.pool_tokens) + int64_t(p.prompt.size());
   if (n == 0) bad_request("the prompt is empty", p.api == Api::Chat ? "messages" : "prompt");
   const std::string what = p.params.pool.empty() ? std::to_string(n) + " tokens"
-                                                 : std::to_string(n) + " tokens (pool '" + p.params.pool + "': " +
-                                                       std::to_string(p.pool_tokens) + ", request: " +
-                                                       std::to_string(p.prompt.size()) + ")";
+                                                 : std::to_string(n) + " tokens (pool '" + p.params.pool +
+                                                       "': " + std::to_string(p.pool_tokens) +
+                                                       ", request: " + std::to_string(p.prompt.size()) + ")";
   if (n >= n_ctx)
     throw ApiError(413, "the prompt is " + what + ", over the context limit of " + std::to_string(n_ctx) + " tokens",
                    "context_length_exceeded", p.api == Api::Chat ? "messages" : "prompt");
@@ -97,8 +97,13 @@ void check_context(const ServerState& st, const Prepared& p) {
 // Drives one submitted request's answer from the HTTP thread (owned by the content provider).
 struct Pump {
   Pump(ServerState& s, std::shared_ptr<RequestChannel> c, const Prepared& p, ResponseMeta m)
-      : st(s), ch(std::move(c)), text(s.tok, p.params.stop, p.params.top_logprobs >= 0), meta(std::move(m)),
-        stream(p.params.stream), include_usage(p.params.include_usage), logprobs(p.params.top_logprobs >= 0) {}
+      : st(s),
+        ch(std::move(c)),
+        text(s.tok, p.params.stop, p.params.top_logprobs >= 0),
+        meta(std::move(m)),
+        stream(p.params.stream),
+        include_usage(p.params.include_usage),
+        logprobs(p.params.top_logprobs >= 0) {}
 
   ServerState& st;
   std::shared_ptr<RequestChannel> ch;
@@ -107,7 +112,7 @@ struct Pump {
   ResponseMeta meta;
   bool stream, include_usage, logprobs;
   bool first = true, finished = false, cancelled = false;
-  std::string all_text;                   // non-streamed answers
+  std::string all_text;  // non-streamed answers
   std::vector<LogprobEntry> all_logprobs;
 
   void cancel() {
@@ -132,7 +137,8 @@ struct Pump {
     }
     if (d.text.empty() && d.logprobs.empty() && !finish_reason) return true;
     const bool was_first = std::exchange(first, false);
-    return write(sink, sse_event(stream_chunk(meta, d.text, was_first, finish_reason, logprobs ? &d.logprobs : nullptr)));
+    return write(sink,
+                 sse_event(stream_chunk(meta, d.text, was_first, finish_reason, logprobs ? &d.logprobs : nullptr)));
   }
 
   // One call of the content provider: wait a little for tokens, send what is ready. Returns false to
@@ -196,8 +202,9 @@ void handle_generation(ServerState& st, Api api, const httplib::Request& req, ht
     if (++*st.in_flight > st.opts.max_in_flight) {
       --*st.in_flight;
       st.rejected_busy++;
-      throw ApiError(503, "the server is busy (" + std::to_string(st.opts.max_in_flight) +
-                              " requests in flight); retry later", "server_busy");
+      throw ApiError(
+          503, "the server is busy (" + std::to_string(st.opts.max_in_flight) + " requests in flight); retry later",
+          "server_busy");
     }
     auto ch = std::make_shared<RequestChannel>();
     RequestChannel::attach(ch, g);

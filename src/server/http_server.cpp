@@ -62,8 +62,7 @@ bool same_secret(const std::string& a, const std::string& b) {  // constant time
 void guarded(ServerState& st, const httplib::Request& req, httplib::Response& res,
              const std::function<void()>& handler) {
   try {
-    if (!st.opts.api_key.empty() &&
-        !same_secret(req.get_header_value("Authorization"), "Bearer " + st.opts.api_key))
+    if (!st.opts.api_key.empty() && !same_secret(req.get_header_value("Authorization"), "Bearer " + st.opts.api_key))
       throw ApiError(401, "a valid API key is needed: Authorization: Bearer KEY", "invalid_api_key");
     handler();
   } catch (const ApiError& e) {
@@ -118,55 +117,64 @@ void register_info_routes(httplib::Server& http, ServerState& st) {
   http.Get("/v1/models", [&st](const httplib::Request& req, httplib::Response& res) {
     guarded(st, req, res, [&] {
       const ModelInfo m = st.service.model_info();
-      Json model = {{"id", m.id}, {"object", "model"}, {"created", int64_t(std::time(nullptr))}, {"owned_by", "polykv"},
-                    {"meta", {{"n_ctx", m.n_ctx}, {"n_vocab", m.n_vocab}, {"cache_type_k", m.k_type},
-                              {"cache_type_v", m.v_type}}}};
+      Json model = {
+          {"id", m.id},
+          {"object", "model"},
+          {"created", int64_t(std::time(nullptr))},
+          {"owned_by", "polykv"},
+          {"meta",
+           {{"n_ctx", m.n_ctx}, {"n_vocab", m.n_vocab}, {"cache_type_k", m.k_type}, {"cache_type_v", m.v_type}}}};
       send_json(res, 200, {{"object", "list"}, {"data", Json::array({model})}});
     });
   });
   http.Get("/v1/status", [&st](const httplib::Request& req, httplib::Response& res) {
     guarded(st, req, res, [&] {
-      send_json(res, 200, status_json(st.service.model_info(), st.service.metrics(), st.service.list_pools(), st.counters()));
+      send_json(res, 200,
+                status_json(st.service.model_info(), st.service.metrics(), st.service.list_pools(), st.counters()));
     });
   });
   http.Get("/metrics", [&st](const httplib::Request& req, httplib::Response& res) {
     guarded(st, req, res, [&] {
-      res.set_content(prometheus_text(st.service.model_info(), st.service.metrics(), st.service.list_pools(), st.counters()),
-                      "text/plain; version=0.0.4; charset=utf-8");
+      res.set_content(
+          prometheus_text(st.service.model_info(), st.service.metrics(), st.service.list_pools(), st.counters()),
+          "text/plain; version=0.0.4; charset=utf-8");
     });
   });
 }
 
 void register_text_routes(httplib::Server& http, ServerState& st) {
-  http.Post("/tokenize", [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-    guarded(st, req, res, [&] {
-      const TokenizeRequest r = parse_tokenize_request(parse_request_json(read_body(st, res, reader)));
-      const std::vector<int32_t> ids = st.tok.encode(r.content, r.add_special, r.parse_special);
-      Json tokens = Json::array();
-      for (int32_t id : ids) {
-        if (!r.with_pieces) {
-          tokens.push_back(id);
-          continue;
-        }
-        // llama-server: the piece as a string when it is valid UTF-8, else its bytes.
-        const std::string& piece = st.tok.token_to_piece(id);
-        Json p = Json::array();
-        if (utf8::is_valid(piece)) {
-          p = piece;
-        } else {
-          for (unsigned char c : piece) p.push_back(int(c));
-        }
-        tokens.push_back({{"id", id}, {"piece", std::move(p)}});
-      }
-      send_json(res, 200, {{"tokens", std::move(tokens)}});
-    });
-  });
-  http.Post("/detokenize", [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-    guarded(st, req, res, [&] {
-      const auto ids = checked_ids(st.tok, parse_detokenize_request(parse_request_json(read_body(st, res, reader))), "tokens");
-      send_json(res, 200, {{"content", st.tok.decode(ids)}});
-    });
-  });
+  http.Post("/tokenize",
+            [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+              guarded(st, req, res, [&] {
+                const TokenizeRequest r = parse_tokenize_request(parse_request_json(read_body(st, res, reader)));
+                const std::vector<int32_t> ids = st.tok.encode(r.content, r.add_special, r.parse_special);
+                Json tokens = Json::array();
+                for (int32_t id : ids) {
+                  if (!r.with_pieces) {
+                    tokens.push_back(id);
+                    continue;
+                  }
+                  // llama-server: the piece as a string when it is valid UTF-8, else its bytes.
+                  const std::string& piece = st.tok.token_to_piece(id);
+                  Json p = Json::array();
+                  if (utf8::is_valid(piece)) {
+                    p = piece;
+                  } else {
+                    for (unsigned char c : piece) p.push_back(int(c));
+                  }
+                  tokens.push_back({{"id", id}, {"piece", std::move(p)}});
+                }
+                send_json(res, 200, {{"tokens", std::move(tokens)}});
+              });
+            });
+  http.Post(
+      "/detokenize", [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        guarded(st, req, res, [&] {
+          const auto ids =
+              checked_ids(st.tok, parse_detokenize_request(parse_request_json(read_body(st, res, reader))), "tokens");
+          send_json(res, 200, {{"content", st.tok.decode(ids)}});
+        });
+      });
 }
 
 }  // namespace

@@ -23,13 +23,13 @@ namespace polykv::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                    // 0: any free port (bind() says which)
-  std::string api_key;                // non-empty: every route but /health and / needs "Authorization: Bearer KEY"
-  size_t max_body_bytes = 16u << 20;  // request bodies
-  int max_in_flight = 64;             // generation requests submitted and unfinished; beyond: 503
-  int http_threads = 0;               // 0: max_in_flight + 8 (idle connections and pool/metrics calls)
+  int port = 8080;                       // 0: any free port (bind() says which)
+  std::string api_key;                   // non-empty: every route but /health and / needs "Authorization: Bearer KEY"
+  size_t max_body_bytes = 16u << 20;     // request bodies
+  int max_in_flight = 64;                // generation requests submitted and unfinished; beyond: 503
+  int http_threads = 0;                  // 0: max_in_flight + 8 (idle connections and pool/metrics calls)
   std::string pool_k_type, pool_v_type;  // defaults for pools that name no types (empty: the engine's)
-  bool log_requests = false;          // one line per request on stderr
+  bool log_requests = false;             // one line per request on stderr
 };
 
 class HttpServer {

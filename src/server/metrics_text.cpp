@@ -18,7 +18,8 @@ class Exposition {
   void family(const char* name, const char* type, const char* help, const char* label,
               const std::vector<std::pair<std::string, double>>& samples) {
     os_ << "# HELP polykv_" << name << ' ' << help << "\n# TYPE polykv_" << name << ' ' << type << '\n';
-    for (const auto& [lv, v] : samples) os_ << "polykv_" << name << '{' << label << "=\"" << escape(lv) << "\"} " << number(v) << '\n';
+    for (const auto& [lv, v] : samples)
+      os_ << "polykv_" << name << '{' << label << "=\"" << escape(lv) << "\"} " << number(v) << '\n';
   }
   std::string str() const { return os_.str(); }
 
@@ -61,7 +62,8 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
            double(m.kv_blocks_cached_idle));
   e.metric("kv_block_tokens", "gauge", "Tokens per KV block.", double(m.kv_block_tokens));
   e.metric("kv_bytes_per_block", "gauge", "Bytes of one KV block (all layers).", double(m.kv_bytes_per_block));
-  e.metric("kv_bytes_used", "gauge", "Bytes of KV blocks in use.", double(m.kv_blocks_used) * double(m.kv_bytes_per_block));
+  e.metric("kv_bytes_used", "gauge", "Bytes of KV blocks in use.",
+           double(m.kv_blocks_used) * double(m.kv_bytes_per_block));
   e.metric("prefix_hit_rate", "gauge", "Cached prompt tokens / prompt tokens.", m.prefix_hit_rate);
   e.metric("pool_bytes", "gauge", "KV bytes held by named pools.", double(m.pool_bytes));
   e.metric("pools", "gauge", "Named pools.", double(pools.size()));
@@ -102,18 +104,30 @@ Json pool_json(const PoolInfo& p) {
 Json status_json(const ModelInfo& model, const ServiceMetrics& m, const std::vector<PoolInfo>& pools,
                  const ServerCounters& c) {
   Json j;
-  j["model"] = {{"id", model.id}, {"n_ctx", model.n_ctx}, {"n_vocab", model.n_vocab},
-                {"cache_type_k", model.k_type}, {"cache_type_v", model.v_type}};
-  j["requests"] = {{"total", m.requests_total}, {"running", m.requests_running}, {"waiting", m.requests_waiting},
-                   {"failed", m.requests_failed}, {"in_flight", c.in_flight}, {"max_in_flight", c.max_in_flight},
+  j["model"] = {{"id", model.id},
+                {"n_ctx", model.n_ctx},
+                {"n_vocab", model.n_vocab},
+                {"cache_type_k", model.k_type},
+                {"cache_type_v", model.v_type}};
+  j["requests"] = {{"total", m.requests_total},       {"running", m.requests_running},
+                   {"waiting", m.requests_waiting},   {"failed", m.requests_failed},
+                   {"in_flight", c.in_flight},        {"max_in_flight", c.max_in_flight},
                    {"rejected_busy", c.rejected_busy}};
-  j["tokens"] = {{"prompt", m.prompt_tokens_total}, {"cached_prompt", m.cached_prompt_tokens_total},
-                 {"generated", m.generated_tokens_total}, {"prefix_hit_rate", m.prefix_hit_rate}};
-  j["kv"] = {{"blocks_total", m.kv_blocks_total}, {"blocks_used", m.kv_blocks_used}, {"blocks_shared", m.kv_blocks_shared},
-             {"blocks_cached_idle", m.kv_blocks_cached_idle}, {"block_tokens", m.kv_block_tokens},
-             {"bytes_per_block", m.kv_bytes_per_block}, {"bytes_used", size_t(m.kv_blocks_used) * m.kv_bytes_per_block},
+  j["tokens"] = {{"prompt", m.prompt_tokens_total},
+                 {"cached_prompt", m.cached_prompt_tokens_total},
+                 {"generated", m.generated_tokens_total},
+                 {"prefix_hit_rate", m.prefix_hit_rate}};
+  j["kv"] = {{"blocks_total", m.kv_blocks_total},
+             {"blocks_used", m.kv_blocks_used},
+             {"blocks_shared", m.kv_blocks_shared},
+             {"blocks_cached_idle", m.kv_blocks_cached_idle},
+             {"block_tokens", m.kv_block_tokens},
+             {"bytes_per_block", m.kv_bytes_per_block},
+             {"bytes_used", size_t(m.kv_blocks_used) * m.kv_bytes_per_block},
              {"pool_bytes", m.pool_bytes}};
-  j["steps"] = {{"total", m.steps_total}, {"seconds_total", m.step_seconds_total}, {"last_seconds", m.last_step_seconds},
+  j["steps"] = {{"total", m.steps_total},
+                {"seconds_total", m.step_seconds_total},
+                {"last_seconds", m.last_step_seconds},
                 {"preemptions", m.preemptions_total}};
   Json pl = Json::array();
   for (const PoolInfo& p : pools) pl.push_back(pool_json(p));

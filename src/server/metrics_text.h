@@ -12,11 +12,11 @@ namespace polykv::server {
 
 // What the HTTP layer counts itself.
 struct ServerCounters {
-  int64_t http_requests = 0;    // every request answered
-  int64_t http_errors = 0;      // answered with a 4xx or 5xx status
-  int64_t rejected_busy = 0;    // 503: the queue was full
-  int64_t in_flight = 0;        // generation requests submitted and not yet finished
-  int64_t max_in_flight = 0;    // the queue limit
+  int64_t http_requests = 0;  // every request answered
+  int64_t http_errors = 0;    // answered with a 4xx or 5xx status
+  int64_t rejected_busy = 0;  // 503: the queue was full
+  int64_t in_flight = 0;      // generation requests submitted and not yet finished
+  int64_t max_in_flight = 0;  // the queue limit
   double uptime_s = 0;
 };
 

@@ -16,12 +16,14 @@ constexpr int64_t kMaxTokensLimit = int64_t(1) << 30;
 void parse_generation_params(const Fields& f, GenerationParams& p) {
   p.model = f.string("model", 1024).value_or("");
   p.stream = f.boolean("stream").value_or(false);
-  if (const Json* so = f.object("stream_options")) p.include_usage = Fields(*so, "stream_options.").boolean("include_usage").value_or(false);
+  if (const Json* so = f.object("stream_options"))
+    p.include_usage = Fields(*so, "stream_options.").boolean("include_usage").value_or(false);
 
   SamplingParams& s = p.sampling;
   if (auto v = f.number("temperature", 0, 100)) s.temperature = float(*v);
   if (auto v = f.number("top_p", 0, 1)) s.top_p = float(*v);
-  if (auto v = f.integer("top_k", -1, int64_t(1) << 31)) s.top_k = int(std::min<int64_t>(std::max<int64_t>(*v, 0), INT32_MAX));
+  if (auto v = f.integer("top_k", -1, int64_t(1) << 31))
+    s.top_k = int(std::min<int64_t>(std::max<int64_t>(*v, 0), INT32_MAX));
   if (auto v = f.number("min_p", 0, 1)) s.min_p = float(*v);
   if (auto v = f.number("repeat_penalty", 1e-3, 100)) s.repeat_penalty = float(*v);
   if (auto v = f.integer("repeat_last_n", -1, INT32_MAX)) s.repeat_last_n = int(*v);
@@ -58,7 +60,8 @@ void parse_generation_params(const Fields& f, GenerationParams& p) {
       if (stop->size() > kMaxStopStrings)
         bad_request("'stop' has more than " + std::to_string(kMaxStopStrings) + " strings", "stop");
       for (size_t i = 0; i < stop->size(); ++i) {
-        if (!(*stop)[i].is_string()) bad_request("'stop[" + std::to_string(i) + "]' must be a string", "stop", "wrong_type");
+        if (!(*stop)[i].is_string())
+          bad_request("'stop[" + std::to_string(i) + "]' must be a string", "stop", "wrong_type");
         p.stop.push_back((*stop)[i].get<std::string>());
       }
     } else {
@@ -193,7 +196,8 @@ CompletionRequest parse_completion_request(const Json& body) {
   if (auto lp = f.integer("logprobs", 0, kMaxTopLogprobs)) r.top_logprobs = int(*lp);
   if (f.boolean("echo").value_or(false)) bad_request("'echo' is not supported", "echo", "unsupported");
   if (auto s = f.string("suffix"); s && !s->empty()) bad_request("'suffix' is not supported", "suffix", "unsupported");
-  if (auto b = f.integer("best_of", 1, 128); b && *b != 1) bad_request("only best_of = 1 is supported", "best_of", "unsupported");
+  if (auto b = f.integer("best_of", 1, 128); b && *b != 1)
+    bad_request("only best_of = 1 is supported", "best_of", "unsupported");
   return r;
 }
 
@@ -202,8 +206,7 @@ PoolRequest parse_pool_request(const Json& body) {
   Fields f(body);
   auto name = f.string("name", 256);
   if (!name) bad_request("'name' is missing", "name");
-  if (!valid_pool_name(*name))
-    bad_request("'name' must be 1 to 64 characters of A-Z a-z 0-9 . _ -", "name");
+  if (!valid_pool_name(*name)) bad_request("'name' must be 1 to 64 characters of A-Z a-z 0-9 . _ -", "name");
   r.name = *name;
   const Json* prompt = f.get("prompt");
   const Json* messages = f.get("messages");

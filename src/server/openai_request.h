@@ -20,28 +20,28 @@ inline constexpr int kMaxPoolNameBytes = 64;
 
 // What /v1/completions and /v1/chat/completions share.
 struct GenerationParams {
-  std::string model;                 // echoed back; any value is accepted (one model is served)
+  std::string model;  // echoed back; any value is accepted (one model is served)
   bool stream = false;
-  bool include_usage = false;        // stream_options.include_usage: a last chunk with usage
-  SamplingParams sampling;           // client values over SamplingParams' defaults (llama-server's)
-  bool seed_given = false;           // false: the server draws a random seed
-  int max_tokens = -1;               // max_completion_tokens / max_tokens / n_predict; -1: to the context limit
-  std::vector<std::string> stop;     // non-empty strings; the text ends before the first one found
-  int top_logprobs = -1;             // -1: no logprobs; 0..20: the sampled token's and that many more
-  std::string pool;                  // named pool the request continues; empty: none
+  bool include_usage = false;     // stream_options.include_usage: a last chunk with usage
+  SamplingParams sampling;        // client values over SamplingParams' defaults (llama-server's)
+  bool seed_given = false;        // false: the server draws a random seed
+  int max_tokens = -1;            // max_completion_tokens / max_tokens / n_predict; -1: to the context limit
+  std::vector<std::string> stop;  // non-empty strings; the text ends before the first one found
+  int top_logprobs = -1;          // -1: no logprobs; 0..20: the sampled token's and that many more
+  std::string pool;               // named pool the request continues; empty: none
   std::string cache_salt;
 };
 
 struct ChatRequest : GenerationParams {
-  Json messages;                     // array of {role, content: string, ...}: content parts joined
-  Json tools;                        // null or an array, passed to the chat template
-  Json template_kwargs;              // object: chat_template_kwargs, extra template variables
+  Json messages;         // array of {role, content: string, ...}: content parts joined
+  Json tools;            // null or an array, passed to the chat template
+  Json template_kwargs;  // object: chat_template_kwargs, extra template variables
 };
 
 struct CompletionRequest : GenerationParams {
   bool prompt_is_ids = false;
-  std::string prompt;                // when !prompt_is_ids
-  std::vector<int64_t> prompt_ids;   // when prompt_is_ids (range-checked against the vocabulary later)
+  std::string prompt;               // when !prompt_is_ids
+  std::vector<int64_t> prompt_ids;  // when prompt_is_ids (range-checked against the vocabulary later)
 };
 
 ChatRequest parse_chat_request(const Json& body);
@@ -54,11 +54,11 @@ Json parse_messages(const Json& messages, const std::string& param);
 
 // POST /v1/pools {"name", "prompt" (string or token ids) | "messages", "cache_type_k"?, "cache_type_v"?}
 struct PoolRequest {
-  std::string name;                  // [A-Za-z0-9._-]{1,64}
+  std::string name;  // [A-Za-z0-9._-]{1,64}
   bool from_messages = false;
-  Json messages;                     // when from_messages
-  CompletionRequest prompt;          // its prompt / prompt_ids when !from_messages
-  std::string k_type, v_type;        // empty: the server's defaults
+  Json messages;               // when from_messages
+  CompletionRequest prompt;    // its prompt / prompt_ids when !from_messages
+  std::string k_type, v_type;  // empty: the server's defaults
 };
 PoolRequest parse_pool_request(const Json& body);
 bool valid_pool_name(const std::string& name);

@@ -32,8 +32,10 @@ Json logprobs_or_null(Api api, const std::vector<LogprobEntry>* logprobs) {
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::Length:
-    case FinishReason::ContextFull: return "length";
-    default: return "stop";
+    case FinishReason::ContextFull:
+      return "length";
+    default:
+      return "stop";
   }
 }
 
@@ -53,7 +55,9 @@ Json logprobs_json(Api api, const std::vector<LogprobEntry>& entries) {
       Json top = Json::array();
       for (const auto& [tok, lp] : e.top)
         top.push_back({{"token", tok}, {"logprob", finite_logprob(lp)}, {"bytes", bytes_of(tok)}});
-      content.push_back({{"token", e.token}, {"logprob", finite_logprob(e.logprob)}, {"bytes", bytes_of(e.token)},
+      content.push_back({{"token", e.token},
+                         {"logprob", finite_logprob(e.logprob)},
+                         {"bytes", bytes_of(e.token)},
                          {"top_logprobs", std::move(top)}});
     }
     return {{"content", std::move(content)}};
@@ -68,8 +72,10 @@ Json logprobs_json(Api api, const std::vector<LogprobEntry>& entries) {
     top_logprobs.push_back(std::move(top));
     offsets.push_back(e.text_offset);
   }
-  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
-          {"top_logprobs", std::move(top_logprobs)}, {"text_offset", std::move(offsets)}};
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
 }
 
 Json final_response(const ResponseMeta& meta, const std::string& text, const char* finish_reason, const FinishInfo& fi,

@@ -17,8 +17,8 @@ enum class Api { Chat, Completion };
 // What every response object of one request repeats.
 struct ResponseMeta {
   Api api = Api::Chat;
-  std::string id;        // "chatcmpl-..." / "cmpl-..."
-  int64_t created = 0;   // unix seconds
+  std::string id;       // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;  // unix seconds
   std::string model;
 };
 

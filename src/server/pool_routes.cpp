@@ -15,7 +15,8 @@ namespace {
 const char* const kPoolPath = R"(/v1/pools/([^/]+))";
 
 std::vector<int32_t> pool_tokens(ServerState& st, const PoolRequest& r) {
-  if (r.from_messages) return st.chat.tokenize(r.messages, Json(nullptr), Json::object(), /*add_generation_prompt=*/false);
+  if (r.from_messages)
+    return st.chat.tokenize(r.messages, Json(nullptr), Json::object(), /*add_generation_prompt=*/false);
   if (r.prompt.prompt_is_ids) return checked_ids(st.tok, r.prompt.prompt_ids, "prompt");
   return st.tok.encode(r.prompt.prompt, /*add_special=*/true, /*parse_special=*/true);
 }
@@ -29,10 +30,12 @@ void create_pool(ServerState& st, const std::string& body, httplib::Response& re
   const int n_ctx = st.service.model_info().n_ctx;
   if (src.tokens.empty()) bad_request("the pool's prompt is empty", "prompt");
   if (int64_t(src.tokens.size()) >= n_ctx)
-    throw ApiError(413, "the pool is " + std::to_string(src.tokens.size()) + " tokens, over the context limit of " +
-                            std::to_string(n_ctx) + " tokens",
+    throw ApiError(413,
+                   "the pool is " + std::to_string(src.tokens.size()) + " tokens, over the context limit of " +
+                       std::to_string(n_ctx) + " tokens",
                    "context_length_exceeded", r.from_messages ? "messages" : "prompt");
-  if (st.service.get_pool(r.name)) throw ApiError(409, "a pool named '" + r.name + "' already exists", "pool_exists", "name");
+  if (st.service.get_pool(r.name))
+    throw ApiError(409, "a pool named '" + r.name + "' already exists", "pool_exists", "name");
   const std::string k = r.k_type.empty() ? st.opts.pool_k_type : r.k_type;
   const std::string v = r.v_type.empty() ? st.opts.pool_v_type : r.v_type;
   std::fprintf(stderr, "pool '%s': prefilling %zu tokens\n", r.name.c_str(), src.tokens.size());
@@ -56,9 +59,10 @@ void create_pool(ServerState& st, const std::string& body, httplib::Response& re
 }  // namespace
 
 void register_pool_routes(httplib::Server& http, ServerState& st) {
-  http.Post("/v1/pools", [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-    guarded(st, req, res, [&] { create_pool(st, read_body(st, res, reader), res); });
-  });
+  http.Post("/v1/pools",
+            [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+              guarded(st, req, res, [&] { create_pool(st, read_body(st, res, reader), res); });
+            });
   http.Get("/v1/pools", [&st](const httplib::Request& req, httplib::Response& res) {
     guarded(st, req, res, [&] {
       Json data = Json::array();
@@ -76,26 +80,28 @@ void register_pool_routes(httplib::Server& http, ServerState& st) {
   });
   // With a content reader, a DELETE that announces no body (curl -X DELETE sends no Content-Length)
   // does not wait for one; a body that is announced is read (and ignored).
-  http.Delete(kPoolPath, [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-    if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
-      try {
-        read_body(st, res, reader);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-        return;
-      }
-    }
-    guarded(st, req, res, [&] {
-      const std::string name = req.matches[1];
-      if (!st.service.delete_pool(name)) throw ApiError(404, "unknown pool '" + name + "'", "pool_not_found");
-      {
-        std::lock_guard lk(st.pools_mu);
-        st.pool_sources.erase(name);
-      }
-      std::fprintf(stderr, "pool '%s': deleted\n", name.c_str());
-      send_json(res, 200, {{"name", name}, {"object", "pool"}, {"deleted", true}});
-    });
-  });
+  http.Delete(kPoolPath,
+              [&st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+                if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+                  try {
+                    read_body(st, res, reader);
+                  } catch (const ApiError& e) {
+                    send_error(res, e);
+                    return;
+                  }
+                }
+                guarded(st, req, res, [&] {
+                  const std::string name = req.matches[1];
+                  if (!st.service.delete_pool(name))
+                    throw ApiError(404, "unknown pool '" + name + "'", "pool_not_found");
+                  {
+                    std::lock_guard lk(st.pools_mu);
+                    st.pool_sources.erase(name);
+                  }
+                  std::fprintf(stderr, "pool '%s': deleted\n", name.c_str());
+                  send_json(res, 200, {{"name", name}, {"object", "pool"}, {"deleted", true}});
+                });
+              });
 }
 
 }  // namespace polykv::server

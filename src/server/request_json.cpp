@@ -12,15 +12,22 @@ namespace {
 
 const char* type_name(const Json& j) {
   switch (j.type()) {
-    case Json::value_t::object: return "an object";
-    case Json::value_t::array: return "an array";
-    case Json::value_t::string: return "a string";
-    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::boolean:
+      return "a boolean";
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
-    case Json::value_t::number_float: return "a number";
-    case Json::value_t::null: return "null";
-    default: return "an unsupported value";
+    case Json::value_t::number_float:
+      return "a number";
+    case Json::value_t::null:
+      return "null";
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -37,8 +44,8 @@ Json parse_request_json(std::string_view body) {
   } catch (const Error& e) {
     bad_request(truncate_for_message(e.what(), 300), "", "invalid_json");
   }
-  if (!j.is_object()) bad_request(std::string("the request body must be a JSON object, not ") + type_name(j), "",
-                                  "invalid_json");
+  if (!j.is_object())
+    bad_request(std::string("the request body must be a JSON object, not ") + type_name(j), "", "invalid_json");
   return j;
 }
 

@@ -23,8 +23,8 @@ namespace polykv::server {
 // How a pool was made: chat requests on it re-render its messages to find where they continue.
 struct PoolSource {
   bool from_messages = false;
-  Json messages;                  // when from_messages
-  std::vector<int32_t> tokens;    // what was prefilled
+  Json messages;                // when from_messages
+  std::vector<int32_t> tokens;  // what was prefilled
 };
 
 struct ServerState {

@@ -59,7 +59,8 @@ function bytes(n) {
 }
 function cell(row, text) { const td = document.createElement("td"); td.textContent = text; row.appendChild(td); }
 function show(s) {
-  $("model").textContent = s.model.id + " (ctx " + s.model.n_ctx + ", KV " + s.model.cache_type_k + " / " + s.model.cache_type_v + ")";
+  const m = s.model;
+  $("model").textContent = m.id + " (ctx " + m.n_ctx + ", KV " + m.cache_type_k + " / " + m.cache_type_v + ")";
   $("running").textContent = s.requests.running + " / " + s.requests.waiting;
   $("total").textContent = s.requests.total + " (" + s.requests.failed + ")";
   $("blocks").textContent = s.kv.blocks_used + " / " + s.kv.blocks_total;
@@ -92,7 +93,10 @@ async function poll() {
   }
   setTimeout(poll, 1000);
 }
-$("keybtn").onclick = () => { localStorage.setItem("polykv-key", $("keyinput").value); $("key").style.display = "none"; };
+$("keybtn").onclick = () => {
+  localStorage.setItem("polykv-key", $("keyinput").value);
+  $("key").style.display = "none";
+};
 poll();
 </script>
 </body>
