@@ -281,6 +281,59 @@ TEST_F(ServerHttp, PoolsContinueLikeTheFullPrompt) {
   EXPECT_EQ(metrics["kv"]["pool_bytes"], json_of(cli_->Get("/v1/pools/code"))["kv_bytes"]);
 }
 
+TEST_F(ServerHttp, SixteenAgentsOnOnePoolMatchRunningAlone) {
+  const Json sys = {{"role", "system"},
+                    {"content", "Shared codebase:\ndef add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b\n"}};
+  const Json pool = post_ok("/v1/pools", {{"name", "agents"}, {"messages", Json::array({sys})}});
+  const int n = 16;
+  std::vector<std::string> secret(n), shared(n), alone(n);
+  for (int i = 0; i < n; ++i) secret[i] = "agent" + std::to_string(i) + "_private_" + std::to_string(7919 * (i + 1));
+  auto user = [&](int i) { return Json{{"role", "user"}, {"content", "Call " + secret[i] + " with add and mul."}}; };
+  std::vector<std::thread> agents;
+  for (int i = 0; i < n; ++i) {
+    agents.emplace_back([&, i] {
+      auto c = server_->client();
+      auto ask = [&](const Json& body) -> std::string {
+        auto r = c->Post("/v1/chat/completions", server::dump_json(body), "application/json");
+        if (!r || r->status != 200) return "<failed>";
+        return Json::parse(r->body)["choices"][0]["message"]["content"];
+      };
+      shared[i] = ask({{"pool", "agents"}, {"messages", Json::array({user(i)})}, {"max_tokens", 12}, {"temperature", 0}});
+      // The full conversation alone, in a cache of its own (another tenant's salt): nothing shared.
+      alone[i] = ask({{"messages", Json::array({sys, user(i)})},
+                      {"max_tokens", 12},
+                      {"temperature", 0},
+                      {"cache_salt", "alone-" + std::to_string(i)}});
+    });
+  }
+  for (auto& a : agents) a.join();
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NE(shared[i], "<failed>");
+    EXPECT_EQ(shared[i], alone[i]) << "agent " << i;
+    for (int j = 0; j < n; ++j)
+      if (j != i) EXPECT_EQ(shared[i].find(secret[j]), std::string::npos) << "agent " << i << " saw agent " << j;
+  }
+  int distinct = 0;  // the private instructions matter: answers differ between agents
+  for (int i = 1; i < n; ++i) distinct += shared[i] != shared[0];
+  EXPECT_GT(distinct, 0);
+  EXPECT_EQ(json_of(cli_->Get("/v1/pools/agents"))["hits"], n);
+  EXPECT_GT(pool["tokens"].get<int>(), 20);
+}
+
+TEST_F(ServerHttp, ControlTokensTypedInMessagesStayText) {
+  // "</s>" is this vocabulary's end-of-sequence control token. Typed in a message it must reach the
+  // model as the text "</s>" (several tokens), never as the control token (one).
+  auto prompt_tokens = [&](const std::string& content) {
+    return post_ok("/v1/chat/completions",
+                   {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}, {"temperature", 0}})
+        ["usage"]["prompt_tokens"]
+            .get<int>();
+  };
+  const int as_text = int(post_ok("/tokenize", {{"content", "</s>"}, {"parse_special", false}})["tokens"].size());
+  ASSERT_GT(as_text, 1);
+  EXPECT_GT(prompt_tokens("x </s> y") - prompt_tokens("x  y"), 1);
+}
+
 TEST_F(ServerHttp, ChatOnAPoolWhoseRenderingDiffersIs400) {
   // A template that starts with the number of messages: the pool's rendering is never a prefix.
   const std::string tmpl = "{{ messages|length }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}";
