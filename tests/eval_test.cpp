@@ -237,8 +237,8 @@ TEST(EvalErrors, CommandLineExitCodes) {
   EXPECT_EQ(run("ppl -m " + model + " --ids " + bad_ids + " -c 2"), 1);
   const std::vector<uint8_t> msg = test::read_file(err);
   EXPECT_NE(std::string(msg.begin(), msg.end()).find("not a multiple"), std::string::npos);
-  EXPECT_EQ(run("ppl -m " + model + " --ids " + bad_ids + " -c 1"), 1);
-  EXPECT_EQ(run("ppl -m " + model), 1);  // neither -f nor --ids
+  EXPECT_EQ(run("ppl -m " + model + " --ids " + bad_ids + " -c 1"), 2);  // usage errors: -c < 2,
+  EXPECT_EQ(run("ppl -m " + model), 2);                                  // neither -f nor --ids
   EXPECT_EQ(run("kld -m " + model + " --ids " + bad_ids), 2);  // -ctk/-ctv are required
   EXPECT_EQ(run("frobnicate"), 2);
   std::filesystem::remove(bad_ids);

@@ -237,8 +237,8 @@ TEST(Synth, CliExitCodes) {
   EXPECT_EQ(run_cli("--shape tiny -o " + path), 2);                       // missing --type
   EXPECT_EQ(run_cli("--shape tiny --type f16 --frobnicate -o " + path), 2);
   EXPECT_EQ(run_cli("--shape tiny --type f16 --layers 0 -o " + path), 2);
-  EXPECT_EQ(run_cli("--shape nope --type f16 -o " + path), 1);
-  EXPECT_EQ(run_cli("--shape tiny --type q4_K -o " + path), 1);  // no q4_K quantizer
+  EXPECT_EQ(run_cli("--shape nope --type f16 -o " + path), 2);   // unknown names are usage errors
+  EXPECT_EQ(run_cli("--shape tiny --type q4_K -o " + path), 2);  // no q4_K quantizer
   std::filesystem::remove(path);
 }
 

@@ -22,8 +22,9 @@ int cmd_run(int argc, char** argv) {
   bool chat = false, no_bos = false, parse_special = false, echo = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
-  app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text");
-  app.add_option("-n,--n-predict", opts.n_predict, "tokens to generate (-1: until the context is full)");
+  app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text")->check(token_ids_check());
+  app.add_option("-n,--n-predict", opts.n_predict, "tokens to generate (-1: until the context is full)")
+      ->check(CLI::Range(-1, 1 << 24));
   app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0: the model's training context)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
@@ -39,15 +40,12 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--no-bos", no_bos, "do not add the BOS token the vocabulary asks for");
   app.add_flag("--parse-special", parse_special, "recognise special tokens written in the prompt");
   app.add_flag("--echo", echo, "print the prompt before the generated text");
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
   float k_eq = 0;
   add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  if (prompt.empty() == ids_text.empty()) {
-    std::fprintf(stderr, "polykv run: give exactly one of -p/--prompt and --ids\n");
-    return 2;
-  }
+  usage_check(prompt.empty() != ids_text.empty(), "give exactly one of -p/--prompt and --ids");
 
   auto model = Model::load(model_path);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
