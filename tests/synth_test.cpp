@@ -147,6 +147,7 @@ TEST(Synth, LayersOverrideKeepsEachBlocksData) {
 }
 
 TEST(Synth, Llama3RopeFreqsMatchConverterFixture) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   // llama3_gqa: rope_type llama3, factor 8, low 1, high 4, original context 64, theta 500000, head_dim 64.
   const GgufFile f = GgufFile::open(test::fixtures_dir() + "/models/random/llama3_gqa.gguf");
   const GgufTensor& t = f.tensor("rope_freqs.weight");

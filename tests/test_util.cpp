@@ -25,8 +25,9 @@ std::string fixtures_missing() {
   const std::string why = "fixtures not found at " + dir + " (clone them beside the checkout as ../shared/fixtures, or "
                           "set POLYKV_FIXTURES)";
   static const bool told = [&] {
-    std::fprintf(stderr, "[ NOTE     ] %s: the tests that need them are skipped%s\n", why.c_str(),
-                 fixtures_required() ? "; POLYKV_REQUIRE_FIXTURES/CI make that a failure here" : "");
+    std::fprintf(stderr, "[ NOTE     ] %s: the tests that need them %s\n", why.c_str(),
+                 fixtures_required() ? "fail (POLYKV_REQUIRE_FIXTURES or CI=true is set)"
+                                     : "are skipped (POLYKV_REQUIRE_FIXTURES=1 makes them fail)");
     return true;
   }();
   (void)told;
