@@ -101,6 +101,12 @@ const Row kRows[] = {
     {"bench_bad_threads", "bench", "-m x -t -3", 2, "--threads"},
     {"bench_bad_bandwidth", "bench", "-m {M} --bandwidth -1", 2, "--bandwidth"},
     {"bench_missing_model", "bench", "-m /nonexistent.gguf", 1, "/nonexistent.gguf"},
+    // bench-agents
+    {"bench_agents_help", "bench-agents", "--help", 0},
+    {"bench_agents_bad_share", "bench-agents", "-m {M} --share maybe", 2, "--share"},
+    {"bench_agents_zero_agents", "bench-agents", "-m {M} --agents 4,0", 2, "--agents"},
+    {"bench_agents_bad_ctv", "bench-agents", "-m {M} -ctv turbo9", 2, "'turbo9'"},
+    {"bench_agents_missing_model", "bench-agents", "-m /nonexistent.gguf", 1, "/nonexistent.gguf"},
     // quantize
     {"quantize_help", "quantize", "--help", 0},
     {"quantize_unsupported_type", "quantize", "{M} {TMP}/q.gguf q3_K", 2, "q3_K"},

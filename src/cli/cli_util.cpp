@@ -27,6 +27,8 @@ CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& 
           },
           help)
       ->check(CLI::Range(1, 1024));
+}
+
 int usage_error(const std::string& command, const std::string& what) {
   std::string line = what;  // one line: CLI11 messages may hold newlines
   for (char& c : line)
