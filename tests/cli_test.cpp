@@ -53,13 +53,14 @@ TEST(Cli, MissingAndCorruptFilesGiveClearErrors) {
   r = polykv("logits -m " + embedded_model() + " --ids 1,2,99999999 -o /dev/null");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("out of range"), std::string::npos) << r.out;
+  // Malformed ids and unknown KV types are usage errors (2), not runtime ones (tests/cli_exit_codes_test.cpp).
   r = polykv("logits -m " + embedded_model() + " --ids 1,x -o /dev/null");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 2);
   r = polykv("run -m " + embedded_model() + " -p hi -ctv turbo9w");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("turbo9w"), std::string::npos) << r.out;
   r = polykv("run -m " + embedded_model() + " -p hi -ctk q9_9");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("q9_9"), std::string::npos) << r.out;
   r = polykv("run -m " + embedded_model() + " -p 'a much longer prompt than three tokens' -c 3 -n 4");  // prompt longer than the context
   EXPECT_EQ(r.code, 1);
@@ -101,6 +102,7 @@ TEST(Cli, TokenizeDetokenizeRoundTrip) {
 }
 
 TEST(Cli, TemplateRendersFixtureTemplate) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const std::string conv = std::string(POLYKV_SOURCE_DIR) + "/tests/data/chat/conversations/multi_turn.json";
   const Result r = polykv("template --template " + test::fixtures_dir() +
                           "/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja --messages " + conv +

@@ -83,6 +83,7 @@ std::string error_of(F&& f) {
 // Per-position log-probs and the perplexity mean against transformers' next_token_logprob over the
 // first 256 tokens of top20_dev's first sequence, read back through an .i32 file as `--ids` does.
 TEST(EvalPpl, MatchesTransformersLogprobs) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   constexpr int kCtx = 256;
   const Top20 t20 = read_top20();
   ASSERT_GE(t20.seq_len, uint32_t(kCtx));
@@ -125,6 +126,7 @@ TokenRows first_ppl_dev_tokens(int n) {
 }
 
 TEST(EvalKld, SameTypesGiveZeroDivergence) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const TokenRows rows = first_ppl_dev_tokens(128);
   ThreadPool pool(0);
   KldOptions o;
@@ -164,6 +166,7 @@ TEST(EvalKld, DistributionMath) {
 
 // Three cases transformers answered correctly, short haystacks to keep the test fast.
 TEST(EvalNeedle, MatchesTransformersOnThreeCases) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   std::vector<NeedleCase> all = read_needle_cases(trained_dir() + "/needle_dev.jsonl");
   ASSERT_EQ(all.size(), 144u);
   std::vector<NeedleCase> picked;
@@ -230,7 +233,7 @@ TEST(EvalErrors, CommandLineExitCodes) {
   const int32_t ids[3] = {1, 2, 3};
   write_bytes(bad_ids, ids, sizeof ids);
   const std::string err = temp_path("cli_err.txt");
-  const std::string model = trained_dir() + "/trained_llama.gguf";
+  const std::string model = test::embedded_model();  // any model: the ids file is what fails
   const auto run = [&](const std::string& args) {
     const int rc = std::system((std::string(POLYKV_BINARY) + " eval " + args + " >/dev/null 2>" + err).c_str());
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -238,8 +241,8 @@ TEST(EvalErrors, CommandLineExitCodes) {
   EXPECT_EQ(run("ppl -m " + model + " --ids " + bad_ids + " -c 2"), 1);
   const std::vector<uint8_t> msg = test::read_file(err);
   EXPECT_NE(std::string(msg.begin(), msg.end()).find("not a multiple"), std::string::npos);
-  EXPECT_EQ(run("ppl -m " + model + " --ids " + bad_ids + " -c 1"), 1);
-  EXPECT_EQ(run("ppl -m " + model), 1);  // neither -f nor --ids
+  EXPECT_EQ(run("ppl -m " + model + " --ids " + bad_ids + " -c 1"), 2);  // usage errors: -c < 2,
+  EXPECT_EQ(run("ppl -m " + model), 2);                                  // neither -f nor --ids
   EXPECT_EQ(run("kld -m " + model + " --ids " + bad_ids), 2);  // -ctk/-ctv are required
   EXPECT_EQ(run("frobnicate"), 2);
   std::filesystem::remove(bad_ids);

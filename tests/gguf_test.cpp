@@ -142,6 +142,7 @@ TEST(Gguf, OpenMissingFileNamesIt) {
 }
 
 TEST(Gguf, ReadsEveryFixtureModel) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   for (const char* name : {"llama3_gqa", "qwen2", "qwen3", "gemma2", "gemma3"}) {
     const GgufFile f = GgufFile::open(test::fixtures_dir() + "/models/random/" + name + ".gguf");
     EXPECT_GT(f.tensors().size(), 10u) << name;
@@ -152,6 +153,7 @@ TEST(Gguf, ReadsEveryFixtureModel) {
 // Deterministic mutation fuzzing of real files through the fuzz target (the libFuzzer build runs
 // the same target coverage-guided in .ci/run).
 TEST(Gguf, MutatedFilesNeverCrash) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const auto seed = small_file();
   const auto real = test::read_file(test::fixtures_dir() + "/tokenizers/ggml-vocab-gpt-2.gguf");
   std::mt19937 rng(1234);

@@ -52,6 +52,7 @@ TEST(KEqualizer, ShortFirstChunkStaysUnscaled) {
 }
 
 TEST(KEqualizer, ForwardWithF32CacheIsUnchanged) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   auto model = Model::load(test::fixtures_dir() + "/models/random/llama3_gqa.gguf");
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % 7000);

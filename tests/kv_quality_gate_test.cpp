@@ -42,6 +42,7 @@ KldResult gate_run(const std::string& v_type) {
 }
 
 TEST(KvQualityGate, Turbo3StaysCloseToF32) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const KldResult r = gate_run("turbo3");
   EXPECT_LT(r.mean_kld, 0.019);
   EXPECT_GT(r.top1_agreement, 0.94);
@@ -49,6 +50,7 @@ TEST(KvQualityGate, Turbo3StaysCloseToF32) {
 }
 
 TEST(KvQualityGate, DefaultTurbo3tStaysCloseToF32AndBeatsTurbo3) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const KldResult r = gate_run("turbo3t");
   EXPECT_LT(r.mean_kld, 0.0125);  // below what turbo3 measures here (0.01269)
   EXPECT_GT(r.top1_agreement, 0.95);

@@ -106,20 +106,24 @@ void run_golden(const std::string& dir, const std::string& name, const std::stri
 class GoldenRandom : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenRandom, MatchesTransformers) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   run_golden(test::fixtures_dir() + "/models/random", GetParam(), GetParam() + ".gguf");
 }
 
 TEST_P(GoldenRandom, F16KvCloseToTransformers) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   run_golden(test::fixtures_dir() + "/models/random", GetParam(), GetParam() + ".gguf", KvType::F16, KvType::F16,
              {kMaxLogprobDiffF16, 1.0});
 }
 
 TEST_P(GoldenRandom, Q8KvTop1AgreesWithTransformers) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   run_golden(test::fixtures_dir() + "/models/random", GetParam(), GetParam() + ".gguf", KvType::Q8_0, KvType::Q8_0,
              {-1, kMinTop1Compressed});
 }
 
 TEST_P(GoldenRandom, DefaultKvTop1) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   run_golden(test::fixtures_dir() + "/models/random", GetParam(), GetParam() + ".gguf", KvType::Q8_0, KvType::Turbo3,
              {-1, kMinTop1DefaultRandom});
 }
@@ -128,15 +132,18 @@ INSTANTIATE_TEST_SUITE_P(Model, GoldenRandom,
                          ::testing::Values("llama3_gqa", "qwen2", "qwen3", "gemma2", "gemma3"));
 
 TEST(ModelGolden, TrainedLlamaMatchesTransformers) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   run_golden(test::fixtures_dir() + "/models/trained", "trained_llama", "trained_llama.gguf");
 }
 
 TEST(ModelGolden, TrainedLlamaF16Kv) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   run_golden(test::fixtures_dir() + "/models/trained", "trained_llama", "trained_llama.gguf", KvType::F16,
              KvType::F16, {kMaxLogprobDiffF16, 1.0});
 }
 
 TEST(ModelGolden, TrainedLlamaDefaultKv) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   run_golden(test::fixtures_dir() + "/models/trained", "trained_llama", "trained_llama.gguf", KvType::Q8_0,
              KvType::Turbo3, {-1, kMinTop1Compressed});
 }

@@ -62,7 +62,7 @@ TEST(RunCli, IgnoredFlagsAreUsageErrors) {
                                   "--ids 1,2 --parse-special"}) {
     const auto r = polykv(run_args(flags + " -n 1"));
     EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
-    EXPECT_NE(r.out.find("polykv run: --"), std::string::npos) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find("polykv run: error: --"), std::string::npos) << flags << ": " << r.out;
   }
 }
 

@@ -19,6 +19,27 @@ std::string fixtures_dir() {
   return POLYKV_FIXTURES_DIR;
 }
 
+std::string fixtures_missing() {
+  const std::string dir = fixtures_dir();
+  if (std::filesystem::is_directory(dir)) return {};
+  const std::string why = "fixtures not found at " + dir + " (clone them beside the checkout as ../shared/fixtures, or "
+                          "set POLYKV_FIXTURES)";
+  static const bool told = [&] {
+    std::fprintf(stderr, "[ NOTE     ] %s: the tests that need them %s\n", why.c_str(),
+                 fixtures_required() ? "fail (POLYKV_REQUIRE_FIXTURES or CI=true is set)"
+                                     : "are skipped (POLYKV_REQUIRE_FIXTURES=1 makes them fail)");
+    return true;
+  }();
+  (void)told;
+  return why;
+}
+
+bool fixtures_required() {
+  if (const char* req = std::getenv("POLYKV_REQUIRE_FIXTURES")) return std::string(req) != "0";
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
+
 std::string test_data_dir() { return POLYKV_TEST_DATA_DIR; }
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -42,14 +63,18 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
   return out;
 }
 
-CliResult polykv(const std::string& args, const std::string& stdin_text) {
-  std::string cmd = std::string(POLYKV_BINARY) + " " + args + " 2>&1";
+namespace {
+
+// Runs a shell command line with stdin_text (or nothing) on its standard input; returns its stdout.
+CliResult run_shell(std::string cmd, const std::string& stdin_text) {
   std::string in_path;
   if (!stdin_text.empty()) {
     in_path = std::filesystem::temp_directory_path() /
               ("polykv_cli_in_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
     std::ofstream(in_path) << stdin_text;
     cmd += " < " + in_path;
+  } else {
+    cmd += " < /dev/null";  // never the test runner's own stdin
   }
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), &pclose);
   std::string out;
@@ -59,6 +84,21 @@ CliResult polykv(const std::string& args, const std::string& stdin_text) {
   const int status = pclose(p.release());
   if (!in_path.empty()) std::filesystem::remove(in_path);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+CliResult polykv(const std::string& args, const std::string& stdin_text) {
+  return run_shell(std::string(POLYKV_BINARY) + " " + args + " 2>&1", stdin_text);
+}
+
+CliStreams polykv_streams(const std::string& args, const std::string& stdin_text) {
+  const std::string err_path = std::filesystem::temp_directory_path() /
+                               ("polykv_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
+  const CliResult r = run_shell(std::string(POLYKV_BINARY) + " " + args + " 2>" + err_path, stdin_text);
+  const std::vector<uint8_t> err = read_file(err_path);
+  std::filesystem::remove(err_path);
+  return {r.code, r.out, std::string(err.begin(), err.end())};
 }
 
 std::string embedded_model() { return std::string(POLYKV_SOURCE_DIR) + "/models/polykv-code-26m-q8_0.gguf"; }

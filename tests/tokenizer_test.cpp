@@ -80,6 +80,7 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 class TokenizerVocab : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerVocab, FixtureCasesMatch) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const std::string name = GetParam();
   const Tokenizer& tok = load(vocab_path(name));
   const auto cases = read_cases(name);
@@ -114,6 +115,7 @@ INSTANTIATE_TEST_SUITE_P(TokenizerFixtures, TokenizerVocab,
 // byte-level BPE (every byte has a token). WordPiece (bert-bge) cannot: it lowercases, strips accents
 // and drops whitespace, so it is left out.
 TEST_P(TokenizerVocab, RoundTripAndStreaming) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const std::string name = GetParam();
   if (name == "bert-bge") GTEST_SKIP() << "WordPiece normalization is lossy";
   const Tokenizer& tok = load(vocab_path(name));
@@ -134,6 +136,7 @@ TEST_P(TokenizerVocab, RoundTripAndStreaming) {
 }
 
 TEST(TokenizerSpm, ByteFallbackSplitsCharacterButStreamDoesNot) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const Tokenizer& tok = load(vocab_path("llama-spm"));
   // U+1F999 is not a piece: its 4 bytes become <0xF0> <0x9F> <0xA6> <0x99>.
   const std::string text = "a \xF0\x9F\xA6\x99 b";
@@ -154,6 +157,7 @@ TEST(TokenizerSpm, ByteFallbackSplitsCharacterButStreamDoesNot) {
 }
 
 TEST(TokenizerSpm, BosAndLeadingSpace) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const Tokenizer& tok = load(vocab_path("llama-spm"));
   const auto ids = tok.encode("Hello world", true, false);
   ASSERT_EQ(ids.size(), 3u);
@@ -166,6 +170,7 @@ TEST(TokenizerSpm, BosAndLeadingSpace) {
 }
 
 TEST(TokenizerSpecial, ParsedOnlyWhenAsked) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const Tokenizer& tok = load(vocab_path("llama-spm"));
   const auto plain = tok.encode("<s>x</s>", false, false);
   for (int32_t id : plain) EXPECT_FALSE(tok.vocab().is_control_like(id));
@@ -186,6 +191,7 @@ TEST(TokenizerSpecial, ParsedOnlyWhenAsked) {
 }
 
 TEST(TokenizerBpe, UnknownPreTokenizerIsAnError) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   Vocab v = Tokenizer::from_gguf(GgufFile::open(vocab_path("gpt-2"))).vocab();
   v.pre_name = "no-such-pre";
   try {
@@ -223,6 +229,7 @@ TEST(TokenizerBpe, PreTokenizerPatternsOfOtherModels) {
 // ---- robustness ----
 
 TEST(TokenizerRobustness, EmptyAndInvalidUtf8) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   for (const char* name : {"llama-spm", "phi-3", "gpt-2", "starcoder", "deepseek-coder", "falcon", "bert-bge"}) {
     const Tokenizer& tok = load(vocab_path(name));
     EXPECT_TRUE(tok.encode("", false, false).empty()) << name;
@@ -244,6 +251,7 @@ TEST(TokenizerRobustness, EmptyAndInvalidUtf8) {
 }
 
 TEST(TokenizerRobustness, RandomBytesRoundTrip) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   std::mt19937 rng(7);
   for (const char* name : {"llama-spm", "phi-3", "gpt-2"}) {  // see EmptyAndInvalidUtf8 for the others
     const Tokenizer& tok = load(vocab_path(name));
@@ -267,6 +275,7 @@ std::string mixed_text(size_t bytes) {
 
 // 2 MB must take well under a second per vocabulary (the merges are O(n log n), BPE words are cached).
 TEST(TokenizerRobustness, TwoMegabytesInBoundedTime) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const std::string text = mixed_text(2 << 20);
   const std::string spaces(1 << 20, ' ');  // one enormous pre-tokenizer piece / SentencePiece run
   for (const char* name : {"llama-spm", "gpt-2", "falcon", "bert-bge"}) {
@@ -287,6 +296,7 @@ TEST(TokenizerRobustness, TwoMegabytesInBoundedTime) {
 const Tokenizer& trained() { return load(test::fixtures_dir() + "/models/trained/trained_llama.gguf"); }
 
 TEST(TokenizerTrained, SamplesMatchSentencePiece) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const auto info = nlohmann::json::parse(read_text(test::fixtures_dir() + "/models/trained/tokenizer_info.json"));
   const Tokenizer& tok = trained();
   EXPECT_FALSE(tok.vocab().add_space_prefix);
@@ -306,6 +316,7 @@ TEST(TokenizerTrained, SamplesMatchSentencePiece) {
 // should give its ids back, except where SentencePiece's own encoder differs from llama.cpp-style
 // merging, or at the row's cut ends (a cut can fall inside a merge).
 TEST(TokenizerTrained, PplDevTextReEncodes) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const Tokenizer& tok = trained();
   const auto raw = test::read_file(test::fixtures_dir() + "/models/trained/ppl_dev_ids.i32");
   ASSERT_EQ(raw.size(), 16u * 2048u * 4u);

@@ -7,7 +7,10 @@
 #include <thread>
 
 #include "core/error.h"
+#include "eval/kv_types.h"
+#include "kv/v_window.h"
 #include "model/model.h"
+#include "quant/quant.h"
 
 namespace polykv::cli {
 
@@ -26,6 +29,75 @@ CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& 
       ->check(CLI::Range(1, 1024));
 }
 
+int usage_error(const std::string& command, const std::string& what) {
+  std::string line = what;  // one line: CLI11 messages may hold newlines
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  std::fprintf(stderr, "%s: error: %s\nrun `%s --help` for usage\n", command.c_str(), line.c_str(), command.c_str());
+  return 2;
+}
+
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args;  // CLI11 takes them in reverse order, program name excluded
+  for (int i = argc - 1; i >= 1; --i) {
+    std::string a = argv[i];
+    if (a == "-ctk") a = "--cache-type-k";
+    if (a == "-ctv") a = "--cache-type-v";
+    args.push_back(a);
+  }
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help (CallForHelp): help on stdout
+    return usage_error(app.get_name(), e.what());
+  }
+  return std::nullopt;
+}
+
+CLI::Validator error_check(void (*parse)(const std::string&), const char* name) {
+  return CLI::Validator(
+      [parse](std::string& value) -> std::string {
+        try {
+          parse(value);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "", name);
+}
+
+CLI::Validator kv_k_type_check() {
+  return error_check([](const std::string& s) { (void)parse_kv_type(s); }, "KV_TYPE_K");
+}
+
+CLI::Validator kv_v_type_check() {
+  return error_check([](const std::string& s) { (void)parse_v_cache_spec(s); }, "KV_TYPE_V");
+}
+
+CLI::Validator token_ids_check() {
+  return error_check([](const std::string& s) { (void)parse_ids(s); }, "TOKEN_IDS");
+}
+
+CLI::Validator quantize_type_check() {
+  return error_check(
+      [](const std::string& s) {
+        std::string targets;  // every type quantize can write, from quant/quant.h
+        for (uint32_t id = 0; id < 64; ++id)
+          if (const DTypeInfo* info = dtype_info(id); info && can_quantize(info->type))
+            targets += (targets.empty() ? "" : ", ") + std::string(info->name);
+        DType t{};
+        try {
+          t = dtype_from_name(s);
+        } catch (const Error&) {
+          fail("unknown type '", s, "' (valid: ", targets, ")");
+        }
+        check(can_quantize(t), "polykv cannot quantize to ", dtype_name(t), " (valid: ", targets, ")");
+      },
+      "QUANT_TYPE");
+}
+
 void add_k_eq_option(CLI::App& app, float& alpha) {
   app.add_option("--k-eq", alpha, "per-channel K equalization per layer and KV head, scales (rms ratio)^ALPHA; 0: off")
       ->check(CLI::Range(0.0f, 1.0f));
@@ -38,18 +110,27 @@ void apply_k_eq(const Model& model, KvCache& kv, float alpha) {
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
-  std::string item;
-  std::stringstream ss(text);
-  while (std::getline(ss, item, ',')) {
-    const size_t a = item.find_first_not_of(" \t\n"), b = item.find_last_not_of(" \t\n");
-    check(a != std::string::npos, "empty token id in '", text, "'");
+  usage_check(text.find_first_not_of(' ') != std::string::npos, "no token ids given (expected e.g. 1,2,3)");
+  size_t begin = 0, n_item = 0;
+  while (true) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    ++n_item;
+    std::string item = text.substr(begin, comma - begin);
+    const size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
+    usage_check(a != std::string::npos, "item ", n_item, " of '", text, "' is empty");
     item = item.substr(a, b - a + 1);
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    check(end && *end == '\0' && v >= 0 && v <= INT32_MAX, "'", item, "' is not a token id");
+    usage_check(item.find_first_of("\t\n\r\v\f") == std::string::npos, "item ", n_item,
+                " holds a tab or line break (write e.g. 1,2,3)");
+    int64_t v = 0;
+    for (char c : item) {
+      usage_check(c >= '0' && c <= '9', "item ", n_item, " ('", item, "') is not a token id: decimal digits expected");
+      v = v * 10 + (c - '0');
+      usage_check(v <= INT32_MAX, "item ", n_item, " ('", item, "') is too large for a token id");
+    }
     ids.push_back(int32_t(v));
+    if (comma == text.size()) break;
+    begin = comma + 1;
   }
-  check(!ids.empty(), "no token ids given");
   return ids;
 }
 
@@ -64,9 +145,16 @@ void print_kv_summary(const KvCache& kv) {
                  kv.v_window().n_sink, kv.v_window().recent, kv_type_name(kv.v_window().type), kv.v_window_bytes());
 }
 
-std::string kv_type_help(const char* which) {
-  return std::string("KV cache type for ") + which + " (-ct" + char(std::tolower(which[0])) + "): " + kv_type_names() +
-         (which[0] == 'V' ? "; a 'w' suffix (turbo3w) keeps 4 sink + 26 recent positions in q8_0" : "");
+std::string kv_type_help(const char* which, KvDefaults defaults) {
+  const bool v = which[0] == 'V';
+  std::string h = std::string("KV cache type for ") + which + " (-ct" + char(std::tolower(which[0])) + "): " +
+                  kv_type_names() + (v ? "; a 'w' suffix (turbo3w) keeps 4 sink + 26 recent positions in q8_0" : "");
+  const std::string project = v ? kDefaultCacheTypeV : kDefaultCacheTypeK, ref = v ? KvTypePair{}.v : KvTypePair{}.k;
+  if (defaults == KvDefaults::kNone) return h;
+  if (defaults == KvDefaults::kEval)
+    return h + ". eval defaults to " + ref + ", a reference to measure others against; run, logits and bench default to " +
+           project;
+  return h + ". Default " + project + " (eval defaults to " + ref + ", a reference)";
 }
 
 }  // namespace polykv::cli

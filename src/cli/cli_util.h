@@ -16,35 +16,35 @@ class Model;
 
 namespace polykv::cli {
 
-// Parses argv with app. Returns an exit code to return at once (0 after --help, 2 after a usage
-// error, with the message and usage printed), or nullopt when the command should run.
-// llama.cpp-style short options with several letters (-ctk, -ctv) are spelled out for CLI11.
-inline std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> args;  // CLI11 takes them in reverse order, program name excluded
-  for (int i = argc - 1; i >= 1; --i) {
-    std::string a = argv[i];
-    if (a == "-ctk") a = "--cache-type-k";
-    if (a == "-ctv") a = "--cache-type-v";
-    args.push_back(a);
-  }
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForHelp& e) {
-    app.exit(e);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  return std::nullopt;
-}
+// Prints a usage error the one way every command does, on stderr, and returns 2:
+//   polykv VERB: error: WHAT
+//   run `polykv VERB --help` for usage
+// command is the full command ("polykv run", "polykv eval ppl").
+int usage_error(const std::string& command, const std::string& what);
+
+// Parses argv with app (whose name is the full command, "polykv run"). Returns an exit code to return
+// at once (0 after --help, 2 after a usage error, printed by usage_error), or nullopt when the command
+// should run. llama.cpp-style short options with several letters (-ctk, -ctv) are spelled out for CLI11.
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv);
 
 // The project's default KV cache types (DESIGN.md §4): keys q8_0 (softmax amplifies their error),
-// values turbo3.
+// values turbo3t.
 inline constexpr const char* kDefaultCacheTypeK = "q8_0";
 inline constexpr const char* kDefaultCacheTypeV = "turbo3t";
-// Help text of --cache-type-k / --cache-type-v (which = "K" or "V").
-std::string kv_type_help(const char* which);
+// Help text of --cache-type-k / --cache-type-v (which = "K" or "V"), naming the types and the defaults:
+// run, logits and bench use the project's (above); eval uses f16 (eval/kv_types.h), a reference.
+enum class KvDefaults { kProject, kEval, kNone /* the option is required */ };
+std::string kv_type_help(const char* which, KvDefaults defaults = KvDefaults::kProject);
+
+// CLI11 validators: a K cache type name (kv/kv_type.h), a V cache spec (a type, or one with a precision
+// window such as turbo3w, kv/v_window.h), a comma-separated token id list (parse_ids), a weight type
+// `quantize` can write (quant/quant.h). They run during parsing, so a bad value is a usage error (exit 2).
+// error_check: from any function that throws polykv::Error on a bad value (its message is the error).
+CLI::Validator error_check(void (*parse)(const std::string&), const char* name);
+CLI::Validator kv_k_type_check();
+CLI::Validator kv_v_type_check();
+CLI::Validator token_ids_check();
+CLI::Validator quantize_type_check();
 
 // -t/--threads N (or another name): 1 <= N <= 1024, else a usage error; N above the hardware threads
 // is honored with a one-line warning on stderr. Not given: threads keeps its value (0: all cores).
@@ -59,8 +59,9 @@ void apply_k_eq(const Model& model, KvCache& kv, float alpha);
 // One line on stderr: KV types and exact bytes per token (per layer and all layers).
 void print_kv_summary(const KvCache& kv);
 
-// "1,2,3" -> {1, 2, 3}; throws Error on anything else.
+// "1,2,3" -> {1, 2, 3}. Each item is decimal digits (at most INT32_MAX), optionally with spaces around
+// it ("1, 2, 3"); empty items ("1,,2", "1,2,"), signs, other characters, tabs or newlines, and an
+// empty list throw UsageError naming the item.
 std::vector<int32_t> parse_ids(const std::string& text);
-
 
 }  // namespace polykv::cli

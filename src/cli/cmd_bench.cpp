@@ -49,9 +49,9 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--fill-threads", fill_threads, "threads for the untimed depth fill (0: same as -t)")
       ->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", reps, "repetitions, best kept")->check(CLI::Range(1, 100));
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
-  app.add_option("--bandwidth", bw_gbs, "memory read bandwidth in GB/s (default: measured)");
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
+  app.add_option("--bandwidth", bw_gbs, "memory read bandwidth in GB/s (0: measured)")->check(CLI::NonNegativeNumber);
   app.add_flag("--json", json, "print one JSON object instead of a table");
   float k_eq = 0;
   add_k_eq_option(app, k_eq);

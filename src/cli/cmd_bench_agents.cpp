@@ -166,20 +166,22 @@ int cmd_bench_agents(int argc, char** argv) {
   int context = 4096, suffix = 32, gen = 32, threads = 0, reps = 1;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
-  app.add_option("--agents", agents_list, "comma-separated agent counts")->capture_default_str();
+  app.add_option("--agents", agents_list, "comma-separated agent counts, each 1..1024")
+      ->check(token_ids_check())
+      ->capture_default_str();
   app.add_option("--context", context, "shared context tokens")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--suffix", suffix, "private suffix tokens per agent")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   app.add_option("--gen", gen, "tokens each agent generates")->check(CLI::Range(2, 1 << 16))->capture_default_str();
   app.add_option("--share", share, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
-  app.add_option("-t,--threads", threads, "threads (0: all cores)")->check(CLI::Range(0, 1024));
+  add_threads_option(app, threads);
   app.add_option("-r,--repetitions", reps, "repetitions of each configuration (all reported)")->check(CLI::Range(1, 100));
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
   app.add_flag("--json", json, "print one JSON object per run instead of a table");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   std::vector<int> counts;
   for (int32_t n : parse_ids(agents_list)) {
-    check(n >= 1 && n <= 1024, "--agents: counts must be in [1, 1024]");
+    usage_check(n >= 1 && n <= 1024, "--agents: counts must be in [1, 1024]");
     counts.push_back(int(n));
   }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/eval_commands.h"
 #include "core/error.h"
@@ -35,13 +36,15 @@ void eval_usage(FILE* out) {
 void add_row_source_options(CLI::App& app, RowSourceOptions& o) {
   app.add_option("-f,--file", o.text_path, "text file: tokenized (BOS added per the vocabulary), split into rows of CTX");
   app.add_option("--ids", o.ids_path, "int32 token ids, rows of CTX tokens back to back (e.g. ppl_dev_ids.i32)");
-  app.add_option("-c,--ctx-size", o.ctx, "tokens per row, each row evaluated from position 0")->capture_default_str();
+  app.add_option("-c,--ctx-size", o.ctx, "tokens per row, each row evaluated from position 0")
+      ->check(CLI::Range(2, 1 << 24))
+      ->capture_default_str();
   app.add_option("--rows", o.max_rows, "evaluate only the first N rows (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--chunk", o.chunk_tokens, "tokens per forward pass")->check(CLI::Range(1, 1 << 20))->capture_default_str();
 }
 
 void check_row_source(const RowSourceOptions& o) {
-  check(o.text_path.empty() != o.ids_path.empty(), "give exactly one of -f/--file and --ids");
+  usage_check(o.text_path.empty() != o.ids_path.empty(), "give exactly one of -f/--file and --ids");
   check_ctx(o.ctx);
 }
 
@@ -62,9 +65,18 @@ int cmd_eval(int argc, char** argv) {
     eval_usage(stdout);
     return 0;
   }
-  for (const auto& s : kEvalSubs)
-    if (sub == s.name) return s.fn(argc - 1, argv + 1);
-  std::fprintf(stderr, "polykv eval: unknown subcommand '%s'\n\n", sub.c_str());
+  for (const auto& s : kEvalSubs) {
+    if (sub != s.name) continue;
+    try {
+      return s.fn(argc - 1, argv + 1);
+    } catch (const UsageError& e) {  // both named with the subcommand, as main does for verbs
+      return usage_error(std::string("polykv eval ") + s.name, e.what());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "polykv eval %s: error: %s\n", s.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "polykv eval: error: unknown subcommand '%s'\n\n", sub.c_str());
   eval_usage(stderr);
   return 2;
 }

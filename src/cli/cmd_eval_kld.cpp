@@ -23,10 +23,14 @@ int cmd_eval_kld(int argc, char** argv) {
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   add_row_source_options(app, src);
-  app.add_option("--cache-type-k", opts.test.k, kv_type_help("K") + " (under test)")->required();
-  app.add_option("--cache-type-v", opts.test.v, kv_type_help("V") + " (under test)")->required();
-  app.add_option("--ref-ctk", opts.ref.k, "reference KV cache type for K")->capture_default_str();
-  app.add_option("--ref-ctv", opts.ref.v, "reference KV cache type for V")->capture_default_str();
+  app.add_option("--cache-type-k", opts.test.k, kv_type_help("K", KvDefaults::kNone) + " (under test)")
+      ->check(kv_k_type_check())
+      ->required();
+  app.add_option("--cache-type-v", opts.test.v, kv_type_help("V", KvDefaults::kNone) + " (under test)")
+      ->check(kv_v_type_check())
+      ->required();
+  app.add_option("--ref-ctk", opts.ref.k, "reference KV cache type for K (f16 by default, unlike run/bench)")->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--ref-ctv", opts.ref.v, "reference KV cache type for V")->check(kv_v_type_check())->capture_default_str();
   add_threads_option(app, threads);
   app.add_flag("--json", json, "print one JSON object instead of a table");
   add_k_eq_option(app, opts.test.k_eq);

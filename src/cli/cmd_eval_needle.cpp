@@ -26,8 +26,8 @@ int cmd_eval_needle(int argc, char** argv) {
   bool json = false, verbose = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("--cases", cases_path, "cases, one JSON object a line (e.g. needle_dev.jsonl)")->required();
-  app.add_option("--cache-type-k", types.k, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", types.v, kv_type_help("V"))->capture_default_str();
+  app.add_option("--cache-type-k", types.k, kv_type_help("K", KvDefaults::kEval))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", types.v, kv_type_help("V", KvDefaults::kEval))->check(kv_v_type_check())->capture_default_str();
   app.add_option("--limit", limit, "run only the first N cases (0: all)")->check(CLI::NonNegativeNumber);
   add_threads_option(app, threads);
   app.add_flag("--json", json, "print one JSON object instead of a table");

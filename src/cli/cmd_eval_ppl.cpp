@@ -23,8 +23,8 @@ int cmd_eval_ppl(int argc, char** argv) {
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   add_row_source_options(app, src);
-  app.add_option("--cache-type-k", types.k, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", types.v, kv_type_help("V"))->capture_default_str();
+  app.add_option("--cache-type-k", types.k, kv_type_help("K", KvDefaults::kEval))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", types.v, kv_type_help("V", KvDefaults::kEval))->check(kv_v_type_check())->capture_default_str();
   add_threads_option(app, threads);
   app.add_flag("--json", json, "print one JSON object instead of a table");
   add_k_eq_option(app, types.k_eq);

@@ -11,9 +11,11 @@ namespace polykv::cli {
 int cmd_inspect(int argc, char** argv) {
   CLI::App app{"Print a GGUF file's metadata and tensors", "polykv inspect"};
   std::string path;
-  size_t max_items = 6;
+  int max_items = 6;
   app.add_option("file", path, "GGUF file")->required();
-  app.add_option("--array-items", max_items, "array elements shown per metadata value");
+  app.add_option("--array-items", max_items, "array elements shown per metadata value")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   const GgufFile f = GgufFile::open(path);
@@ -21,7 +23,7 @@ int cmd_inspect(int argc, char** argv) {
               (unsigned long long)f.alignment());
   std::printf("metadata: %zu keys\n", f.metadata().size());
   for (const auto& [k, v] : f.metadata())
-    std::printf("  %-48s %-7s %s\n", k.c_str(), gguf_type_name(v.type), v.to_string(max_items).c_str());
+    std::printf("  %-48s %-7s %s\n", k.c_str(), gguf_type_name(v.type), v.to_string(size_t(max_items)).c_str());
   std::printf("tensors: %zu\n", f.tensors().size());
   uint64_t total = 0;
   for (const auto& t : f.tensors()) {

@@ -15,11 +15,11 @@ int cmd_logits(int argc, char** argv) {
   std::string model_path, ids_text, out_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   int threads = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
-  app.add_option("--ids", ids_text, "comma-separated token ids")->required();
+  app.add_option("--ids", ids_text, "comma-separated token ids")->check(token_ids_check())->required();
   app.add_option("-o,--output", out_path, "output file (float32 [n_tokens][n_vocab])")->required();
   add_threads_option(app, threads);
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
   float k_eq = 0;
   add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;

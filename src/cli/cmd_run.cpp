@@ -73,9 +73,9 @@ int cmd_run(int argc, char** argv) {
   bool chat = false, no_bos = false, parse_special = false, echo = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
-  app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text");
+  app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text")->check(token_ids_check());
   app.add_option("-n,--n-predict", opts.n_predict, "tokens to generate (-1: until the context is full)")
-      ->check(CLI::Range(-1, INT_MAX));
+      ->check(CLI::Range(-1, 1 << 24));
   app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0: the model's training context)")
       ->check(CLI::Range(0, 1 << 24));
   add_threads_option(app, threads);
@@ -96,25 +96,21 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--parse-special", parse_special,
                "recognise control tokens written in the prompt (with --chat: in the user's text too)");
   app.add_flag("--echo", echo, "print the prompt as the model sees it (control tokens as text) first");
-  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->capture_default_str();
+  app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
   float k_eq = 0;
   add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  if (prompt.empty() == ids_text.empty()) {
-    std::fprintf(stderr, "polykv run: give exactly one of -p/--prompt and --ids\n");
-    return 2;
-  }
-  if (auto why = conflicting_options(!ids_text.empty(), chat, app.count("--system") > 0, no_bos, parse_special)) {
-    std::fprintf(stderr, "polykv run: %s\n", why->c_str());
-    return 2;
-  }
+  usage_check(prompt.empty() != ids_text.empty(), "give exactly one of -p/--prompt and --ids");
+  if (auto why = conflicting_options(!ids_text.empty(), chat, app.count("--system") > 0, no_bos, parse_special))
+    throw UsageError(*why);
   opts.sampling.seed = seed >= 0 ? uint64_t(seed) : random_seed();
   try {
     validate(opts.sampling);
+  } catch (const UsageError&) {
+    throw;
   } catch (const Error& e) {
-    std::fprintf(stderr, "polykv run: %s\n", e.what());
-    return 2;
+    throw UsageError(e.what());
   }
   if (seed < 0) std::fprintf(stderr, "seed: %llu (random; --seed %llu repeats this run)\n",
                              (unsigned long long)opts.sampling.seed, (unsigned long long)opts.sampling.seed);

@@ -23,8 +23,12 @@ int cmd_synth(int argc, char** argv) {
   std::string shape_name, type_name, out;
   uint64_t seed = 0;
   int layers = 0, threads = 0;
-  app.add_option("--shape", shape_name, shapes_help)->required();
-  app.add_option("--type", type_name, types_help)->required();
+  app.add_option("--shape", shape_name, shapes_help)
+      ->check(error_check([](const std::string& s) { (void)find_model_shape(s); }, "SHAPE"))
+      ->required();
+  app.add_option("--type", type_name, types_help)
+      ->check(error_check([](const std::string& s) { (void)synth_type_from_name(s); }, "TYPE"))
+      ->required();
   app.add_option("-o,--output", out, "output GGUF file")->required();
   app.add_option("--seed", seed, "random seed (same seed, same file)");
   app.add_option("--layers", layers, "number of blocks (default: the shape's)")->check(CLI::PositiveNumber);

@@ -58,10 +58,7 @@ int cmd_template(int argc, char** argv) {
   app.add_option("--bos", bos, "bos_token text (default: the model's, else empty)");
   app.add_option("--eos", eos, "eos_token text (default: the model's, else empty)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  if (model_path.empty() == template_path.empty()) {
-    std::fprintf(stderr, "polykv template: give exactly one of -m/--model and --template\n");
-    return 2;
-  }
+  usage_check(model_path.empty() != template_path.empty(), "give exactly one of -m/--model and --template");
 
   ChatTemplateOptions opts;
   opts.add_generation_prompt = add_generation_prompt;

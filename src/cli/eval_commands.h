@@ -25,7 +25,8 @@ struct RowSourceOptions {
   int chunk_tokens = 512;
 };
 void add_row_source_options(CLI::App& app, RowSourceOptions& o);
-// Throws Error unless exactly one of -f / --ids is given and ctx >= 2 (checked before loading a model).
+// Throws UsageError unless exactly one of -f / --ids is given, Error unless ctx >= 2 (-c's validator
+// already refuses less); checked before loading a model.
 void check_row_source(const RowSourceOptions& o);
 // check_row_source, then reads the rows; throws Error if they do not load.
 TokenRows load_rows(const RowSourceOptions& o, const Tokenizer& tok);

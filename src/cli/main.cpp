@@ -4,6 +4,7 @@
 #include <exception>
 #include <string>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
 
@@ -51,8 +52,12 @@ int main(int argc, char** argv) {
   }
   for (const auto& v : kVerbs) {
     if (verb != v.name) continue;
+    // Exit codes: 0 success; 2 usage error (the command line itself is wrong: CLI11's parse errors,
+    // printed by parse_args, and UsageError); 1 any other Error (missing or corrupt file, runtime failure).
     try {
       return v.fn(argc - 1, argv + 1);
+    } catch (const polykv::UsageError& e) {
+      return polykv::cli::usage_error(std::string("polykv ") + v.name, e.what());
     } catch (const polykv::Error& e) {
       std::fprintf(stderr, "polykv %s: error: %s\n", v.name, e.what());
       return 1;
@@ -64,7 +69,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "polykv: unknown command '%s'\n\n", verb.c_str());
+  std::fprintf(stderr, "polykv: error: unknown command '%s'\n\n", verb.c_str());
   usage(stderr);
   return 2;
 }

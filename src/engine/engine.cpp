@@ -390,7 +390,7 @@ void Engine::sample_and_emit(Seq& s, const float* logits) {
   TokenEvent ev;
   ev.id = s.sampler->sample(logits, n_vocab, s.tokens);
   if (s.n_generated == 0) s.ttft = seconds_since(s.t_submit);
-  if (is_eog_ && is_eog_(ev.id)) return finish(s, FinishReason::Stop);
+  if (!s.req.ignore_eos && is_eog_ && is_eog_(ev.id)) return finish(s, FinishReason::Stop);
   if (s.req.top_logprobs >= 0) fill_logprobs(logits, n_vocab, s.req.top_logprobs, ev);
   ++s.n_generated;
   {

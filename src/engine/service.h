@@ -55,6 +55,7 @@ struct GenerationRequest {
   SamplingParams sampling;
   int max_tokens = 256;              // < 0: until the context is full
   int top_logprobs = -1;             // < 0: no logprobs; 0..20: the sampled token's logprob and that many
+  bool ignore_eos = false;           // end-of-generation tokens do not end it (benchmarks; llama-server's ignore_eos)
   std::function<bool(const TokenEvent&)> on_token;
   std::function<void(const FinishInfo&)> on_done;
 };
