@@ -167,6 +167,8 @@ TEST_F(ServerHttp, ChatStreamedEqualsNotStreamed) {
   }
   EXPECT_EQ(streamed, text);
   EXPECT_EQ(events[events.size() - 3]["choices"][0]["finish_reason"], "length");
+  // One chunk per token (every token of this answer has text of its own), then the finish chunk.
+  EXPECT_EQ(events.size() - 3, full["usage"]["completion_tokens"].get<size_t>());
 }
 
 TEST_F(ServerHttp, StopStringsCutTheText) {

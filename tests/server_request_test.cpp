@@ -76,7 +76,8 @@ TEST(ServerChatRequest, ParsesWhatClientsSend) {
       {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
       "temperature": 0.5, "top_p": 0.9, "top_k": 7, "min_p": 0.1, "seed": -1, "stop": ["x", "yz"],
       "max_completion_tokens": 9, "max_tokens": 3, "stream": true, "stream_options": {"include_usage": true},
-      "logprobs": true, "top_logprobs": 3, "n": 1, "presence_penalty": 0, "user": "u", "unknown": {"x": 1}})");
+      "logprobs": true, "top_logprobs": 3, "n": 1, "presence_penalty": 0, "user": "u", "unknown": {"x": 1},
+      "ignore_eos": true})");
   EXPECT_EQ(r.model, "m");
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[0]["role"], "system");
@@ -92,12 +93,14 @@ TEST(ServerChatRequest, ParsesWhatClientsSend) {
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_TRUE(r.ignore_eos);
 
   const ChatRequest d = chat(R"({"messages": [{"role": "user", "content": "hi"}]})");
   EXPECT_EQ(d.max_tokens, -1);
   EXPECT_EQ(d.top_logprobs, -1);
   EXPECT_FALSE(d.seed_given);
   EXPECT_FALSE(d.stream);
+  EXPECT_FALSE(d.ignore_eos);
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true})").top_logprobs, 0);
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "hi"}], "stop": "s", "seed": null})").stop,
             std::vector<std::string>{"s"});
@@ -142,6 +145,7 @@ TEST(ServerChatRequest, WrongTypesAndValuesAre400NamingTheParameter) {
       {"{" + m + R"(, "pool": 3})", "pool"},
       {"{" + m + R"(, "tools": {}})", "tools"},
       {"{" + m + R"(, "tool_choice": "required"})", "tool_choice"},
+      {"{" + m + R"(, "ignore_eos": 1})", "ignore_eos"},
   };
   for (const auto& [body, param] : cases) {
     try {

@@ -151,9 +151,12 @@ struct Pump {
     std::vector<TokenEvent> tokens;
     std::optional<FinishInfo> done;
     ch->wait(tokens, done, kPollInterval);
-    TextAssembler::Delta d = text.push(tokens);
-    if (text.stop_matched() && !cancelled) cancel();  // a stop string: generation ends here
-    if (!emit(sink, d, nullptr)) return false;
+    // One chunk per token (as OpenAI and llama-server stream), unless its text is held back.
+    for (const TokenEvent& ev : tokens) {
+      TextAssembler::Delta d = text.push({ev});
+      if (text.stop_matched() && !cancelled) cancel();  // a stop string: generation ends here
+      if (!emit(sink, d, nullptr)) return false;
+    }
     if (!done) return true;
 
     TextAssembler::Delta last = text.finish();
@@ -197,6 +200,7 @@ void handle_generation(ServerState& st, Api api, const httplib::Request& req, ht
     if (!p.params.seed_given) g.sampling.seed = random_seed();
     g.max_tokens = p.params.max_tokens;
     g.top_logprobs = p.params.top_logprobs;
+    g.ignore_eos = p.params.ignore_eos;
 
     // Admission: at most max_in_flight requests submitted and unfinished.
     if (++*st.in_flight > st.opts.max_in_flight) {

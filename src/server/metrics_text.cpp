@@ -61,7 +61,7 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
   e.metric("kv_blocks_cached_idle", "gauge", "Unreferenced cached KV blocks (reusable, evictable).",
            double(m.kv_blocks_cached_idle));
   e.metric("kv_block_tokens", "gauge", "Tokens per KV block.", double(m.kv_block_tokens));
-  e.metric("kv_bytes_per_block", "gauge", "Bytes of one KV block (all layers).", double(m.kv_bytes_per_block));
+  e.metric("kv_block_bytes", "gauge", "Bytes of one KV block (all layers).", double(m.kv_bytes_per_block));
   e.metric("kv_bytes_used", "gauge", "Bytes of KV blocks in use.",
            double(m.kv_blocks_used) * double(m.kv_bytes_per_block));
   e.metric("prefix_hit_rate", "gauge", "Cached prompt tokens / prompt tokens.", m.prefix_hit_rate);

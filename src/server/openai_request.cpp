@@ -77,6 +77,7 @@ void parse_generation_params(const Fields& f, GenerationParams& p) {
     p.pool = *pool;
   }
   p.cache_salt = f.string("cache_salt", 1024).value_or("");
+  p.ignore_eos = f.boolean("ignore_eos").value_or(false);
   validate_sampling(s);
 }
 

@@ -30,6 +30,7 @@ struct GenerationParams {
   int top_logprobs = -1;          // -1: no logprobs; 0..20: the sampled token's and that many more
   std::string pool;               // named pool the request continues; empty: none
   std::string cache_salt;
+  bool ignore_eos = false;           // llama-server's: end-of-generation tokens do not end it (benchmarks)
 };
 
 struct ChatRequest : GenerationParams {
