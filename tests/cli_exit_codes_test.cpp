@@ -107,6 +107,14 @@ const Row kRows[] = {
     {"bench_agents_zero_agents", "bench-agents", "-m {M} --agents 4,0", 2, "--agents"},
     {"bench_agents_bad_ctv", "bench-agents", "-m {M} -ctv turbo9", 2, "'turbo9'"},
     {"bench_agents_missing_model", "bench-agents", "-m /nonexistent.gguf", 1, "/nonexistent.gguf"},
+    // serve
+    {"serve_help", "serve", "--help", 0},
+    {"serve_no_model", "serve", "--port 0", 2, "--model"},
+    {"serve_bad_port", "serve", "-m {M} --port 70000", 2, "--port"},
+    {"serve_bad_ctk", "serve", "-m {M} -ctk foo", 2, "'foo'"},
+    {"serve_v_window", "serve", "-m {M} -ctv turbo3w", 2, "turbo3w"},
+    {"serve_two_budgets", "serve", "-m {M} --kv-memory 64 -c 512", 2, "--kv-memory"},
+    {"serve_missing_model", "serve", "-m /nonexistent.gguf --port 0", 1, "/nonexistent.gguf"},
     // quantize
     {"quantize_help", "quantize", "--help", 0},
     {"quantize_unsupported_type", "quantize", "{M} {TMP}/q.gguf q3_K", 2, "q3_K"},

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "kv/v_window.h"
 #include "model/model.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -61,6 +62,13 @@ std::unique_ptr<InferenceService> make_service(Model& model, const Tokenizer& to
   return engine;
 }
 
+// The engine's shared pool stores V in one plain type: a precision window (turbo3w) is a usage error.
+void check_pool_v_type(const std::string& name) {
+  const VCacheSpec v = parse_v_cache_spec(name);
+  check(!v.window.enabled(), "the shared KV pool has no V precision window: use ", kv_type_name(v.type), ", not ",
+        name);
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   check(bool(in), "cannot open ", path);
@@ -89,8 +97,11 @@ int cmd_serve(int argc, char** argv) {
   auto* ctx = app.add_option("-c,--ctx-size", f.kv_tokens, "KV budget in tokens (0: four contexts' worth)")
                   ->check(CLI::Range(0, 1 << 26));
   kv_mem->excludes(ctx);
-  app.add_option("--cache-type-k", f.ctk, kv_type_help("K"))->capture_default_str();
-  app.add_option("--cache-type-v", f.ctv, kv_type_help("V"))->capture_default_str();
+  app.add_option("--cache-type-k", f.ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
+  app.add_option("--cache-type-v", f.ctv,
+                 "KV cache type for V (-ctv): " + kv_type_names() + " (the shared pool has no V precision window)")
+      ->check(error_check(check_pool_v_type, "KV_TYPE_V"))
+      ->capture_default_str();
   app.add_option("--api-key", so.api_key, "require Authorization: Bearer KEY (all routes but /health and /)");
   add_threads_option(app, f.threads, "-t,--threads", "compute threads (default: all cores)");
   app.add_option("--chat-template-file", f.chat_template_file, "Jinja chat template to use instead of the model's");
