@@ -251,3 +251,53 @@ TEST_F(ServerCancel, EngineErrorsReachTheClient) {
 
 }  // namespace
 }  // namespace polykv
+
+namespace polykv {
+namespace {
+
+// A burst of connections at once (agents arriving together) is accepted without waiting for SYN
+// retransmissions (1 s each): httplib's listen backlog of 5 is raised at bind().
+TEST_F(ServerCancel, BurstOfConnectionsIsAcceptedAtOnce) {
+  start();
+  constexpr int n = 64;
+  std::atomic<int> ready{0}, ok{0};
+  std::atomic<bool> go{false};
+  std::vector<double> seconds(n);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < n; ++i) {
+    clients.emplace_back([&, i] {
+      auto c = server_->client();
+      ready++;
+      while (!go) std::this_thread::yield();
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = c->Get("/health");
+      seconds[size_t(i)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r && r->status == 200) ok++;
+    });
+  }
+  while (ready < n) std::this_thread::yield();
+  go = true;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok, n);
+  EXPECT_LT(*std::max_element(seconds.begin(), seconds.end()), 0.9);
+}
+
+}  // namespace
+}  // namespace polykv
+
+namespace polykv {
+namespace {
+
+// A second server on a port in use fails to bind (httplib's default SO_REUSEPORT would let both
+// bind and share the connections).
+TEST_F(ServerCancel, SecondServerOnTheSamePortIsRefused) {
+  start();
+  server::ServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = server_->port();
+  server::HttpServer second(*fake_, *tok_, "", so);
+  EXPECT_THROW(second.bind(), Error);
+}
+
+}  // namespace
+}  // namespace polykv

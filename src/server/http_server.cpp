@@ -3,7 +3,11 @@
 // Generation routes: generation_routes.cpp; pools: pool_routes.cpp.
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -14,6 +18,10 @@
 #include "tokenizer/utf8.h"
 
 namespace polykv::server {
+
+namespace {
+constexpr int kListenBacklog = 1024;
+}  // namespace
 
 ServerState::ServerState(InferenceService& s, const Tokenizer& t, const std::string& chat_template, ServerOptions o)
     : service(s), tok(t), chat(t, chat_template.empty() ? kFallbackChatTemplate : chat_template), opts(std::move(o)) {}
@@ -186,6 +194,7 @@ struct HttpServer::Impl {
   httplib::Server http;
   // stop() may come before run() got going (a signal at start-up): run() then returns at once, and a
   // stop() after run() began waits until httplib is listening so that its stop() takes effect.
+  int listen_fd = -1;  // the listening socket (recorded by the socket-options hook at bind)
   std::mutex run_mu;
   bool stop_requested = false, run_entered = false;
   std::atomic<bool> run_returned{false};
@@ -199,6 +208,14 @@ HttpServer::HttpServer(InferenceService& service, const Tokenizer& tokenizer, co
   const int threads = st.opts.http_threads > 0 ? st.opts.http_threads : st.opts.max_in_flight + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http.set_payload_max_length(st.opts.max_body_bytes);
+  // Instead of httplib's defaults: SO_REUSEADDR (a quick restart rebinds through TIME_WAIT) but not
+  // SO_REUSEPORT, with which a second server on the same port would bind too and silently share the
+  // connections. The socket is recorded so bind() can raise its listen backlog.
+  http.set_socket_options([impl = impl_.get()](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    impl->listen_fd = sock;
+  });
   // Error statuses httplib answers itself (unknown route, body over the limit, unparsable request)
   // get the JSON error body too; answers that already have one are left alone.
   http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
@@ -236,6 +253,11 @@ int HttpServer::bind() {
     port = -1;
   }
   check(port > 0, "cannot listen on ", o.host, ":", o.port, " (address in use or not available)");
+  // httplib listens with a backlog of 5: a burst of clients connecting at once (agents arriving
+  // together) overflows it and waits for SYN retransmissions, 1 s and more each. Listening again
+  // on the same socket sets the backlog (capped by net.core.somaxconn).
+  if (impl_->listen_fd >= 0 && ::listen(impl_->listen_fd, kListenBacklog) != 0)
+    std::fprintf(stderr, "polykv serve: warning: cannot raise the listen backlog: %s\n", std::strerror(errno));
   return port;
 }
 
