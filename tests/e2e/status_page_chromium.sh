@@ -19,21 +19,26 @@ log="$work/server.log"
 "$bin" serve -m "$model" --host 127.0.0.1 --port 0 -t 2 2>"$log" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
+# The port from the "listening on" line, once a connection to it succeeds (bash's /dev/tcp).
 port=""
 for _ in $(seq 1 300); do
-  port="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -n 1)"
-  [ -n "$port" ] && break
+  port="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)"
+  [ -n "$port" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  port=""
   kill -0 "$pid" 2>/dev/null || { echo "polykv serve exited:"; cat "$log"; exit 1; }
   sleep 0.1
 done
 [ -n "$port" ] || { echo "polykv serve did not start:"; cat "$log"; exit 1; }
 url="http://127.0.0.1:$port"
-python3 - "$url" <<'PY'
+if ! python3 - "$url" <<'PY'
 import json, sys, urllib.request
 req = urllib.request.Request(sys.argv[1] + "/v1/pools", method="POST", headers={"Content-Type": "application/json"},
                              data=json.dumps({"name": "chromium-pool", "prompt": "def add(a, b):\n    return a + b\n"}).encode())
 print(urllib.request.urlopen(req, timeout=60).read().decode())
 PY
+then
+  echo "creating the pool failed; the server's log:"; cat "$log"; exit 1
+fi
 dom="$work/status.html"
 # --virtual-time-budget lets the page's fetch and rendering finish before the DOM is dumped.
 timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
