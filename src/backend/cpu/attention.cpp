@@ -190,24 +190,27 @@ const KvRowKernels& avx2_rows(KvType t) { return *kv_row_kernels_avx2(t); }
 }  // namespace
 
 const AttentionKernels& attention_kernels() {
-  static const AttentionKernels best{score_tile_kernel(), accumulate_tile_kernel(), exp_sum_kernel(), kv_row_kernels};
+  static const AttentionKernels best{score_tile_kernel(), accumulate_tile_kernel(), softmax_tile_kernel(),
+                                       kv_row_kernels};
   return best;
 }
 
 bool attention_kernels_for(const char* isa, AttentionKernels& out) {
   const std::string name = isa;
   if (name == "avx512") {
-    if (!score_tile_avx512() || !accumulate_tile_avx512() || !kv_row_kernels_avx512(KvType::F16)) return false;
-    out = {score_tile_avx512(), accumulate_tile_avx512(), exp_sum_avx2(), kv_row_kernels};
+    if (!score_tile_avx512() || !accumulate_tile_avx512() || !softmax_tile_avx512() ||
+        !kv_row_kernels_avx512(KvType::F16))
+      return false;
+    out = {score_tile_avx512(), accumulate_tile_avx512(), softmax_tile_avx512(), kv_row_kernels};
     return true;
   }
   if (name == "avx2") {  // no AVX2 tile kernels: the scalar ones with AVX2 row decoders and exp
-    if (!kv_row_kernels_avx2(KvType::F16) || !exp_sum_avx2()) return false;
-    out = {score_tile_scalar, accumulate_tile_scalar, exp_sum_avx2(), avx2_rows};
+    if (!kv_row_kernels_avx2(KvType::F16) || !softmax_tile_avx2()) return false;
+    out = {score_tile_scalar, accumulate_tile_scalar, softmax_tile_avx2(), avx2_rows};
     return true;
   }
   if (name == "scalar") {
-    out = {score_tile_scalar, accumulate_tile_scalar, exp_sum_scalar, kv_row_kernels_scalar};
+    out = {score_tile_scalar, accumulate_tile_scalar, softmax_tile_scalar, kv_row_kernels_scalar};
     return true;
   }
   return false;

@@ -22,7 +22,7 @@ constexpr int kKeyTile = 32;       // keys per tile: decoded together, one onlin
 constexpr int kTileQueries = 8;    // query tokens per row set
 constexpr int kMaxGroup = 64;      // query heads per KV head handled (checked)
 constexpr int kBlockRows = 64;     // rows per row block when row sets are packed together
-static_assert(kAttentionChunkKeys % kKeyTile == 0);
+static_assert(kAttentionChunkKeys % kKeyTile == 0 && kKeyTile == kSoftmaxKeys);
 
 struct SeqCtx {
   const KvLayerView* kv;
@@ -72,6 +72,7 @@ struct Scratch {
   std::vector<float> buf;
   std::vector<const float*> q_rows;  // [rows] query row pointers
   std::vector<int> lo, hi;           // [rows] first and last visible key
+  std::vector<int> ta, te;           // [rows] visible keys of the current tile, relative to it
   void reserve(const Plan& c);
 };
 

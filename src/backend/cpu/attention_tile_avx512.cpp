@@ -6,6 +6,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/cpu/attention_tile.h"
@@ -75,20 +77,30 @@ void accumulate_tile(const float* v, int n_keys, int hdv, const float* w, size_t
   }
 }
 
-// Sums of 16 vectors x[0..15] as one vector: lane m = horizontal sum of x[m].
-__m512 reduce16(const __m512* x) {
-  __m512 y[8], z[4];
-  for (int p = 0; p < 8; ++p)  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+// Sums of 16 vectors x[0..15] as one vector: lane m = horizontal sum of x[m], by one fixed tree per
+// lane. Only x[0 .. 4 * NR) are read; the others count as zeros and their work is skipped (lane m's
+// arithmetic does not depend on the other vectors, so it is the same for every NR).
+template <int NR>
+[[gnu::always_inline]] inline __m512 reduce16(const __m512* x) {
+  __m512 y[8], z[4];  // fully unrolled, so that everything stays in registers
+#pragma GCC unroll 8
+  for (int p = 0; p < 2 * NR; ++p)  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
     y[p] = _mm512_add_ps(_mm512_unpacklo_ps(x[2 * p], x[2 * p + 1]), _mm512_unpackhi_ps(x[2 * p], x[2 * p + 1]));
+#pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) {  // per 128-bit lane: lane sums of x[4q .. 4q+3]
+    if (q >= NR) {
+      z[q] = _mm512_setzero_ps();
+      continue;
+    }
     const __m512d c = _mm512_castps_pd(y[2 * q]), d = _mm512_castps_pd(y[2 * q + 1]);
     z[q] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)), _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
   }
   // Add the four 128-bit lanes: 128-bit lane q of the result holds the totals of x[4q .. 4q+3].
   const __m512 v0 = _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                   _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512 v1 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                  _mm512_shuffle_f32x4(z[2], z[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 v1 = NR <= 2 ? _mm512_setzero_ps()
+                            : _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                            _mm512_shuffle_f32x4(z[2], z[3], _MM_SHUFFLE(3, 1, 3, 1)));
   return _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
@@ -114,10 +126,14 @@ void score_block(const float* k, int hd, const float* const* q, int r0, int j0, 
       for (int j = 0; j < NJ; ++j) a[4 * r + j] = _mm512_fmadd_ps(qv, kv[j], a[4 * r + j]);
     }
   }
-  const __m512 sums = reduce16(a);  // lane 4r + j: row r0 + r, key j0 + j
-  alignas(64) float out[16];
-  _mm512_store_ps(out, sums);
-  for (int r = 0; r < NR; ++r) std::memcpy(S + size_t(r0 + r) * s_stride + size_t(j0), out + 4 * r, NJ * sizeof(float));
+  const __m512 sums = reduce16<NR>(a);  // lane 4r + j: row r0 + r, key j0 + j
+  // Each row's 4 sums straight from its 128-bit lane (a 64-byte store read back in pieces would
+  // stall store forwarding).
+  const __mmask8 keys = __mmask8((1u << NJ) - 1);
+  _mm_mask_storeu_ps(S + size_t(r0) * s_stride + size_t(j0), keys, _mm512_castps512_ps128(sums));
+  if constexpr (NR > 1) _mm_mask_storeu_ps(S + size_t(r0 + 1) * s_stride + size_t(j0), keys, _mm512_extractf32x4_ps(sums, 1));
+  if constexpr (NR > 2) _mm_mask_storeu_ps(S + size_t(r0 + 2) * s_stride + size_t(j0), keys, _mm512_extractf32x4_ps(sums, 2));
+  if constexpr (NR > 3) _mm_mask_storeu_ps(S + size_t(r0 + 3) * s_stride + size_t(j0), keys, _mm512_extractf32x4_ps(sums, 3));
 }
 
 template <int NR>
@@ -144,7 +160,76 @@ void score_tile(const float* k, int n_keys, int hd, const float* const* q_rows, 
   }
 }
 
+// exp(x) for x <= 0 (x = s - max): 2^k * p(r), k = round(x / ln 2), r = x - k ln 2 in [-ln2/2, ln2/2],
+// p the degree-6 Taylor polynomial (relative error < 2e-7). x < -87 (and -inf) gives 0.
+__m512 exp_nonpositive(__m512 x) {
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145752f), x);  // ln 2 split in two for accuracy
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860677e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(k), 23);  // 2^k via the exponent field
+  return _mm512_maskz_mov_ps(__mmask16(~underflow), _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e)));
+}
+
+// attention_tile.h's softmax_tile on the 32 scores of a row held in two vectors.
+void softmax_tile(float* S, int n_rows, const int* a, const int* e, float scale, float softcap, float* m, float* l,
+                  float* acc, int hdv) {
+  static_assert(kSoftmaxKeys == 32);
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  for (int r = 0; r < n_rows; ++r) {
+    float* s = S + size_t(r) * kSoftmaxKeys;
+    if (a[r] > e[r]) {
+      _mm512_storeu_ps(s, _mm512_setzero_ps());
+      _mm512_storeu_ps(s + 16, _mm512_setzero_ps());
+      continue;
+    }
+    const int w = e[r] - a[r] + 1;
+    const uint32_t visible = (w == 32 ? ~0u : ((1u << w) - 1)) << a[r];
+    const __mmask16 k0 = __mmask16(visible), k1 = __mmask16(visible >> 16);
+    __m512 x0, x1;
+    if (softcap > 0) {
+      for (int j = a[r]; j <= e[r]; ++j) s[j] = softcap * std::tanh(s[j] * scale / softcap);
+      x0 = _mm512_loadu_ps(s);
+      x1 = _mm512_loadu_ps(s + 16);
+    } else {
+      x0 = _mm512_mul_ps(_mm512_loadu_ps(s), _mm512_set1_ps(scale));
+      x1 = _mm512_mul_ps(_mm512_loadu_ps(s + 16), _mm512_set1_ps(scale));
+    }
+    x0 = _mm512_mask_blend_ps(k0, neg_inf, x0);
+    x1 = _mm512_mask_blend_ps(k1, neg_inf, x1);
+    const float mx = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
+    const float m_new = std::max(m[r], mx);
+    const float corr = std::exp(m[r] - m_new);
+    if (corr != 1.0f) {
+      l[r] *= corr;
+      float* ar = acc + size_t(r) * size_t(hdv);
+      const __m512 c = _mm512_set1_ps(corr);
+      for (int i = 0; i < hdv; i += 16) {
+        const __mmask16 t = hdv - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (hdv - i)) - 1);
+        _mm512_mask_storeu_ps(ar + i, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, ar + i), c));
+      }
+    }
+    const __m512 mv = _mm512_set1_ps(m_new);
+    const __m512 w0 = exp_nonpositive(_mm512_sub_ps(x0, mv)), w1 = exp_nonpositive(_mm512_sub_ps(x1, mv));
+    _mm512_storeu_ps(s, w0);
+    _mm512_storeu_ps(s + 16, w1);
+    l[r] += _mm512_reduce_add_ps(_mm512_add_ps(w0, w1));
+    m[r] = m_new;
+  }
+}
+
 }  // namespace
+
+SoftmaxTileFn softmax_tile_avx512() { return cpu_features().has_avx512_set() ? softmax_tile : nullptr; }
 
 ScoreTileFn score_tile_avx512() { return cpu_features().has_avx512_set() ? score_tile : nullptr; }
 
