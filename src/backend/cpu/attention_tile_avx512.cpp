@@ -148,8 +148,126 @@ void score_rows(const float* k, int n_keys, int hd, const float* const* q, int r
   }
 }
 
+// ---- The same scores for many rows, from the transposed tile ----
+//
+// The reduce form above computes, per (row, key), 16 partial sums p_l (l = lane) as FMA chains over
+// i = l, l + 16, ... from 0, then reduce16's tree: total = (s0 + s1) + (s2 + s3) with
+// s_L = (p_4L + p_4L+2) + (p_4L+1 + p_4L+3). Its horizontal shuffles cost about as much as the FMAs.
+// With the tile transposed once (kt[i][j], 32 keys per dimension), the same chains and the same tree
+// run with keys in the lanes and vertical adds only, so the scores are bit-identical; the transpose
+// pays for itself from about 8 rows on.
+
+constexpr int kTileKeys = 32;     // the transposed form's tile: exactly 32 keys
+constexpr int kMaxKtDim = 256;    // head sizes it handles (stack scratch)
+
+// In place: r[e] <- column e of the 16 x 16 block r (r[i][e] -> r[e][i]).
+[[gnu::always_inline]] inline void transpose16(__m512* r) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // r[4i + c], 128-bit lane L: rows 4i..4i+3, element 4L + c
+    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  __m512 out[16];
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 a = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), b = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+    const __m512 x = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88), y = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    out[c] = _mm512_shuffle_f32x4(a, x, 0x88);
+    out[c + 8] = _mm512_shuffle_f32x4(a, x, 0xDD);
+    out[c + 4] = _mm512_shuffle_f32x4(b, y, 0x88);
+    out[c + 12] = _mm512_shuffle_f32x4(b, y, 0xDD);
+  }
+#pragma GCC unroll 16
+  for (int e = 0; e < 16; ++e) r[e] = out[e];
+}
+
+// kt[i * 32 + j] = k[j * hd + i] for the tile's 32 keys; hd a multiple of 16.
+void transpose_tile(const float* k, int hd, float* kt) {
+  for (int h = 0; h < kTileKeys; h += 16)
+    for (int d = 0; d < hd; d += 16) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(k + size_t(h + j) * size_t(hd) + size_t(d));
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int e = 0; e < 16; ++e) _mm512_storeu_ps(kt + size_t(d + e) * kTileKeys + size_t(h), r[e]);
+    }
+}
+
+// Partial sums p_l and p_{l+2} (the chains of lanes l and l + 2) for NR rows and the 16 keys
+// [h, h + 16), summed: p_l + p_{l+2}.
+template <int NR>
+[[gnu::always_inline]] inline void chain_pair(const float* kt, int hd, const float* const* q, int l, int h,
+                                              __m512* sum) {
+  __m512 a[NR], b[NR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) a[r] = b[r] = _mm512_setzero_ps();
+  for (int i = l; i < hd; i += 16) {
+    const __m512 ka = _mm512_loadu_ps(kt + size_t(i) * kTileKeys + size_t(h));
+    const __m512 kb = _mm512_loadu_ps(kt + size_t(i + 2) * kTileKeys + size_t(h));
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      a[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][i]), ka, a[r]);
+      b[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][i + 2]), kb, b[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) sum[r] = _mm512_add_ps(a[r], b[r]);
+}
+
+// Scores of NR rows (q[0 .. NR)) against the 16 keys [h, h + 16) of the transposed tile, into
+// S[r * s_stride + h ..].
+template <int NR>
+void score_rows_kt(const float* kt, int hd, const float* const* q, int h, float* S, size_t s_stride) {
+  __m512 u[NR], w[NR];
+#pragma GCC unroll 4
+  for (int L = 0; L < 4; ++L) {
+    __m512 ta[NR], tb[NR];
+    chain_pair<NR>(kt, hd, q, 4 * L, h, ta);      // p_4L + p_4L+2
+    chain_pair<NR>(kt, hd, q, 4 * L + 1, h, tb);  // p_4L+1 + p_4L+3
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) {
+      const __m512 sL = _mm512_add_ps(ta[r], tb[r]);
+      if (L == 0) u[r] = sL;
+      if (L == 1) u[r] = _mm512_add_ps(u[r], sL);  // s0 + s1
+      if (L == 2) w[r] = sL;
+      if (L == 3) w[r] = _mm512_add_ps(w[r], sL);  // s2 + s3
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) _mm512_storeu_ps(S + size_t(r) * s_stride + size_t(h), _mm512_add_ps(u[r], w[r]));
+}
+
+void score_tile_kt(const float* k, int hd, const float* const* q_rows, int n_rows, float* S, size_t s_stride) {
+  alignas(64) float kt[kMaxKtDim * kTileKeys];  // [hd][32]
+  transpose_tile(k, hd, kt);
+  for (int h = 0; h < kTileKeys; h += 16) {
+    int r0 = 0;
+    for (; r0 + 4 <= n_rows; r0 += 4) score_rows_kt<4>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride);
+    switch (n_rows - r0) {
+      case 1: score_rows_kt<1>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride); break;
+      case 2: score_rows_kt<2>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride); break;
+      case 3: score_rows_kt<3>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride); break;
+      default: break;
+    }
+  }
+}
+
+// Either form gives the same bits; the transposed one where it is faster.
 void score_tile(const float* k, int n_keys, int hd, const float* const* q_rows, int n_rows, float* S,
                 size_t s_stride) {
+  if (n_keys == kTileKeys && n_rows > 8 && hd % 16 == 0 && hd <= kMaxKtDim) {
+    score_tile_kt(k, hd, q_rows, n_rows, S, s_stride);
+    return;
+  }
   int r0 = 0;
   for (; r0 + 4 <= n_rows; r0 += 4) score_rows<4>(k, n_keys, hd, q_rows, r0, S, s_stride);
   switch (n_rows - r0) {
