@@ -298,21 +298,49 @@ __m512 exp_nonpositive(__m512 x) {
   return _mm512_maskz_mov_ps(__mmask16(~underflow), _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e)));
 }
 
-// attention_tile.h's softmax_tile on the 32 scores of a row held in two vectors.
-void softmax_tile(float* S, int n_rows, const int* a, const int* e, float scale, float softcap, float* m, float* l,
+// Lane m = max over the lanes of x[m], for m < 4 * G (one fixed tree per lane, like reduce16; the
+// other vectors are not read).
+template <int G>
+[[gnu::always_inline]] inline __m512 max16(const __m512* x) {
+  __m512 y[8], z[4];
+#pragma GCC unroll 8
+  for (int p = 0; p < 2 * G; ++p)
+    y[p] = _mm512_max_ps(_mm512_unpacklo_ps(x[2 * p], x[2 * p + 1]), _mm512_unpackhi_ps(x[2 * p], x[2 * p + 1]));
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    if (q >= G) {
+      z[q] = _mm512_set1_ps(-INFINITY);
+      continue;
+    }
+    const __m512d c = _mm512_castps_pd(y[2 * q]), d = _mm512_castps_pd(y[2 * q + 1]);
+    z[q] = _mm512_max_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)), _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
+  }
+  const __m512 v0 = _mm512_max_ps(_mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 v1 = _mm512_max_ps(_mm512_shuffle_f32x4(z[2], z[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(z[2], z[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_max_ps(_mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// attention_tile.h's softmax_tile for up to 4 * G rows (n of them) at once: each row's 32 scores in
+// two vectors; the rows' maxima and sums come out of one transposing tree each (lane r: row r), so
+// m, l and the corrections are updated 16 rows per vector. Row r's arithmetic depends on row r alone.
+template <int G>
+void softmax_rows(float* S, int n, const int* a, const int* e, float scale, float softcap, float* m, float* l,
                   float* acc, int hdv) {
   static_assert(kSoftmaxKeys == 32);
   const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-  for (int r = 0; r < n_rows; ++r) {
+  __m512 part[16];        // per row: lane-wise max, then lane-wise sum of its two vectors
+  __mmask16 seen = 0;     // rows that see a key of the tile
+  for (int r = 0; r < 4 * G; ++r) {
+    part[r] = neg_inf;
+    if (r >= n) continue;
     float* s = S + size_t(r) * kSoftmaxKeys;
-    if (a[r] > e[r]) {
-      _mm512_storeu_ps(s, _mm512_setzero_ps());
-      _mm512_storeu_ps(s + 16, _mm512_setzero_ps());
-      continue;
-    }
+    if (a[r] > e[r]) continue;
+    seen |= __mmask16(1u << r);
     const int w = e[r] - a[r] + 1;
     const uint32_t visible = (w == 32 ? ~0u : ((1u << w) - 1)) << a[r];
-    const __mmask16 k0 = __mmask16(visible), k1 = __mmask16(visible >> 16);
     __m512 x0, x1;
     if (softcap > 0) {
       for (int j = a[r]; j <= e[r]; ++j) s[j] = softcap * std::tanh(s[j] * scale / softcap);
@@ -322,26 +350,63 @@ void softmax_tile(float* S, int n_rows, const int* a, const int* e, float scale,
       x0 = _mm512_mul_ps(_mm512_loadu_ps(s), _mm512_set1_ps(scale));
       x1 = _mm512_mul_ps(_mm512_loadu_ps(s + 16), _mm512_set1_ps(scale));
     }
-    x0 = _mm512_mask_blend_ps(k0, neg_inf, x0);
-    x1 = _mm512_mask_blend_ps(k1, neg_inf, x1);
-    const float mx = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
-    const float m_new = std::max(m[r], mx);
-    const float corr = std::exp(m[r] - m_new);
-    if (corr != 1.0f) {
-      l[r] *= corr;
+    x0 = _mm512_mask_blend_ps(__mmask16(visible), neg_inf, x0);
+    x1 = _mm512_mask_blend_ps(__mmask16(visible >> 16), neg_inf, x1);
+    _mm512_storeu_ps(s, x0);
+    _mm512_storeu_ps(s + 16, x1);
+    part[r] = _mm512_max_ps(x0, x1);
+  }
+  const __mmask16 rows = __mmask16((1u << n) - 1);
+  const __m512 m_old = _mm512_maskz_loadu_ps(rows, m);
+  // Rows that see nothing keep m and get corr 1; m_old = -inf gives corr exp(-inf) = 0.
+  const __m512 m_new = _mm512_mask_max_ps(m_old, seen, m_old, max16<G>(part));
+  const __m512 corr = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), seen, exp_nonpositive(_mm512_sub_ps(m_old, m_new)));
+  alignas(64) float mn[16], cr[16];
+  _mm512_store_ps(mn, m_new);
+  _mm512_store_ps(cr, corr);
+  for (int r = 0; r < 4 * G; ++r) {
+    part[r] = _mm512_setzero_ps();
+    if (!(seen >> r & 1)) {
+      if (r < n) {
+        _mm512_storeu_ps(S + size_t(r) * kSoftmaxKeys, _mm512_setzero_ps());
+        _mm512_storeu_ps(S + size_t(r) * kSoftmaxKeys + 16, _mm512_setzero_ps());
+      }
+      continue;
+    }
+    float* s = S + size_t(r) * kSoftmaxKeys;
+    const __m512 mv = _mm512_set1_ps(mn[r]);
+    const __m512 w0 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s), mv));
+    const __m512 w1 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + 16), mv));
+    _mm512_storeu_ps(s, w0);
+    _mm512_storeu_ps(s + 16, w1);
+    part[r] = _mm512_add_ps(w0, w1);
+    if (cr[r] != 1.0f) {
       float* ar = acc + size_t(r) * size_t(hdv);
-      const __m512 c = _mm512_set1_ps(corr);
+      const __m512 c = _mm512_set1_ps(cr[r]);
       for (int i = 0; i < hdv; i += 16) {
         const __mmask16 t = hdv - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (hdv - i)) - 1);
         _mm512_mask_storeu_ps(ar + i, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, ar + i), c));
       }
     }
-    const __m512 mv = _mm512_set1_ps(m_new);
-    const __m512 w0 = exp_nonpositive(_mm512_sub_ps(x0, mv)), w1 = exp_nonpositive(_mm512_sub_ps(x1, mv));
-    _mm512_storeu_ps(s, w0);
-    _mm512_storeu_ps(s + 16, w1);
-    l[r] += _mm512_reduce_add_ps(_mm512_add_ps(w0, w1));
-    m[r] = m_new;
+  }
+  // l = l * corr + the row's sum (rows that see nothing: l * 1 + 0).
+  const __m512 l_new = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(rows, l), corr), reduce16<G>(part));
+  _mm512_mask_storeu_ps(m, rows, m_new);
+  _mm512_mask_storeu_ps(l, rows, l_new);
+}
+
+void softmax_tile(float* S, int n_rows, const int* a, const int* e, float scale, float softcap, float* m, float* l,
+                  float* acc, int hdv) {
+  for (int r0 = 0; r0 < n_rows; r0 += 16) {
+    const int n = std::min(16, n_rows - r0);
+    float* Sr = S + size_t(r0) * kSoftmaxKeys;
+    float* ar = acc + size_t(r0) * size_t(hdv);
+    switch ((n + 3) / 4) {
+      case 1: softmax_rows<1>(Sr, n, a + r0, e + r0, scale, softcap, m + r0, l + r0, ar, hdv); break;
+      case 2: softmax_rows<2>(Sr, n, a + r0, e + r0, scale, softcap, m + r0, l + r0, ar, hdv); break;
+      case 3: softmax_rows<3>(Sr, n, a + r0, e + r0, scale, softcap, m + r0, l + r0, ar, hdv); break;
+      default: softmax_rows<4>(Sr, n, a + r0, e + r0, scale, softcap, m + r0, l + r0, ar, hdv); break;
+    }
   }
 }
 
