@@ -44,9 +44,9 @@ void tile_group(const Plan& c, const RowSet& first, const RowSet& last, int g, i
                 float* m, float* l, float* acc) {
   const KvLayerView& kv = *c.seqs[size_t(first.seq)].kv;
   const int hd = c.hd, hdv = c.hdv;
-  float* S = s.buf.data();                               // [max_rows][kKeyTile]
-  float* ktile = S + size_t(c.max_rows) * kKeyTile;      // [kKeyTile][hd]
-  float* vtile = ktile + size_t(kKeyTile) * hd;          // [kKeyTile][hdv]
+  float* S = s.S;
+  float* ktile = s.ktile;
+  float* vtile = s.vtile;
   const int r0 = first.row0, nr = last.row0 + last.nt * c.group - r0;
   for (int j = 0; j < kKeyTile; ++j) {
     float* kj = ktile + size_t(j) * hd;
@@ -80,14 +80,22 @@ void tile_group(const Plan& c, const RowSet& first, const RowSet& last, int g, i
 
 }  // namespace
 
-void Scratch::reserve(const Plan& c) {
-  const size_t rows = size_t(c.max_rows);
-  buf.resize(rows * kKeyTile + size_t(kKeyTile) * size_t(c.hd + c.hdv) + 2 * c.partial_floats(c.max_rows));
-  q_rows.resize(rows);
-  lo.resize(rows);
-  hi.resize(rows);
-  ta.resize(rows);
-  te.resize(rows);
+void Scratch::bind(const Plan& c) {
+  const size_t rows = size_t(c.max_rows), partial = c.partial_floats(c.max_rows);
+  const size_t need = rows * kKeyTile + size_t(kKeyTile) * size_t(c.hd + c.hdv) + 2 * partial;
+  if (buf.size() < need) buf.resize(need);  // grows only: no clearing on the hot path
+  if (q_rows.size() < rows) {
+    q_rows.resize(rows);
+    lo.resize(rows);
+    hi.resize(rows);
+    ta.resize(rows);
+    te.resize(rows);
+  }
+  S = buf.data();
+  ktile = S + rows * kKeyTile;
+  vtile = ktile + size_t(kKeyTile) * size_t(c.hd);
+  state = vtile + size_t(kKeyTile) * size_t(c.hdv);
+  part = state + partial;
 }
 
 void bind_rows(const Plan& c, const RowBlock& b, int g, Scratch& s) {
