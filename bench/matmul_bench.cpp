@@ -1,15 +1,16 @@
-// One-off micro benchmark of the CPU matmul: GB/s of weight bytes read by matmul() for a
-// 2048 x 8192 (n_out x n_in, or --shape) matrix, against the machine's read / memcpy bandwidth, for decode-sized
+// One-off micro benchmark of the CPU matmul: GB/s of weight bytes read by matmul() for a 2048 x 8192
+// (n_out x n_in, or --shape) matrix, against the machine's read / memcpy bandwidth, for decode-sized
 // calls (1, 2, 4, 8 tokens) and a prefill-sized one (64 tokens, hot only: compute-bound), per type,
 // ISA and layout ("packed": the x16 copy of pack_matrix, AVX-512 only).
 // "cold" cycles through copies of the matrix totalling >= 512 MiB (far past L3: DRAM-bound),
 // "hot" repeats one matrix (L3-resident when it fits in it). Every figure is the best single call
 // (the machine is shared: the least disturbed call), so compare runs made back to back.
-// Not part of the CMake build; after building polykv_lib:
-//   g++ -std=c++20 -O2 -mavx2 -Isrc bench/matmul_bench.cpp build/libpolykv_lib.a \
+// Not part of the CMake build; after building polykv_lib (one command line):
+//   g++ -std=c++20 -O2 -mavx2 -Isrc bench/matmul_bench.cpp build/libpolykv_lib.a
 //       $(pkg-config --libs libpcre2-8) -lpthread -o build/matmul_bench
-//   build/matmul_bench [threads] [--no-bandwidth] [--shape 2048x8192] [--types q4_0,q8_0,q5_0,f16,f32]
-//                      [isa...]      (isa: avx512 avx2 scalar; default: the SIMD ones this CPU has)
+//   build/matmul_bench [threads] [--no-bandwidth] [--cpu-clock] [--shape 2048x8192]
+//                      [--types q4_0,q8_0,q5_0,f16,f32] [isa...]
+//   (isa: avx512 avx2 scalar; default: the SIMD ones this CPU has)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <thread>
@@ -32,6 +34,17 @@ using Clock = std::chrono::steady_clock;
 
 static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Timer of the matmul calls: wall clock, or with --cpu-clock the calling thread's CPU time (with 1
+// thread the caller does all the work, so on a shared machine this leaves out the time the OS ran
+// other processes; meaningless with more threads).
+static bool g_cpu_clock = false;
+static double now_s() {
+  if (!g_cpu_clock) return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 // Streams `bytes` from `p` with AVX2 loads on n_threads threads; returns GB/s.
@@ -81,6 +94,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--no-bandwidth") bandwidth = false;
+    else if (a == "--cpu-clock") g_cpu_clock = true;
     else if (a == "avx512") isas.push_back(cpu::Isa::Avx512);
     else if (a == "avx2") isas.push_back(cpu::Isa::Avx2);
     else if (a == "scalar") isas.push_back(cpu::Isa::Scalar);
@@ -92,7 +106,7 @@ int main(int argc, char** argv) {
   const size_t big = size_t(512) << 20;
   uint8_t* a = static_cast<uint8_t*>(std::aligned_alloc(64, big));
   std::memset(a, 1, big);
-  std::printf("threads %d\n", n_threads);
+  std::printf("threads %d, %s\n", n_threads, g_cpu_clock ? "thread CPU time" : "wall clock");
   if (bandwidth) {
     uint8_t* b = static_cast<uint8_t*>(std::aligned_alloc(64, big));
     std::memset(b, 2, big);
@@ -125,7 +139,7 @@ int main(int argc, char** argv) {
       // The packed copies replace the originals (n_out is a multiple of 16: no tail rows).
       std::vector<WeightMatrix> ws(copies);
       for (size_t c = 0; c < copies; ++c) {
-        ws[c] = WeightMatrix{t, a + c * mat, n_in, n_out, rb};
+        ws[c] = WeightMatrix{t, a + c * mat, n_in, n_out, rb, nullptr};
         if (packed) ws[c].packed = cpu::pack_matrix(t, ws[c].data, n_in, n_out, rb);
       }
       for (cpu::Isa isa : isas) {
@@ -139,17 +153,17 @@ int main(int argc, char** argv) {
           if (n_tok <= 8)
             for (int r = 0; r < (scalar ? 1 : 4); ++r)
               for (size_t c = 0; c < copies; ++c) {
-                auto t0 = Clock::now();
+                const double t0 = now_s();
                 matmul(ws[c], x.data(), y.data(), n_tok, pool);
-                best = std::min(best, seconds_since(t0));
+                best = std::min(best, now_s() - t0);
               }
           // hot: the same copy again and again
           const int hot_reps = scalar ? 3 : n_tok > 8 ? 10 : 40;
           double best_hot = 1e30;
           for (int r = 0; r < hot_reps; ++r) {
-            auto t0 = Clock::now();
+            const double t0 = now_s();
             matmul(ws[0], x.data(), y.data(), n_tok, pool);
-            best_hot = std::min(best_hot, seconds_since(t0));
+            best_hot = std::min(best_hot, now_s() - t0);
           }
           char cold[64] = "    -";
           if (best < 1e30) std::snprintf(cold, sizeof cold, "%6.1f GB/s (%6.2f ms)", double(mat) / best / 1e9, best * 1e3);
