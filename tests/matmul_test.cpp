@@ -150,8 +150,9 @@ struct Shape {
   int64_t blocks, n_out, n_tokens;
   int threads;
 };
-// Tokens go to the row kernels 4 at a time (17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernel 6 at a
-// time (17 = 6+6+5, 8 = 6+2, 4, 3, ...) and to the packed kernels 8 at a time: every width is reached.
+// Tokens go to the row kernels 4 at a time (17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernels 6
+// (AVX2: 3) at a time (17 = 6+6+5, 8 = 4+4, 4, 3, ...) and to the packed kernels 8 at a time: every
+// width is reached.
 const Shape kShapes[] = {{1, 1, 1, 1},   {3, 7, 3, 2},  {5, 37, 8, 3}, {1, 259, 17, 2},
                          {3, 259, 1, 3}, {5, 7, 17, 1}, {3, 1, 8, 2},  {1, 37, 3, 3},
                          {1, 7, 6, 2},   {5, 37, 2, 3},  {2, 13, 4, 2}, {1, 9, 5, 1}};
@@ -342,8 +343,8 @@ TEST(Matmul, AvxActQuantIsBitExact) {
   EXPECT_EQ(ba, bb);
 }
 
-// Decode (one token) with float rows over 16 KiB of f32 activations takes the tile kernel; 7 rows =
-// one 4-row tile + 3 tail rows.
+// Long float rows: decode (one token) has fewer than one 8-row decode tile in 7 rows, so all go
+// through the row kernel; 2 tokens take one 4-row tile + 3 tail rows.
 TEST(Matmul, LongFloatRowsDecode) {
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(t));
@@ -445,9 +446,9 @@ TEST(Matmul, BatchInvariantAcrossTokenTiles) {
       const Weights w = make_weights(t, n_in, n_out, 91u, false);
       const WeightMatrix m = packed ? with_packed(w.m) : w.m;
       const auto x = test::random_floats(size_t(n_in * n_tokens), 92u);
-      expect_batch_invariant(m, x, n_tokens,
-                             {{tile - 1, 1}, {tile, 1}, {tile - 1, 2}, {tile - 3, 9}, {0, tile + 1}, {1, tile},
-                              {tile + 1, tile + 2}});
+      const std::vector<TokenRange> ranges = {{tile - 1, 1}, {tile, 1},    {tile - 1, 2},       {tile - 3, 9},
+                                              {0, tile + 1}, {1, tile},    {tile + 1, tile + 2}};
+      expect_batch_invariant(m, x, n_tokens, ranges);
     }
 }
 

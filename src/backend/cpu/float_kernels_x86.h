@@ -99,7 +99,8 @@ struct FloatRow {
 
 // TileDotFn for R rows and 1..kMaxNT tokens.
 template <typename Ops, typename Row, int R, int kMaxNT>
-void float_tile(const void* w, size_t row_stride, const ActRow* a, int n_tok, int64_t n, float* y, int64_t ldy) {
+void float_tile(const void* w, size_t row_stride, const ActRow* a, int n_tok, int64_t n, float* y,
+                int64_t ldy) {
   using K = FloatTile<Ops, Row, R>;
   static_assert(kMaxNT >= 1 && kMaxNT <= 6, "float_tile handles 1..6 tokens");
   switch (n_tok < kMaxNT ? n_tok : kMaxNT) {

@@ -128,7 +128,8 @@ int64_t token_tile(DType weight_type, int64_t n_in) {
   // 768 KiB: f16 prefill +8 %, q4_0 / q8_0 within noise).
   const size_t kActTileBytes = size_t(512) << 10;
   const ActFormat fmt = act_format(weight_type);
-  const size_t act_row_bytes = fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float) : act_layout(fmt, n_in).stride;
+  const size_t act_row_bytes =
+      fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float) : act_layout(fmt, n_in).stride;
   return std::max<int64_t>(8, int64_t(kActTileBytes / act_row_bytes) / 8 * 8);
 }
 

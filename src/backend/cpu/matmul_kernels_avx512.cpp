@@ -49,15 +49,17 @@ struct F32Row {
 };
 struct F16Row {
   using T = uint16_t;
-  static __m512 load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load(const uint16_t* p) { return _mm512_cvtph_ps(load256(p)); }
   static __m512 load_part(const uint16_t* p, int count) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(Avx512Float::mask(count), p));
   }
 };
 struct BF16Row {
   using T = uint16_t;
-  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-  static __m512 load(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 load(const uint16_t* p) { return widen(load256(p)); }
   static __m512 load_part(const uint16_t* p, int count) {
     return widen(_mm256_maskz_loadu_epi16(Avx512Float::mask(count), p));
   }
