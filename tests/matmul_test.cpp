@@ -150,8 +150,9 @@ struct Shape {
   int64_t blocks, n_out, n_tokens;
   int threads;
 };
-// Tokens go to the row kernels 4 at a time (17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernel 6 at a
-// time (17 = 6+6+5, 8 = 6+2, 4, 3, ...) and to the packed kernels 8 at a time: every width is reached.
+// Tokens go to the row kernels 4 at a time (17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernels 6
+// (AVX2: 3) at a time (17 = 6+6+5, 8 = 4+4, 4, 3, ...) and to the packed kernels 8 at a time: every
+// width is reached.
 const Shape kShapes[] = {{1, 1, 1, 1},   {3, 7, 3, 2},  {5, 37, 8, 3}, {1, 259, 17, 2},
                          {3, 259, 1, 3}, {5, 7, 17, 1}, {3, 1, 8, 2},  {1, 37, 3, 3},
                          {1, 7, 6, 2},   {5, 37, 2, 3},  {2, 13, 4, 2}, {1, 9, 5, 1}};
@@ -342,8 +343,8 @@ TEST(Matmul, AvxActQuantIsBitExact) {
   EXPECT_EQ(ba, bb);
 }
 
-// Decode (one token) with float rows over 16 KiB of f32 activations takes the tile kernel; 7 rows =
-// one 4-row tile + 3 tail rows.
+// Long float rows: decode (one token) has fewer than one 8-row decode tile in 7 rows, so all go
+// through the row kernel; 2 tokens take one 4-row tile + 3 tail rows.
 TEST(Matmul, LongFloatRowsDecode) {
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(t));
@@ -373,6 +374,82 @@ TEST(Matmul, RejectsBadInput) {
   EXPECT_THROW(matmul(ragged, x.data(), y.data(), 1, pool(1)), Error);
   WeightMatrix short_stride{DType::Q8_0, bytes.data(), 64, 2, 34};  // a row is 68 bytes
   EXPECT_THROW(matmul(short_stride, x.data(), y.data(), 1, pool(1)), Error);
+}
+
+}  // namespace
+}  // namespace polykv
+
+namespace polykv {
+namespace {
+
+// Batch invariance (issue #8): a token's output is bit-identical whatever other tokens share the call
+// (alone, in the middle of a prefill tile, past a tile boundary), for every type, ISA and thread count.
+// The engine relies on it: a sequence's logits must not depend on who it was batched with.
+// All n_tokens tokens of x in one call (2 threads), then each range [t0, t0 + nt) on its own (1 and 3
+// threads): every token's row of outputs must match byte for byte.
+struct TokenRange {
+  int64_t t0, nt;
+};
+
+void expect_batch_invariant(const WeightMatrix& m, const std::vector<float>& x, int64_t n_tokens,
+                            const std::vector<TokenRange>& ranges) {
+  const int64_t n_in = m.n_in, n_out = m.n_out;
+  for (Isa isa : available_isas()) {
+    SCOPED_TRACE(cpu::isa_name(isa));
+    IsaGuard guard(isa);
+    std::vector<float> all(size_t(n_out * n_tokens));
+    matmul(m, x.data(), all.data(), n_tokens, pool(2));
+    for (int threads : {1, 3})
+      for (const TokenRange& r : ranges) {
+        ASSERT_LE(r.t0 + r.nt, n_tokens);
+        std::vector<float> part(size_t(n_out * r.nt));
+        matmul(m, x.data() + r.t0 * n_in, part.data(), r.nt, pool(threads));
+        EXPECT_EQ(0, std::memcmp(part.data(), all.data() + r.t0 * n_out, part.size() * sizeof(float)))
+            << "tokens [" << r.t0 << ", " << r.t0 + r.nt << ") threads " << threads;
+      }
+  }
+}
+
+// Every type (q4_0 / q8_0 also packed), n_out around the row groups of the kernels (16 packed rows,
+// 8-row decode and 4-row prefill float tiles; 7 has no packed group), call widths from 1 to past
+// the row kernels' 4, the float tiles' 6 and the packed kernels' 8 tokens.
+TEST(Matmul, BatchInvariant) {
+  const std::vector<TokenRange> ranges = {{0, 1}, {5, 1}, {20, 1}, {0, 2}, {5, 7},
+                                          {3, 8}, {11, 9}, {1, 16}, {4, 17}};
+  for (DType t : kTypes)
+    for (bool packed : {false, true}) {
+      if (packed && !cpu::packable(t)) continue;
+      const int64_t n_in = dtype_info(t).block_size == 256 ? 512 : 1024 + 64, n_tokens = 21;
+      for (int64_t n_out : {37, 50, 16, 7}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " packed=" << packed << " n_out=" << n_out);
+        const Weights w = make_weights(t, n_in, n_out, 77u, false);
+        const WeightMatrix m = packed ? with_packed(w.m) : w.m;
+        const auto x = test::random_floats(size_t(n_in * n_tokens), 78u);
+        expect_batch_invariant(m, x, n_tokens, ranges);
+      }
+    }
+}
+
+// Wide rows, whose token tile (token_tile: the tokens whose activations fit the L2 budget) is small:
+// ranges that end at, start at and straddle tile boundaries. Float rows of an odd length (masked
+// tails).
+TEST(Matmul, BatchInvariantAcrossTokenTiles) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q5_1, DType::Q4_K,
+                  DType::Q6_K})
+    for (bool packed : {false, true}) {
+      if (packed && !cpu::packable(t)) continue;
+      const int64_t n_in = is_float_type(t) ? 6001 : 20480, n_out = 21;
+      const int64_t tile = cpu::token_tile(t, n_in), n_tokens = 2 * tile + 3;
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " packed=" << packed << " tile=" << tile);
+      ASSERT_GE(tile, 8);
+      ASSERT_LE(tile, 24) << "rows this wide should make small tiles";
+      const Weights w = make_weights(t, n_in, n_out, 91u, false);
+      const WeightMatrix m = packed ? with_packed(w.m) : w.m;
+      const auto x = test::random_floats(size_t(n_in * n_tokens), 92u);
+      const std::vector<TokenRange> ranges = {{tile - 1, 1}, {tile, 1},    {tile - 1, 2},       {tile - 3, 9},
+                                              {0, tile + 1}, {1, tile},    {tile + 1, tile + 2}};
+      expect_batch_invariant(m, x, n_tokens, ranges);
+    }
 }
 
 }  // namespace

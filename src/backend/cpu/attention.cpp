@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/attention_plan.h"
@@ -73,7 +75,7 @@ void build_blocks(Plan& c) {
       if (!c.blocks.empty()) {
         const RowBlock& b = c.blocks.back();
         const attn::SeqCtx& head = c.seqs[size_t(c.rowsets[size_t(b.rs_begin)].seq)];
-        const bool related = &head == &sq || (head.n_blocks > 0 && sq.n_blocks > 0 &&
+        const bool related = &head == &sq || (head.n_blocks > 0 && sq.n_blocks > 0 && head.kv->k_blocks[0] &&
                                                head.kv->k_blocks[0] == sq.kv->k_blocks[0] && !head.kv->v_hi &&
                                                !sq.kv->v_hi);
         join = related && b.n_rows + rows <= kBlockRows;
@@ -126,7 +128,8 @@ struct Item {
 };
 
 void run_plan(Plan& c, ThreadPool& pool) {
-  std::vector<float> partials(choose_splits(c, pool.size()));  // per split block: [n_head_kv][n_chunks][partial]
+  // Per split block: [n_head_kv][n_chunks][partial]; every partial is written before it is read.
+  const std::unique_ptr<float[]> partials(new float[choose_splits(c, pool.size())]);
   std::vector<Item> items;
   for (int bi = 0; bi < int(c.blocks.size()); ++bi) {
     const RowBlock& b = c.blocks[size_t(bi)];
@@ -139,14 +142,14 @@ void run_plan(Plan& c, ThreadPool& pool) {
     }
   }
   const auto partial_at = [&](const RowBlock& b, int g, int ch) {
-    return partials.data() + b.partial_offset +
+    return partials.get() + b.partial_offset +
            (size_t(g) * size_t(c.n_chunks(b)) + size_t(ch - b.chunk_lo)) * c.partial_floats(b.n_rows);
   };
   pool.parallel_for(int64_t(items.size()), [&](int64_t begin, int64_t end) {
-    Scratch s;
-    s.reserve(c);
-    float* state = s.buf.data() + (s.buf.size() - 2 * c.partial_floats(c.max_rows));
-    float* part = state + c.partial_floats(c.max_rows);
+    thread_local Scratch s;
+    s.bind(c);
+    float* state = s.state;
+    float* part = s.part;
     for (int64_t it = begin; it < end; ++it) {
       const Item& item = items[size_t(it)];
       const RowBlock& b = c.blocks[size_t(item.block)];
@@ -172,15 +175,16 @@ void run_plan(Plan& c, ThreadPool& pool) {
       for (int g = 0; g < c.n_head_kv; ++g) merges.emplace_back(bi, g);
   if (merges.empty()) return;
   pool.parallel_for(int64_t(merges.size()), [&](int64_t begin, int64_t end) {
-    std::vector<float> state(c.partial_floats(c.max_rows));
+    thread_local Scratch s;
+    s.bind(c);
     for (int64_t it = begin; it < end; ++it) {
       const auto [bi, g] = merges[size_t(it)];
       const RowBlock& b = c.blocks[size_t(bi)];
       const int n = b.n_rows;
-      std::fill(state.begin(), state.begin() + n, -INFINITY);                  // m
-      std::fill(state.begin() + n, state.begin() + c.partial_floats(n), 0.0f);  // l, acc
-      for (int ch = b.chunk_lo; ch <= b.chunk_hi; ++ch) attn::fold_partial(n, c.hdv, partial_at(b, g, ch), state.data());
-      attn::write_rows(c, b, g, state.data());
+      std::fill(s.state, s.state + n, -INFINITY);                  // m
+      std::fill(s.state + n, s.state + c.partial_floats(n), 0.0f);  // l, acc
+      for (int ch = b.chunk_lo; ch <= b.chunk_hi; ++ch) attn::fold_partial(n, c.hdv, partial_at(b, g, ch), s.state);
+      attn::write_rows(c, b, g, s.state);
     }
   });
 }
@@ -190,24 +194,27 @@ const KvRowKernels& avx2_rows(KvType t) { return *kv_row_kernels_avx2(t); }
 }  // namespace
 
 const AttentionKernels& attention_kernels() {
-  static const AttentionKernels best{score_tile_kernel(), accumulate_tile_kernel(), exp_sum_kernel(), kv_row_kernels};
+  static const AttentionKernels best{score_tile_kernel(), accumulate_tile_kernel(), softmax_tile_kernel(),
+                                       kv_row_kernels};
   return best;
 }
 
 bool attention_kernels_for(const char* isa, AttentionKernels& out) {
   const std::string name = isa;
   if (name == "avx512") {
-    if (!score_tile_avx512() || !accumulate_tile_avx512() || !kv_row_kernels_avx512(KvType::F16)) return false;
-    out = {score_tile_avx512(), accumulate_tile_avx512(), exp_sum_avx2(), kv_row_kernels};
+    if (!score_tile_avx512() || !accumulate_tile_avx512() || !softmax_tile_avx512() ||
+        !kv_row_kernels_avx512(KvType::F16))
+      return false;
+    out = {score_tile_avx512(), accumulate_tile_avx512(), softmax_tile_avx512(), kv_row_kernels};
     return true;
   }
   if (name == "avx2") {  // no AVX2 tile kernels: the scalar ones with AVX2 row decoders and exp
-    if (!kv_row_kernels_avx2(KvType::F16) || !exp_sum_avx2()) return false;
-    out = {score_tile_scalar, accumulate_tile_scalar, exp_sum_avx2(), avx2_rows};
+    if (!kv_row_kernels_avx2(KvType::F16) || !softmax_tile_avx2()) return false;
+    out = {score_tile_scalar, accumulate_tile_scalar, softmax_tile_avx2(), avx2_rows};
     return true;
   }
   if (name == "scalar") {
-    out = {score_tile_scalar, accumulate_tile_scalar, exp_sum_scalar, kv_row_kernels_scalar};
+    out = {score_tile_scalar, accumulate_tile_scalar, softmax_tile_scalar, kv_row_kernels_scalar};
     return true;
   }
   return false;

@@ -55,7 +55,7 @@ struct AttentionSeq {
 struct AttentionKernels {
   ScoreTileFn score = nullptr;
   AccumulateTileFn accumulate = nullptr;
-  ExpSumFn exp_sum = nullptr;
+  SoftmaxTileFn softmax = nullptr;
   const KvRowKernels& (*rows)(KvType) = nullptr;  // K/V row decoders
 };
 const AttentionKernels& attention_kernels();

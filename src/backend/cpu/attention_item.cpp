@@ -37,33 +37,6 @@ bool same_keys(const Plan& c, const RowSet& first, const RowSet& b, int t0, uint
   return true;
 }
 
-// Online-softmax update of row r by its scores sr[0..32) of tile t0 (keys outside [lo, hi] masked
-// to -inf); sr becomes the weights exp(s - m), all 0 if the row sees no key of the tile.
-void softmax_row(const Plan& c, int lo, int hi, int t0, float* sr, float& m, float& l, float* acc) {
-  const int a = std::max(lo, t0) - t0, e = std::min(hi, t0 + kKeyTile - 1) - t0;
-  if (a > e) {
-    std::fill(sr, sr + kKeyTile, 0.0f);
-    return;
-  }
-  std::fill(sr, sr + a, -INFINITY);
-  std::fill(sr + e + 1, sr + kKeyTile, -INFINITY);
-  float mx = -INFINITY;
-  for (int j = a; j <= e; ++j) {
-    float x = sr[j] * c.p.scale;
-    if (c.p.softcap > 0) x = c.p.softcap * std::tanh(x / c.p.softcap);
-    sr[j] = x;
-    mx = std::max(mx, x);
-  }
-  const float m_new = std::max(m, mx);
-  const float corr = std::exp(m - m_new);  // 0 when m was -inf
-  if (corr != 1.0f) {
-    l *= corr;
-    for (int i = 0; i < c.hdv; ++i) acc[i] *= corr;
-  }
-  l += c.k.exp_sum(sr, kKeyTile, m_new);  // exp(-inf) = 0 for masked keys
-  m = m_new;
-}
-
 // One group of row sets [first, last] that read tile t0 from the same blocks: K and V rows of the
 // keys `mask` decoded once from first's view (the others' slots zero), scores for all the group's
 // rows, their online-softmax update, and their values. m, l, acc: the block's chunk partial.
@@ -71,9 +44,9 @@ void tile_group(const Plan& c, const RowSet& first, const RowSet& last, int g, i
                 float* m, float* l, float* acc) {
   const KvLayerView& kv = *c.seqs[size_t(first.seq)].kv;
   const int hd = c.hd, hdv = c.hdv;
-  float* S = s.buf.data();                               // [max_rows][kKeyTile]
-  float* ktile = S + size_t(c.max_rows) * kKeyTile;      // [kKeyTile][hd]
-  float* vtile = ktile + size_t(kKeyTile) * hd;          // [kKeyTile][hdv]
+  float* S = s.S;
+  float* ktile = s.ktile;
+  float* vtile = s.vtile;
   const int r0 = first.row0, nr = last.row0 + last.nt * c.group - r0;
   for (int j = 0; j < kKeyTile; ++j) {
     float* kj = ktile + size_t(j) * hd;
@@ -85,8 +58,12 @@ void tile_group(const Plan& c, const RowSet& first, const RowSet& last, int g, i
   }
   float* Sg = S + size_t(r0) * kKeyTile;
   c.k.score(ktile, kKeyTile, hd, s.q_rows.data() + r0, nr, Sg, kKeyTile);
-  for (int r = r0; r < r0 + nr; ++r)
-    softmax_row(c, s.lo[size_t(r)], s.hi[size_t(r)], t0, S + size_t(r) * kKeyTile, m[r], l[r], acc + size_t(r) * hdv);
+  for (int r = r0; r < r0 + nr; ++r) {  // each row's visible keys of the tile, [ta, te] (ta > te: none)
+    s.ta[size_t(r)] = std::max(s.lo[size_t(r)], t0) - t0;
+    s.te[size_t(r)] = std::min(s.hi[size_t(r)], t0 + kKeyTile - 1) - t0;
+  }
+  c.k.softmax(Sg, nr, s.ta.data() + r0, s.te.data() + r0, c.p.scale, c.p.softcap, m + r0, l + r0,
+              acc + size_t(r0) * hdv, hdv);
   const KvRowKernels* vhk = c.seqs[size_t(first.seq)].vhk;
   for (int j = 0; j < kKeyTile; ++j) {
     float* vj = vtile + size_t(j) * hdv;
@@ -103,12 +80,22 @@ void tile_group(const Plan& c, const RowSet& first, const RowSet& last, int g, i
 
 }  // namespace
 
-void Scratch::reserve(const Plan& c) {
-  const size_t rows = size_t(c.max_rows);
-  buf.resize(rows * kKeyTile + size_t(kKeyTile) * size_t(c.hd + c.hdv) + 2 * c.partial_floats(c.max_rows));
-  q_rows.resize(rows);
-  lo.resize(rows);
-  hi.resize(rows);
+void Scratch::bind(const Plan& c) {
+  const size_t rows = size_t(c.max_rows), partial = c.partial_floats(c.max_rows);
+  const size_t need = rows * kKeyTile + size_t(kKeyTile) * size_t(c.hd + c.hdv) + 2 * partial;
+  if (buf.size() < need) buf.resize(need);  // grows only: no clearing on the hot path
+  if (q_rows.size() < rows) {
+    q_rows.resize(rows);
+    lo.resize(rows);
+    hi.resize(rows);
+    ta.resize(rows);
+    te.resize(rows);
+  }
+  S = buf.data();
+  ktile = S + rows * kKeyTile;
+  vtile = ktile + size_t(kKeyTile) * size_t(c.hd);
+  state = vtile + size_t(kKeyTile) * size_t(c.hdv);
+  part = state + partial;
 }
 
 void bind_rows(const Plan& c, const RowBlock& b, int g, Scratch& s) {

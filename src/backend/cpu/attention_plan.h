@@ -22,7 +22,7 @@ constexpr int kKeyTile = 32;       // keys per tile: decoded together, one onlin
 constexpr int kTileQueries = 8;    // query tokens per row set
 constexpr int kMaxGroup = 64;      // query heads per KV head handled (checked)
 constexpr int kBlockRows = 64;     // rows per row block when row sets are packed together
-static_assert(kAttentionChunkKeys % kKeyTile == 0);
+static_assert(kAttentionChunkKeys % kKeyTile == 0 && kKeyTile == kSoftmaxKeys);
 
 struct SeqCtx {
   const KvLayerView* kv;
@@ -67,12 +67,19 @@ struct Plan {
   size_t partial_floats(int n_rows) const { return size_t(n_rows) * (2 + size_t(hdv)); }
 };
 
-// Per-thread scratch of items, sized for plan.max_rows.
+// Per-thread scratch of items (kept by each thread across calls, grown as needed).
 struct Scratch {
   std::vector<float> buf;
   std::vector<const float*> q_rows;  // [rows] query row pointers
   std::vector<int> lo, hi;           // [rows] first and last visible key
-  void reserve(const Plan& c);
+  std::vector<int> ta, te;           // [rows] visible keys of the current tile, relative to it
+  // Views into buf, set by bind:
+  float* S = nullptr;      // [max_rows][kKeyTile] scores, then weights
+  float* ktile = nullptr;  // [kKeyTile][hd] decoded K rows
+  float* vtile = nullptr;  // [kKeyTile][hdv] decoded V rows
+  float* state = nullptr;  // partial_floats(max_rows): the folded state of an item
+  float* part = nullptr;   // partial_floats(max_rows): one chunk's partial
+  void bind(const Plan& c);  // sizes everything for c
 };
 
 // The chunk partial of every row of block b for KV head g: part = m [n], l [n], acc [n][hdv].

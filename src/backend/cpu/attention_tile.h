@@ -35,4 +35,21 @@ void accumulate_tile_scalar(const float* v, int n_keys, int hdv, const float* w,
 AccumulateTileFn accumulate_tile_avx512();  // nullptr if this CPU lacks AVX-512
 AccumulateTileFn accumulate_tile_kernel();  // the best for this CPU, chosen once
 
+// Online-softmax update of rows r < n_rows by their raw scores of one tile of kSoftmaxKeys keys:
+//   s = S + r * kSoftmaxKeys; keys j outside [a[r], e[r]] are masked (a[r] > e[r]: none visible);
+//   x_j = s_j * scale, then softcap * tanh(x_j / softcap) when softcap > 0;
+//   m_new = max(m[r], max_j x_j), corr = exp(m[r] - m_new) (0 when m[r] = -inf);
+//   l[r] = l[r] * corr + sum_j exp(x_j - m_new); acc row r (acc + r * hdv) *= corr; m[r] = m_new;
+//   s_j <- exp(x_j - m_new), 0 where masked (the weights accumulate_tile takes).
+// A row that sees none of the keys keeps m, l, acc and gets weights 0.
+inline constexpr int kSoftmaxKeys = 32;
+using SoftmaxTileFn = void (*)(float* S, int n_rows, const int* a, const int* e, float scale, float softcap, float* m,
+                               float* l, float* acc, int hdv);
+
+void softmax_tile_scalar(float* S, int n_rows, const int* a, const int* e, float scale, float softcap, float* m,
+                         float* l, float* acc, int hdv);
+SoftmaxTileFn softmax_tile_avx2();    // the scalar structure with AVX2 exp sums; nullptr without AVX2
+SoftmaxTileFn softmax_tile_avx512();  // nullptr if this CPU lacks AVX-512
+SoftmaxTileFn softmax_tile_kernel();  // the best for this CPU, chosen once
+
 }  // namespace polykv

@@ -1,5 +1,6 @@
 // AVX-512 (F/BW/VL/DQ/VNNI) overrides of the AVX2 row kernels: q8_0/q4_0 K dots with VNNI
-// (vpdpbusd on |k| and sign-adjusted q), 16-wide f32 dot/axpy and f16 rows. Everything else is
+// (vpdpbusd on |k| and sign-adjusted q), q8_0/q4_0 decoders, 16-wide f32 dot/axpy and f16 rows (dot,
+// axpy, decode). Everything else is
 // the AVX2 table's. Rows whose hd is not a multiple of 16 use the AVX2 kernels.
 // gcc 12's avx512fintrin.h trips -Wuninitialized on its _mm512_undefined_* helpers (a false
 // positive in the compiler headers).
@@ -113,6 +114,18 @@ void q8_decode(const uint8_t* src, float* x, int hd) {
   }
 }
 
+// q4_0 row -> f32: per block d * (nibble - 8), values in ggml order (low nibbles, then high).
+void q4_decode(const uint8_t* src, float* x, int hd) {
+  for (int b = 0; b < hd / kQK32; ++b) {
+    const uint8_t* blk = src + size_t(b) * sizeof(BlockQ4_0);
+    const __m512 d = _mm512_set1_ps(half(blk));
+    const __m256i q = q4_values(src, b);  // int8 in -8..7
+    _mm512_storeu_ps(x + 32 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)))));
+    _mm512_storeu_ps(x + 32 * b + 16,
+                     _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)))));
+  }
+}
+
 template <bool kF16>
 __m512 load16(const uint8_t* p, int i) {
   if constexpr (kF16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * size_t(i))));
@@ -160,14 +173,20 @@ void axpy_row(float a, const uint8_t* v, float* acc, int hd) {
   axpy16<kF16>(a, v, acc, hd);
 }
 
+template <bool kF16>
+void decode_row(const uint8_t* src, float* x, int hd) {
+  if (hd % 16) return avx2(kF16 ? KvType::F16 : KvType::F32).decode(src, x, hd);
+  for (int i = 0; i < hd; i += 16) _mm512_storeu_ps(x + i, load16<kF16>(src, i));
+}
+
 KvRowKernels make(KvType t) {
   KvRowKernels k = avx2(t);
   k.dot_f32 = dot_f32;
   k.axpy_f32 = axpy_f32;
   if (t == KvType::Q8_0) k.dot = q8_dot, k.dot_n = quant_dot_n<false>, k.decode = q8_decode;
-  if (t == KvType::Q4_0) k.dot = q4_dot, k.dot_n = quant_dot_n<true>;
-  if (t == KvType::F16) k.dot = dot_row<true>, k.axpy = axpy_row<true>;
-  if (t == KvType::F32) k.dot = dot_row<false>, k.axpy = axpy_row<false>;
+  if (t == KvType::Q4_0) k.dot = q4_dot, k.dot_n = quant_dot_n<true>, k.decode = q4_decode;
+  if (t == KvType::F16) k.dot = dot_row<true>, k.axpy = axpy_row<true>, k.decode = decode_row<true>;
+  if (t == KvType::F32) k.dot = dot_row<false>, k.axpy = axpy_row<false>, k.decode = decode_row<false>;
   return k;
 }
 

@@ -21,24 +21,33 @@
 namespace polykv::cpu {
 namespace {
 
-// Float accumulators of NT tokens. A single token alternates two slots between consecutive blocks so
-// that their FMAs do not wait on each other (FMA latency, not bandwidth, would bound one chain).
+// Float accumulators of NT tokens: two slots per token, block b going to slot b % 2, so that the FMAs
+// of consecutive blocks do not wait on each other (FMA latency, not bandwidth, would bound a single
+// token's one chain). The same two slots for every NT: a token's sum runs in one order whatever the
+// call width (batch invariance, matmul_kernels.h).
 template <int NT>
 struct TokenAccumulators {
-  static constexpr int kSlots = NT == 1 ? 2 : NT;
-  __m256 v[kSlots];
-  float scalar[kSlots] = {};
+  __m256 v[NT][2];
+  float scalar[NT][2] = {};
   TokenAccumulators() {
-    for (auto& x : v) x = _mm256_setzero_ps();
-  }
-  static int slot(int64_t block, int t) { return NT == 1 ? int(block & 1) : t; }
-  void finish(float* out) const {
-    if constexpr (NT == 1) {
-      out[0] = hsum_ps(_mm256_add_ps(v[0], v[1])) + (scalar[0] + scalar[1]);
-    } else {
 #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) out[t] = hsum_ps(v[t]) + scalar[t];
+    for (auto& t : v) t[0] = t[1] = _mm256_setzero_ps();
+  }
+  // Calls block(b, slot) for b = 0 .. n_blocks-1 with slot = b % 2, two blocks per iteration so that
+  // the slot is a constant (the accumulators stay in registers).
+  template <typename F>
+  static void for_blocks(int64_t n_blocks, F&& block) {
+    int64_t b = 0;
+    for (; b + 2 <= n_blocks; b += 2) {
+      block(b, 0);
+      block(b + 1, 1);
     }
+    if (b < n_blocks) block(b, 0);
+  }
+  void finish(float* out) const {
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t)
+      out[t] = hsum_ps(_mm256_add_ps(v[t][0], v[t][1])) + (scalar[t][0] + scalar[t][1]);
   }
 };
 
@@ -57,16 +66,15 @@ struct LegacySym {
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
     const Block* w = static_cast<const Block*>(w_row);
     TokenAccumulators<NT> acc;
-    for (int64_t b = 0; b < n / 32; ++b) {
+    acc.for_blocks(n / 32, [&](int64_t b, int k) __attribute__((always_inline)) {
       const __m256i u = unpack_q45<Ops, Block, kOffset == 16>(w[b]);
       const float dw = half_to_f32(w[b].d);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i s = Ops::dot_u8s8(lane0_epi32(-kOffset * a[t].sum[b]), u, load256(a[t].qs + b * 32));
-        __m256& v = acc.v[acc.slot(b, t)];
-        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * a[t].d[b]), v);
+        acc.v[t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * a[t].d[b]), acc.v[t][k]);
       }
-    }
+    });
     acc.finish(out);
   }
 };
@@ -78,17 +86,16 @@ struct LegacyMin {
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
     const Block* w = static_cast<const Block*>(w_row);
     TokenAccumulators<NT> acc;
-    for (int64_t b = 0; b < n / 32; ++b) {
+    acc.for_blocks(n / 32, [&](int64_t b, int k) __attribute__((always_inline)) {
       const __m256i u = unpack_q45<Ops, Block, kFiveBit>(w[b]);
       const float dw = half_to_f32(w[b].d), mw = half_to_f32(w[b].m);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i s = Ops::dot_u8s8(_mm256_setzero_si256(), u, load256(a[t].qs + b * 32));
-        const int k = acc.slot(b, t);
-        acc.v[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * a[t].d[b]), acc.v[k]);
-        acc.scalar[k] += mw * a[t].d[b] * float(a[t].sum[b]);
+        acc.v[t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * a[t].d[b]), acc.v[t][k]);
+        acc.scalar[t][k] += mw * a[t].d[b] * float(a[t].sum[b]);
       }
-    }
+    });
     acc.finish(out);
   }
 };
@@ -99,16 +106,15 @@ struct LegacyQ8_0 {
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
     const BlockQ8_0* w = static_cast<const BlockQ8_0*>(w_row);
     TokenAccumulators<NT> acc;
-    for (int64_t b = 0; b < n / 32; ++b) {
+    acc.for_blocks(n / 32, [&](int64_t b, int k) __attribute__((always_inline)) {
       const __m256i q = load256(w[b].qs);
       const float dw = half_to_f32(w[b].d);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i s = Ops::dot_s8s8(_mm256_setzero_si256(), q, load256(a[t].qs + b * 32), a[t].sum[b]);
-        __m256& v = acc.v[acc.slot(b, t)];
-        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * a[t].d[b]), v);
+        acc.v[t][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * a[t].d[b]), acc.v[t][k]);
       }
-    }
+    });
     acc.finish(out);
   }
 };

@@ -5,6 +5,13 @@
 // Within its range a thread walks the rows once per token tile and, for each row, computes the dot
 // with every token of the tile while the row is hot in L1/L2, so decode (1..8 tokens, one tile) reads
 // each weight byte from memory exactly once: the memory-bandwidth floor.
+//
+// Batch invariance (issue #8): y[t][o] is bit-identical whatever other tokens share the call, their
+// number, token t's place among them and the thread count. Every path below keeps it: activations are
+// quantized per token, the work split (threads, token tiles, kernel calls of 1..8 tokens, row groups)
+// never splits one (row, token) dot, and each kernel family sums a (row, token) dot in one fixed
+// order for every call width (matmul_kernels.h). Which family computes a row depends only on the
+// weights and the ISA, except for float weights, whose tile shapes and row kernel share one order.
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
@@ -113,6 +120,19 @@ void set_isa_override(Isa isa) {
 
 void clear_isa_override() { g_isa_override.store(-1); }
 
+int64_t token_tile(DType weight_type, int64_t n_in) {
+  // As many tokens as fit kActTileBytes of activations (they stay in L2 while the rows stream by; the
+  // weights are read once per tile), never fewer than 8 so that decode batches are a single pass over
+  // the weights; a multiple of 8 (kMaxPackedTokens).
+  // 512 KiB, half of a Zen 4 L2, leaves room for a row group's weights (measured against 256 and
+  // 768 KiB: f16 prefill +8 %, q4_0 / q8_0 within noise).
+  const size_t kActTileBytes = size_t(512) << 10;
+  const ActFormat fmt = act_format(weight_type);
+  const size_t act_row_bytes =
+      fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float) : act_layout(fmt, n_in).stride;
+  return std::max<int64_t>(8, int64_t(kActTileBytes / act_row_bytes) / 8 * 8);
+}
+
 }  // namespace cpu
 
 const char* matmul_isa() { return cpu::isa_name(cpu::active_isa()); }
@@ -127,12 +147,10 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
 
   // Activations, quantized once per matmul (in parallel over tokens) for the integer kernels.
   std::vector<ActRow> acts(static_cast<size_t>(n_tokens));
-  size_t act_row_bytes = size_t(n_in) * sizeof(float);
   if (fmt == ActFormat::F32) {
     for (int64_t t = 0; t < n_tokens; ++t) acts[size_t(t)].f32 = x + t * n_in;
   } else {
     const ActLayout l = act_layout(fmt, n_in);
-    act_row_bytes = l.stride;
     thread_local std::vector<uint8_t> scratch;  // reused across calls by the calling thread
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
@@ -161,13 +179,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     }
   }
 
-  // Token tile: as many tokens as fit kActTileBytes of activations (they stay in L2 while the rows
-  // stream by; the weights are read once per tile), never fewer than 8 so that decode batches are a
-  // single pass over the weights; a multiple of 8 (kMaxPackedTokens).
-  // 512 KiB, half of a Zen 4 L2, leaves room for a row group's weights (measured against 256 and
-  // 768 KiB: f16 prefill +8 %, q4_0 / q8_0 within noise).
-  const size_t kActTileBytes = size_t(512) << 10;
-  const int64_t tile = std::max<int64_t>(8, int64_t(kActTileBytes / act_row_bytes) / 8 * 8);
+  const int64_t tile = token_tile(w.type, n_in);
   const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
   const int64_t n_out = w.n_out;
   // Rows [o0, o1) × tokens [t0, t1) with the row kernel.
@@ -216,15 +228,17 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     });
     return;
   }
-  // Float weights: the tile kernel for prefill, and for decode when the f32 activation row is over
-  // 16 KiB (half of L1: the row kernel's weight stream would evict it and each weight would cost an
-  // L2 activation load; the tile kernel loads each activation once for 4 rows). For short rows the
-  // one-stream row kernel streams faster (measured: 2048-wide rows ~1.5x, 8192-wide ~0.6x the time).
-  const bool use_tile = n_tokens > 1 || n_in * int64_t(sizeof(float)) > (16 << 10);
-  if (const TileDotFn tdot = active_isa() == Isa::Avx512 && use_tile ? tile_dot_avx512(w.type) : nullptr) {
-    run_groups(kTileRows, kTileTokens, [&](int64_t g, int64_t t, int nt) {
-      tdot(wbase + size_t(g * kTileRows) * w.row_stride, w.row_stride, &acts[size_t(t)], nt, n_in,
-           y + t * n_out + g * kTileRows, n_out);
+  // Float weights on AVX2 / AVX-512: tile kernels, many rows for one token (decode: their FMA chains
+  // overlap) or rows × tokens blocks (prefill). The shape depends on n_tokens, the results do not.
+  const Isa isa = active_isa();
+  const bool one_token = n_tokens == 1;
+  const TileKernel tk = isa == Isa::Avx512 ? tile_kernel_avx512(w.type, one_token)
+                        : isa == Isa::Avx2 ? tile_kernel_avx2(w.type, one_token)
+                                           : TileKernel{};
+  if (tk.fn) {
+    run_groups(tk.rows, tk.max_tokens, [&](int64_t g, int64_t t, int nt) {
+      tk.fn(wbase + size_t(g * tk.rows) * w.row_stride, w.row_stride, &acts[size_t(t)], nt, n_in,
+            y + t * n_out + g * tk.rows, n_out);
     });
     return;
   }

@@ -39,6 +39,9 @@ using VecDotFn = float (*)(const void* w_row, const ActRow& act, int64_t n_in);
 // The kernels' interface: one weight row against n_tok tokens at once, out[t] = Σ_i W[i] * act[t][i]
 // for 1 <= n_tok <= kMaxTokensPerCall. A multi-token kernel unpacks each weight block once and uses
 // it for every token (what makes small-batch decode, e.g. speculative verification, cheap).
+// Batch invariance (issue #8): out[t] is bit-identical whatever n_tok is and wherever token t sits
+// among them: each token's sum runs in one order fixed by the kernel alone (the engine relies on
+// it: a sequence's logits must not depend on the sequences batched with it).
 constexpr int kMaxTokensPerCall = 4;
 using RowDotFn = void (*)(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, float* out);
 
@@ -61,17 +64,25 @@ void by_tokens(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, fl
 }
 static_assert(kMaxTokensPerCall == 4, "by_tokens handles 1..4 tokens");
 
-// Register-blocked kernel for float weights (prefill): kTileRows consecutive rows (row_stride bytes
-// apart) against n_tok tokens, 1 <= n_tok <= kTileTokens:
-//   y[t * ldy + r] = Σ_i W[r][i] * act[t][i]   for r < kTileRows, t < n_tok.
+// Register-blocked kernel for float weights: `rows` consecutive rows (row_stride bytes apart) against
+// n_tok tokens, 1 <= n_tok <= max_tokens:
+//   y[t * ldy + r] = Σ_i W[r][i] * act[t][i]   for r < rows, t < n_tok.
 // Each weight vector is converted once for all tokens and each activation vector loaded once for all
-// rows. Its scalar reference is the row kernels (same sums, other order); the n_out % kTileRows tail
-// rows go through the row kernel.
-constexpr int kTileRows = 4;
-constexpr int kTileTokens = 6;
+// rows. Every shape, and the same ISA's row kernel, computes each (row, token) dot in the same order
+// (float_kernels_x86.h), so the shape may depend on n_tokens without changing any result; the
+// n_out % rows tail rows go through the row kernel. Its scalar reference is the scalar row kernel
+// (same sums, other order).
 using TileDotFn = void (*)(const void* w, size_t row_stride, const ActRow* act, int n_tok, int64_t n_in,
                            float* y, int64_t ldy);
-TileDotFn tile_dot_avx512(DType type);  // nullptr for types without one
+struct TileKernel {
+  TileDotFn fn = nullptr;  // nullptr for types without one
+  int rows = 0;
+  int max_tokens = 0;
+};
+// The ISA's tile for a one-token call (decode: many rows, so that their FMA chains overlap) or for
+// more tokens (prefill: weight and activation vectors reused across a rows × tokens block).
+TileKernel tile_kernel_avx2(DType type, bool one_token);
+TileKernel tile_kernel_avx512(DType type, bool one_token);
 
 // Kernel of each ISA for a weight type, or nullptr where that ISA has none (the caller then falls
 // back to a narrower ISA). The AVX2/AVX-512 tables may only be called when the CPU supports them.
@@ -85,6 +96,10 @@ void quantize_act_q8_K(const float* x, int64_t n, int8_t* qs, float* d, int16_t*
 // The same, bit for bit, with AVX-512 (only call on a CPU with the AVX-512 set).
 void quantize_act_q8_32_avx512(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);
 void quantize_act_q8_K_avx512(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
+
+// Tokens per pass over the weights in matmul() for weights of `weight_type` and rows of n_in values:
+// the activations of one token tile stay in L2 while the weight rows stream by.
+int64_t token_tile(DType weight_type, int64_t n_in);
 
 // ISA selection. detected_isa() is the widest the CPU supports; matmul() uses active_isa(), which is
 // detected_isa() unless a test forced another one (set_isa_override; must be <= detected_isa()).

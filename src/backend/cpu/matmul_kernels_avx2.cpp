@@ -1,7 +1,12 @@
-// AVX2 + FMA + F16C kernels: f32/f16/bf16 rows in 8-wide FMA lanes; the integer kernels of
-// legacy_kernels_x86.h / kquant_kernels_x86.h instantiated with maddubs-based integer ops.
+// AVX2 + FMA + F16C kernels: the float kernels of float_kernels_x86.h in 8-wide FMA lanes; the
+// integer kernels of legacy_kernels_x86.h / kquant_kernels_x86.h instantiated with maddubs-based
+// integer ops.
 #include <immintrin.h>
 
+#include <array>
+#include <cstring>
+
+#include "backend/cpu/float_kernels_x86.h"
 #include "backend/cpu/kquant_kernels_x86.h"
 #include "backend/cpu/legacy_kernels_x86.h"
 #include "backend/cpu/matmul_kernels.h"
@@ -34,72 +39,54 @@ struct Avx2Ops {
   }
 };
 
-// Float row element types: T, load(p) turning 8 weights at p into f32, scalar(v) for the tail.
+// Vector policy of float_kernels_x86.h: 8-lane FMA; a tail of count < 8 values is copied into a
+// zeroed 8-value buffer and loaded whole (AVX2 has no masked 16-bit load).
+struct Avx2Float {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static __m256 zero() { return _mm256_setzero_ps(); }
+  static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+  static float reduce(__m256 v) { return hsum_ps(v); }
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 load_part(const float* p, int count) { return load(padded(p, count).data()); }
+  template <typename T>
+  static std::array<T, 8> padded(const T* p, int count) {
+    std::array<T, 8> buf{};
+    std::memcpy(buf.data(), p, size_t(count) * sizeof(T));
+    return buf;
+  }
+};
+
+// Float row element types: T, and 8 (or count) weights at p as f32.
 struct F32Row {
   using T = float;
   static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
-  static float scalar(float v) { return v; }
+  static __m256 load_part(const float* p, int count) { return Avx2Float::load_part(p, count); }
 };
 struct F16Row {
   using T = uint16_t;
   static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(load128(p)); }
-  static float scalar(uint16_t v) { return half_to_f32(v); }
+  static __m256 load_part(const uint16_t* p, int count) { return load(Avx2Float::padded(p, count).data()); }
 };
 struct BF16Row {
   using T = uint16_t;
   static __m256 load(const uint16_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
   }
-  static float scalar(uint16_t v) {
-    const uint32_t u = uint32_t(v) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
+  static __m256 load_part(const uint16_t* p, int count) { return load(Avx2Float::padded(p, count).data()); }
 };
 
-// NT tokens against one row: each weight vector is loaded (and converted) once and FMA'd into every
-// token's accumulators; U independent accumulators per token hide the FMA latency.
-template <typename Row>
-struct FloatDot {
-  using T = typename Row::T;
-  template <int NT>
-  static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
-    constexpr int U = NT == 1 ? 4 : 2;
-    const T* w = static_cast<const T*>(w_row);
-    __m256 acc[NT][U];
-    for (auto& row : acc)
-      for (auto& v : row) v = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 * U <= n; i += 8 * U)
-      for (int u = 0; u < U; ++u) {
-        const __m256 wv = Row::load(w + i + 8 * u);
-        for (int t = 0; t < NT; ++t) acc[t][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[t].f32 + i + 8 * u), acc[t][u]);
-      }
-    for (; i + 8 <= n; i += 8) {
-      const __m256 wv = Row::load(w + i);
-      for (int t = 0; t < NT; ++t) acc[t][0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a[t].f32 + i), acc[t][0]);
-    }
-    for (int t = 0; t < NT; ++t) {
-      for (int u = 1; u < U; ++u) acc[t][0] = _mm256_add_ps(acc[t][0], acc[t][u]);
-      float tail = 0.0f;
-      for (int64_t j = i; j < n; ++j) tail += Row::scalar(w[j]) * a[t].f32[j];
-      out[t] = hsum_ps(acc[t][0]) + tail;
-    }
-  }
-};
+// 16 ymm registers: decode 8 rows (8 FMA chains) × 1 token; prefill 4 rows × 3 tokens (12 accumulators).
+using Floats = FloatKernels<Avx2Float, F32Row, F16Row, BF16Row, 8, 4, 3>;
 
 }  // namespace
 
+TileKernel tile_kernel_avx2(DType type, bool one_token) { return Floats::tile(type, one_token); }
+
 RowDotFn row_dot_avx2(DType type) {
-  switch (type) {
-    case DType::F32: return by_tokens<FloatDot<F32Row>>;
-    case DType::F16: return by_tokens<FloatDot<F16Row>>;
-    case DType::BF16: return by_tokens<FloatDot<BF16Row>>;
-    default:
-      if (RowDotFn f = legacy_kernel<Avx2Ops>(type)) return f;
-      return kquant_kernel<Avx2Ops>(type);
-  }
+  if (RowDotFn f = Floats::row(type)) return f;
+  if (RowDotFn f = legacy_kernel<Avx2Ops>(type)) return f;
+  return kquant_kernel<Avx2Ops>(type);
 }
 
 }  // namespace polykv::cpu
