@@ -418,14 +418,16 @@ TEST_F(ServerHttp, ConcurrentClientsGetUncorruptedAnswers) {
   for (const auto& p : prompts) expected.push_back(greedy_completion(p, 6));
   const Json before = json_of(cli_->Get("/v1/status"));
 
-  // 8 clients x 4 requests each, streamed or not; every third one leaves after its first chunk.
+  // The bounded load test: 32 clients x 10 requests each (320), streamed or not; every third
+  // one leaves after its first chunk.
   std::atomic<int> ok{0}, left{0}, wrong{0};
   std::vector<std::thread> clients;
-  for (int t = 0; t < 8; ++t) {
+  constexpr int kClients = 32, kPerClient = 10;
+  for (int t = 0; t < kClients; ++t) {
     clients.emplace_back([&, t] {
       auto c = server_->client();
-      for (int k = 0; k < 4; ++k) {
-        const int i = t * 4 + k;
+      for (int k = 0; k < kPerClient; ++k) {
+        const int i = t * kPerClient + k;
         const size_t which = size_t(i) % prompts.size();
         const bool stream = i % 2 == 1, leave = i % 3 == 0;
         const Json body = {{"prompt", prompts[which]},
@@ -452,7 +454,7 @@ TEST_F(ServerHttp, ConcurrentClientsGetUncorruptedAnswers) {
   }
   for (auto& c : clients) c.join();
   EXPECT_EQ(wrong, 0);
-  EXPECT_EQ(ok + left, 32);
+  EXPECT_EQ(ok + left, kClients * kPerClient);
   // Idle again, every block back (no pool holds any here); the engine releases a finished
   // sequence's blocks at its next step, so the figures settle shortly after the last answer.
   Json st;
@@ -462,7 +464,7 @@ TEST_F(ServerHttp, ConcurrentClientsGetUncorruptedAnswers) {
            st["kv"]["blocks_used"] == 0;
   })) << st;
   EXPECT_EQ(st["requests"]["failed"], 0);
-  EXPECT_EQ(st["requests"]["total"].get<int>(), before["requests"]["total"].get<int>() + 32);
+  EXPECT_EQ(st["requests"]["total"].get<int>(), before["requests"]["total"].get<int>() + kClients * kPerClient);
 }
 
 TEST_F(ServerHttp, DroppedStreamCancelsAndFreesItsBlocks) {
