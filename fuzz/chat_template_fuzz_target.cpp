@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fuzz_chat_options.h"
 #include "chat/chat_template.h"
 #include "core/error.h"
 
@@ -37,14 +38,7 @@ const nlohmann::ordered_json& fixed_tools() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 64 * 1024) return 0;
   const std::string source(reinterpret_cast<const char*>(data), size);
-  polykv::ChatTemplateOptions opts;
-  opts.add_generation_prompt = true;
-  opts.bos_token = "<s>";
-  opts.eos_token = "</s>";
-  opts.now = std::tm{};
-  opts.limits.max_output_bytes = 1 << 20;
-  opts.limits.max_loop_iterations = 100000;
-  opts.limits.max_range = 10000;
+  const polykv::ChatTemplateOptions opts = polykv::fuzz::fuzz_chat_options();
   try {
     polykv::render_chat_template(source, fixed_messages(), fixed_tools(), opts);
   } catch (const polykv::Error&) {

@@ -18,6 +18,7 @@
 #include "chat/chat_input.h"
 #include "chat/chat_template.h"
 #include "chat/jinja_json.h"
+#include "fuzz_chat_options.h"
 #include "core/error.h"
 #include "core/json_limits.h"
 
@@ -38,23 +39,12 @@ const std::vector<polykv::ChatTemplate>& templates() {
   return loaded;
 }
 
-polykv::ChatTemplateOptions options() {
-  polykv::ChatTemplateOptions opts;
-  opts.add_generation_prompt = true;
-  opts.bos_token = "<s>";
-  opts.eos_token = "</s>";
-  opts.now = std::tm{};
-  opts.limits.max_output_bytes = 1 << 20;
-  opts.limits.max_loop_iterations = 100000;
-  opts.limits.max_range = 10000;
-  return opts;
-}
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 64 * 1024) return 0;
-  static const polykv::ChatTemplateOptions opts = options();
+  static const polykv::ChatTemplateOptions opts = polykv::fuzz::fuzz_chat_options();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   polykv::ChatInput input;
   try {

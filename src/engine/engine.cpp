@@ -171,7 +171,6 @@ PoolInfo Engine::create_pool(const std::string& name, const std::vector<int32_t>
   s->tokens = tokens;
   s->n_context = int(tokens.size());
   s->sampler = std::make_unique<Sampler>(SamplingParams{});
-  Seq* raw = s.get();
   std::string error;
   bool done = false;
   s->req.on_done = [&](const FinishInfo& fi) {  // runs on the step thread, under no lock of ours
@@ -180,7 +179,6 @@ PoolInfo Engine::create_pool(const std::string& name, const std::vector<int32_t>
     done = true;
     cv_.notify_all();
   };
-  (void)raw;
   pools_[name].tokens = tokens;
   waiting_.push_front(std::move(s));  // pools go first: agents are waiting for them
   cv_.notify_all();
@@ -404,7 +402,7 @@ void Engine::sample_and_emit(Seq& s, const float* logits) {
   if (int(s.tokens.size()) >= opts_.n_ctx) return finish(s, FinishReason::ContextFull);
 }
 
-bool Engine::step() {
+void Engine::step() {
   const auto t0 = Clock::now();
   std::vector<uint64_t> cancelled;
   std::vector<KvSequenceManager::SeqId> pools_to_free;
@@ -436,7 +434,7 @@ bool Engine::step() {
     std::lock_guard<std::mutex> lk(mu_);
     admit_locked();
   }
-  if (running_.empty()) return !cancelled.empty() || !pools_to_free.empty();
+  if (running_.empty()) return;
 
   // The batch: decodes first (one token each), then prompt chunks, under the token budget.
   std::vector<Seq*> order;
@@ -460,7 +458,7 @@ bool Engine::step() {
     n_feed.push_back(n);
     budget -= n;
   }
-  if (batch.empty()) return true;
+  if (batch.empty()) return;
 
   const int n_vocab = model_.config().n_vocab;
   std::vector<std::vector<float>> logits(batch.size());
@@ -495,7 +493,6 @@ bool Engine::step() {
   ++m_.steps_total;
   m_.step_seconds_total += dt;
   m_.last_step_seconds = dt;
-  return true;
 }
 
 void Engine::refresh_kv_stats() {

@@ -74,7 +74,7 @@ class Engine final : public InferenceService {
   };
 
   void step_loop();
-  bool step();  // one step; false when there was nothing to do
+  void step();  // one step: cancellations, admissions, one batch
   void refresh_kv_stats();  // metrics' view of the block pool (step thread)
   void admit_locked();
   bool make_room(Seq& s, int n, std::vector<Seq*>& batch);

@@ -18,19 +18,8 @@ cp "$here/openai_client/package.json" "$here/openai_client/client.test.mjs" "$wo
 [ -f "$here/openai_client/package-lock.json" ] && cp "$here/openai_client/package-lock.json" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error --cache "$work/npm-cache" >/dev/null)
 
-log="$work/server.log"
-"$bin" serve -m "$model" --host 127.0.0.1 --port 0 -t 2 --api-key e2e-key 2>"$log" &
-pid=$!
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
-# The port from the "listening on" line, once a connection to it succeeds (bash's /dev/tcp).
-port=""
-for _ in $(seq 1 300); do
-  port="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)"
-  [ -n "$port" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  port=""
-  kill -0 "$pid" 2>/dev/null || { echo "polykv serve exited:"; cat "$log"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "polykv serve did not start:"; cat "$log"; exit 1; }
+serve_args=(--api-key e2e-key)
+# shellcheck source=start_server.sh
+source "$here/start_server.sh"
 cd "$work"
 POLYKV_BASE_URL="http://127.0.0.1:$port/v1" POLYKV_API_KEY=e2e-key node --test client.test.mjs

@@ -15,20 +15,9 @@ if [ -z "$chromium" ]; then
   exit 77
 fi
 mkdir -p "$work"
-log="$work/server.log"
-"$bin" serve -m "$model" --host 127.0.0.1 --port 0 -t 2 2>"$log" &
-pid=$!
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true' EXIT
-# The port from the "listening on" line, once a connection to it succeeds (bash's /dev/tcp).
-port=""
-for _ in $(seq 1 300); do
-  port="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)"
-  [ -n "$port" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  port=""
-  kill -0 "$pid" 2>/dev/null || { echo "polykv serve exited:"; cat "$log"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "polykv serve did not start:"; cat "$log"; exit 1; }
+serve_args=()
+# shellcheck source=start_server.sh
+source "$here/start_server.sh"
 url="http://127.0.0.1:$port"
 if ! python3 - "$url" <<'PY'
 import json, sys, urllib.request
