@@ -7,12 +7,16 @@
 //  - store() writes positions [pos, pos + n) of one layer (quantizing f32 rows in place), pos >= the
 //    committed length only; view(layer) is valid until the next store()/commit() of the sequence.
 #pragma once
+#include <span>
+
+#include "kv/block_pool.h"
 #include "kv/k_equalizer.h"
 #include "kv/kv_layer_view.h"
 
 namespace polykv {
 
 class ThreadPool;
+class KvBlockStore;
 
 class KvSequence {
  public:
@@ -25,6 +29,12 @@ class KvSequence {
   virtual KvLayerView view(int layer) const = 0;
   // Per-channel K scales (kv/k_equalizer.h); disabled unless the owner installed one.
   virtual KEqualizer& k_equalizer() = 0;
+
+  // The pool and block table behind the sequence, for backends that address KV by block id (CUDA:
+  // the pool lives in device memory, where view()'s pointers must not be dereferenced on the host).
+  // A private KvCache has neither: nullptr and an empty table.
+  virtual const KvBlockStore* block_store() const { return nullptr; }
+  virtual std::span<const BlockId> block_table() const { return {}; }
 };
 
 // Quantizes rows [pos, pos + n) of one layer into the rows `rows` addresses (K in rows.k_type, V in

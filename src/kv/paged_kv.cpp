@@ -12,6 +12,7 @@ PagedKv::PagedKv(KvBlockStore& store, int max_tokens) : store_(store), max_token
 
 void PagedKv::set_blocks(std::span<const BlockId> table) {
   n_blocks_ = int(table.size());
+  table_.assign(table.begin(), table.end());
   for (int il = 0; il < store_.shape().n_layer; ++il) {
     auto& k = k_ptrs_[size_t(il)];
     auto& v = v_ptrs_[size_t(il)];

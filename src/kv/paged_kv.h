@@ -30,12 +30,15 @@ class PagedKv final : public KvSequence {
   void commit(int n_tokens) override;
   KvLayerView view(int layer) const override;
   KEqualizer& k_equalizer() override { return k_equalizer_; }  // always disabled in the pool
+  const KvBlockStore* block_store() const override { return &store_; }
+  std::span<const BlockId> block_table() const override { return table_; }
 
  private:
   KvBlockStore& store_;
   int max_tokens_;
   int n_tokens_ = 0;
   int n_blocks_ = 0;
+  std::vector<BlockId> table_;
   std::vector<std::vector<const uint8_t*>> k_ptrs_, v_ptrs_;  // [n_layer][n_blocks]
   KEqualizer k_equalizer_;
 };

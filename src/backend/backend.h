@@ -1,0 +1,118 @@
+// The seam between the decoder (model/transformer.cpp) and the hardware that runs it. The model is
+// written once against this small op set; a backend owns its memory and kernels:
+//   - CpuBackend (backend/cpu/cpu_backend.h): the reference; host memory, a ThreadPool, the SIMD
+//     kernels of backend/cpu.
+//   - CudaBackend (backend/cuda/cuda_backend.h, built with POLYKV_CUDA): device memory, CUDA
+//     kernels, cuBLAS for prefill, the KV pool in device memory.
+//
+// Rules every backend keeps:
+//  - Pointers passed to ops (activations, uploaded weights, positions, tokens) are in the backend's
+//    memory ("backend memory": host for CPU, device for CUDA); upload()/download() cross it. Ops may
+//    run asynchronously; download() and synchronize() wait for everything issued before them.
+//  - All float activations are f32, row-major, contiguous: [rows][cols].
+//  - Results do not depend on how tokens are batched: every op computes a row from that row's inputs
+//    only, in a fixed reduction order (the engine's "batching never changes a token", model/model.h).
+//    CpuBackend keeps it bit for bit; a GPU backend keeps it for its own kernels.
+//  - kv/ bookkeeping and engine/ never see a device type: a backend's KV pool memory is a KvMemory
+//    (kv/kv_memory.h), sequences are KvSequence.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/matmul.h"
+#include "core/layer_kinds.h"
+#include "kv/kv_memory.h"
+#include "kv/kv_sequence.h"
+
+namespace polykv {
+
+enum class DeviceKind { Cpu, Cuda };
+
+// One sequence of a forward step, as the backend sees it: its KV, the positions its rows take and
+// where its rows sit in the step's activations.
+struct StepSeq {
+  KvSequence* kv = nullptr;
+  int pos0 = 0;  // position of its first row (the KV holds 0 .. pos0 - 1 before the step)
+  int n = 0;     // rows (tokens) of this sequence in the step
+  int row0 = 0;  // first row in the step's activation buffers; sequences are contiguous, in order
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual std::string describe() const = 0;  // "cpu (avx512, 2 threads)", "cuda:0 NVIDIA H200 (sm_90)"
+
+  // ---- memory -------------------------------------------------------------------------------
+  // Bytes in backend memory (uninitialized); throws Error when they cannot be had.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* src_host, size_t bytes) = 0;
+  virtual void download(void* dst_host, const void* src, size_t bytes) = 0;  // waits for prior ops
+  virtual void synchronize() = 0;
+  // Where a KV pool for this backend keeps its blocks (KvBlockStore's memory).
+  virtual KvMemory& kv_memory() = 0;
+
+  // ---- weights (once, at model load) --------------------------------------------------------
+  // A matrix the backend's matmul reads: the same type and shape, rows in backend memory (CPU: the
+  // host matrix itself, possibly packed; CUDA: a device copy). The host matrix stays valid.
+  virtual WeightMatrix upload_matrix(const WeightMatrix& host) = 0;
+  // A vector of floats (norm weights, biases, RoPE frequencies) in backend memory, kept for the
+  // backend's lifetime (CPU may return the host pointer itself: the caller keeps it alive).
+  virtual const float* upload_floats(std::span<const float> host) = 0;
+
+  // ---- ops (all pointers in backend memory) -------------------------------------------------
+  // x[t] = dequantize(table row tokens[t]) * scale; tokens: [n] (in range, checked by the caller),
+  // x: [n][table.n_in].
+  virtual void embed(const WeightMatrix& table, const int32_t* tokens, int n, float scale, float* x) = 0;
+  // y[t][o] = sum_i w[o][i] x[t][i]; x: [n][w.n_in], y: [n][w.n_out].
+  virtual void matmul(const WeightMatrix& w, const float* x, float* y, int n) = 0;
+  // out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w; rows of `cols`; out may alias x.
+  virtual void rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps) = 0;
+  // x[r][c] += b[c] (bias, broadcast over rows).
+  virtual void add_bias(float* x, const float* b, int rows, int cols) = 0;
+  // x[i] += y[i].
+  virtual void add(float* x, const float* y, int64_t n) = 0;
+  // RoPE of rows of n_heads heads: row r at position pos[r]; the angle of pair i is
+  // (pos / scale) * inv_freq[i]; only the first n_rot dims of each head rotate. x: [rows][n_heads][head_dim].
+  virtual void rope(float* x, int rows, int n_heads, int head_dim, int n_rot, const int32_t* pos,
+                    const float* inv_freq, float scale, RopeStyle style) = 0;
+  // gate[i] = act(gate[i]) * up[i].
+  virtual void gated_activation(float* gate, const float* up, int64_t n, Activation act) = 0;
+  // x[i] = cap * tanh(x[i] / cap).
+  virtual void softcap(float* x, int64_t n, float cap) = 0;
+  // dst[i] = src[rows[i]] for i < n; rows (backend memory) index rows of `cols` floats.
+  virtual void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) = 0;
+
+  // ---- KV and attention ---------------------------------------------------------------------
+  // The sequences of this forward step (host memory, valid until the next begin_step). store_kv and
+  // attention below act on all of them. A backend may refuse a sequence it cannot address (CUDA needs
+  // block_store() in its own kv_memory()) with an Error naming why.
+  virtual void begin_step(std::span<const StepSeq> seqs) = 0;
+  // Quantizes rows [pos0, pos0 + n) of every step sequence into its KV at `layer`.
+  // k: [rows][n_head_kv][head_dim], v: [rows][n_head_kv][head_dim_v] (the step's rows). A backend may
+  // rescale k in place (K equalization).
+  virtual void store_kv(int layer, float* k, const float* v) = 0;
+  // Causal attention of every step sequence's rows over its KV at `layer` (positions 0 .. pos0 + n - 1,
+  // the step's own rows already stored). q: [rows][n_head][head_dim] (may be rescaled in place),
+  // out: [rows][n_head][head_dim_v].
+  virtual void attention(int layer, const AttentionParams& p, float* q, float* out) = 0;
+};
+
+// Options to make a backend: `device` is "cpu" or "cuda" / "cuda:N"; "auto" picks cuda when this
+// build has it and a GPU is present, else cpu. threads: CPU worker threads (0: all cores).
+struct BackendOptions {
+  std::string device = "cpu";
+  int threads = 0;
+};
+
+// Throws Error if the device is unknown, not built in ("this polykv was built without CUDA") or absent.
+std::unique_ptr<Backend> make_backend(const BackendOptions& opts);
+// True if this build has the CUDA backend and a GPU is visible.
+bool cuda_available();
+
+}  // namespace polykv

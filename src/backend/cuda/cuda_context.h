@@ -1,0 +1,42 @@
+// What every CUDA kernel launcher of the backend needs: the device, the stream all work is issued on
+// (one stream: ops run in issue order), the cuBLAS handle bound to it, and grow-only scratch buffers.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace polykv::cuda {
+
+// Named scratch slots, so launchers that run in one op do not share a buffer by accident.
+enum class Scratch { MatmulWeights, MatmulActs, MatmulOut, AttentionPartials, AttentionTables, KvSlots, Misc, Count };
+
+class CudaContext {
+ public:
+  explicit CudaContext(int device);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  int sm_count() const { return sm_count_; }
+  int cc_major() const { return cc_major_; }
+  int cc_minor() const { return cc_minor_; }
+
+  // A device buffer of at least `bytes` for slot s; valid until the next scratch(s, larger) call.
+  // Growing synchronizes the stream first (the old buffer may be in use), so it must not be
+  // called while a CUDA graph is being captured with a larger size than before.
+  void* scratch(Scratch s, size_t bytes);
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  int sm_count_ = 0, cc_major_ = 0, cc_minor_ = 0;
+  std::vector<void*> scratch_ptr_;
+  std::vector<size_t> scratch_bytes_;
+};
+
+}  // namespace polykv::cuda

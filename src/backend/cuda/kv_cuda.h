@@ -1,0 +1,57 @@
+// The KV pool on the GPU: quantizing new K/V rows into their blocks (every KV type of kv/kv_type.h,
+// turbo rotation, codebooks and the trellis encoder included) and attention reading K and V in
+// their stored types (no f16/f32 copy of the cache).
+//
+// Addressing (the layout of kv/kv_block_store.h, in device memory): the row of (block b, KV head g,
+// slot i in the block) of one layer is
+//   K: layer_base + b * block_stride + (g * block_tokens + i) * k_head_bytes
+//   V: layer_base + b * block_stride + v_offset + (g * block_tokens + i) * v_head_bytes
+// Position p of a sequence lives in block table[p / block_tokens], slot p % block_tokens.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/attention.h"
+#include "backend/cuda/cuda_context.h"
+#include "kv/kv_type.h"
+
+namespace polykv::cuda {
+
+struct KvLayerDevice {
+  KvType k_type = KvType::F16, v_type = KvType::F16;
+  int block_tokens = 0, n_head_kv = 0, head_dim = 0, head_dim_v = 0;
+  size_t k_head_bytes = 0, v_head_bytes = 0;
+  uint8_t* layer_base = nullptr;  // device: the store's bytes + layer * layer_bytes
+  size_t block_stride = 0;        // bytes between blocks (the store's block_bytes(): all layers)
+  size_t v_offset = 0;            // the store's k_part_bytes()
+};
+
+// Quantizes n rows into the pool: row r goes to slot slots[r] = block * block_tokens + offset.
+// k: device [n][n_head_kv][head_dim] f32, v: device [n][n_head_kv][head_dim_v] f32, slots: device [n].
+// Each (row, head) is encoded exactly as kv_type_ops(type).quantize_head does on the CPU (bit-identical
+// codes for f16/bf16/q8_0/q4_0; turbo and trellis codes may differ only where float rounding ties).
+void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
+              cudaStream_t stream);
+
+// The sequences of one attention call. Arrays are device memory (uploaded once per step, shared by
+// all layers); the host bounds size the launch grid, so that a captured graph stays valid while
+// the real values (read on the device) stay under them.
+struct AttentionBatchDevice {
+  int n_seq = 0;
+  const int32_t* tables = nullptr;       // concatenated block tables
+  const int32_t* table_start = nullptr;  // [n_seq] offset of each sequence's table in `tables`
+  const int32_t* pos0 = nullptr;         // [n_seq] position of the sequence's first query
+  const int32_t* n_q = nullptr;          // [n_seq] queries of the sequence
+  const int32_t* row0 = nullptr;         // [n_seq] first row of the sequence in q / out
+  int total_rows = 0;                    // sum of n_q (host)
+  int max_n_q = 0;                       // host bound on n_q
+  int max_kv = 0;                        // host bound on pos0 + n_q (keys a query may see)
+};
+
+// Causal GQA attention of every sequence's queries over its paged KV (its own rows already stored).
+// q: device [total_rows][n_head][head_dim] f32; out: device [total_rows][n_head][head_dim_v] f32.
+// Long contexts are split across thread blocks and merged by log-sum-exp (split-K).
+void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
+               float* out, CudaContext& ctx);
+
+}  // namespace polykv::cuda
