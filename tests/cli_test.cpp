@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -81,13 +82,13 @@ TEST(Cli, LogitsMatchInProcessForward) {
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<float> got = test::read_f32(out);
   std::filesystem::remove(out);
-  auto model = Model::load(embedded_model());
+  CpuBackend backend(1);
+  auto model = Model::load(embedded_model(), backend);
   ASSERT_EQ(got.size(), size_t(4 * model->config().n_vocab));
   KvCache kv(model->kv_shape(), KvType::F16, KvType::F16, 8);
-  ThreadPool pool(1);
   std::vector<float> ref(got.size());
   const std::vector<int32_t> ids = {1, 317, 296, 452};
-  model->forward(ids, kv, ref.data(), true, pool);
+  model->forward(ids, kv, ref.data(), true);
   EXPECT_EQ(got, ref);
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "engine/generate.h"
 #include "test_util.h"
@@ -18,7 +19,8 @@ namespace polykv {
 namespace {
 
 struct Fixture {
-  std::unique_ptr<Model> model = Model::load(test::embedded_model());
+  CpuBackend backend{2};  // the engine steps on its threads
+  std::unique_ptr<Model> model = Model::load(test::embedded_model(), backend);
   Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::vector<int32_t> encode(const std::string& s, bool bos) const { return tok.encode(s, bos, false); }
   std::function<bool(int32_t)> eog() const {
@@ -39,7 +41,6 @@ SamplingParams greedy() {
 
 // Greedy continuation of `prompt` run alone through a private cache (the reference).
 std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n, const std::string& kt, const std::string& vt) {
-  ThreadPool pool(2);
   KvCache kv = make_kv_cache(fx().model->kv_shape(), kt, vt, 2048);
   std::vector<int32_t> out;
   GenerateOptions o;
@@ -51,7 +52,7 @@ std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n, const std:
     return true;
   };
   cb.is_eog = fx().eog();
-  generate(*fx().model, kv, prompt, o, cb, pool);
+  generate(*fx().model, kv, prompt, o, cb);
   return out;
 }
 
@@ -89,7 +90,6 @@ struct Collector {
 
 EngineOptions options() {
   EngineOptions o;
-  o.n_threads = 2;
   o.parallel = 16;
   o.kv_tokens = 16384;
   o.block_tokens = 32;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "eval/distribution.h"
 #include "eval/kld.h"
@@ -32,7 +33,8 @@ std::string trained_dir() { return test::fixtures_dir() + "/models/trained"; }
 
 // One model for every test of the file (loading it is cheap, but there is no need to repeat it).
 Model& trained_model() {
-  static std::unique_ptr<Model> m = Model::load(trained_dir() + "/trained_llama.gguf");
+  static CpuBackend backend(0);
+  static std::unique_ptr<Model> m = Model::load(trained_dir() + "/trained_llama.gguf", backend);
   return *m;
 }
 
@@ -92,8 +94,7 @@ TEST(EvalPpl, MatchesTransformersLogprobs) {
   const TokenRows rows = read_token_rows(ids_path, kCtx);
   ASSERT_EQ(rows.n_rows(), 1);
 
-  ThreadPool pool(0);
-  RowForward fwd(trained_model(), {"f32", "f32"}, kCtx, pool);
+  RowForward fwd(trained_model(), {"f32", "f32"}, kCtx);
   const std::vector<double> ours = row_next_token_logprobs(fwd, rows.row(0), 512);
   ASSERT_EQ(ours.size(), size_t(kCtx - 1));
   double worst = 0, ref_sum = 0, our_sum = 0;
@@ -110,7 +111,7 @@ TEST(EvalPpl, MatchesTransformersLogprobs) {
   const std::vector<double> chunked = row_next_token_logprobs(fwd, rows.row(0), 100);
   for (size_t t = 0; t < ours.size(); ++t) EXPECT_NEAR(chunked[t], ours[t], 1e-5) << "position " << t;
 
-  const PplResult r = evaluate_perplexity(trained_model(), rows, {"f32", "f32"}, pool);
+  const PplResult r = evaluate_perplexity(trained_model(), rows, {"f32", "f32"});
   EXPECT_EQ(r.n_rows, 1);
   EXPECT_EQ(r.n_scored, kCtx - 1);
   EXPECT_NEAR(r.nll_mean(), -our_sum / (kCtx - 1), 1e-12);  // the mean of exactly those positions
@@ -128,12 +129,11 @@ TokenRows first_ppl_dev_tokens(int n) {
 TEST(EvalKld, SameTypesGiveZeroDivergence) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const TokenRows rows = first_ppl_dev_tokens(128);
-  ThreadPool pool(0);
   KldOptions o;
   o.ref = {"f16", "f16"};
   o.test = {"f16", "f16"};
   o.chunk_tokens = 50;
-  const KldResult r = evaluate_kld(trained_model(), rows, pool, o);
+  const KldResult r = evaluate_kld(trained_model(), rows, o);
   EXPECT_EQ(r.n_positions, 127);
   EXPECT_LE(r.mean_kld, 1e-12);
   EXPECT_LE(r.max_kld, 1e-12);
@@ -143,7 +143,7 @@ TEST(EvalKld, SameTypesGiveZeroDivergence) {
 
   // f32 against f16 K/V: a real but small difference.
   o.test = {"f32", "f32"};
-  const KldResult d = evaluate_kld(trained_model(), rows, pool, o);
+  const KldResult d = evaluate_kld(trained_model(), rows, o);
   std::printf("  f32 vs f16 KV: mean KLD %.3g, p95 TV %.3g, top-1 %.4f\n", d.mean_kld, d.p95_tv, d.top1_agreement);
   EXPECT_GT(d.mean_kld, 0.0);
   EXPECT_LT(d.mean_kld, 1e-3);
@@ -174,8 +174,7 @@ TEST(EvalNeedle, MatchesTransformersOnThreeCases) {
     if (c.ref_correct.value_or(false) && c.variant.ends_with("_short") && picked.size() < 3) picked.push_back(c);
   ASSERT_EQ(picked.size(), 3u);
   const Tokenizer tok = Tokenizer::from_gguf(trained_model().gguf());
-  ThreadPool pool(0);
-  const NeedleReport rep = evaluate_needle(trained_model(), tok, {"f32", "f32"}, picked, pool);
+  const NeedleReport rep = evaluate_needle(trained_model(), tok, {"f32", "f32"}, picked);
   for (size_t i = 0; i < picked.size(); ++i)
     EXPECT_EQ(rep.outcomes[i].answer, *picked[i].ref_answer) << "case on line " << picked[i].line;
   EXPECT_EQ(rep.all.correct, 3);

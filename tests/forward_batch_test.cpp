@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "kv/kv_block_store.h"
 #include "kv/paged_kv.h"
 #include "model/model.h"
@@ -21,13 +22,13 @@ std::vector<int32_t> ids(int n, int seed) {
 }
 
 // Logits of every position of `tokens` run alone, chunk by chunk, through a private cache.
-std::vector<float> alone(Model& m, const std::vector<int32_t>& tokens, KvType kt, KvType vt, int chunk, ThreadPool& pool) {
+std::vector<float> alone(Model& m, const std::vector<int32_t>& tokens, KvType kt, KvType vt, int chunk) {
   const int V = m.config().n_vocab;
   KvCache kv(m.kv_shape(), kt, vt, 1024, 16);
   std::vector<float> out(tokens.size() * size_t(V));
   for (size_t p = 0; p < tokens.size(); p += size_t(chunk)) {
     const size_t n = std::min(tokens.size() - p, size_t(chunk));
-    m.forward(std::span(tokens).subspan(p, n), kv, out.data() + p * size_t(V), true, pool);
+    m.forward(std::span(tokens).subspan(p, n), kv, out.data() + p * size_t(V), true);
   }
   return out;
 }
@@ -35,15 +36,15 @@ std::vector<float> alone(Model& m, const std::vector<int32_t>& tokens, KvType kt
 class ForwardBatch : public testing::TestWithParam<std::pair<KvType, KvType>> {};
 
 TEST_P(ForwardBatch, EachSequenceMatchesItsRunAlone) {
-  auto model = Model::load(test::embedded_model());
+  CpuBackend backend(2);
+  auto model = Model::load(test::embedded_model(), backend);
   const auto [kt, vt] = GetParam();
   const int V = model->config().n_vocab, bt = 16;
-  ThreadPool pool(2);
   KvBlockStore store(model->kv_shape(), kt, vt, 64, bt);
   // Three sequences; their prompts are prefilled in mixed chunks, batched with the others' decodes.
   const std::vector<std::vector<int32_t>> toks = {ids(40, 1), ids(23, 2), ids(57, 3)};
   std::vector<std::vector<float>> ref;
-  for (const auto& t : toks) ref.push_back(alone(*model, t, kt, vt, 7, pool));
+  for (const auto& t : toks) ref.push_back(alone(*model, t, kt, vt, 7));
 
   std::vector<PagedKv> kv;
   std::vector<std::vector<BlockId>> tables(3);
@@ -65,7 +66,7 @@ TEST_P(ForwardBatch, EachSequenceMatchesItsRunAlone) {
       batch.push_back({std::span(toks[s]).subspan(done[s], n), &kv[s], got[s].data() + done[s] * size_t(V), true});
       done[s] += n;
     }
-    model->forward_batch(batch, pool);
+    model->forward_batch(batch);
   }
   for (size_t s = 0; s < 3; ++s) {
     SCOPED_TRACE(s);

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "backend/cpu/cpu_backend.h"
 #include "engine/generate.h"
 #include "test_util.h"
 
@@ -17,13 +18,13 @@ struct Outcome {
 };
 
 Model& model() {
-  static std::unique_ptr<Model> m = Model::load(test::embedded_model());
+  static CpuBackend backend(2);
+  static std::unique_ptr<Model> m = Model::load(test::embedded_model(), backend);
   return *m;
 }
 
 // Greedy generation from a fixed 5-token prompt in a cache of max_tokens.
 Outcome run(int max_tokens, int n_predict, GenerateCallbacks cb, int prefill_chunk = 512) {
-  static ThreadPool pool(2);
   const std::vector<int32_t> prompt = {1, 400, 401, 402, 403};
   KvCache kv = make_kv_cache(model().kv_shape(), "f16", "f16", max_tokens);
   GenerateOptions opts;
@@ -37,7 +38,7 @@ Outcome run(int max_tokens, int n_predict, GenerateCallbacks cb, int prefill_chu
     return on_token ? on_token(id) : true;
   };
   cb.on_prefill = [&](int done, int total) { r.progress.emplace_back(done, total); };
-  r.stats = generate(model(), kv, prompt, opts, cb, pool);
+  r.stats = generate(model(), kv, prompt, opts, cb);
   return r;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "backend/cpu/cpu_backend.h"
 #include "kv/k_equalizer.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -53,17 +54,17 @@ TEST(KEqualizer, ShortFirstChunkStaysUnscaled) {
 
 TEST(KEqualizer, ForwardWithF32CacheIsUnchanged) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
-  auto model = Model::load(test::fixtures_dir() + "/models/random/llama3_gqa.gguf");
+  CpuBackend backend(2);
+  auto model = Model::load(test::fixtures_dir() + "/models/random/llama3_gqa.gguf", backend);
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(1 + (i * 37) % 7000);
-  ThreadPool pool(2);
   const int V = model->config().n_vocab;
   std::vector<float> a(ids.size() * size_t(V)), b(a.size());
   KvCache plain(model->kv_shape(), KvType::F32, KvType::F32, 64);
-  model->forward(ids, plain, a.data(), true, pool);
+  model->forward(ids, plain, a.data(), true);
   KvCache eq(model->kv_shape(), KvType::F32, KvType::F32, 64);
   eq.set_k_equalizer(model->make_k_equalizer({0.5f, 8.0f, 16}));
-  model->forward(ids, eq, b.data(), true, pool);
+  model->forward(ids, eq, b.data(), true);
   EXPECT_NE(eq.k_equalizer().scales(0)[0], 1.0f);  // it did calibrate
   float worst = 0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));

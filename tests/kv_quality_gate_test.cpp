@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "backend/cpu/cpu_backend.h"
 #include "eval/kld.h"
 #include "eval/token_rows.h"
 #include "model/model.h"
@@ -22,7 +23,8 @@ namespace {
 
 KldResult gate_run(const std::string& v_type) {
   const std::string dir = test::fixtures_dir() + "/models/trained";
-  static auto model = Model::load(dir + "/trained_llama.gguf");
+  static CpuBackend backend(2);
+  static auto model = Model::load(dir + "/trained_llama.gguf", backend);
   const TokenRows all = read_token_rows(dir + "/ppl_dev_ids.i32", 2048);
   std::vector<int32_t> slice;
   for (int r = 0; r < 4; ++r) {
@@ -30,11 +32,10 @@ KldResult gate_run(const std::string& v_type) {
     slice.insert(slice.end(), row.begin(), row.begin() + 512);
   }
   const TokenRows rows = split_into_rows(slice, 512);
-  ThreadPool pool(2);
   KldOptions opts;
   opts.ref = {"f32", "f32"};
   opts.test = {"q8_0", v_type};
-  const KldResult r = evaluate_kld(*model, rows, pool, opts);
+  const KldResult r = evaluate_kld(*model, rows, opts);
   std::printf("q8_0/%s vs f32 on 4 x 512: mean KLD %.5f, top-1 %.4f, ppl %.4f (ref %.4f)\n", v_type.c_str(),
               r.mean_kld, r.top1_agreement, r.ppl, r.ref_ppl);
   EXPECT_EQ(r.n_positions, 4 * 511);

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -82,24 +83,24 @@ void compare(const std::string& what, const std::vector<float>& got, const std::
 
 void run_golden(const std::string& dir, const std::string& name, const std::string& gguf,
                 KvType kt = KvType::F32, KvType vt = KvType::F32, Tolerance tol = {kMaxLogprobDiff, 1.0}) {
-  auto model = Model::load(dir + "/" + gguf);
+  CpuBackend backend(2);
+  auto model = Model::load(dir + "/" + gguf, backend);
   const auto ids = fixture_ids(dir, name);
   ASSERT_EQ(int(ids.size()), kPositions);
-  ThreadPool pool(2);
 
   std::vector<float> full(size_t(kPositions) * kVocab);
   {
     KvCache kv(model->kv_shape(), kt, vt, 64, 16);
-    model->forward(ids, kv, full.data(), true, pool);
+    model->forward(ids, kv, full.data(), true);
   }
   const std::string types = std::string(" ") + kv_type_name(kt) + "/" + kv_type_name(vt);
   compare(name + types + " full", full, test::read_f32(dir + "/" + name + ".logits_full.f32"), tol);
 
   std::vector<float> inc(size_t(kPositions) * kVocab);
   KvCache kv(model->kv_shape(), kt, vt, 64, 16);
-  model->forward(std::span(ids).first(kPrompt), kv, inc.data(), true, pool);
+  model->forward(std::span(ids).first(kPrompt), kv, inc.data(), true);
   for (int t = kPrompt; t < kPositions; ++t)
-    model->forward(std::span(ids).subspan(size_t(t), 1), kv, inc.data() + size_t(t) * kVocab, false, pool);
+    model->forward(std::span(ids).subspan(size_t(t), 1), kv, inc.data() + size_t(t) * kVocab, false);
   compare(name + types + " prompt+decode", inc, test::read_f32(dir + "/" + name + ".logits_kvcache.f32"), tol);
 }
 

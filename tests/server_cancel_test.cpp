@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "server_test_util.h"
 #include "test_util.h"
@@ -116,7 +117,8 @@ class FakeService : public InferenceService {
 class ServerCancel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto model = Model::load(test::embedded_model());
+    CpuBackend backend(1);
+    auto model = Model::load(test::embedded_model(), backend);
     tok_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(model->gguf()));
   }
   static void TearDownTestSuite() { tok_.reset(); }

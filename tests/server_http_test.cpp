@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server_test_util.h"
@@ -24,17 +25,18 @@ using test::sse_events;
 class ServerHttp : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = std::shared_ptr<Model>(Model::load(test::embedded_model()));
+    backend_ = std::make_unique<CpuBackend>(2);
+    model_ = std::shared_ptr<Model>(Model::load(test::embedded_model(), *backend_));
     tok_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(model_->gguf()));
   }
   static void TearDownTestSuite() {
     tok_.reset();
     model_.reset();
+    backend_.reset();
   }
   void SetUp() override {
     EngineOptions o;
     o.model_id = "embedded";
-    o.n_threads = 2;
     o.parallel = 4;
     service_ = std::make_unique<Engine>(
         *model_, [tok = *tok_](int32_t id) { return tok.is_eog(id); }, o);
@@ -79,6 +81,7 @@ class ServerHttp : public ::testing::Test {
                    {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}})["choices"][0]["text"];
   }
 
+  static std::unique_ptr<CpuBackend> backend_;  // outlives model_
   static std::shared_ptr<Model> model_;
   static std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<Engine> service_;
@@ -92,6 +95,7 @@ std::string repeat(const std::string& s, int n) {
   return out;
 }
 
+std::unique_ptr<CpuBackend> ServerHttp::backend_;
 std::shared_ptr<Model> ServerHttp::model_;
 std::unique_ptr<Tokenizer> ServerHttp::tok_;
 

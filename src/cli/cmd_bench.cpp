@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
 #include "cli/cli_util.h"
@@ -25,11 +26,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Forwards tokens in chunks (bounded scratch memory), keeping only the last logits.
-void fill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, std::vector<float>& logits, ThreadPool& pool) {
+void fill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, std::vector<float>& logits) {
   constexpr size_t kChunk = 512;
   for (size_t i = 0; i < toks.size(); i += kChunk) {
     const size_t n = std::min(kChunk, toks.size() - i);
-    m.forward(std::span(toks).subspan(i, n), kv, logits.data(), false, pool);
+    m.forward(std::span(toks).subspan(i, n), kv, logits.data(), false);
   }
 }
 
@@ -57,9 +58,10 @@ int cmd_bench(int argc, char** argv) {
   add_k_eq_option(app, k_eq);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  auto model = Model::load(model_path);
+  CpuBackend backend(threads);
+  ThreadPool& pool = backend.pool();
+  auto model = Model::load(model_path, backend);
   const ModelConfig& c = model->config();
-  ThreadPool pool(threads);
   std::mt19937 rng(42);
   auto random_tokens = [&](int n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
@@ -76,9 +78,15 @@ int cmd_bench(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     if (fill_threads > 0 && fill_threads != pool.size()) {
       ThreadPool fill_pool(fill_threads);
-      fill(*model, kv, random_tokens(depth), logits, fill_pool);
+      backend.set_pool(fill_pool);
+      struct Restore {
+        CpuBackend& b;
+        ThreadPool& p;
+        ~Restore() { b.set_pool(p); }
+      } restore{backend, pool};
+      fill(*model, kv, random_tokens(depth), logits);
     } else {
-      fill(*model, kv, random_tokens(depth), logits, pool);
+      fill(*model, kv, random_tokens(depth), logits);
     }
     std::fprintf(stderr, "depth fill: %d tokens in %.1f s\n", depth, seconds_since(t0));
   }
@@ -88,7 +96,7 @@ int cmd_bench(int argc, char** argv) {
     if (n_prompt > 0) {
       const auto toks = random_tokens(n_prompt);
       const auto t0 = std::chrono::steady_clock::now();
-      fill(*model, kv, toks, logits, pool);
+      fill(*model, kv, toks, logits);
       prefill_tok_s = std::max(prefill_tok_s, n_prompt / seconds_since(t0));
       kv.truncate(depth);
     }
@@ -96,7 +104,7 @@ int cmd_bench(int argc, char** argv) {
       int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < n_gen; ++i) {
-        model->forward(std::span(&tok, 1), kv, logits.data(), false, pool);
+        model->forward(std::span(&tok, 1), kv, logits.data(), false);
         tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
       }
       decode_tok_s = std::max(decode_tok_s, n_gen / seconds_since(t0));

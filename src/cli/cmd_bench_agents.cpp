@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "backend/backend.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
 #include "cli/cli_util.h"
@@ -185,9 +186,9 @@ int cmd_bench_agents(int argc, char** argv) {
     counts.push_back(int(n));
   }
 
-  auto model = Model::load(model_path);
+  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  auto model = Model::load(model_path, *backend);
   EngineOptions base;
-  base.n_threads = threads;
   base.k_type = ctk;
   base.v_type = ctv;
   base.model_id = model_path;

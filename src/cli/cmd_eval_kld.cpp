@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "cli/cli_util.h"
 #include "cli/eval_commands.h"
 #include "core/error.h"
@@ -39,16 +40,16 @@ int cmd_eval_kld(int argc, char** argv) {
   check_kv_types(opts.test);
   check_kv_types(opts.ref);
   check_row_source(src);
-  auto model = Model::load(model_path);
+  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  auto model = Model::load(model_path, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const TokenRows rows = load_rows(src, tok);
-  ThreadPool pool(threads);
   opts.chunk_tokens = src.chunk_tokens;
   opts.on_row = [](const RowProgress& p) {
     std::fprintf(stderr, "[row %d/%d] test ppl %.4f, %.1f s\n", p.row + 1, p.n_rows, std::exp(p.row_nll_mean),
                  p.row_seconds);
   };
-  const KldResult r = evaluate_kld(*model, rows, pool, opts);
+  const KldResult r = evaluate_kld(*model, rows, opts);
 
   if (json) {
     nlohmann::json j = {{"mean_kld", r.mean_kld},

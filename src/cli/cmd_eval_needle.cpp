@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "cli/cli_util.h"
 #include "cli/eval_commands.h"
 #include "core/error.h"
@@ -38,11 +39,11 @@ int cmd_eval_needle(int argc, char** argv) {
   check_kv_types(types);
   std::vector<NeedleCase> cases = read_needle_cases(cases_path);
   if (limit > 0 && size_t(limit) < cases.size()) cases.resize(size_t(limit));
-  auto model = Model::load(model_path);
+  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  auto model = Model::load(model_path, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
-  ThreadPool pool(threads);
   const NeedleReport rep =
-      evaluate_needle(*model, tok, types, cases, pool, [&](size_t i, const NeedleCase& c, const NeedleOutcome& o) {
+      evaluate_needle(*model, tok, types, cases, [&](size_t i, const NeedleCase& c, const NeedleOutcome& o) {
         std::fprintf(stderr, "[case %zu/%zu] %-12s %s answer \"%s\" expected \"%s\"%s (%d tokens, %.1f s)\n", i + 1,
                      cases.size(), c.variant.c_str(), o.correct ? "ok  " : "FAIL", o.answer.c_str(),
                      c.expected.c_str(),

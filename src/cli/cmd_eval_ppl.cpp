@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "cli/cli_util.h"
 #include "cli/eval_commands.h"
 #include "core/error.h"
@@ -32,20 +33,20 @@ int cmd_eval_ppl(int argc, char** argv) {
 
   check_kv_types(types);
   check_row_source(src);
-  auto model = Model::load(model_path);
+  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  auto model = Model::load(model_path, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const TokenRows rows = load_rows(src, tok);
   if (model->config().n_ctx_train > 0 && rows.ctx > model->config().n_ctx_train)
     std::fprintf(stderr, "warning: -c %d exceeds the model's training context of %d\n", rows.ctx,
                  model->config().n_ctx_train);
-  ThreadPool pool(threads);
   PplOptions opts;
   opts.chunk_tokens = src.chunk_tokens;
   opts.on_row = [](const RowProgress& p) {
     std::fprintf(stderr, "[row %d/%d] nll %.4f nats, ppl %.4f, %.1f s\n", p.row + 1, p.n_rows, p.row_nll_mean,
                  std::exp(p.row_nll_mean), p.row_seconds);
   };
-  const PplResult r = evaluate_perplexity(*model, rows, types, pool, opts);
+  const PplResult r = evaluate_perplexity(*model, rows, types, opts);
 
   if (json) {
     nlohmann::json j = {{"ppl", r.ppl()},

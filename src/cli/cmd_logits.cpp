@@ -2,6 +2,7 @@
 // pass over the ids, row-major, little-endian. Row t predicts token t + 1.
 #include <cstdio>
 
+#include "backend/backend.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
@@ -27,16 +28,16 @@ int cmd_logits(int argc, char** argv) {
   const std::vector<int32_t> ids = parse_ids(ids_text);
   check_not_input(out_path, model_path);  // the model stays mapped while the logits are written
   AtomicFileWriter out(out_path);          // fails now, not after the forward pass, if OUT can't be made
-  auto model = Model::load(model_path);
+  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  auto model = Model::load(model_path, *backend);
   const int n_vocab = model->config().n_vocab;
   const int n_ctx_train = model->config().n_ctx_train;  // the context here is the number of ids
   if (n_ctx_train > 0 && ids.size() > size_t(n_ctx_train))
     std::fprintf(stderr, "warning: %zu tokens exceed the model's training context of %d\n", ids.size(), n_ctx_train);
-  ThreadPool pool(threads);
   KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, int(ids.size()));
   apply_k_eq(*model, kv, k_eq);
   std::vector<float> logits(ids.size() * size_t(n_vocab));
-  model->forward(ids, kv, logits.data(), true, pool);
+  model->forward(ids, kv, logits.data(), true);
 
   out.write(logits.data(), logits.size() * sizeof(float));
   out.commit();

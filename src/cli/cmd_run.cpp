@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "backend/backend.h"
 #include "chat/chat_prompt.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -115,7 +116,8 @@ int cmd_run(int argc, char** argv) {
   if (seed < 0) std::fprintf(stderr, "seed: %llu (random; --seed %llu repeats this run)\n",
                              (unsigned long long)opts.sampling.seed, (unsigned long long)opts.sampling.seed);
 
-  auto model = Model::load(model_path);
+  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  auto model = Model::load(model_path, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::vector<int32_t> ids;
   if (!ids_text.empty()) {
@@ -134,7 +136,6 @@ int cmd_run(int argc, char** argv) {
   KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, ctx);
   apply_k_eq(*model, kv, k_eq);
   print_kv_summary(kv);
-  ThreadPool pool(threads);
   StreamingDecoder dec(tok);
   GenerateCallbacks cb;
   cb.is_eog = [&](int32_t id) { return tok.is_eog(id); };
@@ -154,7 +155,7 @@ int cmd_run(int argc, char** argv) {
       std::fflush(stdout);
     }
   };
-  const GenerateStats st = generate(*model, kv, ids, opts, cb, pool);
+  const GenerateStats st = generate(*model, kv, ids, opts, cb);
   const std::string rest = dec.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);

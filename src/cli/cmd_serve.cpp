@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/backend.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -38,7 +39,6 @@ struct ServeFlags {
 std::unique_ptr<InferenceService> make_service(Model& model, const Tokenizer& tok, const ServeFlags& f,
                                                const std::string& model_id) {
   EngineOptions o;
-  o.n_threads = f.threads;
   o.parallel = f.parallel;
   o.max_waiting = f.max_queue + f.parallel;  // the server's own limit (--max-queue) answers 503 first
   o.kv_memory_bytes = size_t(f.kv_memory_mib * 1048576.0);
@@ -108,19 +108,30 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--log-requests", so.log_requests, "one line per HTTP request on stderr");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  const std::unique_ptr<Model> model = Model::load(f.model_path);
+  // SIGINT/SIGTERM go to one thread that stops the server (below); every other thread must block
+  // them. The backend's worker threads start now, so they start with the signals blocked (a thread
+  // inherits its creator's mask); the model then loads with them unblocked (Ctrl-C stops a load).
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_backend({"cpu", f.threads});
+  } catch (...) {
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    throw;
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  const std::unique_ptr<Model> model = Model::load(f.model_path, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::string tmpl = f.chat_template_file.empty() ? model->gguf().get_str("tokenizer.chat_template", "")
                                                   : read_text_file(f.chat_template_file);
   if (tmpl.empty()) std::fprintf(stderr, "polykv serve: the model has no chat template; chat uses a ChatML fallback\n");
   const std::string model_id = std::filesystem::path(f.model_path).stem().string();
 
-  // SIGINT/SIGTERM go to one thread that stops the server; every other thread (the service's, the
-  // server's) starts after this and inherits the blocked mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
+  // Every thread started from here on (the service's, the server's) inherits the blocked mask.
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   std::unique_ptr<InferenceService> service = make_service(*model, tok, f, model_id);

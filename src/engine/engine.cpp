@@ -66,7 +66,6 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
     : model_(model),
       is_eog_(std::move(is_eog)),
       opts_(opts),
-      threads_(opts.n_threads),
       store_([&] {
         const KvShape shape = model.kv_shape();
         const KvType kt = parse_kv_type(opts.k_type), vt = parse_kv_type(opts.v_type);
@@ -80,7 +79,7 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
         }
         check(n_blocks >= 2, "the KV memory holds ", n_blocks, " blocks of ", opts.block_tokens,
               " tokens; at least 2 are needed (raise --kv-memory or -c)");
-        return KvBlockStore(shape, kt, vt, n_blocks, opts.block_tokens);
+        return KvBlockStore(shape, kt, vt, n_blocks, opts.block_tokens, model.backend().kv_memory());
       }()),
       mgr_(store_.n_blocks(), opts.block_tokens) {
   check(opts.parallel >= 1, "--parallel must be at least 1");
@@ -471,7 +470,7 @@ void Engine::step() {
     fb.push_back({std::span(s.tokens).subspan(size_t(p0), size_t(n_feed[i])), s.kv.get(),
                   logits[i].empty() ? nullptr : logits[i].data(), false});
   }
-  model_.forward_batch(fb, threads_);
+  model_.forward_batch(fb);
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
     mgr_.mark_computed(s.sid, s.kv->n_tokens());

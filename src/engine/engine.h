@@ -22,7 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "engine/service.h"
 #include "kv/kv_block_store.h"
 #include "kv/kv_sequence_manager.h"
@@ -31,7 +30,6 @@
 namespace polykv {
 
 struct EngineOptions {
-  int n_threads = 0;           // <= 0: hardware threads
   int parallel = 16;           // sequences running at once (more wait in the queue)
   int max_waiting = 1024;      // queued requests beyond this are refused (the server answers 503)
   int n_ctx = 0;               // context limit of one sequence; 0: the model's training context, capped by the pool
@@ -45,7 +43,8 @@ struct EngineOptions {
 
 class Engine final : public InferenceService {
  public:
-  // is_eog: whether a token ends generation (the tokenizer's end-of-generation set).
+  // is_eog: whether a token ends generation (the tokenizer's end-of-generation set). The steps run on
+  // the model's backend (its threads, for the CPU) and the KV pool lives in its kv_memory().
   Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOptions& opts);
   ~Engine() override;  // cancels what is left and joins the step thread
 
@@ -86,7 +85,6 @@ class Engine final : public InferenceService {
   Model& model_;
   std::function<bool(int32_t)> is_eog_;
   EngineOptions opts_;
-  ThreadPool threads_;
   KvBlockStore store_;
   KvSequenceManager mgr_;  // touched by the step thread only (and by constructors before it starts)
   BlockHash hash_seed_ = 0;

@@ -17,8 +17,8 @@ const char* stop_reason_text(StopReason r) {
   return "unknown";
 }
 
-GenerateStats generate(Model& model, KvCache& kv, std::span<const int32_t> prompt, const GenerateOptions& opts,
-                       const GenerateCallbacks& cb, ThreadPool& pool) {
+GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> prompt, const GenerateOptions& opts,
+                       const GenerateCallbacks& cb) {
   using clock = std::chrono::steady_clock;
   check(!prompt.empty(), "the prompt is empty");
   check(int64_t(kv.n_tokens()) + int64_t(prompt.size()) <= kv.max_tokens(), "the prompt (", prompt.size(),
@@ -35,7 +35,7 @@ GenerateStats generate(Model& model, KvCache& kv, std::span<const int32_t> promp
   if (cb.on_prefill) cb.on_prefill(0, st.n_prompt);
   for (size_t i = 0; i < prompt.size(); i += chunk) {
     const size_t n = std::min(chunk, prompt.size() - i);
-    model.forward(prompt.subspan(i, n), kv, logits.data(), false, pool);
+    model.forward(prompt.subspan(i, n), kv, logits.data(), false);
     if (cb.on_prefill) cb.on_prefill(int(i + n), st.n_prompt);
   }
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
@@ -60,7 +60,7 @@ GenerateStats generate(Model& model, KvCache& kv, std::span<const int32_t> promp
       st.stop_reason = StopReason::ContextFull;
       break;
     }
-    model.forward(std::span(&id, 1), kv, logits.data(), false, pool);
+    model.forward(std::span(&id, 1), kv, logits.data(), false);
   }
   st.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return st;

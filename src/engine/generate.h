@@ -6,9 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "engine/sampler.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_sequence.h"
 #include "model/model.h"
 
 namespace polykv {
@@ -49,7 +48,7 @@ struct GenerateCallbacks {
 };
 
 // Throws Error when the prompt is empty or does not fit the cache.
-GenerateStats generate(Model& model, KvCache& kv, std::span<const int32_t> prompt, const GenerateOptions& opts,
-                       const GenerateCallbacks& cb, ThreadPool& pool);
+GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> prompt, const GenerateOptions& opts,
+                       const GenerateCallbacks& cb);
 
 }  // namespace polykv

@@ -18,7 +18,7 @@ double percentile_nearest_rank(std::vector<float>& values, double q) {
   return double(values[k]);
 }
 
-KldResult evaluate_kld(Model& model, const TokenRows& rows, ThreadPool& pool, const KldOptions& opts) {
+KldResult evaluate_kld(Model& model, const TokenRows& rows, const KldOptions& opts) {
   using clock = std::chrono::steady_clock;
   check_ctx(rows.ctx);
   check(rows.n_rows() > 0, "no rows to evaluate");
@@ -31,7 +31,7 @@ KldResult evaluate_kld(Model& model, const TokenRows& rows, ThreadPool& pool, co
   res.ctx = rows.ctx;
   res.ref = opts.ref;
   res.test = opts.test;
-  RowForward ref_fwd(model, opts.ref, rows.ctx, pool), test_fwd(model, opts.test, rows.ctx, pool);
+  RowForward ref_fwd(model, opts.ref, rows.ctx), test_fwd(model, opts.test, rows.ctx);
   std::vector<double> ref_lp, test_lp;
   std::vector<float> tv_values;
   double kld_sum = 0, tv_sum = 0, ref_nll_sum = 0, test_nll_sum = 0;

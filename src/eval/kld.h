@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/thread_pool.h"
 #include "eval/kv_types.h"
 #include "eval/perplexity.h"
 #include "eval/token_rows.h"
@@ -41,7 +40,7 @@ struct KldResult {
   double seconds = 0;
 };
 
-KldResult evaluate_kld(Model& model, const TokenRows& rows, ThreadPool& pool, const KldOptions& opts);
+KldResult evaluate_kld(Model& model, const TokenRows& rows, const KldOptions& opts);
 
 // Nearest-rank percentile (q in (0, 1]) of the values; 0 for none. Reorders `values`.
 double percentile_nearest_rank(std::vector<float>& values, double q);

@@ -13,8 +13,7 @@ std::string needle_answer(std::string_view generated_text) {
   return std::string(s.substr(0, s.find('\n')));
 }
 
-NeedleOutcome run_needle_case(Model& model, const Tokenizer& tok, const KvTypePair& types, const NeedleCase& c,
-                              ThreadPool& pool) {
+NeedleOutcome run_needle_case(Model& model, const Tokenizer& tok, const KvTypePair& types, const NeedleCase& c) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const std::vector<int32_t> prompt =
@@ -41,7 +40,7 @@ NeedleOutcome run_needle_case(Model& model, const Tokenizer& tok, const KvTypePa
     out.generated_text += dec.push(id);
     return out.generated_text.find_first_of("\"\n") == std::string::npos;
   };
-  generate(model, *kv, prompt, opts, cb, pool);
+  generate(model, *kv, prompt, opts, cb);
   out.generated_text += dec.flush();
   out.answer = needle_answer(out.generated_text);
   out.correct = out.answer == c.expected;
@@ -50,7 +49,7 @@ NeedleOutcome run_needle_case(Model& model, const Tokenizer& tok, const KvTypePa
 }
 
 NeedleReport evaluate_needle(Model& model, const Tokenizer& tok, const KvTypePair& types,
-                             const std::vector<NeedleCase>& cases, ThreadPool& pool,
+                             const std::vector<NeedleCase>& cases,
                              const std::function<void(size_t, const NeedleCase&, const NeedleOutcome&)>& on_case) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -58,7 +57,7 @@ NeedleReport evaluate_needle(Model& model, const Tokenizer& tok, const KvTypePai
   rep.types = types;
   for (size_t i = 0; i < cases.size(); ++i) {
     const NeedleCase& c = cases[i];
-    NeedleOutcome o = run_needle_case(model, tok, types, c, pool);
+    NeedleOutcome o = run_needle_case(model, tok, types, c);
     for (NeedleTally* t : {&rep.all, &rep.by_variant[c.variant]}) {
       ++t->n;
       t->correct += o.correct;

@@ -10,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "eval/kv_types.h"
 #include "eval/needle_case.h"
 #include "model/model.h"
@@ -33,8 +32,7 @@ struct NeedleOutcome {
 };
 
 // Throws Error if the prompt holds ids outside the vocabulary or does not fit the model's context.
-NeedleOutcome run_needle_case(Model& model, const Tokenizer& tok, const KvTypePair& types, const NeedleCase& c,
-                              ThreadPool& pool);
+NeedleOutcome run_needle_case(Model& model, const Tokenizer& tok, const KvTypePair& types, const NeedleCase& c);
 
 struct NeedleTally {
   int correct = 0;
@@ -55,7 +53,7 @@ struct NeedleReport {
 
 // Runs the cases in order; on_case (optional) is called after each with its index.
 NeedleReport evaluate_needle(Model& model, const Tokenizer& tok, const KvTypePair& types,
-                             const std::vector<NeedleCase>& cases, ThreadPool& pool,
+                             const std::vector<NeedleCase>& cases,
                              const std::function<void(size_t, const NeedleCase&, const NeedleOutcome&)>& on_case = {});
 
 }  // namespace polykv

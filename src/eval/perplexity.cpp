@@ -35,7 +35,7 @@ std::vector<double> row_next_token_logprobs(RowForward& fwd, std::span<const int
   return out;
 }
 
-PplResult evaluate_perplexity(Model& model, const TokenRows& rows, const KvTypePair& types, ThreadPool& pool,
+PplResult evaluate_perplexity(Model& model, const TokenRows& rows, const KvTypePair& types,
                               const PplOptions& opts) {
   using clock = std::chrono::steady_clock;
   check_ctx(rows.ctx);
@@ -45,7 +45,7 @@ PplResult evaluate_perplexity(Model& model, const TokenRows& rows, const KvTypeP
   res.ctx = rows.ctx;
   res.types = types;
   const auto t_start = clock::now();
-  RowForward fwd(model, types, rows.ctx, pool);
+  RowForward fwd(model, types, rows.ctx);
   for (int r = 0; r < rows.n_rows(); ++r) {
     const auto t_row = clock::now();
     const std::vector<double> lp = row_next_token_logprobs(fwd, rows.row(r), opts.chunk_tokens);

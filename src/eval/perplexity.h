@@ -10,7 +10,6 @@
 #include <span>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "eval/kv_types.h"
 #include "eval/row_forward.h"
 #include "eval/token_rows.h"
@@ -50,7 +49,7 @@ void for_each_scored_position(RowForward& fwd, std::span<const int32_t> row, int
 // log p(row[t+1] | row[0..t]) for t = 0 .. row.size()-2 (natural log).
 std::vector<double> row_next_token_logprobs(RowForward& fwd, std::span<const int32_t> row, int chunk_tokens);
 
-PplResult evaluate_perplexity(Model& model, const TokenRows& rows, const KvTypePair& types, ThreadPool& pool,
+PplResult evaluate_perplexity(Model& model, const TokenRows& rows, const KvTypePair& types,
                               const PplOptions& opts = {});
 
 }  // namespace polykv

@@ -6,7 +6,6 @@
 #include <span>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "eval/kv_types.h"
 #include "model/model.h"
 
@@ -15,7 +14,7 @@ namespace polykv {
 class RowForward {
  public:
   // max_tokens: the longest row it will see (the KV cache's size).
-  RowForward(Model& model, const KvTypePair& types, int max_tokens, ThreadPool& pool);
+  RowForward(Model& model, const KvTypePair& types, int max_tokens);
 
   // Starts a new row with a fresh, empty KV cache.
   void reset();
@@ -31,7 +30,6 @@ class RowForward {
   Model& model_;
   KvTypePair types_;
   int max_tokens_;
-  ThreadPool& pool_;
   int n_vocab_;
   std::unique_ptr<KvCache> kv_;
   std::vector<float> logits_;

@@ -1,28 +1,34 @@
 // A loaded model: its GGUF file (memory-mapped), config and bound weights, and the decoder's
-// forward pass.
+// forward pass, which runs on a Backend (backend/backend.h).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "backend/backend.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
+#include "model/device_weights.h"
+#include "model/step_workspace.h"
 #include "model/weights.h"
 
 namespace polykv {
 
 class Model {
  public:
-  // Opens, checks and binds a GGUF model; throws Error naming the problem.
-  static std::unique_ptr<Model> load(const std::string& path);
+  // Opens, checks and binds a GGUF model and uploads its weights through `backend`, which must
+  // outlive the model; throws Error naming the problem.
+  static std::unique_ptr<Model> load(const std::string& path, Backend& backend);
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return file_; }
+  // The host-side weights (what the file holds; the CPU backend reads these very matrices).
   const ModelWeights& weights() const { return weights_; }
+  Backend& backend() const { return backend_; }
 
   KvShape kv_shape() const;
   // A K equalizer shaped for this model (its RoPE pairs), to install in a KvCache before use.
@@ -31,8 +37,9 @@ class Model {
   size_t weight_bytes_per_token() const;
 
   // Runs tokens at positions kv.n_tokens() ... through the model, appends their K/V to kv and
-  // commits them. logits: [n_tokens][n_vocab] when all_logits, else [n_vocab] for the last token.
-  void forward(std::span<const int32_t> tokens, KvSequence& kv, float* logits, bool all_logits, ThreadPool& pool);
+  // commits them. logits (host memory): [n_tokens][n_vocab] when all_logits, else [n_vocab] for the
+  // last token; nullptr: none.
+  void forward(std::span<const int32_t> tokens, KvSequence& kv, float* logits, bool all_logits);
 
   // One step over a ragged batch: every sequence's tokens go through each weight matrix together (the
   // weights are read once per step); attention runs per sequence over its own KV. A token's logits
@@ -41,18 +48,25 @@ class Model {
   struct BatchSeq {
     std::span<const int32_t> tokens;  // at positions kv->n_tokens() ...
     KvSequence* kv = nullptr;
-    float* logits = nullptr;          // [n][n_vocab] if all_logits, else [n_vocab] of the last token; nullptr: none
+    float* logits = nullptr;          // host: [n][n_vocab] if all_logits, else [n_vocab] of the last token; nullptr: none
     bool all_logits = false;
   };
-  void forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool);
+  // Not reentrant: the activations live in one workspace per model, so one call at a time per model
+  // (a concurrent call throws Error). Today's callers keep this: the engine runs every step on its
+  // one step thread; the CLI commands, eval and tests call from one thread.
+  void forward_batch(std::span<const BatchSeq> batch);
 
  private:
-  Model(GgufFile file, ModelConfig config);
+  Model(GgufFile file, ModelConfig config, Backend& backend);
 
+  Backend& backend_;
   GgufFile file_;
   ModelConfig config_;
   ModelWeights weights_;
   std::vector<std::vector<float>> inv_freq_;  // [n_layer][n_rot / 2]
+  DeviceWeights dev_;                         // weights_ and inv_freq_ in backend memory
+  StepWorkspace ws_;                          // activations of forward_batch (grow-only)
+  std::atomic<bool> busy_{false};             // a forward_batch is running
 };
 
 }  // namespace polykv

@@ -7,16 +7,17 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/attention.h"
-#include "backend/cpu/ops.h"
 #include "core/error.h"
 #include "model/model.h"
-#include "quant/quant.h"
 
 namespace polykv {
 
-Model::Model(GgufFile file, ModelConfig config)
-    : file_(std::move(file)), config_(std::move(config)), weights_(bind_weights(file_, config_)) {
+Model::Model(GgufFile file, ModelConfig config, Backend& backend)
+    : backend_(backend),
+      file_(std::move(file)),
+      config_(std::move(config)),
+      weights_(bind_weights(file_, config_, /*pack_for_cpu=*/backend.kind() == DeviceKind::Cpu)),
+      ws_(backend) {
   const ModelConfig& c = config_;
   inv_freq_.resize(size_t(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) {
@@ -28,9 +29,10 @@ Model::Model(GgufFile file, ModelConfig config)
       if (!weights_.rope_inv_freq_factors.empty()) f[size_t(i)] /= weights_.rope_inv_freq_factors[size_t(i)];
     }
   }
+  dev_ = upload_weights(backend_, weights_, inv_freq_);
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
   GgufFile f = GgufFile::open(path);
   ModelConfig c;
   try {
@@ -38,7 +40,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   } catch (const Error& e) {
     fail("'", path, "': ", e.what());
   }
-  return std::unique_ptr<Model>(new Model(std::move(f), std::move(c)));
+  return std::unique_ptr<Model>(new Model(std::move(f), std::move(c), backend));
 }
 
 KEqualizer Model::make_k_equalizer(const KEqualizationParams& p) const {
@@ -59,16 +61,26 @@ size_t Model::weight_bytes_per_token() const {
   return total;
 }
 
-void Model::forward(std::span<const int32_t> tokens, KvSequence& kv, float* logits, bool all_logits, ThreadPool& pool) {
+void Model::forward(std::span<const int32_t> tokens, KvSequence& kv, float* logits, bool all_logits) {
   const BatchSeq one{tokens, &kv, logits, all_logits};
-  forward_batch(std::span<const BatchSeq>(&one, 1), pool);
+  forward_batch(std::span<const BatchSeq>(&one, 1));
 }
 
-void Model::forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool) {
+void Model::forward_batch(std::span<const BatchSeq> batch) {
+  // One call at a time: ws_ holds this call's activations (see model.h).
+  check(!busy_.exchange(true), "Model::forward_batch: another call on this model is running; a model serves one "
+        "forward pass at a time");
+  struct Release {
+    std::atomic<bool>& b;
+    ~Release() { b.store(false); }
+  } release{busy_};
+
   const ModelConfig& c = config_;
-  const ModelWeights& w = weights_;
-  // Rows of the step: sequence s owns rows [row0[s], row0[s] + len(s)); pos[r] is row r's position.
-  std::vector<int> row0(batch.size() + 1, 0), pos;
+  const DeviceWeights& w = dev_;
+  Backend& be = backend_;
+  // Rows of the step: sequence s owns rows [row0[s], row0[s] + len(s)) at positions pos0, pos0 + 1, ...
+  std::vector<StepSeq> steps(batch.size());
+  int n = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const BatchSeq& b = batch[s];
     const int n_s = int(b.tokens.size());
@@ -78,53 +90,58 @@ void Model::forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool) {
     check(p0 + n_s <= b.kv->max_tokens(), "context full: ", p0 + n_s, " tokens exceed the context of ",
           b.kv->max_tokens());
     for (int32_t t : b.tokens) check(t >= 0 && t < c.n_vocab, "token id ", t, " is out of range [0, ", c.n_vocab, ")");
-    for (int i = 0; i < n_s; ++i) pos.push_back(p0 + i);
-    row0[s + 1] = row0[s] + n_s;
+    steps[s] = {b.kv, p0, n_s, n};
+    n += n_s;
   }
-  const int n = row0.back();
   check(n > 0, "forward pass needs at least one token");
+  // Only the rows whose logits are wanted go through the output norm and the vocabulary matmul.
+  std::vector<int32_t> out_rows;  // rows of x, in batch order
+  for (size_t s = 0; s < batch.size(); ++s) {
+    if (!batch[s].logits) continue;
+    const int end = steps[s].row0 + steps[s].n;
+    for (int r = batch[s].all_logits ? steps[s].row0 : end - 1; r < end; ++r) out_rows.push_back(r);
+  }
+  const int n_out = int(out_rows.size());
+  // The single-sequence call on a host-memory backend writes the logits straight into the caller's
+  // buffer (as large as a prompt's all-logits); otherwise they go through the workspace.
+  const bool direct_logits = batch.size() == 1 && be.kind() == DeviceKind::Cpu;
+  ws_.reserve(c, n, direct_logits ? 0 : n_out);
 
-  const int64_t E = c.n_embd, Q = c.q_dim(), K = c.kv_dim(), V = c.v_dim(), A = int64_t(c.n_head) * c.head_dim_v;
-  std::vector<float> x(size_t(n * E)), h(size_t(n * E));                // [n][n_embd]
-  std::vector<float> q(size_t(n * Q)), k(size_t(n * K)), v(size_t(n * V));  // [n][heads][head_dim]
-  std::vector<float> att(size_t(n * A));                                // [n][n_head][head_dim_v]
-  std::vector<float> gate(size_t(n * c.n_ff)), up(size_t(n * c.n_ff));  // [n][n_ff]
+  // Tokens, positions and the logit rows reach the backend in one upload: ids = [tokens | pos | out_rows].
+  std::vector<int32_t> ids;
+  ids.reserve(size_t(2 * n + n_out));
+  for (const BatchSeq& b : batch) ids.insert(ids.end(), b.tokens.begin(), b.tokens.end());
+  for (const StepSeq& st : steps)
+    for (int i = 0; i < st.n; ++i) ids.push_back(st.pos0 + i);
+  ids.insert(ids.end(), out_rows.begin(), out_rows.end());
+  be.upload(ws_.ids, ids.data(), ids.size() * sizeof(int32_t));
+  const int32_t* tokens = ws_.ids;
+  const int32_t* pos = ws_.ids + n;
+  const int32_t* gather = ws_.ids + 2 * n;
 
-  for (size_t s = 0; s < batch.size(); ++s)
-    for (size_t i = 0; i < batch[s].tokens.size(); ++i) {
-      const int64_t t = row0[s] + int64_t(i);
-      dequantize_row_ref(w.token_embd.type,
-                         static_cast<const uint8_t*>(w.token_embd.data) + size_t(batch[s].tokens[i]) * w.token_embd.row_stride,
-                         x.data() + t * E, E);
-      if (c.embed_scale) {
-        const float sc = std::sqrt(float(E));
-        for (int64_t j = 0; j < E; ++j) x[size_t(t * E + j)] *= sc;
-      }
-    }
+  const int E = c.n_embd, Q = int(c.q_dim()), K = int(c.kv_dim()), V = int(c.v_dim());
+  float *x = ws_.x, *h = ws_.h, *q = ws_.q, *k = ws_.k, *v = ws_.v, *att = ws_.att, *gate = ws_.gate, *up = ws_.up;
+  be.begin_step(steps);
+  be.embed(w.token_embd, tokens, n, c.embed_scale ? std::sqrt(float(E)) : 1.0f, x);
 
   for (int il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& l = w.layers[size_t(il)];
+    const DeviceLayerWeights& l = w.layers[size_t(il)];
     const LayerConfig& lc = c.layers[size_t(il)];
-    rmsnorm(x.data(), l.attn_norm.data(), h.data(), n, int(E), c.rms_eps);
-    matmul(l.wq, h.data(), q.data(), n, pool);
-    matmul(l.wk, h.data(), k.data(), n, pool);
-    matmul(l.wv, h.data(), v.data(), n, pool);
-    for (int t = 0; t < n; ++t) {
-      float* qt = q.data() + t * Q;
-      float* kt = k.data() + t * K;
-      if (c.qkv_bias) {
-        add_inplace(qt, l.bq.data(), Q);
-        add_inplace(kt, l.bk.data(), K);
-        add_inplace(v.data() + t * V, l.bv.data(), V);
-      }
-      if (c.qk_norm) {
-        rmsnorm(qt, l.q_norm.data(), qt, c.n_head, c.head_dim, c.rms_eps);
-        rmsnorm(kt, l.k_norm.data(), kt, c.n_head_kv, c.head_dim, c.rms_eps);
-      }
-      const float* inv_freq = inv_freq_[size_t(il)].data();
-      rope(qt, c.n_head, c.head_dim, c.n_rot, pos[size_t(t)], inv_freq, lc.rope_scale, c.rope_style);
-      rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos[size_t(t)], inv_freq, lc.rope_scale, c.rope_style);
+    be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
+    be.matmul(l.wq, h, q, n);
+    be.matmul(l.wk, h, k, n);
+    be.matmul(l.wv, h, v, n);
+    if (c.qkv_bias) {
+      be.add_bias(q, l.bq, n, Q);
+      be.add_bias(k, l.bk, n, K);
+      be.add_bias(v, l.bv, n, V);
     }
+    if (c.qk_norm) {  // per head: rows of head_dim
+      be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
+      be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
+    }
+    be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+    be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
     AttentionParams ap;
     ap.n_head = c.n_head;
     ap.scale = c.attn_scale;
@@ -132,58 +149,38 @@ void Model::forward_batch(std::span<const BatchSeq> batch, ThreadPool& pool) {
     ap.window = lc.sliding ? c.sliding_window : 0;
     // Every sequence stores its rows first; then one attention call over all of them, which reads
     // the blocks sequences share (a common prefix) once for all their queries.
-    std::vector<AttentionSeq> as(batch.size());
-    for (size_t s = 0; s < batch.size(); ++s) {
-      KvSequence& kv = *batch[s].kv;
-      const int r0 = row0[s], n_s = row0[s + 1] - row0[s], p0 = kv.n_tokens();
-      float* ks = k.data() + r0 * K;
-      float* qs = q.data() + r0 * Q;
-      kv.k_equalizer().equalize_keys(il, p0, ks, n_s);  // no-op unless enabled
-      kv.store(il, p0, n_s, ks, v.data() + r0 * V, &pool);
-      kv.k_equalizer().scale_queries(il, qs, n_s, c.n_head);
-    }
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const int r0 = row0[s];
-      as[s] = {batch[s].kv->view(il), batch[s].kv->n_tokens(), row0[s + 1] - r0, q.data() + r0 * Q, att.data() + r0 * A};
-    }
-    attention_batch(ap, as, pool);
-    matmul(l.wo, att.data(), h.data(), n, pool);
-    if (c.sandwich_norm) rmsnorm(h.data(), l.post_attn_norm.data(), h.data(), n, int(E), c.rms_eps);
-    add_inplace(x.data(), h.data(), n * E);
+    be.store_kv(il, k, v);
+    be.attention(il, ap, q, att);
+    be.matmul(l.wo, att, h, n);
+    if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
+    be.add(x, h, int64_t(n) * E);
 
-    rmsnorm(x.data(), l.ffn_norm.data(), h.data(), n, int(E), c.rms_eps);
-    matmul(l.w_gate, h.data(), gate.data(), n, pool);
-    matmul(l.w_up, h.data(), up.data(), n, pool);
-    gated_activation(gate.data(), up.data(), int64_t(n) * c.n_ff, c.activation);
-    matmul(l.w_down, gate.data(), h.data(), n, pool);
-    if (c.sandwich_norm) rmsnorm(h.data(), l.post_ffn_norm.data(), h.data(), n, int(E), c.rms_eps);
-    add_inplace(x.data(), h.data(), n * E);
+    be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
+    be.matmul(l.w_gate, h, gate, n);
+    be.matmul(l.w_up, h, up, n);
+    be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
+    be.matmul(l.w_down, gate, h, n);
+    if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
+    be.add(x, h, int64_t(n) * E);
   }
-  for (size_t s = 0; s < batch.size(); ++s) batch[s].kv->commit(batch[s].kv->n_tokens() + row0[s + 1] - row0[s]);
+  for (const StepSeq& st : steps) st.kv->commit(st.pos0 + st.n);
+  if (n_out == 0) {
+    be.synchronize();  // the KV writes are done before the caller reads or reuses the sequences
+    return;
+  }
 
-  // Only the rows whose logits are wanted go through the output norm and the vocabulary matmul:
-  // gathered into h, then written to each sequence's buffer.
-  std::vector<int> out_rows;  // rows of x, in batch order
-  for (size_t s = 0; s < batch.size(); ++s) {
-    if (!batch[s].logits) continue;
-    for (int r = batch[s].all_logits ? row0[s] : row0[s + 1] - 1; r < row0[s + 1]; ++r) out_rows.push_back(r);
-  }
-  if (out_rows.empty()) return;
-  const int n_out = int(out_rows.size());
-  std::vector<float> xo(size_t(n_out * E));
-  for (int i = 0; i < n_out; ++i) std::copy_n(x.data() + out_rows[size_t(i)] * E, E, xo.data() + i * E);
-  rmsnorm(xo.data(), w.output_norm.data(), h.data(), n_out, int(E), c.rms_eps);
-  const bool one_buffer = batch.size() == 1;  // the common single-sequence call writes straight through
-  std::vector<float> scratch(one_buffer ? 0 : size_t(n_out) * size_t(c.n_vocab));
-  float* dst = one_buffer ? batch[0].logits : scratch.data();
-  matmul(w.output, h.data(), dst, n_out, pool);
-  if (c.final_softcap > 0) softcap(dst, int64_t(n_out) * c.n_vocab, c.final_softcap);
-  if (one_buffer) return;
+  // The wanted rows of x, gathered into h, normed in place, then the vocabulary matmul.
+  be.gather_rows(x, gather, n_out, E, h);
+  be.rmsnorm(h, w.output_norm, h, n_out, E, c.rms_eps);
+  float* dst = direct_logits ? batch[0].logits : ws_.logits;  // [n_out][n_vocab]
+  be.matmul(w.output, h, dst, n_out);
+  if (c.final_softcap > 0) be.softcap(dst, int64_t(n_out) * c.n_vocab, c.final_softcap);
+  if (direct_logits) return;
   for (size_t s = 0, i = 0; s < batch.size(); ++s) {
     if (!batch[s].logits) continue;
-    const int n_rows = batch[s].all_logits ? row0[s + 1] - row0[s] : 1;
-    std::copy_n(scratch.data() + i * size_t(c.n_vocab), size_t(n_rows) * size_t(c.n_vocab), batch[s].logits);
-    i += size_t(n_rows);
+    const size_t n_rows = batch[s].all_logits ? size_t(steps[s].n) : 1;
+    be.download(batch[s].logits, ws_.logits + i * size_t(c.n_vocab), n_rows * size_t(c.n_vocab) * sizeof(float));
+    i += n_rows;
   }
 }
 

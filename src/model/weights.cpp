@@ -29,7 +29,7 @@ void release_original(const GgufFile& f, const WeightMatrix& w) {
   if (e_down > b_up) madvise(reinterpret_cast<void*>(b_up), e_down - b_up, MADV_DONTNEED);
 }
 
-WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out) {
+WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out, bool pack) {
   check(t.ne.size() == 2 && t.ne[0] == n_in && t.ne[1] == n_out, "tensor '", t.name, "' has shape ",
         shape_str(t.ne), ", expected [", n_in, ", ", n_out, "]");
   check(dtype_info(t.type).weight_type, "tensor '", t.name, "' has type ", dtype_name(t.type),
@@ -40,14 +40,14 @@ WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out) {
   w.n_in = n_in;
   w.n_out = n_out;
   w.row_stride = row_bytes(t.type, n_in);
-  pack_for_matmul(w);  // the CPU backend's interleaved copy, where it has one (matmul.h)
+  if (pack) pack_for_matmul(w);  // the CPU backend's interleaved copy, where it has one (matmul.h)
   return w;
 }
 
 // Binds, packs and (right away, so that peak memory stays about one copy) releases the original.
-WeightMatrix matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
-  WeightMatrix w = matrix(f.tensor(name), n_in, n_out);
-  release_original(f, w);
+WeightMatrix matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out, bool pack) {
+  WeightMatrix w = matrix(f.tensor(name), n_in, n_out, pack);
+  if (pack) release_original(f, w);
   return w;
 }
 
@@ -62,20 +62,21 @@ std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {
 
 }  // namespace
 
-ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
+ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for_cpu) {
+  const bool pk = pack_for_cpu;
   ModelWeights w;
-  w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab);
+  w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab, pk);
   w.output_norm = vec(f, "output_norm.weight", c.n_embd);
-  w.output = f.find_tensor("output.weight") ? matrix(f, "output.weight", c.n_embd, c.n_vocab) : w.token_embd;
+  w.output = f.find_tensor("output.weight") ? matrix(f, "output.weight", c.n_embd, c.n_vocab, pk) : w.token_embd;
   if (f.find_tensor("rope_freqs.weight")) w.rope_inv_freq_factors = vec(f, "rope_freqs.weight", c.n_rot / 2);
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights l;
     l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
-    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim());
-    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim());
-    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim());
-    l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd);
+    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim(), pk);
+    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), pk);
+    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim(), pk);
+    l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd, pk);
     if (c.qkv_bias) {
       l.bq = vec(f, p + "attn_q.bias", c.q_dim());
       l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
@@ -90,9 +91,9 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c) {
       l.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);
       l.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
     }
-    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
-    l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, pk);
+    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff, pk);
+    l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd, pk);
     w.layers.push_back(std::move(l));
   }
   return w;

@@ -30,7 +30,9 @@ struct ModelWeights {
 };
 
 // Binds every tensor the config needs; throws Error naming a missing tensor, a wrong shape or an
-// unsupported weight type.
-ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c);
+// unsupported weight type. pack_for_cpu: give each matrix the CPU backend's packed copy where it has
+// one (pack_for_matmul) and drop the original's file pages where matmul no longer reads them; a
+// device backend, which uploads the original rows, passes false.
+ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for_cpu = true);
 
 }  // namespace polykv

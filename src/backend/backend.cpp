@@ -1,0 +1,60 @@
+// make_backend: the device name → a backend. The CUDA backend is linked only with POLYKV_CUDA; a
+// build without it still parses "cuda" names so that it can say why it cannot run them.
+#include "backend/backend.h"
+
+#include <cctype>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "core/printable.h"
+
+#ifdef POLYKV_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace polykv {
+namespace {
+
+// "cuda" → 0, "cuda:N" → N; -1 if `device` names no CUDA device.
+int cuda_index(const std::string& device) {
+  if (device == "cuda") return 0;
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5 || device.size() > 9) return -1;
+  int n = 0;
+  for (size_t i = 5; i < device.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(device[i]))) return -1;
+    n = n * 10 + (device[i] - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+bool cuda_available() {
+#ifdef POLYKV_HAVE_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& opts) {
+  const std::string& d = opts.device;
+  if (d == "cpu") return std::make_unique<CpuBackend>(opts.threads);
+  if (d == "auto") {
+    if (cuda_available()) return make_backend({"cuda", opts.threads});
+    return std::make_unique<CpuBackend>(opts.threads);
+  }
+  const int index = cuda_index(d);
+  check(index >= 0, "unknown device '", printable(d, 40), "': use cpu, cuda, cuda:N or auto");
+#ifdef POLYKV_HAVE_CUDA
+  const int n = cuda_device_count();
+  check(n > 0, "device ", d, ": no CUDA GPU is visible");
+  check(index < n, "device ", d, ": only ", n, " CUDA GPU", n == 1 ? " is" : "s are", " visible (cuda:0",
+        n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string(), ")");
+  return make_cuda_backend(index);
+#else
+  fail("device ", d, ": this polykv was built without CUDA");
+#endif
+}
+
+}  // namespace polykv

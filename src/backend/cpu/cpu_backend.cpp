@@ -1,0 +1,116 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "backend/cpu/ops.h"
+#include "core/error.h"
+#include "quant/quant.h"
+
+namespace polykv {
+namespace {
+
+constexpr std::align_val_t kAlign{64};  // one cache line, a full AVX-512 vector
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : own_pool_(std::make_unique<ThreadPool>(threads)), pool_(own_pool_.get()) {}
+
+CpuBackend::CpuBackend(ThreadPool& pool) : pool_(&pool) {}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::describe() const {
+  return std::string("cpu (") + matmul_isa() + ", " + std::to_string(pool_->size()) + " threads)";
+}
+
+void* CpuBackend::allocate(size_t bytes) {
+  void* p = ::operator new(std::max<size_t>(bytes, 1), kAlign, std::nothrow);
+  check(p != nullptr, "cannot allocate ", (bytes + (1u << 20) - 1) >> 20, " MiB of host memory");
+  return p;
+}
+
+void CpuBackend::release(void* p) { ::operator delete(p, kAlign, std::nothrow); }
+
+void CpuBackend::upload(void* dst, const void* src_host, size_t bytes) {
+  if (bytes) std::memcpy(dst, src_host, bytes);
+}
+
+void CpuBackend::download(void* dst_host, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst_host, src, bytes);
+}
+
+KvMemory& CpuBackend::kv_memory() { return host_kv_memory(); }
+
+void CpuBackend::embed(const WeightMatrix& table, const int32_t* tokens, int n, float scale, float* x) {
+  const int64_t cols = table.n_in;
+  for (int t = 0; t < n; ++t) {
+    float* xt = x + int64_t(t) * cols;
+    dequantize_row_ref(table.type, static_cast<const uint8_t*>(table.data) + size_t(tokens[t]) * table.row_stride,
+                       xt, cols);
+    if (scale != 1.0f)
+      for (int64_t j = 0; j < cols; ++j) xt[j] *= scale;
+  }
+}
+
+void CpuBackend::matmul(const WeightMatrix& w, const float* x, float* y, int n) { polykv::matmul(w, x, y, n, *pool_); }
+
+void CpuBackend::rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps) {
+  polykv::rmsnorm(x, w, out, rows, cols, eps);
+}
+
+void CpuBackend::add_bias(float* x, const float* b, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) add_inplace(x + int64_t(r) * cols, b, cols);
+}
+
+void CpuBackend::add(float* x, const float* y, int64_t n) { add_inplace(x, y, n); }
+
+void CpuBackend::rope(float* x, int rows, int n_heads, int head_dim, int n_rot, const int32_t* pos,
+                      const float* inv_freq, float scale, RopeStyle style) {
+  const int64_t row = int64_t(n_heads) * head_dim;
+  for (int r = 0; r < rows; ++r) polykv::rope(x + r * row, n_heads, head_dim, n_rot, pos[r], inv_freq, scale, style);
+}
+
+void CpuBackend::gated_activation(float* gate, const float* up, int64_t n, Activation act) {
+  polykv::gated_activation(gate, up, n, act);
+}
+
+void CpuBackend::softcap(float* x, int64_t n, float cap) { polykv::softcap(x, n, cap); }
+
+void CpuBackend::gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) {
+  for (int i = 0; i < n; ++i) std::copy_n(src + int64_t(rows[i]) * cols, cols, dst + int64_t(i) * cols);
+}
+
+void CpuBackend::begin_step(std::span<const StepSeq> seqs) {
+  for (const StepSeq& s : seqs) check(s.kv != nullptr && s.n > 0, "backend step: a sequence without KV or rows");
+  step_.assign(seqs.begin(), seqs.end());
+}
+
+// Every sequence stores its rows (K equalized first where its KV has an equalizer) before the one
+// attention call of the layer reads them.
+void CpuBackend::store_kv(int layer, float* k, const float* v) {
+  for (const StepSeq& s : step_) {
+    const KvLayerView shape = s.kv->view(layer);  // only its head sizes are read here
+    float* ks = k + int64_t(s.row0) * shape.n_head_kv * shape.head_dim;
+    const float* vs = v + int64_t(s.row0) * shape.n_head_kv * shape.head_dim_v;
+    s.kv->k_equalizer().equalize_keys(layer, s.pos0, ks, s.n);  // no-op unless enabled
+    s.kv->store(layer, s.pos0, s.n, ks, vs, pool_);
+  }
+}
+
+// One attention_batch over every sequence, which reads blocks that sequences share (a common
+// prefix) once for all their queries.
+void CpuBackend::attention(int layer, const AttentionParams& p, float* q, float* out) {
+  attn_seqs_.resize(step_.size());
+  for (size_t i = 0; i < step_.size(); ++i) {
+    const StepSeq& s = step_[i];
+    const KvLayerView view = s.kv->view(layer);
+    float* qs = q + int64_t(s.row0) * p.n_head * view.head_dim;
+    s.kv->k_equalizer().scale_queries(layer, qs, s.n, p.n_head);  // no-op unless enabled
+    attn_seqs_[i] = {view, s.pos0, s.n, qs, out + int64_t(s.row0) * p.n_head * view.head_dim_v};
+  }
+  attention_batch(p, attn_seqs_, *pool_);
+}
+
+}  // namespace polykv

@@ -1,0 +1,69 @@
+// The CPU backend (backend/backend.h): host memory, a ThreadPool, the SIMD kernels of backend/cpu.
+// It is the reference every other backend is tested against, and it keeps the decoder's results
+// bit-identical to calling those kernels directly (each op is the same kernel call, in the same
+// order per row).
+//
+// Rules:
+//  - "Backend memory" is host memory: ops take host pointers; upload/download are memcpy and
+//    nothing is asynchronous.
+//  - Weights are not copied: upload_matrix returns the host matrix itself (with the packed copy the
+//    loader made, model/weights.h) and upload_floats the host pointer, so the caller keeps both alive.
+//  - Calls are not reentrant and come from one thread at a time (the ThreadPool's rule).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace polykv {
+
+class CpuBackend final : public Backend {
+ public:
+  // Owns a pool of `threads` workers (<= 0: all cores). Throws Error if a thread cannot be started.
+  explicit CpuBackend(int threads = 0);
+  // Borrows `pool`, which must outlive the backend.
+  explicit CpuBackend(ThreadPool& pool);
+  ~CpuBackend() override;
+
+  // The pool the ops run on, for callers with work of their own (e.g. a bandwidth probe).
+  ThreadPool& pool() { return *pool_; }
+  // Runs later ops on `pool` (borrowed; it must outlive its use). bench's --fill-threads uses it.
+  void set_pool(ThreadPool& pool) { pool_ = &pool; }
+
+  DeviceKind kind() const override { return DeviceKind::Cpu; }
+  std::string describe() const override;
+
+  void* allocate(size_t bytes) override;
+  void release(void* p) override;
+  void upload(void* dst, const void* src_host, size_t bytes) override;
+  void download(void* dst_host, const void* src, size_t bytes) override;
+  void synchronize() override {}
+  KvMemory& kv_memory() override;
+
+  WeightMatrix upload_matrix(const WeightMatrix& host) override { return host; }
+  const float* upload_floats(std::span<const float> host) override { return host.data(); }
+
+  void embed(const WeightMatrix& table, const int32_t* tokens, int n, float scale, float* x) override;
+  void matmul(const WeightMatrix& w, const float* x, float* y, int n) override;
+  void rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps) override;
+  void add_bias(float* x, const float* b, int rows, int cols) override;
+  void add(float* x, const float* y, int64_t n) override;
+  void rope(float* x, int rows, int n_heads, int head_dim, int n_rot, const int32_t* pos, const float* inv_freq,
+            float scale, RopeStyle style) override;
+  void gated_activation(float* gate, const float* up, int64_t n, Activation act) override;
+  void softcap(float* x, int64_t n, float cap) override;
+  void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) override;
+
+  void begin_step(std::span<const StepSeq> seqs) override;
+  void store_kv(int layer, float* k, const float* v) override;
+  void attention(int layer, const AttentionParams& p, float* q, float* out) override;
+
+ private:
+  std::unique_ptr<ThreadPool> own_pool_;  // null when borrowed
+  ThreadPool* pool_;
+  std::vector<StepSeq> step_;            // the sequences of the current step (begin_step)
+  std::vector<AttentionSeq> attn_seqs_;  // scratch of attention(), [step_.size()]
+};
+
+}  // namespace polykv
