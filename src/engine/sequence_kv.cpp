@@ -1,0 +1,27 @@
+#include "engine/sequence_kv.h"
+
+#include "core/error.h"
+#include "kv/kv_cache.h"
+#include "kv/owned_paged_kv.h"
+#include "kv/v_window.h"
+
+namespace polykv {
+
+std::unique_ptr<KvSequence> make_sequence_kv(const Model& model, const SequenceKvOptions& o) {
+  KvMemory& memory = model.backend().kv_memory();
+  if (memory.host_accessible()) {
+    auto kv = std::make_unique<KvCache>(
+        make_kv_cache(model.kv_shape(), o.k_type, o.v_type, o.max_tokens, o.block_tokens, o.rollback_tokens));
+    if (o.k_eq > 0) kv->set_k_equalizer(model.make_k_equalizer(KEqualizationParams{o.k_eq}));
+    return kv;
+  }
+  const VCacheSpec v = parse_v_cache_spec(o.v_type);
+  check(!v.window.enabled(), "the V precision window (", o.v_type, ") needs KV in host memory; the KV of ",
+        model.backend().describe(), " is in ", memory.name(), " memory: use ", kv_type_name(v.type));
+  check(o.k_eq <= 0, "K equalization needs KV in host memory; the KV of ", model.backend().describe(), " is in ",
+        memory.name(), " memory");
+  return std::make_unique<OwnedPagedKv>(model.kv_shape(), parse_kv_type(o.k_type), v.type, o.max_tokens,
+                                        o.block_tokens, memory);
+}
+
+}  // namespace polykv

@@ -1,0 +1,27 @@
+// The KV of one sequence (run, logits, bench, eval) for a model, where the model's backend can use it:
+//  - the backend's KV memory is host memory (CPU): a KvCache, with every feature (V precision window
+//    such as "turbo3w", K equalization, sliding-window layers releasing old blocks);
+//  - otherwise (a GPU): an OwnedPagedKv in the backend's kv_memory() (kv/owned_paged_kv.h), plain K
+//    and V types only; a V precision window or K equalization is refused with an Error.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kv/kv_sequence.h"
+#include "model/model.h"
+
+namespace polykv {
+
+struct SequenceKvOptions {
+  std::string k_type = "q8_0";     // a K type name (kv/kv_type.h)
+  std::string v_type = "turbo3t";  // a V type name, or one with a precision window (kv/v_window.h)
+  int max_tokens = 0;              // context of the sequence (> 0)
+  int block_tokens = 256;
+  int rollback_tokens = 0;         // KvCache: positions a sliding-window layer keeps for truncate()
+  float k_eq = 0;                  // K equalization strength (kv/k_equalizer.h); 0: off
+};
+
+// Throws Error naming an unknown type or a feature the backend's KV memory cannot have.
+std::unique_ptr<KvSequence> make_sequence_kv(const Model& model, const SequenceKvOptions& o);
+
+}  // namespace polykv
