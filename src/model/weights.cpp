@@ -44,7 +44,8 @@ WeightMatrix matrix(const GgufTensor& t, int64_t n_in, int64_t n_out, bool pack)
   return w;
 }
 
-// Binds, packs and (right away, so that peak memory stays about one copy) releases the original.
+// Binds and, for the CPU backend, packs and (right away, so that peak memory stays about one copy)
+// releases the original.
 WeightMatrix matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out, bool pack) {
   WeightMatrix w = matrix(f.tensor(name), n_in, n_out, pack);
   if (pack) release_original(f, w);
