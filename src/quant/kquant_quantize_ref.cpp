@@ -348,7 +348,8 @@ void quantize_q2_K_block(const float* x, BlockQ2_K& b) {
     const float d = fp16_to_f32(b.d) * float(b.scales[g] & 0x0F);
     if (d == 0.0f) continue;
     const float dm = fp16_to_f32(b.dmin) * float(b.scales[g] >> 4);
-    for (int i = kGroup * g; i < kGroup * g + kGroup; ++i) L[i] = uint8_t(std::clamp(nearest_int((x[i] + dm) / d), 0, 3));
+    for (int i = kGroup * g; i < kGroup * g + kGroup; ++i)
+      L[i] = uint8_t(std::clamp(nearest_int((x[i] + dm) / d), 0, 3));
   }
   pack_two_bit(L, b.qs);
 }

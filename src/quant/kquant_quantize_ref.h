@@ -4,7 +4,8 @@
 //
 // Every function: n must be a multiple of kQK_K; writes n / kQK_K blocks, each a function of its own
 // 256 input values only (so rows may be split at block boundaries). Inputs are finite weights; the
-// bit-identity is stated (and tested) for values whose scales fit fp16 (|x| below ~1e6).
+// bit-identity is tested (tests/kquant_quantize_test.cpp) on rows with |x| from 0 to a few thousand,
+// fp16-subnormal scales included.
 #pragma once
 #include <cstdint>
 
