@@ -286,7 +286,7 @@ TEST(QuantErrors, UnsupportedTypesThrowNamingTheType) {
       EXPECT_NE(std::string(e.what()).find(dtype_name(type)), std::string::npos) << e.what();
     }
   }
-  for (DType type : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q8_1, DType::I32}) {
+  for (DType type : {DType::Q8_1, DType::I32, DType::TQ1_0, DType::TQ2_0}) {
     EXPECT_FALSE(can_quantize(type)) << dtype_name(type);
     try {
       quantize_row_ref(type, f.data(), buf.data(), 256);
@@ -296,7 +296,8 @@ TEST(QuantErrors, UnsupportedTypesThrowNamingTheType) {
     }
   }
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                     DType::Q5_1, DType::Q8_0, DType::Q8_K, DType::Q6_K})
+                     DType::Q5_1, DType::Q8_0, DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K})
     EXPECT_TRUE(can_quantize(type)) << dtype_name(type);
 }
 

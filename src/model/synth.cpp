@@ -67,9 +67,8 @@ static std::string synth_types_list() {
 void check_synth_type(DType type) {
   for (DType t : synth_types())
     if (t == type) return;
-  fail("type '", dtype_name(type), "' is not supported by synth (quantize_row_ref cannot produce it",
-       dtype_info(type).block_size == 256 ? "; k-quants need the iterative scale search, not implemented" : "",
-       "); valid types: ", synth_types_list());
+  fail("type '", dtype_name(type), "' is not supported by synth (quantize_row_ref cannot produce it); valid types: ",
+       synth_types_list());
 }
 
 DType synth_type_from_name(const std::string& name) {

@@ -1,7 +1,7 @@
 // Scalar reference quantization: ggml's round-to-nearest reference algorithms (quantize_row_*_ref),
 // bit-identical to them, for f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 and the activation type
-// q8_K. The k-quant weight types q2_K..q5_K are not quantized (yet): ggml's reference for them is an
-// iterative scale search, and can_quantize() says false for them. q6_K is in kquant_quantize_ref.cpp.
+// q8_K. The k-quant weight types q2_K..q6_K (ggml's iterative scale searches) are in
+// kquant_quantize_ref.cpp.
 //
 // Floating point: every product is rounded to float before the following add (no fused
 // multiply-add). ggml's C source leaves contraction to the compiler, so an FMA build of ggml can
@@ -177,7 +177,8 @@ void quantize_blocks(void (*one)(const float*, Block&), const float* src, void* 
 bool can_quantize(DType type) {
   switch (type) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
-    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_K: case DType::Q6_K:
+    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_K: case DType::Q2_K:
+    case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
       return true;
     default:
       return false;
@@ -206,6 +207,10 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q5_1: return quantize_blocks<BlockQ5_1, kQK32>(quantize_q5_1, src, dst, n);
     case DType::Q8_0: return quantize_blocks<BlockQ8_0, kQK32>(quantize_q8_0, src, dst, n);
     case DType::Q8_K: return quantize_blocks<BlockQ8_K, kQK_K>(quantize_q8_K, src, dst, n);
+    case DType::Q2_K: return quantize_row_q2_K_ref(src, static_cast<BlockQ2_K*>(dst), n);
+    case DType::Q3_K: return quantize_row_q3_K_ref(src, static_cast<BlockQ3_K*>(dst), n);
+    case DType::Q4_K: return quantize_row_q4_K_ref(src, static_cast<BlockQ4_K*>(dst), n);
+    case DType::Q5_K: return quantize_row_q5_K_ref(src, static_cast<BlockQ5_K*>(dst), n);
     case DType::Q6_K: return quantize_row_q6_K_ref(src, static_cast<BlockQ6_K*>(dst), n);
     default:
       fail("quantize_row_ref: type ", dtype_name(type), " is not supported");
