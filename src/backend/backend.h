@@ -56,6 +56,10 @@ class Backend {
   virtual void synchronize() = 0;
   // Where a KV pool for this backend keeps its blocks (KvBlockStore's memory).
   virtual KvMemory& kv_memory() = 0;
+  // Measured bandwidth of the memory the weights and KV are read from, in bytes/s (CPU: a
+  // multithreaded read of a large buffer; CUDA: a large device-to-device copy, bytes read + written);
+  // what bench's decode floor divides by. 0 if the backend cannot measure it.
+  virtual double measure_bandwidth() { return 0; }
 
   // ---- weights (once, at model load) --------------------------------------------------------
   // A matrix the backend's matmul reads: the same type and shape, rows in backend memory (CPU: the

@@ -8,11 +8,17 @@
 
 #include "core/error.h"
 #include "eval/kv_types.h"
+#include "kv/kv_block_store.h"
 #include "kv/v_window.h"
 #include "model/model.h"
 #include "quant/quant.h"
 
 namespace polykv::cli {
+
+CLI::Option* add_device_option(CLI::App& app, std::string& device) {
+  return app.add_option("--device", device, "where the model runs: auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
+      ->capture_default_str();
+}
 
 CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& name, const std::string& help) {
   const std::string flag = name.substr(0, name.find(','));
@@ -143,6 +149,17 @@ void print_kv_summary(const KvCache& kv) {
   if (kv.v_window().enabled())
     std::fprintf(stderr, "V precision window: %d sink + %d recent positions in %s: %zu bytes in all layers\n",
                  kv.v_window().n_sink, kv.v_window().recent, kv_type_name(kv.v_window().type), kv.v_window_bytes());
+}
+
+void print_kv_summary(const KvSequence& kv) {
+  if (const auto* cache = dynamic_cast<const KvCache*>(&kv)) return print_kv_summary(*cache);
+  const KvBlockStore* s = kv.block_store();
+  if (!s) return;
+  const size_t k_layer = s->k_head_bytes() * size_t(s->shape().n_head_kv);
+  const size_t v_layer = s->v_head_bytes() * size_t(s->shape().n_head_kv);
+  std::fprintf(stderr, "KV cache (%s memory): K %s, V %s: %zu + %zu = %zu bytes per token per layer, %zu bytes per token (%d layers)\n",
+               s->memory().name(), kv_type_name(s->k_type()), kv_type_name(s->v_type()), k_layer, v_layer,
+               k_layer + v_layer, s->bytes_per_token(), s->shape().n_layer);
 }
 
 std::string kv_type_help(const char* which, KvDefaults defaults) {

@@ -51,6 +51,10 @@ CLI::Validator quantize_type_check();
 CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& name = "-t,--threads",
                                 const std::string& help = "threads (default: all cores)");
 
+// --device NAME: where the model runs ("auto": a CUDA GPU when this build has one and one is
+// visible, else the CPU; "cpu"; "cuda" / "cuda:N"). Checked when the backend is made.
+CLI::Option* add_device_option(CLI::App& app, std::string& device);
+
 // --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
 void add_k_eq_option(CLI::App& app, float& alpha);
 // Installs K equalization of strength alpha (if > 0) in a fresh cache of the model.
@@ -58,6 +62,8 @@ void apply_k_eq(const Model& model, KvCache& kv, float alpha);
 
 // One line on stderr: KV types and exact bytes per token (per layer and all layers).
 void print_kv_summary(const KvCache& kv);
+// The same for any sequence: a KvCache as above, a sequence in a block store (a GPU's) from its store.
+void print_kv_summary(const KvSequence& kv);
 
 // "1,2,3" -> {1, 2, 3}. Each item is decimal digits (at most INT32_MAX), optionally with spaces around
 // it ("1, 2, 3"); empty items ("1,,2", "1,2,"), signs, other characters, tabs or newlines, and an

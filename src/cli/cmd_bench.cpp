@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
@@ -16,6 +17,8 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/sysinfo.h"
+#include "engine/sequence_kv.h"
+#include "kv/owned_paged_kv.h"
 #include "model/model.h"
 
 namespace polykv::cli {
@@ -26,12 +29,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Forwards tokens in chunks (bounded scratch memory), keeping only the last logits.
-void fill(Model& m, KvCache& kv, const std::vector<int32_t>& toks, std::vector<float>& logits) {
+void fill(Model& m, KvSequence& kv, const std::vector<int32_t>& toks, std::vector<float>& logits) {
   constexpr size_t kChunk = 512;
   for (size_t i = 0; i < toks.size(); i += kChunk) {
     const size_t n = std::min(kChunk, toks.size() - i);
     m.forward(std::span(toks).subspan(i, n), kv, logits.data(), false);
   }
+}
+
+// Rolls a bench sequence back to n positions: both kinds make_sequence_kv returns can.
+void truncate(KvSequence& kv, int n) {
+  if (auto* c = dynamic_cast<KvCache*>(&kv)) return c->truncate(n);
+  if (auto* p = dynamic_cast<OwnedPagedKv*>(&kv)) return p->truncate(n);
+  fail("bench: this KV cannot roll back");
 }
 
 }  // namespace
@@ -56,10 +66,14 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object instead of a table");
   float k_eq = 0;
   add_k_eq_option(app, k_eq);
+  std::string device = "auto";
+  add_device_option(app, device);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  CpuBackend backend(threads);
-  ThreadPool& pool = backend.pool();
+  const std::unique_ptr<Backend> backend_ptr = make_backend({device, threads});
+  Backend& backend = *backend_ptr;
+  CpuBackend* cpu = dynamic_cast<CpuBackend*>(&backend);  // nullptr on a GPU
+  const int n_threads = cpu ? cpu->pool().size() : 0;
   auto model = Model::load(model_path, backend);
   const ModelConfig& c = model->config();
   std::mt19937 rng(42);
@@ -70,20 +84,34 @@ int cmd_bench(int argc, char** argv) {
   };
   const int capacity = depth + std::max(n_prompt, n_gen) + 1;
   // Every repetition rolls back to DEPTH: sliding-window layers must keep what that needs.
-  KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, capacity, 256, std::max(n_prompt, n_gen) + 1);
-  apply_k_eq(*model, kv, k_eq);
+  SequenceKvOptions kvo;
+  kvo.k_type = ctk;
+  kvo.v_type = ctv;
+  kvo.max_tokens = capacity;
+  kvo.rollback_tokens = std::max(n_prompt, n_gen) + 1;
+  kvo.k_eq = k_eq;
+  const std::unique_ptr<KvSequence> kv_seq = make_sequence_kv(*model, kvo);
+  KvSequence& kv = *kv_seq;
   print_kv_summary(kv);
+  size_t kv_bytes_per_token = 0, kv_allocated = 0;
+  if (const auto* c = dynamic_cast<const KvCache*>(&kv)) {
+    kv_bytes_per_token = c->bytes_per_token();
+  } else if (const auto* p = dynamic_cast<const OwnedPagedKv*>(&kv)) {
+    kv_bytes_per_token = p->bytes_per_token();
+    kv_allocated = p->allocated_bytes();
+  }
   std::vector<float> logits(size_t(c.n_vocab));
   if (depth > 0) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (fill_threads > 0 && fill_threads != pool.size()) {
+    if (cpu && fill_threads > 0 && fill_threads != n_threads) {
+      ThreadPool& pool = cpu->pool();
       ThreadPool fill_pool(fill_threads);
-      backend.set_pool(fill_pool);
+      cpu->set_pool(fill_pool);
       struct Restore {
         CpuBackend& b;
         ThreadPool& p;
         ~Restore() { b.set_pool(p); }
-      } restore{backend, pool};
+      } restore{*cpu, pool};
       fill(*model, kv, random_tokens(depth), logits);
     } else {
       fill(*model, kv, random_tokens(depth), logits);
@@ -98,7 +126,7 @@ int cmd_bench(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       fill(*model, kv, toks, logits);
       prefill_tok_s = std::max(prefill_tok_s, n_prompt / seconds_since(t0));
-      kv.truncate(depth);
+      truncate(kv, depth);
     }
     if (n_gen > 0) {
       int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
@@ -108,27 +136,30 @@ int cmd_bench(int argc, char** argv) {
         tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
       }
       decode_tok_s = std::max(decode_tok_s, n_gen / seconds_since(t0));
-      kv.truncate(depth);
+      truncate(kv, depth);
     }
   }
 
   const size_t peak_rss = peak_rss_bytes();  // before the bandwidth probe's buffer
-  const double bw = bw_gbs > 0 ? bw_gbs * 1e9 : measure_read_bandwidth(pool);
+  if (const auto* c = dynamic_cast<const KvCache*>(&kv)) kv_allocated = c->allocated_bytes();
+  const double bw = bw_gbs > 0 ? bw_gbs * 1e9 : backend.measure_bandwidth();
+  check(bw > 0, "bench: ", backend.describe(), " cannot measure its bandwidth; give --bandwidth GB/s");
   const double weight_bytes = double(model->weight_bytes_per_token());
   // Mean KV bytes read per decode step: every cached position of every layer, at the middle of the run.
-  const double kv_read = double(kv.bytes_per_token()) * (depth + n_gen / 2.0);
+  const double kv_read = double(kv_bytes_per_token) * (depth + n_gen / 2.0);
   const double floor_tok_s = bw / (weight_bytes + kv_read);
   const std::string wtype = dtype_name(model->weights().layers[0].wq.type);
 
   nlohmann::json j = {
       {"model", model_path},           {"arch", c.arch},
-      {"weight_type", wtype},          {"threads", pool.size()},
+      {"weight_type", wtype},          {"threads", n_threads},
+      {"device", backend.describe()},
       {"matmul_isa", matmul_isa()},    {"depth", depth},
       {"n_prompt", n_prompt},          {"n_gen", n_gen},
       {"cache_type_k", ctk},           {"cache_type_v", ctv},
       {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},
-      {"weight_bytes_per_token", weight_bytes}, {"kv_bytes_per_token", kv.bytes_per_token()},
-      {"kv_allocated_bytes", kv.allocated_bytes()}, {"attention_isa", kv_row_isa()},
+      {"weight_bytes_per_token", weight_bytes}, {"kv_bytes_per_token", kv_bytes_per_token},
+      {"kv_allocated_bytes", kv_allocated}, {"attention_isa", kv_row_isa()},
       {"mem_read_bw_gbs", bw / 1e9},   {"decode_floor_tok_s", floor_tok_s},
       {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
   };
@@ -140,13 +171,13 @@ int cmd_bench(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   if (n_prompt > 0)
     std::printf("| %s | %s | %s/%s | %d | %d | pp%d | %.2f | | |\n", c.arch.c_str(), wtype.c_str(), ctk.c_str(),
-                ctv.c_str(), pool.size(), depth, n_prompt, prefill_tok_s);
+                ctv.c_str(), n_threads, depth, n_prompt, prefill_tok_s);
   if (n_gen > 0)
     std::printf("| %s | %s | %s/%s | %d | %d | tg%d | %.2f | %.2f | %.0f%% |\n", c.arch.c_str(), wtype.c_str(),
-                ctk.c_str(), ctv.c_str(), pool.size(), depth, n_gen, decode_tok_s, floor_tok_s,
+                ctk.c_str(), ctv.c_str(), n_threads, depth, n_gen, decode_tok_s, floor_tok_s,
                 100.0 * decode_tok_s / floor_tok_s);
   std::printf("weights read per token: %.1f MiB; KV: %zu bytes/token; read bandwidth %.1f GB/s; peak RSS %.1f MiB\n",
-              weight_bytes / 1048576.0, kv.bytes_per_token(), bw / 1e9, double(peak_rss) / 1048576.0);
+              weight_bytes / 1048576.0, kv_bytes_per_token, bw / 1e9, double(peak_rss) / 1048576.0);
   return 0;
 }
 

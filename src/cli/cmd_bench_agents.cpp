@@ -179,6 +179,8 @@ int cmd_bench_agents(int argc, char** argv) {
   app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
   app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
   app.add_flag("--json", json, "print one JSON object per run instead of a table");
+  std::string device = "auto";
+  add_device_option(app, device);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   std::vector<int> counts;
   for (int32_t n : parse_ids(agents_list)) {
@@ -186,7 +188,7 @@ int cmd_bench_agents(int argc, char** argv) {
     counts.push_back(int(n));
   }
 
-  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  const std::unique_ptr<Backend> backend = make_backend({device, threads});
   auto model = Model::load(model_path, *backend);
   EngineOptions base;
   base.k_type = ctk;

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "engine/generate.h"
+#include "engine/sequence_kv.h"
 #include "model/model.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -101,6 +102,8 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
   float k_eq = 0;
   add_k_eq_option(app, k_eq);
+  std::string device = "auto";
+  add_device_option(app, device);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   usage_check(prompt.empty() != ids_text.empty(), "give exactly one of -p/--prompt and --ids");
   if (auto why = conflicting_options(!ids_text.empty(), chat, app.count("--system") > 0, no_bos, parse_special))
@@ -116,7 +119,7 @@ int cmd_run(int argc, char** argv) {
   if (seed < 0) std::fprintf(stderr, "seed: %llu (random; --seed %llu repeats this run)\n",
                              (unsigned long long)opts.sampling.seed, (unsigned long long)opts.sampling.seed);
 
-  const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
+  const std::unique_ptr<Backend> backend = make_backend({device, threads});
   auto model = Model::load(model_path, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::vector<int32_t> ids;
@@ -133,8 +136,13 @@ int cmd_run(int argc, char** argv) {
   const int ctx = n_ctx > 0 ? n_ctx : n_ctx_train;
   if (n_ctx_train > 0 && ctx > n_ctx_train)
     std::fprintf(stderr, "warning: -c %d exceeds the model's training context of %d\n", ctx, n_ctx_train);
-  KvCache kv = make_kv_cache(model->kv_shape(), ctk, ctv, ctx);
-  apply_k_eq(*model, kv, k_eq);
+  SequenceKvOptions kvo;
+  kvo.k_type = ctk;
+  kvo.v_type = ctv;
+  kvo.max_tokens = ctx;
+  kvo.k_eq = k_eq;
+  const std::unique_ptr<KvSequence> kv_seq = make_sequence_kv(*model, kvo);
+  KvSequence& kv = *kv_seq;
   print_kv_summary(kv);
   StreamingDecoder dec(tok);
   GenerateCallbacks cb;

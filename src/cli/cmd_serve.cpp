@@ -106,6 +106,8 @@ int cmd_serve(int argc, char** argv) {
   add_threads_option(app, f.threads, "-t,--threads", "compute threads (default: all cores)");
   app.add_option("--chat-template-file", f.chat_template_file, "Jinja chat template to use instead of the model's");
   app.add_flag("--log-requests", so.log_requests, "one line per HTTP request on stderr");
+  std::string device = "auto";
+  add_device_option(app, device);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   // SIGINT/SIGTERM go to one thread that stops the server (below); every other thread must block
@@ -118,7 +120,7 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
   std::unique_ptr<Backend> backend;
   try {
-    backend = make_backend({"cpu", f.threads});
+    backend = make_backend({device, f.threads});
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     throw;

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/ops.h"
 #include "core/error.h"
+#include "core/sysinfo.h"
 #include "quant/quant.h"
 
 namespace polykv {
@@ -24,6 +25,8 @@ CpuBackend::~CpuBackend() = default;
 std::string CpuBackend::describe() const {
   return std::string("cpu (") + matmul_isa() + ", " + std::to_string(pool_->size()) + " threads)";
 }
+
+double CpuBackend::measure_bandwidth() { return measure_read_bandwidth(*pool_); }
 
 void* CpuBackend::allocate(size_t bytes) {
   void* p = ::operator new(std::max<size_t>(bytes, 1), kAlign, std::nothrow);

@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
 
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string describe() const override;
+  double measure_bandwidth() override;
 
   void* allocate(size_t bytes) override;
   void release(void* p) override;
