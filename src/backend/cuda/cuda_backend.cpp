@@ -1,11 +1,247 @@
-// Placeholder until the CUDA backend lands: the device is detected, the backend refused.
+// CudaBackend: the Backend of backend/backend.h on one GPU. Everything is issued on the context's one
+// stream, in call order; download() and synchronize() wait for it. Weights and float vectors are
+// device copies the backend owns; the KV pool is a KvBlockStore in kv_memory() (device memory),
+// addressed by block id through the step plan (cuda_backend_plan.h) uploaded once per step.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cuda_runtime.h>
+#include <vector>
 
+#include "backend/cuda/cuda_backend_plan.h"
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/cuda_kv_memory.h"
+#include "backend/cuda/kv_cuda.h"
+#include "backend/cuda/matmul_cuda.h"
+#include "backend/cuda/ops_cuda.h"
 #include "core/error.h"
+#include "kv/kv_block_store.h"
 
 namespace polykv {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : ctx_(device), kv_memory_(device, ctx_.stream()) {
+    cudaDeviceProp prop{};
+    POLYKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    describe_ = cat("cuda:", device, " ", prop.name, " (sm_", prop.major, prop.minor, ", ",
+                    std::lround(double(prop.totalGlobalMem) / double(1ull << 30)), " GiB)");
+  }
+
+  ~CudaBackend() override {
+    // No throwing here: errors while tearing down are dropped.
+    cudaSetDevice(ctx_.device());
+    cudaStreamSynchronize(ctx_.stream());
+    for (void* p : owned_) cudaFree(p);
+    cudaGetLastError();
+  }
+
+  DeviceKind kind() const override { return DeviceKind::Cuda; }
+  std::string describe() const override { return describe_; }
+
+  // ---- memory -------------------------------------------------------------------------------
+  void* allocate(size_t bytes) override {
+    bind();
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      fail("CUDA: cannot allocate ", bytes, " bytes (", bytes >> 20, " MiB) on ", kv_memory_.name(), ": ",
+           cudaGetErrorString(err));
+    }
+    return p;
+  }
+
+  void release(void* p) override {
+    if (!p) return;
+    bind();
+    // Called from destructors: report, never throw.
+    const cudaError_t err = cudaFree(p);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      std::fprintf(stderr, "polykv: cudaFree failed on %s: %s\n", kv_memory_.name(), cudaGetErrorString(err));
+    }
+  }
+
+  // Ordered after the ops issued before it (same stream) and returns once src_host may be reused
+  // (pinned or not: it waits for the copy).
+  void upload(void* dst, const void* src_host, size_t bytes) override {
+    if (bytes == 0) return;
+    bind();
+    POLYKV_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, ctx_.stream()));
+    POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+  }
+
+  void download(void* dst_host, const void* src, size_t bytes) override {
+    bind();
+    if (bytes > 0) POLYKV_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream()));
+    POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));  // also surfaces faults of earlier kernels
+  }
+
+  void synchronize() override {
+    bind();
+    POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+  }
+
+  KvMemory& kv_memory() override { return kv_memory_; }
+
+  // ---- weights ------------------------------------------------------------------------------
+  WeightMatrix upload_matrix(const WeightMatrix& host) override {
+    WeightMatrix d = host;
+    d.packed = nullptr;  // the CPU's interleaved copy means nothing on the GPU
+    d.data = nullptr;
+    if (host.n_out == 0) return d;
+    const size_t rb = row_bytes(host.type, host.n_in);
+    check(host.data != nullptr && host.row_stride >= rb, "upload_matrix: row stride ", host.row_stride,
+          " shorter than a row of ", rb, " bytes");
+    // Rows keep their stride; the last one needs only its own bytes.
+    const size_t bytes = size_t(host.n_out - 1) * host.row_stride + rb;
+    d.data = upload_owned(host.data, bytes);
+    return d;
+  }
+
+  const float* upload_floats(std::span<const float> host) override {
+    if (host.empty()) return nullptr;
+    return static_cast<const float*>(upload_owned(host.data(), host.size_bytes()));
+  }
+
+  // ---- ops ----------------------------------------------------------------------------------
+  void embed(const WeightMatrix& table, const int32_t* tokens, int n, float scale, float* x) override {
+    bind();
+    if (n == 0) return;
+    cuda::dequantize_rows(table, tokens, n, scale, x, ctx_.stream());
+  }
+  void matmul(const WeightMatrix& w, const float* x, float* y, int n) override {
+    bind();
+    if (n == 0) return;
+    cuda::matmul(w, x, y, n, ctx_);
+  }
+  void rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps) override {
+    bind();
+    cuda::rmsnorm(x, w, out, rows, cols, eps, ctx_.stream());
+  }
+  void add_bias(float* x, const float* b, int rows, int cols) override {
+    bind();
+    cuda::add_bias(x, b, rows, cols, ctx_.stream());
+  }
+  void add(float* x, const float* y, int64_t n) override {
+    bind();
+    cuda::add(x, y, n, ctx_.stream());
+  }
+  void rope(float* x, int rows, int n_heads, int head_dim, int n_rot, const int32_t* pos, const float* inv_freq,
+            float scale, RopeStyle style) override {
+    bind();
+    cuda::rope(x, rows, n_heads, head_dim, n_rot, pos, inv_freq, scale, style, ctx_.stream());
+  }
+  void gated_activation(float* gate, const float* up, int64_t n, Activation act) override {
+    bind();
+    cuda::gated_activation(gate, up, n, act, ctx_.stream());
+  }
+  void softcap(float* x, int64_t n, float cap) override {
+    bind();
+    cuda::softcap(x, n, cap, ctx_.stream());
+  }
+  void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) override {
+    bind();
+    cuda::gather_rows(src, rows, n, cols, dst, ctx_.stream());
+  }
+
+  // ---- KV and attention ---------------------------------------------------------------------
+  void begin_step(std::span<const StepSeq> seqs) override {
+    bind();
+    plan_ = cuda::plan_step(seqs, kv_memory_);  // throws before anything is issued
+    stepped_ = true;
+    batch_ = {};
+    slots_ = nullptr;
+    if (plan_.total_rows == 0) return;
+    // Two uploads per step, shared by every layer. From pageable memory: the runtime copies the bytes
+    // out before returning, so plan_ may change at the next step while the copy is in flight.
+    const size_t slot_bytes = plan_.slots.size() * sizeof(int32_t);
+    const size_t table_bytes = plan_.tables.size() * sizeof(int32_t);
+    auto* slots = static_cast<int32_t*>(ctx_.scratch(cuda::Scratch::KvSlots, slot_bytes));
+    auto* tables = static_cast<int32_t*>(ctx_.scratch(cuda::Scratch::AttentionTables, table_bytes));
+    POLYKV_CUDA_CHECK(cudaMemcpyAsync(slots, plan_.slots.data(), slot_bytes, cudaMemcpyHostToDevice, ctx_.stream()));
+    POLYKV_CUDA_CHECK(
+        cudaMemcpyAsync(tables, plan_.tables.data(), table_bytes, cudaMemcpyHostToDevice, ctx_.stream()));
+    slots_ = slots;
+    batch_.n_seq = plan_.n_seq;
+    batch_.tables = tables;
+    batch_.table_start = tables + plan_.table_start_at();
+    batch_.pos0 = tables + plan_.pos0_at();
+    batch_.n_q = tables + plan_.n_q_at();
+    batch_.row0 = tables + plan_.row0_at();
+    batch_.total_rows = plan_.total_rows;
+    batch_.max_n_q = plan_.max_n_q;
+    batch_.max_kv = plan_.max_kv;
+  }
+
+  void store_kv(int layer, float* k, const float* v) override {
+    bind();
+    if (!has_rows("store_kv")) return;
+    cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream());
+  }
+
+  void attention(int layer, const AttentionParams& p, float* q, float* out) override {
+    bind();
+    if (!has_rows("attention")) return;
+    cuda::attention(layer_device(layer), p, batch_, q, out, ctx_);
+  }
+
+ private:
+  // Makes this backend's device current on the calling thread (the engine may call from any thread).
+  void bind() const {
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx_.device()) POLYKV_CUDA_CHECK(cudaSetDevice(ctx_.device()));
+  }
+
+  void* upload_owned(const void* src, size_t bytes) {
+    void* p = allocate(bytes);
+    owned_.push_back(p);
+    upload(p, src, bytes);
+    return p;
+  }
+
+  bool has_rows(const char* op) const {
+    check(stepped_, "CUDA backend: ", op, " before begin_step");
+    return plan_.total_rows > 0;
+  }
+
+  // The addressing of one layer of the step's pool (kv_cuda.h): layer L of block b starts at
+  // data + (b * n_layer + L) * layer_bytes = (data + L * layer_bytes) + b * block_bytes.
+  cuda::KvLayerDevice layer_device(int layer) const {
+    const KvBlockStore& s = *plan_.store;
+    check(layer >= 0 && layer < s.shape().n_layer, "CUDA backend: layer ", layer, " out of range");
+    cuda::KvLayerDevice L;
+    L.k_type = s.k_type();
+    L.v_type = s.v_type();
+    L.block_tokens = s.block_tokens();
+    L.n_head_kv = s.shape().n_head_kv;
+    L.head_dim = s.shape().head_dim;
+    L.head_dim_v = s.shape().head_dim_v;
+    L.k_head_bytes = s.k_head_bytes();
+    L.v_head_bytes = s.v_head_bytes();
+    L.layer_base = const_cast<uint8_t*>(s.data()) + size_t(layer) * s.layer_bytes();
+    L.block_stride = s.block_bytes();
+    L.v_offset = s.k_part_bytes();
+    return L;
+  }
+
+  cuda::CudaContext ctx_;  // first member: destroyed last (its stream outlives the rest)
+  cuda::CudaKvMemory kv_memory_;
+  std::string describe_;
+  std::vector<void*> owned_;  // device copies made by upload_matrix / upload_floats
+
+  // The current step (begin_step): its plan and the device copies of it.
+  bool stepped_ = false;
+  cuda::StepPlan plan_;
+  const int32_t* slots_ = nullptr;  // device [total_rows]
+  cuda::AttentionBatchDevice batch_;
+};
+
+}  // namespace
 
 int cuda_device_count() {
   int n = 0;
@@ -17,7 +253,10 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {
-  fail("the CUDA backend is not implemented yet (device ", device, ")");
+  const int n = cuda_device_count();
+  check(n > 0, "no CUDA GPU is visible (driver missing or no device)");
+  check(device >= 0 && device < n, "CUDA device ", device, " does not exist (", n, " visible)");
+  return std::make_unique<CudaBackend>(device);
 }
 
 }  // namespace polykv

@@ -1,0 +1,65 @@
+#include "backend/cuda/cuda_backend_plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kv/kv_block_store.h"
+
+namespace polykv::cuda {
+
+StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory) {
+  StepPlan plan;
+  std::vector<int32_t> starts, pos0, n_q, row0;
+  int next_row = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const StepSeq& s = seqs[i];
+    check(s.kv != nullptr, "CUDA backend: step sequence ", i, " has no KV");
+    check(s.n >= 0 && s.pos0 >= 0, "CUDA backend: step sequence ", i, " has pos0 ", s.pos0, " and ", s.n, " rows");
+    check(s.row0 == next_row, "CUDA backend: step sequence ", i, " starts at row ", s.row0, ", expected ", next_row,
+          " (sequences are contiguous, in order)");
+    next_row += s.n;
+    const KvBlockStore* store = s.kv->block_store();
+    if (store == nullptr || &store->memory() != &device_memory)
+      fail("CUDA backend: step sequence ", i, " needs a KV pool in GPU memory (", device_memory.name(),
+           "); its KV is ", store ? "a pool in " + std::string(store->memory().name()) + " memory" : "a private cache");
+    check(!s.kv->k_equalizer().enabled(), "CUDA backend: step sequence ", i,
+          " uses K equalization, which the CUDA backend does not support");
+    if (s.n == 0) continue;
+    check(plan.store == nullptr || plan.store == store, "CUDA backend: step sequence ", i,
+          " is in another KV pool than the step's first sequence");
+    plan.store = store;
+    const int end = s.pos0 + s.n;  // positions 0 .. end - 1 are read; pos0 .. end - 1 are written
+    check(end <= s.kv->max_tokens(), "context full: positions up to ", end, " exceed the context of ",
+          s.kv->max_tokens());
+    const int bt = store->block_tokens();
+    const size_t n_blocks = size_t((end + bt - 1) / bt);
+    const std::span<const BlockId> table = s.kv->block_table();
+    check(table.size() >= n_blocks, "CUDA backend: step sequence ", i, " has ", table.size(), " blocks for ", end,
+          " positions (", n_blocks, " needed)");
+    starts.push_back(int32_t(plan.tables.size()));
+    for (size_t b = 0; b < n_blocks; ++b) {
+      check(table[b] >= 0 && table[b] < store->n_blocks(), "CUDA backend: step sequence ", i, ": block id ",
+            table[b], " out of range");
+      plan.tables.push_back(int32_t(table[b]));
+    }
+    for (int p = s.pos0; p < end; ++p) {
+      // block * block_tokens + offset < n_blocks * block_tokens: fits an int32 for any pool a GPU holds
+      // (2^31 slots of even one f16 row of 64 dims are 256 GiB per layer).
+      const int64_t slot = int64_t(table[size_t(p / bt)]) * bt + p % bt;
+      check(slot <= INT32_MAX, "CUDA backend: KV slot ", slot, " does not fit 32 bits");
+      plan.slots.push_back(int32_t(slot));
+    }
+    pos0.push_back(s.pos0);
+    n_q.push_back(s.n);
+    row0.push_back(s.row0);
+    plan.max_n_q = std::max(plan.max_n_q, s.n);
+    plan.max_kv = std::max(plan.max_kv, end);
+  }
+  plan.n_seq = int(pos0.size());
+  plan.total_rows = next_row;
+  plan.tables_len = plan.tables.size();
+  for (const auto* v : {&starts, &pos0, &n_q, &row0}) plan.tables.insert(plan.tables.end(), v->begin(), v->end());
+  return plan;
+}
+
+}  // namespace polykv::cuda
