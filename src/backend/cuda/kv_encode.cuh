@@ -1,0 +1,344 @@
+// The KV row encoders of the GPU's kv_store (backend/cuda/kv_store_cuda.cu), written so that the CPU
+// runs the same code (tests/cuda_kv_encode_test.cpp): every KV type of kv/kv_type.h, producing the
+// bytes of kv_type_ops(type).quantize_head.
+//
+// Work unit: one warp encodes one unit = one (row, head) for f32/f16/bf16/q8_0/q4_0, or one group of
+// a (row, head) for turbo*/turbo*t (the group of 128, or of head_dim when it is 64 or 32; groups are
+// coded independently, quant/turbo.h). An algorithm is a sequence of phases run through an executor:
+//   ex.each(f): every lane l in 0..31 runs f(l), then the warp synchronizes (__syncwarp);
+//   ex.one(f):  lane 0 runs f(), then the warp synchronizes.
+// Lanes of one phase never read what another lane of the same phase writes (so any order of lanes
+// gives the same result; the CPU test runs them in shuffled orders), and they communicate only
+// through the warp's Scratch (shared memory on the device). The GPU executor is in kv_store_cuda.cu,
+// the CPU one (HostExec) below.
+//
+// Bit-exactness with the CPU reference (finite inputs): every rounded operation of the reference is
+// performed here once, on the same operands, in the same order (kv_encode_scalar.cuh's *_rn):
+//   - the fast Walsh–Hadamard transform runs the reference's butterfly network (quant/turbo_rotation.cpp:
+//     stage h pairs (j, j + h), a + b and a - b), only the pairs of one stage are spread over lanes;
+//   - sums whose order matters (r² and ||c||² in double) are taken by one lane in the reference order;
+//   - the trellis dynamic program computes each state's add-compare-select exactly as
+//     quant/turbo_trellis.cpp (ties keep t = 0; first state wins the final argmin).
+// So the bytes equal quantize_head's for every type (not merely within a tolerance).
+//
+// Constants (signs, levels, trellis subsets) are copied from the CPU's own tables by
+// make_side_params (host) and travel with the kernel's parameters.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/kv_encode_scalar.cuh"
+#include "core/error.h"
+#include "kv/kv_type.h"
+#include "quant/turbo.h"
+#include "quant/turbo_internal.h"
+#include "quant/turbo_trellis.h"
+
+#ifndef __CUDACC__
+#include <numeric>
+#include <random>
+#endif
+
+namespace polykv::cuda::enc {
+
+enum class Codec : int { F32, F16, BF16, Q8_0, Q4_0, Turbo, Trellis };
+
+// The constants of one turbo group size and bit width (copied from quant/'s tables).
+struct TurboTables {
+  float sign[128];       // [n] the diagonal of S (+1 / -1), turbo::detail::sign_table(n)
+  float lv[32];          // turbo: [2^bits] levels(bits, n); trellis: [2^(bits+1)] trellis::levels(bits, n)
+  float mid[16];         // turbo: [2^bits - 1] decision boundaries 0.5f * (lv[k] + lv[k + 1])
+  float scale;           // float(1 / sqrt(n)): the normalization of the WHT
+  uint32_t subset_word;  // trellis: subset of window w = (subset_word >> 2w) & 3 (trellis::kSubsetWord)
+};
+
+// How the rows of one side (K or V) of a layer are encoded.
+struct SideParams {
+  Codec codec = Codec::F32;
+  int bits = 0;         // turbo / trellis: 2, 3, 4
+  int head_dim = 0;
+  int unit_values = 0;  // values per unit: the turbo group n (32, 64, 128), else head_dim
+  int units = 0;        // units per (row, head): head_dim / n for turbo, else 1
+  uint32_t head_bytes = 0, unit_bytes = 0;  // kv_head_bytes; bytes of one unit (a group record)
+  TurboTables tab;
+};
+
+// One warp's working memory (shared memory on the device): about 5.5 KB.
+struct Scratch {
+  double r2, c2;           // ||x_g||² and ||c||², double as the reference
+  float y[128];            // [n] the group, rotated in place; trellis: then the unit coordinates u
+  float err[128][4];       // trellis: [i][subset] squared error of the subset's nearest level
+  float cost[2][8];        // trellis: path costs per state, double-buffered by step parity
+  uint8_t idx[128];        // turbo: level index; trellis: j_i
+  uint8_t tb[128];         // trellis: t_i
+  uint8_t bj[128][4];      // trellis: [i][subset] index j of that nearest level
+  uint8_t from[128][8];    // trellis: [i][new state] t_{i-3} of the best predecessor
+  uint8_t pick[128][8];    // trellis: [i][new state] j on that branch
+};
+
+// ---- turbo groups ----
+
+// y = S·x_g and r2 = ||x_g||² (double, summed in index order as the reference; squares of ±x are
+// equal, so summing S·x is the same). Returns nothing: sh.y and sh.r2 hold the results.
+template <class Exec>
+POLYKV_KV_DEV void load_signed_and_norm(Exec& ex, Scratch& sh, const TurboTables& t, const float* x, int n) {
+  ex.each([&](int l) {
+    for (int i = l; i < n; i += 32) sh.y[i] = mul_rn(x[i], t.sign[i]);
+  });
+  ex.one([&] {
+    double r2 = 0;
+    for (int i = 0; i < n; ++i) r2 = dadd_rn(r2, dmul_rn(double(sh.y[i]), double(sh.y[i])));
+    sh.r2 = r2;
+  });
+}
+
+// sh.y <- H_unnormalized · sh.y: the reference's butterflies, stage h = 1, 2, ..., n/2; the n/2 pairs
+// of a stage are disjoint, so lanes may take them in any order. The 1/sqrt(n) factor is applied by
+// the caller (one rounded multiply per value, as the reference).
+template <class Exec>
+POLYKV_KV_DEV void butterflies(Exec& ex, Scratch& sh, int n) {
+  for (int h = 1; h < n; h *= 2) {
+    ex.each([&](int l) {
+      for (int p = l; p < n / 2; p += 32) {
+        const int j = (p / h) * 2 * h + p % h;
+        const float a = sh.y[j], b = sh.y[j + h];
+        sh.y[j] = add_rn(a, b);
+        sh.y[j + h] = sub_rn(a, b);
+      }
+    });
+  }
+}
+
+// Writes the whole record as zeros (an all-zero group: r' = 0, indices 0).
+template <class Exec>
+POLYKV_KV_DEV void zero_record(Exec& ex, uint8_t* rec, int bytes) {
+  ex.each([&](int l) {
+    for (int k = l; k < bytes; k += 32) rec[k] = 0;
+  });
+}
+
+// quant/turbo_quantize.cpp's quantize_head for one group of n values: x[0..n) -> rec (2 + n*bits/8).
+template <class Exec>
+POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
+                                      const float* x, uint8_t* rec) {
+  const int index_bytes = n * bits / 8;
+  load_signed_and_norm(ex, sh, t, x, n);
+  const double r2 = sh.r2;
+  if (r2 == 0) return zero_record(ex, rec, 2 + index_bytes);
+  butterflies(ex, sh, n);
+  const double r = dsqrt_rn(r2);
+  const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  const int n_levels = 1 << bits;
+  ex.each([&](int l) {
+    for (int i = l; i < n; i += 32) {
+      const float u = mul_rn(mul_rn(sh.y[i], t.scale), inv_r);  // rotated, then / r: two roundings
+      int idx = 0;
+      while (idx + 1 < n_levels && u > t.mid[idx]) ++idx;  // nearest level, ties go down
+      sh.idx[i] = uint8_t(idx);
+    }
+  });
+  ex.one([&] {
+    double c2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const double c = t.lv[sh.idx[i]];
+      c2 = dadd_rn(c2, dmul_rn(c, c));
+    }
+    sh.c2 = c2;
+  });
+  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(sh.c2)));  // r' = r / ||c||
+  ex.each([&](int l) {
+    if (l == 0) store_u16(rec, half_bits(norm));
+    for (int k = l; k < index_bytes; k += 32) rec[2 + k] = stream_byte(sh.idx, bits, n, k);
+  });
+}
+
+// ---- trellis-coded turbo groups (quant/turbo_trellis.cpp) ----
+
+POLYKV_KV_DEV int subset_of(uint32_t word, int w) { return int(word >> (2 * w)) & 3; }
+
+template <class Exec>
+POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
+                                        const float* x, uint8_t* rec) {
+  const int tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
+  load_signed_and_norm(ex, sh, t, x, n);
+  const double r2 = sh.r2;
+  if (r2 == 0) return zero_record(ex, rec, 2 + tbit_bytes + jbit_bytes);
+  butterflies(ex, sh, n);
+  const double r = dsqrt_rn(r2);
+  const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  ex.each([&](int l) {
+    for (int i = l; i < n; i += 32) sh.y[i] = mul_rn(mul_rn(sh.y[i], t.scale), inv_r);
+  });
+  // Branch metrics, independent of the path: nearest level of each subset for every coordinate.
+  const int per_subset = 1 << (bits - 1);
+  ex.each([&](int l) {
+    for (int q = l; q < 4 * n; q += 32) {
+      const int i = q >> 2, s = q & 3;
+      float e = inf_f();
+      int bj = 0;
+      for (int j = 0; j < per_subset; ++j) {
+        const float d = sub_rn(sh.y[i], t.lv[s + 4 * j]), dd = mul_rn(d, d);
+        bj = dd < e ? j : bj;
+        e = dd < e ? dd : e;
+      }
+      sh.err[i][s] = e;
+      sh.bj[i][s] = uint8_t(bj);
+    }
+  });
+  // Viterbi over 8 states (t_{i-3}, t_{i-2}, t_{i-1}) from state 0; lane ns < 8 updates state ns.
+  ex.each([&](int l) {
+    if (l < 8) sh.cost[0][l] = l == 0 ? 0.0f : inf_f();
+  });
+  for (int i = 0; i < n; ++i) {
+    const int cur = i & 1;
+    ex.each([&](int ns) {
+      if (ns >= 8) return;
+      const int w0 = (ns << 1) & 15, w1 = w0 | 1;
+      const int s0 = subset_of(t.subset_word, w0), s1 = subset_of(t.subset_word, w1);
+      const float c0 = add_rn(sh.cost[cur][w0 & 7], sh.err[i][s0]);
+      const float c1 = add_rn(sh.cost[cur][w1 & 7], sh.err[i][s1]);
+      const bool take1 = c1 < c0;
+      sh.cost[cur ^ 1][ns] = take1 ? c1 : c0;
+      sh.from[i][ns] = uint8_t(take1);
+      sh.pick[i][ns] = sh.bj[i][take1 ? s1 : s0];
+    });
+  }
+  // Best final state (the first on ties), trace back, and ||c||² summed from i = n-1 down to 0.
+  ex.one([&] {
+    const float* cost = sh.cost[n & 1];
+    int s = 0;
+    for (int k = 1; k < 8; ++k)
+      if (cost[k] < cost[s]) s = k;
+    double c2 = 0;
+    for (int i = n - 1; i >= 0; --i) {
+      const int w = ((s << 1) | sh.from[i][s]) & 15;
+      const int j = sh.pick[i][s];
+      sh.tb[i] = uint8_t(w >> 3);
+      sh.idx[i] = uint8_t(j);
+      const double c = t.lv[subset_of(t.subset_word, w) + 4 * j];
+      c2 = dadd_rn(c2, dmul_rn(c, c));
+      s = w & 7;
+    }
+    sh.c2 = c2;
+  });
+  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(sh.c2)));
+  ex.each([&](int l) {
+    if (l == 0) store_u16(rec, half_bits(norm));
+    for (int k = l; k < tbit_bytes; k += 32) rec[2 + k] = stream_byte(sh.tb, 1, n, k);
+    for (int k = l; k < jbit_bytes; k += 32) rec[2 + tbit_bytes + k] = stream_byte(sh.idx, bits - 1, n, k);
+  });
+}
+
+// ---- one unit of any type ----
+
+// x: the unit's p.unit_values inputs (f32, original basis); dst: its p.unit_bytes in the row.
+template <class Exec>
+POLYKV_KV_DEV void encode_unit(Exec& ex, Scratch& sh, const SideParams& p, const float* x, uint8_t* dst) {
+  const int hd = p.head_dim;
+  switch (p.codec) {
+    case Codec::F32:
+      return ex.each([&](int l) {
+        for (int i = l; i < hd; i += 32) store_u32(dst + 4 * i, bits_of(x[i]));
+      });
+    case Codec::F16:
+      return ex.each([&](int l) {
+        for (int i = l; i < hd; i += 32) store_u16(dst + 2 * i, half_bits(x[i]));
+      });
+    case Codec::BF16:
+      return ex.each([&](int l) {
+        for (int i = l; i < hd; i += 32) store_u16(dst + 2 * i, bf16_bits(x[i]));
+      });
+    case Codec::Q8_0:  // one lane per block of 32 values
+      return ex.each([&](int l) {
+        for (int b = l; b < hd / 32; b += 32) encode_q8_0_block(x + 32 * b, dst + 34 * b);
+      });
+    case Codec::Q4_0:
+      return ex.each([&](int l) {
+        for (int b = l; b < hd / 32; b += 32) encode_q4_0_block(x + 32 * b, dst + 18 * b);
+      });
+    case Codec::Turbo: return encode_turbo_group(ex, sh, p.tab, p.bits, p.unit_values, x, dst);
+    case Codec::Trellis: return encode_trellis_group(ex, sh, p.tab, p.bits, p.unit_values, x, dst);
+  }
+}
+
+// ---- host side ----
+
+// The parameters of type t for rows of head_dim values; the tables are copied from quant/'s own.
+// Throws Error if t cannot hold head_dim (kv/kv_type.h rules). Host code, shared by the CUDA
+// launcher and the CPU test (which is built with or without CUDA).
+inline SideParams make_side_params(KvType t, int head_dim) {
+  SideParams p;
+  p.head_dim = head_dim;
+  p.head_bytes = uint32_t(kv_head_bytes(t, head_dim));  // validates head_dim for t
+  p.unit_values = head_dim;
+  p.units = 1;
+  p.unit_bytes = p.head_bytes;
+  p.tab = TurboTables{};
+  switch (t) {
+    case KvType::F32: p.codec = Codec::F32; return p;
+    case KvType::F16: p.codec = Codec::F16; return p;
+    case KvType::BF16: p.codec = Codec::BF16; return p;
+    case KvType::Q8_0: p.codec = Codec::Q8_0; return p;
+    case KvType::Q4_0: p.codec = Codec::Q4_0; return p;
+    case KvType::Turbo4: case KvType::Turbo3: case KvType::Turbo2:
+      p.codec = Codec::Turbo;
+      p.bits = t == KvType::Turbo4 ? 4 : t == KvType::Turbo3 ? 3 : 2;
+      break;
+    case KvType::Turbo4T: case KvType::Turbo3T: case KvType::Turbo2T:
+      p.codec = Codec::Trellis;
+      p.bits = t == KvType::Turbo4T ? 4 : t == KvType::Turbo3T ? 3 : 2;
+      break;
+  }
+  const int n = turbo::group_size(head_dim);
+  p.unit_values = n;
+  p.units = head_dim / n;
+  p.unit_bytes = uint32_t(2 + n * p.bits / 8);
+  check(size_t(p.unit_bytes) * size_t(p.units) == p.head_bytes, "kv_store: turbo record size mismatch");
+  const float* sign = turbo::detail::sign_table(n);
+  std::copy(sign, sign + n, p.tab.sign);
+  p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
+  if (p.codec == Codec::Turbo) {
+    const float* lv = turbo::levels(p.bits, n);
+    const int n_levels = 1 << p.bits;
+    std::copy(lv, lv + n_levels, p.tab.lv);
+    for (int k = 0; k + 1 < n_levels; ++k) p.tab.mid[k] = 0.5f * (lv[k] + lv[k + 1]);  // as quantize_head
+  } else {
+    const float* lv = turbo::trellis::levels(p.bits, n);
+    std::copy(lv, lv + (2 << p.bits), p.tab.lv);
+    p.tab.subset_word = turbo::trellis::kSubsetWord;
+  }
+  return p;
+}
+
+#ifndef __CUDACC__
+// The CPU executor: runs each phase's lanes one after another, in the order `order` (a permutation
+// of 0..31; shuffled orders check that the lanes of a phase are independent).
+struct HostExec {
+  int order[32];
+  explicit HostExec(uint32_t shuffle_seed = 0) {
+    std::iota(order, order + 32, 0);
+    if (shuffle_seed) std::shuffle(order, order + 32, std::mt19937(shuffle_seed));
+  }
+  template <class F>
+  void each(F&& f) {
+    for (int l : order) f(l);
+  }
+  template <class F>
+  void one(F&& f) {
+    f();
+  }
+};
+
+// One (row, head) on the CPU with the GPU's algorithm: x [head_dim] -> dst [p.head_bytes].
+inline void encode_head_host(const SideParams& p, const float* x, uint8_t* dst, uint32_t shuffle_seed = 0) {
+  HostExec ex(shuffle_seed);
+  Scratch sh;
+  for (int u = 0; u < p.units; ++u)
+    encode_unit(ex, sh, p, x + size_t(u) * size_t(p.unit_values), dst + size_t(u) * p.unit_bytes);
+}
+#endif
+
+}  // namespace polykv::cuda::enc
