@@ -7,12 +7,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/kv_encode.cuh"
 #include "core/fp16.h"
+#include "kv/kv_block_store.h"
 #include "kv/kv_type.h"
 #include "quant/turbo.h"
 #include "quant/turbo_internal.h"
@@ -213,6 +216,60 @@ TEST_P(CudaKvEncodeRows, BytesEqualQuantizeHead) {
 
 INSTANTIATE_TEST_SUITE_P(AllKvTypes, CudaKvEncodeRows, ::testing::ValuesIn(kAllKvTypes),
                          [](const auto& info) { return std::string(kv_type_name(info.param)); });
+
+// kv_store's addressing (StoreArgs / locate_unit, the device's own code) against the store's: rows
+// scattered into layer 1 of a two-layer pool land where KvBlockStore::k_part / v_part say, padding
+// rows (slot -1) and untouched rows keep their poison.
+TEST(CudaKvEncodeStore, HostRunOfTheKernelWritesTheStoreLayout) {
+  std::mt19937 rng(17);
+  const int n_types = int(std::size(kAllKvTypes));
+  for (int ti = 0; ti < n_types; ++ti)
+    for (int hd : {64, 128, 256})
+      for (int n_head : {1, 3, 4}) {
+        const KvType kt = kAllKvTypes[ti], vt = kAllKvTypes[(ti + 5) % n_types];
+        const int hd_v = ti % 2 ? hd : 64, n_blocks = 4, block_tokens = 16, layer = 1;
+        SCOPED_TRACE(std::string("K ") + kv_type_name(kt) + " V " + kv_type_name(vt) + " head_dim " +
+                     std::to_string(hd) + "/" + std::to_string(hd_v) + " n_head " + std::to_string(n_head));
+        KvShape shape;
+        shape.n_layer = 2;
+        shape.n_head_kv = n_head;
+        shape.head_dim = hd;
+        shape.head_dim_v = hd_v;
+        KvBlockStore got(shape, kt, vt, n_blocks, block_tokens), want(shape, kt, vt, n_blocks, block_tokens);
+        const size_t pool = got.block_bytes() * size_t(n_blocks);
+        std::memset(got.k_part(0, 0), 0xA5, pool);
+        std::memset(want.k_part(0, 0), 0xA5, pool);
+        std::vector<int32_t> slots(static_cast<size_t>(n_blocks * block_tokens));
+        std::iota(slots.begin(), slots.end(), 0);
+        std::shuffle(slots.begin(), slots.end(), rng);
+        slots.resize(23);
+        slots[9] = -1;
+        const int n = int(slots.size());
+        std::vector<float> k(size_t(n) * size_t(n_head) * size_t(hd)), v(size_t(n) * size_t(n_head) * size_t(hd_v));
+        std::normal_distribution<float> nd;
+        for (auto& x : k) x = nd(rng);
+        for (auto& x : v) x = nd(rng);
+        for (int r = 0; r < n; ++r) {
+          if (slots[size_t(r)] < 0) continue;
+          const int b = slots[size_t(r)] / block_tokens, i = slots[size_t(r)] % block_tokens;
+          for (int g = 0; g < n_head; ++g) {
+            kv_type_ops(kt).quantize_head(k.data() + (size_t(r) * size_t(n_head) + size_t(g)) * size_t(hd),
+                                          want.k_part(b, layer) + size_t(g * block_tokens + i) * want.k_head_bytes(), hd);
+            kv_type_ops(vt).quantize_head(v.data() + (size_t(r) * size_t(n_head) + size_t(g)) * size_t(hd_v),
+                                          want.v_part(b, layer) + size_t(g * block_tokens + i) * want.v_head_bytes(), hd_v);
+          }
+        }
+        const StoreArgs a = make_store_args(kt, hd, vt, hd_v, n_head, block_tokens, got.k_part(0, layer),
+                                            got.block_bytes(), got.k_part_bytes(), slots.data(), n, k.data(), v.data());
+        kv_store_host(a, uint32_t(ti + 1));
+        const uint8_t *g = got.k_part(0, 0), *w = want.k_part(0, 0);
+        size_t first = pool;
+        for (size_t i = 0; i < pool && first == pool; ++i)
+          if (g[i] != w[i]) first = i;
+        ASSERT_EQ(first, pool) << "first differing byte " << first << " (block " << first / got.block_bytes()
+                               << ", byte in block " << first % got.block_bytes() << ")";
+      }
+}
 
 }  // namespace
 }  // namespace polykv::cuda::enc

@@ -313,6 +313,61 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   return p;
 }
 
+// ---- where a unit's values come from and its bytes go (kv/kv_block_store.h's layout) ----
+
+struct StoreSide {
+  SideParams p;
+  const float* src;  // [n][n_head][head_dim] f32
+  uint8_t* base;     // the layer's K part (K) or V part (V) of block 0
+};
+
+// One kv_store call. Units [0, units_k) are K's, then V's; unit u of a side is (row, head, part) =
+// (u / (n_head * units), (u / units) % n_head, u % units), units = the side's units per (row, head).
+struct StoreArgs {
+  StoreSide side[2];      // K, V
+  const int32_t* slots;   // [n] block * block_tokens + offset; < 0: a padding row, nothing written
+  int n_head = 0, block_tokens = 0;
+  size_t block_stride = 0;  // bytes from one block to the next (all layers)
+  int64_t units_k = 0, units_total = 0;
+};
+
+// The rows of (row, head g, slot i of block b) start at base + b * block_stride +
+// (g * block_tokens + i) * head_bytes (kv/kv_cuda.h). Host code; throws Error on a bad type/head_dim.
+inline StoreArgs make_store_args(KvType k_type, int head_dim, KvType v_type, int head_dim_v, int n_head,
+                                 int block_tokens, uint8_t* layer_base, size_t block_stride, size_t v_offset,
+                                 const int32_t* slots, int n, const float* k, const float* v) {
+  check(n_head > 0 && block_tokens > 0 && n >= 0, "kv_store: bad shape");
+  StoreArgs a;
+  a.side[0] = StoreSide{make_side_params(k_type, head_dim), k, layer_base};
+  a.side[1] = StoreSide{make_side_params(v_type, head_dim_v), v, layer_base + v_offset};
+  a.slots = slots;
+  a.n_head = n_head;
+  a.block_tokens = block_tokens;
+  a.block_stride = block_stride;
+  const int64_t rows_heads = int64_t(n) * n_head;
+  a.units_k = rows_heads * a.side[0].p.units;
+  a.units_total = a.units_k + rows_heads * a.side[1].p.units;
+  return a;
+}
+
+// The side, inputs and destination of unit `unit` (< units_total); false for a padding row.
+POLYKV_KV_DEV bool locate_unit(const StoreArgs& a, int64_t unit, int& side, const float*& x, uint8_t*& dst) {
+  side = unit >= a.units_k ? 1 : 0;
+  const StoreSide& s = a.side[side];
+  const int64_t u = side ? unit - a.units_k : unit;
+  const int part = int(u % s.p.units);
+  const int64_t row_head = u / s.p.units;
+  const int head = int(row_head % a.n_head);
+  const int64_t row = row_head / a.n_head;
+  const int32_t slot = a.slots[row];
+  if (slot < 0) return false;
+  const int64_t block = slot / a.block_tokens, offset = slot % a.block_tokens;
+  x = s.src + (row * a.n_head + head) * s.p.head_dim + int64_t(part) * s.p.unit_values;
+  dst = s.base + size_t(block) * a.block_stride + size_t(int64_t(head) * a.block_tokens + offset) * s.p.head_bytes +
+        size_t(part) * s.p.unit_bytes;
+  return true;
+}
+
 #ifndef __CUDACC__
 // The CPU executor: runs each phase's lanes one after another, in the order `order` (a permutation
 // of 0..31; shuffled orders check that the lanes of a phase are independent).
@@ -338,6 +393,18 @@ inline void encode_head_host(const SideParams& p, const float* x, uint8_t* dst, 
   Scratch sh;
   for (int u = 0; u < p.units; ++u)
     encode_unit(ex, sh, p, x + size_t(u) * size_t(p.unit_values), dst + size_t(u) * p.unit_bytes);
+}
+
+// kv_store on the CPU with the GPU's algorithm and addressing (host pointers): one unit at a time.
+inline void kv_store_host(const StoreArgs& a, uint32_t shuffle_seed = 0) {
+  HostExec ex(shuffle_seed);
+  Scratch sh;
+  for (int64_t unit = 0; unit < a.units_total; ++unit) {
+    int side;
+    const float* x;
+    uint8_t* dst;
+    if (locate_unit(a, unit, side, x, dst)) encode_unit(ex, sh, a.side[side].p, x, dst);
+  }
 }
 #endif
 
