@@ -53,19 +53,31 @@ struct DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
 };
 
-// Rows of several kinds by (row, head): gaussian, loud outlier channels, all zero, tiny, huge.
+// Rows of several kinds by (row, head): gaussian, loud outlier channels, all zero, tiny, huge, a zero
+// first group, rounding ties of q8_0/q4_0 (d = 1: x * id is exact and lands on k + 0.5), subnormal
+// values (the GPU must not flush them), one-hot (equal rotated magnitudes: trellis cost ties).
 std::vector<float> make_rows(int n, int n_head, int hd, std::mt19937& rng) {
   std::normal_distribution<float> nd;
   std::vector<float> x(size_t(n) * size_t(n_head) * size_t(hd));
   for (int rh = 0; rh < n * n_head; ++rh) {
     float* r = x.data() + size_t(rh) * size_t(hd);
     for (int i = 0; i < hd; ++i) r[i] = nd(rng);
-    switch (rh % 7) {
+    switch (rh % 9) {
       case 1: for (int k = 0; k < 3; ++k) r[rng() % unsigned(hd)] *= 150.0f; break;
       case 2: std::fill(r, r + hd, 0.0f); break;
       case 3: for (int i = 0; i < hd; ++i) r[i] *= 1e-20f; break;
       case 4: for (int i = 0; i < hd; ++i) r[i] *= 2e4f; break;
-      case 5: std::fill(r, r + std::min(hd, 128), 0.0f); break;  // a zero first group
+      case 5: std::fill(r, r + std::min(hd, 128), 0.0f); break;
+      case 6:
+        for (int i = 0; i < hd; ++i) r[i] = i % 32 == 0 ? ((i / 32) % 2 ? 127.0f : -8.0f) : float(int(r[i] * 20.0f)) + 0.5f;
+        break;
+      case 7: for (int i = 0; i < hd; ++i) r[i] *= 1e-41f; break;
+      case 8: {
+        const float a = r[0];
+        std::fill(r, r + hd, 0.0f);
+        r[rng() % unsigned(hd)] = a;
+        break;
+      }
       default: break;
     }
   }

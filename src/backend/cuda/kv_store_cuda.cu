@@ -4,6 +4,9 @@
 // One launch for K and V; one warp per unit (a (row, head), or a turbo group of one), numbered and
 // addressed by kv_encode.cuh's StoreArgs / locate_unit. Each warp has its own Scratch in shared
 // memory; warps never synchronize with each other. No host synchronization: graph-capturable.
+// Build flags: the encoders need IEEE float behaviour (kv_encode_scalar.cuh); this file must not be
+// compiled with --use_fast_math or -ftz=true (subnormal inputs would be flushed: the GPU test's
+// subnormal rows catch that).
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
