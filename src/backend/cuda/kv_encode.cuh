@@ -18,7 +18,8 @@
 //     stage h pairs (j, j + h), a + b and a - b), only the pairs of one stage are spread over lanes;
 //   - sums whose order matters (r² and ||c||² in double) are taken by one lane in the reference order;
 //   - the trellis dynamic program computes each state's add-compare-select exactly as
-//     quant/turbo_trellis.cpp (ties keep t = 0; first state wins the final argmin).
+//     quant/turbo_trellis.cpp (ties keep t = 0; first state wins the final argmin); a lane may
+//     recompute a value another lane computes too (identical operands, identical result).
 // So the bytes equal quantize_head's for every type (not merely within a tolerance).
 //
 // Constants (signs, levels, trellis subsets) are copied from the CPU's own tables by
@@ -66,9 +67,10 @@ struct SideParams {
   TurboTables tab;
 };
 
-// One warp's working memory (shared memory on the device): about 5.5 KB.
+// One warp's working memory (shared memory on the device): about 6.8 KB.
 struct Scratch {
   double r2, c2;           // ||x_g||² and ||c||², double as the reference
+  double c_sq[128];        // trellis: c_i² of the chosen levels
   float y[128];            // [n] the group, rotated in place; trellis: then the unit coordinates u
   float err[128][4];       // trellis: [i][subset] squared error of the subset's nearest level
   float cost[2][8];        // trellis: path costs per state, double-buffered by step parity
@@ -77,6 +79,8 @@ struct Scratch {
   uint8_t bj[128][4];      // trellis: [i][subset] index j of that nearest level
   uint8_t from[128][8];    // trellis: [i][new state] t_{i-3} of the best predecessor
   uint8_t pick[128][8];    // trellis: [i][new state] j on that branch
+  uint8_t chunk_map[32][8];  // trellis traceback: [lane][state after its steps] state before them
+  uint8_t chunk_end[32];     // trellis traceback: [lane] the state after its steps on the best path
 };
 
 // ---- turbo groups ----
@@ -131,12 +135,14 @@ POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& 
   butterflies(ex, sh, n);
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
-  const int n_levels = 1 << bits;
+  const int n_mid = (1 << bits) - 1;
   ex.each([&](int l) {
     for (int i = l; i < n; i += 32) {
       const float u = mul_rn(mul_rn(sh.y[i], t.scale), inv_r);  // rotated, then / r: two roundings
+      // The reference's "while (u > mid[idx]) ++idx" (nearest level, ties go down) counts the
+      // boundaries below u, as mid ascends; counting keeps the lanes' table reads uniform.
       int idx = 0;
-      while (idx + 1 < n_levels && u > t.mid[idx]) ++idx;  // nearest level, ties go down
+      for (int k = 0; k < n_mid; ++k) idx += u > t.mid[k] ? 1 : 0;
       sh.idx[i] = uint8_t(idx);
     }
   });
@@ -159,6 +165,20 @@ POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& 
 
 POLYKV_KV_DEV int subset_of(uint32_t word, int w) { return int(word >> (2 * w)) & 3; }
 
+// The reference's add-compare-select of state ns at one step: its predecessors are the states
+// w0 & 7 and w1 & 7 (costs c_w0, c_w1) of the windows w0 = (ns << 1) & 15, w1 = w0 | 1; err / bj are
+// the step's [subset] branch errors and indices. Ties keep t_{i-3} = 0 (take1 false).
+POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* bj, int ns, uint32_t word,
+                       float& cost, int& take1, int& pick) {
+  const int w0 = (ns << 1) & 15, w1 = w0 | 1;
+  const int s0 = subset_of(word, w0), s1 = subset_of(word, w1);
+  const float c0 = add_rn(c_w0, err[s0]), c1 = add_rn(c_w1, err[s1]);
+  take1 = c1 < c0 ? 1 : 0;
+  cost = take1 ? c1 : c0;
+  pick = bj[take1 ? s1 : s0];
+}
+
+// quant/turbo_trellis.cpp's quantize_head for one group of n values: x[0..n) -> rec (2 + n*bits/8).
 template <class Exec>
 POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
                                         const float* x, uint8_t* rec) {
@@ -172,15 +192,19 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   ex.each([&](int l) {
     for (int i = l; i < n; i += 32) sh.y[i] = mul_rn(mul_rn(sh.y[i], t.scale), inv_r);
   });
-  // Branch metrics, independent of the path: nearest level of each subset for every coordinate.
+  // Branch metrics, independent of the path: the nearest level of each subset for every coordinate
+  // (first j on ties). Lane l takes subset l & 3 (so its levels stay in registers), coordinates
+  // l / 4, l / 4 + 8, ...
   const int per_subset = 1 << (bits - 1);
   ex.each([&](int l) {
-    for (int q = l; q < 4 * n; q += 32) {
-      const int i = q >> 2, s = q & 3;
+    const int s = l & 3;
+    float lv[8];
+    for (int j = 0; j < per_subset; ++j) lv[j] = t.lv[s + 4 * j];
+    for (int i = l >> 2; i < n; i += 8) {
       float e = inf_f();
       int bj = 0;
       for (int j = 0; j < per_subset; ++j) {
-        const float d = sub_rn(sh.y[i], t.lv[s + 4 * j]), dd = mul_rn(d, d);
+        const float d = sub_rn(sh.y[i], lv[j]), dd = mul_rn(d, d);
         bj = dd < e ? j : bj;
         e = dd < e ? dd : e;
       }
@@ -188,40 +212,72 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
       sh.bj[i][s] = uint8_t(bj);
     }
   });
-  // Viterbi over 8 states (t_{i-3}, t_{i-2}, t_{i-1}) from state 0; lane ns < 8 updates state ns.
+  // Viterbi over 8 states (t_{i-2}, t_{i-1}, t_i) from state 0, two steps per phase: lane ns < 8
+  // recomputes the step-i states m0 = (ns << 1) & 7 and m1 = m0 | 1 (its predecessors at step i+1)
+  // and then its own state at step i+1; lanes 0..3 (whose m0, m1 = 2ns, 2ns+1 cover all 8) record
+  // step i's survivors. n is even.
   ex.each([&](int l) {
     if (l < 8) sh.cost[0][l] = l == 0 ? 0.0f : inf_f();
   });
-  for (int i = 0; i < n; ++i) {
-    const int cur = i & 1;
+  for (int i = 0; i < n; i += 2) {
+    const int cur = (i >> 1) & 1;
     ex.each([&](int ns) {
       if (ns >= 8) return;
-      const int w0 = (ns << 1) & 15, w1 = w0 | 1;
-      const int s0 = subset_of(t.subset_word, w0), s1 = subset_of(t.subset_word, w1);
-      const float c0 = add_rn(sh.cost[cur][w0 & 7], sh.err[i][s0]);
-      const float c1 = add_rn(sh.cost[cur][w1 & 7], sh.err[i][s1]);
-      const bool take1 = c1 < c0;
-      sh.cost[cur ^ 1][ns] = take1 ? c1 : c0;
-      sh.from[i][ns] = uint8_t(take1);
-      sh.pick[i][ns] = sh.bj[i][take1 ? s1 : s0];
+      const float* cost = sh.cost[cur];
+      float cm[2];
+      int take1, pick;
+      for (int b = 0; b < 2; ++b) {
+        const int m = ((ns << 1) & 7) | b;
+        acs(cost[(m << 1) & 7], cost[((m << 1) | 1) & 7], sh.err[i], sh.bj[i], m, t.subset_word, cm[b], take1, pick);
+        if (ns < 4) {
+          sh.from[i][m] = uint8_t(take1);
+          sh.pick[i][m] = uint8_t(pick);
+        }
+      }
+      float c;
+      acs(cm[0], cm[1], sh.err[i + 1], sh.bj[i + 1], ns, t.subset_word, c, take1, pick);
+      sh.cost[cur ^ 1][ns] = c;
+      sh.from[i + 1][ns] = uint8_t(take1);
+      sh.pick[i + 1][ns] = uint8_t(pick);
     });
   }
-  // Best final state (the first on ties), trace back, and ||c||² summed from i = n-1 down to 0.
+  // Trace back from the best final state (the first on ties). The state before step i is
+  // ((s << 1) | from[i][s]) & 7; lane c owns the steps [c*cs, (c+1)*cs), cs = n / 32: it maps each
+  // state after its steps to the state before them, one lane chains the 32 maps, then every lane
+  // replays its steps from its known state.
+  const int cs = n / 32;
+  ex.each([&](int c) {
+    for (int e = 0; e < 8; ++e) {
+      int s = e;
+      for (int i = (c + 1) * cs - 1; i >= c * cs; --i) s = ((s << 1) | sh.from[i][s]) & 7;
+      sh.chunk_map[c][e] = uint8_t(s);
+    }
+  });
   ex.one([&] {
-    const float* cost = sh.cost[n & 1];
+    const float* cost = sh.cost[(n >> 1) & 1];
     int s = 0;
     for (int k = 1; k < 8; ++k)
       if (cost[k] < cost[s]) s = k;
-    double c2 = 0;
-    for (int i = n - 1; i >= 0; --i) {
+    for (int c = 31; c >= 0; --c) {
+      sh.chunk_end[c] = uint8_t(s);
+      s = sh.chunk_map[c][s];
+    }
+  });
+  ex.each([&](int c) {
+    int s = sh.chunk_end[c];
+    for (int i = (c + 1) * cs - 1; i >= c * cs; --i) {
       const int w = ((s << 1) | sh.from[i][s]) & 15;
       const int j = sh.pick[i][s];
       sh.tb[i] = uint8_t(w >> 3);
       sh.idx[i] = uint8_t(j);
-      const double c = t.lv[subset_of(t.subset_word, w) + 4 * j];
-      c2 = dadd_rn(c2, dmul_rn(c, c));
+      const double cv = t.lv[subset_of(t.subset_word, w) + 4 * j];
+      sh.c_sq[i] = dmul_rn(cv, cv);  // exact: a float squared fits a double
       s = w & 7;
     }
+  });
+  ex.one([&] {  // ||c||² in the reference's order, i = n-1 down to 0
+    double c2 = 0;
+    for (int i = n - 1; i >= 0; --i) c2 = dadd_rn(c2, sh.c_sq[i]);
     sh.c2 = c2;
   });
   const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(sh.c2)));
