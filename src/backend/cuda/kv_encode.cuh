@@ -198,12 +198,15 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   const int per_subset = 1 << (bits - 1);
   ex.each([&](int l) {
     const int s = l & 3;
-    float lv[8];
-    for (int j = 0; j < per_subset; ++j) lv[j] = t.lv[s + 4 * j];
+    float lv[8];  // unrolled with constant indices: registers
+    POLYKV_KV_UNROLL
+    for (int j = 0; j < 8; ++j) lv[j] = j < per_subset ? t.lv[s + 4 * j] : 0.0f;
     for (int i = l >> 2; i < n; i += 8) {
       float e = inf_f();
       int bj = 0;
-      for (int j = 0; j < per_subset; ++j) {
+      POLYKV_KV_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        if (j >= per_subset) break;
         const float d = sub_rn(sh.y[i], lv[j]), dd = mul_rn(d, d);
         bj = dd < e ? j : bj;
         e = dd < e ? dd : e;

@@ -17,8 +17,10 @@
 
 #ifdef __CUDACC__
 #define POLYKV_KV_DEV __device__ inline
+#define POLYKV_KV_UNROLL _Pragma("unroll")
 #else
 #define POLYKV_KV_DEV inline
+#define POLYKV_KV_UNROLL
 #endif
 
 namespace polykv::cuda::enc {
