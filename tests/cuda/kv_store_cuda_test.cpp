@@ -135,8 +135,9 @@ std::string locate(const KvBlockStore& s, size_t byte) {
   return o.str();
 }
 
-// Stores n rows into layer 1 of a device pool and compares the whole pool with the CPU's encoding.
-void check_case(const Case& c, uint32_t seed) {
+// Stores n_rows rows (plus a padding row when n_rows > 2) into layer 1 of a device pool and compares
+// the whole pool with the CPU's encoding. Returns false (with a failure) if any byte differs.
+bool check_case(const Case& c, uint32_t seed, int n_rows = 37) {
   SCOPED_TRACE(describe(c) + " seed " + std::to_string(seed));
   const int n_blocks = 5, block_tokens = 16, layer = 1;
   KvShape shape;
@@ -151,13 +152,13 @@ void check_case(const Case& c, uint32_t seed) {
   POLYKV_CUDA_CHECK(cudaMemset(const_cast<uint8_t*>(dev.data()), kPoison, pool_bytes));
   std::memset(want.k_part(0, 0), kPoison, pool_bytes);
 
-  // 37 rows to random distinct slots out of 80, and one padding row (slot -1) in the middle.
+  // n_rows rows to random distinct slots out of 80, and one padding row (slot -1) in the middle.
   std::mt19937 rng(seed);
   std::vector<int32_t> all(size_t(n_blocks * block_tokens));
   for (size_t i = 0; i < all.size(); ++i) all[i] = int32_t(i);
   std::shuffle(all.begin(), all.end(), rng);
-  std::vector<int32_t> slots(all.begin(), all.begin() + 37);
-  slots.insert(slots.begin() + 17, -1);
+  std::vector<int32_t> slots(all.begin(), all.begin() + n_rows);
+  if (n_rows > 2) slots.insert(slots.begin() + n_rows / 2, -1);
   const int n = int(slots.size());
   const std::vector<float> k = make_rows(n, c.n_head, c.head_dim, rng), v = make_rows(n, c.n_head, c.head_dim_v, rng);
 
@@ -184,10 +185,27 @@ void check_case(const Case& c, uint32_t seed) {
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < pool_bytes; ++i)
     if (got[i] != w[i] && bad++ == 0) first = i;
-  if (bad == 0) return;
+  if (bad == 0) return true;
+  // Which rows differ (K, V) and whether bytes outside the stored rows changed.
+  size_t bad_rows[2] = {0, 0}, bad_outside = 0;
+  for (int b = 0; b < n_blocks; ++b)
+    for (int l = 0; l < shape.n_layer; ++l)
+      for (int part = 0; part < 2; ++part) {
+        const size_t hb = part ? want.v_head_bytes() : want.k_head_bytes();
+        const size_t start = size_t(part ? want.v_part(b, l) - w : want.k_part(b, l) - w);
+        for (int row = 0; row < c.n_head * block_tokens; ++row) {
+          const size_t o = start + size_t(row) * hb;
+          if (std::memcmp(got.data() + o, w + o, hb) == 0) continue;
+          bool stored = false;  // a row that was written (not poison in want)
+          for (size_t q = 0; q < hb && !stored; ++q) stored = w[o + q] != kPoison;
+          ++(stored ? bad_rows[part] : bad_outside);
+        }
+      }
   // Decode the first bad row both ways to say how far apart the values are.
   std::ostringstream msg;
-  msg << bad << " of " << pool_bytes << " bytes differ; first at " << locate(want, first) << ": got 0x" << std::hex
+  msg << "rows that differ: K " << bad_rows[0] << ", V " << bad_rows[1] << " of " << (n_rows * c.n_head)
+      << " stored each; unwritten rows changed: " << bad_outside << "; " << bad << " of " << pool_bytes
+      << " bytes differ; first at " << locate(want, first) << ": got 0x" << std::hex
       << int(got[first]) << " want 0x" << int(w[first]) << std::dec
       << (w[first] == kPoison ? " (want is poison: a byte outside every stored row was written)" : "");
   const size_t in_layer = first % dev.block_bytes() % dev.layer_bytes();
@@ -207,6 +225,7 @@ void check_case(const Case& c, uint32_t seed) {
     msg << "; that row decoded: max |diff| " << max_diff << ", NMSE " << (ref > 0 ? err / ref : err);
   }
   ADD_FAILURE() << msg.str();
+  return false;
 }
 
 TEST(CudaKvStore, EveryTypeMatchesQuantizeHeadBytes) {
@@ -214,7 +233,12 @@ TEST(CudaKvStore, EveryTypeMatchesQuantizeHeadBytes) {
   const uint32_t seed0 = std::random_device{}();
   std::printf("seed %u\n", seed0);
   const int n_types = int(std::size(kAllKvTypes));
-  int cases = 0;
+  int cases = 0, failed = 0;
+  auto run = [&](const Case& c, uint32_t seed, int n_rows) {
+    ++cases;
+    if (!check_case(c, seed, n_rows)) ++failed;
+    return failed < 12;  // enough to see the pattern
+  };
   for (int ti = 0; ti < n_types; ++ti) {
     const KvType kt = kAllKvTypes[ti];
     for (int shift : {0, 4}) {  // each type meets several partners, as K and as V
@@ -222,15 +246,16 @@ TEST(CudaKvStore, EveryTypeMatchesQuantizeHeadBytes) {
       for (int hd : {32, 64, 128, 256, 512})
         for (int n_head : {1, 4}) {
           if (!fits(kt, hd) || !fits(vt, hd)) continue;
-          check_case({kt, vt, hd, hd, n_head}, seed0 + uint32_t(cases));
-          check_case({vt, kt, hd, hd, n_head}, seed0 + uint32_t(cases) + 7777u);
-          ++cases;
+          if (!run({kt, vt, hd, hd, n_head}, seed0 + uint32_t(cases), 37)) return;
+          if (!run({vt, kt, hd, hd, n_head}, seed0 + uint32_t(cases), 37)) return;
         }
     }
-    // Different K and V head sizes.
-    if (fits(kt, 128) && fits(kt, 64)) check_case({kt, KvType::Turbo3, 128, 64, 4}, seed0 + 99u);
+    // One row (a decode step), and different K and V head sizes.
+    if (!run({kt, kt, 128, 128, 4}, seed0 + uint32_t(cases), 1)) return;
+    if (!run({kt, KvType::Turbo3, 128, 64, 4}, seed0 + uint32_t(cases), 37)) return;
   }
-  EXPECT_GT(cases, 100);
+  EXPECT_GT(cases, 400);
+  std::printf("%d cases, %d failed\n", cases, failed);
 }
 
 TEST(CudaKvStore, CapturedInAGraphGivesTheSameBytes) {
