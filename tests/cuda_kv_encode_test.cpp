@@ -56,7 +56,8 @@ TEST(CudaKvEncodeScalar, StreamBytesAreTheDocumentedBitStream) {
         for (int b = 0; b < w; ++b)
           if ((v[size_t(i)] >> b) & 1) ref[size_t(w * i + b) / 8] |= uint8_t(1u << ((w * i + b) % 8));
       for (int k = 0; k < count * w / 8; ++k)
-        ASSERT_EQ(stream_byte(v.data(), w, count, k), ref[size_t(k)]) << "w " << w << " count " << count << " byte " << k;
+        ASSERT_EQ(stream_byte(v.data(), w, count, k), ref[size_t(k)])
+            << "w " << w << " count " << count << " byte " << k;
     }
 }
 
@@ -253,10 +254,11 @@ TEST(CudaKvEncodeStore, HostRunOfTheKernelWritesTheStoreLayout) {
           if (slots[size_t(r)] < 0) continue;
           const int b = slots[size_t(r)] / block_tokens, i = slots[size_t(r)] % block_tokens;
           for (int g = 0; g < n_head; ++g) {
-            kv_type_ops(kt).quantize_head(k.data() + (size_t(r) * size_t(n_head) + size_t(g)) * size_t(hd),
-                                          want.k_part(b, layer) + size_t(g * block_tokens + i) * want.k_head_bytes(), hd);
-            kv_type_ops(vt).quantize_head(v.data() + (size_t(r) * size_t(n_head) + size_t(g)) * size_t(hd_v),
-                                          want.v_part(b, layer) + size_t(g * block_tokens + i) * want.v_head_bytes(), hd_v);
+            const size_t rh = size_t(r) * size_t(n_head) + size_t(g), slot_row = size_t(g * block_tokens + i);
+            kv_type_ops(kt).quantize_head(k.data() + rh * size_t(hd),
+                                          want.k_part(b, layer) + slot_row * want.k_head_bytes(), hd);
+            kv_type_ops(vt).quantize_head(v.data() + rh * size_t(hd_v),
+                                          want.v_part(b, layer) + slot_row * want.v_head_bytes(), hd_v);
           }
         }
         const StoreArgs a = make_store_args(kt, hd, vt, hd_v, n_head, block_tokens, got.k_part(0, layer),

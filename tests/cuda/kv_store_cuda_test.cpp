@@ -69,7 +69,8 @@ std::vector<float> make_rows(int n, int n_head, int hd, std::mt19937& rng) {
       case 4: for (int i = 0; i < hd; ++i) r[i] *= 2e4f; break;
       case 5: std::fill(r, r + std::min(hd, 128), 0.0f); break;
       case 6:
-        for (int i = 0; i < hd; ++i) r[i] = i % 32 == 0 ? ((i / 32) % 2 ? 127.0f : -8.0f) : float(int(r[i] * 20.0f)) + 0.5f;
+        for (int i = 0; i < hd; ++i)
+          r[i] = i % 32 == 0 ? ((i / 32) % 2 ? 127.0f : -8.0f) : float(int(r[i] * 20.0f)) + 0.5f;
         break;
       case 7: for (int i = 0; i < hd; ++i) r[i] *= 1e-41f; break;
       case 8: {
@@ -266,7 +267,8 @@ TEST(CudaKvStore, CapturedInAGraphGivesTheSameBytes) {
   shape.head_dim = 128;
   shape.head_dim_v = 128;
   DeviceKvMemory devmem;
-  KvBlockStore a(shape, KvType::Q8_0, KvType::Turbo3T, 4, 16, devmem), b(shape, KvType::Q8_0, KvType::Turbo3T, 4, 16, devmem);
+  KvBlockStore a(shape, KvType::Q8_0, KvType::Turbo3T, 4, 16, devmem);
+  KvBlockStore b(shape, KvType::Q8_0, KvType::Turbo3T, 4, 16, devmem);
   const size_t bytes = a.block_bytes() * 4;
   POLYKV_CUDA_CHECK(cudaMemset(const_cast<uint8_t*>(a.data()), 0, bytes));
   POLYKV_CUDA_CHECK(cudaMemset(const_cast<uint8_t*>(b.data()), 0, bytes));

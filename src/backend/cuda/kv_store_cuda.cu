@@ -58,8 +58,9 @@ void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* 
               cudaStream_t stream) {
   if (n <= 0) return;
   check(L.layer_base != nullptr && slots != nullptr && k != nullptr && v != nullptr, "kv_store: null pointer");
-  const enc::StoreArgs a = enc::make_store_args(L.k_type, L.head_dim, L.v_type, L.head_dim_v, L.n_head_kv,
-                                                L.block_tokens, L.layer_base, L.block_stride, L.v_offset, slots, n, k, v);
+  const enc::StoreArgs a =
+      enc::make_store_args(L.k_type, L.head_dim, L.v_type, L.head_dim_v, L.n_head_kv, L.block_tokens, L.layer_base,
+                           L.block_stride, L.v_offset, slots, n, k, v);
   check(a.side[0].p.head_bytes == L.k_head_bytes && a.side[1].p.head_bytes == L.v_head_bytes,
         "kv_store: head bytes of the layer do not match its types (K ", L.k_head_bytes, " vs ",
         a.side[0].p.head_bytes, ", V ", L.v_head_bytes, " vs ", a.side[1].p.head_bytes, ")");
