@@ -28,8 +28,10 @@ struct KvLayerDevice {
 
 // Quantizes n rows into the pool: row r goes to slot slots[r] = block * block_tokens + offset.
 // k: device [n][n_head_kv][head_dim] f32, v: device [n][n_head_kv][head_dim_v] f32, slots: device [n].
-// Each (row, head) is encoded exactly as kv_type_ops(type).quantize_head does on the CPU (bit-identical
-// codes for f16/bf16/q8_0/q4_0; turbo and trellis codes may differ only where float rounding ties).
+// Each (row, head) is encoded exactly as kv_type_ops(type).quantize_head does on the CPU: the same
+// bytes for every type, turbo and trellis included, for finite inputs (backend/cuda/kv_encode.cuh).
+// A slot < 0 is a padding row: nothing is written. Slots of one call must be distinct and inside the
+// pool (not checked on the device). Asynchronous on `stream`, no host synchronization (capturable).
 void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
               cudaStream_t stream);
 

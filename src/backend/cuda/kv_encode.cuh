@@ -1,0 +1,470 @@
+// The KV row encoders of the GPU's kv_store (backend/cuda/kv_store_cuda.cu), written so that the CPU
+// runs the same code (tests/cuda_kv_encode_test.cpp): every KV type of kv/kv_type.h, producing the
+// bytes of kv_type_ops(type).quantize_head.
+//
+// Work unit: one warp encodes one unit = one (row, head) for f32/f16/bf16/q8_0/q4_0, or one group of
+// a (row, head) for turbo*/turbo*t (the group of 128, or of head_dim when it is 64 or 32; groups are
+// coded independently, quant/turbo.h). An algorithm is a sequence of phases run through an executor:
+//   ex.each(f): every lane l in 0..31 runs f(l), then the warp synchronizes (__syncwarp);
+//   ex.one(f):  lane 0 runs f(), then the warp synchronizes.
+// Lanes of one phase never read what another lane of the same phase writes (so any order of lanes
+// gives the same result; the CPU test runs them in shuffled orders), and they communicate only
+// through the warp's Scratch (shared memory on the device). The GPU executor is in kv_store_cuda.cu,
+// the CPU one (HostExec) below.
+//
+// Bit-exactness with the CPU reference (finite inputs): every rounded operation of the reference is
+// performed here once, on the same operands, in the same order (kv_encode_scalar.cuh's *_rn):
+//   - the fast Walsh–Hadamard transform runs the reference's butterfly network (quant/turbo_rotation.cpp:
+//     stage h pairs (j, j + h), a + b and a - b), only the pairs of one stage are spread over lanes;
+//   - sums whose order matters (r² and ||c||² in double) are taken by one lane in the reference order;
+//   - the trellis dynamic program computes each state's add-compare-select exactly as
+//     quant/turbo_trellis.cpp (ties keep t = 0; first state wins the final argmin); a lane may
+//     recompute a value another lane computes too (identical operands, identical result).
+// So the bytes equal quantize_head's for every type (not merely within a tolerance).
+//
+// Constants (signs, levels, trellis subsets) are copied from the CPU's own tables by
+// make_side_params (host) and travel with the kernel's parameters.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/kv_encode_scalar.cuh"
+#include "core/error.h"
+#include "kv/kv_type.h"
+#include "quant/turbo.h"
+#include "quant/turbo_internal.h"
+#include "quant/turbo_trellis.h"
+
+#ifndef __CUDACC__
+#include <numeric>
+#include <random>
+#endif
+
+namespace polykv::cuda::enc {
+
+enum class Codec : int { F32, F16, BF16, Q8_0, Q4_0, Turbo, Trellis };
+
+// The constants of one turbo group size and bit width (copied from quant/'s tables).
+struct TurboTables {
+  float sign[128];       // [n] the diagonal of S (+1 / -1), turbo::detail::sign_table(n)
+  float lv[32];          // turbo: [2^bits] levels(bits, n); trellis: [2^(bits+1)] trellis::levels(bits, n)
+  float mid[16];         // turbo: [2^bits - 1] decision boundaries 0.5f * (lv[k] + lv[k + 1])
+  float scale;           // float(1 / sqrt(n)): the normalization of the WHT
+  uint32_t subset_word;  // trellis: subset of window w = (subset_word >> 2w) & 3 (trellis::kSubsetWord)
+};
+
+// How the rows of one side (K or V) of a layer are encoded.
+struct SideParams {
+  Codec codec = Codec::F32;
+  int bits = 0;         // turbo / trellis: 2, 3, 4
+  int head_dim = 0;
+  int unit_values = 0;  // values per unit: the turbo group n (32, 64, 128), else head_dim
+  int units = 0;        // units per (row, head): head_dim / n for turbo, else 1
+  uint32_t head_bytes = 0, unit_bytes = 0;  // kv_head_bytes; bytes of one unit (a group record)
+  TurboTables tab;
+};
+
+// One warp's working memory (shared memory on the device): about 6.8 KB.
+struct Scratch {
+  double r2, c2;           // ||x_g||² and ||c||², double as the reference
+  double c_sq[128];        // trellis: c_i² of the chosen levels
+  float y[128];            // [n] the group, rotated in place; trellis: then the unit coordinates u
+  float err[128][4];       // trellis: [i][subset] squared error of the subset's nearest level
+  float cost[2][8];        // trellis: path costs per state, double-buffered by step parity
+  uint8_t idx[128];        // turbo: level index; trellis: j_i
+  uint8_t tb[128];         // trellis: t_i
+  uint8_t bj[128][4];      // trellis: [i][subset] index j of that nearest level
+  uint8_t from[128][8];    // trellis: [i][new state] t_{i-3} of the best predecessor
+  uint8_t pick[128][8];    // trellis: [i][new state] j on that branch
+  uint8_t chunk_map[32][8];  // trellis traceback: [lane][state after its steps] state before them
+  uint8_t chunk_end[32];     // trellis traceback: [lane] the state after its steps on the best path
+};
+
+// ---- turbo groups ----
+
+// y = S·x_g and r2 = ||x_g||² (double, summed in index order as the reference; squares of ±x are
+// equal, so summing S·x is the same). Returns nothing: sh.y and sh.r2 hold the results.
+template <class Exec>
+POLYKV_KV_DEV void load_signed_and_norm(Exec& ex, Scratch& sh, const TurboTables& t, const float* x, int n) {
+  ex.each([&](int l) {
+    for (int i = l; i < n; i += 32) sh.y[i] = mul_rn(x[i], t.sign[i]);
+  });
+  ex.one([&] {
+    double r2 = 0;
+    for (int i = 0; i < n; ++i) r2 = dadd_rn(r2, dmul_rn(double(sh.y[i]), double(sh.y[i])));
+    sh.r2 = r2;
+  });
+}
+
+// sh.y <- H_unnormalized · sh.y: the reference's butterflies, stage h = 1, 2, ..., n/2; the n/2 pairs
+// of a stage are disjoint, so lanes may take them in any order. The 1/sqrt(n) factor is applied by
+// the caller (one rounded multiply per value, as the reference).
+template <class Exec>
+POLYKV_KV_DEV void butterflies(Exec& ex, Scratch& sh, int n) {
+  for (int h = 1; h < n; h *= 2) {
+    ex.each([&](int l) {
+      for (int p = l; p < n / 2; p += 32) {
+        const int j = (p / h) * 2 * h + p % h;
+        const float a = sh.y[j], b = sh.y[j + h];
+        sh.y[j] = add_rn(a, b);
+        sh.y[j + h] = sub_rn(a, b);
+      }
+    });
+  }
+}
+
+// Writes the whole record as zeros (an all-zero group: r' = 0, indices 0).
+template <class Exec>
+POLYKV_KV_DEV void zero_record(Exec& ex, uint8_t* rec, int bytes) {
+  ex.each([&](int l) {
+    for (int k = l; k < bytes; k += 32) rec[k] = 0;
+  });
+}
+
+// quant/turbo_quantize.cpp's quantize_head for one group of n values: x[0..n) -> rec (2 + n*bits/8).
+template <class Exec>
+POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
+                                      const float* x, uint8_t* rec) {
+  const int index_bytes = n * bits / 8;
+  load_signed_and_norm(ex, sh, t, x, n);
+  const double r2 = sh.r2;
+  if (r2 == 0) return zero_record(ex, rec, 2 + index_bytes);
+  butterflies(ex, sh, n);
+  const double r = dsqrt_rn(r2);
+  const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  const int n_mid = (1 << bits) - 1;
+  ex.each([&](int l) {
+    for (int i = l; i < n; i += 32) {
+      const float u = mul_rn(mul_rn(sh.y[i], t.scale), inv_r);  // rotated, then / r: two roundings
+      // The reference's "while (u > mid[idx]) ++idx" (nearest level, ties go down) counts the
+      // boundaries below u, as mid ascends; counting keeps the lanes' table reads uniform.
+      int idx = 0;
+      for (int k = 0; k < n_mid; ++k) idx += u > t.mid[k] ? 1 : 0;
+      sh.idx[i] = uint8_t(idx);
+    }
+  });
+  ex.one([&] {
+    double c2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const double c = t.lv[sh.idx[i]];
+      c2 = dadd_rn(c2, dmul_rn(c, c));
+    }
+    sh.c2 = c2;
+  });
+  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(sh.c2)));  // r' = r / ||c||
+  ex.each([&](int l) {
+    if (l == 0) store_u16(rec, half_bits(norm));
+    for (int k = l; k < index_bytes; k += 32) rec[2 + k] = stream_byte(sh.idx, bits, n, k);
+  });
+}
+
+// ---- trellis-coded turbo groups (quant/turbo_trellis.cpp) ----
+
+POLYKV_KV_DEV int subset_of(uint32_t word, int w) { return int(word >> (2 * w)) & 3; }
+
+// The reference's add-compare-select of state ns at one step: its predecessors are the states
+// w0 & 7 and w1 & 7 (costs c_w0, c_w1) of the windows w0 = (ns << 1) & 15, w1 = w0 | 1; err / bj are
+// the step's [subset] branch errors and indices. Ties keep t_{i-3} = 0 (take1 false).
+POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* bj, int ns, uint32_t word,
+                       float& cost, int& take1, int& pick) {
+  const int w0 = (ns << 1) & 15, w1 = w0 | 1;
+  const int s0 = subset_of(word, w0), s1 = subset_of(word, w1);
+  const float c0 = add_rn(c_w0, err[s0]), c1 = add_rn(c_w1, err[s1]);
+  take1 = c1 < c0 ? 1 : 0;
+  cost = take1 ? c1 : c0;
+  pick = bj[take1 ? s1 : s0];
+}
+
+// quant/turbo_trellis.cpp's quantize_head for one group of n values: x[0..n) -> rec (2 + n*bits/8).
+template <class Exec>
+POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
+                                        const float* x, uint8_t* rec) {
+  const int tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
+  load_signed_and_norm(ex, sh, t, x, n);
+  const double r2 = sh.r2;
+  if (r2 == 0) return zero_record(ex, rec, 2 + tbit_bytes + jbit_bytes);
+  butterflies(ex, sh, n);
+  const double r = dsqrt_rn(r2);
+  const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  ex.each([&](int l) {
+    for (int i = l; i < n; i += 32) sh.y[i] = mul_rn(mul_rn(sh.y[i], t.scale), inv_r);
+  });
+  // Branch metrics, independent of the path: the nearest level of each subset for every coordinate
+  // (first j on ties). Lane l takes subset l & 3 (so its levels stay in registers), coordinates
+  // l / 4, l / 4 + 8, ...
+  const int per_subset = 1 << (bits - 1);
+  ex.each([&](int l) {
+    const int s = l & 3;
+    float lv[8];  // unrolled with constant indices: registers
+    POLYKV_KV_UNROLL
+    for (int j = 0; j < 8; ++j) lv[j] = j < per_subset ? t.lv[s + 4 * j] : 0.0f;
+    for (int i = l >> 2; i < n; i += 8) {
+      float e = inf_f();
+      int bj = 0;
+      POLYKV_KV_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        if (j >= per_subset) break;
+        const float d = sub_rn(sh.y[i], lv[j]), dd = mul_rn(d, d);
+        bj = dd < e ? j : bj;
+        e = dd < e ? dd : e;
+      }
+      sh.err[i][s] = e;
+      sh.bj[i][s] = uint8_t(bj);
+    }
+  });
+  // Viterbi over 8 states (t_{i-2}, t_{i-1}, t_i) from state 0, two steps per phase: lane ns < 8
+  // recomputes the step-i states m0 = (ns << 1) & 7 and m1 = m0 | 1 (its predecessors at step i+1)
+  // and then its own state at step i+1; lanes 0..3 (whose m0, m1 = 2ns, 2ns+1 cover all 8) record
+  // step i's survivors. n is even.
+  ex.each([&](int l) {
+    if (l < 8) sh.cost[0][l] = l == 0 ? 0.0f : inf_f();
+  });
+  for (int i = 0; i < n; i += 2) {
+    const int cur = (i >> 1) & 1;
+    ex.each([&](int ns) {
+      if (ns >= 8) return;
+      const float* cost = sh.cost[cur];
+      float cm[2];
+      int take1, pick;
+      for (int b = 0; b < 2; ++b) {
+        const int m = ((ns << 1) & 7) | b;
+        acs(cost[(m << 1) & 7], cost[((m << 1) | 1) & 7], sh.err[i], sh.bj[i], m, t.subset_word, cm[b], take1, pick);
+        if (ns < 4) {
+          sh.from[i][m] = uint8_t(take1);
+          sh.pick[i][m] = uint8_t(pick);
+        }
+      }
+      float c;
+      acs(cm[0], cm[1], sh.err[i + 1], sh.bj[i + 1], ns, t.subset_word, c, take1, pick);
+      sh.cost[cur ^ 1][ns] = c;
+      sh.from[i + 1][ns] = uint8_t(take1);
+      sh.pick[i + 1][ns] = uint8_t(pick);
+    });
+  }
+  // Trace back from the best final state (the first on ties). The state before step i is
+  // ((s << 1) | from[i][s]) & 7; lane c owns the steps [c*cs, (c+1)*cs), cs = n / 32: it maps each
+  // state after its steps to the state before them, one lane chains the 32 maps, then every lane
+  // replays its steps from its known state.
+  const int cs = n / 32;
+  ex.each([&](int c) {
+    for (int e = 0; e < 8; ++e) {
+      int s = e;
+      for (int i = (c + 1) * cs - 1; i >= c * cs; --i) s = ((s << 1) | sh.from[i][s]) & 7;
+      sh.chunk_map[c][e] = uint8_t(s);
+    }
+  });
+  ex.one([&] {
+    const float* cost = sh.cost[(n >> 1) & 1];
+    int s = 0;
+    for (int k = 1; k < 8; ++k)
+      if (cost[k] < cost[s]) s = k;
+    for (int c = 31; c >= 0; --c) {
+      sh.chunk_end[c] = uint8_t(s);
+      s = sh.chunk_map[c][s];
+    }
+  });
+  ex.each([&](int c) {
+    int s = sh.chunk_end[c];
+    for (int i = (c + 1) * cs - 1; i >= c * cs; --i) {
+      const int w = ((s << 1) | sh.from[i][s]) & 15;
+      const int j = sh.pick[i][s];
+      sh.tb[i] = uint8_t(w >> 3);
+      sh.idx[i] = uint8_t(j);
+      const double cv = t.lv[subset_of(t.subset_word, w) + 4 * j];
+      sh.c_sq[i] = dmul_rn(cv, cv);  // exact: a float squared fits a double
+      s = w & 7;
+    }
+  });
+  ex.one([&] {  // ||c||² in the reference's order, i = n-1 down to 0
+    double c2 = 0;
+    for (int i = n - 1; i >= 0; --i) c2 = dadd_rn(c2, sh.c_sq[i]);
+    sh.c2 = c2;
+  });
+  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(sh.c2)));
+  ex.each([&](int l) {
+    if (l == 0) store_u16(rec, half_bits(norm));
+    for (int k = l; k < tbit_bytes; k += 32) rec[2 + k] = stream_byte(sh.tb, 1, n, k);
+    for (int k = l; k < jbit_bytes; k += 32) rec[2 + tbit_bytes + k] = stream_byte(sh.idx, bits - 1, n, k);
+  });
+}
+
+// ---- one unit of any type ----
+
+// x: the unit's p.unit_values inputs (f32, original basis); dst: its p.unit_bytes in the row.
+template <class Exec>
+POLYKV_KV_DEV void encode_unit(Exec& ex, Scratch& sh, const SideParams& p, const float* x, uint8_t* dst) {
+  const int hd = p.head_dim;
+  switch (p.codec) {
+    case Codec::F32:
+      return ex.each([&](int l) {
+        for (int i = l; i < hd; i += 32) store_u32(dst + 4 * i, bits_of(x[i]));
+      });
+    case Codec::F16:
+      return ex.each([&](int l) {
+        for (int i = l; i < hd; i += 32) store_u16(dst + 2 * i, half_bits(x[i]));
+      });
+    case Codec::BF16:
+      return ex.each([&](int l) {
+        for (int i = l; i < hd; i += 32) store_u16(dst + 2 * i, bf16_bits(x[i]));
+      });
+    case Codec::Q8_0:  // one lane per block of 32 values
+      return ex.each([&](int l) {
+        for (int b = l; b < hd / 32; b += 32) encode_q8_0_block(x + 32 * b, dst + 34 * b);
+      });
+    case Codec::Q4_0:
+      return ex.each([&](int l) {
+        for (int b = l; b < hd / 32; b += 32) encode_q4_0_block(x + 32 * b, dst + 18 * b);
+      });
+    case Codec::Turbo: return encode_turbo_group(ex, sh, p.tab, p.bits, p.unit_values, x, dst);
+    case Codec::Trellis: return encode_trellis_group(ex, sh, p.tab, p.bits, p.unit_values, x, dst);
+  }
+}
+
+// ---- host side ----
+
+// The parameters of type t for rows of head_dim values; the tables are copied from quant/'s own.
+// Throws Error if t cannot hold head_dim (kv/kv_type.h rules). Host code, shared by the CUDA
+// launcher and the CPU test (which is built with or without CUDA).
+inline SideParams make_side_params(KvType t, int head_dim) {
+  SideParams p;
+  p.head_dim = head_dim;
+  p.head_bytes = uint32_t(kv_head_bytes(t, head_dim));  // validates head_dim for t
+  p.unit_values = head_dim;
+  p.units = 1;
+  p.unit_bytes = p.head_bytes;
+  p.tab = TurboTables{};
+  switch (t) {
+    case KvType::F32: p.codec = Codec::F32; return p;
+    case KvType::F16: p.codec = Codec::F16; return p;
+    case KvType::BF16: p.codec = Codec::BF16; return p;
+    case KvType::Q8_0: p.codec = Codec::Q8_0; return p;
+    case KvType::Q4_0: p.codec = Codec::Q4_0; return p;
+    case KvType::Turbo4: case KvType::Turbo3: case KvType::Turbo2:
+      p.codec = Codec::Turbo;
+      p.bits = t == KvType::Turbo4 ? 4 : t == KvType::Turbo3 ? 3 : 2;
+      break;
+    case KvType::Turbo4T: case KvType::Turbo3T: case KvType::Turbo2T:
+      p.codec = Codec::Trellis;
+      p.bits = t == KvType::Turbo4T ? 4 : t == KvType::Turbo3T ? 3 : 2;
+      break;
+  }
+  const int n = turbo::group_size(head_dim);
+  p.unit_values = n;
+  p.units = head_dim / n;
+  p.unit_bytes = uint32_t(2 + n * p.bits / 8);
+  check(size_t(p.unit_bytes) * size_t(p.units) == p.head_bytes, "kv_store: turbo record size mismatch");
+  const float* sign = turbo::detail::sign_table(n);
+  std::copy(sign, sign + n, p.tab.sign);
+  p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
+  if (p.codec == Codec::Turbo) {
+    const float* lv = turbo::levels(p.bits, n);
+    const int n_levels = 1 << p.bits;
+    std::copy(lv, lv + n_levels, p.tab.lv);
+    for (int k = 0; k + 1 < n_levels; ++k) p.tab.mid[k] = 0.5f * (lv[k] + lv[k + 1]);  // as quantize_head
+  } else {
+    const float* lv = turbo::trellis::levels(p.bits, n);
+    std::copy(lv, lv + (2 << p.bits), p.tab.lv);
+    p.tab.subset_word = turbo::trellis::kSubsetWord;
+  }
+  return p;
+}
+
+// ---- where a unit's values come from and its bytes go (kv/kv_block_store.h's layout) ----
+
+struct StoreSide {
+  SideParams p;
+  const float* src;  // [n][n_head][head_dim] f32
+  uint8_t* base;     // the layer's K part (K) or V part (V) of block 0
+};
+
+// One kv_store call. Units [0, units_k) are K's, then V's; unit u of a side is (row, head, part) =
+// (u / (n_head * units), (u / units) % n_head, u % units), units = the side's units per (row, head).
+struct StoreArgs {
+  StoreSide side[2];      // K, V
+  const int32_t* slots;   // [n] block * block_tokens + offset; < 0: a padding row, nothing written
+  int n_head = 0, block_tokens = 0;
+  size_t block_stride = 0;  // bytes from one block to the next (all layers)
+  int64_t units_k = 0, units_total = 0;
+};
+
+// The rows of (row, head g, slot i of block b) start at base + b * block_stride +
+// (g * block_tokens + i) * head_bytes (kv/kv_cuda.h). Host code; throws Error on a bad type/head_dim.
+inline StoreArgs make_store_args(KvType k_type, int head_dim, KvType v_type, int head_dim_v, int n_head,
+                                 int block_tokens, uint8_t* layer_base, size_t block_stride, size_t v_offset,
+                                 const int32_t* slots, int n, const float* k, const float* v) {
+  check(n_head > 0 && block_tokens > 0 && n >= 0, "kv_store: bad shape");
+  StoreArgs a;
+  a.side[0] = StoreSide{make_side_params(k_type, head_dim), k, layer_base};
+  a.side[1] = StoreSide{make_side_params(v_type, head_dim_v), v, layer_base + v_offset};
+  a.slots = slots;
+  a.n_head = n_head;
+  a.block_tokens = block_tokens;
+  a.block_stride = block_stride;
+  const int64_t rows_heads = int64_t(n) * n_head;
+  a.units_k = rows_heads * a.side[0].p.units;
+  a.units_total = a.units_k + rows_heads * a.side[1].p.units;
+  return a;
+}
+
+// The side, inputs and destination of unit `unit` (< units_total); false for a padding row.
+POLYKV_KV_DEV bool locate_unit(const StoreArgs& a, int64_t unit, int& side, const float*& x, uint8_t*& dst) {
+  side = unit >= a.units_k ? 1 : 0;
+  const StoreSide& s = a.side[side];
+  const int64_t u = side ? unit - a.units_k : unit;
+  const int part = int(u % s.p.units);
+  const int64_t row_head = u / s.p.units;
+  const int head = int(row_head % a.n_head);
+  const int64_t row = row_head / a.n_head;
+  const int32_t slot = a.slots[row];
+  if (slot < 0) return false;
+  const int64_t block = slot / a.block_tokens, offset = slot % a.block_tokens;
+  x = s.src + (row * a.n_head + head) * s.p.head_dim + int64_t(part) * s.p.unit_values;
+  dst = s.base + size_t(block) * a.block_stride + size_t(int64_t(head) * a.block_tokens + offset) * s.p.head_bytes +
+        size_t(part) * s.p.unit_bytes;
+  return true;
+}
+
+#ifndef __CUDACC__
+// The CPU executor: runs each phase's lanes one after another, in the order `order` (a permutation
+// of 0..31; shuffled orders check that the lanes of a phase are independent).
+struct HostExec {
+  int order[32];
+  explicit HostExec(uint32_t shuffle_seed = 0) {
+    std::iota(order, order + 32, 0);
+    if (shuffle_seed) std::shuffle(order, order + 32, std::mt19937(shuffle_seed));
+  }
+  template <class F>
+  void each(F&& f) {
+    for (int l : order) f(l);
+  }
+  template <class F>
+  void one(F&& f) {
+    f();
+  }
+};
+
+// One (row, head) on the CPU with the GPU's algorithm: x [head_dim] -> dst [p.head_bytes].
+inline void encode_head_host(const SideParams& p, const float* x, uint8_t* dst, uint32_t shuffle_seed = 0) {
+  HostExec ex(shuffle_seed);
+  Scratch sh;
+  for (int u = 0; u < p.units; ++u)
+    encode_unit(ex, sh, p, x + size_t(u) * size_t(p.unit_values), dst + size_t(u) * p.unit_bytes);
+}
+
+// kv_store on the CPU with the GPU's algorithm and addressing (host pointers): one unit at a time.
+inline void kv_store_host(const StoreArgs& a, uint32_t shuffle_seed = 0) {
+  HostExec ex(shuffle_seed);
+  Scratch sh;
+  for (int64_t unit = 0; unit < a.units_total; ++unit) {
+    int side;
+    const float* x;
+    uint8_t* dst;
+    if (locate_unit(a, unit, side, x, dst)) encode_unit(ex, sh, a.side[side].p, x, dst);
+  }
+}
+#endif
+
+}  // namespace polykv::cuda::enc

@@ -1,0 +1,72 @@
+// kv_store (backend/cuda/kv_cuda.h): new K and V rows quantized into their pool blocks on the GPU,
+// with the encoders of kv_encode.cuh (bit-identical to kv_type_ops(type).quantize_head).
+//
+// One launch for K and V; one warp per unit (a (row, head), or a turbo group of one), numbered and
+// addressed by kv_encode.cuh's StoreArgs / locate_unit. Each warp has its own Scratch in shared
+// memory; warps never synchronize with each other. No host synchronization: graph-capturable.
+// Cost (estimated from the code, not yet measured on a GPU): a unit's latency is dominated by its
+// serial parts: two chains of 128 dependent double adds (r², ||c||²) for turbo, plus 64 two-step
+// Viterbi phases and a 32-step traceback chain for the trellis types, so a decode step costs a few
+// microseconds per layer for turbo*t (about 1-2 for turbo). Prefill is throughput-bound: tests/cuda's
+// PrefillSpeed prints ns per row.
+// Build flags: the encoders need IEEE float behaviour (kv_encode_scalar.cuh); this file must not be
+// compiled with --use_fast_math or -ftz=true (subnormal inputs would be flushed: the GPU test's
+// subnormal rows catch that).
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kv_cuda.h"
+#include "backend/cuda/kv_encode.cuh"
+#include "core/error.h"
+
+namespace polykv::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+// The device executor of kv_encode.cuh: the 32 lanes of a converged warp.
+struct WarpExec {
+  int lane;
+  template <class F>
+  __device__ void each(F&& f) {
+    f(lane);
+    __syncwarp();
+  }
+  template <class F>
+  __device__ void one(F&& f) {
+    if (lane == 0) f();
+    __syncwarp();
+  }
+};
+
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) kv_store_kernel(const __grid_constant__ enc::StoreArgs a) {
+  __shared__ enc::Scratch scratch[kWarpsPerBlock];
+  const int warp = int(threadIdx.x) / 32;
+  const int64_t unit = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (unit >= a.units_total) return;  // the whole warp: one unit per warp
+  int side;
+  const float* x;
+  uint8_t* dst;
+  if (!enc::locate_unit(a, unit, side, x, dst)) return;  // a padding row (the whole warp)
+  WarpExec ex{int(threadIdx.x) % 32};
+  enc::encode_unit(ex, scratch[warp], a.side[side].p, x, dst);
+}
+
+}  // namespace
+
+void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
+              cudaStream_t stream) {
+  if (n <= 0) return;
+  check(L.layer_base != nullptr && slots != nullptr && k != nullptr && v != nullptr, "kv_store: null pointer");
+  const enc::StoreArgs a =
+      enc::make_store_args(L.k_type, L.head_dim, L.v_type, L.head_dim_v, L.n_head_kv, L.block_tokens, L.layer_base,
+                           L.block_stride, L.v_offset, slots, n, k, v);
+  check(a.side[0].p.head_bytes == L.k_head_bytes && a.side[1].p.head_bytes == L.v_head_bytes,
+        "kv_store: head bytes of the layer do not match its types (K ", L.k_head_bytes, " vs ",
+        a.side[0].p.head_bytes, ", V ", L.v_head_bytes, " vs ", a.side[1].p.head_bytes, ")");
+  const int64_t blocks = (a.units_total + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  kv_store_kernel<<<unsigned(blocks), kWarpsPerBlock * 32, 0, stream>>>(a);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+}  // namespace polykv::cuda
