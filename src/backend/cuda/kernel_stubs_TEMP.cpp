@@ -16,10 +16,6 @@ __attribute__((weak)) void matvec(const WeightMatrix&, const float*, float*, int
 __attribute__((weak)) void dequantize_rows(const WeightMatrix&, const int32_t*, int, float, float*, cudaStream_t) {
   fail("kernel_stubs_TEMP: cuda::dequantize_rows is not linked in this build");
 }
-__attribute__((weak)) void kv_store(const KvLayerDevice&, const int32_t*, int, const float*, const float*,
-                                    cudaStream_t) {
-  fail("kernel_stubs_TEMP: cuda::kv_store is not linked in this build");
-}
 __attribute__((weak)) void attention(const KvLayerDevice&, const AttentionParams&, const AttentionBatchDevice&,
                                      const float*, float*, CudaContext&) {
   fail("kernel_stubs_TEMP: cuda::attention is not linked in this build");
