@@ -104,6 +104,14 @@ POLYKV_KV_DEV uint16_t bf16_bits(float f) {
   return uint16_t((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
 }
 
+// float -> int as the CPU reference's conversion behaves on x86-64 (cvttss2si): truncation, and
+// INT_MIN for NaN or a value out of int range. A device conversion saturates instead (inf -> INT_MAX),
+// which differs for the rows whose scale d underflows (d stored as fp16 0, so the codes are never
+// read, but the bytes must still match the CPU's).
+POLYKV_KV_DEV int to_int_x86(float v) {
+  return (v >= -2147483648.0f && v < 2147483648.0f) ? int(v) : int(0x80000000u);
+}
+
 // One ggml q8_0 block (34 bytes: fp16 d, 32 int8) <- x[0..32): quant/quantize_ref.cpp's quantize_q8_0.
 POLYKV_KV_DEV void encode_q8_0_block(const float* x, uint8_t* dst) {
   float amax = 0.0f;
@@ -114,7 +122,7 @@ POLYKV_KV_DEV void encode_q8_0_block(const float* x, uint8_t* dst) {
   const float d = div_rn(amax, 127.0f);
   const float id = d != 0.0f ? div_rn(1.0f, d) : 0.0f;
   store_u16(dst, half_bits(d));
-  for (int j = 0; j < 32; ++j) dst[2 + j] = uint8_t(int8_t(int(round_away(mul_rn(x[j], id)))));
+  for (int j = 0; j < 32; ++j) dst[2 + j] = uint8_t(int8_t(to_int_x86(round_away(mul_rn(x[j], id)))));
 }
 
 // One ggml q4_0 block (18 bytes: fp16 d, 16 bytes of nibbles) <- x[0..32): quantize_q4_0. The value
@@ -133,7 +141,7 @@ POLYKV_KV_DEV void encode_q4_0_block(const float* x, uint8_t* dst) {
   store_u16(dst, half_bits(d));
   uint8_t q[32];
   for (int j = 0; j < 32; ++j) {
-    const int t = int(int8_t(int(add_rn(mul_rn(x[j], id), 8.5f))));  // in 0..16 for finite x
+    const int t = int(int8_t(to_int_x86(add_rn(mul_rn(x[j], id), 8.5f))));  // in 0..16 for finite x
     q[j] = uint8_t(t < 15 ? t : 15);
   }
   for (int j = 0; j < 16; ++j) dst[2 + j] = uint8_t((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
