@@ -8,6 +8,9 @@
 // Reported: KV bytes in use at the peak; time to first token of agent 1 (share on: the pool's
 // prefill plus agent 1's own wait) and of agents 2..N; aggregate decode tokens/s over the window in
 // which every agent is decoding (tokens stamped in that window / its length).
+// --arrival together (default): all agents' first requests come at once (agents 2..N wait for one
+// step that prefills all their suffixes); staggered: agent k + 1 arrives when agent k has its first
+// token, so each agent's TTFT is its own suffix's prefill over the cached context.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -47,7 +50,7 @@ struct RunResult {
 };
 
 RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool share, int context, int suffix,
-                   int gen, uint32_t seed) {
+                   int gen, uint32_t seed, bool staggered) {
   std::mt19937 rng(seed);
   const int32_t n_vocab = model.config().n_vocab;
   auto random_tokens = [&](int n) {
@@ -76,6 +79,7 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
     q.on_token = [&, a](const TokenEvent&) {
       std::lock_guard<std::mutex> lk(mu);
       logs[size_t(a)].token_times.push_back(Clock::now());
+      cv.notify_all();  // a staggered arrival waits for the previous agent's first token
       return true;
     };
     q.on_done = [&, a](const FinishInfo& fi) {
@@ -111,7 +115,7 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
     prompt.insert(prompt.end(), sfx.begin(), sfx.end());
     prompts.push_back(std::move(prompt));
   }
-  auto run_phase = [&](int max_tokens, std::vector<Clock::time_point>& submitted) {
+  auto run_phase = [&](int max_tokens, std::vector<Clock::time_point>& submitted, bool one_by_one) {
     for (auto& l : logs) l = AgentLog{};
     for (int a = 0; a < n_agents; ++a) {
       GenerationRequest q = request(a, prompts[size_t(a)]);
@@ -120,6 +124,10 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
       else q.cache_salt = "agent-" + std::to_string(a);
       submitted[size_t(a)] = Clock::now();
       engine.submit(std::move(q));
+      if (one_by_one) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return logs[size_t(a)].done || !logs[size_t(a)].token_times.empty(); });
+      }
     }
     std::unique_lock<std::mutex> lk(mu);
     cv.wait(lk, [&] { return std::all_of(logs.begin(), logs.end(), [](const AgentLog& l) { return l.done; }); });
@@ -128,7 +136,7 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
             "bench-agents: agent ", a, " ended early: ", logs[size_t(a)].info.error);
   };
   std::vector<Clock::time_point> submitted(static_cast<size_t>(n_agents));
-  run_phase(1, submitted);
+  run_phase(1, submitted, staggered);
   for (int a = 0; a < n_agents; ++a) {
     const double ttft =
         std::chrono::duration<double>(logs[size_t(a)].token_times.front() - (a == 0 ? t0 : submitted[size_t(a)])).count();
@@ -139,7 +147,7 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
       r.ttft_rest_max = std::max(r.ttft_rest_max, ttft);
     }
   }
-  run_phase(gen, submitted);
+  run_phase(gen, submitted, false);
   polling = false;
   poller.join();
   r.kv_peak_bytes = peak;
@@ -164,6 +172,7 @@ int cmd_bench_agents(int argc, char** argv) {
   CLI::App app{"Many agents over one shared context: KV memory, time to first token, aggregate decode",
                "polykv bench-agents"};
   std::string model_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV, agents_list = "1,4,16,64", share = "both";
+  std::string arrival = "together";
   int context = 4096, suffix = 32, gen = 32, threads = 0, reps = 1;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
@@ -174,6 +183,9 @@ int cmd_bench_agents(int argc, char** argv) {
   app.add_option("--suffix", suffix, "private suffix tokens per agent")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   app.add_option("--gen", gen, "tokens each agent generates")->check(CLI::Range(2, 1 << 16))->capture_default_str();
   app.add_option("--share", share, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
+  app.add_option("--arrival", arrival, "together (all agents' first requests at once) or staggered (one after another's first token)")
+      ->check(CLI::IsMember({"together", "staggered"}))
+      ->capture_default_str();
   add_threads_option(app, threads);
   app.add_option("-r,--repetitions", reps, "repetitions of each configuration (all reported)")->check(CLI::Range(1, 100));
   app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
@@ -203,12 +215,13 @@ int cmd_bench_agents(int argc, char** argv) {
     for (int n : counts)
       for (bool on : {true, false}) {
         if ((on && share == "off") || (!on && share == "on")) continue;
-        const RunResult r = run_once(*model, base, n, on, context, suffix, gen, 1234u + uint32_t(rep));
+        const RunResult r = run_once(*model, base, n, on, context, suffix, gen, 1234u + uint32_t(rep), arrival == "staggered");
         if (json) {
           const nlohmann::json j = {{"model", model_path}, {"weight_type", wtype}, {"matmul_isa", matmul_isa()},
                                     {"attention_isa", kv_row_isa()}, {"threads", threads},
                                     {"cache_type_k", ctk}, {"cache_type_v", ctv}, {"agents", n}, {"share", on},
                                     {"context", context}, {"suffix", suffix}, {"gen", gen}, {"rep", rep},
+                                    {"arrival", arrival}, {"device", backend->describe()},
                                     {"kv_peak_bytes", r.kv_peak_bytes}, {"pool_prefill_s", r.pool_prefill_s},
                                     {"ttft_first_s", r.ttft_first}, {"ttft_rest_mean_s", r.ttft_rest_mean},
                                     {"ttft_rest_max_s", r.ttft_rest_max}, {"decode_tok_s", r.decode_tok_s},
