@@ -162,7 +162,7 @@ inline double rel_error(const std::vector<float>& a, const std::vector<float>& b
 }
 
 // Host emulation of the CUDA mat-vec kernels (matmul_cuda.cu): the same per-lane functions, lane by
-// lane, and the warp butterfly emulated; NC columns per kernel call, R = rows_per_warp<NC>() rows per
+// lane, and the warp butterfly emulated; NC columns per kernel call, R = rows_per_warp_q / _f rows per
 // warp. Returns y [n][n_out]. The device computes exactly these operations (see matmul_cuda_hd.cuh).
 struct QuantActs {
   std::vector<int8_t> qs;              // [n][n_in]
@@ -180,9 +180,8 @@ inline QuantActs quantize_acts(const std::vector<float>& x, int64_t n_in, int64_
   return a;
 }
 
-template <int NC, class RowFn>
+template <int NC, int R, class RowFn>
 std::vector<float> emulate_warps(const WeightMatrix& w, int64_t n, RowFn&& lane_fn) {
-  constexpr int R = cuda::hd::rows_per_warp<NC>();
   std::vector<float> y(size_t(n * w.n_out), NAN);
   for (int64_t col0 = 0; col0 < n; col0 += NC) {
     const int ncols = int(std::min<int64_t>(NC, n - col0));
@@ -210,14 +209,14 @@ std::vector<float> emulate_warps(const WeightMatrix& w, int64_t n, RowFn&& lane_
 
 template <int NC>
 std::vector<float> emulate_matvec(const WeightMatrix& w, const std::vector<float>& x, int64_t n) {
-  constexpr int R = cuda::hd::rows_per_warp<NC>();
   std::vector<float> y;
   const bool quant = cuda::hd::visit_quant_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
+    constexpr int R = cuda::hd::rows_per_warp_q<T, NC>();
     const QuantActs a = quantize_acts(x, w.n_in, n);
     const int64_t nbx = w.n_in / 32;
-    y = emulate_warps<NC>(w, n, [&](const uint8_t* const (&rows)[R], int64_t col0, int ncols, int lane,
-                                     float (&acc)[R][NC]) {
+    y = emulate_warps<NC, R>(w, n, [&](const uint8_t* const (&rows)[R], int64_t col0, int ncols, int lane,
+                                        float (&acc)[R][NC]) {
       cuda::hd::lane_dot_q<T, NC, R, 2>(rows, a.qs.data() + col0 * w.n_in, a.s.data() + col0 * nbx, w.n_in,
                                          ncols, lane, acc);
     });
@@ -225,11 +224,12 @@ std::vector<float> emulate_matvec(const WeightMatrix& w, const std::vector<float
   if (quant) return y;
   cuda::hd::visit_float_decoder(w.type, [&](auto dec) {
     using F = decltype(dec);
+    constexpr int R = cuda::hd::rows_per_warp_f<F, NC>();
     const int64_t ldx = (w.n_in + 7) / 8 * 8;
     std::vector<float> xp(size_t(n * ldx), 0.0f);
     for (int64_t c = 0; c < n; ++c) std::copy_n(x.data() + c * w.n_in, w.n_in, xp.data() + c * ldx);
-    y = emulate_warps<NC>(w, n, [&](const uint8_t* const (&rows)[R], int64_t col0, int ncols, int lane,
-                                     float (&acc)[R][NC]) {
+    y = emulate_warps<NC, R>(w, n, [&](const uint8_t* const (&rows)[R], int64_t col0, int ncols, int lane,
+                                        float (&acc)[R][NC]) {
       cuda::hd::lane_dot_f<F, NC, R, false>(rows, xp.data() + col0 * ldx, ldx, w.n_in, ncols, lane, acc);
     });
   });

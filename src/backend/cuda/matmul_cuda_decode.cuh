@@ -58,7 +58,11 @@ POLYKV_HD uint32_t spread4_to_bit4(uint32_t b) { return (((b & 0xFu) * 0x0020408
 
 // q4_K / q5_K packed 6-bit scale and min of sub-block j (0..7) from the 12 bytes s[0..11] (the
 // rule of quant/kquant_scales.h, kquant_scale_min, on bytes held in three words).
-POLYKV_HD uint32_t scale_byte(const uint32_t s[3], int i) { return (s[i / 4] >> (8 * (i % 4))) & 0xFF; }
+// (Selects rather than s[i / 4]: a run-time index would put s in local memory.)
+POLYKV_HD uint32_t scale_byte(const uint32_t s[3], int i) {
+  const uint32_t w = i < 4 ? s[0] : i < 8 ? s[1] : s[2];
+  return (w >> (8 * (i % 4))) & 0xFF;
+}
 
 POLYKV_HD void kquant_scale_min_hd(int j, const uint32_t s[3], int& scale, int& min) {
   if (j < 4) {

@@ -125,12 +125,17 @@ POLYKV_HD float unit_dot(const typename T::Unit& w, const XUnit<T>& x, float acc
   return acc;
 }
 
-// Rows one warp computes at once for NC columns (each activation load serves R rows), and units one
-// lane loads before using them (memory parallelism when R is 1).
-template <int NC>
-constexpr int rows_per_warp() { return NC == 1 ? 1 : NC == 2 ? 2 : 4; }
+// Rows one warp computes at once for NC columns of a type whose units hold `words` words (each
+// activation load serves R rows; the 64-value units of q2_K / q3_K take 2 rows at most, 4 would
+// spill registers), and units one lane loads before using them (memory parallelism when R is 1).
+template <int NC, int words>
+POLYKV_HDC constexpr int rows_per_warp() { return NC == 1 ? 1 : (NC == 2 || words > 8) ? 2 : 4; }
+template <class T, int NC>
+POLYKV_HDC constexpr int rows_per_warp_q() { return rows_per_warp<NC, 4 * T::kRuns>(); }
+template <class F, int NC>
+POLYKV_HDC constexpr int rows_per_warp_f() { return rows_per_warp<NC, F::kValues>(); }
 template <int R>
-constexpr int units_in_flight() { return R == 1 ? 2 : 1; }
+POLYKV_HDC constexpr int units_in_flight() { return R == 1 ? 2 : 1; }
 
 // One lane's share of R rows (rows[r]: first byte of row r) times NC columns of quantized
 // activations (xq [*][n_in], xs [*][n_in / 32]; columns >= ncols repeat column ncols - 1): lane

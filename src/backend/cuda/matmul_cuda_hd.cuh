@@ -16,8 +16,10 @@
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #define POLYKV_HD __host__ __device__ __forceinline__
+#define POLYKV_HDC __host__ __device__  // with constexpr
 #else
 #define POLYKV_HD inline
+#define POLYKV_HDC
 #endif
 
 namespace polykv::cuda::hd {
@@ -114,7 +116,7 @@ inline int common_alignment(uintptr_t p, size_t stride) {
 }
 
 // Alignment of (a-aligned base) + offset.
-constexpr int field_align(int a, int offset) {
+POLYKV_HDC constexpr int field_align(int a, int offset) {
   int f = 1;
   while (f < a && offset % (2 * f) == 0) f *= 2;
   return f;
