@@ -26,6 +26,10 @@ ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& 
 // y[col0 + c][o] for c < ncols (1..8) and every row o; y: [*][w.n_out].
 void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, cudaStream_t s);
 
+// Tests only: the bound of the tensor-core path's dequantized tile (0: the default, 64 MiB), so that
+// small matrices run in several tiles. Not thread-safe; set it while no matmul runs.
+void set_prefill_tile_bytes(size_t bytes);
+
 // True for f32 / f16 / bf16 weights.
 bool is_float_weight(DType t);
 

@@ -2,7 +2,7 @@
 //
 // Tensor-core path (prefill): x is converted to f16 once ([n][n_in], ctx's MatmulActs scratch); the
 // weights are dequantized to f16 in tiles of rows ([tile][n_in], MatmulWeights scratch, at most
-// kTileBytes) and each tile is one cublasGemmEx with f32 accumulation (CUBLAS_COMPUTE_32F) writing
+// 64 MiB) and each tile is one cublasGemmEx with f32 accumulation (CUBLAS_COMPUTE_32F) writing
 // its rows of y. f16 weights skip the dequantization (cuBLAS reads w.data); f32 weights run an f32
 // GEMM on w.data and x (no rounding to f16).
 // Everything is issued on ctx's stream, so a tile's buffer is reused only after its GEMM has run.
@@ -17,7 +17,8 @@
 namespace polykv::cuda {
 namespace {
 
-constexpr size_t kTileBytes = size_t(64) << 20;  // the dequantized weight tile's bound
+constexpr size_t kDefaultTileBytes = size_t(64) << 20;  // the dequantized weight tile's bound
+size_t g_tile_bytes = kDefaultTileBytes;
 
 unsigned grid_stride_blocks(int64_t total, int threads) {
   return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
@@ -109,7 +110,7 @@ void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n,
     return;
   }
   const int64_t row_f16_bytes = w.n_in * int64_t(sizeof(__half));
-  int64_t tile = std::max<int64_t>(1, int64_t(kTileBytes) / row_f16_bytes);
+  int64_t tile = std::max<int64_t>(1, int64_t(g_tile_bytes) / row_f16_bytes);
   if (tile >= 128) tile = tile / 128 * 128;
   tile = std::min(tile, w.n_out);
   __half* wt = static_cast<__half*>(ctx.scratch(Scratch::MatmulWeights, size_t(tile * row_f16_bytes)));
@@ -121,6 +122,8 @@ void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n,
 }
 
 }  // namespace
+
+void set_prefill_tile_bytes(size_t bytes) { g_tile_bytes = bytes ? bytes : kDefaultTileBytes; }
 
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
   validate_device_weights(w);
