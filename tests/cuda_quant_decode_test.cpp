@@ -240,6 +240,43 @@ TEST(CudaQuantDecode, MatvecEmulationMatchesRefAndIsBatchInvariant) {
   }
 }
 
+// The staged kernel's copy plan (16-byte chunks through shared memory) decodes the same bytes in the
+// same order as the direct loads: bit-identical results, no copy outside the row's stride, no buffer
+// overflow; rows 16-byte aligned, of lengths that end mid-iteration and strides with padding.
+TEST(CudaQuantDecode, StagedEmulationMatchesDirect) {
+  int si = 0;
+  for (DType t : cuda_test::weight_types()) {
+    if (cuda_test::is_float_type(t)) continue;
+    const int bs = dtype_info(t).block_size;
+    for (int64_t blocks : {int64_t(1), int64_t(5), int64_t(37), int64_t(64)}) {
+      const int64_t n_in = blocks * bs, n_out = 9;
+      const size_t rb = row_bytes(t, n_in);
+      for (size_t stride : {(rb + 15) / 16 * 16, (rb + 15) / 16 * 16 + 32}) {
+        ++si;
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " n_in=" << n_in << " stride=" << stride);
+        auto w = make_weights(t, n_in, n_out, 700u + uint32_t(si), si % 2 == 0, stride);
+        // A copy whose first row is 16-byte aligned (the staged kernel's precondition).
+        std::vector<uint8_t> aligned(w.bytes.size() + 16);
+        uint8_t* base = aligned.data() + (16 - reinterpret_cast<uintptr_t>(aligned.data()) % 16) % 16;
+        std::memcpy(base, w.m.data, stride * size_t(n_out));
+        WeightMatrix m = w.m;
+        m.data = base;
+        const auto x = cuda_test::normal_floats(size_t(n_in * 3), 800u + uint32_t(si));
+        const auto direct = cuda_test::emulate_matvec<1>(m, x, 3);
+        int64_t bad1 = 0, bad4 = 0;
+        const auto staged1 = cuda_test::emulate_matvec_staged<1>(m, x, 3, &bad1);
+        const auto staged4 = cuda_test::emulate_matvec_staged<4>(m, x, 3, &bad4);
+        ASSERT_EQ(bad1, 0);
+        ASSERT_EQ(bad4, 0);
+        for (size_t i = 0; i < direct.size(); ++i) {
+          ASSERT_EQ(f32_to_bits(direct[i]), f32_to_bits(staged1[i])) << "output " << i;
+          ASSERT_EQ(f32_to_bits(direct[i]), f32_to_bits(staged4[i])) << "output " << i;
+        }
+      }
+    }
+  }
+}
+
 // A deliberately wrong decode must fail the emulation check (the test can fail): one q4_K scale byte
 // changed in the weights used by the emulation but not in the reference's.
 TEST(CudaQuantDecode, EmulationDetectsACorruptedScale) {

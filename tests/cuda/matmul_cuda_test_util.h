@@ -236,4 +236,49 @@ std::vector<float> emulate_matvec(const WeightMatrix& w, const std::vector<float
   return y;
 }
 
+// The staged kernel's algorithm on the host (types with kMaxAlign < 16 and rows whose start and
+// stride are 16-byte aligned; other types: the direct emulation): per iteration, the chunks of
+// hd::Stage copied from the row to a buffer, then every lane's hd::staged_lane_step. Counts in
+// *bad_copies the chunk copies that would leave [row, row + stride) or overflow the shared buffer.
+template <int NC>
+std::vector<float> emulate_matvec_staged(const WeightMatrix& w, const std::vector<float>& x, int64_t n,
+                                         int64_t* bad_copies) {
+  std::vector<float> y;
+  *bad_copies = 0;
+  const bool quant = cuda::hd::visit_quant_decoder(w.type, [&](auto dec) {
+    using T = decltype(dec);
+    if constexpr (T::kMaxAlign >= 16) {
+      y = emulate_matvec<NC>(w, x, n);
+    } else {
+      using St = cuda::hd::Stage<T>;
+      constexpr int R = cuda::hd::rows_per_warp_q<T, NC>();
+      const QuantActs a = quantize_acts(x, w.n_in, n);
+      const int64_t nbx = w.n_in / 32, n_blocks = w.n_in / T::kBlockValues;
+      const int64_t n_iters = (n_blocks + St::kBlocks - 1) / St::kBlocks;
+      std::vector<uint8_t> bufs(size_t(R) * St::kChunks * 16);
+      y = emulate_warps<NC, R>(w, n, [&](const uint8_t* const (&rows)[R], int64_t col0, int ncols, int lane,
+                                         float (&acc)[R][NC]) {
+        for (int64_t it = 0; it < n_iters; ++it) {
+          const St st = cuda::hd::stage_plan<T>(it, n_blocks);
+          const uint8_t* b[R];
+          for (int r = 0; r < R; ++r) {
+            uint8_t* dst = bufs.data() + size_t(r) * St::kChunks * 16;
+            std::fill_n(dst, St::kChunks * 16, uint8_t(0xEE));
+            const uint8_t* src = cuda::hd::stage_source<T>(rows[r], st);
+            if (st.chunks > St::kChunks || src < rows[r] || src + 16 * st.chunks > rows[r] + w.row_stride)
+              ++*bad_copies;
+            else
+              std::memcpy(dst, src, size_t(16 * st.chunks));
+            b[r] = dst;
+          }
+          cuda::hd::staged_lane_step<T, NC, R>(b, st, a.qs.data() + col0 * w.n_in, a.s.data() + col0 * nbx, w.n_in,
+                                               ncols, lane, acc);
+        }
+      });
+    }
+  });
+  if (!quant) y = emulate_matvec<NC>(w, x, n);
+  return y;
+}
+
 }  // namespace polykv::cuda_test

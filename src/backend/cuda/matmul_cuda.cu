@@ -2,13 +2,22 @@
 // and dequantize_rows. The arithmetic is in matmul_cuda_{hd,decode,dot}.cuh (tested on the CPU);
 // this file holds the kernels' shells, launch shapes and dispatch.
 //
-// Work split: one warp computes R consecutive rows (rows_per_warp: 1, 2 or 4) for all the
-// call's columns: each lane walks units lane, lane + 32, ... of the rows (consecutive lanes read
-// consecutive units: coalesced), decodes a unit once and multiplies it with every column (the
-// activations of a unit are loaded once for the R rows); the warp then sums its lanes with a fixed
-// butterfly. Each weight byte is read once per call: decode is bound by memory bandwidth, the
-// floor being bytes(W) / bandwidth.
+// Work split: one warp computes R consecutive rows (rows_per_warp: 2 or 4) for all the call's
+// columns: each lane walks units lane, lane + 32, ... of the rows (consecutive lanes read consecutive
+// units), decodes a unit once and multiplies it with every column (the activations of a unit are
+// loaded once for the R rows); the warp then sums its lanes with a fixed butterfly. Each weight byte
+// is read once per call: decode is bound by memory bandwidth, the floor being bytes(W) / bandwidth.
+//
+// Loads: a warp instruction costs the L1 one cycle per 128-byte line its lanes touch. Lanes reading
+// their own 18- or 34-byte blocks with 2-byte loads would touch every line of the warp's span on each
+// of ~9-17 instructions (~13 useful bytes per cycle, under the ~18 B/cycle/SM that 4.8 TB/s needs).
+// So types whose blocks are not 16-byte multiples go through shared memory (the staged kernel:
+// 16-byte cp.async copies, then 2-byte reads from shared memory, one cycle per instruction); q4_K /
+// q5_K (144 / 176-byte blocks) and the float types load 16 bytes per lane directly. Rows that are not
+// 16-byte aligned take the direct kernel with the loads their alignment allows.
 #include "backend/cuda/matmul_cuda.h"
+
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 
@@ -20,6 +29,11 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreads = 32 * kWarpsPerBlock;
+// Blocks per SM the compiler must allow for: 3 for 4 columns (<= 170 registers, 12 warps per SM;
+// uncapped it takes ~250); no cap otherwise (1-2 columns stay under ~190; 8 columns need the
+// registers: capped at 170 some types spill).
+template <int NC>
+constexpr int min_blocks() { return NC == 4 ? 3 : 1; }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -51,7 +65,7 @@ __device__ __forceinline__ void warp_rows(const uint8_t* w, size_t stride, int64
 // Quantized weights: y[c][o] for the warp's rows, c < ncols. xq / xs / y start at the call's first
 // column.
 template <class T, int NC, int A>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, min_blocks<NC>())
     matvec_q_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
                     const int8_t* __restrict__ xq, const hd::ActScale* __restrict__ xs, int ncols,
                     float* __restrict__ y) {
@@ -66,9 +80,58 @@ __global__ void __launch_bounds__(kThreads)
   store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
 }
 
+// Quantized weights whose blocks are not 16-byte multiples, rows 16-byte aligned: each iteration the
+// warp copies the bytes of its rows' next 32 units to shared memory with 16-byte cp.async copies
+// (coalesced, no registers), double-buffered so that iteration it + 1's copies fly while iteration it
+// is computed from shared memory (hd::Stage says what is copied).
+template <class T, int NC>
+__global__ void __launch_bounds__(kThreads, min_blocks<NC>())
+    matvec_q_staged_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
+                           const int8_t* __restrict__ xq, const hd::ActScale* __restrict__ xs, int ncols,
+                           float* __restrict__ y) {
+  constexpr int R = hd::rows_per_warp_q<T, NC>();
+  using St = hd::Stage<T>;
+  __shared__ uint4 smem[kWarpsPerBlock][2][R][St::kChunks];
+  const int lane = int(threadIdx.x % 32), wid = int(threadIdx.x / 32);
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + wid) * R;
+  if (row0 >= n_out) return;  // the whole warp
+  const uint8_t* rows[R];
+  warp_rows<R>(w, stride, n_out, row0, rows);
+  const int64_t n_blocks = n_in / T::kBlockValues;
+  const int64_t n_iters = (n_blocks + St::kBlocks - 1) / St::kBlocks;
+  // Copies of iteration it into buffer it % 2; one commit group per call (empty past the end), so
+  // that wait_prior(1) below always means "iteration it has landed".
+  auto issue = [&](int64_t it) {
+    if (it < n_iters) {
+      const St st = hd::stage_plan<T>(it, n_blocks);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* src = hd::stage_source<T>(rows[r], st);
+        uint4* dst = smem[wid][it & 1][r];
+        for (int k = lane; k < st.chunks; k += 32) __pipeline_memcpy_async(dst + k, src + 16 * k, 16);
+      }
+    }
+    __pipeline_commit();
+  };
+  float acc[R][NC] = {};
+  issue(0);
+  for (int64_t it = 0; it < n_iters; ++it) {
+    issue(it + 1);
+    __pipeline_wait_prior(1);
+    __syncwarp();  // every lane's copies of iteration it are visible
+    const St st = hd::stage_plan<T>(it, n_blocks);
+    const uint8_t* bufs[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) bufs[r] = reinterpret_cast<const uint8_t*>(smem[wid][it & 1][r]);
+    hd::staged_lane_step<T, NC, R>(bufs, st, xq, xs, n_in, ncols, lane, acc);
+    __syncwarp();  // buffer it % 2 is refilled by the next iteration's issue(it + 2)
+  }
+  store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
+}
+
 // Float weights; xf: [*][ldx] f32 zero-padded activations. kVec: rows 16-byte aligned.
 template <class F, int NC, bool kVec>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, min_blocks<NC>())
     matvec_f_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
                     const float* __restrict__ xf, int64_t ldx, int ncols, float* __restrict__ y) {
   constexpr int R = hd::rows_per_warp_f<F, NC>();
@@ -95,6 +158,13 @@ void launch_q(const WeightMatrix& w, const ActView& a, int col0, int ncols, floa
   float* yc = y + int64_t(col0) * w.n_out;
   const unsigned grid = grid_for_rows(w.n_out, hd::rows_per_warp_q<T, NC>());
   const int align = hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride);
+  if constexpr (T::kMaxAlign < 16) {
+    if (align >= 16) {
+      matvec_q_staged_kernel<T, NC><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xq, xs, ncols, yc);
+      POLYKV_CUDA_LAUNCHED();
+      return;
+    }
+  }
   if constexpr (T::kMaxAlign > 2) {
     if (align >= T::kMaxAlign) {
       matvec_q_kernel<T, NC, T::kMaxAlign><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xq, xs,

@@ -232,13 +232,14 @@ struct DecQ3_K {  // hmask[32], qs[64], scales[12], d (f16); x = d * scale * (q 
 };
 
 // q4_K / q5_K: d, dmin (f16), 12 bytes of packed scales, the same for both.
+// The 16 header bytes (d, dmin, scales) in one load where the block is 16-byte aligned.
 template <int A, class U>
 POLYKV_HD void kquant_45_scales(const uint8_t* b, int j, U& u) {
-  const uint32_t dd = ld_u32<field_align(A, 0)>(b);
+  uint32_t hdr[4];
+  ld_16B<A>(b, hdr);
+  const uint32_t dd = hdr[0];
   const float d = half_to_f32(uint16_t(dd & 0xFFFF)), dmin = half_to_f32(uint16_t(dd >> 16));
-  uint32_t s[3];
-#pragma unroll
-  for (int i = 0; i < 3; ++i) s[i] = ld_u32<field_align(A, 4)>(b + 4 + 4 * i);
+  const uint32_t s[3] = {hdr[1], hdr[2], hdr[3]};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     int sc, m;

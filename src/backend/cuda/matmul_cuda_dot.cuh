@@ -125,56 +125,98 @@ POLYKV_HD float unit_dot(const typename T::Unit& w, const XUnit<T>& x, float acc
   return acc;
 }
 
-// Rows one warp computes at once for NC columns of a type whose units hold `words` words (each
-// activation load serves R rows; the 64-value units of q2_K / q3_K take 2 rows at most, 4 would
-// spill registers), and units one lane loads before using them (memory parallelism when R is 1).
+// Rows one warp computes at once for NC columns of a type whose units hold `words` words: each
+// activation load serves R rows, and a lane has R units in flight. The 64-value units of q2_K / q3_K
+// take 2 rows from 4 columns on (4 would spill registers). The result of a row does not depend on R.
 template <int NC, int words>
-POLYKV_HDC constexpr int rows_per_warp() { return NC == 1 ? 1 : (NC == 2 || words > 8) ? 2 : 4; }
+POLYKV_HDC constexpr int rows_per_warp() { return (NC >= 4 && words > 8) ? 2 : 4; }
 template <class T, int NC>
 POLYKV_HDC constexpr int rows_per_warp_q() { return rows_per_warp<NC, 4 * T::kRuns>(); }
 template <class F, int NC>
 POLYKV_HDC constexpr int rows_per_warp_f() { return rows_per_warp<NC, F::kValues>(); }
-template <int R>
-POLYKV_HDC constexpr int units_in_flight() { return R == 1 ? 2 : 1; }
 
-// One lane's share of R rows (rows[r]: first byte of row r) times NC columns of quantized
-// activations (xq [*][n_in], xs [*][n_in / 32]; columns >= ncols repeat column ncols - 1): lane
-// walks units lane, lane + 32, ... of each row, adding into acc[r][c].
+// One unit (block blk, part) of R rows, decoded in wu[r], times NC columns of quantized activations
+// (xq [*][n_in], xs [*][n_in / 32]; columns >= ncols repeat column ncols - 1), added into acc[r][c].
+template <class T, int NC, int R>
+POLYKV_HD void unit_step(const typename T::Unit (&wu)[R], const int8_t* xq, const ActScale* xs, int64_t n_in,
+                         int ncols, int64_t blk, int part, float (&acc)[R][NC]) {
+  const int64_t n_blocks_x = n_in / kActBlock;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    const int cc = c < ncols ? c : ncols - 1;
+    XUnit<T> xu;
+    load_x<T>(xq + int64_t(cc) * n_in, xs + int64_t(cc) * n_blocks_x, blk, part, xu);
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][c] = unit_dot<T>(wu[r], xu, acc[r][c]);
+  }
+}
+
+// One lane's share of R rows (rows[r]: first byte of row r) times NC columns: the lane walks units
+// lane, lane + 32, ... of the rows, adding into acc[r][c]. (The staged kernel of matmul_cuda.cu
+// visits the same units in the same order, reading the bytes from a shared-memory copy.)
 template <class T, int NC, int R, int A>
 POLYKV_HD void lane_dot_q(const uint8_t* const (&rows)[R], const int8_t* xq, const ActScale* xs, int64_t n_in,
                           int ncols, int lane, float (&acc)[R][NC]) {
-  constexpr int U = units_in_flight<R>();
   const int64_t n_units = n_in / T::kBlockValues * T::kParts;
-  const int64_t n_blocks_x = n_in / kActBlock;
-  for (int64_t u0 = lane; u0 < n_units; u0 += 32 * U) {
-    typename T::Unit wu[U][R];
+  for (int64_t u = lane; u < n_units; u += 32) {
+    const int64_t blk = u / T::kParts;
+    const int part = int(u % T::kParts);
+    typename T::Unit wu[R];
 #pragma unroll
-    for (int k = 0; k < U; ++k) {
-      const int64_t u = u0 + 32 * k;
-      if (u < n_units) {
-        const int64_t blk = u / T::kParts;
-        const int part = int(u % T::kParts);
-#pragma unroll
-        for (int r = 0; r < R; ++r) T::template load<A>(rows[r] + blk * T::kBlockBytes, part, wu[k][r]);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < U; ++k) {
-      const int64_t u = u0 + 32 * k;
-      if (u < n_units) {
-        const int64_t blk = u / T::kParts;
-        const int part = int(u % T::kParts);
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          const int cc = c < ncols ? c : ncols - 1;
-          XUnit<T> xu;
-          load_x<T>(xq + int64_t(cc) * n_in, xs + int64_t(cc) * n_blocks_x, blk, part, xu);
-#pragma unroll
-          for (int r = 0; r < R; ++r) acc[r][c] = unit_dot<T>(wu[k][r], xu, acc[r][c]);
-        }
-      }
-    }
+    for (int r = 0; r < R; ++r) T::template load<A>(rows[r] + blk * T::kBlockBytes, part, wu[r]);
+    unit_step<T, NC, R>(wu, xq, xs, n_in, ncols, blk, part, acc);
   }
+}
+
+// Staging of quantized rows through shared memory (types whose blocks are not 16-byte multiples, so
+// that a lane's own narrow loads of its block would touch many cache lines per warp instruction):
+// iteration `it` of a warp covers units [32 it, 32 it + 32) of each of its rows, i.e. blocks
+// [blk0, blk0 + nb), nb <= kStageBlocks. The warp copies the 16-byte aligned chunks holding those
+// bytes (from the row, which must start 16-byte aligned and have a 16-byte multiple stride, so the
+// copy never leaves [row, row + stride)) to shared memory; block b is then at byte lead + (b - blk0) *
+// kBlockBytes of the copy. kStageChunks bounds the chunk count of any iteration.
+template <class T>
+struct Stage {
+  static constexpr int kBlocks = 32 / T::kParts;
+  static constexpr int kBytes = kBlocks * T::kBlockBytes;
+  static constexpr int kChunks = (kBytes + 15) / 16 + 1;
+  int64_t blk0;
+  int nb, lead, chunks;
+};
+
+template <class T>
+POLYKV_HD Stage<T> stage_plan(int64_t it, int64_t n_blocks) {
+  Stage<T> s;
+  s.blk0 = it * Stage<T>::kBlocks;
+  const int64_t left = n_blocks - s.blk0;
+  s.nb = int(left < Stage<T>::kBlocks ? left : Stage<T>::kBlocks);
+  s.lead = int((s.blk0 * T::kBlockBytes) % 16);
+  s.chunks = (s.lead + s.nb * T::kBlockBytes + 15) / 16;
+  return s;
+}
+
+// First byte of the chunks iteration st copies from a row (16-byte aligned).
+template <class T>
+POLYKV_HD const uint8_t* stage_source(const uint8_t* row, const Stage<T>& st) {
+  return row + st.blk0 * T::kBlockBytes - st.lead;
+}
+
+// The lane's unit of iteration st (unit blk0 * kParts + lane, if it exists), decoded from the staged
+// copies bufs[r] of the R rows, times the activations; the same operations as lane_dot_q's step
+// for that unit (blocks keep their alignment mod 16 in the copy, so the loads are those of A =
+// kMaxAlign).
+template <class T, int NC, int R>
+POLYKV_HD void staged_lane_step(const uint8_t* const (&bufs)[R], const Stage<T>& st, const int8_t* xq,
+                                const ActScale* xs, int64_t n_in, int ncols, int lane, float (&acc)[R][NC]) {
+  const int64_t u = st.blk0 * T::kParts + lane;
+  if (u >= (st.blk0 + st.nb) * T::kParts) return;
+  const int64_t blk = u / T::kParts;
+  const int part = int(u % T::kParts);
+  typename T::Unit wu[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    T::template load<T::kMaxAlign>(bufs[r] + st.lead + (blk - st.blk0) * T::kBlockBytes, part, wu[r]);
+  unit_step<T, NC, R>(wu, xq, xs, n_in, ncols, blk, part, acc);
 }
 
 // Float weights: x is an f32 copy padded with zeros to ldx (a multiple of 8) values per column, 16-byte
@@ -192,34 +234,21 @@ template <class F, int NC, int R, bool kVec>
 POLYKV_HD void lane_dot_f(const uint8_t* const (&rows)[R], const float* xp, int64_t ldx, int64_t n_in, int ncols,
                           int lane, float (&acc)[R][NC]) {
   constexpr int V = F::kValues;
-  constexpr int U = units_in_flight<R>();
   const int64_t n_units = (n_in + V - 1) / V;
-  for (int64_t u0 = lane; u0 < n_units; u0 += 32 * U) {
-    FUnit<V> wu[U][R];
+  for (int64_t u = lane; u < n_units; u += 32) {
+    FUnit<V> wu[R];
 #pragma unroll
-    for (int k = 0; k < U; ++k) {
-      const int64_t u = u0 + 32 * k;
-      if (u < n_units) {
+    for (int r = 0; r < R; ++r) load_float_unit<F, kVec>(rows[r], u, n_in, wu[r]);
 #pragma unroll
-        for (int r = 0; r < R; ++r) load_float_unit<F, kVec>(rows[r], u, n_in, wu[k][r]);
-      }
-    }
+    for (int c = 0; c < NC; ++c) {
+      const int cc = c < ncols ? c : ncols - 1;
+      float xv[V];
 #pragma unroll
-    for (int k = 0; k < U; ++k) {
-      const int64_t u = u0 + 32 * k;
-      if (u < n_units) {
+      for (int i = 0; i < V; i += 4) ld_f32x4(xp + int64_t(cc) * ldx + u * V + i, xv + i);
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          const int cc = c < ncols ? c : ncols - 1;
-          float xv[V];
+      for (int r = 0; r < R; ++r) {
 #pragma unroll
-          for (int i = 0; i < V; i += 4) ld_f32x4(xp + int64_t(cc) * ldx + u * V + i, xv + i);
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-#pragma unroll
-            for (int i = 0; i < V; ++i) acc[r][c] = fma(wu[k][r].w[i], xv[i], acc[r][c]);
-          }
-        }
+        for (int i = 0; i < V; ++i) acc[r][c] = fma(wu[r].w[i], xv[i], acc[r][c]);
       }
     }
   }
