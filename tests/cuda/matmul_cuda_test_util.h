@@ -236,8 +236,8 @@ std::vector<float> emulate_matvec(const WeightMatrix& w, const std::vector<float
   return y;
 }
 
-// The staged kernel's algorithm on the host (types with kMaxAlign < 16 and rows whose start and
-// stride are 16-byte aligned; other types: the direct emulation): per iteration, the chunks of
+// The staged kernel's algorithm on the host (quantized types, rows whose start and stride are 16-byte
+// aligned; float types: the direct emulation): per iteration, the chunks of
 // hd::Stage copied from the row to a buffer, then every lane's hd::staged_lane_step. Counts in
 // *bad_copies the chunk copies that would leave [row, row + stride) or overflow the shared buffer.
 template <int NC>
@@ -247,9 +247,7 @@ std::vector<float> emulate_matvec_staged(const WeightMatrix& w, const std::vecto
   *bad_copies = 0;
   const bool quant = cuda::hd::visit_quant_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
-    if constexpr (T::kMaxAlign >= 16) {
-      y = emulate_matvec<NC>(w, x, n);
-    } else {
+    {
       using St = cuda::hd::Stage<T>;
       constexpr int R = cuda::hd::rows_per_warp_q<T, NC>();
       const QuantActs a = quantize_acts(x, w.n_in, n);

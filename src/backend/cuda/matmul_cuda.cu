@@ -11,10 +11,10 @@
 // Loads: a warp instruction costs the L1 one cycle per 128-byte line its lanes touch. Lanes reading
 // their own 18- or 34-byte blocks with 2-byte loads would touch every line of the warp's span on each
 // of ~9-17 instructions (~13 useful bytes per cycle, under the ~18 B/cycle/SM that 4.8 TB/s needs).
-// So types whose blocks are not 16-byte multiples go through shared memory (the staged kernel:
-// 16-byte cp.async copies, then 2-byte reads from shared memory, one cycle per instruction); q4_K /
-// q5_K (144 / 176-byte blocks) and the float types load 16 bytes per lane directly. Rows that are not
-// 16-byte aligned take the direct kernel with the loads their alignment allows.
+// So quantized rows go through shared memory (the staged kernel: 16-byte cp.async copies, pipelined
+// over 3 buffers, then narrow reads from shared memory, about one cycle per instruction); the float
+// types load 16 bytes per lane directly, two units ahead. Rows that are not 16-byte aligned take the
+// direct kernel with the loads their alignment allows.
 #include "backend/cuda/matmul_cuda.h"
 
 #include <cuda_pipeline.h>
@@ -33,7 +33,7 @@ constexpr int kThreads = 32 * kWarpsPerBlock;
 // uncapped it takes ~250); no cap otherwise (1-2 columns stay under ~190; 8 columns need the
 // registers: capped at 170 some types spill).
 template <int NC>
-constexpr int min_blocks() { return NC == 4 ? 3 : 1; }
+__host__ __device__ constexpr int min_blocks() { return NC == 4 ? 3 : 1; }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -80,51 +80,64 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>())
   store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
 }
 
-// Quantized weights whose blocks are not 16-byte multiples, rows 16-byte aligned: each iteration the
-// warp copies the bytes of its rows' next 32 units to shared memory with 16-byte cp.async copies
-// (coalesced, no registers), double-buffered so that iteration it + 1's copies fly while iteration it
-// is computed from shared memory (hd::Stage says what is copied).
+// Quantized weights, rows 16-byte aligned (start and stride): each iteration the warp copies the
+// bytes of its rows' next 32 units to shared memory with 16-byte cp.async copies (coalesced, no
+// registers) and decodes them from there (hd::Stage says what is copied). kStages buffers: the
+// copies of the next kStages - 1 iterations fly while one is computed, so that enough bytes are in
+// flight even when the rows are few (4096 rows are 31 per SM: 2 x 31 x 576 bytes of q4_0 in flight).
+constexpr int kStages = 3;
+
+// Warps per block of the staged kernel: as many as fit 40 KB of static shared memory, at most 4.
 template <class T, int NC>
-__global__ void __launch_bounds__(kThreads, min_blocks<NC>())
+__host__ __device__ constexpr int staged_warps() {
+  constexpr int per_warp = kStages * hd::rows_per_warp_q<T, NC>() * hd::Stage<T>::kChunks * 16;
+  constexpr int w = (40 << 10) / per_warp;
+  return w < 1 ? 1 : w > 4 ? 4 : w;
+}
+
+template <class T, int NC>
+__global__ void __launch_bounds__(32 * staged_warps<T, NC>(), min_blocks<NC>())
     matvec_q_staged_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
                            const int8_t* __restrict__ xq, const hd::ActScale* __restrict__ xs, int ncols,
                            float* __restrict__ y) {
   constexpr int R = hd::rows_per_warp_q<T, NC>();
+  constexpr int W = staged_warps<T, NC>();
   using St = hd::Stage<T>;
-  __shared__ uint4 smem[kWarpsPerBlock][2][R][St::kChunks];
+  __shared__ uint4 smem[W][kStages][R][St::kChunks];
   const int lane = int(threadIdx.x % 32), wid = int(threadIdx.x / 32);
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + wid) * R;
+  const int64_t row0 = (int64_t(blockIdx.x) * W + wid) * R;
   if (row0 >= n_out) return;  // the whole warp
   const uint8_t* rows[R];
   warp_rows<R>(w, stride, n_out, row0, rows);
   const int64_t n_blocks = n_in / T::kBlockValues;
   const int64_t n_iters = (n_blocks + St::kBlocks - 1) / St::kBlocks;
-  // Copies of iteration it into buffer it % 2; one commit group per call (empty past the end), so
-  // that wait_prior(1) below always means "iteration it has landed".
+  // Copies of iteration it into buffer it % kStages; one commit group per call (empty past the end),
+  // so that wait_prior(kStages - 1) below always means "iteration it has landed".
   auto issue = [&](int64_t it) {
     if (it < n_iters) {
       const St st = hd::stage_plan<T>(it, n_blocks);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const uint8_t* src = hd::stage_source<T>(rows[r], st);
-        uint4* dst = smem[wid][it & 1][r];
+        uint4* dst = smem[wid][it % kStages][r];
         for (int k = lane; k < st.chunks; k += 32) __pipeline_memcpy_async(dst + k, src + 16 * k, 16);
       }
     }
     __pipeline_commit();
   };
   float acc[R][NC] = {};
-  issue(0);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(s);
   for (int64_t it = 0; it < n_iters; ++it) {
-    issue(it + 1);
-    __pipeline_wait_prior(1);
+    issue(it + kStages - 1);  // into the buffer computed in iteration it - 1
+    __pipeline_wait_prior(kStages - 1);
     __syncwarp();  // every lane's copies of iteration it are visible
     const St st = hd::stage_plan<T>(it, n_blocks);
     const uint8_t* bufs[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) bufs[r] = reinterpret_cast<const uint8_t*>(smem[wid][it & 1][r]);
+    for (int r = 0; r < R; ++r) bufs[r] = reinterpret_cast<const uint8_t*>(smem[wid][it % kStages][r]);
     hd::staged_lane_step<T, NC, R>(bufs, st, xq, xs, n_in, ncols, lane, acc);
-    __syncwarp();  // buffer it % 2 is refilled by the next iteration's issue(it + 2)
+    __syncwarp();  // this buffer is refilled by the next iteration's issue
   }
   store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
 }
@@ -145,9 +158,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>())
   store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
 }
 
-unsigned grid_for_rows(int64_t n_out, int R) {
+unsigned grid_for_rows(int64_t n_out, int R, int warps_per_block = kWarpsPerBlock) {
   const int64_t warps = (n_out + R - 1) / R;
-  return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  return unsigned((warps + warps_per_block - 1) / warps_per_block);
 }
 
 template <class T, int NC>
@@ -156,16 +169,19 @@ void launch_q(const WeightMatrix& w, const ActView& a, int col0, int ncols, floa
   const int8_t* xq = a.qs + int64_t(col0) * w.n_in;
   const hd::ActScale* xs = a.s + int64_t(col0) * (w.n_in / hd::kActBlock);
   float* yc = y + int64_t(col0) * w.n_out;
-  const unsigned grid = grid_for_rows(w.n_out, hd::rows_per_warp_q<T, NC>());
+  constexpr int R = hd::rows_per_warp_q<T, NC>();
   const int align = hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride);
-  if constexpr (T::kMaxAlign < 16) {
-    if (align >= 16) {
-      matvec_q_staged_kernel<T, NC><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xq, xs, ncols, yc);
-      POLYKV_CUDA_LAUNCHED();
-      return;
-    }
+  if (align >= 16) {
+    constexpr int W = staged_warps<T, NC>();
+    matvec_q_staged_kernel<T, NC><<<grid_for_rows(w.n_out, R, W), 32 * W, 0, s>>>(wd, w.row_stride, w.n_out,
+                                                                                 w.n_in, xq, xs, ncols, yc);
+    POLYKV_CUDA_LAUNCHED();
+    return;
   }
-  if constexpr (T::kMaxAlign > 2) {
+  // Rows not 16-byte aligned: each lane loads its own units with the widest accesses the alignment
+  // allows.
+  const unsigned grid = grid_for_rows(w.n_out, R);
+  if constexpr (T::kMaxAlign > 2 && T::kMaxAlign < 16) {
     if (align >= T::kMaxAlign) {
       matvec_q_kernel<T, NC, T::kMaxAlign><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xq, xs,
                                                                       ncols, yc);

@@ -168,8 +168,9 @@ POLYKV_HD void lane_dot_q(const uint8_t* const (&rows)[R], const int8_t* xq, con
   }
 }
 
-// Staging of quantized rows through shared memory (types whose blocks are not 16-byte multiples, so
-// that a lane's own narrow loads of its block would touch many cache lines per warp instruction):
+// Staging of quantized rows through shared memory (a lane's own narrow loads of its block would touch
+// many cache lines per warp instruction where blocks are not 16-byte multiples; for every type, the
+// asynchronous copies give the memory parallelism):
 // iteration `it` of a warp covers units [32 it, 32 it + 32) of each of its rows, i.e. blocks
 // [blk0, blk0 + nb), nb <= kStageBlocks. The warp copies the 16-byte aligned chunks holding those
 // bytes (from the row, which must start 16-byte aligned and have a 16-byte multiple stride, so the
@@ -234,21 +235,33 @@ template <class F, int NC, int R, bool kVec>
 POLYKV_HD void lane_dot_f(const uint8_t* const (&rows)[R], const float* xp, int64_t ldx, int64_t n_in, int ncols,
                           int lane, float (&acc)[R][NC]) {
   constexpr int V = F::kValues;
+  constexpr int U = 2;  // units per row loaded before the first is used (memory parallelism)
   const int64_t n_units = (n_in + V - 1) / V;
-  for (int64_t u = lane; u < n_units; u += 32) {
-    FUnit<V> wu[R];
+  for (int64_t u0 = lane; u0 < n_units; u0 += 32 * U) {
+    FUnit<V> wu[U][R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) load_float_unit<F, kVec>(rows[r], u, n_in, wu[r]);
+    for (int k = 0; k < U; ++k) {
+      const int64_t u = u0 + 32 * k;
+      if (u < n_units) {
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      const int cc = c < ncols ? c : ncols - 1;
-      float xv[V];
+        for (int r = 0; r < R; ++r) load_float_unit<F, kVec>(rows[r], u, n_in, wu[k][r]);
+      }
+    }
 #pragma unroll
-      for (int i = 0; i < V; i += 4) ld_f32x4(xp + int64_t(cc) * ldx + u * V + i, xv + i);
+    for (int k = 0; k < U; ++k) {
+      const int64_t u = u0 + 32 * k;
+      if (u >= n_units) break;
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < NC; ++c) {
+        const int cc = c < ncols ? c : ncols - 1;
+        float xv[V];
 #pragma unroll
-        for (int i = 0; i < V; ++i) acc[r][c] = fma(wu[r].w[i], xv[i], acc[r][c]);
+        for (int i = 0; i < V; i += 4) ld_f32x4(xp + int64_t(cc) * ldx + u * V + i, xv + i);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int i = 0; i < V; ++i) acc[r][c] = fma(wu[k][r].w[i], xv[i], acc[r][c]);
+        }
       }
     }
   }
