@@ -2,8 +2,18 @@
 // the rows, same layout and row_stride as on the host).
 //   y[t][o] = sum_i W[o][i] * x[t][i];  W: [n_out][n_in], x: [n][n_in] f32, y: [n][n_out] f32.
 // n <= 8: mat-vec kernels reading each weight byte once for all n columns (decode, speculative
-// verification); larger n: prefill, through tensor cores (dequantized tiles + cuBLAS, or own kernels).
-// Every weight type of core/dtype.h that the CPU backend's matmul takes is supported.
+// verification); quantized weights and n <= 32: the same kernels, 8 columns per pass; larger n:
+// prefill, through tensor cores (tiles of rows dequantized to f16 in ctx's scratch + cuBLAS, f32
+// accumulation). Every weight type of core/dtype.h that the CPU backend's matmul takes is supported.
+//
+// Precision (against matmul_ref): quantized weights multiply 8-bit activations (x rounded per block
+// of 32 to d * q, d = max|x| / 127, like the CPU backend; |Δy| <= Σ |w_i| amax_32(i) / 254, about
+// 0.3 % relative on random data); float weights use x as it is (f32 accumulation). The tensor-core
+// path rounds x and the weights to f16 (about 3e-4 relative), except f32 weights (f32 GEMM).
+// Batch invariance: for n <= 8 (quantized weights: n <= 32) y[t][o] is bit-identical whatever the
+// other columns are and however many there are (matmul_cuda_dot.cuh says why).
+// Weights: rows 2-byte aligned (f32: 4-byte); w.data and row_stride 16-byte aligned give the fastest
+// loads.
 #pragma once
 #include <cstdint>
 
@@ -15,11 +25,18 @@ namespace polykv::cuda {
 // w.data: device pointer. x, y: device pointers.
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
 
-// The mat-vec path alone (n in 1..8), for tests and benchmarks.
-void matvec(const WeightMatrix& w, const float* x, float* y, int n, cudaStream_t stream);
+// The mat-vec path alone (n in 1..8), for tests and benchmarks. Uses ctx's MatmulActs scratch (the
+// activations quantized to 8 bits, or padded) and its stream.
+void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
+
+// Largest n that matmul() sends to the mat-vec kernels (8 columns per pass; quantized weights only
+// beyond kMatvecMaxCols).
+constexpr int kMatvecMaxCols = 8;
+constexpr int kChunkedMatvecMaxCols = 32;
 
 // dst[i][:] = dequantize(row rows[i] of w) * scale, i < n; rows: device [n]; dst: device [n][w.n_in].
-// (token embeddings)
+// (token embeddings) Values are dequantize_row_ref's times scale exactly (a zero may change sign); a
+// row index outside [0, w.n_out) gives a row of NaN.
 void dequantize_rows(const WeightMatrix& w, const int32_t* rows, int n, float scale, float* dst, cudaStream_t stream);
 
 }  // namespace polykv::cuda

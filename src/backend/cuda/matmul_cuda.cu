@@ -1,0 +1,391 @@
+// CUDA mat-vec kernels (1..8 columns) for every weight type, the activation preparation they read,
+// and dequantize_rows. The arithmetic is in matmul_cuda_{hd,decode,dot}.cuh (tested on the CPU);
+// this file holds the kernels' shells, launch shapes and dispatch.
+//
+// Work split: one warp computes R consecutive rows (rows_per_warp: 2 or 4) for all the call's
+// columns: each lane walks units lane, lane + 32, ... of the rows (consecutive lanes read consecutive
+// units), decodes a unit once and multiplies it with every column (the activations of a unit are
+// loaded once for the R rows); the warp then sums its lanes with a fixed butterfly. Each weight byte
+// is read once per call: decode is bound by memory bandwidth, the floor being bytes(W) / bandwidth.
+//
+// Loads: a warp instruction costs the L1 one cycle per 128-byte line its lanes touch. Lanes reading
+// their own 18- or 34-byte blocks with 2-byte loads would touch every line of the warp's span on each
+// of ~9-17 instructions (~13 useful bytes per cycle, under the ~18 B/cycle/SM that 4.8 TB/s needs).
+// So quantized rows go through shared memory (the staged kernel: 16-byte cp.async copies, pipelined
+// over 3 buffers, then narrow reads from shared memory, about one cycle per instruction); the float
+// types load 16 bytes per lane directly, two units ahead. Rows that are not 16-byte aligned take the
+// direct kernel with the loads their alignment allows.
+#include "backend/cuda/matmul_cuda.h"
+
+#include <cuda_pipeline.h>
+
+#include <algorithm>
+
+#include "backend/cuda/matmul_cuda_internal.h"
+#include "core/error.h"
+
+namespace polykv::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kThreads = 32 * kWarpsPerBlock;
+// Blocks per SM the compiler must allow for: 3 for 4 columns (<= 170 registers, 12 warps per SM;
+// uncapped it takes ~250); no cap otherwise (1-2 columns stay under ~190; 8 columns need the
+// registers: capped at 170 some types spill).
+template <int NC>
+__host__ __device__ constexpr int min_blocks() { return NC == 4 ? 3 : 1; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Every lane holds every (r, c) sum after warp_sum; lane r * NC + c stores one of them.
+template <int R, int NC>
+__device__ __forceinline__ void store_sums(float (&acc)[R][NC], int lane, int64_t row0, int64_t n_out, int ncols,
+                                           float* y) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      const float v = warp_sum(acc[r][c]);
+      if (lane == r * NC + c && c < ncols && row0 + r < n_out) y[int64_t(c) * n_out + row0 + r] = v;
+    }
+  }
+}
+
+template <int R>
+__device__ __forceinline__ void warp_rows(const uint8_t* w, size_t stride, int64_t n_out, int64_t row0,
+                                          const uint8_t* (&rows)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = w + size_t(min(row0 + r, n_out - 1)) * stride;
+}
+
+// Quantized weights: y[c][o] for the warp's rows, c < ncols. xq / xs / y start at the call's first
+// column.
+template <class T, int NC, int A>
+__global__ void __launch_bounds__(kThreads, min_blocks<NC>())
+    matvec_q_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
+                    const int8_t* __restrict__ xq, const hd::ActScale* __restrict__ xs, int ncols,
+                    float* __restrict__ y) {
+  constexpr int R = hd::rows_per_warp_q<T, NC>();
+  const int lane = int(threadIdx.x % 32);
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * R;
+  if (row0 >= n_out) return;  // the whole warp
+  const uint8_t* rows[R];
+  warp_rows<R>(w, stride, n_out, row0, rows);
+  float acc[R][NC] = {};
+  hd::lane_dot_q<T, NC, R, A>(rows, xq, xs, n_in, ncols, lane, acc);
+  store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
+}
+
+// Quantized weights, rows 16-byte aligned (start and stride): each iteration the warp copies the
+// bytes of its rows' next 32 units to shared memory with 16-byte cp.async copies (coalesced, no
+// registers) and decodes them from there (hd::Stage says what is copied). kStages buffers: the
+// copies of the next kStages - 1 iterations fly while one is computed, so that enough bytes are in
+// flight even when the rows are few (4096 rows are 31 per SM: 2 x 31 x 576 bytes of q4_0 in flight).
+constexpr int kStages = 3;
+
+// Warps per block of the staged kernel: as many as fit 40 KB of static shared memory, at most 4.
+template <class T, int NC>
+__host__ __device__ constexpr int staged_warps() {
+  constexpr int per_warp = kStages * hd::rows_per_warp_q<T, NC>() * hd::Stage<T>::kChunks * 16;
+  constexpr int w = (40 << 10) / per_warp;
+  return w < 1 ? 1 : w > 4 ? 4 : w;
+}
+
+template <class T, int NC>
+__global__ void __launch_bounds__(32 * staged_warps<T, NC>(), min_blocks<NC>())
+    matvec_q_staged_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
+                           const int8_t* __restrict__ xq, const hd::ActScale* __restrict__ xs, int ncols,
+                           float* __restrict__ y) {
+  constexpr int R = hd::rows_per_warp_q<T, NC>();
+  constexpr int W = staged_warps<T, NC>();
+  using St = hd::Stage<T>;
+  __shared__ uint4 smem[W][kStages][R][St::kChunks];
+  const int lane = int(threadIdx.x % 32), wid = int(threadIdx.x / 32);
+  const int64_t row0 = (int64_t(blockIdx.x) * W + wid) * R;
+  if (row0 >= n_out) return;  // the whole warp
+  const uint8_t* rows[R];
+  warp_rows<R>(w, stride, n_out, row0, rows);
+  const int64_t n_blocks = n_in / T::kBlockValues;
+  const int64_t n_iters = (n_blocks + St::kBlocks - 1) / St::kBlocks;
+  // Copies of iteration it into buffer it % kStages; one commit group per call (empty past the end),
+  // so that wait_prior(kStages - 1) below always means "iteration it has landed".
+  auto issue = [&](int64_t it) {
+    if (it < n_iters) {
+      const St st = hd::stage_plan<T>(it, n_blocks);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* src = hd::stage_source<T>(rows[r], st);
+        uint4* dst = smem[wid][it % kStages][r];
+        for (int k = lane; k < st.chunks; k += 32) __pipeline_memcpy_async(dst + k, src + 16 * k, 16);
+      }
+    }
+    __pipeline_commit();
+  };
+  float acc[R][NC] = {};
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(s);
+  for (int64_t it = 0; it < n_iters; ++it) {
+    issue(it + kStages - 1);  // into the buffer computed in iteration it - 1
+    __pipeline_wait_prior(kStages - 1);
+    __syncwarp();  // every lane's copies of iteration it are visible
+    const St st = hd::stage_plan<T>(it, n_blocks);
+    const uint8_t* bufs[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) bufs[r] = reinterpret_cast<const uint8_t*>(smem[wid][it % kStages][r]);
+    hd::staged_lane_step<T, NC, R>(bufs, st, xq, xs, n_in, ncols, lane, acc);
+    __syncwarp();  // this buffer is refilled by the next iteration's issue
+  }
+  store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
+}
+
+// Float weights; xf: [*][ldx] f32 zero-padded activations. kVec: rows 16-byte aligned.
+template <class F, int NC, bool kVec>
+__global__ void __launch_bounds__(kThreads, min_blocks<NC>())
+    matvec_f_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
+                    const float* __restrict__ xf, int64_t ldx, int ncols, float* __restrict__ y) {
+  constexpr int R = hd::rows_per_warp_f<F, NC>();
+  const int lane = int(threadIdx.x % 32);
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * R;
+  if (row0 >= n_out) return;
+  const uint8_t* rows[R];
+  warp_rows<R>(w, stride, n_out, row0, rows);
+  float acc[R][NC] = {};
+  hd::lane_dot_f<F, NC, R, kVec>(rows, xf, ldx, n_in, ncols, lane, acc);
+  store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
+}
+
+unsigned grid_for_rows(int64_t n_out, int R, int warps_per_block = kWarpsPerBlock) {
+  const int64_t warps = (n_out + R - 1) / R;
+  return unsigned((warps + warps_per_block - 1) / warps_per_block);
+}
+
+template <class T, int NC>
+void launch_q(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, cudaStream_t s) {
+  const uint8_t* wd = static_cast<const uint8_t*>(w.data);
+  const int8_t* xq = a.qs + int64_t(col0) * w.n_in;
+  const hd::ActScale* xs = a.s + int64_t(col0) * (w.n_in / hd::kActBlock);
+  float* yc = y + int64_t(col0) * w.n_out;
+  constexpr int R = hd::rows_per_warp_q<T, NC>();
+  const int align = hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride);
+  if (align >= 16) {
+    constexpr int W = staged_warps<T, NC>();
+    matvec_q_staged_kernel<T, NC><<<grid_for_rows(w.n_out, R, W), 32 * W, 0, s>>>(wd, w.row_stride, w.n_out,
+                                                                                 w.n_in, xq, xs, ncols, yc);
+    POLYKV_CUDA_LAUNCHED();
+    return;
+  }
+  // Rows not 16-byte aligned: each lane loads its own units with the widest accesses the alignment
+  // allows.
+  const unsigned grid = grid_for_rows(w.n_out, R);
+  if constexpr (T::kMaxAlign > 2 && T::kMaxAlign < 16) {
+    if (align >= T::kMaxAlign) {
+      matvec_q_kernel<T, NC, T::kMaxAlign><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xq, xs,
+                                                                      ncols, yc);
+      POLYKV_CUDA_LAUNCHED();
+      return;
+    }
+  }
+  matvec_q_kernel<T, NC, 2><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xq, xs, ncols, yc);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+template <class F, int NC>
+void launch_f(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, cudaStream_t s) {
+  const uint8_t* wd = static_cast<const uint8_t*>(w.data);
+  const float* xf = a.xf + int64_t(col0) * a.ldx;
+  float* yc = y + int64_t(col0) * w.n_out;
+  const unsigned grid = grid_for_rows(w.n_out, hd::rows_per_warp_f<F, NC>());
+  if (hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride) >= 16)
+    matvec_f_kernel<F, NC, true><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xf, a.ldx, ncols, yc);
+  else
+    matvec_f_kernel<F, NC, false><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xf, a.ldx, ncols, yc);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+// The narrowest kernel width that holds ncols columns (its extra columns repeat the last one and are
+// not stored; the width does not change any result).
+template <class Launch>
+void by_width(int ncols, Launch&& launch) {
+  if (ncols == 1) launch(std::integral_constant<int, 1>{});
+  else if (ncols == 2) launch(std::integral_constant<int, 2>{});
+  else if (ncols <= 4) launch(std::integral_constant<int, 4>{});
+  else launch(std::integral_constant<int, 8>{});
+}
+
+// ---- activations ----
+
+// One warp per block of 32 activations (x is [n][n_in] with n_in % 32 == 0, so block b of the
+// flattened array is column b / (n_in / 32)).
+__global__ void quantize_acts_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ qs,
+                                     hd::ActScale* __restrict__ s) {
+  const int64_t b = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (b >= n_blocks) return;
+  const int lane = int(threadIdx.x % 32);
+  const float v = x[b * 32 + lane];
+  float amax = fabsf(v);
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  const float d = hd::act_d(amax);
+  const int32_t q = hd::act_quant(v, hd::act_inverse(d));
+  qs[b * 32 + lane] = int8_t(q);
+  int32_t half = q;  // sums over lanes 0..15 and 16..31
+#pragma unroll
+  for (int off = 8; off > 0; off /= 2) half += __shfl_xor_sync(0xffffffffu, half, off);
+  const int32_t hi = __shfl_sync(0xffffffffu, half, 16);
+  if (lane == 0) {
+    const hd::ActScale a = hd::act_scale(d, half, hi);
+    reinterpret_cast<float4*>(s)[b] = make_float4(a.d, a.s_lo, a.s_hi, a.s_all);
+  }
+}
+
+__global__ void pad_acts_kernel(const float* __restrict__ x, int64_t n_in, int64_t ldx, int64_t total,
+                                float* __restrict__ xf) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = i / ldx, k = i % ldx;
+    xf[i] = k < n_in ? x[c * n_in + k] : 0.0f;
+  }
+}
+
+unsigned grid_stride_blocks(int64_t total, int threads) {
+  return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
+}
+
+// ---- dequantize_rows ----
+
+template <class T>
+__global__ void dequantize_rows_q_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
+                                         const int32_t* __restrict__ rows, int64_t total_units, float scale,
+                                         float* __restrict__ dst) {
+  const int64_t units_per_row = n_in / T::kBlockValues * T::kParts;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total_units;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / units_per_row, u = t % units_per_row;
+    const int64_t blk = u / T::kParts;
+    const int part = int(u % T::kParts);
+    const int32_t row = rows[i];
+    float* out = dst + i * n_in + blk * T::kBlockValues;
+    if (row < 0 || row >= n_out) {
+      for (int r = 0; r < T::kRuns; ++r)
+        for (int k = 0; k < 16; ++k) out[T::run_pos(part, r) + k] = __int_as_float(0x7fc00000);
+      continue;
+    }
+    typename T::Unit unit;
+    T::template load<2>(w + size_t(row) * stride + blk * T::kBlockBytes, part, unit);
+#pragma unroll
+    for (int r = 0; r < T::kRuns; ++r) {
+      float v[16];
+      hd::unit_run_values(unit, r, scale, v);
+#pragma unroll
+      for (int k = 0; k < 16; ++k) out[T::run_pos(part, r) + k] = v[k];
+    }
+  }
+}
+
+template <class F>
+__global__ void dequantize_rows_f_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
+                                         const int32_t* __restrict__ rows, int64_t total, float scale,
+                                         float* __restrict__ dst) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / n_in, k = t % n_in;
+    const int32_t row = rows[i];
+    dst[t] = (row < 0 || row >= n_out) ? __int_as_float(0x7fc00000)
+                                       : hd::fmul(F::elem(w + size_t(row) * stride + k * F::kElemBytes), scale);
+  }
+}
+
+size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+bool is_float_weight(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void validate_device_weights(const WeightMatrix& w) {
+  const DTypeInfo& info = dtype_info(w.type);
+  check(info.weight_type, "CUDA matmul: unsupported weight type ", info.name);
+  check(w.n_in > 0 && w.n_out >= 0, "CUDA matmul: bad shape ", w.n_out, "x", w.n_in);
+  check(w.row_stride >= row_bytes(w.type, w.n_in), "CUDA matmul: row stride ", w.row_stride, " is smaller than a ",
+        info.name, " row of ", w.n_in, " values");
+  check(w.data != nullptr || w.n_out == 0, "CUDA matmul: null weights");
+  const int need = w.type == DType::F32 ? 4 : 2;
+  check(hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride) >= need,
+        "CUDA matmul: ", info.name, " rows must start on ", need, "-byte boundaries (stride ", w.row_stride, ")");
+  check(w.n_out < (int64_t(1) << 31) && w.n_in < (int64_t(1) << 31), "CUDA matmul: matrix too large");
+}
+
+ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& ctx) {
+  ActView a;
+  const cudaStream_t s = ctx.stream();
+  if (is_float_weight(w.type)) {
+    a.ldx = int64_t(round_up(size_t(w.n_in), 8));
+    const int64_t total = a.ldx * n;
+    float* xf = static_cast<float*>(ctx.scratch(Scratch::MatmulActs, size_t(total) * sizeof(float)));
+    pad_acts_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(x, w.n_in, a.ldx, total, xf);
+    POLYKV_CUDA_LAUNCHED();
+    a.xf = xf;
+    return a;
+  }
+  const int64_t n_blocks = w.n_in / hd::kActBlock * n;
+  const size_t qs_bytes = round_up(size_t(w.n_in) * size_t(n), 256);
+  uint8_t* buf = static_cast<uint8_t*>(ctx.scratch(Scratch::MatmulActs, qs_bytes + size_t(n_blocks) * sizeof(hd::ActScale)));
+  int8_t* qs = reinterpret_cast<int8_t*>(buf);
+  hd::ActScale* sc = reinterpret_cast<hd::ActScale*>(buf + qs_bytes);
+  constexpr int kBlocksPerCta = 8;
+  quantize_acts_kernel<<<unsigned((n_blocks + kBlocksPerCta - 1) / kBlocksPerCta), 32 * kBlocksPerCta, 0, s>>>(
+      x, n_blocks, qs, sc);
+  POLYKV_CUDA_LAUNCHED();
+  a.qs = qs;
+  a.s = sc;
+  return a;
+}
+
+void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, cudaStream_t s) {
+  check(ncols >= 1 && ncols <= kMatvecMaxCols, "CUDA matvec: ", ncols, " columns (1..", kMatvecMaxCols, ")");
+  if (w.n_out == 0) return;
+  const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {
+    using T = decltype(dec);
+    by_width(ncols, [&](auto nc) { launch_q<T, decltype(nc)::value>(w, a, col0, ncols, y, s); });
+  });
+  if (done) return;
+  const bool float_done = hd::visit_float_decoder(w.type, [&](auto dec) {
+    using F = decltype(dec);
+    by_width(ncols, [&](auto nc) { launch_f<F, decltype(nc)::value>(w, a, col0, ncols, y, s); });
+  });
+  check(float_done, "CUDA matmul: no kernel for weight type ", dtype_name(w.type));
+}
+
+void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
+  validate_device_weights(w);
+  check(n >= 0 && n <= kMatvecMaxCols, "CUDA matvec: ", n, " columns (at most ", kMatvecMaxCols, ")");
+  if (n == 0 || w.n_out == 0) return;
+  const ActView a = prepare_acts(w, x, n, ctx);
+  launch_matvec(w, a, 0, n, y, ctx.stream());
+}
+
+void dequantize_rows(const WeightMatrix& w, const int32_t* rows, int n, float scale, float* dst, cudaStream_t stream) {
+  validate_device_weights(w);
+  check(n >= 0, "dequantize_rows: negative count");
+  if (n == 0) return;
+  const uint8_t* wd = static_cast<const uint8_t*>(w.data);
+  constexpr int kT = 256;
+  const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {
+    using T = decltype(dec);
+    const int64_t total = int64_t(n) * (w.n_in / T::kBlockValues * T::kParts);
+    dequantize_rows_q_kernel<T><<<grid_stride_blocks(total, kT), kT, 0, stream>>>(wd, w.row_stride, w.n_out, w.n_in,
+                                                                                rows, total, scale, dst);
+  });
+  if (!done) {
+    hd::visit_float_decoder(w.type, [&](auto dec) {
+      using F = decltype(dec);
+      const int64_t total = int64_t(n) * w.n_in;
+      dequantize_rows_f_kernel<F><<<grid_stride_blocks(total, kT), kT, 0, stream>>>(wd, w.row_stride, w.n_out,
+                                                                                  w.n_in, rows, total, scale, dst);
+    });
+  }
+  POLYKV_CUDA_LAUNCHED();
+}
+
+}  // namespace polykv::cuda

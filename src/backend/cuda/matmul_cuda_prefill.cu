@@ -1,0 +1,145 @@
+// matmul(): the mat-vec kernels for few columns, the tensor cores (cuBLAS) for many.
+//
+// Tensor-core path (prefill): x is converted to f16 once ([n][n_in], ctx's MatmulActs scratch); the
+// weights are dequantized to f16 in tiles of rows ([tile][n_in], MatmulWeights scratch, at most
+// 64 MiB) and each tile is one cublasGemmEx with f32 accumulation (CUBLAS_COMPUTE_32F) writing
+// its rows of y. f16 weights skip the dequantization (cuBLAS reads w.data); f32 weights run an f32
+// GEMM on w.data and x (no rounding to f16).
+// Everything is issued on ctx's stream, so a tile's buffer is reused only after its GEMM has run.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/matmul_cuda.h"
+#include "backend/cuda/matmul_cuda_internal.h"
+#include "core/error.h"
+
+namespace polykv::cuda {
+namespace {
+
+constexpr size_t kDefaultTileBytes = size_t(64) << 20;  // the dequantized weight tile's bound
+size_t g_tile_bytes = kDefaultTileBytes;
+
+unsigned grid_stride_blocks(int64_t total, int threads) {
+  return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
+}
+
+__global__ void to_f16_kernel(const float* __restrict__ x, int64_t total, __half* __restrict__ out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2half_rn(x[i]);
+}
+
+// Rows [row0, row0 + rows) of quantized w to f16, dst [rows][n_in]; one thread per unit.
+template <class T>
+__global__ void dequantize_tile_q_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t row0, int64_t n_in,
+                                         int64_t total_units, __half* __restrict__ dst) {
+  const int64_t units_per_row = n_in / T::kBlockValues * T::kParts;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total_units;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / units_per_row, u = t % units_per_row;
+    const int64_t blk = u / T::kParts;
+    const int part = int(u % T::kParts);
+    typename T::Unit unit;
+    T::template load<2>(w + size_t(row0 + i) * stride + blk * T::kBlockBytes, part, unit);
+    __half* out = dst + i * n_in + blk * T::kBlockValues;
+#pragma unroll
+    for (int r = 0; r < T::kRuns; ++r) {
+      float v[16];
+      hd::unit_run_values(unit, r, 1.0f, v);
+      // 16 halves = 32 bytes at a 32-byte aligned address (n_in % 32 == 0, dst from cudaMalloc).
+      uint4 packed[2];
+      __half2* h = reinterpret_cast<__half2*>(packed);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+      uint4* o = reinterpret_cast<uint4*>(out + T::run_pos(part, r));
+      o[0] = packed[0];
+      o[1] = packed[1];
+    }
+  }
+}
+
+template <class F>
+__global__ void dequantize_tile_f_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t row0, int64_t n_in,
+                                         int64_t total, __half* __restrict__ dst) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / n_in, k = t % n_in;
+    dst[t] = __float2half_rn(F::elem(w + size_t(row0 + i) * stride + k * F::kElemBytes));
+  }
+}
+
+void dequantize_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, __half* dst, cudaStream_t s) {
+  const uint8_t* wd = static_cast<const uint8_t*>(w.data);
+  constexpr int kT = 256;
+  const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {
+    using T = decltype(dec);
+    const int64_t total = rows * (w.n_in / T::kBlockValues * T::kParts);
+    dequantize_tile_q_kernel<T><<<grid_stride_blocks(total, kT), kT, 0, s>>>(wd, w.row_stride, row0, w.n_in, total, dst);
+  });
+  if (!done) {
+    hd::visit_float_decoder(w.type, [&](auto dec) {
+      using F = decltype(dec);
+      const int64_t total = rows * w.n_in;
+      dequantize_tile_f_kernel<F><<<grid_stride_blocks(total, kT), kT, 0, s>>>(wd, w.row_stride, row0, w.n_in, total, dst);
+    });
+  }
+  POLYKV_CUDA_LAUNCHED();
+}
+
+// y[:, o0 : o0 + rows] = A[rows][k] · x[n][k]^T in cuBLAS's column-major terms: C (rows x n, ldc =
+// n_out) = op(A) (rows x k) · B (k x n), A stored as k x rows with lda, transposed.
+void gemm(CudaContext& ctx, int64_t rows, int n, int64_t k, const void* a, cudaDataType at, int64_t lda, const void* b,
+          cudaDataType bt, float* c, int64_t ldc) {
+  const float alpha = 1.0f, beta = 0.0f;
+  POLYKV_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n, int(k), &alpha, a, at,
+                                   int(lda), b, bt, int(k), &beta, c, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+}
+
+void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
+  const cudaStream_t s = ctx.stream();
+  if (w.type == DType::F32) {
+    gemm(ctx, w.n_out, n, w.n_in, w.data, CUDA_R_32F, int64_t(w.row_stride / 4), x, CUDA_R_32F, y, w.n_out);
+    return;
+  }
+  const int64_t total_x = int64_t(n) * w.n_in;
+  __half* x16 = static_cast<__half*>(ctx.scratch(Scratch::MatmulActs, size_t(total_x) * sizeof(__half)));
+  to_f16_kernel<<<grid_stride_blocks(total_x, 256), 256, 0, s>>>(x, total_x, x16);
+  POLYKV_CUDA_LAUNCHED();
+  if (w.type == DType::F16) {
+    gemm(ctx, w.n_out, n, w.n_in, w.data, CUDA_R_16F, int64_t(w.row_stride / 2), x16, CUDA_R_16F, y, w.n_out);
+    return;
+  }
+  const int64_t row_f16_bytes = w.n_in * int64_t(sizeof(__half));
+  int64_t tile = std::max<int64_t>(1, int64_t(g_tile_bytes) / row_f16_bytes);
+  if (tile >= 128) tile = tile / 128 * 128;
+  tile = std::min(tile, w.n_out);
+  __half* wt = static_cast<__half*>(ctx.scratch(Scratch::MatmulWeights, size_t(tile * row_f16_bytes)));
+  for (int64_t o0 = 0; o0 < w.n_out; o0 += tile) {
+    const int64_t rows = std::min(tile, w.n_out - o0);
+    dequantize_tile_f16(w, o0, rows, wt, s);
+    gemm(ctx, rows, n, w.n_in, wt, CUDA_R_16F, w.n_in, x16, CUDA_R_16F, y + o0, w.n_out);
+  }
+}
+
+}  // namespace
+
+void set_prefill_tile_bytes(size_t bytes) { g_tile_bytes = bytes ? bytes : kDefaultTileBytes; }
+
+void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
+  validate_device_weights(w);
+  check(n >= 0, "CUDA matmul: negative column count ", n);
+  if (n == 0 || w.n_out == 0) return;
+  if (n <= kMatvecMaxCols) {
+    matvec(w, x, y, n, ctx);
+    return;
+  }
+  if (!is_float_weight(w.type) && n <= kChunkedMatvecMaxCols) {
+    // Few columns: reading the weights once per 8 columns costs less than dequantizing them.
+    const ActView a = prepare_acts(w, x, n, ctx);
+    for (int c = 0; c < n; c += kMatvecMaxCols) launch_matvec(w, a, c, std::min(kMatvecMaxCols, n - c), y, ctx.stream());
+    return;
+  }
+  matmul_tensor_cores(w, x, y, n, ctx);
+}
+
+}  // namespace polykv::cuda

@@ -1,0 +1,450 @@
+// GPU tests of backend/cuda/matmul_cuda (skip without a GPU): the mat-vec kernels of every weight type
+// for 1..8 columns at awkward shapes and row alignments, against the CPU's matmul_ref (within the
+// rigorous bound of the 8-bit activations), against the exact dot with those activations (f32
+// rounding only) and bit for bit against the host emulation of the same kernels
+// (cuda/matmul_cuda_test_util.h, which tests/cuda_quant_decode_test.cpp checks on the CPU); batch
+// invariance (a column's result bit-identical whatever the other columns); the prefill path
+// (chunked mat-vec and cuBLAS tiles); dequantize_rows exactly. Outputs are poisoned with NaN first and
+// every element is checked. MatmulCudaBench.DISABLED_* time the kernels (run with
+// --gtest_also_run_disabled_tests --gtest_filter='MatmulCudaBench.*').
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/matmul_cuda.h"
+#include "backend/cuda/matmul_cuda_internal.h"
+#include "cuda_test_util.h"
+#include "matmul_cuda_test_util.h"
+
+namespace polykv {
+namespace {
+
+using cuda_test::is_float_type;
+using cuda_test::make_weights;
+
+cuda::CudaContext& ctx() {
+  static std::unique_ptr<cuda::CudaContext> c = std::make_unique<cuda::CudaContext>(0);
+  return *c;
+}
+
+// A device allocation that frees itself.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(n) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 16))); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+template <class T>
+std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& v) {
+  auto b = std::make_unique<DeviceBuffer>(v.size() * sizeof(T));
+  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return b;
+}
+
+template <class T>
+std::vector<T> download(const T* d, size_t n) {
+  POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
+  std::vector<T> v(n);
+  POLYKV_CUDA_CHECK(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// The weights on the device at the same offset (mod 256) as on the host, so the rows keep their
+// alignment; returns the device matrix.
+struct DeviceWeights {
+  std::unique_ptr<DeviceBuffer> buf;
+  WeightMatrix m;
+};
+
+DeviceWeights upload(const cuda_test::Weights& w) {
+  DeviceWeights d;
+  d.buf = std::make_unique<DeviceBuffer>(w.bytes.size() + 256);
+  const size_t off = w.offset % 256;
+  const size_t n = w.m.row_stride * size_t(w.m.n_out);
+  POLYKV_CUDA_CHECK(cudaMemcpy(d.buf->as<uint8_t>() + off, w.bytes.data() + w.offset, n, cudaMemcpyHostToDevice));
+  d.m = w.m;
+  d.m.data = d.buf->as<uint8_t>() + off;
+  return d;
+}
+
+void poison(float* y, size_t n) { POLYKV_CUDA_CHECK(cudaMemsetAsync(y, 0xFF, n * sizeof(float), ctx().stream())); }
+
+std::string describe(const WeightMatrix& w, int64_t n, const std::string& what) {
+  std::ostringstream s;
+  s << what << " " << dtype_name(w.type) << " n_out=" << w.n_out << " n_in=" << w.n_in << " n=" << n
+    << " stride=" << w.row_stride << " align=" << cuda::hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride);
+  return s.str();
+}
+
+// Every element written (no NaN left from the poison) and within bounds; prints the first failure
+// in full and a summary (relative error, bit mismatches against the emulation).
+struct Check {
+  std::string what;
+  int fails = 0;
+  void fail(const std::string& msg) {
+    if (fails++ < 5) ADD_FAILURE() << what << ": " << msg;
+  }
+};
+
+// Relative error bound of ‖y - matmul_ref‖ / ‖matmul_ref‖: the 8-bit activations on random normal
+// data cost ~0.3-0.5 %; float weights only f32 rounding.
+double rel_bound_matvec(DType t) { return is_float_type(t) ? 1e-5 : 1.5e-2; }
+
+void check_matvec_result(const WeightMatrix& w, const std::vector<float>& x, int64_t n, const std::vector<float>& y,
+                         const std::string& what, bool against_emulation) {
+  Check chk{what};
+  const auto ref = cuda_test::reference(w, x, n);
+  std::vector<float> mref(size_t(n * w.n_out));
+  matmul_ref(w, x.data(), mref.data(), n);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const size_t c = i / size_t(w.n_out), o = i % size_t(w.n_out);
+    std::ostringstream at;
+    at << "y[" << c << "][" << o << "] = " << y[i];
+    if (std::isnan(y[i])) {
+      chk.fail(at.str() + " was not written (NaN poison left) or is NaN");
+      continue;
+    }
+    const double tol_f32 = 2e-5 * ref.abs_dot[i] + 1e-30;
+    if (std::fabs(y[i] - ref.exact_q[i]) > tol_f32)
+      chk.fail(at.str() + ", exact dot with the kernel's activations " + std::to_string(ref.exact_q[i]) +
+               " (tol " + std::to_string(tol_f32) + ")");
+    if (std::fabs(y[i] - mref[i]) > 1.01 * ref.act_err[i] + tol_f32)
+      chk.fail(at.str() + ", matmul_ref " + std::to_string(mref[i]) + " beyond the activation bound " +
+               std::to_string(ref.act_err[i]));
+  }
+  const double rel = cuda_test::rel_error(y, mref);
+  if (rel > rel_bound_matvec(w.type))
+    chk.fail("relative error " + std::to_string(rel) + " > " + std::to_string(rel_bound_matvec(w.type)));
+  if (against_emulation) {
+    const auto emu = cuda_test::emulate_matvec<1>(w, x, n);
+    int64_t mismatches = 0, first = -1;
+    double max_diff = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      if (std::memcmp(&y[i], &emu[i], 4) != 0) {
+        if (first < 0) first = int64_t(i);
+        ++mismatches;
+        max_diff = std::max(max_diff, std::fabs(double(y[i]) - emu[i]));
+      }
+    if (mismatches)
+      chk.fail(std::to_string(mismatches) + " of " + std::to_string(y.size()) +
+               " outputs differ in bits from the host emulation (first at " + std::to_string(first) + ": " +
+               std::to_string(y[size_t(first)]) + " vs " + std::to_string(emu[size_t(first)]) +
+               ", max |diff| " + std::to_string(max_diff) + ")");
+  }
+  if (chk.fails) ADD_FAILURE() << what << ": " << chk.fails << " failures, relative error " << rel;
+}
+
+// n_in values for a type: multiples of 256 and (legacy / float types) lengths that are not.
+std::vector<int64_t> test_lengths(DType t) {
+  if (is_float_type(t)) return {37, 256, 1000, 2053};
+  if (dtype_info(t).block_size == 32) return {32, 224, 1024, 1440};
+  return {256, 768, 2048};
+}
+
+TEST(MatmulCuda, MatvecMatchesReferenceEveryTypeAndWidth) {
+  POLYKV_REQUIRE_GPU();
+  const int64_t n_outs[] = {7, 33, 1000, 1};
+  uint32_t seed = 1;
+  for (DType t : cuda_test::weight_types()) {
+    const auto lengths = test_lengths(t);
+    for (size_t li = 0; li < lengths.size(); ++li) {
+      const int64_t n_in = lengths[li];
+      const int64_t n_out = n_outs[li % 4];
+      // Packed rows from an aligned start, then padded (16-byte aligned) rows, then rows 2 bytes
+      // off (4 for f32): the three load widths.
+      const size_t rb = row_bytes(t, n_in);
+      const size_t elem = t == DType::F32 ? 4 : 2;
+      struct Layout { size_t stride, offset; };
+      const Layout layouts[] = {{rb, 0}, {(rb + 31) / 16 * 16, 0}, {rb + 2 * elem, elem}};
+      for (const Layout& L : layouts) {
+        const auto w = make_weights(t, n_in, n_out, ++seed, seed % 2 == 0, L.stride, L.offset);
+        const DeviceWeights dw = upload(w);
+        for (int n : {1, 2, 3, 5, 8}) {
+          const auto x = cuda_test::normal_floats(size_t(n * n_in), ++seed);
+          const auto dx = upload(x);
+          DeviceBuffer dy(size_t(n * n_out) * 4);
+          poison(dy.as<float>(), size_t(n * n_out));
+          cuda::matvec(dw.m, dx->as<float>(), dy.as<float>(), n, ctx());
+          const auto y = download(dy.as<float>(), size_t(n * n_out));
+          check_matvec_result(w.m, x, n, y, describe(dw.m, n, "matvec"), true);
+        }
+      }
+    }
+  }
+}
+
+// A column's result does not depend on the other columns: column j of an n-column call equals
+// (memcmp) the same column computed alone, for n = 2..8, through matvec and through matmul's
+// chunked path (n <= 32).
+TEST(MatmulCuda, BatchInvariantBitForBit) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 900;
+  for (DType t : cuda_test::weight_types()) {
+    const int64_t n_in = is_float_type(t) ? 1000 : 1024, n_out = 259;
+    const auto w = make_weights(t, n_in, n_out, ++seed, true);
+    const DeviceWeights dw = upload(w);
+    const int n_max = 20;
+    const auto x = cuda_test::normal_floats(size_t(n_max * n_in), ++seed);
+    const auto dx = upload(x);
+    DeviceBuffer dy(size_t(n_max * n_out) * 4);
+    std::vector<std::vector<float>> alone(n_max);
+    for (int j = 0; j < n_max; ++j) {
+      poison(dy.as<float>(), size_t(n_out));
+      cuda::matvec(dw.m, dx->as<float>() + j * n_in, dy.as<float>(), 1, ctx());
+      alone[size_t(j)] = download(dy.as<float>(), size_t(n_out));
+    }
+    auto expect_same = [&](const std::vector<float>& y, int n, const char* how) {
+      for (int j = 0; j < n; ++j)
+        for (int64_t o = 0; o < n_out; ++o) {
+          const float a = y[size_t(j * n_out + o)], b = alone[size_t(j)][size_t(o)];
+          ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << dtype_name(t) << " " << how << " n=" << n << ": column " << j
+                                                << " row " << o << " is " << a << ", alone " << b;
+        }
+    };
+    for (int n = 2; n <= 8; ++n) {
+      poison(dy.as<float>(), size_t(n * n_out));
+      cuda::matvec(dw.m, dx->as<float>(), dy.as<float>(), n, ctx());
+      expect_same(download(dy.as<float>(), size_t(n * n_out)), n, "matvec");
+    }
+    if (!is_float_type(t)) {
+      poison(dy.as<float>(), size_t(n_max * n_out));
+      cuda::matmul(dw.m, dx->as<float>(), dy.as<float>(), n_max, ctx());
+      expect_same(download(dy.as<float>(), size_t(n_max * n_out)), n_max, "matmul (chunked mat-vec)");
+    }
+  }
+}
+
+// matmul() for n > 8: chunked mat-vec (quantized, n <= 32) or tensor cores; the latter rounds x and
+// the weights to f16: |Δy| <= (2^-11 + 2^-11) Σ|w x| plus f32 accumulation, so 1.2e-3 Σ|w x| per
+// element and ~2e-3 relative overall (f32 weights: an f32 GEMM, 1e-5).
+TEST(MatmulCuda, PrefillMatchesReference) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 5000;
+  for (size_t tile_bytes : {size_t(0), size_t(1)}) {  // the default tile, then small tiles (below)
+    for (DType t : cuda_test::weight_types()) {
+      const int64_t n_in = is_float_type(t) ? 520 : 512, n_out = 300;
+      // Second pass: tiles of 128 rows (3 tiles over 300 rows, the last one partial).
+      cuda::set_prefill_tile_bytes(tile_bytes ? size_t(n_in) * 2 * 128 : 0);
+      const auto w = make_weights(t, n_in, n_out, ++seed, true);
+      const DeviceWeights dw = upload(w);
+      for (int n : {9, 33, 64, 300}) {
+        const auto x = cuda_test::normal_floats(size_t(n * n_in), ++seed);
+        const auto dx = upload(x);
+        DeviceBuffer dy(size_t(n * n_out) * 4);
+        poison(dy.as<float>(), size_t(n * n_out));
+        cuda::matmul(dw.m, dx->as<float>(), dy.as<float>(), n, ctx());
+        const auto y = download(dy.as<float>(), size_t(n * n_out));
+        const std::string what = describe(dw.m, n, "matmul") + " tile_bytes=" + std::to_string(tile_bytes);
+        const bool chunked = !is_float_type(t) && n <= cuda::kChunkedMatvecMaxCols;
+        if (chunked) {
+          check_matvec_result(w.m, x, n, y, what + " (chunked mat-vec)", true);
+          continue;
+        }
+        std::vector<float> mref(size_t(n * n_out));
+        matmul_ref(w.m, x.data(), mref.data(), n);
+        const auto ref = cuda_test::reference(w.m, x, n);
+        const double per_elem = t == DType::F32 ? 2e-5 : 1.2e-3, rel_bound = t == DType::F32 ? 1e-5 : 2e-3;
+        Check chk{what + " (tensor cores)"};
+        for (size_t i = 0; i < y.size(); ++i) {
+          const double tol = per_elem * ref.abs_dot[i] + 1e-30;
+          if (std::isnan(y[i]) || std::fabs(y[i] - mref[i]) > tol)
+            chk.fail("y[" + std::to_string(i / size_t(n_out)) + "][" + std::to_string(i % size_t(n_out)) + "] = " +
+                     std::to_string(y[i]) + ", matmul_ref " + std::to_string(mref[i]) + " (tol " + std::to_string(tol) +
+                     ")");
+        }
+        const double rel = cuda_test::rel_error(y, mref);
+        if (rel > rel_bound) chk.fail("relative error " + std::to_string(rel) + " > " + std::to_string(rel_bound));
+      }
+    }
+  }
+  cuda::set_prefill_tile_bytes(0);
+}
+
+// dequantize_rows: dequantize_row_ref times the scale exactly (a zero may change sign), repeated and
+// out-of-range indices included (the latter give NaN rows).
+TEST(MatmulCuda, DequantizeRowsExact) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 7000;
+  for (DType t : cuda_test::weight_types()) {
+    const int64_t n_in = is_float_type(t) ? 77 : 512, n_out = 19;
+    for (bool aligned : {true, false}) {
+      const size_t rb = row_bytes(t, n_in);
+      const auto w = make_weights(t, n_in, n_out, ++seed, false, aligned ? rb : rb + (t == DType::F32 ? 4 : 2),
+                                  aligned ? 0 : (t == DType::F32 ? 4 : 2));
+      const DeviceWeights dw = upload(w);
+      const std::vector<int32_t> rows = {0, 18, 3, 3, 7, -1, 19, 1};
+      const auto drows = upload(rows);
+      for (float scale : {1.0f, 0.3926991f}) {
+        DeviceBuffer dd(rows.size() * size_t(n_in) * 4);
+        poison(dd.as<float>(), rows.size() * size_t(n_in));
+        cuda::dequantize_rows(dw.m, drows->as<int32_t>(), int(rows.size()), scale, dd.as<float>(), ctx().stream());
+        const auto got = download(dd.as<float>(), rows.size() * size_t(n_in));
+        std::vector<float> ref(static_cast<size_t>(n_in));
+        for (size_t i = 0; i < rows.size(); ++i) {
+          const bool valid = rows[i] >= 0 && rows[i] < n_out;
+          if (valid) dequantize_row_ref(t, w.row(rows[i]), ref.data(), n_in);
+          for (int64_t k = 0; k < n_in; ++k) {
+            const float g = got[i * size_t(n_in) + size_t(k)];
+            if (!valid) {
+              ASSERT_TRUE(std::isnan(g)) << dtype_name(t) << " row index " << rows[i] << " value " << k << " = " << g;
+              continue;
+            }
+            const float want = ref[size_t(k)] * scale;
+            const bool same = want == 0.0f ? g == 0.0f : std::memcmp(&g, &want, 4) == 0;
+            ASSERT_TRUE(same) << dtype_name(t) << (aligned ? "" : " misaligned") << " scale " << scale << " entry " << i
+                              << " (row " << rows[i] << ") value " << k << ": got " << g << ", want " << want;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulCuda, RejectsBadArguments) {
+  POLYKV_REQUIRE_GPU();
+  const auto w = make_weights(DType::Q4_0, 64, 4, 1);
+  const DeviceWeights dw = upload(w);
+  DeviceBuffer dx(9 * 64 * 4), dy(9 * 4 * 4);
+  EXPECT_THROW(cuda::matvec(dw.m, dx.as<float>(), dy.as<float>(), 9, ctx()), Error);
+  WeightMatrix odd = dw.m;
+  odd.data = static_cast<const uint8_t*>(dw.m.data) + 1;  // 1-byte aligned rows
+  EXPECT_THROW(cuda::matmul(odd, dx.as<float>(), dy.as<float>(), 1, ctx()), Error);
+  WeightMatrix f32 = make_weights(DType::F32, 8, 2, 1).m;
+  f32.data = static_cast<const uint8_t*>(dw.m.data) + 2;  // f32 rows need 4 bytes
+  EXPECT_THROW(cuda::matvec(f32, dx.as<float>(), dy.as<float>(), 1, ctx()), Error);
+  WeightMatrix q8k = dw.m;
+  q8k.type = DType::Q8_K;
+  EXPECT_THROW(cuda::matvec(q8k, dx.as<float>(), dy.as<float>(), 1, ctx()), Error);
+}
+
+// ---- benchmark (disabled by default) ----
+
+// Random bytes on the device (xorshift on the host, then one copy); the timing does not depend on
+// the values (NaN scales included).
+std::unique_ptr<DeviceBuffer> random_device_bytes(size_t n, uint64_t seed) {
+  std::vector<uint64_t> h((n + 7) / 8);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& v : h) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    v = s;
+  }
+  auto b = std::make_unique<DeviceBuffer>(h.size() * 8);
+  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, h.data(), h.size() * 8, cudaMemcpyHostToDevice));
+  return b;
+}
+
+// Median of `reps` timings (CUDA events around each call, after 3 warm-up calls), in seconds.
+template <class Fn>
+double median_seconds(Fn&& fn, int reps = 20) {
+  cudaStream_t s = ctx().stream();
+  for (int i = 0; i < 3; ++i) fn();
+  cudaEvent_t a, b;
+  POLYKV_CUDA_CHECK(cudaEventCreate(&a));
+  POLYKV_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    POLYKV_CUDA_CHECK(cudaEventRecord(a, s));
+    fn();
+    POLYKV_CUDA_CHECK(cudaEventRecord(b, s));
+    POLYKV_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    POLYKV_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Device-to-device copy of 1 GiB: bytes read + written per second.
+double copy_bandwidth() {
+  const size_t n = size_t(1) << 30;
+  DeviceBuffer a(n), b(n);
+  const double s = median_seconds([&] {
+    POLYKV_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, n, cudaMemcpyDeviceToDevice, ctx().stream()));
+  }, 10);
+  return 2.0 * double(n) / s;
+}
+
+TEST(MatmulCudaBench, DISABLED_Matvec) {
+  POLYKV_REQUIRE_GPU();
+  const double copy = copy_bandwidth();
+  std::printf("device-to-device copy: %.0f GB/s (read + write)\n", copy * 1e-9);
+  // "call": matvec() (activation kernel + mat-vec kernel); "kernel": the mat-vec kernel alone on
+  // prepared activations. GB/s = weight bytes / time.
+  std::printf("%-5s %7s %7s %2s %9s %9s %8s %7s\n", "type", "n_out", "n_in", "n", "call_us", "kernel_us", "GB/s",
+              "%copy");
+  struct Shape { int64_t n_out, n_in; };
+  const Shape shapes[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16}) {
+    for (const Shape& sh : shapes) {
+      WeightMatrix w;
+      w.type = t;
+      w.n_in = sh.n_in;
+      w.n_out = sh.n_out;
+      w.row_stride = row_bytes(t, sh.n_in);
+      const size_t bytes = w.row_stride * size_t(sh.n_out);
+      const auto wbuf = random_device_bytes(bytes, 1);
+      w.data = wbuf->p;
+      const auto x = cuda_test::normal_floats(size_t(8 * sh.n_in), 2);
+      const auto dx = upload(x);
+      DeviceBuffer dy(size_t(8 * sh.n_out) * 4);
+      for (int n : {1, 2, 4, 8}) {
+        const double call = median_seconds([&] { cuda::matvec(w, dx->as<float>(), dy.as<float>(), n, ctx()); });
+        const cuda::ActView acts = cuda::prepare_acts(w, dx->as<float>(), n, ctx());
+        const double kernel =
+            median_seconds([&] { cuda::launch_matvec(w, acts, 0, n, dy.as<float>(), ctx().stream()); });
+        const double gbs = double(bytes) / kernel;
+        std::printf("%-5s %7lld %7lld %2d %9.1f %9.1f %8.0f %6.1f%%\n", dtype_name(t), (long long)sh.n_out,
+                    (long long)sh.n_in, n, call * 1e6, kernel * 1e6, gbs * 1e-9, 100.0 * gbs / copy);
+      }
+    }
+  }
+}
+
+TEST(MatmulCudaBench, DISABLED_Prefill) {
+  POLYKV_REQUIRE_GPU();
+  std::printf("%-5s %7s %7s %5s %10s %8s\n", "type", "n_out", "n_in", "n", "us", "TFLOP/s");
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16}) {
+    for (int64_t n_out : {int64_t(4096), int64_t(14336)}) {
+      WeightMatrix w;
+      w.type = t;
+      w.n_in = 4096;
+      w.n_out = n_out;
+      w.row_stride = row_bytes(t, w.n_in);
+      // Real-looking values (random bytes could hold f16 infinities, whose products are NaN).
+      const auto hw = make_weights(t, w.n_in, 1, 3, true);
+      std::vector<uint8_t> all(w.row_stride * size_t(n_out));
+      for (int64_t o = 0; o < n_out; ++o) std::memcpy(all.data() + size_t(o) * w.row_stride, hw.row(0), w.row_stride);
+      const auto wbuf = upload(all);
+      w.data = wbuf->p;
+      for (int n : {32, 512, 4096}) {
+        const auto x = cuda_test::normal_floats(size_t(n * w.n_in), 4);
+        const auto dx = upload(x);
+        DeviceBuffer dy(size_t(n * n_out) * 4);
+        const double s = median_seconds([&] { cuda::matmul(w, dx->as<float>(), dy.as<float>(), n, ctx()); }, 10);
+        std::printf("%-5s %7lld %7lld %5d %10.1f %8.1f\n", dtype_name(t), (long long)n_out, (long long)w.n_in, n,
+                    s * 1e6, 2.0 * double(n) * double(n_out) * double(w.n_in) / s * 1e-12);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace polykv
