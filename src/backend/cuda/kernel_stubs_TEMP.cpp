@@ -3,19 +3,9 @@
 // backend links before they land. Weak, so a real definition linked beside them wins; each throws,
 // so a build that still uses one fails loudly instead of computing nothing.
 #include "backend/cuda/kv_cuda.h"
-#include "backend/cuda/matmul_cuda.h"
 
 namespace polykv::cuda {
 
-__attribute__((weak)) void matmul(const WeightMatrix&, const float*, float*, int, CudaContext&) {
-  fail("kernel_stubs_TEMP: cuda::matmul is not linked in this build");
-}
-__attribute__((weak)) void matvec(const WeightMatrix&, const float*, float*, int, cudaStream_t) {
-  fail("kernel_stubs_TEMP: cuda::matvec is not linked in this build");
-}
-__attribute__((weak)) void dequantize_rows(const WeightMatrix&, const int32_t*, int, float, float*, cudaStream_t) {
-  fail("kernel_stubs_TEMP: cuda::dequantize_rows is not linked in this build");
-}
 __attribute__((weak)) void attention(const KvLayerDevice&, const AttentionParams&, const AttentionBatchDevice&,
                                      const float*, float*, CudaContext&) {
   fail("kernel_stubs_TEMP: cuda::attention is not linked in this build");
