@@ -105,6 +105,16 @@ class Backend {
   // the step's own rows already stored). q: [rows][n_head][head_dim] (may be rescaled in place),
   // out: [rows][n_head][head_dim_v].
   virtual void attention(int layer, const AttentionParams& p, float* q, float* out) = 0;
+
+  // ---- step graphs (optional: a backend with launch overhead records and replays steps) --------
+  // After begin_step and the step's uploads, the model calls replay_step(key). `key` must fix
+  // everything the step's ops depend on but the uploaded data: rows per sequence, the logit rows,
+  // the workspace's addresses (the backend adds what it decided in begin_step, e.g. launch bounds).
+  // True: the backend replayed the ops recorded for that key, which the model then must NOT issue.
+  // False: the model issues the ops, then calls end_step_ops(), between which the backend may be
+  // recording (so no op may wait for the device in between). Default: never records.
+  virtual bool replay_step(uint64_t key) { return false; }
+  virtual void end_step_ops() {}
 };
 
 // Options to make a backend: `device` is "cpu" or "cuda" / "cuda:N"; "auto" picks cuda when this

@@ -58,6 +58,10 @@ class Model {
 
  private:
   Model(GgufFile file, ModelConfig config, Backend& backend);
+  // The step's ops, embedding to logits, on the workspace (ids already uploaded, begin_step done):
+  // what a recording backend replays (Backend::replay_step). logits: [n_out][n_vocab], backend memory.
+  void issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_t* pos, const int32_t* gather,
+                      float* logits);
 
   Backend& backend_;
   GgufFile file_;

@@ -76,7 +76,6 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   } release{busy_};
 
   const ModelConfig& c = config_;
-  const DeviceWeights& w = dev_;
   Backend& be = backend_;
   // Rows of the step: sequence s owns rows [row0[s], row0[s] + len(s)) at positions pos0, pos0 + 1, ...
   std::vector<StepSeq> steps(batch.size());
@@ -119,9 +118,42 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   const int32_t* pos = ws_.ids + n;
   const int32_t* gather = ws_.ids + 2 * n;
 
+  be.begin_step(steps);
+  // What the ops below depend on besides the uploaded ids and the KV contents: a backend that records
+  // steps (CUDA graphs) replays the ops of an equal key instead of receiving them again.
+  uint64_t key = 1469598103934665603ull;  // FNV-1a over the step's shape
+  auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
+  mix(uint64_t(n));
+  mix(uint64_t(n_out));
+  mix(direct_logits ? uint64_t(reinterpret_cast<uintptr_t>(batch[0].logits)) : 0);
+  mix(uint64_t(reinterpret_cast<uintptr_t>(ws_.x)));
+  mix(uint64_t(reinterpret_cast<uintptr_t>(ws_.logits)));
+  for (size_t s = 0; s < batch.size(); ++s) mix((uint64_t(steps[s].n) << 2) | (batch[s].logits ? 2u : 0u) | (batch[s].all_logits ? 1u : 0u));
+  if (!be.replay_step(key)) {
+    issue_step_ops(n, n_out, tokens, pos, gather, direct_logits ? batch[0].logits : ws_.logits);
+    be.end_step_ops();
+  }
+  for (const StepSeq& st : steps) st.kv->commit(st.pos0 + st.n);
+  if (n_out == 0) {
+    be.synchronize();  // the KV writes are done before the caller reads or reuses the sequences
+    return;
+  }
+  if (direct_logits) return;
+  for (size_t s = 0, i = 0; s < batch.size(); ++s) {
+    if (!batch[s].logits) continue;
+    const size_t n_rows = batch[s].all_logits ? size_t(steps[s].n) : 1;
+    be.download(batch[s].logits, ws_.logits + i * size_t(c.n_vocab), n_rows * size_t(c.n_vocab) * sizeof(float));
+    i += n_rows;
+  }
+}
+
+void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_t* pos, const int32_t* gather,
+                           float* logits) {
+  const ModelConfig& c = config_;
+  const DeviceWeights& w = dev_;
+  Backend& be = backend_;
   const int E = c.n_embd, Q = int(c.q_dim()), K = int(c.kv_dim()), V = int(c.v_dim());
   float *x = ws_.x, *h = ws_.h, *q = ws_.q, *k = ws_.k, *v = ws_.v, *att = ws_.att, *gate = ws_.gate, *up = ws_.up;
-  be.begin_step(steps);
   be.embed(w.token_embd, tokens, n, c.embed_scale ? std::sqrt(float(E)) : 1.0f, x);
 
   for (int il = 0; il < c.n_layer; ++il) {
@@ -163,25 +195,12 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
     be.add(x, h, int64_t(n) * E);
   }
-  for (const StepSeq& st : steps) st.kv->commit(st.pos0 + st.n);
-  if (n_out == 0) {
-    be.synchronize();  // the KV writes are done before the caller reads or reuses the sequences
-    return;
-  }
-
+  if (n_out == 0) return;
   // The wanted rows of x, gathered into h, normed in place, then the vocabulary matmul.
   be.gather_rows(x, gather, n_out, E, h);
   be.rmsnorm(h, w.output_norm, h, n_out, E, c.rms_eps);
-  float* dst = direct_logits ? batch[0].logits : ws_.logits;  // [n_out][n_vocab]
-  be.matmul(w.output, h, dst, n_out);
-  if (c.final_softcap > 0) be.softcap(dst, int64_t(n_out) * c.n_vocab, c.final_softcap);
-  if (direct_logits) return;
-  for (size_t s = 0, i = 0; s < batch.size(); ++s) {
-    if (!batch[s].logits) continue;
-    const size_t n_rows = batch[s].all_logits ? size_t(steps[s].n) : 1;
-    be.download(batch[s].logits, ws_.logits + i * size_t(c.n_vocab), n_rows * size_t(c.n_vocab) * sizeof(float));
-    i += n_rows;
-  }
+  be.matmul(w.output, h, logits, n_out);  // [n_out][n_vocab]
+  if (c.final_softcap > 0) be.softcap(logits, int64_t(n_out) * c.n_vocab, c.final_softcap);
 }
 
 }  // namespace polykv

@@ -98,12 +98,13 @@ TEST(CudaStepPlan, SlotsAndTablesLayout) {
   EXPECT_EQ(plan.slots, (std::vector<int32_t>{2 * 4 + 2, 2 * 4 + 3, 9 * 4 + 0, 5 * 4 + 0, 5 * 4 + 1}));
   // Only the blocks a sequence reads: A needs 3 (9 positions), B 1.
   ASSERT_EQ(plan.tables_len, 4u);
-  EXPECT_EQ(plan.tables, (std::vector<int32_t>{7, 2, 9, 5, /*start*/ 0, 3, /*pos0*/ 6, 0, /*n_q*/ 3, 2,
-                                               /*row0*/ 0, 3}));
-  EXPECT_EQ(plan.table_start_at(), 4u);
-  EXPECT_EQ(plan.pos0_at(), 6u);
-  EXPECT_EQ(plan.n_q_at(), 8u);
-  EXPECT_EQ(plan.row0_at(), 10u);
+  EXPECT_EQ(plan.tables, (std::vector<int32_t>{/*start*/ 0, 3, /*pos0*/ 6, 0, /*n_q*/ 3, 2, /*row0*/ 0, 3,
+                                               /*tables*/ 7, 2, 9, 5}));
+  EXPECT_EQ(plan.table_start_at(), 0u);
+  EXPECT_EQ(plan.pos0_at(), 2u);
+  EXPECT_EQ(plan.n_q_at(), 4u);
+  EXPECT_EQ(plan.row0_at(), 6u);
+  EXPECT_EQ(plan.tables_at(), 8u);
 }
 
 TEST(CudaStepPlan, EmptyStep) {

@@ -6,6 +6,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
 #include <cuda_runtime.h>
 #include <vector>
 
@@ -24,6 +27,8 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : ctx_(device), kv_memory_(device, ctx_.stream()) {
+    const char* g = std::getenv("POLYKV_CUDA_GRAPHS");
+    graphs_enabled_ = !(g && std::strcmp(g, "0") == 0);
     cudaDeviceProp prop{};
     POLYKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     describe_ = cat("cuda:", device, " ", prop.name, " (sm_", prop.major, prop.minor, ", ",
@@ -34,6 +39,8 @@ class CudaBackend final : public Backend {
     // No throwing here: errors while tearing down are dropped.
     cudaSetDevice(ctx_.device());
     cudaStreamSynchronize(ctx_.stream());
+    for (auto& [key, entry] : graphs_)
+      if (entry.exec) cudaGraphExecDestroy(entry.exec);
     for (void* p : owned_) cudaFree(p);
     cudaGetLastError();
   }
@@ -168,14 +175,69 @@ class CudaBackend final : public Backend {
         cudaMemcpyAsync(tables, plan_.tables.data(), table_bytes, cudaMemcpyHostToDevice, ctx_.stream()));
     slots_ = slots;
     batch_.n_seq = plan_.n_seq;
-    batch_.tables = tables;
+    batch_.tables = tables + plan_.tables_at();
     batch_.table_start = tables + plan_.table_start_at();
     batch_.pos0 = tables + plan_.pos0_at();
     batch_.n_q = tables + plan_.n_q_at();
     batch_.row0 = tables + plan_.row0_at();
     batch_.total_rows = plan_.total_rows;
     batch_.max_n_q = plan_.max_n_q;
-    batch_.max_kv = plan_.max_kv;
+    // The attention launch is sized from a bucket of max_kv, not max_kv itself (blocks past a
+    // sequence's real length exit at once), so a decode step keeps one launch shape, and one
+    // recorded graph, for thousands of tokens. Always bucketed, graph or not: results never depend
+    // on whether a step was replayed.
+    batch_.max_kv = kv_bucket(plan_.max_kv);
+  }
+
+  // ---- step graphs ----------------------------------------------------------------------------
+  // A key is replayed once recorded; recorded the second time it is seen (its first, eager run has
+  // grown every scratch buffer it needs, so recording allocates nothing); run eagerly the first time.
+  // Only small steps (decode, speculative verification): prefill steps are long enough that launch
+  // overhead does not matter, and they use cuBLAS.
+  bool replay_step(uint64_t model_key) override {
+    capturing_ = false;
+    if (!graphs_enabled_ || plan_.total_rows == 0 || plan_.total_rows > kGraphMaxRows) return false;
+    uint64_t key = model_key;
+    auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
+    mix(uint64_t(batch_.max_kv));
+    mix(uint64_t(batch_.n_seq));
+    mix(uint64_t(batch_.max_n_q));
+    mix(uint64_t(reinterpret_cast<uintptr_t>(plan_.store)));
+    mix(ctx_.scratch_generation());
+    GraphEntry& e = graphs_[key];
+    if (e.exec) {
+      POLYKV_CUDA_CHECK(cudaGraphLaunch(e.exec, ctx_.stream()));
+      return true;
+    }
+    if (e.seen++ == 0) return false;  // first sight: eager
+    if (graphs_.size() > kMaxGraphs) evict_graphs(key);
+    POLYKV_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    capture_key_ = key;
+    return false;
+  }
+
+  void end_step_ops() override {
+    if (!capturing_) return;
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t err = cudaStreamEndCapture(ctx_.stream(), &graph);
+    if (err != cudaSuccess || graph == nullptr) {
+      cudaGetLastError();
+      graphs_enabled_ = false;  // the recorded ops never ran: the step's results are lost
+      fail("CUDA: recording the step as a graph failed (", cudaGetErrorString(err),
+           "); graphs are now off for this backend (POLYKV_CUDA_GRAPHS=0 turns them off from the start)");
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t ierr = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (ierr != cudaSuccess) {
+      cudaGetLastError();
+      graphs_enabled_ = false;
+      fail("CUDA: instantiating the step's graph failed: ", cudaGetErrorString(ierr));
+    }
+    graphs_[capture_key_].exec = exec;
+    POLYKV_CUDA_CHECK(cudaGraphLaunch(exec, ctx_.stream()));  // the recorded ops run now
   }
 
   void store_kv(int layer, float* k, const float* v) override {
@@ -191,6 +253,32 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  static constexpr int kGraphMaxRows = 8;
+  static constexpr size_t kMaxGraphs = 256;
+
+  // Bucket of a step's largest context for the attention launch: powers of two up to 4096, then
+  // multiples of 4096.
+  static int kv_bucket(int max_kv) {
+    if (max_kv <= 0) return max_kv;
+    if (max_kv > 4096) return int((int64_t(max_kv) + 4095) / 4096 * 4096);
+    int b = 256;
+    while (b < max_kv) b *= 2;
+    return b;
+  }
+
+  // Drops every recorded graph but `keep` (the table is small; a workload cycling through more
+  // step shapes than kMaxGraphs re-records).
+  void evict_graphs(uint64_t keep) {
+    for (auto it = graphs_.begin(); it != graphs_.end();) {
+      if (it->first == keep) {
+        ++it;
+        continue;
+      }
+      if (it->second.exec) cudaGraphExecDestroy(it->second.exec);
+      it = graphs_.erase(it);
+    }
+  }
+
   // Makes this backend's device current on the calling thread (the engine may call from any thread).
   void bind() const {
     int cur = -1;
@@ -239,6 +327,15 @@ class CudaBackend final : public Backend {
   cuda::StepPlan plan_;
   const int32_t* slots_ = nullptr;  // device [total_rows]
   cuda::AttentionBatchDevice batch_;
+
+  struct GraphEntry {
+    int seen = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  bool graphs_enabled_ = true;
+  bool capturing_ = false;
+  uint64_t capture_key_ = 0;
+  std::unordered_map<uint64_t, GraphEntry> graphs_;
 };
 
 }  // namespace

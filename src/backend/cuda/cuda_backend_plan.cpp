@@ -9,7 +9,7 @@ namespace polykv::cuda {
 
 StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory) {
   StepPlan plan;
-  std::vector<int32_t> starts, pos0, n_q, row0;
+  std::vector<int32_t> starts, pos0, n_q, row0, tables;
   int next_row = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const StepSeq& s = seqs[i];
@@ -36,11 +36,11 @@ StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory)
     const std::span<const BlockId> table = s.kv->block_table();
     check(table.size() >= n_blocks, "CUDA backend: step sequence ", i, " has ", table.size(), " blocks for ", end,
           " positions (", n_blocks, " needed)");
-    starts.push_back(int32_t(plan.tables.size()));
+    starts.push_back(int32_t(tables.size()));
     for (size_t b = 0; b < n_blocks; ++b) {
       check(table[b] >= 0 && table[b] < store->n_blocks(), "CUDA backend: step sequence ", i, ": block id ",
             table[b], " out of range");
-      plan.tables.push_back(int32_t(table[b]));
+      tables.push_back(int32_t(table[b]));
     }
     for (int p = s.pos0; p < end; ++p) {
       // block * block_tokens + offset < n_blocks * block_tokens: fits an int32 for any pool a GPU holds
@@ -57,8 +57,8 @@ StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory)
   }
   plan.n_seq = int(pos0.size());
   plan.total_rows = next_row;
-  plan.tables_len = plan.tables.size();
-  for (const auto* v : {&starts, &pos0, &n_q, &row0}) plan.tables.insert(plan.tables.end(), v->begin(), v->end());
+  plan.tables_len = tables.size();
+  for (const auto* v : {&starts, &pos0, &n_q, &row0, &tables}) plan.tables.insert(plan.tables.end(), v->begin(), v->end());
   return plan;
 }
 

@@ -2,7 +2,10 @@
 // sequence of a step and lays out what they read, once per step (all layers share it):
 //   slots:  [total_rows] the pool slot of each step row, block * block_tokens + offset (kv_store);
 //   tables: the int32 arrays of cuda::AttentionBatchDevice, back to back (one upload):
-//           [concatenated block tables | table_start[n_seq] | pos0[n_seq] | n_q[n_seq] | row0[n_seq]].
+//           [table_start[n_seq] | pos0[n_seq] | n_q[n_seq] | row0[n_seq] | concatenated block tables].
+//           The per-sequence arrays come first, so their device addresses depend on n_seq only, not
+//           on the tables' length (a recorded CUDA graph keeps pointing at the right arrays as
+//           contexts grow).
 // No CUDA header: tested on the CPU (tests/cuda/cuda_backend_test.cpp).
 #pragma once
 #include <cstddef>
@@ -19,16 +22,17 @@ struct StepPlan {
   std::vector<int32_t> slots;           // [total_rows]
   std::vector<int32_t> tables;          // the layout above
   int n_seq = 0;                        // sequences with rows (those with n == 0 are left out)
-  size_t tables_len = 0;                // ints of concatenated block tables at the front of `tables`
+  size_t tables_len = 0;                // ints of concatenated block tables at the end of `tables`
   int total_rows = 0;
   int max_n_q = 0;                      // largest n of a sequence
   int max_kv = 0;                       // largest pos0 + n (keys a query may see)
 
   // Offsets (in ints) of each array in `tables`.
-  size_t table_start_at() const { return tables_len; }
-  size_t pos0_at() const { return tables_len + size_t(n_seq); }
-  size_t n_q_at() const { return tables_len + 2 * size_t(n_seq); }
-  size_t row0_at() const { return tables_len + 3 * size_t(n_seq); }
+  size_t table_start_at() const { return 0; }
+  size_t pos0_at() const { return size_t(n_seq); }
+  size_t n_q_at() const { return 2 * size_t(n_seq); }
+  size_t row0_at() const { return 3 * size_t(n_seq); }
+  size_t tables_at() const { return 4 * size_t(n_seq); }
 };
 
 // Throws Error, naming the sequence, unless every sequence with rows: has a block store in

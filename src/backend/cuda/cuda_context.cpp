@@ -29,7 +29,12 @@ CudaContext::~CudaContext() {
 void* CudaContext::scratch(Scratch s, size_t bytes) {
   const size_t i = size_t(s);
   if (bytes <= scratch_bytes_[i]) return scratch_ptr_[i];
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  POLYKV_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+  check(capturing == cudaStreamCaptureStatusNone, "CUDA: scratch buffer ", i, " must grow to ", bytes,
+        " bytes while a graph is being recorded (a step's sizes changed between its first run and its recording)");
   POLYKV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  ++scratch_generation_;
   if (scratch_ptr_[i]) POLYKV_CUDA_CHECK(cudaFree(scratch_ptr_[i]));
   scratch_ptr_[i] = nullptr;
   scratch_bytes_[i] = 0;

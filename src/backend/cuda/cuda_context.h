@@ -2,6 +2,7 @@
 // (one stream: ops run in issue order), the cuBLAS handle bound to it, and grow-only scratch buffers.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -29,6 +30,9 @@ class CudaContext {
   // Growing synchronizes the stream first (the old buffer may be in use), so it must not be
   // called while a CUDA graph is being captured with a larger size than before.
   void* scratch(Scratch s, size_t bytes);
+  // Changes whenever a scratch buffer moves: recorded CUDA graphs hold scratch addresses, so a
+  // graph recorded under another generation is stale.
+  uint64_t scratch_generation() const { return scratch_generation_; }
 
  private:
   int device_;
@@ -37,6 +41,7 @@ class CudaContext {
   int sm_count_ = 0, cc_major_ = 0, cc_minor_ = 0;
   std::vector<void*> scratch_ptr_;
   std::vector<size_t> scratch_bytes_;
+  uint64_t scratch_generation_ = 0;
 };
 
 }  // namespace polykv::cuda
