@@ -138,9 +138,11 @@ template <KvType T>
 POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv, uint32_t subset_word, float* out) {
   if constexpr (T == KvType::F32) {
     const uint8_t* p = row + 32 * c;
+#pragma unroll
     for (int k = 0; k < 8; ++k) out[k] = bits_to_float(ld_u32(p + 4 * k));
   } else if constexpr (T == KvType::F16 || T == KvType::BF16) {
     const uint8_t* p = row + 16 * c;
+#pragma unroll
     for (int k = 0; k < 4; ++k) {
       const uint32_t w = ld_u32(p + 4 * k);
       if constexpr (T == KvType::F16) {
@@ -156,8 +158,9 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     const uint8_t* blk = row + 34 * (c >> 2);
     const float d = half_to_float(ld_u16(blk));
     const uint8_t* qs = blk + 2 + 8 * (c & 3);
-    const uint32_t w[2] = {ld_u32(qs), ld_u32(qs + 4)};
-    for (int k = 0; k < 8; ++k) out[k] = float(int8_t(uint8_t(w[k >> 2] >> (8 * (k & 3))))) * d;
+    const uint32_t w0 = ld_u32(qs), w1 = ld_u32(qs + 4);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[k] = float(int8_t(uint8_t((k < 4 ? w0 : w1) >> (8 * (k & 3))))) * d;
   } else if constexpr (T == KvType::Q4_0) {
     // Block of 18 bytes: fp16 d, 16 bytes; value j < 16 is the low nibble of byte j, j >= 16 the
     // high nibble of byte j - 16.
@@ -166,8 +169,9 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     const int j0 = 8 * (c & 3);
     const uint8_t* qs = blk + 2 + (j0 & 15);
     const int shift = j0 >= 16 ? 4 : 0;
-    const uint32_t w[2] = {ld_u32(qs), ld_u32(qs + 4)};
-    for (int k = 0; k < 8; ++k) out[k] = float(int((w[k >> 2] >> (8 * (k & 3) + shift)) & 15u) - 8) * d;
+    const uint32_t w0 = ld_u32(qs), w1 = ld_u32(qs + 4);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[k] = float(int(((k < 4 ? w0 : w1) >> (8 * (k & 3) + shift)) & 15u) - 8) * d;
   } else if constexpr (kv_turbo_bits(T) != 0) {
     constexpr int b = kv_turbo_bits(T);
     const int n = turbo_group_of(head_dim);
@@ -179,6 +183,7 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     if constexpr (b == 2) bits = ld_u16(ib);
     else if constexpr (b == 4) bits = ld_u32(ib);
     else bits = ld_u8(ib) | (ld_u8(ib + 1) << 8) | (ld_u8(ib + 2) << 16);
+#pragma unroll
     for (int k = 0; k < 8; ++k) out[k] = norm * lv[(bits >> (b * k)) & ((1u << b) - 1)];
   } else {
     static_assert(kv_trellis_bits(T) != 0, "unknown KV type");
@@ -197,6 +202,7 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     if constexpr (b == 2) js = ld_u8(jb);
     else if constexpr (b == 3) js = ld_u8(jb) | (ld_u8(jb + 1) << 8);
     else js = ld_u8(jb) | (ld_u8(jb + 1) << 8) | (ld_u8(jb + 2) << 16);
+#pragma unroll
     for (int k = 0; k < 8; ++k) {
       const uint32_t w = (x >> k) & 15u;
       const uint32_t s = (subset_word >> (2 * w)) & 3u;
