@@ -17,8 +17,8 @@
 #include "backend/cuda/attention_cuda_kernels.cuh"
 
 namespace polykv::cuda::attn {
+inline namespace POLYKV_ATTN_NS {
 
-constexpr int kDecodeRows = 4;  // rows per block
 constexpr int kDecodeKeys = 2;  // keys a slot scores per step (one softmax update per step)
 
 template <int HD>
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   __shared__ int qhi[R], qlo[R];
   __shared__ float lvk[32], lvv[32];
   __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
-  extern __shared__ float4 smem4[];
+  POLYKV_DYNAMIC_SHARED(smem4);
   float* st_acc = reinterpret_cast<float*>(smem4);  // [NS][R][HD] slot states: acc
   float* st_ml = st_acc + NS * R * HD;              // [NS][R][2]: m, l
 
@@ -216,4 +216,5 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   write_outputs<HD>(a, w, R, Qs, LD, qhi);
 }
 
+}  // namespace POLYKV_ATTN_NS
 }  // namespace polykv::cuda::attn

@@ -17,43 +17,29 @@
 // split lies beyond the sequence exit at once, and merge_kernel recomputes which splits wrote (the
 // same function of the same device values), so a captured graph stays right when lengths change
 // under the host bounds.
+//
+// The kernels also compile as plain C++ for the CPU emulation test
+// (tests/cuda/attention_cuda_emulation_test.cpp), which defines POLYKV_ATTN_EMULATION, maps the CUDA
+// keywords and built-ins onto threads and barriers, and names the inline namespace differently so its
+// symbols never meet the device build's.
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/attention_cuda_plan.h"
 #include "backend/cuda/kv_decode.cuh"
 
+#if !defined(POLYKV_ATTN_EMULATION)
+#define POLYKV_ATTN_NS device
+// Dynamic shared memory of a kernel, as an array of float4.
+#define POLYKV_DYNAMIC_SHARED(name) extern __shared__ float4 name[]
+#endif
+
 namespace polykv::cuda::attn {
+inline namespace POLYKV_ATTN_NS {
 
-constexpr int kThreads = 128;  // threads per block (4 warps)
-constexpr int kTileKeys = 32;  // keys per tile (= warp size: the softmax runs one lane per key)
-constexpr int kMaxSplits = 256;
-
-// The tables the decoders read (uploaded once per device by the launcher). Defined here: this header
-// belongs to one translation unit, attention_cuda.cu (no relocatable device code).
-__device__ KvDecodeTables g_tables;
-
-struct Args {
-  // The layer's KV (kv_cuda.h addressing).
-  const uint8_t* base;
-  size_t block_stride, v_offset, k_row_bytes, v_row_bytes;
-  int block_tokens;
-  KvType k_type, v_type;
-  // Heads and blocks.
-  int n_head, group;  // query heads; query heads per KV head
-  int gj, hparts;     // heads per block (<= rows), head parts per KV head (gj * hparts >= group)
-  int qt, qtiles;     // tokens per block (qt * gj <= rows), query tiles per sequence (host bound)
-  float scale, softcap;
-  int window;
-  // The batch (device arrays of AttentionBatchDevice).
-  const int32_t *tables, *table_start, *pos0, *n_q, *row0;
-  const float* q;  // [total_rows][n_head][head_dim]
-  float* out;      // [total_rows][n_head][head_dim]
-  // Split-K: split s covers key positions [s * chunk, (s + 1) * chunk); chunk >= every max_kv when
-  // n_splits == 1.
-  int n_splits, chunk;
-  float* part_o;   // [grid blocks][rows][head_dim]: unnormalized acc of each (block, row)
-  float* part_ml;  // [grid blocks][rows][2]: (m, l)
-};
+// The tables the decoders read (uploaded once per device by the launcher). Internal linkage: this
+// header belongs to one translation unit, attention_cuda.cu (no relocatable device code).
+static __device__ KvDecodeTables g_tables;
 
 // What one (y, z) grid cell computes; false when its query tile lies beyond the sequence.
 struct Work {
@@ -236,7 +222,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Args a) {
   const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
   if (kb >= ke) return;  // this split holds no key of the block (the merge skips it too)
 
-  extern __shared__ float4 smem4[];
+  POLYKV_DYNAMIC_SHARED(smem4);
   uint64_t* kp = reinterpret_cast<uint64_t*>(smem4);  // [T] K row addresses of the tile
   uint64_t* vp = kp + T;                              // [T] V row addresses
   float* Qs = reinterpret_cast<float*>(vp + T);       // [RMAX][LD] queries (scaled, K's basis); output at the end
@@ -396,7 +382,8 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax)
   const int r = blockIdx.x, t = r / a.gj, jj = r - t * a.gj;
   if (t >= w.nt || jj >= w.nj) return;
   // The splits whose main-kernel block did not exit early: those meeting [kv_lo, kv_hi).
-  const int s_lo = w.kv_lo / a.chunk, s_hi = (w.kv_hi - 1) / a.chunk;
+  // (Clamped to the grid: keys past the host bound max_kv, a caller's error, are never read.)
+  const int s_lo = w.kv_lo / a.chunk, s_hi = min((w.kv_hi - 1) / a.chunk, a.n_splits - 1);
   const size_t blk0 = (size_t(blockIdx.z) * gridDim.y + blockIdx.y) * a.n_splits;
   const auto ml = [&](int s, int k) { return a.part_ml[((blk0 + s) * rmax + r) * 2 + k]; };
   float M = -INFINITY;
@@ -421,4 +408,5 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax)
   for (int d = threadIdx.x; d < HD; d += kThreads) a.out[(size_t(row) * a.n_head + h) * HD + d] = o[d];
 }
 
+}  // namespace POLYKV_ATTN_NS
 }  // namespace polykv::cuda::attn
