@@ -42,6 +42,12 @@ struct SeqSpec {
   int share_blocks = 0;
 };
 
+// A shared-prefix group for the cascade (kv_cuda.h): sequences seq0 .. seq0 + n_seq - 1 share their
+// first `blocks` blocks (the cases' share_with / share_blocks must make that true).
+struct PrefixGroup {
+  int seq0 = 0, n_seq = 0, blocks = 0;
+};
+
 struct Case {
   KvType kt = KvType::F16, vt = KvType::F16;
   int head_dim = 128;
@@ -53,6 +59,8 @@ struct Case {
   float softcap = 0.0f;
   int extra_kv_bound = 0;  // added to the host bounds (a launch sized for a larger batch, as a graph)
   int extra_nq_bound = 0;
+  std::vector<PrefixGroup> prefix;  // shared prefixes passed to the kernels (empty: none)
+  int extra_prefix_groups = 0;      // empty groups added after them (a graph sized for more)
   uint32_t seed = 1;
 };
 
@@ -67,6 +75,11 @@ inline std::string describe(const Case& c) {
                             : "")
       << ")";
   s << " ]";
+  if (!c.prefix.empty()) {
+    s << " prefix groups [";
+    for (const PrefixGroup& g : c.prefix) s << " (seqs " << g.seq0 << ".." << g.seq0 + g.n_seq - 1 << ", " << g.blocks << " blocks)";
+    s << " ] + " << c.extra_prefix_groups << " empty";
+  }
   return s.str();
 }
 
@@ -79,6 +92,7 @@ struct Fixture {
   int pool_blocks = 0;
   std::vector<std::vector<int>> tables;
   std::vector<int32_t> flat, table_start, pos0, n_q, row0;  // the AttentionBatchDevice arrays
+  std::vector<int32_t> prefix_seq0, prefix_n_seq, prefix_blocks;
   std::vector<float> q;                                     // [total_rows][n_head][head_dim]
   cuda::KvLayerDevice L;                                    // host pointers into *store
   cuda::AttentionBatchDevice b;                             // host pointers into the vectors above
@@ -188,6 +202,33 @@ inline std::unique_ptr<Fixture> build(const Case& c) {
   b.total_rows = f->total_rows;
   b.max_n_q = max_n_q + c.extra_nq_bound;
   b.max_kv = max_kv + c.extra_kv_bound;
+  for (const PrefixGroup& g : c.prefix) {
+    for (int s = g.seq0; s < g.seq0 + g.n_seq; ++s) {
+      check(s < n_seq && g.blocks <= int(f->tables[size_t(s)].size()), "test case: bad prefix group");
+      for (int i = 0; i < g.blocks; ++i)
+        check(f->tables[size_t(s)][size_t(i)] == f->tables[size_t(g.seq0)][size_t(i)], "test case: group not shared");
+    }
+    int q = 0;
+    for (int s = g.seq0; s < g.seq0 + g.n_seq; ++s) q += c.seqs[size_t(s)].n_q;
+    f->prefix_seq0.push_back(g.seq0);
+    f->prefix_n_seq.push_back(g.n_seq);
+    f->prefix_blocks.push_back(g.blocks);
+    b.max_prefix_q = std::max(b.max_prefix_q, q);
+    b.max_prefix_kv = std::max(b.max_prefix_kv, g.blocks * bt);
+  }
+  for (int i = 0; i < c.extra_prefix_groups; ++i) {
+    f->prefix_seq0.push_back(0);
+    f->prefix_n_seq.push_back(0);
+    f->prefix_blocks.push_back(0);
+  }
+  b.n_prefix = int(f->prefix_seq0.size());
+  b.prefix_seq0 = f->prefix_seq0.data();
+  b.prefix_n_seq = f->prefix_n_seq.data();
+  b.prefix_blocks = f->prefix_blocks.data();
+  if (b.n_prefix > 0) {  // bounds a little above the real ones, as a graph's would be
+    b.max_prefix_q += c.extra_nq_bound;
+    b.max_prefix_kv += c.extra_kv_bound;
+  }
   f->p.n_head = f->n_head;
   f->p.scale = 1.0f / std::sqrt(float(hd));
   f->p.softcap = c.softcap;

@@ -172,7 +172,7 @@ void run_grid(unsigned gx, unsigned gy, unsigned gz, size_t smem_bytes, const st
 }
 
 template <int HD>
-void run_kernels(const attn::Args& a, const attn::Plan& P) {
+void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
   if (P.kernel == attn::Kernel::Decode) {
     run_grid(gx, gy, gz, attn::DecodeShape<HD>::smem, [&] { attn::decode_kernel<HD>(a); });
@@ -183,7 +183,16 @@ void run_kernels(const attn::Args& a, const attn::Plan& P) {
     constexpr int rows = attn::large_rows(HD);
     run_grid(gx, gy, gz, attn::smem_bytes(HD, rows), [&] { attn::attention_kernel<HD, rows>(a); });
   }
-  if (P.n_splits > 1) run_grid(unsigned(P.rows), gy, gz, 0, [&] { attn::merge_kernel<HD>(a, P.rows); });
+}
+
+// The launches of attention_cuda.cu's launch_hd.
+template <int HD>
+void run_kernels(const attn::Args& a, const attn::Plan& P, const attn::Args& ap, const attn::Plan& Pp) {
+  run_main<HD>(a, P);
+  if (a.n_prefix > 0) run_main<HD>(ap, Pp);
+  if (a.partial)
+    run_grid(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z), 0,
+             [&] { attn::merge_kernel<HD>(a, P.rows, ap, Pp.rows); });
 }
 
 // A small multiprocessor count so that short contexts still split across blocks.
@@ -198,15 +207,19 @@ Ran run_case(const Case& c) {
   attn::g_tables = cuda::make_kv_decode_tables();
   const auto f = attn_test::build(c);
   const attn::Plan P = attn::plan_attention(f->L, f->p, f->b, kEmulatedSms);
-  std::vector<float> part(P.partial_o_floats + P.partial_ml_floats, NAN);
+  const attn::Plan Pp = f->b.n_prefix > 0 ? attn::plan_prefix(f->L, f->p, f->b, kEmulatedSms) : attn::Plan{};
+  const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
+  std::vector<float> part(own + pre, NAN);
   std::vector<float> out(f->out_floats());
   attn_test::poison(out.data(), out.size());
   const attn::Args a = attn::make_args(f->L, f->p, f->b, P, f->q.data(), out.data(), part.empty() ? nullptr : part.data());
+  const attn::Args ap =
+      f->b.n_prefix > 0 ? attn::make_args(f->L, f->p, f->b, Pp, f->q.data(), out.data(), part.data() + own, true) : a;
   switch (c.head_dim) {
-    case 64: run_kernels<64>(a, P); break;
-    case 128: run_kernels<128>(a, P); break;
-    case 256: run_kernels<256>(a, P); break;
-    default: run_kernels<512>(a, P); break;
+    case 64: run_kernels<64>(a, P, ap, Pp); break;
+    case 128: run_kernels<128>(a, P, ap, Pp); break;
+    case 256: run_kernels<256>(a, P, ap, Pp); break;
+    default: run_kernels<512>(a, P, ap, Pp); break;
   }
   return {attn_test::check_outputs(*f, out), P};
 }
@@ -309,6 +322,34 @@ TEST(CudaAttentionEmulation, SharedBlocksOddBlockSizesAndLooseBounds) {
   expect_ok(c, attn::Kernel::Decode, true);
   c.n_head_kv = 1, c.seqs = {{0, 3}, {90, 20}}, c.extra_nq_bound = 40, c.seed = seed++;
   expect_ok(c, attn::Kernel::Tiled, true);
+}
+
+// Shared prefixes read once for a group's queries (the prefix pass) and merged with each sequence's
+// own keys: decode and multi-token steps, a group next to unshared sequences, a sequence of a group
+// whose prefix is its whole context but the queries, empty groups (a graph sized for more), windows
+// and softcap.
+TEST(CudaAttentionEmulation, SharedPrefixCascade) {
+  uint32_t seed = 500;
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3, c.head_dim = 64, c.seed = seed++;
+  // 0 owns 230 keys; 1, 2 share its first 12 blocks (192 keys); 3 shares nothing; 4 and 5 share 2
+  // blocks of 3 (another group).
+  c.seqs = {{229, 1}, {200, 1, 0, 12}, {192, 1, 0, 12}, {40, 1}, {60, 1, 3, 2}, {33, 1, 3, 2}};
+  c.prefix = {{0, 3, 12}, {3, 3, 2}};
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.extra_prefix_groups = 2, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.extra_prefix_groups = 0;
+  c.seqs = {{220, 6}, {200, 5, 0, 12}, {192, 7, 0, 12}, {40, 2}, {60, 3, 3, 2}, {33, 1, 3, 2}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.window = 100, c.softcap = 25.0f, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.seqs = {{229, 1}, {200, 1, 0, 12}, {192, 1, 0, 12}, {40, 1}, {60, 1, 3, 2}, {33, 1, 3, 2}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.window = 0, c.softcap = 0.0f;
+  c.kt = KvType::Turbo4T, c.vt = KvType::F16, c.head_dim = 128, c.group = 8, c.n_head_kv = 1;  // head parts
+  c.seqs = {{150, 1}, {170, 1, 0, 9}, {144, 1, 0, 9}}, c.prefix = {{0, 3, 9}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Decode, true);
 }
 
 }  // namespace

@@ -3,14 +3,16 @@
 // per-row bound kBound = 1e-4 relative L2): every K type with the main V types (f16, q8_0, turbo3,
 // turbo3t) and the diagonal, every V type with q8_0 K, head sizes 64/128/256/512, GQA 1/4/8/32,
 // decode, small steps and prefill (n_q 1, 4, 77, 300), contexts 1 to 5000 across key splits,
-// sliding windows, softcap, shared prefix blocks, block sizes 1 to 128, and launch bounds far above
-// the real batch (graph replay). Plus a DISABLED_ bandwidth benchmark of decode.
+// sliding windows, softcap, shared prefix blocks (read per sequence, and once per group: cascade),
+// block sizes 1 to 128, and launch bounds far above the real batch (graph replay). Plus DISABLED_
+// benchmarks: decode bandwidth, and agents on one shared context with and without the cascade.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -66,6 +68,12 @@ attn_test::Result run_case(const Case& c) {
   dnq.upload(f->n_q.data(), n_seq);
   drow0.upload(f->row0.data(), n_seq);
 
+  const size_t n_prefix = f->prefix_seq0.size();
+  DevBuf<int32_t> dps0(n_prefix), dpn(n_prefix), dpb(n_prefix);
+  dps0.upload(f->prefix_seq0.data(), n_prefix);
+  dpn.upload(f->prefix_n_seq.data(), n_prefix);
+  dpb.upload(f->prefix_blocks.data(), n_prefix);
+
   cuda::KvLayerDevice L = f->L;
   L.layer_base = pool.p + size_t(attn_test::kLayer) * store.layer_bytes();
   cuda::AttentionBatchDevice b = f->b;
@@ -74,6 +82,9 @@ attn_test::Result run_case(const Case& c) {
   b.pos0 = dpos0.p;
   b.n_q = dnq.p;
   b.row0 = drow0.p;
+  b.prefix_seq0 = dps0.p;
+  b.prefix_n_seq = dpn.p;
+  b.prefix_blocks = dpb.p;
   cuda::attention(L, f->p, b, dq.p, dout.p, context());
   POLYKV_CUDA_CHECK(cudaStreamSynchronize(context().stream()));
   dout.download(got.data(), got.size());
@@ -219,6 +230,33 @@ TEST(CudaAttention, SharedPrefixBlocks) {
     }
 }
 
+// The same shared blocks read once per group (cascade: prefix pass + merge), with groups of
+// different sizes, unshared sequences beside them, empty groups, windows and softcap.
+TEST(CudaAttention, SharedPrefixCascade) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 750;
+  for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3}, std::pair{KvType::F16, KvType::F16},
+                               std::pair{KvType::Turbo3T, KvType::Turbo3T}})
+    for (int n_q : {1, 4, 20})
+      for (int window : {0, 700}) {
+        Case c;
+        c.kt = kt, c.vt = vt, c.window = window, c.softcap = window ? 30.0f : 0.0f, c.seed = seed++;
+        // 0..3 share 100 blocks (1600 tokens) of sequence 0; 4 is alone; 5, 6 share 3 blocks of 5.
+        c.seqs = {{2000 - n_q, n_q}, {1700, n_q, 0, 100}, {1600, n_q, 0, 100}, {3100, n_q, 0, 100},
+                  {500, n_q},        {60, n_q},          {48, n_q, 5, 3}};
+        c.prefix = {{0, 4, 100}, {5, 2, 3}};
+        c.extra_prefix_groups = n_q == 4 ? 3 : 0;
+        expect_ok(c);
+      }
+  // 64 agents on one shared context, one token each.
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.seed = seed++;
+  c.seqs.push_back({2048, 1});
+  for (int i = 1; i < 64; ++i) c.seqs.push_back({2048 + 7 * i, 1, 0, 128});
+  c.prefix = {{0, 64, 128}};
+  expect_ok(c);
+}
+
 TEST(CudaAttention, BlockSizesAndLooseBounds) {
   POLYKV_REQUIRE_GPU();
   uint32_t seed = 800;
@@ -239,38 +277,86 @@ TEST(CudaAttention, BlockSizesAndLooseBounds) {
     }
 }
 
-// Bandwidth of decode attention for one sequence (head_dim 128, 32 query heads, 8 KV heads): KV bytes
-// read per call over the median time of 20 calls. Rows are copies of a few thousand encoded rows
-// (encoding 131072 rows with the trellis encoder on the CPU would take minutes).
+// Benchmarks. Pools of n_blocks blocks (head_dim 128, 8 KV heads, 64 tokens per block, one layer)
+// whose rows are copies of a few thousand encoded rows (encoding 131072 rows with the trellis encoder
+// on the CPU would take minutes).
+constexpr int kBenchHd = 128, kBenchHeadKv = 8, kBenchHeads = 32, kBenchBt = 64;
+
+struct BenchPool {
+  std::unique_ptr<DevBuf<uint8_t>> bytes;
+  cuda::KvLayerDevice L;
+};
+
+BenchPool bench_pool(KvType kt, KvType vt, int n_blocks) {
+  constexpr int kDistinct = 4096;
+  const size_t kb = kv_head_bytes(kt, kBenchHd), vb = kv_head_bytes(vt, kBenchHd);
+  const size_t rows_per_block = size_t(kBenchHeadKv) * kBenchBt;
+  const size_t k_part = rows_per_block * kb, layer = k_part + rows_per_block * vb;
+  std::vector<uint8_t> kr(kDistinct * kb), vr(kDistinct * vb);
+  const auto x = test::random_floats(size_t(kDistinct) * kBenchHd, 5);
+  for (int i = 0; i < kDistinct; ++i) {
+    kv_type_ops(kt).quantize_head(x.data() + size_t(i) * kBenchHd, kr.data() + i * kb, kBenchHd);
+    kv_type_ops(vt).quantize_head(x.data() + size_t((i * 7) % kDistinct) * kBenchHd, vr.data() + i * vb, kBenchHd);
+  }
+  std::vector<uint8_t> host(layer * size_t(n_blocks));
+  for (size_t r = 0; r < size_t(n_blocks) * rows_per_block; ++r) {
+    const size_t blk = r / rows_per_block, in = r % rows_per_block;
+    std::memcpy(&host[blk * layer + in * kb], &kr[(r % kDistinct) * kb], kb);
+    std::memcpy(&host[blk * layer + k_part + in * vb], &vr[(r % kDistinct) * vb], vb);
+  }
+  BenchPool pool;
+  pool.bytes = std::make_unique<DevBuf<uint8_t>>(host.size());
+  pool.bytes->upload(host.data(), host.size());
+  pool.L = cuda::KvLayerDevice{kt, vt, kBenchBt, kBenchHeadKv, kBenchHd, kBenchHd, kb, vb, pool.bytes->p, layer, k_part};
+  return pool;
+}
+
+// Median of 20 timed calls (after 3 warm-up calls), in seconds, by CUDA events on the context's stream.
+template <class F>
+double median_seconds(F&& call) {
+  cuda::CudaContext& ctx = context();
+  cudaEvent_t e0, e1;
+  POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
+  POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) call();
+  std::vector<float> ms;
+  for (int i = 0; i < 20; ++i) {
+    POLYKV_CUDA_CHECK(cudaEventRecord(e0, ctx.stream()));
+    call();
+    POLYKV_CUDA_CHECK(cudaEventRecord(e1, ctx.stream()));
+    POLYKV_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    POLYKV_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e-3;
+}
+
+AttentionParams bench_params() {
+  AttentionParams p;
+  p.n_head = kBenchHeads;
+  p.scale = 1.0f / std::sqrt(float(kBenchHd));
+  return p;
+}
+
+const std::pair<KvType, KvType> kBenchPairs[] = {{KvType::F16, KvType::F16},
+                                                 {KvType::Q8_0, KvType::Q8_0},
+                                                 {KvType::Q8_0, KvType::Turbo3},
+                                                 {KvType::Q8_0, KvType::Turbo3T},
+                                                 {KvType::Turbo3T, KvType::Turbo3T}};
+
+// Decode attention of one sequence (32 query heads, 8 KV heads): KV bytes read per call over the
+// median time.
 TEST(CudaAttention, DISABLED_DecodeBandwidth) {
   POLYKV_REQUIRE_GPU();
-  cuda::CudaContext& ctx = context();
-  constexpr int kHd = 128, kHeadKv = 8, kHeads = 32, kBt = 64, kDistinct = 4096;
-  const std::pair<KvType, KvType> pairs[] = {{KvType::F16, KvType::F16},
-                                             {KvType::Q8_0, KvType::Q8_0},
-                                             {KvType::Q8_0, KvType::Turbo3},
-                                             {KvType::Q8_0, KvType::Turbo3T},
-                                             {KvType::Turbo3T, KvType::Turbo3T}};
   std::printf("%-18s %8s %10s %10s %9s\n", "K/V", "keys", "KV MB", "us", "GB/s");
-  for (const auto& [kt, vt] : pairs)
+  for (const auto& [kt, vt] : kBenchPairs)
     for (int n_kv : {32768, 131072}) {
-      const size_t kb = kv_head_bytes(kt, kHd), vb = kv_head_bytes(vt, kHd);
-      const int n_blocks = n_kv / kBt;
-      const size_t k_part = size_t(kHeadKv) * kBt * kb, layer = k_part + size_t(kHeadKv) * kBt * vb;
-      std::vector<uint8_t> kr(kDistinct * kb), vr(kDistinct * vb);
-      const auto x = test::random_floats(size_t(kDistinct) * kHd, 5);
-      for (int i = 0; i < kDistinct; ++i) {
-        kv_type_ops(kt).quantize_head(x.data() + size_t(i) * kHd, kr.data() + i * kb, kHd);
-        kv_type_ops(vt).quantize_head(x.data() + size_t((i * 7) % kDistinct) * kHd, vr.data() + i * vb, kHd);
-      }
-      std::vector<uint8_t> host(layer * size_t(n_blocks));
-      for (size_t r = 0; r < size_t(n_blocks) * kHeadKv * kBt; ++r) {
-        const size_t blk = r / (size_t(kHeadKv) * kBt), in = r % (size_t(kHeadKv) * kBt);
-        std::memcpy(&host[blk * layer + in * kb], &kr[(r % kDistinct) * kb], kb);
-        std::memcpy(&host[blk * layer + k_part + in * vb], &vr[(r % kDistinct) * vb], vb);
-      }
-      DevBuf<uint8_t> pool(host.size());
-      pool.upload(host.data(), host.size());
+      const int n_blocks = n_kv / kBenchBt;
+      const BenchPool pool = bench_pool(kt, vt, n_blocks);
       std::vector<int32_t> table(static_cast<size_t>(n_blocks));
       std::iota(table.begin(), table.end(), 0);
       std::shuffle(table.begin(), table.end(), std::mt19937(3));
@@ -280,34 +366,62 @@ TEST(CudaAttention, DISABLED_DecodeBandwidth) {
       dz.upload(&zero, 1);
       dp.upload(&pos0, 1);
       dn.upload(&one, 1);
-      const auto q = test::random_floats(size_t(kHeads) * kHd, 9);
+      const auto q = test::random_floats(size_t(kBenchHeads) * kBenchHd, 9);
       DevBuf<float> dq(q.size()), dout(q.size());
       dq.upload(q.data(), q.size());
-      cuda::KvLayerDevice L{kt, vt, kBt, kHeadKv, kHd, kHd, kb, vb, pool.p, layer, k_part};
       cuda::AttentionBatchDevice b{1, dt.p, dz.p, dp.p, dn.p, dz.p, 1, 1, n_kv};
-      AttentionParams p;
-      p.n_head = kHeads;
-      p.scale = 1.0f / std::sqrt(float(kHd));
-      cudaEvent_t e0, e1;
-      POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
-      POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
-      for (int i = 0; i < 3; ++i) cuda::attention(L, p, b, dq.p, dout.p, ctx);
-      std::vector<float> ms;
-      for (int i = 0; i < 20; ++i) {
-        POLYKV_CUDA_CHECK(cudaEventRecord(e0, ctx.stream()));
-        cuda::attention(L, p, b, dq.p, dout.p, ctx);
-        POLYKV_CUDA_CHECK(cudaEventRecord(e1, ctx.stream()));
-        POLYKV_CUDA_CHECK(cudaEventSynchronize(e1));
-        float t = 0;
-        POLYKV_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-        ms.push_back(t);
-      }
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
-      std::sort(ms.begin(), ms.end());
-      const double med = ms[ms.size() / 2] * 1e-3, bytes = double(n_kv) * kHeadKv * double(kb + vb);
+      const AttentionParams p = bench_params();
+      const double sec = median_seconds([&] { cuda::attention(pool.L, p, b, dq.p, dout.p, context()); });
+      const double bytes = double(n_kv) * kBenchHeadKv * double(pool.L.k_head_bytes + pool.L.v_head_bytes);
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-18s %8d %10.1f %10.1f %9.1f\n", name.c_str(), n_kv, bytes / 1e6, med * 1e6, bytes / med / 1e9);
+      std::printf("%-18s %8d %10.1f %10.1f %9.1f\n", name.c_str(), n_kv, bytes / 1e6, sec * 1e6, bytes / sec / 1e9);
+    }
+}
+
+// Agents on one shared context (32768 keys) plus a private block each, one decode token each: the
+// whole batch in one call, the shared blocks read per agent vs once for the group (cascade). GB/s
+// counts the distinct KV bytes (the shared context once).
+TEST(CudaAttention, DISABLED_SharedContextAgents) {
+  POLYKV_REQUIRE_GPU();
+  constexpr int kShared = 32768 / kBenchBt;
+  std::printf("%-18s %7s %9s %12s %12s %9s\n", "K/V", "agents", "KV MB", "us per seq", "us cascade", "GB/s");
+  for (const auto& [kt, vt] : kBenchPairs)
+    for (int agents : {16, 64}) {
+      const BenchPool pool = bench_pool(kt, vt, kShared + agents);
+      std::vector<int32_t> tables, start, pos0, nq, row0;
+      for (int a = 0; a < agents; ++a) {
+        start.push_back(int32_t(tables.size()));
+        for (int i = 0; i < kShared; ++i) tables.push_back(i);
+        tables.push_back(kShared + a);
+        pos0.push_back(kShared * kBenchBt + 10 + a % 50);
+        nq.push_back(1);
+        row0.push_back(a);
+      }
+      const int32_t g_seq0 = 0, g_n = agents, g_blocks = kShared;
+      DevBuf<int32_t> dt(tables.size()), ds(start.size()), dp(pos0.size()), dn(nq.size()), dr(row0.size()), d0(1),
+          dgn(1), dgb(1);
+      dt.upload(tables.data(), tables.size());
+      ds.upload(start.data(), start.size());
+      dp.upload(pos0.data(), pos0.size());
+      dn.upload(nq.data(), nq.size());
+      dr.upload(row0.data(), row0.size());
+      d0.upload(&g_seq0, 1);
+      dgn.upload(&g_n, 1);
+      dgb.upload(&g_blocks, 1);
+      const auto q = test::random_floats(size_t(agents) * kBenchHeads * kBenchHd, 9);
+      DevBuf<float> dq(q.size()), dout(q.size());
+      dq.upload(q.data(), q.size());
+      cuda::AttentionBatchDevice b{agents, dt.p, ds.p, dp.p, dn.p, dr.p, agents, 1, (kShared + 1) * kBenchBt};
+      const AttentionParams p = bench_params();
+      const double per_seq = median_seconds([&] { cuda::attention(pool.L, p, b, dq.p, dout.p, context()); });
+      b.n_prefix = 1, b.prefix_seq0 = d0.p, b.prefix_n_seq = dgn.p, b.prefix_blocks = dgb.p;
+      b.max_prefix_q = agents, b.max_prefix_kv = kShared * kBenchBt;
+      const double cascade = median_seconds([&] { cuda::attention(pool.L, p, b, dq.p, dout.p, context()); });
+      const double bytes = double(kShared + agents) * kBenchBt * kBenchHeadKv *
+                           double(pool.L.k_head_bytes + pool.L.v_head_bytes);
+      const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
+      std::printf("%-18s %7d %9.1f %12.1f %12.1f %9.1f\n", name.c_str(), agents, bytes / 1e6, per_seq * 1e6,
+                  cascade * 1e6, bytes / cascade / 1e9);
     }
 }
 

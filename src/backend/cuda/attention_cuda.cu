@@ -1,5 +1,6 @@
-// polykv::cuda::attention (kv_cuda.h): the decode tables' upload, the plan (attention_cuda_plan.h)
-// and the launches of the kernels (attention_cuda_decode.cuh, attention_cuda_kernels.cuh).
+// polykv::cuda::attention (kv_cuda.h): the decode tables' upload, the plans (attention_cuda_plan.h)
+// and the launches of the kernels (attention_cuda_decode.cuh, attention_cuda_kernels.cuh): the
+// per-sequence kernel, the prefix pass over shared prefixes, the merge of partials.
 #include <mutex>
 #include <vector>
 
@@ -43,7 +44,7 @@ void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t sm
 }
 
 template <int HD>
-void launch_hd(const Args& a, const attn::Plan& P, cudaStream_t stream) {
+void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream) {
   if (P.kernel == attn::Kernel::Decode) {
     launch_kernel(attn::decode_kernel<HD>, a, P, attn::DecodeShape<HD>::smem, stream);
   } else if (P.rows == attn::kSmallRows) {
@@ -52,9 +53,17 @@ void launch_hd(const Args& a, const attn::Plan& P, cudaStream_t stream) {
     constexpr int rows = attn::large_rows(HD);
     launch_kernel(attn::attention_kernel<HD, rows>, a, P, attn::smem_bytes(HD, rows), stream);
   }
-  if (P.n_splits > 1) {
+}
+
+// The per-sequence launch (a, P), the prefix pass (ap, Pp) when there are shared prefixes, and the
+// merge of the partials.
+template <int HD>
+void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::Plan& Pp, cudaStream_t stream) {
+  launch_main<HD>(a, P, stream);
+  if (a.n_prefix > 0) launch_main<HD>(ap, Pp, stream);
+  if (a.partial) {
     attn::merge_kernel<HD><<<dim3(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z)), kThreads, 0, stream>>>(
-        a, P.rows);
+        a, P.rows, ap, Pp.rows);
     POLYKV_CUDA_LAUNCHED();
   }
 }
@@ -65,17 +74,18 @@ void attention(const KvLayerDevice& L, const AttentionParams& p, const Attention
                float* out, CudaContext& ctx) {
   if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
   const attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
+  const attn::Plan Pp = b.n_prefix > 0 ? attn::plan_prefix(L, p, b, ctx.sm_count()) : attn::Plan{};
   ensure_tables(ctx.stream());
-  float* part = nullptr;
-  if (P.n_splits > 1)
-    part = static_cast<float*>(ctx.scratch(Scratch::AttentionPartials,
-                                           (P.partial_o_floats + P.partial_ml_floats) * sizeof(float)));
+  const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
+  float* part = own + pre > 0 ? static_cast<float*>(ctx.scratch(Scratch::AttentionPartials, (own + pre) * sizeof(float)))
+                              : nullptr;
   const Args a = attn::make_args(L, p, b, P, q, out, part);
+  const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
   switch (L.head_dim) {
-    case 64: launch_hd<64>(a, P, ctx.stream()); break;
-    case 128: launch_hd<128>(a, P, ctx.stream()); break;
-    case 256: launch_hd<256>(a, P, ctx.stream()); break;
-    default: launch_hd<512>(a, P, ctx.stream()); break;
+    case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream()); break;
+    case 128: launch_hd<128>(a, P, ap, Pp, ctx.stream()); break;
+    case 256: launch_hd<256>(a, P, ap, Pp, ctx.stream()); break;
+    default: launch_hd<512>(a, P, ap, Pp, ctx.stream()); break;
   }
 }
 

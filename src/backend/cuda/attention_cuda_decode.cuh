@@ -50,14 +50,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   if (kb >= ke) return;  // this split holds no key of the block (the merge skips it too)
 
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
-  __shared__ int qhi[R], qlo[R];
+  __shared__ int qhi[R], qlo[R], qrow[R];
   __shared__ float lvk[32], lvv[32];
   __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
   POLYKV_DYNAMIC_SHARED(smem4);
   float* st_acc = reinterpret_cast<float*>(smem4);  // [NS][R][HD] slot states: acc
   float* st_ml = st_acc + NS * R * HD;              // [NS][R][2]: m, l
 
-  block_prologue<HD>(a, w, R, Qs, LD, qhi, qlo, lvk, lvv);
+  block_prologue<HD>(a, w, R, Qs, LD, qhi, qlo, qrow, lvk, lvv);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int ks = lane / LPK, pl = lane - ks * LPK;  // key slot in the warp; piece pair of the lane
   const int slot = warp * KPW + ks;
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
     wgt[i] = ms == -INFINITY ? 0.0f : expf(ms - M);
   }
   __syncthreads();
-  const bool partial = a.n_splits > 1;
+  const bool partial = a.partial;
   const size_t blk = partial_index();
   for (int i = tid; i < R * HD; i += kThreads) {
     const int r = i / HD, d = i - r * HD;
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   }
   if (partial) return;
   __syncthreads();
-  write_outputs<HD>(a, w, R, Qs, LD, qhi);
+  write_outputs<HD>(a, w, R, Qs, LD, qrow);
 }
 
 }  // namespace POLYKV_ATTN_NS

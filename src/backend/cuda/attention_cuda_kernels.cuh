@@ -41,29 +41,75 @@ inline namespace POLYKV_ATTN_NS {
 // header belongs to one translation unit, attention_cuda.cu (no relocatable device code).
 static __device__ KvDecodeTables g_tables;
 
-// What one (y, z) grid cell computes; false when its query tile lies beyond the sequence.
+// What one (y, z) grid cell computes; false when its query tile lies beyond the sequence (or the
+// group, in the prefix pass).
 struct Work {
-  int seq, g, j0, nj;  // sequence, KV head, first head of the part, heads in the part
-  int qa, nt;          // first query token (index in the sequence's queries), tokens
-  int pos_a;           // position of query token qa
-  int kv_lo, kv_hi;    // keys some row of the block sees: [kv_lo, kv_hi)
+  int seq, g, j0, nj;  // sequence (prefix pass: the group's first, whose table holds the prefix),
+                       // KV head, first head of the part, heads in the part
+  int qa, nt;          // first query token (index in the sequence's queries; prefix pass: in the
+                       // group's queries, sequence after sequence), tokens
+  int pos_a;           // position of query token qa (not in the prefix pass)
+  int kv_lo, kv_hi;    // keys some row of the block sees: [kv_lo, kv_hi) (may be empty)
 };
 
+// The shared prefix of sequence seq: its length in keys (0: none) and its group (-1: none).
+__device__ __forceinline__ int prefix_of(const Args& a, int seq, int& group) {
+  for (int i = 0; i < a.n_prefix; ++i) {
+    const int s0 = a.prefix_seq0[i];
+    if (seq >= s0 && seq < s0 + a.prefix_n_seq[i]) {
+      group = i;
+      return a.prefix_blocks[i] * a.block_tokens;
+    }
+  }
+  group = -1;
+  return 0;
+}
+
 __device__ __forceinline__ bool block_work(const Args& a, int y, int z, Work& w) {
-  w.seq = z / a.qtiles;
-  const int tile = z - w.seq * a.qtiles;
   w.g = y / a.hparts;
   const int hp = y - w.g * a.hparts;
   w.j0 = hp * a.gj;
   w.nj = min(a.gj, a.group - w.j0);
-  const int nq = a.n_q[w.seq];
+  const int tile = z % a.qtiles;
   w.qa = tile * a.qt;
+  if (a.prefix_pass) {
+    const int grp = z / a.qtiles, n = a.prefix_n_seq[grp], prefix = a.prefix_blocks[grp] * a.block_tokens;
+    if (n <= 0 || prefix <= 0) return false;
+    w.seq = a.prefix_seq0[grp];
+    int total = 0;
+    for (int s = 0; s < n; ++s) total += a.n_q[w.seq + s];
+    if (w.qa >= total || w.nj <= 0) return false;
+    w.nt = min(a.qt, total - w.qa);
+    w.pos_a = -1;
+    w.kv_lo = 0;
+    w.kv_hi = prefix;
+    return true;
+  }
+  w.seq = z / a.qtiles;
+  const int nq = a.n_q[w.seq];
   if (w.qa >= nq || w.nj <= 0) return false;
   w.nt = min(a.qt, nq - w.qa);
   w.pos_a = a.pos0[w.seq] + w.qa;
   w.kv_lo = a.window > 0 ? max(0, w.pos_a - a.window + 1) : 0;
   w.kv_hi = w.pos_a + w.nt;
+  if (a.n_prefix > 0) {  // the group's prefix keys are the prefix pass's
+    int grp;
+    w.kv_lo = max(w.kv_lo, prefix_of(a, w.seq, grp));
+  }
   return true;
+}
+
+// Query token t (< w.nt) of the block: its position and its row in q / out.
+__device__ __forceinline__ void block_token(const Args& a, const Work& w, int t, int& pos, int& row) {
+  if (!a.prefix_pass) {
+    pos = w.pos_a + t;
+    row = a.row0[w.seq] + w.qa + t;
+    return;
+  }
+  int c = w.qa + t, s = w.seq;
+  while (c >= a.n_q[s]) c -= a.n_q[s++];
+  pos = a.pos0[s] + c;
+  row = a.row0[s] + c;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -145,12 +191,12 @@ __device__ void decode_tile_any(KvType type, const uint64_t* rows, int nk, const
 }
 
 // Block prologue shared by the kernels, for `rows` rows (rows <= kThreads): the K and V level tables
-// into lvk / lvv, each row's visible key range (qhi: its position = last key it sees, -1 for no row;
-// qlo: first key), and the rows' queries scaled by a.scale (zeros for no row) into Qs [rows][ld],
-// rotated into K's basis for turbo K. Ends with a barrier.
+// into lvk / lvv; each row's visible keys (qhi: its position = last key it sees, -1 for no row; qlo:
+// first key) and its row in q / out (qrow, -1 for no row); the rows' queries scaled by a.scale
+// (zeros for no row) into Qs [rows][ld], rotated into K's basis for turbo K. Ends with a barrier.
 template <int HD>
 __device__ void block_prologue(const Args& a, const Work& w, int rows, float* Qs, int ld, int* qhi, int* qlo,
-                               float* lvk, float* lvv) {
+                               int* qrow, float* lvk, float* lvv) {
   const int tid = threadIdx.x;
   if (tid < 32) {
     const float* k = kv_levels(g_tables, a.k_type, HD);
@@ -160,17 +206,19 @@ __device__ void block_prologue(const Args& a, const Work& w, int rows, float* Qs
   }
   if (tid < rows) {
     const int t = tid / a.gj, jj = tid - t * a.gj;
-    const bool valid = t < w.nt && jj < w.nj;
-    qhi[tid] = valid ? w.pos_a + t : -1;
-    qlo[tid] = valid ? (a.window > 0 ? max(0, w.pos_a + t - a.window + 1) : 0) : 0x7fffffff;
+    int pos = -1, row = -1;
+    if (t < w.nt && jj < w.nj) block_token(a, w, t, pos, row);
+    qhi[tid] = pos;
+    qlo[tid] = pos < 0 ? 0x7fffffff : a.window > 0 ? max(0, pos - a.window + 1) : 0;
+    qrow[tid] = row;
   }
-  const int row0 = a.row0[w.seq] + w.qa, h0 = w.g * a.group + w.j0;
+  __syncthreads();
+  const int h0 = w.g * a.group + w.j0;
   for (int i = tid; i < rows * (HD / 4); i += kThreads) {
     const int r = i / (HD / 4), d4 = i - r * (HD / 4);
-    const int t = r / a.gj, jj = r - t * a.gj;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (t < w.nt && jj < w.nj) {
-      v = reinterpret_cast<const float4*>(a.q + (size_t(row0 + t) * a.n_head + h0 + jj) * HD)[d4];
+    if (qrow[r] >= 0) {
+      v = reinterpret_cast<const float4*>(a.q + (size_t(qrow[r]) * a.n_head + h0 + r % a.gj) * HD)[d4];
       v.x *= a.scale, v.y *= a.scale, v.z *= a.scale, v.w *= a.scale;
     }
     reinterpret_cast<float4*>(Qs + r * ld)[d4] = v;
@@ -179,17 +227,16 @@ __device__ void block_prologue(const Args& a, const Work& w, int rows, float* Qs
   if (kv_rotated(a.k_type)) fwht_rows<HD>(Qs, ld, rows, true);
 }
 
-// Block epilogue with one split: O [rows][ld] holds the normalized outputs in V's basis; rotates them
-// back for turbo V and writes the rows that exist (qhi >= 0). Every thread must call it.
+// Block epilogue without partials: O [rows][ld] holds the normalized outputs in V's basis; rotates
+// them back for turbo V and writes the rows that exist. Every thread must call it.
 template <int HD>
-__device__ void write_outputs(const Args& a, const Work& w, int rows, float* O, int ld, const int* qhi) {
+__device__ void write_outputs(const Args& a, const Work& w, int rows, float* O, int ld, const int* qrow) {
   if (kv_rotated(a.v_type)) fwht_rows<HD>(O, ld, rows, false);
-  const int row0 = a.row0[w.seq] + w.qa, h0 = w.g * a.group + w.j0;
+  const int h0 = w.g * a.group + w.j0;
   for (int i = threadIdx.x; i < rows * (HD / 4); i += kThreads) {
     const int r = i / (HD / 4), d4 = i - r * (HD / 4);
-    if (qhi[r] < 0) continue;
-    const int t = r / a.gj, jj = r - t * a.gj;
-    reinterpret_cast<float4*>(a.out + (size_t(row0 + t) * a.n_head + h0 + jj) * HD)[d4] =
+    if (qrow[r] < 0) continue;
+    reinterpret_cast<float4*>(a.out + (size_t(qrow[r]) * a.n_head + h0 + r % a.gj) * HD)[d4] =
         reinterpret_cast<const float4*>(O + r * ld)[d4];
   }
 }
@@ -204,7 +251,7 @@ __device__ __forceinline__ size_t partial_index() {
 constexpr size_t smem_bytes(int hd, int rmax) {
   const size_t ld = size_t(hd) + 4;
   return 2 * kTileKeys * sizeof(uint64_t) +
-         (size_t(rmax) * ld + kTileKeys * ld + size_t(kTileKeys) * rmax + 5 * size_t(rmax) + 64) * sizeof(float);
+         (size_t(rmax) * ld + kTileKeys * ld + size_t(kTileKeys) * rmax + 6 * size_t(rmax) + 64) * sizeof(float);
 }
 
 template <int HD, int RMAX>
@@ -233,7 +280,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Args a) {
   float* a_s = l_s + RMAX;                            // [RMAX] this tile's rescale of acc
   int* qhi = reinterpret_cast<int*>(a_s + RMAX);      // [RMAX] row's position (last key it sees); -1: no row
   int* qlo = qhi + RMAX;                              // [RMAX] first key the row sees
-  float* lvk = reinterpret_cast<float*>(qlo + RMAX);  // [32] K's levels (turbo)
+  int* qrow = qlo + RMAX;                             // [RMAX] row in q / out; -1: no row
+  float* lvk = reinterpret_cast<float*>(qrow + RMAX); // [32] K's levels (turbo)
   float* lvv = lvk + 32;                              // [32] V's levels
 
   const int tid = threadIdx.x;
@@ -242,7 +290,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Args a) {
     m_s[tid] = -INFINITY;
     l_s[tid] = 0.0f;
   }
-  block_prologue<HD>(a, w, RMAX, Qs, LD, qhi, qlo, lvk, lvv);
+  block_prologue<HD>(a, w, RMAX, Qs, LD, qhi, qlo, qrow, lvk, lvv);
 
   float acc[RM2][8];
   for (int i = 0; i < RM2; ++i)
@@ -343,7 +391,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Args a) {
     __syncthreads();
   }
 
-  if (a.n_splits == 1) {
+  if (!a.partial) {
     // Normalize into Qs (free now), rotate back for turbo V, write the block's rows.
     for (int i = 0; i < RM2; ++i) {
       const int r = ar * RM2 + i;
@@ -353,7 +401,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Args a) {
       o[1] = make_float4(acc[i][4] * inv, acc[i][5] * inv, acc[i][6] * inv, acc[i][7] * inv);
     }
     __syncthreads();
-    write_outputs<HD>(a, w, RMAX, Qs, LD, qhi);
+    write_outputs<HD>(a, w, RMAX, Qs, LD, qrow);
     return;
   }
   const size_t blk = partial_index();
@@ -371,40 +419,77 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Args a) {
   }
 }
 
-// Folds the split partials of row blockIdx.x of work item (blockIdx.y, blockIdx.z) by log-sum-exp,
-// normalizes, rotates back for turbo V and writes the output row. rmax: the main kernel's RMAX.
+// Folds the partials of row blockIdx.x of work item (blockIdx.y, blockIdx.z) of the per-sequence
+// launch a (rmax rows per block) by log-sum-exp: its key splits, and with a shared prefix the splits
+// of its row in the prefix pass ap (rmax_p rows per block; ignored without prefixes). Normalizes,
+// rotates back for turbo V and writes the output row.
 template <int HD>
-__global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax) {
+__global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax, const Args ap, int rmax_p) {
   __shared__ float o[HD];
-  __shared__ float wts[kMaxSplits];
+  __shared__ float wts[2 * kMaxSplits];
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int r = blockIdx.x, t = r / a.gj, jj = r - t * a.gj;
   if (t >= w.nt || jj >= w.nj) return;
-  // The splits whose main-kernel block did not exit early: those meeting [kv_lo, kv_hi).
-  // (Clamped to the grid: keys past the host bound max_kv, a caller's error, are never read.)
-  const int s_lo = w.kv_lo / a.chunk, s_hi = min((w.kv_hi - 1) / a.chunk, a.n_splits - 1);
-  const size_t blk0 = (size_t(blockIdx.z) * gridDim.y + blockIdx.y) * a.n_splits;
-  const auto ml = [&](int s, int k) { return a.part_ml[((blk0 + s) * rmax + r) * 2 + k]; };
+  // The row's own splits: those whose main-kernel block did not exit early, the ones meeting
+  // [kv_lo, kv_hi). (Clamped to the grid: keys past the host bound max_kv, a caller's error, are
+  // never read.)
+  int s_lo = 0, n_own = 0;
+  if (w.kv_lo < w.kv_hi) {
+    s_lo = w.kv_lo / a.chunk;
+    n_own = min((w.kv_hi - 1) / a.chunk, a.n_splits - 1) - s_lo + 1;
+  }
+  const size_t own0 = (size_t(blockIdx.z) * gridDim.y + blockIdx.y) * a.n_splits + s_lo;
+  // Its prefix-pass row: query c of the group, head j; splits 0 .. n_pre - 1 meet [0, prefix).
+  int n_pre = 0, pr = 0;
+  size_t pre0 = 0;
+  if (a.n_prefix > 0) {
+    int grp;
+    const int prefix = prefix_of(a, w.seq, grp);
+    if (grp >= 0 && prefix > 0) {
+      int c = w.qa + t;
+      for (int s = a.prefix_seq0[grp]; s < w.seq; ++s) c += a.n_q[s];
+      const int j = w.j0 + jj, hp = j / ap.gj, tile = c / ap.qt;
+      pr = (c - tile * ap.qt) * ap.gj + (j - hp * ap.gj);
+      const size_t yp = size_t(w.g) * ap.hparts + hp, zp = size_t(grp) * ap.qtiles + tile;
+      const size_t grid_yp = size_t(a.n_head / a.group) * ap.hparts;
+      pre0 = (zp * grid_yp + yp) * ap.n_splits;
+      n_pre = min((prefix - 1) / ap.chunk, ap.n_splits - 1) + 1;
+    }
+  }
+  const auto m_of = [&](int e) {
+    return e < n_own ? a.part_ml[((own0 + e) * rmax + r) * 2] : ap.part_ml[((pre0 + e - n_own) * rmax_p + pr) * 2];
+  };
+  const auto l_of = [&](int e) {
+    return e < n_own ? a.part_ml[((own0 + e) * rmax + r) * 2 + 1]
+                     : ap.part_ml[((pre0 + e - n_own) * rmax_p + pr) * 2 + 1];
+  };
+  const auto o_of = [&](int e, int d) {
+    return e < n_own ? a.part_o[((own0 + e) * rmax + r) * HD + d]
+                     : ap.part_o[((pre0 + e - n_own) * rmax_p + pr) * HD + d];
+  };
+  const int n = n_own + n_pre;
   float M = -INFINITY;
-  for (int s = s_lo; s <= s_hi; ++s) M = fmaxf(M, ml(s, 0));
-  for (int s = s_lo + threadIdx.x; s <= s_hi; s += kThreads) {
-    const float m = ml(s, 0);
-    wts[s - s_lo] = m == -INFINITY ? 0.0f : expf(m - M);
+  for (int e = 0; e < n; ++e) M = fmaxf(M, m_of(e));
+  for (int e = threadIdx.x; e < n; e += kThreads) {
+    const float m = m_of(e);
+    wts[e] = m == -INFINITY ? 0.0f : expf(m - M);
   }
   __syncthreads();
   float L = 0.0f;
-  for (int s = s_lo; s <= s_hi; ++s) L += wts[s - s_lo] * ml(s, 1);
+  for (int e = 0; e < n; ++e) L += wts[e] * l_of(e);
   const float inv = 1.0f / L;
   for (int d = threadIdx.x; d < HD; d += kThreads) {
     float sum = 0.0f;
-    for (int s = s_lo; s <= s_hi; ++s)
-      if (wts[s - s_lo] != 0.0f) sum += wts[s - s_lo] * a.part_o[((blk0 + s) * rmax + r) * HD + d];
+    for (int e = 0; e < n; ++e)
+      if (wts[e] != 0.0f) sum += wts[e] * o_of(e, d);
     o[d] = sum * inv;
   }
   __syncthreads();
   if (kv_rotated(a.v_type)) fwht_rows<HD>(o, HD, 1, false);
-  const int row = a.row0[w.seq] + w.qa + t, h = w.g * a.group + w.j0 + jj;
+  int pos, row;
+  block_token(a, w, t, pos, row);
+  const int h = w.g * a.group + w.j0 + jj;
   for (int d = threadIdx.x; d < HD; d += kThreads) a.out[(size_t(row) * a.n_head + h) * HD + d] = o[d];
 }
 

@@ -44,6 +44,13 @@ struct Args {
   int n_splits, chunk;
   float* part_o;   // [grid blocks][rows][head_dim]: unnormalized acc of each (block, row)
   float* part_ml;  // [grid blocks][rows][2]: (m, l)
+  int partial;     // 1: blocks write partials (several splits, or a shared prefix to merge); 0: outputs
+  // Shared prefixes (kv_cuda.h): the groups; the per-sequence pass reads only keys past its group's
+  // prefix. prefix_pass = 1: this launch is the prefix pass, whose work item z is (group, query tile
+  // of the group's queries in sequence order) and whose keys are the group's prefix.
+  int n_prefix;
+  const int32_t *prefix_seq0, *prefix_n_seq, *prefix_blocks;
+  int prefix_pass;
 };
 
 enum class Kernel { Decode, Tiled };
@@ -57,7 +64,42 @@ struct Plan {
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
 };
 
-// Checks the arguments (throws Error) and plans the launch. sm_count: multiprocessors of the device.
+// Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
+// least four tiles of keys and at most kMaxSplits splits; none when the work items alone fill the GPU.
+inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd) {
+  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = 4 * int64_t(std::max(sm_count, 1));
+  if (items < target && max_kv > 4 * kTileKeys) {
+    const int64_t want = (target + items - 1) / items;
+    int64_t chunk = std::max<int64_t>((max_kv + want - 1) / want, 4 * kTileKeys);
+    chunk = std::max<int64_t>(chunk, (max_kv + kMaxSplits - 1) / kMaxSplits);
+    chunk = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
+    const int64_t n = (max_kv + chunk - 1) / chunk;
+    if (n > 1) {
+      P.n_splits = int(n);
+      P.chunk = int(chunk);
+    }
+  }
+}
+
+// Scratch floats for the partials of a plan's blocks.
+inline void plan_partials(Plan& P, int hd) {
+  const size_t blocks = size_t(P.grid_y) * size_t(P.grid_z) * size_t(P.n_splits);
+  P.partial_o_floats = blocks * size_t(P.rows) * size_t(hd);
+  P.partial_ml_floats = blocks * size_t(P.rows) * 2;
+}
+
+// Rows, head parts and query tiles of a tiled-kernel plan for up to max_q queries per work item.
+inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
+  P.kernel = Kernel::Tiled;
+  P.rows = P.group * max_q <= kSmallRows ? kSmallRows : large_rows(hd);
+  P.gj = std::min(P.group, P.rows);
+  P.hparts = (P.group + P.gj - 1) / P.gj;
+  P.qt = P.rows / P.gj;
+  P.qtiles = (max_q + P.qt - 1) / P.qt;
+}
+
+// Checks the arguments (throws Error) and plans the per-sequence launch. sm_count: multiprocessors of
+// the device. With shared prefixes its blocks always write partials (plan_prefix plans the rest).
 inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
                            int sm_count) {
   const int hd = L.head_dim;
@@ -71,6 +113,8 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   check(L.block_tokens > 0 && b.max_kv > 0 && b.max_n_q > 0 && b.n_seq > 0, "CUDA attention: invalid block size or bounds");
 
   Plan P;
+  check(b.n_prefix >= 0 && (b.n_prefix == 0 || (b.max_prefix_q > 0 && b.max_prefix_kv > 0)),
+        "CUDA attention: invalid shared-prefix bounds");
   P.group = p.n_head / L.n_head_kv;
   // The decode kernel when every sequence's queries fit the rows of its blocks (one token per step, or
   // a few tokens of a small group); else the tiled kernel, small for small multi-token steps.
@@ -78,45 +122,44 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   if (b.max_n_q <= decode_tokens) {
     P.kernel = Kernel::Decode;
     P.rows = kDecodeRows;
+    P.gj = std::min(P.group, P.rows);
+    P.hparts = (P.group + P.gj - 1) / P.gj;
+    P.qt = P.rows / P.gj;
+    P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
   } else {
-    P.kernel = Kernel::Tiled;
-    P.rows = P.group * b.max_n_q <= kSmallRows ? kSmallRows : large_rows(hd);
+    plan_tiled_rows(P, b.max_n_q, hd);
   }
-  P.gj = std::min(P.group, P.rows);
-  P.hparts = (P.group + P.gj - 1) / P.gj;
-  P.qt = P.rows / P.gj;
-  P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
   const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_seq) * P.qtiles;
   check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: batch too large for one launch (", grid_y, " x ",
         grid_z, " blocks)");
   P.grid_y = int(grid_y);
   P.grid_z = int(grid_z);
-
-  // Key splits (flash-decoding): about four blocks per multiprocessor, each split at least four tiles
-  // of keys and at most kMaxSplits splits; none when the work items alone fill the GPU.
-  const int64_t items = grid_y * grid_z, target = 4 * int64_t(std::max(sm_count, 1));
-  if (items < target && b.max_kv > 4 * kTileKeys) {
-    const int64_t want = (target + items - 1) / items;
-    int64_t chunk = std::max<int64_t>((b.max_kv + want - 1) / want, 4 * kTileKeys);
-    chunk = std::max<int64_t>(chunk, (b.max_kv + kMaxSplits - 1) / kMaxSplits);
-    chunk = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
-    const int64_t n = (b.max_kv + chunk - 1) / chunk;
-    if (n > 1) {
-      P.n_splits = int(n);
-      P.chunk = int(chunk);
-    }
-  }
-  if (P.n_splits > 1) {
-    const size_t blocks = size_t(items) * size_t(P.n_splits);
-    P.partial_o_floats = blocks * size_t(P.rows) * size_t(hd);
-    P.partial_ml_floats = blocks * size_t(P.rows) * 2;
-  }
+  plan_splits(P, b.max_kv, sm_count, hd);
+  if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
   return P;
 }
 
-// The kernels' arguments. part: partial_o_floats + partial_ml_floats floats (unused with one split).
+// The prefix pass of shared prefixes (b.n_prefix > 0): the tiled kernel over (group, query tile of
+// the group's queries), keys [0, prefix). Its blocks always write partials.
+inline Plan plan_prefix(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
+                        int sm_count) {
+  Plan P;
+  P.group = p.n_head / L.n_head_kv;
+  plan_tiled_rows(P, b.max_prefix_q, L.head_dim);
+  const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_prefix) * P.qtiles;
+  check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: shared prefixes too large for one launch (", grid_y,
+        " x ", grid_z, " blocks)");
+  P.grid_y = int(grid_y);
+  P.grid_z = int(grid_z);
+  plan_splits(P, b.max_prefix_kv, sm_count, L.head_dim);
+  plan_partials(P, L.head_dim);
+  return P;
+}
+
+// The kernels' arguments of plan P (plan_prefix's when prefix_pass). part: P.partial_o_floats +
+// P.partial_ml_floats floats (unused when the plan has none).
 inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const Plan& P,
-                      const float* q, float* out, float* part) {
+                      const float* q, float* out, float* part, bool prefix_pass = false) {
   Args a{};
   a.base = L.layer_base;
   a.block_stride = L.block_stride;
@@ -146,6 +189,12 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.chunk = P.chunk;
   a.part_o = part;
   a.part_ml = part ? part + P.partial_o_floats : nullptr;
+  a.partial = P.n_splits > 1 || b.n_prefix > 0;
+  a.n_prefix = b.n_prefix;
+  a.prefix_seq0 = b.prefix_seq0;
+  a.prefix_n_seq = b.prefix_n_seq;
+  a.prefix_blocks = b.prefix_blocks;
+  a.prefix_pass = prefix_pass;
   return a;
 }
 
