@@ -255,7 +255,7 @@ constexpr size_t smem_bytes(int hd, int rmax) {
 }
 
 template <int HD, int RMAX>
-__global__ void __launch_bounds__(kThreads) attention_kernel(const Args a) {
+__global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
   constexpr int T = kTileKeys, LD = HD + 4;
   constexpr int RM = RMAX / 16;      // scores: 16 row groups x 8 key groups of 4 keys; rows per thread
   constexpr int DG = HD / 8;         // accumulation: dim groups of 8 values
