@@ -145,6 +145,7 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define gridDim (::emu::grid_dim)
 #define __syncthreads() ::emu::syncthreads()
 #define __shfl_xor_sync(mask, v, o) ::emu::shfl_xor(v, o)
+#define __syncwarp() ::emu::warp_sync()
 #define POLYKV_ATTN_EMULATION
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()

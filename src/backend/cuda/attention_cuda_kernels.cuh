@@ -356,6 +356,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
         const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
         const float sum = warp_sum(p);
         Ps[lane * RMAX + r] = p;
+        __syncwarp();  // every lane has read m_s[r] / l_s[r] before lane 0 overwrites them
         if (lane == 0) {
           m_s[r] = m_new;
           l_s[r] = l_s[r] * alpha + sum;
