@@ -17,9 +17,24 @@ namespace {
 using attn::Args;
 using attn::kThreads;
 
-// Uploads the decode tables to the current device once. The first call on a device must not be
-// made while a stream is being captured into a graph (cudaMemcpyToSymbol is synchronous).
-void ensure_tables(cudaStream_t stream) {
+template <class Kernel>
+void allow_smem(Kernel* kernel, size_t smem) {
+  POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+}
+
+// Shared memory limits of every kernel of head size HD (over 48 KB needs the opt-in).
+template <int HD>
+void allow_smem_hd() {
+  allow_smem(attn::decode_kernel<HD>, attn::DecodeShape<HD>::smem);
+  allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
+  constexpr int rows = attn::large_rows(HD);
+  allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
+}
+
+// Once per device: uploads the decode tables and sets the kernels' shared memory limits. The first
+// call on a device must not be made while a stream is being captured into a graph
+// (cudaMemcpyToSymbol is synchronous); later calls make no such call, so they can be captured.
+void init_device(cudaStream_t stream) {
   static std::mutex mu;
   static std::vector<bool> done;
   int dev = 0;
@@ -32,13 +47,16 @@ void ensure_tables(cudaStream_t stream) {
         "CUDA attention: the first call on a device must run outside graph capture (it uploads tables)");
   const KvDecodeTables t = make_kv_decode_tables();
   POLYKV_CUDA_CHECK(cudaMemcpyToSymbol(attn::g_tables, &t, sizeof t));
+  allow_smem_hd<64>();
+  allow_smem_hd<128>();
+  allow_smem_hd<256>();
+  allow_smem_hd<512>();
   if (done.size() <= size_t(dev)) done.resize(size_t(dev) + 1, false);
   done[size_t(dev)] = true;
 }
 
 template <class Kernel>
 void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem, cudaStream_t stream) {
-  POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   kernel<<<dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z)), kThreads, smem, stream>>>(a);
   POLYKV_CUDA_LAUNCHED();
 }
@@ -75,7 +93,7 @@ void attention(const KvLayerDevice& L, const AttentionParams& p, const Attention
   if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
   const attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
   const attn::Plan Pp = b.n_prefix > 0 ? attn::plan_prefix(L, p, b, ctx.sm_count()) : attn::Plan{};
-  ensure_tables(ctx.stream());
+  init_device(ctx.stream());
   const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
   float* part = own + pre > 0 ? static_cast<float*>(ctx.scratch(Scratch::AttentionPartials, (own + pre) * sizeof(float)))
                               : nullptr;
