@@ -48,6 +48,18 @@ struct AttentionBatchDevice {
   int total_rows = 0;                    // sum of n_q (host)
   int max_n_q = 0;                       // host bound on n_q
   int max_kv = 0;                        // host bound on pos0 + n_q (keys a query may see)
+
+  // Optional shared prefixes (cascade attention); n_prefix = 0: none. Group i is the sequences
+  // prefix_seq0[i] .. prefix_seq0[i] + prefix_n_seq[i] - 1 (consecutive in the batch), whose tables
+  // start with the same prefix_blocks[i] block ids; those keys are read once for all the group's
+  // queries and merged with each sequence's own keys by log-sum-exp. A group may be empty
+  // (prefix_n_seq or prefix_blocks 0), so a captured graph keeps n_prefix and the bounds fixed.
+  int n_prefix = 0;                        // groups (host)
+  const int32_t* prefix_seq0 = nullptr;    // [n_prefix]
+  const int32_t* prefix_n_seq = nullptr;   // [n_prefix]
+  const int32_t* prefix_blocks = nullptr;  // [n_prefix]
+  int max_prefix_q = 0;                    // host bound on a group's queries (sum of its n_q)
+  int max_prefix_kv = 0;                   // host bound on prefix_blocks * block_tokens
 };
 
 // Causal GQA attention of every sequence's queries over its paged KV (its own rows already stored).

@@ -1,0 +1,110 @@
+// polykv::cuda::attention (kv_cuda.h): the decode tables' upload, the plans (attention_cuda_plan.h)
+// and the launches of the kernels (attention_cuda_decode.cuh, attention_cuda_kernels.cuh): the
+// per-sequence kernel, the prefix pass over shared prefixes, the merge of partials.
+#include <mutex>
+#include <vector>
+
+#include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/attention_cuda_kernels.cuh"
+#include "backend/cuda/attention_cuda_plan.h"
+#include "backend/cuda/kv_cuda.h"
+#include "core/error.h"
+
+namespace polykv::cuda {
+
+namespace {
+
+using attn::Args;
+using attn::kThreads;
+
+template <class Kernel>
+void allow_smem(Kernel* kernel, size_t smem) {
+  POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+}
+
+// Shared memory limits of every kernel of head size HD (over 48 KB needs the opt-in).
+template <int HD>
+void allow_smem_hd() {
+  allow_smem(attn::decode_kernel<HD>, attn::DecodeShape<HD>::smem);
+  allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
+  constexpr int rows = attn::large_rows(HD);
+  allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
+}
+
+// Once per device: uploads the decode tables and sets the kernels' shared memory limits. The first
+// call on a device must not be made while a stream is being captured into a graph
+// (cudaMemcpyToSymbol is synchronous); later calls make no such call, so they can be captured.
+void init_device(cudaStream_t stream) {
+  static std::mutex mu;
+  static std::vector<bool> done;
+  int dev = 0;
+  POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  if (size_t(dev) < done.size() && done[size_t(dev)]) return;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  POLYKV_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  check(capturing == cudaStreamCaptureStatusNone,
+        "CUDA attention: the first call on a device must run outside graph capture (it uploads tables)");
+  const KvDecodeTables t = make_kv_decode_tables();
+  POLYKV_CUDA_CHECK(cudaMemcpyToSymbol(attn::g_tables, &t, sizeof t));
+  allow_smem_hd<64>();
+  allow_smem_hd<128>();
+  allow_smem_hd<256>();
+  allow_smem_hd<512>();
+  if (done.size() <= size_t(dev)) done.resize(size_t(dev) + 1, false);
+  done[size_t(dev)] = true;
+}
+
+template <class Kernel>
+void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem, cudaStream_t stream) {
+  kernel<<<dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z)), kThreads, smem, stream>>>(a);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+template <int HD>
+void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream) {
+  if (P.kernel == attn::Kernel::Decode) {
+    launch_kernel(attn::decode_kernel<HD>, a, P, attn::DecodeShape<HD>::smem, stream);
+  } else if (P.rows == attn::kSmallRows) {
+    launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream);
+  } else {
+    constexpr int rows = attn::large_rows(HD);
+    launch_kernel(attn::attention_kernel<HD, rows>, a, P, attn::smem_bytes(HD, rows), stream);
+  }
+}
+
+// The per-sequence launch (a, P), the prefix pass (ap, Pp) when there are shared prefixes, and the
+// merge of the partials.
+template <int HD>
+void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::Plan& Pp, cudaStream_t stream) {
+  launch_main<HD>(a, P, stream);
+  if (a.n_prefix > 0) launch_main<HD>(ap, Pp, stream);
+  if (a.partial) {
+    attn::merge_kernel<HD><<<dim3(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z)), kThreads, 0, stream>>>(
+        a, P.rows, ap, Pp.rows);
+    POLYKV_CUDA_LAUNCHED();
+  }
+}
+
+}  // namespace
+
+void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
+               float* out, CudaContext& ctx) {
+  if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
+  const attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
+  const attn::Plan Pp = b.n_prefix > 0 ? attn::plan_prefix(L, p, b, ctx.sm_count()) : attn::Plan{};
+  init_device(ctx.stream());
+  const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
+  float* part = own + pre > 0 ? static_cast<float*>(ctx.scratch(Scratch::AttentionPartials, (own + pre) * sizeof(float)))
+                              : nullptr;
+  const Args a = attn::make_args(L, p, b, P, q, out, part);
+  const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
+  switch (L.head_dim) {
+    case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream()); break;
+    case 128: launch_hd<128>(a, P, ap, Pp, ctx.stream()); break;
+    case 256: launch_hd<256>(a, P, ap, Pp, ctx.stream()); break;
+    default: launch_hd<512>(a, P, ap, Pp, ctx.stream()); break;
+  }
+}
+
+}  // namespace polykv::cuda

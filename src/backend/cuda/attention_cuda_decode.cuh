@@ -1,0 +1,220 @@
+// The decode kernel of polykv::cuda::attention: few rows per block (a GQA group of up to
+// kDecodeRows query heads of one token, or a few tokens of a small group), K and V read straight from
+// the pool into registers in their stored types, no shared-memory tile.
+//
+// Same work decomposition and outputs as attention_kernel (attention_cuda_kernels.cuh): grid
+// (key split, KV head x head part, sequence x query tile), one split writes the output rows, several
+// write partials for merge_kernel. Inside a block:
+//   - a key is read by LPK = head_dim / 16 consecutive lanes, each decoding its 16 values (two 8-value
+//     pieces) and dotting them with its 16 values of each row's query, held in registers; the partial
+//     dots are summed across the LPK lanes with shuffles;
+//   - a warp holds 32 / LPK such key slots; slot s of the block takes kDecodeKeys consecutive keys
+//     per step (keys kb + (step * NS + s) * kDecodeKeys + u), so each slot keeps its own online softmax
+//     state (m, l per row; acc: its lanes' 16 values per row, in V's basis), updated once per step;
+//   - at the end the NS slot states are folded by log-sum-exp through shared memory.
+// Per key and row this is 2 * head_dim FMAs on values decoded once for all rows of the block.
+#pragma once
+#include "backend/cuda/attention_cuda_kernels.cuh"
+
+namespace polykv::cuda::attn {
+inline namespace POLYKV_ATTN_NS {
+
+constexpr int kDecodeKeys = 2;  // keys a slot scores per step (one softmax update per step)
+
+template <int HD>
+struct DecodeShape {
+  static constexpr int LPK = HD / 16;                  // lanes per key
+  static constexpr int KPW = 32 / LPK;                 // key slots per warp
+  static constexpr int NS = KPW * (kThreads / 32);     // key slots per block
+  static constexpr size_t smem = size_t(NS) * kDecodeRows * (HD + 2) * sizeof(float);  // slot states
+};
+
+// Values 16p .. 16p+15 of a row (pieces 2p and 2p+1), stored basis.
+template <KvType T>
+__device__ __forceinline__ void decode16(const uint8_t* row, int p, int hd, const float* lv, uint32_t subset_word,
+                                         float* out) {
+  decode8<T>(row, 2 * p, hd, lv, subset_word, out);
+  decode8<T>(row, 2 * p + 1, hd, lv, subset_word, out + 8);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
+  constexpr int R = kDecodeRows, KU = kDecodeKeys, LD = HD + 4;
+  constexpr int LPK = DecodeShape<HD>::LPK, KPW = DecodeShape<HD>::KPW, NS = DecodeShape<HD>::NS;
+  static_assert(LPK >= 1 && LPK <= 32 && 32 % LPK == 0);
+
+  Work w;
+  if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
+  const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);
+  const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
+  if (kb >= ke) return;  // this split holds no key of the block (the merge skips it too)
+
+  __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
+  __shared__ int qhi[R], qlo[R], qrow[R];
+  __shared__ float lvk[32], lvv[32];
+  __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
+  POLYKV_DYNAMIC_SHARED(smem4);
+  float* st_acc = reinterpret_cast<float*>(smem4);  // [NS][R][HD] slot states: acc
+  float* st_ml = st_acc + NS * R * HD;              // [NS][R][2]: m, l
+
+  block_prologue<HD>(a, w, R, Qs, LD, qhi, qlo, qrow, lvk, lvv);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int ks = lane / LPK, pl = lane - ks * LPK;  // key slot in the warp; piece pair of the lane
+  const int slot = warp * KPW + ks;
+
+  float q[R][16], acc[R][16], m[R], l[R];
+  int qh[R], ql[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    qh[r] = qhi[r];
+    ql[r] = qlo[r];
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      q[r][k] = Qs[r * LD + 16 * pl + k];
+      acc[r][k] = 0.0f;
+    }
+  }
+  const uint32_t subset_word = g_tables.subset_word;
+  const int32_t* table = a.tables + a.table_start[w.seq];
+  const int bt = a.block_tokens;
+  const size_t head_row = size_t(w.g) * size_t(bt);
+
+  // Warp-uniform trip count (the shuffles need every lane): slots past ke get masked keys.
+  for (int k0w = kb + warp * KPW * KU; k0w < ke; k0w += NS * KU) {
+    const int k0 = k0w + ks * KU;
+    const uint8_t* krow[KU];
+    const uint8_t* vrow[KU];
+#pragma unroll
+    for (int u = 0; u < KU; ++u) {
+      krow[u] = vrow[u] = nullptr;
+      const int pos = k0 + u;
+      if (pos < ke) {
+        const int bi = pos / bt;
+        const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
+        const size_t row = head_row + size_t(pos - bi * bt);
+        krow[u] = base + row * a.k_row_bytes;
+        vrow[u] = base + a.v_offset + row * a.v_row_bytes;
+      }
+    }
+    float s[KU][R];
+    kv_type_dispatch(a.k_type, [&](auto tag) {
+      constexpr KvType T = decltype(tag)::value;
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        float kv[16];
+        if (krow[u]) {
+          decode16<T>(krow[u], pl, HD, lvk, subset_word, kv);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 16; ++k) kv[k] = 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float d = 0.0f;
+#pragma unroll
+          for (int k = 0; k < 16; ++k) d += q[r][k] * kv[k];
+          s[u][r] = d;
+        }
+      }
+    });
+#pragma unroll
+    for (int u = 0; u < KU; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int o = LPK / 2; o > 0; o /= 2) s[u][r] += __shfl_xor_sync(0xffffffffu, s[u][r], o);
+
+    // Mask, softcap and the slot's online softmax (one rescale per step).
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float mt = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const int pos = k0 + u;
+        float x = s[u][r];
+        if (a.softcap > 0.0f) x = a.softcap * tanhf(x / a.softcap);
+        x = pos < ke && pos <= qh[r] && pos >= ql[r] ? x : -INFINITY;
+        s[u][r] = x;
+        mt = fmaxf(mt, x);
+      }
+      const float m_new = fmaxf(m[r], mt);
+      if (m_new != m[r]) {  // m only grows; -inf -> finite rescales a zero acc by 0
+        const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
+        l[r] *= alpha;
+#pragma unroll
+        for (int k = 0; k < 16; ++k) acc[r][k] *= alpha;
+        m[r] = m_new;
+      }
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const float p = m_new == -INFINITY ? 0.0f : expf(s[u][r] - m_new);
+        s[u][r] = p;
+        l[r] += p;
+      }
+    }
+
+    kv_type_dispatch(a.v_type, [&](auto tag) {
+      constexpr KvType T = decltype(tag)::value;
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        if (!vrow[u]) continue;
+        float v[16];
+        decode16<T>(vrow[u], pl, HD, lvv, subset_word, v);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int k = 0; k < 16; ++k) acc[r][k] += s[u][r] * v[k];
+      }
+    });
+  }
+
+  // Fold the NS slot states: weights exp(m_s - M) per (slot, row), then acc and l.
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) st_acc[(slot * R + r) * HD + 16 * pl + k] = acc[r][k];
+    if (pl == 0) {
+      st_ml[(slot * R + r) * 2] = m[r];
+      st_ml[(slot * R + r) * 2 + 1] = l[r];
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < NS * R; i += kThreads) {
+    const int r = i % R;
+    float M = -INFINITY;
+    for (int s = 0; s < NS; ++s) M = fmaxf(M, st_ml[(s * R + r) * 2]);
+    const float ms = st_ml[i * 2];
+    wgt[i] = ms == -INFINITY ? 0.0f : expf(ms - M);
+  }
+  __syncthreads();
+  const bool partial = a.partial;
+  const size_t blk = partial_index();
+  for (int i = tid; i < R * HD; i += kThreads) {
+    const int r = i / HD, d = i - r * HD;
+    float o = 0.0f, L = 0.0f;
+    for (int s = 0; s < NS; ++s) {
+      const float ws = wgt[s * R + r];
+      o += ws * st_acc[(s * R + r) * HD + d];
+      L += ws * st_ml[(s * R + r) * 2 + 1];
+    }
+    if (!partial) {
+      Qs[r * LD + d] = qhi[r] >= 0 ? o / L : 0.0f;
+    } else if (qhi[r] >= 0) {
+      a.part_o[(blk * R + r) * HD + d] = o;
+      if (d == 0) {
+        float M = -INFINITY;
+        for (int s = 0; s < NS; ++s) M = fmaxf(M, st_ml[(s * R + r) * 2]);
+        a.part_ml[(blk * R + r) * 2] = M;
+        a.part_ml[(blk * R + r) * 2 + 1] = L;
+      }
+    }
+  }
+  if (partial) return;
+  __syncthreads();
+  write_outputs<HD>(a, w, R, Qs, LD, qrow);
+}
+
+}  // namespace POLYKV_ATTN_NS
+}  // namespace polykv::cuda::attn

@@ -1,0 +1,201 @@
+// The launch plan of polykv::cuda::attention (kv_cuda.h): which kernel, how many rows per block, how
+// the grid covers (key split, KV head x head part, sequence x query tile), and the kernels' argument
+// block. Host-only plain C++ (no kernel code), shared by the launcher (attention_cuda.cu) and the
+// CPU emulation test of the kernels (tests/cuda/attention_cuda_emulation_test.cpp).
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/attention.h"
+#include "backend/cuda/kv_cuda.h"
+#include "core/error.h"
+#include "kv/kv_type.h"
+
+namespace polykv::cuda::attn {
+
+constexpr int kThreads = 128;    // threads per block (4 warps), every kernel
+constexpr int kTileKeys = 32;    // keys per tile of the tiled kernel (= warp size: its softmax is one lane per key)
+constexpr int kMaxSplits = 256;  // key splits per work item at most (the merge's weight array)
+constexpr int kDecodeRows = 4;   // rows per block of the decode kernel
+constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small multi-token steps
+// Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
+constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; }
+
+// The argument block of every kernel.
+struct Args {
+  // The layer's KV (kv_cuda.h addressing).
+  const uint8_t* base;
+  size_t block_stride, v_offset, k_row_bytes, v_row_bytes;
+  int block_tokens;
+  KvType k_type, v_type;
+  // Heads and blocks: the rows of a block are r = t * gj + jj, query token qa + t of the sequence with
+  // query head g * group + j0 + jj (t < qt, jj < gj; j0 = head part * gj).
+  int n_head, group;  // query heads; query heads per KV head
+  int gj, hparts;     // heads per block, head parts per KV head (gj * hparts >= group)
+  int qt, qtiles;     // tokens per block (qt * gj <= rows), query tiles per sequence (host bound)
+  float scale, softcap;
+  int window;
+  // The batch (device arrays of AttentionBatchDevice).
+  const int32_t *tables, *table_start, *pos0, *n_q, *row0;
+  const float* q;  // [total_rows][n_head][head_dim], 16-byte aligned
+  float* out;      // [total_rows][n_head][head_dim], 16-byte aligned
+  // Split-K: split s covers key positions [s * chunk, (s + 1) * chunk); one split: chunk >= max_kv.
+  int n_splits, chunk;
+  float* part_o;   // [grid blocks][rows][head_dim]: unnormalized acc of each (block, row)
+  float* part_ml;  // [grid blocks][rows][2]: (m, l)
+  int partial;     // 1: blocks write partials (several splits, or a shared prefix to merge); 0: outputs
+  // Shared prefixes (kv_cuda.h): the groups; the per-sequence pass reads only keys past its group's
+  // prefix. prefix_pass = 1: this launch is the prefix pass, whose work item z is (group, query tile
+  // of the group's queries in sequence order) and whose keys are the group's prefix.
+  int n_prefix;
+  const int32_t *prefix_seq0, *prefix_n_seq, *prefix_blocks;
+  int prefix_pass;
+};
+
+enum class Kernel { Decode, Tiled };
+
+struct Plan {
+  Kernel kernel = Kernel::Tiled;
+  int rows = 0;  // rows per block (the kernel's RMAX)
+  int group = 0, gj = 0, hparts = 0, qt = 0, qtiles = 0;
+  int n_splits = 1, chunk = 1 << 30;
+  int grid_y = 0, grid_z = 0;  // grid: (n_splits, grid_y, grid_z); the merge: (rows, grid_y, grid_z)
+  size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
+};
+
+// Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
+// least four tiles of keys and at most kMaxSplits splits; none when the work items alone fill the GPU.
+inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd) {
+  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = 4 * int64_t(std::max(sm_count, 1));
+  if (items < target && max_kv > 4 * kTileKeys) {
+    const int64_t want = (target + items - 1) / items;
+    int64_t chunk = std::max<int64_t>((max_kv + want - 1) / want, 4 * kTileKeys);
+    chunk = std::max<int64_t>(chunk, (max_kv + kMaxSplits - 1) / kMaxSplits);
+    chunk = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
+    const int64_t n = (max_kv + chunk - 1) / chunk;
+    if (n > 1) {
+      P.n_splits = int(n);
+      P.chunk = int(chunk);
+    }
+  }
+}
+
+// Scratch floats for the partials of a plan's blocks.
+inline void plan_partials(Plan& P, int hd) {
+  const size_t blocks = size_t(P.grid_y) * size_t(P.grid_z) * size_t(P.n_splits);
+  P.partial_o_floats = blocks * size_t(P.rows) * size_t(hd);
+  P.partial_ml_floats = blocks * size_t(P.rows) * 2;
+}
+
+// Rows, head parts and query tiles of a tiled-kernel plan for up to max_q queries per work item.
+inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
+  P.kernel = Kernel::Tiled;
+  P.rows = P.group * max_q <= kSmallRows ? kSmallRows : large_rows(hd);
+  P.gj = std::min(P.group, P.rows);
+  P.hparts = (P.group + P.gj - 1) / P.gj;
+  P.qt = P.rows / P.gj;
+  P.qtiles = (max_q + P.qt - 1) / P.qt;
+}
+
+// Checks the arguments (throws Error) and plans the per-sequence launch. sm_count: multiprocessors of
+// the device. With shared prefixes its blocks always write partials (plan_prefix plans the rest).
+inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
+                           int sm_count) {
+  const int hd = L.head_dim;
+  check(hd == 64 || hd == 128 || hd == 256 || hd == 512, "CUDA attention: head size ", hd,
+        " is not supported (64, 128, 256 or 512)");
+  check(L.head_dim_v == hd, "CUDA attention: V head size ", L.head_dim_v, " differs from K's ", hd);
+  check(L.k_head_bytes == kv_head_bytes(L.k_type, hd) && L.v_head_bytes == kv_head_bytes(L.v_type, hd),
+        "CUDA attention: row sizes do not match the KV types");
+  check(L.n_head_kv > 0 && p.n_head > 0 && p.n_head % L.n_head_kv == 0, "CUDA attention: ", p.n_head,
+        " query heads do not split into ", L.n_head_kv, " KV heads");
+  check(L.block_tokens > 0 && b.max_kv > 0 && b.max_n_q > 0 && b.n_seq > 0, "CUDA attention: invalid block size or bounds");
+
+  Plan P;
+  check(b.n_prefix >= 0 && (b.n_prefix == 0 || (b.max_prefix_q > 0 && b.max_prefix_kv > 0)),
+        "CUDA attention: invalid shared-prefix bounds");
+  P.group = p.n_head / L.n_head_kv;
+  // The decode kernel when every sequence's queries fit the rows of its blocks (one token per step, or
+  // a few tokens of a small group); else the tiled kernel, small for small multi-token steps.
+  const int decode_tokens = std::max(1, kDecodeRows / std::min(P.group, kDecodeRows));
+  if (b.max_n_q <= decode_tokens) {
+    P.kernel = Kernel::Decode;
+    P.rows = kDecodeRows;
+    P.gj = std::min(P.group, P.rows);
+    P.hparts = (P.group + P.gj - 1) / P.gj;
+    P.qt = P.rows / P.gj;
+    P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
+  } else {
+    plan_tiled_rows(P, b.max_n_q, hd);
+  }
+  const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_seq) * P.qtiles;
+  check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: batch too large for one launch (", grid_y, " x ",
+        grid_z, " blocks)");
+  P.grid_y = int(grid_y);
+  P.grid_z = int(grid_z);
+  plan_splits(P, b.max_kv, sm_count, hd);
+  if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
+  return P;
+}
+
+// The prefix pass of shared prefixes (b.n_prefix > 0): the tiled kernel over (group, query tile of
+// the group's queries), keys [0, prefix). Its blocks always write partials.
+inline Plan plan_prefix(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
+                        int sm_count) {
+  Plan P;
+  P.group = p.n_head / L.n_head_kv;
+  plan_tiled_rows(P, b.max_prefix_q, L.head_dim);
+  const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_prefix) * P.qtiles;
+  check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: shared prefixes too large for one launch (", grid_y,
+        " x ", grid_z, " blocks)");
+  P.grid_y = int(grid_y);
+  P.grid_z = int(grid_z);
+  plan_splits(P, b.max_prefix_kv, sm_count, L.head_dim);
+  plan_partials(P, L.head_dim);
+  return P;
+}
+
+// The kernels' arguments of plan P (plan_prefix's when prefix_pass). part: P.partial_o_floats +
+// P.partial_ml_floats floats (unused when the plan has none).
+inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const Plan& P,
+                      const float* q, float* out, float* part, bool prefix_pass = false) {
+  Args a{};
+  a.base = L.layer_base;
+  a.block_stride = L.block_stride;
+  a.v_offset = L.v_offset;
+  a.k_row_bytes = L.k_head_bytes;
+  a.v_row_bytes = L.v_head_bytes;
+  a.block_tokens = L.block_tokens;
+  a.k_type = L.k_type;
+  a.v_type = L.v_type;
+  a.n_head = p.n_head;
+  a.group = P.group;
+  a.gj = P.gj;
+  a.hparts = P.hparts;
+  a.qt = P.qt;
+  a.qtiles = P.qtiles;
+  a.scale = p.scale;
+  a.softcap = p.softcap;
+  a.window = p.window;
+  a.tables = b.tables;
+  a.table_start = b.table_start;
+  a.pos0 = b.pos0;
+  a.n_q = b.n_q;
+  a.row0 = b.row0;
+  a.q = q;
+  a.out = out;
+  a.n_splits = P.n_splits;
+  a.chunk = P.chunk;
+  a.part_o = part;
+  a.part_ml = part ? part + P.partial_o_floats : nullptr;
+  a.partial = P.n_splits > 1 || b.n_prefix > 0;
+  a.n_prefix = b.n_prefix;
+  a.prefix_seq0 = b.prefix_seq0;
+  a.prefix_n_seq = b.prefix_n_seq;
+  a.prefix_blocks = b.prefix_blocks;
+  a.prefix_pass = prefix_pass;
+  return a;
+}
+
+}  // namespace polykv::cuda::attn

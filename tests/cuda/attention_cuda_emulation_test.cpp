@@ -1,0 +1,357 @@
+// The CUDA attention kernels (attention_cuda_kernels.cuh, attention_cuda_decode.cuh) compiled as plain
+// C++ and run on the CPU, against attention_ref on the cases of attention_cuda_cases.h. No GPU
+// needed: this checks the kernels' logic (work decomposition, indexing, masking, online softmax,
+// split-K merge, rotation, head parts, device-side lengths) wherever the CUDA build is compiled; the
+// GPU test checks the same cases on the device.
+//
+// Emulation: a block is 128 fibers on the test's thread; __syncthreads is a barrier of the block,
+// __shfl_xor_sync a per-warp exchange between two warp barriers (the kernels shuffle only in
+// warp-uniform code); __shared__ variables are function statics (blocks run one after another);
+// dynamic shared memory is one buffer filled with NaN before each kernel. Grid and launch shape come
+// from the launcher's own plan (attention_cuda_plan.h); only the <<<>>> launches are re-spelled here.
+// Not covered: device-only behaviour (alignment faults, memory-model races between barriers, register
+// spills, the CUDA half conversion intrinsic).
+#include <gtest/gtest.h>
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "attention_cuda_cases.h"
+#include "backend/cuda/attention_cuda_plan.h"
+
+namespace emu {
+// One block at a time: its 128 threads are fibers (ucontext) on the calling thread, run round-robin;
+// a fiber runs until it waits at a barrier. Barriers count the fibers still running.
+constexpr int kFibers = 128;
+constexpr size_t kStackBytes = 256 * 1024;
+
+struct Idx {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline Idx thread_idx, block_idx, grid_dim;  // thread_idx: the fiber running now
+
+struct Fiber {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  bool done = false;
+};
+inline ucontext_t scheduler;
+inline Fiber fibers[kFibers];
+inline int current = 0;
+inline const std::function<void()>* body = nullptr;
+inline int alive = 0, block_arrived = 0, warp_alive[4], warp_arrived[4];
+inline uint64_t block_gen = 0, warp_gen[4];
+inline float shfl_buf[4][32];
+inline std::vector<float4> dyn_smem;
+
+inline void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
+
+inline void syncthreads() {
+  const uint64_t g = block_gen;
+  if (++block_arrived == alive) {
+    block_arrived = 0;
+    ++block_gen;
+    return;
+  }
+  while (block_gen == g) yield();
+}
+
+inline void warp_sync() {
+  const int w = current / 32;
+  const uint64_t g = warp_gen[w];
+  if (++warp_arrived[w] == warp_alive[w]) {
+    warp_arrived[w] = 0;
+    ++warp_gen[w];
+    return;
+  }
+  while (warp_gen[w] == g) yield();
+}
+
+inline float shfl_xor(float v, int o) {
+  const int lane = current % 32, w = current / 32;
+  shfl_buf[w][lane] = v;
+  warp_sync();
+  const float r = shfl_buf[w][lane ^ o];
+  warp_sync();
+  return r;
+}
+
+inline void fiber_main() {
+  const int i = current;
+  (*body)();
+  fibers[i].done = true;
+  --alive;
+  --warp_alive[i / 32];
+  // A barrier the others wait at may now be complete (kernels exit block-uniformly, so this is the
+  // end of the block, but keep barriers consistent anyway).
+  if (block_arrived > 0 && block_arrived == alive) block_arrived = 0, ++block_gen;
+  if (warp_arrived[i / 32] > 0 && warp_arrived[i / 32] == warp_alive[i / 32]) warp_arrived[i / 32] = 0, ++warp_gen[i / 32];
+}
+
+// Runs f as every thread of one block.
+inline void run_block(const std::function<void()>& f) {
+  body = &f;
+  alive = kFibers, block_arrived = 0;
+  for (int w = 0; w < 4; ++w) warp_alive[w] = 32, warp_arrived[w] = 0;
+  for (int i = 0; i < kFibers; ++i) {
+    Fiber& fb = fibers[i];
+    fb.stack.resize(kStackBytes);
+    fb.done = false;
+    getcontext(&fb.ctx);
+    fb.ctx.uc_stack.ss_sp = fb.stack.data();
+    fb.ctx.uc_stack.ss_size = fb.stack.size();
+    fb.ctx.uc_link = &scheduler;
+    makecontext(&fb.ctx, fiber_main, 0);
+  }
+  while (alive > 0)
+    for (int i = 0; i < kFibers; ++i) {
+      if (fibers[i].done) continue;
+      current = i;
+      thread_idx = {unsigned(i), 0, 0};
+      swapcontext(&scheduler, &fibers[i].ctx);
+    }
+}
+}  // namespace emu
+
+// CUDA's integer min / max, which the host compiler lacks.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// The CUDA keywords and built-ins the kernels use, for the host compiler.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __noinline__
+#undef __shared__
+#undef __launch_bounds__
+#undef __align__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __shared__ static
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define threadIdx (::emu::thread_idx)
+#define blockIdx (::emu::block_idx)
+#define gridDim (::emu::grid_dim)
+#define __syncthreads() ::emu::syncthreads()
+#define __shfl_xor_sync(mask, v, o) ::emu::shfl_xor(v, o)
+#define __syncwarp() ::emu::warp_sync()
+#define POLYKV_ATTN_EMULATION
+#define POLYKV_ATTN_NS emulation
+#define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
+#include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/attention_cuda_kernels.cuh"
+
+namespace polykv {
+namespace {
+
+using attn_test::Case;
+using attn_test::SeqSpec;
+namespace attn = cuda::attn;
+
+// Runs body() as every thread of every block of the grid, one block at a time.
+void run_grid(unsigned gx, unsigned gy, unsigned gz, size_t smem_bytes, const std::function<void()>& body) {
+  emu::grid_dim = {gx, gy, gz};
+  emu::dyn_smem.assign(smem_bytes / sizeof(float4) + 1,
+                       make_float4(NAN, NAN, NAN, NAN));  // unwritten shared memory reads as NaN
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x) {
+        emu::block_idx = {x, y, z};
+        emu::run_block(body);
+      }
+}
+
+template <int HD>
+void run_main(const attn::Args& a, const attn::Plan& P) {
+  const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
+  if (P.kernel == attn::Kernel::Decode) {
+    run_grid(gx, gy, gz, attn::DecodeShape<HD>::smem, [&] { attn::decode_kernel<HD>(a); });
+  } else if (P.rows == attn::kSmallRows) {
+    run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
+             [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
+  } else {
+    constexpr int rows = attn::large_rows(HD);
+    run_grid(gx, gy, gz, attn::smem_bytes(HD, rows), [&] { attn::attention_kernel<HD, rows>(a); });
+  }
+}
+
+// The launches of attention_cuda.cu's launch_hd.
+template <int HD>
+void run_kernels(const attn::Args& a, const attn::Plan& P, const attn::Args& ap, const attn::Plan& Pp) {
+  run_main<HD>(a, P);
+  if (a.n_prefix > 0) run_main<HD>(ap, Pp);
+  if (a.partial)
+    run_grid(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z), 0,
+             [&] { attn::merge_kernel<HD>(a, P.rows, ap, Pp.rows); });
+}
+
+// A small multiprocessor count so that short contexts still split across blocks.
+constexpr int kEmulatedSms = 4;
+
+struct Ran {
+  attn_test::Result result;
+  attn::Plan plan;
+};
+
+Ran run_case(const Case& c) {
+  attn::g_tables = cuda::make_kv_decode_tables();
+  const auto f = attn_test::build(c);
+  const attn::Plan P = attn::plan_attention(f->L, f->p, f->b, kEmulatedSms);
+  const attn::Plan Pp = f->b.n_prefix > 0 ? attn::plan_prefix(f->L, f->p, f->b, kEmulatedSms) : attn::Plan{};
+  const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
+  std::vector<float> part(own + pre, NAN);
+  std::vector<float> out(f->out_floats());
+  attn_test::poison(out.data(), out.size());
+  const attn::Args a = attn::make_args(f->L, f->p, f->b, P, f->q.data(), out.data(), part.empty() ? nullptr : part.data());
+  const attn::Args ap =
+      f->b.n_prefix > 0 ? attn::make_args(f->L, f->p, f->b, Pp, f->q.data(), out.data(), part.data() + own, true) : a;
+  switch (c.head_dim) {
+    case 64: run_kernels<64>(a, P, ap, Pp); break;
+    case 128: run_kernels<128>(a, P, ap, Pp); break;
+    case 256: run_kernels<256>(a, P, ap, Pp); break;
+    default: run_kernels<512>(a, P, ap, Pp); break;
+  }
+  return {attn_test::check_outputs(*f, out), P};
+}
+
+std::string plan_name(const attn::Plan& P) {
+  return std::string(P.kernel == attn::Kernel::Decode ? "decode" : "tiled") + " rows " + std::to_string(P.rows) +
+         " splits " + std::to_string(P.n_splits) + " chunk " + std::to_string(P.chunk) + " head parts " +
+         std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles);
+}
+
+// Checks the case and that it ran the expected kernel with (or without) key splits.
+void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
+  const Ran r = run_case(c);
+  EXPECT_LE(r.result.worst, attn_test::kBound)
+      << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
+  EXPECT_EQ(r.plan.kernel, kernel) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+  EXPECT_EQ(r.plan.n_splits > 1, split) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+}
+
+TEST(CudaAttentionEmulation, EveryTypeAsKAndAsVDecode) {
+  uint32_t seed = 1;
+  const int n = int(std::size(kAllKvTypes));
+  for (int i = 0; i < n; ++i) {
+    Case c;
+    c.kt = kAllKvTypes[i], c.vt = kAllKvTypes[(i + 3) % n], c.head_dim = 64, c.seed = seed++;
+    c.seqs = {{0, 1}, {36, 1}, {299, 1}};
+    expect_ok(c, attn::Kernel::Decode, true);
+  }
+}
+
+TEST(CudaAttentionEmulation, EveryTypeAsKAndAsVPrefill) {
+  uint32_t seed = 50;
+  const int n = int(std::size(kAllKvTypes));
+  for (int i = 0; i < n; ++i) {
+    Case c;
+    c.kt = kAllKvTypes[i], c.vt = kAllKvTypes[(i + 5) % n], c.head_dim = 64, c.seed = seed++;
+    c.seqs = {{20, 37}, {0, 5}};
+    expect_ok(c, attn::Kernel::Tiled, false);
+  }
+}
+
+TEST(CudaAttentionEmulation, HeadSizes) {
+  uint32_t seed = 100;
+  for (int hd : {128, 256, 512}) {
+    Case c;
+    c.kt = KvType::Turbo3T, c.vt = KvType::Turbo3, c.head_dim = hd, c.n_head_kv = 1, c.seed = seed++;
+    c.seqs = {{0, 1}, {200, 1}};
+    expect_ok(c, attn::Kernel::Decode, true);
+    c.kt = KvType::Q8_0, c.vt = KvType::Turbo4T, c.seed = seed++;
+    c.seqs = {{180, 20}};
+    expect_ok(c, attn::Kernel::Tiled, true);
+  }
+}
+
+TEST(CudaAttentionEmulation, SmallStepsGqaAndHeadParts) {
+  uint32_t seed = 200;
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3, c.head_dim = 64, c.seed = seed++;
+  c.seqs = {{150, 3}, {0, 2}};  // 4 heads x 3 tokens: the small tiled shape
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.head_dim = 128, c.seed = seed++;  // the small shape with two rows per thread in the accumulation
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.head_dim = 64;
+  c.group = 1, c.n_head_kv = 3, c.seqs = {{150, 3}, {9, 4}}, c.seed = seed++;  // 4 tokens of 1 head: decode
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.window = 3, c.seed = seed++;  // each of the 4 tokens of a block sees a different window
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.window = 0;
+  c.group = 8, c.n_head_kv = 1, c.seqs = {{170, 1}, {3, 1}}, c.seed = seed++;  // two head parts of 4
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.group = 6, c.seed = seed++;  // a partial second head part
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.head_dim = 512, c.group = 32, c.seqs = {{40, 2}}, c.seed = seed++;  // tiled, 16 rows: two head parts
+  expect_ok(c, attn::Kernel::Tiled, false);
+}
+
+TEST(CudaAttentionEmulation, WindowSoftcapAndSplitPrefill) {
+  uint32_t seed = 300;
+  for (int window : {0, 1, 50})
+    for (float softcap : {0.0f, 20.0f}) {
+      Case c;
+      c.kt = KvType::F16, c.vt = KvType::Q4_0, c.head_dim = 64, c.window = window, c.softcap = softcap, c.seed = seed++;
+      c.seqs = {{0, 1}, {250, 1}};
+      expect_ok(c, attn::Kernel::Decode, true);
+      c.seqs = {{150, 40}}, c.seed = seed++;
+      expect_ok(c, attn::Kernel::Tiled, true);
+    }
+}
+
+TEST(CudaAttentionEmulation, SharedBlocksOddBlockSizesAndLooseBounds) {
+  uint32_t seed = 400;
+  Case c;
+  c.kt = KvType::BF16, c.vt = KvType::Turbo2T, c.head_dim = 64, c.block_tokens = 7, c.seed = seed++;
+  c.seqs = {{210, 1}, {180, 1, 0, 20}, {150, 1, 0, 20}, {30, 1}};
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.seqs = {{100, 1}, {140, 9, 0, 10}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  // Host bounds far above the real batch: lengths come from the (device) arrays.
+  c.block_tokens = 16, c.seqs = {{0, 1}, {260, 1}}, c.extra_kv_bound = 3000, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.n_head_kv = 1, c.seqs = {{0, 3}, {90, 20}}, c.extra_nq_bound = 40, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+}
+
+// Shared prefixes read once for a group's queries (the prefix pass) and merged with each sequence's
+// own keys: decode and multi-token steps, a group next to unshared sequences, a sequence of a group
+// whose prefix is its whole context but the queries, empty groups (a graph sized for more), windows
+// and softcap.
+TEST(CudaAttentionEmulation, SharedPrefixCascade) {
+  uint32_t seed = 500;
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3, c.head_dim = 64, c.seed = seed++;
+  // 0 owns 230 keys; 1, 2 share its first 12 blocks (192 keys); 3 shares nothing; 4 and 5 share 2
+  // blocks of 3 (another group).
+  c.seqs = {{229, 1}, {200, 1, 0, 12}, {192, 1, 0, 12}, {40, 1}, {60, 1, 3, 2}, {33, 1, 3, 2}};
+  c.prefix = {{0, 3, 12}, {3, 3, 2}};
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.extra_prefix_groups = 2, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.extra_prefix_groups = 0;
+  c.seqs = {{220, 6}, {200, 5, 0, 12}, {192, 7, 0, 12}, {40, 2}, {60, 3, 3, 2}, {33, 1, 3, 2}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.window = 100, c.softcap = 25.0f, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.seqs = {{229, 1}, {200, 1, 0, 12}, {192, 1, 0, 12}, {40, 1}, {60, 1, 3, 2}, {33, 1, 3, 2}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.window = 0, c.softcap = 0.0f;
+  c.kt = KvType::Turbo4T, c.vt = KvType::F16, c.head_dim = 128, c.group = 8, c.n_head_kv = 1;  // head parts
+  c.seqs = {{150, 1}, {170, 1, 0, 9}, {144, 1, 0, 9}}, c.prefix = {{0, 3, 9}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Decode, true);
+}
+
+}  // namespace
+}  // namespace polykv
