@@ -353,5 +353,29 @@ TEST(CudaAttentionEmulation, SharedPrefixCascade) {
   expect_ok(c, attn::Kernel::Decode, true);
 }
 
+// The embedded model's shape (head_dim 128, 2 KV heads, GQA 2, 256-token blocks) as the model runs it
+// on the GPU: a 38-token prompt, then single-token decode steps, with the launch bound bucketed to 256
+// keys (CudaBackend::kv_bucket). Its q8_0/q8_0 run hung on the H200 (2026-11-30).
+void embedded_model_steps(KvType kt, KvType vt) {
+  Case c;
+  c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 2, c.block_tokens = 256, c.seed = 900;
+  c.seqs = {{0, 38}};
+  c.extra_kv_bound = 256 - 38;
+  {
+    const Ran r = run_case(c);
+    EXPECT_LE(r.result.worst, attn_test::kBound) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+  }
+  for (int p = 38; p < 42; ++p) {
+    c.seqs = {{p, 1}};
+    c.extra_kv_bound = 256 - (p + 1);
+    const Ran r = run_case(c);
+    EXPECT_LE(r.result.worst, attn_test::kBound) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+  }
+}
+
+TEST(CudaAttentionEmulation, EmbeddedModelShapeQ8) { embedded_model_steps(KvType::Q8_0, KvType::Q8_0); }
+TEST(CudaAttentionEmulation, EmbeddedModelShapeF16) { embedded_model_steps(KvType::F16, KvType::F16); }
+TEST(CudaAttentionEmulation, EmbeddedModelShapeTurbo) { embedded_model_steps(KvType::Turbo3T, KvType::Turbo3T); }
+
 }  // namespace
 }  // namespace polykv

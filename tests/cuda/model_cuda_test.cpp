@@ -50,6 +50,8 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
   POLYKV_REQUIRE_GPU();
   const std::string kv_pair = GetParam();
   const std::string ctk = kv_pair.substr(0, kv_pair.find('/')), ctv = kv_pair.substr(kv_pair.find('/') + 1);
+  // Progress on stderr (unbuffered): a hang on the device shows where it stopped.
+  std::fprintf(stderr, "[%s] backends\n", kv_pair.c_str());
   auto cpu_backend = make_backend({"cpu", 0});
   auto gpu_backend = make_backend({"cuda", 0});
   auto cpu = Model::load(test::embedded_model(), *cpu_backend);
@@ -65,14 +67,18 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
   o.k_type = ctk;
   o.v_type = ctv;
   o.max_tokens = 512;
+  std::fprintf(stderr, "[%s] sequences\n", kv_pair.c_str());
   auto kv_cpu = make_sequence_kv(*cpu, o);
   auto kv_gpu = make_sequence_kv(*gpu, o);
   ASSERT_EQ(kv_gpu->block_store()->memory().host_accessible(), false);
 
   // Prefill: every row's logits.
   std::vector<float> lc(prompt.size() * size_t(n_vocab)), lg(lc.size(), NAN);
+  std::fprintf(stderr, "[%s] cpu prefill\n", kv_pair.c_str());
   cpu->forward(prompt, *kv_cpu, lc.data(), true);
+  std::fprintf(stderr, "[%s] gpu prefill\n", kv_pair.c_str());
   gpu->forward(prompt, *kv_gpu, lg.data(), true);
+  std::fprintf(stderr, "[%s] decode\n", kv_pair.c_str());
   RowCompare pre;
   compare_rows(lc, lg, n_vocab, pre);
   std::printf("%s prefill %zu rows: worst relative L2 %.3g, top-1 same %d/%d\n", kv_pair.c_str(), prompt.size(),
@@ -87,6 +93,7 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
   for (int step = 0; step < 24; ++step) {
     std::fill(g1.begin(), g1.end(), NAN);
     cpu->forward(std::span(&next, 1), *kv_cpu, c1.data(), false);
+    if (step < 3) std::fprintf(stderr, "[%s] gpu decode step %d\n", kv_pair.c_str(), step);
     gpu->forward(std::span(&next, 1), *kv_gpu, g1.data(), false);
     compare_rows(c1, g1, n_vocab, dec);
     next = int32_t(std::max_element(c1.begin(), c1.end()) - c1.begin());
