@@ -99,12 +99,37 @@ TEST(CudaStepPlan, SlotsAndTablesLayout) {
   // Only the blocks a sequence reads: A needs 3 (9 positions), B 1.
   ASSERT_EQ(plan.tables_len, 4u);
   EXPECT_EQ(plan.tables, (std::vector<int32_t>{/*start*/ 0, 3, /*pos0*/ 6, 0, /*n_q*/ 3, 2, /*row0*/ 0, 3,
+                                               /*prefix groups: none*/ 0, 0, 0, 0, 0, 0,
                                                /*tables*/ 7, 2, 9, 5}));
   EXPECT_EQ(plan.table_start_at(), 0u);
   EXPECT_EQ(plan.pos0_at(), 2u);
   EXPECT_EQ(plan.n_q_at(), 4u);
   EXPECT_EQ(plan.row0_at(), 6u);
-  EXPECT_EQ(plan.tables_at(), 8u);
+  EXPECT_EQ(plan.tables_at(), 14u);
+  EXPECT_EQ(plan.n_prefix, 0);
+}
+
+TEST(CudaStepPlan, SharedPrefixGroups) {
+  FakeDeviceMemory mem;
+  KvBlockStore store(kPlanShape, KvType::F16, KvType::F16, 20, 4, mem);
+  // A, B, C share blocks 3, 8 (then their own); D shares 3 only and its query sits in block 1 (pos0 5),
+  // so at most 1 block of it is wholly before its query; E shares nothing; F, G share block 11.
+  FakeSeq a(&store, {3, 8, 1}, 100), b(&store, {3, 8, 2}, 100), c(&store, {3, 8, 4, 6}, 100), d(&store, {3, 8}, 100),
+      e(&store, {0, 5}, 100), f(&store, {11, 12}, 100), g(&store, {11, 13}, 100);
+  const StepSeq seqs[] = {{&a, 9, 1, 0}, {&b, 10, 1, 1}, {&c, 13, 2, 2}, {&e, 6, 1, 4},
+                          {&f, 5, 1, 5}, {&g, 4, 1, 6}, {&d, 5, 1, 7}};
+  const cuda::StepPlan plan = cuda::plan_step(seqs, mem);
+  ASSERT_EQ(plan.n_prefix, 2);
+  const auto at = [&](size_t off, int i) { return plan.tables[off + size_t(i)]; };
+  // Group 0: A, B, C over 2 blocks; group 1: F, G over block 11.
+  EXPECT_EQ(at(plan.prefix_seq0_at(), 0), 0);
+  EXPECT_EQ(at(plan.prefix_n_seq_at(), 0), 3);
+  EXPECT_EQ(at(plan.prefix_blocks_at(), 0), 2);
+  EXPECT_EQ(at(plan.prefix_seq0_at(), 1), 4);
+  EXPECT_EQ(at(plan.prefix_n_seq_at(), 1), 2);
+  EXPECT_EQ(at(plan.prefix_blocks_at(), 1), 1);
+  EXPECT_EQ(plan.max_prefix_q, 4);   // A 1 + B 1 + C 2
+  EXPECT_EQ(plan.max_prefix_kv, 8);  // 2 blocks of 4
 }
 
 TEST(CudaStepPlan, EmptyStep) {

@@ -29,6 +29,8 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int device) : ctx_(device), kv_memory_(device, ctx_.stream()) {
     const char* g = std::getenv("POLYKV_CUDA_GRAPHS");
     graphs_enabled_ = !(g && std::strcmp(g, "0") == 0);
+    const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
+    cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
     cudaDeviceProp prop{};
     POLYKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     describe_ = cat("cuda:", device, " ", prop.name, " (sm_", prop.major, prop.minor, ", ",
@@ -187,6 +189,14 @@ class CudaBackend final : public Backend {
     // recorded graph, for thousands of tokens. Always bucketed, graph or not: results never depend
     // on whether a step was replayed.
     batch_.max_kv = kv_bucket(plan_.max_kv);
+    if (cascade_enabled_ && plan_.n_prefix > 0) {
+      batch_.n_prefix = plan_.n_prefix;
+      batch_.prefix_seq0 = tables + plan_.prefix_seq0_at();
+      batch_.prefix_n_seq = tables + plan_.prefix_n_seq_at();
+      batch_.prefix_blocks = tables + plan_.prefix_blocks_at();
+      batch_.max_prefix_q = plan_.max_prefix_q;
+      batch_.max_prefix_kv = plan_.max_prefix_kv;
+    }
   }
 
   // ---- step graphs ----------------------------------------------------------------------------
@@ -202,6 +212,9 @@ class CudaBackend final : public Backend {
     mix(uint64_t(batch_.max_kv));
     mix(uint64_t(batch_.n_seq));
     mix(uint64_t(batch_.max_n_q));
+    mix(uint64_t(batch_.n_prefix));
+    mix(uint64_t(batch_.max_prefix_q));
+    mix(uint64_t(batch_.max_prefix_kv));
     mix(uint64_t(reinterpret_cast<uintptr_t>(plan_.store)));
     mix(ctx_.scratch_generation());
     GraphEntry& e = graphs_[key];
@@ -249,6 +262,13 @@ class CudaBackend final : public Backend {
   void attention(int layer, const AttentionParams& p, float* q, float* out) override {
     bind();
     if (!has_rows("attention")) return;
+    if (p.window > 0 && batch_.n_prefix > 0) {
+      // A sliding window may hide part of a shared prefix from some queries: no cascade there.
+      cuda::AttentionBatchDevice plain = batch_;
+      plain.n_prefix = 0;
+      cuda::attention(layer_device(layer), p, plain, q, out, ctx_);
+      return;
+    }
     cuda::attention(layer_device(layer), p, batch_, q, out, ctx_);
   }
 
@@ -333,6 +353,7 @@ class CudaBackend final : public Backend {
     cudaGraphExec_t exec = nullptr;
   };
   bool graphs_enabled_ = true;
+  bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool capturing_ = false;
   uint64_t capture_key_ = 0;
   std::unordered_map<uint64_t, GraphEntry> graphs_;

@@ -58,7 +58,45 @@ StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory)
   plan.n_seq = int(pos0.size());
   plan.total_rows = next_row;
   plan.tables_len = tables.size();
-  for (const auto* v : {&starts, &pos0, &n_q, &row0, &tables}) plan.tables.insert(plan.tables.end(), v->begin(), v->end());
+
+  // Shared prefixes: a run of consecutive sequences whose tables agree on their first k blocks, k
+  // limited so that every shared key lies before each member's first query (so all its queries see
+  // all of them, causally). Runs of one sequence or k = 0 are no groups.
+  std::vector<int32_t> g_seq0(size_t(plan.n_seq), 0), g_n(size_t(plan.n_seq), 0), g_blocks(size_t(plan.n_seq), 0);
+  if (plan.store != nullptr) {
+    const int bt = plan.store->block_tokens();
+    auto table_len = [&](int i) {
+      return int((size_t(i) + 1 < starts.size() ? size_t(starts[size_t(i) + 1]) : tables.size()) - size_t(starts[size_t(i)]));
+    };
+    auto visible_blocks = [&](int i) { return std::min(table_len(i), pos0[size_t(i)] / bt); };
+    for (int i = 0; i < plan.n_seq;) {
+      int k = visible_blocks(i), j = i + 1;
+      while (j < plan.n_seq && k > 0) {
+        int common = 0;
+        const int lim = std::min(k, visible_blocks(j));
+        while (common < lim && tables[size_t(starts[size_t(i)] + common)] == tables[size_t(starts[size_t(j)] + common)])
+          ++common;
+        if (common == 0) break;
+        k = common;
+        ++j;
+      }
+      if (j - i >= 2 && k > 0) {
+        const int g = plan.n_prefix++;
+        g_seq0[size_t(g)] = i;
+        g_n[size_t(g)] = j - i;
+        g_blocks[size_t(g)] = k;
+        int q = 0;
+        for (int m = i; m < j; ++m) q += n_q[size_t(m)];
+        plan.max_prefix_q = std::max(plan.max_prefix_q, q);
+        plan.max_prefix_kv = std::max(plan.max_prefix_kv, k * bt);
+        i = j;
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (const auto* v : {&starts, &pos0, &n_q, &row0, &g_seq0, &g_n, &g_blocks, &tables})
+    plan.tables.insert(plan.tables.end(), v->begin(), v->end());
   return plan;
 }
 

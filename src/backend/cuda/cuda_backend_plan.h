@@ -2,7 +2,8 @@
 // sequence of a step and lays out what they read, once per step (all layers share it):
 //   slots:  [total_rows] the pool slot of each step row, block * block_tokens + offset (kv_store);
 //   tables: the int32 arrays of cuda::AttentionBatchDevice, back to back (one upload):
-//           [table_start[n_seq] | pos0[n_seq] | n_q[n_seq] | row0[n_seq] | concatenated block tables].
+//           [table_start[n_seq] | pos0[n_seq] | n_q[n_seq] | row0[n_seq] |
+//            prefix_seq0[n_seq] | prefix_n_seq[n_seq] | prefix_blocks[n_seq] | concatenated block tables].
 //           The per-sequence arrays come first, so their device addresses depend on n_seq only, not
 //           on the tables' length (a recorded CUDA graph keeps pointing at the right arrays as
 //           contexts grow).
@@ -26,13 +27,21 @@ struct StepPlan {
   int total_rows = 0;
   int max_n_q = 0;                      // largest n of a sequence
   int max_kv = 0;                       // largest pos0 + n (keys a query may see)
+  // Shared prefixes (cascade attention, kv_cuda.h): runs of consecutive sequences whose tables start
+  // with the same block ids, every one of those blocks wholly before each member's first query.
+  int n_prefix = 0;                     // groups of >= 2 sequences sharing >= 1 block
+  int max_prefix_q = 0;                 // largest sum of n over a group
+  int max_prefix_kv = 0;                // largest shared blocks * block_tokens
 
   // Offsets (in ints) of each array in `tables`.
   size_t table_start_at() const { return 0; }
   size_t pos0_at() const { return size_t(n_seq); }
   size_t n_q_at() const { return 2 * size_t(n_seq); }
   size_t row0_at() const { return 3 * size_t(n_seq); }
-  size_t tables_at() const { return 4 * size_t(n_seq); }
+  size_t prefix_seq0_at() const { return 4 * size_t(n_seq); }
+  size_t prefix_n_seq_at() const { return 5 * size_t(n_seq); }
+  size_t prefix_blocks_at() const { return 6 * size_t(n_seq); }
+  size_t tables_at() const { return 7 * size_t(n_seq); }
 };
 
 // Throws Error, naming the sequence, unless every sequence with rows: has a block store in
