@@ -62,7 +62,7 @@ for stage in $STAGES; do
     depth32k)  # decode at 32768 (one fill per pair, 3 decode repetitions)
       m=$(model q4_0)
       for kv in f16/f16 q8_0/q8_0 q8_0/turbo3t; do
-        bench "$m" 32768 "$kv" -p 0 -n 64 -r 3 --fill-threads 0
+        bench "$m" 32768 "$kv" -p 0 -n 64 -r 3
       done
       ;;
     q8_0)
