@@ -100,8 +100,13 @@ struct Check {
 };
 
 // Relative error bound of ‖y - matmul_ref‖ / ‖matmul_ref‖: the 8-bit activations on random normal
-// data cost ~0.3-0.5 %; float weights only f32 rounding.
+// data cost ~0.3-0.5 %; float weights only f32 rounding. Checked only where the norm averages over
+// enough outputs (n_out >= kRelMinOutputs): a single output's relative error has no averaging and can
+// be large where its dot cancels (q8_0, n_out 1, n_in 1440: 4 % on the H200, within the per-element
+// bound). Every output is held to the rigorous per-element bound of the 8-bit activations anyway:
+// |y - matmul_ref| <= Σ_i |w_i| amax_32(i) / 254 (1 % slack for the rounding of d) + 2e-5 Σ |w_i x_i|.
 double rel_bound_matvec(DType t) { return is_float_type(t) ? 1e-5 : 1.5e-2; }
+constexpr int64_t kRelMinOutputs = 256;
 
 void check_matvec_result(const WeightMatrix& w, const std::vector<float>& x, int64_t n, const std::vector<float>& y,
                          const std::string& what, bool against_emulation) {
@@ -126,7 +131,7 @@ void check_matvec_result(const WeightMatrix& w, const std::vector<float>& x, int
                std::to_string(ref.act_err[i]));
   }
   const double rel = cuda_test::rel_error(y, mref);
-  if (rel > rel_bound_matvec(w.type))
+  if (w.n_out >= kRelMinOutputs && rel > rel_bound_matvec(w.type))
     chk.fail("relative error " + std::to_string(rel) + " > " + std::to_string(rel_bound_matvec(w.type)));
   if (against_emulation) {
     const auto emu = cuda_test::emulate_matvec<1>(w, x, n);
