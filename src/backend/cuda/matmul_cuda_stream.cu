@@ -14,8 +14,8 @@
 //    warp's row groups without draining. Small matrices (4096 x 4096 q4_0: one row per warp, 2
 //    iterations) have their whole share in flight at once.
 //  * The weight copies are issued before waiting for the activation kernel (PDL,
-//    matmul_cuda_launch.cuh); for 1-2 columns a unit's activations are loaded before its weights
-//    land.
+//    matmul_cuda_launch.cuh), and the next call's activation kernel may launch while this one runs;
+//    for 1-2 columns a unit's activations are loaded before its weights land.
 // A row is computed by one warp exactly as by lane_dot_q / lane_dot_f (lane l takes units l, l + 32,
 // ..., then one butterfly): nothing about the split (R, D, grid, warps) changes a bit of the result,
 // so results are batch invariant and equal the host emulation (tests/cuda/matmul_cuda_test_util.h).
@@ -114,6 +114,9 @@ __global__ void __launch_bounds__(32 * StreamCfg<Dec, NC, R>::kWarps)
   using St = typename Cfg::Staging;
   constexpr int W = Cfg::kWarps, D = Cfg::kDepth, C = St::kChunks;
   extern __shared__ uint4 smem[];  // [W][D][R][C] 16-byte chunks
+  // The next kernel, if launched with PDL (the next call's activation kernel), may start now: it
+  // waits for this grid's completion before it touches anything this grid reads or writes.
+  allow_next_grid();
   const int lane = int(threadIdx.x % 32), wid = int(threadIdx.x / 32);
   const int64_t nw = int64_t(gridDim.x) * W, gw = int64_t(blockIdx.x) * W + wid;
   const int64_t row_begin = hd::warp_row_begin(gw, nw, a.n_out), row_end = hd::warp_row_begin(gw + 1, nw, a.n_out);
