@@ -5,6 +5,7 @@
 // variants for 1..8 columns: batch invariance). No GPU needed: this is the safety net of the GPU code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -86,14 +87,15 @@ bool same_value(float a, float b) { return a == 0.0f ? b == 0.0f : f32_to_bits(a
 
 // Decodes every unit of every block of a row with load<A> (the row placed at an address aligned to
 // exactly A) and checks each value bit for bit against dequantize_row_ref, and that every value is
-// decoded exactly once.
+// decoded exactly once. A = 1 (whole-word reads of 2-byte aligned fields, matmul_cuda_hd.cuh): the
+// row at 2 + `shift` bytes past a 32-byte boundary, the bytes around it readable (and poisoned).
 template <class T, int A>
-void check_units(const cuda_test::Weights& src, int64_t n_in) {
+void check_units(const cuda_test::Weights& src, int64_t n_in, int shift = 0) {
   const size_t rb = row_bytes(src.m.type, n_in);
   // A copy of row 0 at an address that is A-aligned but not 2A-aligned (when 2A <= 16).
-  std::vector<uint8_t> buf(rb + 64);
+  std::vector<uint8_t> buf(rb + 64, 0xEE);
   uint8_t* base = buf.data() + (32 - reinterpret_cast<uintptr_t>(buf.data()) % 32) % 32;
-  uint8_t* row = A < 16 ? base + A : base;
+  uint8_t* row = A == 1 ? base + 2 + shift : A < 16 ? base + A : base;
   std::memcpy(row, src.row(0), rb);
   std::vector<float> ref(static_cast<size_t>(n_in));
   dequantize_row_ref(src.m.type, row, ref.data(), n_in);
@@ -141,6 +143,8 @@ TEST(CudaQuantDecode, UnitsMatchDequantizeRefBitExact) {
           const auto w = make_weights(t, n_in, 1, 100u + uint32_t(seed), quantized);
           check_units<T, 2>(w, n_in);
           check_units<T, T::kMaxAlign>(w, n_in);
+          check_units<T, 1>(w, n_in, 0);  // blocks at 2 mod 4 first
+          check_units<T, 1>(w, n_in, 2);  // blocks at 0 mod 4 first
         }
       }
       ++checked;
@@ -240,15 +244,18 @@ TEST(CudaQuantDecode, MatvecEmulationMatchesRefAndIsBatchInvariant) {
   }
 }
 
-// The staged kernel's copy plan (16-byte chunks through shared memory) decodes the same bytes in the
-// same order as the direct loads: bit-identical results, no copy outside the row's stride, no buffer
-// overflow; rows 16-byte aligned, of lengths that end mid-iteration and strides with padding.
+// The stream kernel's copy plan (16-byte chunks through shared memory) decodes the same bytes in the
+// same order as the direct loads: bit-identical results for every width (x loaded first or column by
+// column) and rows per warp, no copy outside the row's stride, no buffer overflow; rows 16-byte
+// aligned, of lengths that end mid-iteration (float rows mid-unit) and strides with padding.
 TEST(CudaQuantDecode, StagedEmulationMatchesDirect) {
   int si = 0;
   for (DType t : cuda_test::weight_types()) {
-    if (cuda_test::is_float_type(t)) continue;
-    const int bs = dtype_info(t).block_size;
-    for (int64_t blocks : {int64_t(1), int64_t(5), int64_t(37), int64_t(64)}) {
+    const bool fl = cuda_test::is_float_type(t);
+    const int bs = fl ? 1 : dtype_info(t).block_size;
+    const std::vector<int64_t> lengths = fl ? std::vector<int64_t>{3, 37, 256, 300, 2053}
+                                            : std::vector<int64_t>{1, 5, 37, 64, 100};
+    for (int64_t blocks : lengths) {
       const int64_t n_in = blocks * bs, n_out = 9;
       const size_t rb = row_bytes(t, n_in);
       for (size_t stride : {(rb + 15) / 16 * 16, (rb + 15) / 16 * 16 + 32}) {
@@ -263,18 +270,43 @@ TEST(CudaQuantDecode, StagedEmulationMatchesDirect) {
         m.data = base;
         const auto x = cuda_test::normal_floats(size_t(n_in * 3), 800u + uint32_t(si));
         const auto direct = cuda_test::emulate_matvec<1>(m, x, 3);
-        int64_t bad1 = 0, bad4 = 0;
-        const auto staged1 = cuda_test::emulate_matvec_staged<1>(m, x, 3, &bad1);
-        const auto staged4 = cuda_test::emulate_matvec_staged<4>(m, x, 3, &bad4);
-        ASSERT_EQ(bad1, 0);
-        ASSERT_EQ(bad4, 0);
-        for (size_t i = 0; i < direct.size(); ++i) {
-          ASSERT_EQ(f32_to_bits(direct[i]), f32_to_bits(staged1[i])) << "output " << i;
-          ASSERT_EQ(f32_to_bits(direct[i]), f32_to_bits(staged4[i])) << "output " << i;
+        constexpr int kVariants = 6;
+        int64_t bad[kVariants] = {};
+        const std::vector<float> staged[kVariants] = {
+            cuda_test::emulate_matvec_staged<1>(m, x, 3, &bad[0]),        // x first, widest R
+            cuda_test::emulate_matvec_staged<1, 1, 2>(m, x, 3, &bad[1]),  // x first, R = 1, 2 units per lane
+            cuda_test::emulate_matvec_staged<2, 1, 2>(m, x, 3, &bad[2]),  // x first, 2 columns
+            cuda_test::emulate_matvec_staged<2>(m, x, 3, &bad[3]),
+            cuda_test::emulate_matvec_staged<4>(m, x, 3, &bad[4]),        // column by column
+            cuda_test::emulate_matvec_staged<8, 1, 2>(m, x, 3, &bad[5]),
+        };
+        for (int v = 0; v < kVariants; ++v) {
+          ASSERT_EQ(bad[v], 0) << "variant " << v;
+          for (size_t i = 0; i < direct.size(); ++i)
+            ASSERT_EQ(f32_to_bits(direct[i]), f32_to_bits(staged[v][i])) << "variant " << v << " output " << i;
         }
       }
     }
   }
+}
+
+// The stream kernel's split of the rows over warps: contiguous ranges covering [0, n_out) once, their
+// sizes differing by at most one.
+TEST(CudaQuantDecode, WarpRowRangesCoverEveryRowOnce) {
+  for (int64_t n_out : {int64_t(1), int64_t(7), int64_t(1000), int64_t(14336), int64_t(128256)})
+    for (int64_t nw : {int64_t(1), int64_t(3), int64_t(1056), int64_t(4224), int64_t(200000)}) {
+      int64_t prev_end = 0, lo = n_out, hi = 0;
+      for (int64_t gw = 0; gw < nw; ++gw) {
+        const int64_t b = warp_row_begin(gw, nw, n_out), e = warp_row_begin(gw + 1, nw, n_out);
+        ASSERT_EQ(b, prev_end) << n_out << " rows, " << nw << " warps, warp " << gw;
+        ASSERT_LE(b, e);
+        lo = std::min(lo, e - b);
+        hi = std::max(hi, e - b);
+        prev_end = e;
+      }
+      EXPECT_EQ(prev_end, n_out);
+      EXPECT_LE(hi - lo, 1) << n_out << " rows, " << nw << " warps";
+    }
 }
 
 // A deliberately wrong decode must fail the emulation check (the test can fail): one q4_K scale byte

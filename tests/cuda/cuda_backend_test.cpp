@@ -423,7 +423,12 @@ TEST_F(CudaBackendTest, MatmulMatchesReference) {
         e2 += double(got[i] - want[i]) * (got[i] - want[i]);
         r2 += double(want[i]) * want[i];
       }
-      EXPECT_LE(e2 / r2, 1e-5) << what << ": NMSE";
+      // NMSE: float weights only round in f32 (or f16 on the tensor-core path, ~1e-7). Quantized
+      // weights multiply x rounded to 8 bits per block of 32 (d = amax / 127, error uniform in ±d/2):
+      // NMSE ≈ E[amax²] / (12 · 127² · σ²) ≈ 4.4 / 193548 ≈ 2e-5 on normal x (1.1e-5..1.9e-5 on the
+      // H200), so 1e-4 for them.
+      const double nmse_bound = (type == DType::F32 || type == DType::F16) ? 1e-5 : 1e-4;
+      EXPECT_LE(e2 / r2, nmse_bound) << what << ": NMSE";
     }
 }
 

@@ -100,8 +100,13 @@ struct Check {
 };
 
 // Relative error bound of ‖y - matmul_ref‖ / ‖matmul_ref‖: the 8-bit activations on random normal
-// data cost ~0.3-0.5 %; float weights only f32 rounding.
+// data cost ~0.3-0.5 %; float weights only f32 rounding. Checked only where the norm averages over
+// enough outputs (n_out >= kRelMinOutputs): a single output's relative error has no averaging and can
+// be large where its dot cancels (q8_0, n_out 1, n_in 1440: 4 % on the H200, within the per-element
+// bound). Every output is held to the rigorous per-element bound of the 8-bit activations anyway:
+// |y - matmul_ref| <= Σ_i |w_i| amax_32(i) / 254 (1 % slack for the rounding of d) + 2e-5 Σ |w_i x_i|.
 double rel_bound_matvec(DType t) { return is_float_type(t) ? 1e-5 : 1.5e-2; }
+constexpr int64_t kRelMinOutputs = 256;
 
 void check_matvec_result(const WeightMatrix& w, const std::vector<float>& x, int64_t n, const std::vector<float>& y,
                          const std::string& what, bool against_emulation) {
@@ -126,7 +131,7 @@ void check_matvec_result(const WeightMatrix& w, const std::vector<float>& x, int
                std::to_string(ref.act_err[i]));
   }
   const double rel = cuda_test::rel_error(y, mref);
-  if (rel > rel_bound_matvec(w.type))
+  if (w.n_out >= kRelMinOutputs && rel > rel_bound_matvec(w.type))
     chk.fail("relative error " + std::to_string(rel) + " > " + std::to_string(rel_bound_matvec(w.type)));
   if (against_emulation) {
     const auto emu = cuda_test::emulate_matvec<1>(w, x, n);
@@ -223,6 +228,80 @@ TEST(MatmulCuda, BatchInvariantBitForBit) {
       poison(dy.as<float>(), size_t(n_max * n_out));
       cuda::matmul(dw.m, dx->as<float>(), dy.as<float>(), n_max, ctx());
       expect_same(download(dy.as<float>(), size_t(n_max * n_out)), n_max, "matmul (chunked mat-vec)");
+    }
+  }
+}
+
+// The stream kernel (16-byte aligned rows) for every split: rows per warp 1 and the widest, forced,
+// and automatic; PDL on and off; matrices large enough that every warp of the persistent grid streams
+// several row groups (each of several iterations) through its ring. Every variant must equal the
+// host emulation bit for bit (a row's result does not depend on the split), the automatic one also
+// checked against matmul_ref.
+TEST(MatmulCuda, StreamKernelEverySplitBitExact) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 3000;
+  struct Variant {
+    int rows;
+    bool pdl;
+  };
+  const Variant variants[] = {{0, true}, {1, true}, {99, true}, {1, false}, {99, false}};
+  for (DType t : cuda_test::weight_types()) {
+    const int bs = dtype_info(t).block_size;
+    // 2-3 iterations per row (32 units each).
+    const int64_t n_in = is_float_type(t) ? 300 : bs == 32 ? 33 * 32 : 5 * 256;
+    const size_t stride = (row_bytes(t, n_in) + 15) / 16 * 16;
+    // Rows for two groups of the widest R per warp of a full GPU.
+    WeightMatrix probe;
+    probe.type = t;
+    probe.n_in = n_in;
+    probe.n_out = 1 << 20;
+    probe.row_stride = stride;
+    probe.data = reinterpret_cast<const void*>(uintptr_t(256));
+    cuda::set_matvec_rows_per_warp(99);
+    const cuda::StreamPlan wide = cuda::stream_plan(probe, 1, ctx());
+    cuda::set_matvec_rows_per_warp(0);
+    ASSERT_GT(wide.grid, 0) << dtype_name(t);
+    const int64_t n_out =
+        2 * int64_t(wide.rows_per_warp) * ctx().sm_count() * wide.blocks_per_sm * wide.warps_per_block + 37;
+    const auto w = make_weights(t, n_in, n_out, ++seed, true, stride);
+    const DeviceWeights dw = upload(w);
+    for (int n : {1, 5}) {  // x loaded first (1-2 columns); column by column (the 8-wide kernel)
+      const auto x = cuda_test::normal_floats(size_t(n * n_in), ++seed);
+      const auto dx = upload(x);
+      DeviceBuffer dy(size_t(n * n_out) * 4);
+      std::vector<float> first;
+      for (const Variant& v : variants) {
+        cuda::set_matvec_rows_per_warp(v.rows);
+        cuda::set_matvec_pdl(v.pdl);
+        const cuda::StreamPlan plan = cuda::stream_plan(dw.m, n, ctx());
+        std::ostringstream what;
+        what << describe(dw.m, n, "stream matvec") << " rows_per_warp=" << plan.rows_per_warp
+             << " (forced " << v.rows << ") warps=" << plan.warps_per_block << " depth=" << plan.depth
+             << " grid=" << plan.grid << " blocks/SM=" << plan.blocks_per_sm << " pdl=" << v.pdl;
+        EXPECT_LE(plan.grid, int64_t(ctx().sm_count()) * plan.blocks_per_sm) << what.str();
+        if (v.rows == 1) EXPECT_EQ(plan.rows_per_warp, 1) << what.str();
+        if (v.rows == 99) EXPECT_GT(plan.rows_per_warp, 1) << what.str();
+        poison(dy.as<float>(), size_t(n * n_out));
+        cuda::matvec(dw.m, dx->as<float>(), dy.as<float>(), n, ctx());
+        const auto y = download(dy.as<float>(), size_t(n * n_out));
+        if (first.empty()) {
+          check_matvec_result(w.m, x, n, y, what.str(), true);
+          first = y;
+          continue;
+        }
+        int64_t diff = 0, at = -1;
+        for (size_t i = 0; i < y.size(); ++i)
+          if (std::memcmp(&y[i], &first[i], 4) != 0) {
+            if (at < 0) at = int64_t(i);
+            ++diff;
+          }
+        EXPECT_EQ(diff, 0) << what.str() << ": " << diff << " outputs differ in bits from the automatic split's"
+                           << " (first y[" << (at < 0 ? 0 : at / n_out) << "][" << (at < 0 ? 0 : at % n_out)
+                           << "] = " << (at < 0 ? 0.f : y[size_t(at)]) << " vs " << (at < 0 ? 0.f : first[size_t(at)])
+                           << ")";
+      }
+      cuda::set_matvec_rows_per_warp(0);
+      cuda::set_matvec_pdl(true);
     }
   }
 }
@@ -382,39 +461,141 @@ double copy_bandwidth() {
   return 2.0 * double(n) / s;
 }
 
+// Weights of random bytes on the device (16-byte aligned packed rows, as the backend uploads them).
+struct BenchMatrix {
+  std::unique_ptr<DeviceBuffer> buf;
+  WeightMatrix w;
+  size_t bytes = 0;
+};
+
+BenchMatrix bench_matrix(DType t, int64_t n_out, int64_t n_in, uint64_t seed) {
+  BenchMatrix m;
+  m.w.type = t;
+  m.w.n_in = n_in;
+  m.w.n_out = n_out;
+  m.w.row_stride = row_bytes(t, n_in);
+  m.bytes = m.w.row_stride * size_t(n_out);
+  m.buf = random_device_bytes(m.bytes, seed);
+  m.w.data = m.buf->p;
+  return m;
+}
+
+struct BenchShape {
+  int64_t n_out, n_in;
+};
+// llama-3.1-8b's matrices: wq / wo, wk / wv, w_gate / w_up, w_down, the output.
+const BenchShape kBenchShapes[] = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+
 TEST(MatmulCudaBench, DISABLED_Matvec) {
   POLYKV_REQUIRE_GPU();
   const double copy = copy_bandwidth();
   std::printf("device-to-device copy: %.0f GB/s (read + write)\n", copy * 1e-9);
-  // "call": matvec() (activation kernel + mat-vec kernel); "kernel": the mat-vec kernel alone on
-  // prepared activations. GB/s = weight bytes / time.
-  std::printf("%-5s %7s %7s %2s %9s %9s %8s %7s\n", "type", "n_out", "n_in", "n", "call_us", "kernel_us", "GB/s",
-              "%copy");
-  struct Shape { int64_t n_out, n_in; };
-  const Shape shapes[] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16}) {
-    for (const Shape& sh : shapes) {
-      WeightMatrix w;
-      w.type = t;
-      w.n_in = sh.n_in;
-      w.n_out = sh.n_out;
-      w.row_stride = row_bytes(t, sh.n_in);
-      const size_t bytes = w.row_stride * size_t(sh.n_out);
-      const auto wbuf = random_device_bytes(bytes, 1);
-      w.data = wbuf->p;
+  // "call": matvec() (activation kernel + mat-vec kernel, PDL); "kernel": the mat-vec kernel alone on
+  // prepared activations. GB/s = weight bytes / kernel time. R, grid: the stream kernel's rows per
+  // warp and blocks.
+  std::printf("%-5s %7s %7s %2s %2s %5s %9s %9s %8s %7s\n", "type", "n_out", "n_in", "n", "R", "grid", "call_us",
+              "kernel_us", "GB/s", "%copy");
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    for (const BenchShape& sh : kBenchShapes) {
+      const BenchMatrix m = bench_matrix(t, sh.n_out, sh.n_in, 1);
       const auto x = cuda_test::normal_floats(size_t(8 * sh.n_in), 2);
       const auto dx = upload(x);
       DeviceBuffer dy(size_t(8 * sh.n_out) * 4);
       for (int n : {1, 2, 4, 8}) {
-        const double call = median_seconds([&] { cuda::matvec(w, dx->as<float>(), dy.as<float>(), n, ctx()); });
-        const cuda::ActView acts = cuda::prepare_acts(w, dx->as<float>(), n, ctx());
-        const double kernel =
-            median_seconds([&] { cuda::launch_matvec(w, acts, 0, n, dy.as<float>(), ctx().stream()); });
-        const double gbs = double(bytes) / kernel;
-        std::printf("%-5s %7lld %7lld %2d %9.1f %9.1f %8.0f %6.1f%%\n", dtype_name(t), (long long)sh.n_out,
-                    (long long)sh.n_in, n, call * 1e6, kernel * 1e6, gbs * 1e-9, 100.0 * gbs / copy);
+        const double call = median_seconds([&] { cuda::matvec(m.w, dx->as<float>(), dy.as<float>(), n, ctx()); });
+        const cuda::ActView acts = cuda::prepare_acts(m.w, dx->as<float>(), n, ctx());
+        const double kernel = median_seconds([&] { cuda::launch_matvec(m.w, acts, 0, n, dy.as<float>(), ctx()); });
+        const cuda::StreamPlan plan = cuda::stream_plan(m.w, n, ctx());
+        const double gbs = double(m.bytes) / kernel;
+        std::printf("%-5s %7lld %7lld %2d %2d %5d %9.1f %9.1f %8.0f %6.1f%%\n", dtype_name(t), (long long)sh.n_out,
+                    (long long)sh.n_in, n, plan.rows_per_warp, plan.grid, call * 1e6, kernel * 1e6, gbs * 1e-9,
+                    100.0 * gbs / copy);
       }
     }
+  }
+}
+
+// The stream kernel's choices side by side (for tuning): kernel time with rows per warp 1 and the
+// widest, and the call's time with and without PDL, for 1 and 2 columns.
+TEST(MatmulCudaBench, DISABLED_MatvecVariants) {
+  POLYKV_REQUIRE_GPU();
+  std::printf("%-5s %7s %7s %2s %4s %10s %10s %4s %10s %10s %10s\n", "type", "n_out", "n_in", "n", "auto", "R1_us",
+              "Rmax_us", "Rmax", "call_pdl", "call_nopdl", "Rmax_GB/s");
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    for (const BenchShape& sh : kBenchShapes) {
+      const BenchMatrix m = bench_matrix(t, sh.n_out, sh.n_in, 1);
+      const auto x = cuda_test::normal_floats(size_t(2 * sh.n_in), 2);
+      const auto dx = upload(x);
+      DeviceBuffer dy(size_t(2 * sh.n_out) * 4);
+      for (int n : {1, 2}) {
+        const int chosen = cuda::stream_plan(m.w, n, ctx()).rows_per_warp;
+        const cuda::ActView acts = cuda::prepare_acts(m.w, dx->as<float>(), n, ctx());
+        double us[2];
+        int rmax = 0;
+        for (int k = 0; k < 2; ++k) {
+          cuda::set_matvec_rows_per_warp(k == 0 ? 1 : 99);
+          if (k == 1) rmax = cuda::stream_plan(m.w, n, ctx()).rows_per_warp;
+          us[k] = 1e6 * median_seconds([&] { cuda::launch_matvec(m.w, acts, 0, n, dy.as<float>(), ctx()); });
+        }
+        cuda::set_matvec_rows_per_warp(0);
+        double call[2];
+        for (int k = 0; k < 2; ++k) {
+          cuda::set_matvec_pdl(k == 0);
+          call[k] = 1e6 * median_seconds([&] { cuda::matvec(m.w, dx->as<float>(), dy.as<float>(), n, ctx()); });
+        }
+        cuda::set_matvec_pdl(true);
+        std::printf("%-5s %7lld %7lld %2d %4d %10.1f %10.1f %4d %10.1f %10.1f %10.0f\n", dtype_name(t),
+                    (long long)sh.n_out, (long long)sh.n_in, n, chosen, us[0], us[1], rmax, call[0], call[1],
+                    double(m.bytes) / us[1] * 1e-3);
+      }
+    }
+  }
+}
+
+// One llama-3.1-8b layer's mat-vecs for one token (q4_0 and q8_0: wq, wk, wv, wo, w_gate, w_up,
+// w_down; each call quantizes its activations), back to back on the stream as a decode step issues
+// them: time per layer against the bytes' floor at the copy bandwidth. Plain launches with and
+// without PDL, then the same calls captured in a CUDA graph (no host launch overhead).
+TEST(MatmulCudaBench, DISABLED_DecodeLayer) {
+  POLYKV_REQUIRE_GPU();
+  const double copy = copy_bandwidth();
+  const BenchShape layer[] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096},
+                              {14336, 4096}, {14336, 4096}, {4096, 14336}};
+  std::printf("%-5s %-12s %10s %10s %8s %7s\n", "type", "launch", "layer_us", "floor_us", "GB/s", "%copy");
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    std::vector<BenchMatrix> ms;
+    size_t bytes = 0;
+    uint64_t seed = 10;
+    for (const BenchShape& sh : layer) {
+      ms.push_back(bench_matrix(t, sh.n_out, sh.n_in, ++seed));
+      bytes += ms.back().bytes;
+    }
+    const auto x = cuda_test::normal_floats(14336, 3);
+    const auto dx = upload(x);
+    DeviceBuffer dy(14336 * 4);
+    auto run_layer = [&] {
+      for (const BenchMatrix& m : ms) cuda::matvec(m.w, dx->as<float>(), dy.as<float>(), 1, ctx());
+    };
+    auto report = [&](const char* how, double s) {
+      const double gbs = double(bytes) / s;
+      std::printf("%-5s %-12s %10.1f %10.1f %8.0f %6.1f%%\n", dtype_name(t), how, s * 1e6, double(bytes) / copy * 1e6,
+                  gbs * 1e-9, 100.0 * gbs / copy);
+    };
+    cuda::set_matvec_pdl(false);
+    report("plain", median_seconds(run_layer));
+    cuda::set_matvec_pdl(true);
+    report("pdl", median_seconds(run_layer));
+    // Graph: warm (scratch sized, kernels configured) above; capture one layer, replay.
+    cudaStream_t s = ctx().stream();
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    POLYKV_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    run_layer();
+    POLYKV_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    POLYKV_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    report("graph+pdl", median_seconds([&] { POLYKV_CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
   }
 }
 

@@ -236,11 +236,14 @@ std::vector<float> emulate_matvec(const WeightMatrix& w, const std::vector<float
   return y;
 }
 
-// The staged kernel's algorithm on the host (quantized types, rows whose start and stride are 16-byte
-// aligned; float types: the direct emulation): per iteration, the chunks of
-// hd::Stage copied from the row to a buffer, then every lane's hd::staged_lane_step. Counts in
-// *bad_copies the chunk copies that would leave [row, row + stride) or overflow the shared buffer.
-template <int NC>
+// The stream kernel's staging on the host (matmul_cuda_stream.cu; rows whose start and stride are
+// 16-byte aligned): per iteration, the chunks of hd::Stage (quantized) or hd::FStage (float) copied
+// from the row to a 16-byte aligned buffer that is poisoned first, then every lane's
+// hd::staged_lane_step / staged_lane_step_f. Counts in *bad_copies the chunk copies that would leave
+// [row, row + stride) or overflow the buffer. R = 1 and the type's widest are both emulated by the
+// callers (emulate_warps puts R rows in one warp; the rows' results must not depend on it), and
+// K units per lane per iteration (the kernel's R = 1 takes 2).
+template <int NC, int R0 = 0, int K = 1>
 std::vector<float> emulate_matvec_staged(const WeightMatrix& w, const std::vector<float>& x, int64_t n,
                                          int64_t* bad_copies) {
   std::vector<float> y;
@@ -248,16 +251,16 @@ std::vector<float> emulate_matvec_staged(const WeightMatrix& w, const std::vecto
   const bool quant = cuda::hd::visit_quant_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
     {
-      using St = cuda::hd::Stage<T>;
-      constexpr int R = cuda::hd::rows_per_warp_q<T, NC>();
+      using St = cuda::hd::Stage<T, K>;
+      constexpr int R = R0 ? R0 : cuda::hd::rows_per_warp_q<T, NC>();
       const QuantActs a = quantize_acts(x, w.n_in, n);
       const int64_t nbx = w.n_in / 32, n_blocks = w.n_in / T::kBlockValues;
       const int64_t n_iters = (n_blocks + St::kBlocks - 1) / St::kBlocks;
-      std::vector<uint8_t> bufs(size_t(R) * St::kChunks * 16);
+      std::vector<uint8_t> bufs(size_t(R) * St::kChunks * 16);  // operator new: 16-byte aligned
       y = emulate_warps<NC, R>(w, n, [&](const uint8_t* const (&rows)[R], int64_t col0, int ncols, int lane,
                                          float (&acc)[R][NC]) {
         for (int64_t it = 0; it < n_iters; ++it) {
-          const St st = cuda::hd::stage_plan<T>(it, n_blocks);
+          const St st = cuda::hd::stage_plan<T, K>(it, n_blocks);
           const uint8_t* b[R];
           for (int r = 0; r < R; ++r) {
             uint8_t* dst = bufs.data() + size_t(r) * St::kChunks * 16;
@@ -269,13 +272,40 @@ std::vector<float> emulate_matvec_staged(const WeightMatrix& w, const std::vecto
               std::memcpy(dst, src, size_t(16 * st.chunks));
             b[r] = dst;
           }
-          cuda::hd::staged_lane_step<T, NC, R>(b, st, a.qs.data() + col0 * w.n_in, a.s.data() + col0 * nbx, w.n_in,
+          cuda::hd::staged_lane_step<T, NC, R, K>(b, st, a.qs.data() + col0 * w.n_in, a.s.data() + col0 * nbx, w.n_in,
                                                ncols, lane, acc);
         }
       });
     }
   });
-  if (!quant) y = emulate_matvec<NC>(w, x, n);
+  if (quant) return y;
+  cuda::hd::visit_float_decoder(w.type, [&](auto dec) {
+    using F = decltype(dec);
+    constexpr int R = R0 ? R0 : cuda::hd::rows_per_warp_f<F, NC>();
+    const int64_t ldx = (w.n_in + 7) / 8 * 8;
+    std::vector<float> xp(size_t(n * ldx), 0.0f);
+    for (int64_t c = 0; c < n; ++c) std::copy_n(x.data() + c * w.n_in, w.n_in, xp.data() + c * ldx);
+    const int64_t n_units = (w.n_in + F::kValues - 1) / F::kValues, n_iters = (n_units + 32 * K - 1) / (32 * K);
+    std::vector<uint8_t> bufs(size_t(R) * 32 * K * 16);
+    y = emulate_warps<NC, R>(w, n, [&](const uint8_t* const (&rows)[R], int64_t col0, int ncols, int lane,
+                                       float (&acc)[R][NC]) {
+      for (int64_t it = 0; it < n_iters; ++it) {
+        const cuda::hd::FStage<K> st = cuda::hd::fstage_plan<F, K>(it, w.n_in);
+        const uint8_t* b[R];
+        for (int r = 0; r < R; ++r) {
+          uint8_t* dst = bufs.data() + size_t(r) * 32 * K * 16;
+          std::fill_n(dst, 32 * K * 16, uint8_t(0xEE));
+          const uint8_t* src = rows[r] + 16 * st.u0;
+          if (st.nu > 32 * K || st.nu < 1 || src + 16 * st.nu > rows[r] + w.row_stride)
+            ++*bad_copies;
+          else
+            std::memcpy(dst, src, size_t(16 * st.nu));
+          b[r] = dst;
+        }
+        cuda::hd::staged_lane_step_f<F, NC, R, K>(b, st, xp.data() + col0 * ldx, ldx, w.n_in, ncols, lane, acc);
+      }
+    });
+  });
   return y;
 }
 

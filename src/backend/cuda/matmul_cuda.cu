@@ -1,27 +1,22 @@
-// CUDA mat-vec kernels (1..8 columns) for every weight type, the activation preparation they read,
-// and dequantize_rows. The arithmetic is in matmul_cuda_{hd,decode,dot}.cuh (tested on the CPU);
-// this file holds the kernels' shells, launch shapes and dispatch.
+// CUDA mat-vec kernels (1..8 columns) for rows that are not 16-byte aligned, the activation
+// preparation every mat-vec kernel reads, dispatch, and dequantize_rows. The arithmetic is in
+// matmul_cuda_{hd,decode,dot}.cuh (tested on the CPU). Rows whose start and stride are 16-byte
+// aligned take the stream kernel of matmul_cuda_stream.cu: packed rows from cudaMalloc of every type
+// when n_in is a multiple of 2048 (llama-style shapes), and of most types for multiples of 256.
 //
-// Work split: one warp computes R consecutive rows (rows_per_warp: 2 or 4) for all the call's
+// Direct kernels: one warp computes R consecutive rows (rows_per_warp: 2 or 4) for all the call's
 // columns: each lane walks units lane, lane + 32, ... of the rows (consecutive lanes read consecutive
 // units), decodes a unit once and multiplies it with every column (the activations of a unit are
-// loaded once for the R rows); the warp then sums its lanes with a fixed butterfly. Each weight byte
-// is read once per call: decode is bound by memory bandwidth, the floor being bytes(W) / bandwidth.
-//
-// Loads: a warp instruction costs the L1 one cycle per 128-byte line its lanes touch. Lanes reading
-// their own 18- or 34-byte blocks with 2-byte loads would touch every line of the warp's span on each
-// of ~9-17 instructions (~13 useful bytes per cycle, under the ~18 B/cycle/SM that 4.8 TB/s needs).
-// So quantized rows go through shared memory (the staged kernel: 16-byte cp.async copies, pipelined
-// over 3 buffers, then narrow reads from shared memory, about one cycle per instruction); the float
-// types load 16 bytes per lane directly, two units ahead. Rows that are not 16-byte aligned take the
-// direct kernel with the loads their alignment allows.
+// loaded once for the R rows); the warp then sums its lanes with a fixed butterfly. Each lane loads
+// its own units from device memory with the widest accesses the rows' alignment allows. The stream
+// kernel computes every row with exactly the same operations, so a row's result does not depend on
+// which kernel ran.
 #include "backend/cuda/matmul_cuda.h"
-
-#include <cuda_pipeline.h>
 
 #include <algorithm>
 
 #include "backend/cuda/matmul_cuda_internal.h"
+#include "backend/cuda/matmul_cuda_launch.cuh"
 #include "core/error.h"
 
 namespace polykv::cuda {
@@ -80,68 +75,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>())
   store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
 }
 
-// Quantized weights, rows 16-byte aligned (start and stride): each iteration the warp copies the
-// bytes of its rows' next 32 units to shared memory with 16-byte cp.async copies (coalesced, no
-// registers) and decodes them from there (hd::Stage says what is copied). kStages buffers: the
-// copies of the next kStages - 1 iterations fly while one is computed, so that enough bytes are in
-// flight even when the rows are few (4096 rows are 31 per SM: 2 x 31 x 576 bytes of q4_0 in flight).
-constexpr int kStages = 3;
-
-// Warps per block of the staged kernel: as many as fit 40 KB of static shared memory, at most 4.
-template <class T, int NC>
-__host__ __device__ constexpr int staged_warps() {
-  constexpr int per_warp = kStages * hd::rows_per_warp_q<T, NC>() * hd::Stage<T>::kChunks * 16;
-  constexpr int w = (40 << 10) / per_warp;
-  return w < 1 ? 1 : w > 4 ? 4 : w;
-}
-
-template <class T, int NC>
-__global__ void __launch_bounds__(32 * staged_warps<T, NC>(), min_blocks<NC>())
-    matvec_q_staged_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t n_out, int64_t n_in,
-                           const int8_t* __restrict__ xq, const hd::ActScale* __restrict__ xs, int ncols,
-                           float* __restrict__ y) {
-  constexpr int R = hd::rows_per_warp_q<T, NC>();
-  constexpr int W = staged_warps<T, NC>();
-  using St = hd::Stage<T>;
-  __shared__ uint4 smem[W][kStages][R][St::kChunks];
-  const int lane = int(threadIdx.x % 32), wid = int(threadIdx.x / 32);
-  const int64_t row0 = (int64_t(blockIdx.x) * W + wid) * R;
-  if (row0 >= n_out) return;  // the whole warp
-  const uint8_t* rows[R];
-  warp_rows<R>(w, stride, n_out, row0, rows);
-  const int64_t n_blocks = n_in / T::kBlockValues;
-  const int64_t n_iters = (n_blocks + St::kBlocks - 1) / St::kBlocks;
-  // Copies of iteration it into buffer it % kStages; one commit group per call (empty past the end),
-  // so that wait_prior(kStages - 1) below always means "iteration it has landed".
-  auto issue = [&](int64_t it) {
-    if (it < n_iters) {
-      const St st = hd::stage_plan<T>(it, n_blocks);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* src = hd::stage_source<T>(rows[r], st);
-        uint4* dst = smem[wid][it % kStages][r];
-        for (int k = lane; k < st.chunks; k += 32) __pipeline_memcpy_async(dst + k, src + 16 * k, 16);
-      }
-    }
-    __pipeline_commit();
-  };
-  float acc[R][NC] = {};
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) issue(s);
-  for (int64_t it = 0; it < n_iters; ++it) {
-    issue(it + kStages - 1);  // into the buffer computed in iteration it - 1
-    __pipeline_wait_prior(kStages - 1);
-    __syncwarp();  // every lane's copies of iteration it are visible
-    const St st = hd::stage_plan<T>(it, n_blocks);
-    const uint8_t* bufs[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) bufs[r] = reinterpret_cast<const uint8_t*>(smem[wid][it % kStages][r]);
-    hd::staged_lane_step<T, NC, R>(bufs, st, xq, xs, n_in, ncols, lane, acc);
-    __syncwarp();  // this buffer is refilled by the next iteration's issue
-  }
-  store_sums<R, NC>(acc, lane, row0, n_out, ncols, y);
-}
-
 // Float weights; xf: [*][ldx] f32 zero-padded activations. kVec: rows 16-byte aligned.
 template <class F, int NC, bool kVec>
 __global__ void __launch_bounds__(kThreads, min_blocks<NC>())
@@ -163,6 +96,8 @@ unsigned grid_for_rows(int64_t n_out, int R, int warps_per_block = kWarpsPerBloc
   return unsigned((warps + warps_per_block - 1) / warps_per_block);
 }
 
+// Rows not 16-byte aligned (the stream kernel takes the others): each lane loads its own units with
+// the widest accesses the alignment allows.
 template <class T, int NC>
 void launch_q(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, cudaStream_t s) {
   const uint8_t* wd = static_cast<const uint8_t*>(w.data);
@@ -171,15 +106,6 @@ void launch_q(const WeightMatrix& w, const ActView& a, int col0, int ncols, floa
   float* yc = y + int64_t(col0) * w.n_out;
   constexpr int R = hd::rows_per_warp_q<T, NC>();
   const int align = hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride);
-  if (align >= 16) {
-    constexpr int W = staged_warps<T, NC>();
-    matvec_q_staged_kernel<T, NC><<<grid_for_rows(w.n_out, R, W), 32 * W, 0, s>>>(wd, w.row_stride, w.n_out,
-                                                                                 w.n_in, xq, xs, ncols, yc);
-    POLYKV_CUDA_LAUNCHED();
-    return;
-  }
-  // Rows not 16-byte aligned: each lane loads its own units with the widest accesses the alignment
-  // allows.
   const unsigned grid = grid_for_rows(w.n_out, R);
   if constexpr (T::kMaxAlign > 2 && T::kMaxAlign < 16) {
     if (align >= T::kMaxAlign) {
@@ -199,10 +125,7 @@ void launch_f(const WeightMatrix& w, const ActView& a, int col0, int ncols, floa
   const float* xf = a.xf + int64_t(col0) * a.ldx;
   float* yc = y + int64_t(col0) * w.n_out;
   const unsigned grid = grid_for_rows(w.n_out, hd::rows_per_warp_f<F, NC>());
-  if (hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride) >= 16)
-    matvec_f_kernel<F, NC, true><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xf, a.ldx, ncols, yc);
-  else
-    matvec_f_kernel<F, NC, false><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xf, a.ldx, ncols, yc);
+  matvec_f_kernel<F, NC, false><<<grid, kThreads, 0, s>>>(wd, w.row_stride, w.n_out, w.n_in, xf, a.ldx, ncols, yc);
   POLYKV_CUDA_LAUNCHED();
 }
 
@@ -220,8 +143,13 @@ void by_width(int ncols, Launch&& launch) {
 
 // One warp per block of 32 activations (x is [n][n_in] with n_in % 32 == 0, so block b of the
 // flattened array is column b / (n_in / 32)).
+// Launched with PDL (matmul_cuda_launch.cuh): waits for the kernel before it (which writes x, or
+// reads the scratch buffer these writes overwrite), and lets the mat-vec kernel after it start and
+// issue its weight copies at once.
 __global__ void quantize_acts_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ qs,
                                      hd::ActScale* __restrict__ s) {
+  wait_for_previous_grid();
+  allow_next_grid();
   const int64_t b = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (b >= n_blocks) return;
   const int lane = int(threadIdx.x % 32);
@@ -244,6 +172,8 @@ __global__ void quantize_acts_kernel(const float* __restrict__ x, int64_t n_bloc
 
 __global__ void pad_acts_kernel(const float* __restrict__ x, int64_t n_in, int64_t ldx, int64_t total,
                                 float* __restrict__ xf) {
+  wait_for_previous_grid();  // as quantize_acts_kernel
+  allow_next_grid();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = i / ldx, k = i % ldx;
     xf[i] = k < n_in ? x[c * n_in + k] : 0.0f;
@@ -323,8 +253,8 @@ ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& 
     a.ldx = int64_t(round_up(size_t(w.n_in), 8));
     const int64_t total = a.ldx * n;
     float* xf = static_cast<float*>(ctx.scratch(Scratch::MatmulActs, size_t(total) * sizeof(float)));
-    pad_acts_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(x, w.n_in, a.ldx, total, xf);
-    POLYKV_CUDA_LAUNCHED();
+    launch_kernel(pad_acts_kernel, dim3(grid_stride_blocks(total, 256)), dim3(256), 0, s, matvec_pdl(ctx), x, w.n_in,
+                  a.ldx, total, xf);
     a.xf = xf;
     return a;
   }
@@ -334,17 +264,18 @@ ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& 
   int8_t* qs = reinterpret_cast<int8_t*>(buf);
   hd::ActScale* sc = reinterpret_cast<hd::ActScale*>(buf + qs_bytes);
   constexpr int kBlocksPerCta = 8;
-  quantize_acts_kernel<<<unsigned((n_blocks + kBlocksPerCta - 1) / kBlocksPerCta), 32 * kBlocksPerCta, 0, s>>>(
-      x, n_blocks, qs, sc);
-  POLYKV_CUDA_LAUNCHED();
+  launch_kernel(quantize_acts_kernel, dim3(unsigned((n_blocks + kBlocksPerCta - 1) / kBlocksPerCta)),
+                dim3(32 * kBlocksPerCta), 0, s, matvec_pdl(ctx), x, n_blocks, qs, sc);
   a.qs = qs;
   a.s = sc;
   return a;
 }
 
-void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, cudaStream_t s) {
+void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx) {
   check(ncols >= 1 && ncols <= kMatvecMaxCols, "CUDA matvec: ", ncols, " columns (1..", kMatvecMaxCols, ")");
   if (w.n_out == 0) return;
+  if (launch_matvec_stream(w, a, col0, ncols, y, ctx)) return;
+  const cudaStream_t s = ctx.stream();
   const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
     by_width(ncols, [&](auto nc) { launch_q<T, decltype(nc)::value>(w, a, col0, ncols, y, s); });
@@ -362,7 +293,7 @@ void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
   check(n >= 0 && n <= kMatvecMaxCols, "CUDA matvec: ", n, " columns (at most ", kMatvecMaxCols, ")");
   if (n == 0 || w.n_out == 0) return;
   const ActView a = prepare_acts(w, x, n, ctx);
-  launch_matvec(w, a, 0, n, y, ctx.stream());
+  launch_matvec(w, a, 0, n, y, ctx);
 }
 
 void dequantize_rows(const WeightMatrix& w, const int32_t* rows, int n, float scale, float* dst, cudaStream_t stream) {

@@ -12,8 +12,11 @@
 // path rounds x and the weights to f16 (about 3e-4 relative), except f32 weights (f32 GEMM).
 // Batch invariance: for n <= 8 (quantized weights: n <= 32) y[t][o] is bit-identical whatever the
 // other columns are and however many there are (matmul_cuda_dot.cuh says why).
-// Weights: rows 2-byte aligned (f32: 4-byte); w.data and row_stride 16-byte aligned give the fastest
-// loads.
+// Weights: rows 2-byte aligned (f32: 4-byte); w.data and row_stride 16-byte aligned give the fast
+// path (matmul_cuda_stream.cu: a persistent grid streaming the rows through shared memory).
+// On sm_90 the kernels launch with programmatic dependent launch: the mat-vec kernel starts while
+// the activation kernel before it runs and fetches its first weights then (matmul_cuda_launch.cuh);
+// nothing changes for callers (the activation kernel first waits for whatever came before it).
 #pragma once
 #include <cstdint>
 

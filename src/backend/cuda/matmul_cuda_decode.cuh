@@ -347,12 +347,11 @@ struct DecBF16 {
   static constexpr int kPerWord = 2;
 };
 
-// Unit u (values u*V .. u*V+V-1) of a float row of n_in values starting at `row`.
+// The unit of values i0 .. i0+V-1 of a float row of n_in values, its first byte at p (16-byte
+// aligned if kVec).
 template <class F, bool kVec>
-POLYKV_HD void load_float_unit(const uint8_t* row, int64_t u, int64_t n_in, FUnit<F::kValues>& out) {
+POLYKV_HD void load_float_unit_at(const uint8_t* p, int64_t i0, int64_t n_in, FUnit<F::kValues>& out) {
   constexpr int V = F::kValues;
-  const int64_t i0 = u * V;
-  const uint8_t* p = row + i0 * F::kElemBytes;
   if (kVec && i0 + V <= n_in) {
     uint32_t v[4];
     ld_16B<16>(p, v);
@@ -362,6 +361,13 @@ POLYKV_HD void load_float_unit(const uint8_t* row, int64_t u, int64_t n_in, FUni
 #pragma unroll
     for (int k = 0; k < V; ++k) out.w[k] = (i0 + k < n_in) ? F::elem(p + k * F::kElemBytes) : 0.0f;
   }
+}
+
+// Unit u (values u*V .. u*V+V-1) of a float row of n_in values starting at `row`.
+template <class F, bool kVec>
+POLYKV_HD void load_float_unit(const uint8_t* row, int64_t u, int64_t n_in, FUnit<F::kValues>& out) {
+  const int64_t i0 = u * F::kValues;
+  load_float_unit_at<F, kVec>(row + i0 * F::kElemBytes, i0, n_in, out);
 }
 
 // Calls fn(Dec{}) with the decoder of quantized type t and returns true, or returns false for a type

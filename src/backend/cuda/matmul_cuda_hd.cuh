@@ -124,7 +124,48 @@ POLYKV_HDC constexpr int field_align(int a, int offset) {
 
 // Loads from device memory (or host memory in the host build). p must be aligned to A bytes
 // (A >= 2); wider accesses are used where A allows.
+// A = 1 is a promise of its own: p is 2-byte aligned AND the aligned 4-byte words that hold the
+// field's bytes may be read whole (a shared-memory staging buffer, whose 16-byte chunks extend past
+// every block they hold: see hd::Stage). The field is then read as aligned words joined by a funnel
+// shift: 5 word loads for 16 bytes instead of 8 two-byte loads. Never used on device memory rows
+// (the word past a row's last block may lie outside the allocation).
 POLYKV_HD uint32_t ld_u8(const uint8_t* p) { return *p; }
+
+// The aligned word at p (p % 4 == 0).
+POLYKV_HD uint32_t ld_word(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#endif
+}
+
+// Bits [sh, sh + 32) of hi:lo (sh is 0 or 16).
+POLYKV_HD uint32_t funnel_r(uint32_t lo, uint32_t hi, uint32_t sh) {
+#ifdef __CUDA_ARCH__
+  return __funnelshift_r(lo, hi, sh);
+#else
+  return uint32_t(((uint64_t(hi) << 32) | lo) >> sh);
+#endif
+}
+
+// n words of the bytes at p (2-byte aligned, A = 1 above): word k = bytes p + 4k .. p + 4k + 3.
+// Reads n + 1 aligned words when p % 4 == 2, n otherwise (never the word past the field's last
+// byte when p is 4-byte aligned).
+template <int N>
+POLYKV_HD void ld_words_a1(const uint8_t* p, uint32_t* out) {
+  const uintptr_t mis = reinterpret_cast<uintptr_t>(p) & 3u;  // 0 or 2
+  const uint8_t* a = p - mis;
+  const uint32_t sh = uint32_t(mis) * 8u;
+  uint32_t w[N + 1];
+#pragma unroll
+  for (int k = 0; k < N; ++k) w[k] = ld_word(a + 4 * k);
+  w[N] = ld_word(a + (mis ? 4 * N : 4 * (N - 1)));  // the word past the field only when needed
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = funnel_r(w[k], w[k + 1], sh);
+}
 
 POLYKV_HD uint32_t ld_u16(const uint8_t* p) {
 #ifdef __CUDA_ARCH__
@@ -138,27 +179,35 @@ POLYKV_HD uint32_t ld_u16(const uint8_t* p) {
 
 template <int A>
 POLYKV_HD uint32_t ld_u32(const uint8_t* p) {
-  static_assert(A >= 2, "blocks are at least 2-byte aligned");
-#ifdef __CUDA_ARCH__
-  if constexpr (A >= 4) {
-    return *reinterpret_cast<const uint32_t*>(p);
+  static_assert(A >= 1, "blocks are at least 2-byte aligned");
+  if constexpr (A == 1) {
+    uint32_t v;
+    ld_words_a1<1>(p, &v);
+    return v;
   } else {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
-    return uint32_t(h[0]) | (uint32_t(h[1]) << 16);
-  }
+#ifdef __CUDA_ARCH__
+    if constexpr (A >= 4) {
+      return *reinterpret_cast<const uint32_t*>(p);
+    } else {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+      return uint32_t(h[0]) | (uint32_t(h[1]) << 16);
+    }
 #else
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
 #endif
+  }
 }
 
 // 16 bytes at p into w[0..3] (little-endian words).
 template <int A>
 POLYKV_HD void ld_16B(const uint8_t* p, uint32_t w[4]) {
-  static_assert(A >= 2, "blocks are at least 2-byte aligned");
+  static_assert(A >= 1, "blocks are at least 2-byte aligned");
 #ifdef __CUDA_ARCH__
-  if constexpr (A >= 16) {
+  if constexpr (A == 1) {
+    ld_words_a1<4>(p, w);
+  } else if constexpr (A >= 16) {
     const uint4 v = *reinterpret_cast<const uint4*>(p);
     w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
   } else if constexpr (A >= 8) {
@@ -170,7 +219,10 @@ POLYKV_HD void ld_16B(const uint8_t* p, uint32_t w[4]) {
     for (int k = 0; k < 4; ++k) w[k] = ld_u32<A>(p + 4 * k);
   }
 #else
-  std::memcpy(w, p, 16);
+  if constexpr (A == 1)
+    ld_words_a1<4>(p, w);  // the same words as the device reads (tested on the CPU)
+  else
+    std::memcpy(w, p, 16);
 #endif
 }
 

@@ -23,8 +23,30 @@ struct ActView {
 };
 ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& ctx);
 
-// y[col0 + c][o] for c < ncols (1..8) and every row o; y: [*][w.n_out].
-void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, cudaStream_t s);
+// y[col0 + c][o] for c < ncols (1..8) and every row o; y: [*][w.n_out]. On ctx's stream, with PDL
+// (matvec_pdl): the kernel may read w before the kernel before it on the stream has completed, so
+// that kernel must not write w (prepare_acts' kernels and other mat-vecs do not).
+void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx);
+
+// The stream kernel (matmul_cuda_stream.cu), for rows whose start and stride are 16-byte aligned:
+// launches and returns true, or returns false (nothing launched) for other rows.
+bool launch_matvec_stream(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx);
+
+// How the stream kernel runs for w and ncols columns (all 0 when the rows are not 16-byte aligned):
+// rows per warp, warps per block, ring depth, blocks per SM (occupancy), grid, shared memory bytes.
+struct StreamPlan {
+  int rows_per_warp = 0, warps_per_block = 0, depth = 0, blocks_per_sm = 0, grid = 0;
+  size_t smem = 0;
+};
+StreamPlan stream_plan(const WeightMatrix& w, int ncols, CudaContext& ctx);
+
+// Tests and benchmarks (not thread-safe; set while no matmul runs): force the stream kernel's rows
+// per warp (1; > 1: the type's widest; 0: automatic), or turn programmatic dependent launch off.
+// Results do not depend on either.
+void set_matvec_rows_per_warp(int r);
+void set_matvec_pdl(bool on);
+// Whether the mat-vec kernels and their activation kernels launch with PDL (sm_90 and on).
+bool matvec_pdl(const CudaContext& ctx);
 
 // Tests only: the bound of the tensor-core path's dequantized tile (0: the default, 64 MiB), so that
 // small matrices run in several tiles. Not thread-safe; set it while no matmul runs.

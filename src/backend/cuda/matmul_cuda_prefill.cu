@@ -136,7 +136,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
   if (!is_float_weight(w.type) && n <= kChunkedMatvecMaxCols) {
     // Few columns: reading the weights once per 8 columns costs less than dequantizing them.
     const ActView a = prepare_acts(w, x, n, ctx);
-    for (int c = 0; c < n; c += kMatvecMaxCols) launch_matvec(w, a, c, std::min(kMatvecMaxCols, n - c), y, ctx.stream());
+    for (int c = 0; c < n; c += kMatvecMaxCols) launch_matvec(w, a, c, std::min(kMatvecMaxCols, n - c), y, ctx);
     return;
   }
   matmul_tensor_cores(w, x, y, n, ctx);
