@@ -1,33 +1,73 @@
 // The decode kernel of polykv::cuda::attention: few rows per block (a GQA group of up to
-// kDecodeRows query heads of one token, or a few tokens of a small group), K and V read straight from
-// the pool into registers in their stored types, no shared-memory tile.
+// kDecodeRows query heads of one token, or a few tokens of a small group), K and V in their stored
+// types streamed through shared memory, decoded straight into registers.
 //
 // Same work decomposition and outputs as attention_kernel (attention_cuda_kernels.cuh): grid
 // (key split, KV head x head part, sequence x query tile), one split writes the output rows, several
 // write partials for merge_kernel. Inside a block:
+//   - the split's keys are cut into tiles of up to TK = decode_tile_keys(head_dim) keys that never
+//     cross a pool block, so a tile's K rows (and its V rows) are one contiguous byte range; the
+//     block copies each range into a stage of shared memory with 16-byte cp.async copies of the
+//     aligned granules covering it (the data keeps its address modulo 16, so the decoders see the
+//     same alignment as in the pool), a.stages stages in a ring: while tile i is computed, tiles
+//     i+1 .. i+stages-1 are in flight (bytes in flight do not depend on registers or warps);
 //   - a key is read by LPK = head_dim / 16 consecutive lanes, each decoding its 16 values (two 8-value
 //     pieces) and dotting them with its 16 values of each row's query, held in registers; the partial
 //     dots are summed across the LPK lanes with shuffles;
-//   - a warp holds 32 / LPK such key slots; slot s of the block takes kDecodeKeys consecutive keys
-//     per step (keys kb + (step * NS + s) * kDecodeKeys + u), so each slot keeps its own online softmax
-//     state (m, l per row; acc: its lanes' 16 values per row, in V's basis), updated once per step;
-//   - at the end the NS slot states are folded by log-sum-exp through shared memory.
+//   - a warp holds 32 / LPK such key slots; slot s of the block takes keys t0 + s * kDecodeKeys + u
+//     of the tile starting at t0, so each slot keeps its own online softmax state (m, l per row;
+//     acc: its lanes' 16 values per row, in V's basis), updated once per tile;
+//   - at the end the NS slot states are folded by log-sum-exp through shared memory (the stages'
+//     memory, free by then).
 // Per key and row this is 2 * head_dim FMAs on values decoded once for all rows of the block.
 #pragma once
 #include "backend/cuda/attention_cuda_kernels.cuh"
 
+#if !defined(POLYKV_ATTN_EMULATION)
+#include <cuda_pipeline.h>
+#else
+#include <cstring>
+#endif
+
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
 
-constexpr int kDecodeKeys = 2;  // keys a slot scores per step (one softmax update per step)
-
 template <int HD>
 struct DecodeShape {
-  static constexpr int LPK = HD / 16;                  // lanes per key
-  static constexpr int KPW = 32 / LPK;                 // key slots per warp
-  static constexpr int NS = KPW * (kThreads / 32);     // key slots per block
-  static constexpr size_t smem = size_t(NS) * kDecodeRows * (HD + 2) * sizeof(float);  // slot states
+  static constexpr int LPK = HD / 16;               // lanes per key
+  static constexpr int KPW = 32 / LPK;              // key slots per warp
+  static constexpr int NS = KPW * (kThreads / 32);  // key slots per block
+  static constexpr int TK = NS * kDecodeKeys;       // keys per tile
+  static_assert(NS == decode_slots(HD) && TK == decode_tile_keys(HD));
 };
+
+// Copies bytes [src, src + len) to dst + (src mod 16) asynchronously (dst 16-byte aligned, room for
+// decode_part_bytes): every thread of the block issues 16-byte cp.async copies of the aligned
+// granules covering the range (their bytes outside the range lie in the same 16-byte granules of the
+// pool's allocation and are never decoded). The emulation copies the range itself at once.
+__device__ __forceinline__ void stage_copy(uint8_t* dst, const uint8_t* src, size_t len) {
+  const size_t mis = reinterpret_cast<uintptr_t>(src) & 15u;
+#if defined(POLYKV_ATTN_EMULATION)
+  if (threadIdx.x == 0) std::memcpy(dst + mis, src, len);
+#else
+  const uint8_t* g = src - mis;
+  const int n = int((mis + len + 15) >> 4);
+  for (int i = threadIdx.x; i < n; i += kThreads) __pipeline_memcpy_async(dst + 16 * i, g + 16 * i, 16);
+#endif
+}
+__device__ __forceinline__ void stage_commit() {
+#if !defined(POLYKV_ATTN_EMULATION)
+  __pipeline_commit();
+#endif
+}
+// Waits until at most `prior` of this thread's latest commit groups are in flight.
+__device__ __forceinline__ void stage_wait(int prior) {
+#if !defined(POLYKV_ATTN_EMULATION)
+  __pipeline_wait_prior(size_t(prior));
+#else
+  (void)prior;
+#endif
+}
 
 // Values 16p .. 16p+15 of a row (pieces 2p and 2p+1), stored basis.
 template <KvType T>
@@ -41,6 +81,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   constexpr int R = kDecodeRows, KU = kDecodeKeys, LD = HD + 4;
   constexpr int LPK = DecodeShape<HD>::LPK, KPW = DecodeShape<HD>::KPW, NS = DecodeShape<HD>::NS;
+  constexpr int TK = DecodeShape<HD>::TK;
   static_assert(LPK >= 1 && LPK <= 32 && 32 % LPK == 0);
 
   Work w;
@@ -53,9 +94,45 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   __shared__ int qhi[R], qlo[R], qrow[R];
   __shared__ float lvk[32], lvv[32];
   __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
+  // Per stage: the tile's first key and keys, and the offsets of its K and V rows in the stage.
+  __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
   POLYKV_DYNAMIC_SHARED(smem4);
-  float* st_acc = reinterpret_cast<float*>(smem4);  // [NS][R][HD] slot states: acc
+  uint8_t* stages = reinterpret_cast<uint8_t*>(smem4);  // [a.stages][K part | V part] tiles of raw rows
+  const size_t kpart = a.stage_k_bytes, spart = a.stage_bytes;
+  const int S = a.stages;
+  float* st_acc = reinterpret_cast<float*>(smem4);  // after the tiles: [NS][R][HD] slot states: acc
   float* st_ml = st_acc + NS * R * HD;              // [NS][R][2]: m, l
+
+  const int32_t* table = a.tables + a.table_start[w.seq];
+  const int bt = a.block_tokens;
+  const size_t head_row = size_t(w.g) * size_t(bt);
+  // The producer: tiles issued so far and the next key to stage; every thread follows the same
+  // sequence (the copies are spread over the block). One commit group per call, empty past ke, so
+  // that "tile i has landed" is always "at most S - 2 groups in flight" in iteration i.
+  int p_tiles = 0, p_key = kb;
+  const auto issue = [&]() {
+    if (p_key < ke) {
+      const int bi = p_key / bt, t1 = min(min(p_key + TK, ke), (bi + 1) * bt), nk = t1 - p_key;
+      const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
+      const size_t row = head_row + size_t(p_key - bi * bt);
+      const uint8_t* ks = base + row * a.k_row_bytes;
+      const uint8_t* vs = base + a.v_offset + row * a.v_row_bytes;
+      const int st = p_tiles % S;
+      uint8_t* dst = stages + size_t(st) * spart;
+      stage_copy(dst, ks, size_t(nk) * a.k_row_bytes);
+      stage_copy(dst + kpart, vs, size_t(nk) * a.v_row_bytes);
+      if (threadIdx.x == 0) {
+        st_t0[st] = p_key;
+        st_nk[st] = nk;
+        st_ko[st] = int(reinterpret_cast<uintptr_t>(ks) & 15u);
+        st_vo[st] = int(reinterpret_cast<uintptr_t>(vs) & 15u);
+      }
+      p_key = t1;
+    }
+    ++p_tiles;
+    stage_commit();
+  };
+  for (int i = 0; i < S - 1; ++i) issue();  // the first tiles fly during the prologue
 
   block_prologue<HD>(a, w, R, Qs, LD, qhi, qlo, qrow, lvk, lvv);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -77,26 +154,26 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
     }
   }
   const uint32_t subset_word = g_tables.subset_word;
-  const int32_t* table = a.tables + a.table_start[w.seq];
-  const int bt = a.block_tokens;
-  const size_t head_row = size_t(w.g) * size_t(bt);
 
-  // Warp-uniform trip count (the shuffles need every lane): slots past ke get masked keys.
-  for (int k0w = kb + warp * KPW * KU; k0w < ke; k0w += NS * KU) {
-    const int k0 = k0w + ks * KU;
+  // Tile after tile; the loop bound comes from shared memory after a barrier (block-uniform), and
+  // every lane runs every tile (the shuffles need the whole warp): slots past the tile get masked keys.
+  for (int it = 0, key = kb; key < ke; ++it) {
+    stage_wait(S - 2);  // this thread's copies of tile `it` have landed
+    __syncthreads();    // everyone's have; everyone is done with tile it - 1, whose stage is refilled now
+    issue();
+    const int st = it % S;
+    const int t0 = st_t0[st], nk = st_nk[st];
+    key = t0 + nk;
+    const uint8_t* kbuf = stages + size_t(st) * spart + st_ko[st];
+    const uint8_t* vbuf = stages + size_t(st) * spart + kpart + st_vo[st];
+    const int k0 = t0 + slot * KU;  // first key of the slot
     const uint8_t* krow[KU];
     const uint8_t* vrow[KU];
 #pragma unroll
     for (int u = 0; u < KU; ++u) {
-      krow[u] = vrow[u] = nullptr;
-      const int pos = k0 + u;
-      if (pos < ke) {
-        const int bi = pos / bt;
-        const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
-        const size_t row = head_row + size_t(pos - bi * bt);
-        krow[u] = base + row * a.k_row_bytes;
-        vrow[u] = base + a.v_offset + row * a.v_row_bytes;
-      }
+      const int i = slot * KU + u;  // key in the tile
+      krow[u] = i < nk ? kbuf + size_t(i) * a.k_row_bytes : nullptr;
+      vrow[u] = i < nk ? vbuf + size_t(i) * a.v_row_bytes : nullptr;
     }
     float s[KU][R];
     kv_type_dispatch(a.k_type, [&](auto tag) {
@@ -126,7 +203,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
 #pragma unroll
         for (int o = LPK / 2; o > 0; o /= 2) s[u][r] += __shfl_xor_sync(0xffffffffu, s[u][r], o);
 
-    // Mask, softcap and the slot's online softmax (one rescale per step).
+    // Mask, softcap and the slot's online softmax (one rescale per tile).
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float mt = -INFINITY;
@@ -135,7 +212,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
         const int pos = k0 + u;
         float x = s[u][r];
         if (a.softcap > 0.0f) x = a.softcap * tanhf(x / a.softcap);
-        x = pos < ke && pos <= qh[r] && pos >= ql[r] ? x : -INFINITY;
+        x = krow[u] && pos <= qh[r] && pos >= ql[r] ? x : -INFINITY;
         s[u][r] = x;
         mt = fmaxf(mt, x);
       }
@@ -169,6 +246,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
       }
     });
   }
+  stage_wait(0);     // no copy in flight (the last groups are empty) ...
+  __syncthreads();   // ... and every thread is done with the stages: the fold reuses their memory
 
   // Fold the NS slot states: weights exp(m_s - M) per (slot, row), then acc and l.
 #pragma unroll
