@@ -131,6 +131,19 @@ POLYKV_HD float bits_to_float(uint32_t u) {
 #endif
 }
 
+// Small integers to float without a conversion instruction (a quarter- or eighth-rate pipe on the
+// GPU): the float with bits 0x4B000000 | u is 2^23 + u exactly for u < 2^23, so subtracting 2^23 + o
+// gives u - o exactly (the same float as float(int(u) - o)).
+// magic_byte(w, k): bits 0x4B000000 | byte k of w (k compile-time after unrolling).
+POLYKV_HD uint32_t magic_byte(uint32_t w, int k) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(w, 0x4B000000u, 0x7650u | unsigned(k));
+#else
+  return 0x4B000000u | ((w >> (8 * k)) & 0xffu);
+#endif
+}
+constexpr float kMagic = 8388608.0f;  // 2^23
+
 // ---- one piece: values 8c .. 8c+7 of a row of head_dim values, stored basis ----
 // lv: kv_levels(type, head_dim) (turbo types only); subset_word: KvDecodeTables::subset_word.
 
@@ -158,9 +171,10 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     const uint8_t* blk = row + 34 * (c >> 2);
     const float d = half_to_float(ld_u16(blk));
     const uint8_t* qs = blk + 2 + 8 * (c & 3);
-    const uint32_t w0 = ld_u32(qs), w1 = ld_u32(qs + 4);
+    // Bytes offset by 128 (x ^ 0x80 = x + 128 for int8 x), then to float by the magic constant.
+    const uint32_t w0 = ld_u32(qs) ^ 0x80808080u, w1 = ld_u32(qs + 4) ^ 0x80808080u;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) out[k] = float(int8_t(uint8_t((k < 4 ? w0 : w1) >> (8 * (k & 3))))) * d;
+    for (int k = 0; k < 8; ++k) out[k] = (bits_to_float(magic_byte(k < 4 ? w0 : w1, k & 3)) - (kMagic + 128.0f)) * d;
   } else if constexpr (T == KvType::Q4_0) {
     // Block of 18 bytes: fp16 d, 16 bytes; value j < 16 is the low nibble of byte j, j >= 16 the
     // high nibble of byte j - 16.
@@ -171,7 +185,8 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     const int shift = j0 >= 16 ? 4 : 0;
     const uint32_t w0 = ld_u32(qs), w1 = ld_u32(qs + 4);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) out[k] = float(int(((k < 4 ? w0 : w1) >> (8 * (k & 3) + shift)) & 15u) - 8) * d;
+    for (int k = 0; k < 8; ++k)
+      out[k] = (bits_to_float(0x4B000000u | (((k < 4 ? w0 : w1) >> (8 * (k & 3) + shift)) & 15u)) - (kMagic + 8.0f)) * d;
   } else if constexpr (kv_turbo_bits(T) != 0) {
     constexpr int b = kv_turbo_bits(T);
     const int n = turbo_group_of(head_dim);
