@@ -116,6 +116,24 @@ POLYKV_HD uint32_t ld_u32(const uint8_t* p) {
 #endif
 }
 
+// 8 bytes at p (2-byte aligned) as two little-endian words. On the GPU: three aligned 32-bit loads
+// funnel-shifted into place (no branch on the alignment, which differs between the lanes of a warp
+// for q8_0's 34-byte blocks); only words holding some of the 8 bytes are read (the third one only
+// when p is not 4-byte aligned: a predicated load).
+POLYKV_HD void ld_u32x2(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
+#if defined(__CUDA_ARCH__)
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
+  const uint32_t sh = uint32_t(a & 3u) * 8u;
+  const uint32_t x0 = w[0], x1 = w[1], x2 = sh != 0 ? w[2] : 0u;
+  w0 = __funnelshift_r(x0, x1, sh);
+  w1 = __funnelshift_r(x1, x2, sh);
+#else
+  w0 = ld_u32(p);
+  w1 = ld_u32(p + 4);
+#endif
+}
+
 POLYKV_HD float half_to_float(uint32_t h) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
@@ -172,7 +190,10 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     const float d = half_to_float(ld_u16(blk));
     const uint8_t* qs = blk + 2 + 8 * (c & 3);
     // Bytes offset by 128 (x ^ 0x80 = x + 128 for int8 x), then to float by the magic constant.
-    const uint32_t w0 = ld_u32(qs) ^ 0x80808080u, w1 = ld_u32(qs + 4) ^ 0x80808080u;
+    uint32_t w0, w1;
+    ld_u32x2(qs, w0, w1);
+    w0 ^= 0x80808080u;
+    w1 ^= 0x80808080u;
 #pragma unroll
     for (int k = 0; k < 8; ++k) out[k] = (bits_to_float(magic_byte(k < 4 ? w0 : w1, k & 3)) - (kMagic + 128.0f)) * d;
   } else if constexpr (T == KvType::Q4_0) {
