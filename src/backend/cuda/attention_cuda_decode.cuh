@@ -73,12 +73,87 @@ __device__ __forceinline__ void stage_wait(int prior) {
 #endif
 }
 
-// Values 16p .. 16p+15 of a row (pieces 2p and 2p+1), stored basis.
+// The decode kernel's level table of a row type (decode_lut_entry(i) for i < 128): turbo<b>: level i
+// (i < 2^b); turbo<b>t: the level of trellis window w and index j at i = w + 16 j, that is
+// lv[subset(w) + 4 j] (j < 2^(b-1)); 0 elsewhere and for unrotated types. lv: kv_levels.
+__device__ __forceinline__ float decode_lut_entry(KvType t, const float* lv, uint32_t subset_word, int i) {
+  if (const int b = kv_trellis_bits(t)) {
+    const int w = i & 15, j = i >> 4;
+    return j < (1 << (b - 1)) ? lv[((subset_word >> (2 * w)) & 3u) + 4 * j] : 0.0f;
+  }
+  if (const int b = kv_turbo_bits(t)) return i < (1 << b) ? lv[i] : 0.0f;
+  return 0.0f;
+}
+
+// Values 16p .. 16p+15 of a row (pieces 2p and 2p+1, which share one q8_0/q4_0 block or turbo
+// group) in the stored basis, as v[k] times the returned scale (1 for float types, the block's d,
+// the group's norm): the kernel applies the scale once per 16 values instead of per value. The same
+// values as decode8's up to the rounding of that product. lut: the type's decode_lut_entry table.
+// Turbo records: 2-byte norm, then index bytes; 16 values start at an even byte of the record.
 template <KvType T>
-__device__ __forceinline__ void decode16(const uint8_t* row, int p, int hd, const float* lv, uint32_t subset_word,
-                                         float* out) {
-  decode8<T>(row, 2 * p, hd, lv, subset_word, out);
-  decode8<T>(row, 2 * p + 1, hd, lv, subset_word, out + 8);
+__device__ __forceinline__ float decode16s(const uint8_t* row, int p, int hd, const float* lut, float* v) {
+  if constexpr (T == KvType::F32 || T == KvType::F16 || T == KvType::BF16) {
+    decode8<T>(row, 2 * p, hd, nullptr, 0, v);
+    decode8<T>(row, 2 * p + 1, hd, nullptr, 0, v + 8);
+    return 1.0f;
+  } else if constexpr (T == KvType::Q8_0) {
+    // Block p / 2 (34 bytes: fp16 d, 32 int8), its half p % 2.
+    const uint8_t* blk = row + 34 * (p >> 1);
+    const uint8_t* qs = blk + 2 + 16 * (p & 1);
+    uint32_t w[4];
+    ld_u32x2(qs, w[0], w[1]);
+    ld_u32x2(qs + 8, w[2], w[3]);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) w[m] ^= 0x80808080u;  // int8 x -> x + 128
+#pragma unroll
+    for (int k = 0; k < 16; ++k) v[k] = bits_to_float(magic_byte(w[k >> 2], k & 3)) - (kMagic + 128.0f);
+    return half_to_float(ld_u16(blk));
+  } else if constexpr (T == KvType::Q4_0) {
+    // Block p / 2 (18 bytes: fp16 d, 16 bytes); values 0..15 are the low nibbles of the 16 bytes,
+    // 16..31 the high ones: half p % 2.
+    const uint8_t* blk = row + 18 * (p >> 1);
+    const int shift = (p & 1) * 4;
+    uint32_t w[4];
+    ld_u32x2(blk + 2, w[0], w[1]);
+    ld_u32x2(blk + 10, w[2], w[3]);
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      v[k] = bits_to_float(0x4B000000u | ((w[k >> 2] >> (8 * (k & 3) + shift)) & 15u)) - (kMagic + 8.0f);
+    return half_to_float(ld_u16(blk));
+  } else if constexpr (kv_turbo_bits(T) != 0) {
+    constexpr int b = kv_turbo_bits(T);
+    const int n = turbo_group_of(hd);
+    const int i0 = 16 * p, g = i0 / n, i = i0 - g * n;
+    const uint8_t* rec = row + g * (2 + n * b / 8);
+    const uint8_t* ib = rec + 2 + b * (i >> 3);  // 16 indices of b bits: 2b bytes, LSB first
+    uint64_t bits = 0;
+#pragma unroll
+    for (int m = 0; m < b; ++m) bits |= uint64_t(ld_u16(ib + 2 * m)) << (16 * m);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) v[k] = lut[uint32_t(bits >> (b * k)) & ((1u << b) - 1)];
+    return half_to_float(ld_u16(rec));
+  } else {
+    static_assert(kv_trellis_bits(T) != 0, "unknown KV type");
+    constexpr int b = kv_trellis_bits(T);
+    const int n = turbo_group_of(hd);
+    const int i0 = 16 * p, g = i0 / n, i = i0 - g * n;
+    const uint8_t* rec = row + g * (2 + n * b / 8);
+    const uint8_t* tb = rec + 2;
+    const uint8_t* jb = rec + 2 + n / 8 + (b - 1) * (i >> 3);  // 16 indices of b-1 bits
+    // x bit k = trellis bit t_{i-3+k} (k = 0..18; t_m = 0 for m < 0): the window of coordinate i + k
+    // is (x >> k) & 15 (decode8's, over two pieces).
+    const uint32_t prev = i > 0 ? ld_u8(tb + (i >> 3) - 1) >> 5 : 0u;
+    const uint32_t x = prev | (ld_u16(tb + (i >> 3)) << 3);
+    uint64_t js = 0;
+#pragma unroll
+    for (int m = 0; m < b - 1; ++m) js |= uint64_t(ld_u16(jb + 2 * m)) << (16 * m);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const uint32_t j = uint32_t(js >> ((b - 1) * k)) & ((1u << (b - 1)) - 1);
+      v[k] = lut[((x >> k) & 15u) | (j << 4)];
+    }
+    return half_to_float(ld_u16(rec));
+  }
 }
 
 template <int HD>
@@ -97,6 +172,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
   __shared__ int qhi[R], qlo[R], qrow[R];
   __shared__ float lvk[32], lvv[32];
+  __shared__ float lutk[128], lutv[128];  // decode_lut_entry tables of K's and V's types
   __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
   // Per stage: the tile's first key and keys, and the offsets of its K and V rows in the stage.
   __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
@@ -158,6 +234,10 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
     }
   }
   const uint32_t subset_word = g_tables.subset_word;
+  for (int i = tid; i < 128; i += kThreads) {  // read after the first tile's barrier
+    lutk[i] = decode_lut_entry(a.k_type, lvk, subset_word, i);
+    lutv[i] = decode_lut_entry(a.v_type, lvv, subset_word, i);
+  }
 
   // Tile after tile; the loop bound comes from shared memory after a barrier (block-uniform), and
   // every lane runs every tile (the shuffles need the whole warp): slots past the tile get masked keys.
@@ -184,9 +264,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
       constexpr KvType T = decltype(tag)::value;
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
-        float kv[16];
+        float kv[16], sc = 0.0f;
         if (krow[u]) {
-          decode16<T>(krow[u], pl, HD, lvk, subset_word, kv);
+          sc = decode16s<T>(krow[u], pl, HD, lutk, kv);
         } else {
 #pragma unroll
           for (int k = 0; k < 16; ++k) kv[k] = 0.0f;
@@ -196,7 +276,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
           float d = 0.0f;
 #pragma unroll
           for (int k = 0; k < 16; ++k) d += q[r][k] * kv[k];
-          s[u][r] = d;
+          s[u][r] = d * sc;
         }
       }
     });
@@ -242,11 +322,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
       for (int u = 0; u < KU; ++u) {
         if (!vrow[u]) continue;
         float v[16];
-        decode16<T>(vrow[u], pl, HD, lvv, subset_word, v);
+        const float sc = decode16s<T>(vrow[u], pl, HD, lutv, v);
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r) {
+          const float ps = s[u][r] * sc;
 #pragma unroll
-          for (int k = 0; k < 16; ++k) acc[r][k] += s[u][r] * v[k];
+          for (int k = 0; k < 16; ++k) acc[r][k] += ps * v[k];
+        }
       }
     });
   }
