@@ -176,7 +176,7 @@ template <int HD>
 void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
   if (P.kernel == attn::Kernel::Decode) {
-    run_grid(gx, gy, gz, attn::DecodeShape<HD>::smem, [&] { attn::decode_kernel<HD>(a); });
+    run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
   } else if (P.rows == attn::kSmallRows) {
     run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
              [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });

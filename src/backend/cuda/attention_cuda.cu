@@ -1,6 +1,7 @@
 // polykv::cuda::attention (kv_cuda.h): the decode tables' upload, the plans (attention_cuda_plan.h)
 // and the launches of the kernels (attention_cuda_decode.cuh, attention_cuda_kernels.cuh): the
 // per-sequence kernel, the prefix pass over shared prefixes, the merge of partials.
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -25,7 +26,7 @@ void allow_smem(Kernel* kernel, size_t smem) {
 // Shared memory limits of every kernel of head size HD (over 48 KB needs the opt-in).
 template <int HD>
 void allow_smem_hd() {
-  allow_smem(attn::decode_kernel<HD>, attn::DecodeShape<HD>::smem);
+  allow_smem(attn::decode_kernel<HD>, std::max(attn::kDecodeSmemCap, attn::decode_fold_bytes(HD)));
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
@@ -64,7 +65,7 @@ void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t sm
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream) {
   if (P.kernel == attn::Kernel::Decode) {
-    launch_kernel(attn::decode_kernel<HD>, a, P, attn::DecodeShape<HD>::smem, stream);
+    launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream);
   } else if (P.rows == attn::kSmallRows) {
     launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream);
   } else {

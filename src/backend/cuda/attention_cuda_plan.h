@@ -18,6 +18,21 @@ constexpr int kThreads = 128;    // threads per block (4 warps), every kernel
 constexpr int kTileKeys = 32;    // keys per tile of the tiled kernel (= warp size: its softmax is one lane per key)
 constexpr int kMaxSplits = 256;  // key splits per work item at most (the merge's weight array)
 constexpr int kDecodeRows = 4;   // rows per block of the decode kernel
+constexpr int kDecodeKeys = 2;   // keys a slot of the decode kernel scores per tile
+constexpr int kDecodeMaxStages = 8;           // decode kernel: K/V tiles in shared memory at most
+constexpr size_t kDecodeSmemCap = 80 * 1024;  // decode kernel: dynamic shared memory at most (bytes)
+// The decode kernel's shape (attention_cuda_decode.cuh): key slots per block (hd / 16 lanes per key,
+// 32 / (hd / 16) slots per warp) and keys per tile (kDecodeKeys per slot).
+constexpr int decode_slots(int hd) { return (kThreads / 32) * (32 / (hd / 16)); }
+constexpr int decode_tile_keys(int hd) { return decode_slots(hd) * kDecodeKeys; }
+// Bytes of one tile's rows of row_bytes in a stage: 16-byte granules covering any start alignment.
+constexpr size_t decode_part_bytes(int hd, size_t row_bytes) {
+  return (size_t(decode_tile_keys(hd)) * row_bytes + 15) / 16 * 16 + 16;
+}
+// Bytes of the slot states folded at the end of a block (they reuse the stages' memory).
+constexpr size_t decode_fold_bytes(int hd) {
+  return size_t(decode_slots(hd)) * kDecodeRows * (size_t(hd) + 2) * sizeof(float);
+}
 constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small multi-token steps
 // Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
 constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; }
@@ -51,6 +66,8 @@ struct Args {
   int n_prefix;
   const int32_t *prefix_seq0, *prefix_n_seq, *prefix_blocks;
   int prefix_pass;
+  int stages;  // decode kernel: K/V tiles in flight in shared memory (2 .. kDecodeMaxStages)
+  size_t stage_k_bytes, stage_bytes;  // decode kernel: K part of a stage (decode_part_bytes), whole stage
 };
 
 enum class Kernel { Decode, Tiled };
@@ -61,6 +78,8 @@ struct Plan {
   int group = 0, gj = 0, hparts = 0, qt = 0, qtiles = 0;
   int n_splits = 1, chunk = 1 << 30;
   int grid_y = 0, grid_z = 0;  // grid: (n_splits, grid_y, grid_z); the merge: (rows, grid_y, grid_z)
+  int stages = 0;              // decode kernel: pipeline stages
+  size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
 };
 
@@ -72,7 +91,7 @@ inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd) {
     const int64_t want = (target + items - 1) / items;
     int64_t chunk = std::max<int64_t>((max_kv + want - 1) / want, 4 * kTileKeys);
     chunk = std::max<int64_t>(chunk, (max_kv + kMaxSplits - 1) / kMaxSplits);
-    chunk = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
+    chunk = (chunk + 63) / 64 * 64;  // whole tiles, and pool blocks of 64 keys stay whole
     const int64_t n = (max_kv + chunk - 1) / chunk;
     if (n > 1) {
       P.n_splits = int(n);
@@ -126,6 +145,10 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
     P.hparts = (P.group + P.gj - 1) / P.gj;
     P.qt = P.rows / P.gj;
     P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
+    // As many stages as fit kDecodeSmemCap (at least 2: a stage is at most 2 x 32 KB + 32).
+    const size_t stage = decode_part_bytes(hd, L.k_head_bytes) + decode_part_bytes(hd, L.v_head_bytes);
+    P.stages = int(std::clamp<size_t>(kDecodeSmemCap / stage, 2, kDecodeMaxStages));
+    P.smem = std::max(size_t(P.stages) * stage, decode_fold_bytes(hd));
   } else {
     plan_tiled_rows(P, b.max_n_q, hd);
   }
@@ -195,6 +218,9 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.prefix_n_seq = b.prefix_n_seq;
   a.prefix_blocks = b.prefix_blocks;
   a.prefix_pass = prefix_pass;
+  a.stages = P.stages;
+  a.stage_k_bytes = decode_part_bytes(L.head_dim, L.k_head_bytes);
+  a.stage_bytes = a.stage_k_bytes + decode_part_bytes(L.head_dim, L.v_head_bytes);
   return a;
 }
 

@@ -116,6 +116,24 @@ POLYKV_HD uint32_t ld_u32(const uint8_t* p) {
 #endif
 }
 
+// 8 bytes at p (2-byte aligned) as two little-endian words. On the GPU: three aligned 32-bit loads
+// funnel-shifted into place (no branch on the alignment, which differs between the lanes of a warp
+// for q8_0's 34-byte blocks); only words holding some of the 8 bytes are read (the third one only
+// when p is not 4-byte aligned: a predicated load).
+POLYKV_HD void ld_u32x2(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
+#if defined(__CUDA_ARCH__)
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
+  const uint32_t sh = uint32_t(a & 3u) * 8u;
+  const uint32_t x0 = w[0], x1 = w[1], x2 = sh != 0 ? w[2] : 0u;
+  w0 = __funnelshift_r(x0, x1, sh);
+  w1 = __funnelshift_r(x1, x2, sh);
+#else
+  w0 = ld_u32(p);
+  w1 = ld_u32(p + 4);
+#endif
+}
+
 POLYKV_HD float half_to_float(uint32_t h) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
@@ -130,6 +148,19 @@ POLYKV_HD float bits_to_float(uint32_t u) {
   return f32_from_bits(u);
 #endif
 }
+
+// Small integers to float without a conversion instruction (a quarter- or eighth-rate pipe on the
+// GPU): the float with bits 0x4B000000 | u is 2^23 + u exactly for u < 2^23, so subtracting 2^23 + o
+// gives u - o exactly (the same float as float(int(u) - o)).
+// magic_byte(w, k): bits 0x4B000000 | byte k of w (k compile-time after unrolling).
+POLYKV_HD uint32_t magic_byte(uint32_t w, int k) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(w, 0x4B000000u, 0x7650u | unsigned(k));
+#else
+  return 0x4B000000u | ((w >> (8 * k)) & 0xffu);
+#endif
+}
+constexpr float kMagic = 8388608.0f;  // 2^23
 
 // ---- one piece: values 8c .. 8c+7 of a row of head_dim values, stored basis ----
 // lv: kv_levels(type, head_dim) (turbo types only); subset_word: KvDecodeTables::subset_word.
@@ -158,9 +189,13 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     const uint8_t* blk = row + 34 * (c >> 2);
     const float d = half_to_float(ld_u16(blk));
     const uint8_t* qs = blk + 2 + 8 * (c & 3);
-    const uint32_t w0 = ld_u32(qs), w1 = ld_u32(qs + 4);
+    // Bytes offset by 128 (x ^ 0x80 = x + 128 for int8 x), then to float by the magic constant.
+    uint32_t w0, w1;
+    ld_u32x2(qs, w0, w1);
+    w0 ^= 0x80808080u;
+    w1 ^= 0x80808080u;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) out[k] = float(int8_t(uint8_t((k < 4 ? w0 : w1) >> (8 * (k & 3))))) * d;
+    for (int k = 0; k < 8; ++k) out[k] = (bits_to_float(magic_byte(k < 4 ? w0 : w1, k & 3)) - (kMagic + 128.0f)) * d;
   } else if constexpr (T == KvType::Q4_0) {
     // Block of 18 bytes: fp16 d, 16 bytes; value j < 16 is the low nibble of byte j, j >= 16 the
     // high nibble of byte j - 16.
@@ -171,7 +206,8 @@ POLYKV_HD void decode8(const uint8_t* row, int c, int head_dim, const float* lv,
     const int shift = j0 >= 16 ? 4 : 0;
     const uint32_t w0 = ld_u32(qs), w1 = ld_u32(qs + 4);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) out[k] = float(int(((k < 4 ? w0 : w1) >> (8 * (k & 3) + shift)) & 15u) - 8) * d;
+    for (int k = 0; k < 8; ++k)
+      out[k] = (bits_to_float(0x4B000000u | (((k < 4 ? w0 : w1) >> (8 * (k & 3) + shift)) & 15u)) - (kMagic + 8.0f)) * d;
   } else if constexpr (kv_turbo_bits(T) != 0) {
     constexpr int b = kv_turbo_bits(T);
     const int n = turbo_group_of(head_dim);
