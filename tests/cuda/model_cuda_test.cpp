@@ -3,9 +3,14 @@
 // and 3+ of one shape run eagerly, recorded into a CUDA graph and replayed), per KV type pair.
 // The GPU rounds differently (int8 activations in mat-vec, f16 tiles in prefill, f32 attention in
 // another order), so logits are compared by relative L2 error and top-1 agreement, not bit for bit.
+// Bound: 3e-2 plus the KV type pair's own quantization noise on the CPU (its logits against the
+// CPU's f16/f16 ones): slightly different K/V inputs move coarse codes (3-bit turbo) by a level, so
+// the GPU may differ from the CPU by about as much as the type differs from f16, not more.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -72,6 +77,24 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
   auto kv_gpu = make_sequence_kv(*gpu, o);
   ASSERT_EQ(kv_gpu->block_store()->memory().host_accessible(), false);
 
+  // The pair's quantization noise: the CPU's logits with it against the CPU's with f16/f16.
+  double noise = 0;
+  int noise_top1_diff = 0;
+  {
+    SequenceKvOptions of = o;
+    of.k_type = of.v_type = "f16";
+    auto kv_f16 = make_sequence_kv(*cpu, of);
+    auto kv_q = make_sequence_kv(*cpu, o);
+    std::vector<float> lf(prompt.size() * size_t(n_vocab)), lq(lf.size());
+    cpu->forward(prompt, *kv_f16, lf.data(), true);
+    cpu->forward(prompt, *kv_q, lq.data(), true);
+    RowCompare nz;
+    compare_rows(lf, lq, n_vocab, nz);
+    noise = nz.worst_rel;
+    noise_top1_diff = nz.rows - nz.top1_same;
+  }
+  const double bound = 3e-2 + noise;
+
   // Prefill: every row's logits.
   std::vector<float> lc(prompt.size() * size_t(n_vocab)), lg(lc.size(), NAN);
   std::fprintf(stderr, "[%s] cpu prefill\n", kv_pair.c_str());
@@ -81,10 +104,10 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
   std::fprintf(stderr, "[%s] decode\n", kv_pair.c_str());
   RowCompare pre;
   compare_rows(lc, lg, n_vocab, pre);
-  std::printf("%s prefill %zu rows: worst relative L2 %.3g, top-1 same %d/%d\n", kv_pair.c_str(), prompt.size(),
-              pre.worst_rel, pre.top1_same, pre.rows);
-  EXPECT_LT(pre.worst_rel, 3e-2) << kv_pair;
-  EXPECT_GE(pre.top1_same, pre.rows - 2) << kv_pair;
+  std::printf("%s prefill %zu rows: worst relative L2 %.3g (bound %.3g: the pair's CPU noise %.3g), top-1 same %d/%d\n",
+              kv_pair.c_str(), prompt.size(), pre.worst_rel, bound, noise, pre.top1_same, pre.rows);
+  EXPECT_LT(pre.worst_rel, bound) << kv_pair;
+  EXPECT_GE(pre.top1_same, pre.rows - 2 - noise_top1_diff) << kv_pair;
 
   // Decode, teacher-forced with the CPU's greedy tokens: the GPU sees the same inputs every step.
   RowCompare dec;
@@ -100,8 +123,8 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
   }
   std::printf("%s decode 24 steps: worst relative L2 %.3g, top-1 same %d/%d\n", kv_pair.c_str(), dec.worst_rel,
               dec.top1_same, dec.rows);
-  EXPECT_LT(dec.worst_rel, 3e-2) << kv_pair;
-  EXPECT_GE(dec.top1_same, dec.rows - 2) << kv_pair;
+  EXPECT_LT(dec.worst_rel, bound) << kv_pair;
+  EXPECT_GE(dec.top1_same, dec.rows - 2 - noise_top1_diff) << kv_pair;
   EXPECT_EQ(kv_gpu->n_tokens(), kv_cpu->n_tokens());
 }
 
@@ -111,6 +134,40 @@ INSTANTIATE_TEST_SUITE_P(KvPairs, ModelCuda, ::testing::Values("f16/f16", "q8_0/
                            std::replace(s.begin(), s.end(), '/', '_');
                            return s;
                          });
+
+// Decode steps replayed from CUDA graphs give the same logits, bit for bit, as the same steps run
+// eagerly (same kernels, same launch bounds). Graphs are opt-in (POLYKV_CUDA_GRAPHS=1).
+TEST(ModelCudaGraphs, ReplayedStepsEqualEagerSteps) {
+  POLYKV_REQUIRE_GPU();
+  for (const char* ctv : {"q8_0", "turbo3t"}) {
+    SCOPED_TRACE(ctv);
+    std::vector<std::vector<float>> runs[2];
+    for (int graphs = 0; graphs < 2; ++graphs) {
+      setenv("POLYKV_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+      auto backend = make_backend({"cuda", 0});
+      unsetenv("POLYKV_CUDA_GRAPHS");
+      auto model = Model::load(test::embedded_model(), *backend);
+      const int n_vocab = model->config().n_vocab;
+      SequenceKvOptions o;
+      o.k_type = "q8_0";
+      o.v_type = ctv;
+      o.max_tokens = 256;
+      auto kv = make_sequence_kv(*model, o);
+      std::vector<int32_t> prompt = {1, 42, 7, 300, 5, 99, 12, 8};
+      std::vector<float> logits(prompt.size() * size_t(n_vocab));
+      model->forward(prompt, *kv, logits.data(), true);
+      for (int step = 0; step < 12; ++step) {
+        const int32_t t = int32_t((step * 37 + 11) % n_vocab);
+        std::vector<float> l(static_cast<size_t>(n_vocab));
+        std::fprintf(stderr, "[graphs %d %s] step %d\n", graphs, ctv, step);
+        model->forward(std::span(&t, 1), *kv, l.data(), false);
+        runs[graphs].push_back(std::move(l));
+      }
+    }
+    for (size_t s = 0; s < runs[0].size(); ++s)
+      EXPECT_EQ(0, std::memcmp(runs[0][s].data(), runs[1][s].data(), runs[0][s].size() * sizeof(float))) << "step " << s;
+  }
+}
 
 }  // namespace
 }  // namespace polykv
