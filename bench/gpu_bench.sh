@@ -8,7 +8,7 @@
 # carry. Stages run in order of importance, each under `timeout`, and stop when the budget
 # (GPU_BENCH_BUDGET_S, default 420 s) is spent, so one device call always returns its files.
 # Environment: GPU_BENCH_BW (copy bandwidth in GB/s for the floor; measured by the caller),
-#              GPU_BENCH_STAGES (default "depth0 depth32k q8_0 agents").
+#              GPU_BENCH_STAGES (default "depth0 q8_0 depth32k agents graphs").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-$PWD/gpu-out}
@@ -17,7 +17,7 @@ BIN=${GPU_BENCH_BIN:-build-gpu}
 export LD_LIBRARY_PATH=$PWD/$BIN/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 BUDGET=${GPU_BENCH_BUDGET_S:-420}
 BW=${GPU_BENCH_BW:-}
-STAGES=${GPU_BENCH_STAGES:-"depth0 depth32k q8_0 agents"}
+STAGES=${GPU_BENCH_STAGES:-"depth0 q8_0 depth32k agents graphs"}
 T0=$SECONDS
 left() { echo $((BUDGET - (SECONDS - T0))); }
 
@@ -69,10 +69,14 @@ for stage in $STAGES; do
       m=$(model q8_0)
       bench "$m" 0 q8_0/turbo3t -p 512 -n 128 -r 3
       ;;
-    agents)  # one shared 32k context: 1, 16 and 64 agents
+    agents)  # one shared 32k context: 1 and 64 agents
       m=$(model q4_0)
-      run 240 "$OUT/agents.jsonl" "$BIN/polykv" bench-agents -m "$m" --device cuda --agents 1,16,64 --share on \
+      run 200 "$OUT/agents.jsonl" "$BIN/polykv" bench-agents -m "$m" --device cuda --agents 1,64 --share on \
         --context 32768 --suffix 32 --gen 32 --json
+      ;;
+    graphs)  # decode at depth 0 with CUDA graphs on (opt-in: POLYKV_CUDA_GRAPHS=1)
+      m=$(model q4_0)
+      POLYKV_CUDA_GRAPHS=1 bench "$m" 0 q8_0/q8_0 -p 0 -n 128 -r 3
       ;;
   esac
 done
