@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "engine/generate.h"
+#include "engine_test_util.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,37 +57,7 @@ std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n, const std:
   return out;
 }
 
-// Collects one request's tokens and waits for its end.
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> ids;
-  bool done = false;
-  FinishInfo info;
-  GenerationRequest request(std::vector<int32_t> prompt, int max_tokens, const std::string& pool = "") {
-    GenerationRequest r;
-    r.prompt = std::move(prompt);
-    r.pool = pool;
-    r.max_tokens = max_tokens;
-    r.sampling = greedy();
-    r.on_token = [this](const TokenEvent& e) {
-      std::lock_guard<std::mutex> lk(mu);
-      ids.push_back(e.id);
-      return true;
-    };
-    r.on_done = [this](const FinishInfo& fi) {
-      std::lock_guard<std::mutex> lk(mu);
-      info = fi;
-      done = true;
-      cv.notify_all();
-    };
-    return r;
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return done; });
-  }
-};
+using test::Collector;
 
 EngineOptions options() {
   EngineOptions o;

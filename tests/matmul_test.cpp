@@ -17,6 +17,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "quant_block_fields.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -28,19 +29,8 @@ const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DTyp
                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
                         DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
-// Byte offsets of the fp16 scale fields (d, and dmin / m where present) inside one block.
-std::vector<size_t> half_fields(DType t) {
-  switch (t) {
-    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return {0};
-    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
-    case DType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
-    case DType::Q3_K: return {offsetof(BlockQ3_K, d)};
-    case DType::Q6_K: return {offsetof(BlockQ6_K, d)};
-    default: return {};
-  }
-}
+using test::half_fields;
+using test::is_float_type;
 
 // n_out rows of n_in values, row_stride bytes apart (>= the row size, to exercise strides).
 // Quantized from random floats with quantize_row_ref where that exists and `random_bits` is false;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../engine_test_util.h"
 #include "../test_util.h"
 #include "backend/backend.h"
 #include "cuda_test_util.h"
@@ -23,37 +24,7 @@
 namespace polykv {
 namespace {
 
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> ids;
-  bool done = false;
-  FinishInfo info;
-  GenerationRequest request(std::vector<int32_t> prompt, int max_tokens, const std::string& pool) {
-    GenerationRequest r;
-    r.prompt = std::move(prompt);
-    r.pool = pool;
-    r.max_tokens = max_tokens;
-    r.sampling.temperature = 0;
-    r.ignore_eos = true;
-    r.on_token = [this](const TokenEvent& e) {
-      std::lock_guard<std::mutex> lk(mu);
-      ids.push_back(e.id);
-      return true;
-    };
-    r.on_done = [this](const FinishInfo& fi) {
-      std::lock_guard<std::mutex> lk(mu);
-      info = fi;
-      done = true;
-      cv.notify_all();
-    };
-    return r;
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return done; });
-  }
-};
+using test::Collector;
 
 TEST(EngineCuda, AgentsOnOnePoolInGpuMemory) {
   POLYKV_REQUIRE_GPU();
@@ -81,7 +52,7 @@ TEST(EngineCuda, AgentsOnOnePoolInGpuMemory) {
     for (int a = 0; a < n_agents; ++a) {
       suffixes.push_back(tok.encode("\ndef agent_" + std::to_string(a) + "(config):\n", false, false));
       cs.push_back(std::make_unique<Collector>());
-      engine.submit(cs.back()->request(suffixes.back(), n_gen, "doc"));
+      engine.submit(cs.back()->request(suffixes.back(), n_gen, "doc", /*ignore_eos=*/true));
     }
     for (auto& c : cs) c->wait();
     EXPECT_EQ(engine.get_pool("doc")->hits, n_agents);

@@ -17,6 +17,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "../quant_block_fields.h"
 
 namespace polykv::cuda_test {
 
@@ -26,19 +27,8 @@ inline std::vector<DType> weight_types() {
           DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 }
 
-inline bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
-// Byte offsets of the f16 scale fields of one block (set to sane values in random blocks).
-inline std::vector<size_t> half_fields(DType t) {
-  switch (t) {
-    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return {0};
-    case DType::Q4_1: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: return {0, 2};
-    case DType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
-    case DType::Q3_K: return {offsetof(BlockQ3_K, d)};
-    case DType::Q6_K: return {offsetof(BlockQ6_K, d)};
-    default: return {};
-  }
-}
+using test::half_fields;
+using test::is_float_type;
 
 inline std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
