@@ -1,0 +1,68 @@
+// Speculative decoding: a Drafter proposes the next few tokens of a sequence; the target model
+// verifies them in one forward step (k + 1 rows, all logits) and keeps the longest prefix its own
+// sampling agrees with, plus one token of its own (the "bonus" token). Drafters implemented:
+//   - NgramDrafter     (engine/spec/ngram_drafter.h): copies what followed an earlier occurrence of
+//                      the context's last n-gram (prompt lookup); no model.
+//   - DraftModelDrafter(engine/spec/draft_model_drafter.h): a small model with the target's vocabulary,
+//                      its own KV kept in step with the target's.
+//   - MtpDrafter       (engine/spec/mtp_drafter.h): the target's own next-token-prediction block
+//                      (GGUF `blk.N.nextn.*`, model/mtp_head.h), fed the target's final hidden states.
+//
+// The contract between the speculative loop (engine/spec/speculative.h) and a drafter, per sequence:
+//   1. draft(context, max_n, out): context = every token of the sequence so far (prompt + accepted
+//      output); the target's KV holds all of them but the last. The drafter appends 0..max_n tokens
+//      to `out` (cleared by the caller). 0 tokens means "nothing worth verifying": the loop then does
+//      an ordinary one-token step.
+//   2. The loop verifies [last context token, drafts...] with the target and accepts n of the drafts
+//      (0 <= n <= drafted), then appends the target's own next token.
+//   3. accept(context, n_accepted): context is now the whole sequence again (old context + n accepted
+//      drafts + the target's token). A drafter with state (a draft model's KV, MTP KV) rolls it back to
+//      what the accepted tokens leave valid. It is called after every verify step, also when
+//      nothing was drafted (n_accepted = 0).
+//   4. needs_target_hidden(): if true, the loop asks the target for its final hidden states (after
+//      output_norm) of every verify row and of every prompt row and passes them with
+//      target_hidden() before the matching accept() (prompt: once after prefill, before the first draft).
+//
+// Sampling (temperature > 0): a drafter that samples its tokens from a distribution q reports q per
+// drafted token (probabilities over the vocabulary, after the same sampling chain the target uses) so
+// the loop can apply the speculative-sampling acceptance rule (accept d with min(1, p(d)/q(d)), on a
+// rejection draw from norm(max(0, p - q))), which keeps the target's distribution exactly. A
+// deterministic drafter (n-gram, or greedy drafting) reports nothing: q is one-hot at its token.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace polykv {
+
+// Per drafted token, the drafter's probabilities over the vocabulary ([n_vocab] each), or empty
+// when the drafts are deterministic (one-hot q).
+using DraftProbs = std::vector<std::vector<float>>;
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // "ngram", "draft", "mtp": the value of --spec that chose it.
+  virtual std::string name() const = 0;
+
+  // Appends up to max_n (>= 1) proposed tokens following `context` to out; probs (may be null)
+  // receives one distribution per drafted token if the drafter sampled them (see above).
+  virtual void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) = 0;
+
+  // After a verify step: `context` is the whole sequence, the last n_accepted + 1 tokens of which are
+  // new (n_accepted accepted drafts, then the target's token).
+  virtual void accept(std::span<const int32_t> context, int n_accepted) = 0;
+
+  // The target's final hidden states (after output_norm), host memory [n_rows][n_embd], for the rows
+  // at positions pos0 .. pos0 + n_rows - 1 that the target has just computed. Only called when
+  // needs_target_hidden().
+  virtual bool needs_target_hidden() const { return false; }
+  virtual void target_hidden(const float* hidden, int n_rows, int pos0) {
+    (void)hidden;
+    (void)n_rows;
+    (void)pos0;
+  }
+};
+
+}  // namespace polykv
