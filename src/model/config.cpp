@@ -11,7 +11,7 @@ namespace polykv {
 namespace {
 
 const ArchFamily* find_family(const std::string& arch) {
-  for (const ArchFamily* fam : {&llama_family(), &gemma_family()})
+  for (const ArchFamily* fam : {&llama_family(), &gemma_family(), &moe_family()})
     for (const char* const* n = fam->names; *n; ++n)
       if (arch == *n) return fam;
   return nullptr;
@@ -35,6 +35,11 @@ constexpr IntRange kIntKeys[] = {
     {"rope.dimension_count", 2, 1 << 12},
     {"context_length", 1, 1 << 26},
     {"attention.sliding_window", 1, 1 << 26},
+    {"rope.scaling.original_context_length", 1, 1 << 30},
+    {"expert_count", 1, 1 << 12},
+    {"expert_used_count", 1, 1 << 12},
+    {"expert_feed_forward_length", 1, 1 << 22},
+    {"expert_shared_feed_forward_length", 1, 1 << 22},
 };
 
 struct FloatRange {
@@ -49,6 +54,8 @@ constexpr FloatRange kFloatKeys[] = {
     {"rope.scaling.factor", 0.0, 1024.0, false},
     {"attn_logit_softcapping", 0.0, 1e6, true},  // 0: none
     {"final_logit_softcapping", 0.0, 1e6, true},
+    {"rope.scaling.yarn_beta_fast", 0.0, 1e6, false},
+    {"rope.scaling.yarn_beta_slow", 0.0, 1e6, false},
 };
 
 void check_hyperparameter_ranges(const GgufFile& f, const std::string& a) {
@@ -75,7 +82,7 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   c.arch = f.get_str("general.architecture");
   const ArchFamily* fam = find_family(c.arch);
   check(fam != nullptr, "unsupported architecture '", printable(c.arch),
-        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3)");
+        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3, qwen3moe, gpt-oss)");
   const std::string a = c.arch + ".";
   check_hyperparameter_ranges(f, a);
   // Below: relations between the (individually in-range) values, and the defaults of absent keys.

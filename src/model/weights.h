@@ -7,6 +7,7 @@
 #include "backend/cpu/matmul.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/moe_weights.h"
 
 namespace polykv {
 
@@ -14,11 +15,14 @@ struct LayerWeights {
   std::vector<float> attn_norm;        // [n_embd]
   WeightMatrix wq, wk, wv, wo;         // [q_dim][n_embd], [kv_dim][n_embd], [v_dim][n_embd], [n_embd][n_head*head_dim_v]
   std::vector<float> bq, bk, bv;       // [q_dim], [kv_dim], [v_dim] (qkv_bias only)
+  std::vector<float> bo;               // [n_embd] (o_bias only)
+  std::vector<float> attn_sinks;       // [n_head] (attn_sinks only)
   std::vector<float> q_norm, k_norm;   // [head_dim] (qk_norm only)
   std::vector<float> post_attn_norm;   // [n_embd] (sandwich_norm only)
   std::vector<float> ffn_norm;         // [n_embd]
   WeightMatrix w_gate, w_up, w_down;   // [n_ff][n_embd], [n_ff][n_embd], [n_embd][n_ff]
   std::vector<float> post_ffn_norm;    // [n_embd] (sandwich_norm only)
+  MoeLayerWeights moe;                 // moe.enabled() only (then w_gate/w_up/w_down are empty)
 };
 
 struct ModelWeights {
@@ -34,5 +38,8 @@ struct ModelWeights {
 // one (pack_for_matmul) and drop the original's file pages where matmul no longer reads them; a
 // device backend, which uploads the original rows, passes false.
 ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for_cpu = true);
+
+// After pack_for_matmul: drops w's original pages from f's map where matmul no longer reads them.
+void release_unread_original(const GgufFile& f, const WeightMatrix& w);
 
 }  // namespace polykv
