@@ -185,7 +185,9 @@ TEST(MtpHead, MatchesThePlainLoopReferenceInChunks) {
     EXPECT_EQ(kv.n_tokens(), r1);
   }
   const float e_logits = rel_err(logits, ref_logits), e_y = rel_err(y, ref_y);
-  EXPECT_LT(e_logits, 2e-3f) << "logits: max |polykv - reference| / max |reference|";
+  // The output matrix is q8_0: the CPU kernel (AVX-512 VNNI) multiplies 8-bit activations, ~0.5% here;
+  // a wrong half, norm or position is off by order 1.
+  EXPECT_LT(e_logits, 1e-2f) << "logits: max |polykv - reference| / max |reference|";
   EXPECT_LT(e_y, 2e-3f) << "block output y";
   int same_top = 0;
   for (int t = 0; t < n; ++t) {
