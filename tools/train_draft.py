@@ -181,8 +181,8 @@ def main():
     ap.add_argument("--roots", default="", help="os.pathsep-separated dirs (default: this Python's site-packages)")
     ap.add_argument("--max-files", type=int, default=0, help="read at most this many files (0: all)")
     ap.add_argument("--max-train-mb", type=float, default=400, help="train on at most this many MB of text")
-    ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--seq", type=int, default=2048, help="training window (the target's context length)")
+    ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--draft-seconds", type=float, default=150)
     ap.add_argument("--mtp-seconds", type=float, default=150)
     ap.add_argument("--max-steps", type=int, default=0, help="stop each training after this many steps (0: time only)")
@@ -192,9 +192,9 @@ def main():
     ap.add_argument("--draft-lr", type=float, default=2e-3)
     ap.add_argument("--mtp-lr", type=float, default=1e-3)
     ap.add_argument("--chain-weight", type=float, default=0.5, help="weight of the chained (draft 2) MTP loss")
-    ap.add_argument("--deadline", type=float, default=450,
+    ap.add_argument("--deadline", type=float, default=420,
                     help="seconds from start by which everything is written (training budgets shrink to fit)")
-    ap.add_argument("--eval-windows", type=int, default=64)
+    ap.add_argument("--eval-windows", type=int, default=32)
     ap.add_argument("--only", choices=["both", "draft", "mtp"], default="both")
     ap.add_argument("--threads", type=int, default=16)
     a = ap.parse_args()
@@ -209,7 +209,6 @@ def main():
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
         R["versions"]["gpu"] = torch.cuda.get_device_name(0)
     torch.set_num_threads(max(1, min(a.threads, os.cpu_count() or 1)))
     log("device", dev, "torch", torch.__version__)
