@@ -55,7 +55,12 @@ TEST(MtpDrafter, NeedsNextnLayers) {
   }
 }
 
-TEST(MtpDrafter, DraftsEqualAFreshHeadAfterEveryRollback) {
+// Param: the prefill protocol. false: the whole prompt, then the target's first token (context = prompt
+// + 1); true: all but the last prompt token, which the first verify step feeds (engine/generate.cpp).
+class MtpDrafterRounds : public testing::TestWithParam<bool> {};
+
+TEST_P(MtpDrafterRounds, DraftsEqualAFreshHeadAfterEveryRollback) {
+  const bool all_but_last = GetParam();
   CpuBackend backend(2);
   auto model = Model::load(test::mtp_test_model(), backend);
   const int E = model->config().n_embd, V = model->config().n_vocab, k = 4;
@@ -67,11 +72,12 @@ TEST(MtpDrafter, DraftsEqualAFreshHeadAfterEveryRollback) {
   std::vector<int32_t> ctx;
   for (int i = 0; i < 17; ++i) ctx.push_back(int32_t(20 + (i * 613) % 7000));
   std::vector<float> hidden(ctx.size() * E), logits(ctx.size() * size_t(V));
-  {  // prefill: the prompt's hidden states, then the first token
-    const Model::BatchSeq s{ctx, &tkv, logits.data(), false, hidden.data()};
+  {  // prefill: the prompt's hidden states (then the first token)
+    const size_t n = ctx.size() - (all_but_last ? 1 : 0);
+    const Model::BatchSeq s{std::span(ctx).first(n), &tkv, logits.data(), false, hidden.data()};
     model->forward_batch(std::span(&s, 1));
-    drafter->target_hidden(hidden.data(), int(ctx.size()), 0);
-    ctx.push_back(argmax(logits.data(), V));
+    drafter->target_hidden(hidden.data(), int(n), 0);
+    if (!all_but_last) ctx.push_back(argmax(logits.data(), V));
   }
   const int plan[] = {0, 2, 4, 1, 3, 0, 4, 2};  // drafts accepted per round
   for (int n_acc : plan) {
@@ -99,6 +105,8 @@ TEST(MtpDrafter, DraftsEqualAFreshHeadAfterEveryRollback) {
   drafter->draft(ctx, 1, d, nullptr);
   EXPECT_EQ(d, fresh_drafts(*model, ctx, 1));
 }
+
+INSTANTIATE_TEST_SUITE_P(Prefill, MtpDrafterRounds, testing::Values(false, true));
 
 TEST(MtpDrafter, NoHiddenStatesNoDrafts) {
   CpuBackend backend(2);
