@@ -40,6 +40,7 @@ constexpr IntRange kIntKeys[] = {
     {"expert_used_count", 1, 1 << 12},
     {"expert_feed_forward_length", 1, 1 << 22},
     {"expert_shared_feed_forward_length", 1, 1 << 22},
+    {"nextn_predict_layers", 0, 16},
 };
 
 struct FloatRange {
@@ -86,7 +87,12 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   const std::string a = c.arch + ".";
   check_hyperparameter_ranges(f, a);
   // Below: relations between the (individually in-range) values, and the defaults of absent keys.
-  c.n_layer = int(f.get_u32(a + "block_count"));
+  // block_count counts the MTP (nextn) blocks too: they follow the main layers (model/mtp_head.h).
+  const int n_block = int(f.get_u32(a + "block_count"));
+  c.n_nextn = int(f.get_u32(a + "nextn_predict_layers", 0));
+  check(c.n_nextn < n_block, "invalid ", a, "nextn_predict_layers = ", c.n_nextn, ": not less than ", a,
+        "block_count = ", n_block);
+  c.n_layer = n_block - c.n_nextn;
   c.n_embd = int(f.get_u32(a + "embedding_length"));
   c.n_ff = int(f.get_u32(a + "feed_forward_length"));
   c.n_head = int(f.get_u32(a + "attention.head_count"));

@@ -19,7 +19,8 @@ struct LayerConfig {
 
 struct ModelConfig {
   std::string arch;  // GGUF general.architecture
-  int n_layer = 0;
+  int n_layer = 0;     // main decoder layers (block_count - n_nextn)
+  int n_nextn = 0;     // nextn_predict_layers: MTP blocks blk.n_layer ... (model/mtp_head.h), not run by forward
   int n_embd = 0;
   int n_ff = 0;
   int n_head = 0;

@@ -40,5 +40,8 @@ struct DeviceWeights {
 // change while the result is in use (the CPU backend keeps their pointers).
 DeviceWeights upload_weights(Backend& backend, const ModelWeights& w,
                              const std::vector<std::vector<float>>& inv_freq, const ModelConfig& c);
+// One layer's weights (inv_freq: [n_rot / 2]); the same rule on the host vectors.
+DeviceLayerWeights upload_layer(Backend& backend, const LayerWeights& l, const std::vector<float>& inv_freq,
+                                const ModelConfig& c);
 
 }  // namespace polykv

@@ -30,6 +30,8 @@ class Model {
   // The host-side weights (what the file holds; the CPU backend reads these very matrices).
   const ModelWeights& weights() const { return weights_; }
   Backend& backend() const { return backend_; }
+  // The weights in backend memory (what the forward pass reads).
+  const DeviceWeights& device_weights() const { return dev_; }
 
   KvShape kv_shape() const;
   // A K equalizer shaped for this model (its RoPE pairs), to install in a KvCache before use.
@@ -51,11 +53,19 @@ class Model {
     KvSequence* kv = nullptr;
     float* logits = nullptr;          // host: [n][n_vocab] if all_logits, else [n_vocab] of the last token; nullptr: none
     bool all_logits = false;
+    float* hidden = nullptr;  // host [n][n_embd]: final hidden states (after output_norm) of every row of
+                              // this sequence in the step (nullptr: none); independent of logits/all_logits
   };
   // Not reentrant: the activations live in one workspace per model, so one call at a time per model
   // (a concurrent call throws Error). Today's callers keep this: the engine runs every step on its
   // one step thread; the CLI commands, eval and tests call from one thread.
   void forward_batch(std::span<const BatchSeq> batch);
+
+  // One decoder layer's ops over rows [0, n) of `ws` (ws.x in, ws.x out; the other buffers scratch):
+  // the main layers' code, also what runs the MTP block (model/mtp_head.h). `kv_layer` is the layer
+  // index in the step sequences' KV; pos: [n] backend memory; begin_step already done.
+  void issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, int kv_layer, int n,
+                       const int32_t* pos, StepWorkspace& ws);
 
  private:
   Model(GgufFile file, ModelConfig config, Backend& backend);
@@ -63,6 +73,8 @@ class Model {
   // what a recording backend replays (Backend::replay_step). logits: [n_out][n_vocab], backend memory.
   void issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_t* pos, const int32_t* gather,
                       float* logits);
+  // After the layers: rows `rows` ([n_hid], backend memory) of ws_.x gathered into ws_.hidden and normed.
+  void issue_hidden_ops(int n_hid, const int32_t* rows);
 
   Backend& backend_;
   GgufFile file_;

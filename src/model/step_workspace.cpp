@@ -23,7 +23,8 @@ void StepWorkspace::reserve(const ModelConfig& c, int rows, int out_rows) {
       r * size_t(c.n_head) * size_t(c.head_dim_v) * 4,     // att
       r * size_t(c.n_ff) * 4,                              // gate
       r * size_t(c.n_ff) * 4,                              // up
-      3 * r * sizeof(int32_t),                             // ids
+      4 * r * sizeof(int32_t),                             // ids
+      r * size_t(c.n_embd) * 4,                            // hidden
       size_t(out_rows) * size_t(c.n_vocab) * 4,            // logits
   };
   auto aligned = [](size_t n) { return (n + 63) & ~size_t(63); };
@@ -43,6 +44,7 @@ void StepWorkspace::reserve(const ModelConfig& c, int rows, int out_rows) {
   };
   for (float** f : {&x, &h, &q, &k, &v, &att, &gate, &up}) *f = reinterpret_cast<float*>(next());
   ids = reinterpret_cast<int32_t*>(next());
+  hidden = reinterpret_cast<float*>(next());
   logits = reinterpret_cast<float*>(next());
 }
 

@@ -31,7 +31,9 @@ class StepWorkspace {
   float* att = nullptr;     // [rows][n_head][head_dim_v]
   float* gate = nullptr;    // [rows][n_ff]
   float* up = nullptr;      // [rows][n_ff]
-  int32_t* ids = nullptr;   // [3][rows]: tokens, positions, then the rows whose logits are wanted
+  int32_t* ids = nullptr;   // [4][rows]: tokens, positions, the rows whose logits are wanted, then those
+                            // whose hidden states are wanted
+  float* hidden = nullptr;  // [rows][n_embd] final hidden states (after output_norm) of the wanted rows
   float* logits = nullptr;  // [out_rows][n_vocab]
 
  private:

@@ -105,23 +105,31 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     for (int r = batch[s].all_logits ? steps[s].row0 : end - 1; r < end; ++r) out_rows.push_back(r);
   }
   const int n_out = int(out_rows.size());
+  std::vector<int32_t> hid_rows;  // rows of x whose final hidden states are wanted, in batch order
+  for (size_t s = 0; s < batch.size(); ++s)
+    if (batch[s].hidden)
+      for (int i = 0; i < steps[s].n; ++i) hid_rows.push_back(steps[s].row0 + i);
+  const int n_hid = int(hid_rows.size());
   // The single-sequence call on a host-memory backend writes the logits straight into the caller's
   // buffer (as large as a prompt's all-logits); otherwise they go through the workspace.
   const bool direct_logits = batch.size() == 1 && be.kind() == DeviceKind::Cpu;
   ws_.reserve(c, n, direct_logits ? 0 : n_out);
   if (c.moe.enabled()) moe_ws_.reserve(c, n);
 
-  // Tokens, positions and the logit rows reach the backend in one upload: ids = [tokens | pos | out_rows].
+  // Tokens, positions, the logit and hidden rows reach the backend in one upload:
+  // ids = [tokens | pos | out_rows | hid_rows].
   std::vector<int32_t> ids;
-  ids.reserve(size_t(2 * n + n_out));
+  ids.reserve(size_t(2 * n + n_out + n_hid));
   for (const BatchSeq& b : batch) ids.insert(ids.end(), b.tokens.begin(), b.tokens.end());
   for (const StepSeq& st : steps)
     for (int i = 0; i < st.n; ++i) ids.push_back(st.pos0 + i);
   ids.insert(ids.end(), out_rows.begin(), out_rows.end());
+  ids.insert(ids.end(), hid_rows.begin(), hid_rows.end());
   be.upload(ws_.ids, ids.data(), ids.size() * sizeof(int32_t));
   const int32_t* tokens = ws_.ids;
   const int32_t* pos = ws_.ids + n;
   const int32_t* gather = ws_.ids + 2 * n;
+  const int32_t* gather_hidden = gather + n_out;
 
   be.begin_step(steps);
   // What the ops below depend on besides the uploaded ids and the KV contents: a backend that records
@@ -133,12 +141,22 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   mix(direct_logits ? uint64_t(reinterpret_cast<uintptr_t>(batch[0].logits)) : 0);
   mix(uint64_t(reinterpret_cast<uintptr_t>(ws_.x)));
   mix(uint64_t(reinterpret_cast<uintptr_t>(ws_.logits)));
-  for (size_t s = 0; s < batch.size(); ++s) mix((uint64_t(steps[s].n) << 2) | (batch[s].logits ? 2u : 0u) | (batch[s].all_logits ? 1u : 0u));
+  mix(uint64_t(n_hid));
+  mix(uint64_t(reinterpret_cast<uintptr_t>(ws_.hidden)));
+  for (size_t s = 0; s < batch.size(); ++s)
+    mix((uint64_t(steps[s].n) << 3) | (batch[s].hidden ? 4u : 0u) | (batch[s].logits ? 2u : 0u) |
+        (batch[s].all_logits ? 1u : 0u));
   if (!be.replay_step(key)) {
     issue_step_ops(n, n_out, tokens, pos, gather, direct_logits ? batch[0].logits : ws_.logits);
+    issue_hidden_ops(n_hid, gather_hidden);
     be.end_step_ops();
   }
   for (const StepSeq& st : steps) st.kv->commit(st.pos0 + st.n);
+  for (size_t s = 0, i = 0; s < batch.size(); ++s) {
+    if (!batch[s].hidden) continue;
+    be.download(batch[s].hidden, ws_.hidden + i * size_t(c.n_embd), size_t(steps[s].n) * size_t(c.n_embd) * sizeof(float));
+    i += size_t(steps[s].n);
+  }
   if (n_out == 0) {
     be.synchronize();  // the KV writes are done before the caller reads or reuses the sequences
     return;
@@ -157,61 +175,74 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
   const ModelConfig& c = config_;
   const DeviceWeights& w = dev_;
   Backend& be = backend_;
-  const int E = c.n_embd, Q = int(c.q_dim()), K = int(c.kv_dim()), V = int(c.v_dim());
-  float *x = ws_.x, *h = ws_.h, *q = ws_.q, *k = ws_.k, *v = ws_.v, *att = ws_.att, *gate = ws_.gate, *up = ws_.up;
+  const int E = c.n_embd;
+  float* x = ws_.x;
+  float* h = ws_.h;
   be.embed(w.token_embd, tokens, n, c.embed_scale ? std::sqrt(float(E)) : 1.0f, x);
-
-  for (int il = 0; il < c.n_layer; ++il) {
-    const DeviceLayerWeights& l = w.layers[size_t(il)];
-    const LayerConfig& lc = c.layers[size_t(il)];
-    be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
-    be.matmul(l.wq, h, q, n);
-    be.matmul(l.wk, h, k, n);
-    be.matmul(l.wv, h, v, n);
-    if (c.qkv_bias) {
-      be.add_bias(q, l.bq, n, Q);
-      be.add_bias(k, l.bk, n, K);
-      be.add_bias(v, l.bv, n, V);
-    }
-    if (c.qk_norm) {  // per head: rows of head_dim
-      be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
-      be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
-    }
-    be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-    be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-    AttentionParams ap;
-    ap.n_head = c.n_head;
-    ap.scale = c.attn_scale;
-    ap.softcap = c.attn_softcap;
-    ap.window = lc.sliding ? c.sliding_window : 0;
-    ap.sinks = l.attn_sinks;
-    // Every sequence stores its rows first; then one attention call over all of them, which reads
-    // the blocks sequences share (a common prefix) once for all their queries.
-    be.store_kv(il, k, v);
-    be.attention(il, ap, q, att);
-    be.matmul(l.wo, att, h, n);
-    if (c.o_bias) be.add_bias(h, l.bo, n, E);
-    if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
-    be.add(x, h, int64_t(n) * E);
-
-    be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
-    if (c.moe.enabled()) {
-      moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
-    } else {
-      be.matmul(l.w_gate, h, gate, n);
-      be.matmul(l.w_up, h, up, n);
-      be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
-      be.matmul(l.w_down, gate, h, n);
-    }
-    if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
-    be.add(x, h, int64_t(n) * E);
-  }
+  for (int il = 0; il < c.n_layer; ++il) issue_layer_ops(w.layers[size_t(il)], c.layers[size_t(il)], il, n, pos, ws_);
   if (n_out == 0) return;
   // The wanted rows of x, gathered into h, normed in place, then the vocabulary matmul.
   be.gather_rows(x, gather, n_out, E, h);
   be.rmsnorm(h, w.output_norm, h, n_out, E, c.rms_eps);
   be.matmul(w.output, h, logits, n_out);  // [n_out][n_vocab]
   if (c.final_softcap > 0) be.softcap(logits, int64_t(n_out) * c.n_vocab, c.final_softcap);
+}
+
+void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, int kv_layer, int n,
+                            const int32_t* pos, StepWorkspace& ws) {
+  const ModelConfig& c = config_;
+  Backend& be = backend_;
+  const int il = kv_layer;
+  const int E = c.n_embd, Q = int(c.q_dim()), K = int(c.kv_dim()), V = int(c.v_dim());
+  float *x = ws.x, *h = ws.h, *q = ws.q, *k = ws.k, *v = ws.v, *att = ws.att, *gate = ws.gate, *up = ws.up;
+  be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
+  be.matmul(l.wq, h, q, n);
+  be.matmul(l.wk, h, k, n);
+  be.matmul(l.wv, h, v, n);
+  if (c.qkv_bias) {
+    be.add_bias(q, l.bq, n, Q);
+    be.add_bias(k, l.bk, n, K);
+    be.add_bias(v, l.bv, n, V);
+  }
+  if (c.qk_norm) {  // per head: rows of head_dim
+    be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
+    be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
+  }
+  be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+  be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+  AttentionParams ap;
+  ap.n_head = c.n_head;
+  ap.scale = c.attn_scale;
+  ap.softcap = c.attn_softcap;
+  ap.window = lc.sliding ? c.sliding_window : 0;
+  ap.sinks = l.attn_sinks;
+  // Every sequence stores its rows first; then one attention call over all of them, which reads
+  // the blocks sequences share (a common prefix) once for all their queries.
+  be.store_kv(il, k, v);
+  be.attention(il, ap, q, att);
+  be.matmul(l.wo, att, h, n);
+  if (c.o_bias) be.add_bias(h, l.bo, n, E);
+  if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
+  be.add(x, h, int64_t(n) * E);
+
+  be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
+  if (c.moe.enabled()) {
+    moe_ws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
+    moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
+  } else {
+    be.matmul(l.w_gate, h, gate, n);
+    be.matmul(l.w_up, h, up, n);
+    be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
+    be.matmul(l.w_down, gate, h, n);
+  }
+  if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
+  be.add(x, h, int64_t(n) * E);
+}
+
+void Model::issue_hidden_ops(int n_hid, const int32_t* rows) {
+  if (n_hid == 0) return;
+  backend_.gather_rows(ws_.x, rows, n_hid, config_.n_embd, ws_.hidden);
+  backend_.rmsnorm(ws_.hidden, dev_.output_norm, ws_.hidden, n_hid, config_.n_embd, config_.rms_eps);
 }
 
 }  // namespace polykv

@@ -65,6 +65,47 @@ std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {
 
 void release_unread_original(const GgufFile& f, const WeightMatrix& w) { release_original(f, w); }
 
+WeightMatrix bind_matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out, bool pack_for_cpu) {
+  return matrix(f, name, n_in, n_out, pack_for_cpu);
+}
+
+std::vector<float> bind_vector(const GgufFile& f, const std::string& name, int64_t n) { return vec(f, name, n); }
+
+LayerWeights bind_layer(const GgufFile& f, const ModelConfig& c, int il, bool pack_for_cpu) {
+  const bool pk = pack_for_cpu;
+  const std::string p = "blk." + std::to_string(il) + ".";
+  LayerWeights l;
+  l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
+  l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim(), pk);
+  l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), pk);
+  l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim(), pk);
+  l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd, pk);
+  if (c.qkv_bias) {
+    l.bq = vec(f, p + "attn_q.bias", c.q_dim());
+    l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
+    l.bv = vec(f, p + "attn_v.bias", c.v_dim());
+  }
+  if (c.o_bias) l.bo = vec(f, p + "attn_output.bias", c.n_embd);
+  if (c.attn_sinks) l.attn_sinks = vec(f, p + "attn_sinks.weight", c.n_head);
+  if (c.qk_norm) {
+    l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
+    l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
+  }
+  l.ffn_norm = vec(f, p + c.ffn_norm_tensor + ".weight", c.n_embd);
+  if (c.sandwich_norm) {
+    l.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);
+    l.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
+  }
+  if (c.moe.enabled()) {
+    l.moe = bind_moe_weights(f, c, p, pk);
+  } else {
+    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, pk);
+    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff, pk);
+    l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd, pk);
+  }
+  return l;
+}
+
 ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for_cpu) {
   const bool pk = pack_for_cpu;
   ModelWeights w;
@@ -72,39 +113,7 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for
   w.output_norm = vec(f, "output_norm.weight", c.n_embd);
   w.output = f.find_tensor("output.weight") ? matrix(f, "output.weight", c.n_embd, c.n_vocab, pk) : w.token_embd;
   if (f.find_tensor("rope_freqs.weight")) w.rope_inv_freq_factors = vec(f, "rope_freqs.weight", c.n_rot / 2);
-  for (int il = 0; il < c.n_layer; ++il) {
-    const std::string p = "blk." + std::to_string(il) + ".";
-    LayerWeights l;
-    l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
-    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim(), pk);
-    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), pk);
-    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim(), pk);
-    l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd, pk);
-    if (c.qkv_bias) {
-      l.bq = vec(f, p + "attn_q.bias", c.q_dim());
-      l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
-      l.bv = vec(f, p + "attn_v.bias", c.v_dim());
-    }
-    if (c.o_bias) l.bo = vec(f, p + "attn_output.bias", c.n_embd);
-    if (c.attn_sinks) l.attn_sinks = vec(f, p + "attn_sinks.weight", c.n_head);
-    if (c.qk_norm) {
-      l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
-    }
-    l.ffn_norm = vec(f, p + c.ffn_norm_tensor + ".weight", c.n_embd);
-    if (c.sandwich_norm) {
-      l.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);
-      l.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
-    }
-    if (c.moe.enabled()) {
-      l.moe = bind_moe_weights(f, c, p, pk);
-    } else {
-      l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, pk);
-      l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff, pk);
-      l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd, pk);
-    }
-    w.layers.push_back(std::move(l));
-  }
+  for (int il = 0; il < c.n_layer; ++il) w.layers.push_back(bind_layer(f, c, il, pk));
   return w;
 }
 

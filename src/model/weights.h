@@ -2,6 +2,7 @@
 // Matrices stay in the file's memory map in their stored types; 1-D vectors (norms, biases) are
 // converted to f32 copies.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "backend/cpu/matmul.h"
@@ -38,6 +39,11 @@ struct ModelWeights {
 // one (pack_for_matmul) and drop the original's file pages where matmul no longer reads them; a
 // device backend, which uploads the original rows, passes false.
 ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for_cpu = true);
+// One matrix [n_out][n_in] / one f32 vector [n] by name, checked as bind_weights checks them.
+WeightMatrix bind_matrix(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out, bool pack_for_cpu);
+std::vector<float> bind_vector(const GgufFile& f, const std::string& name, int64_t n);
+// One block's weights, blk.{il}.* (il may be past n_layer: the MTP blocks, model/mtp_head.h).
+LayerWeights bind_layer(const GgufFile& f, const ModelConfig& c, int il, bool pack_for_cpu);
 
 // After pack_for_matmul: drops w's original pages from f's map where matmul no longer reads them.
 void release_unread_original(const GgufFile& f, const WeightMatrix& w);

@@ -1,0 +1,52 @@
+// The MTP drafter: the target's own nextn block (model/mtp_head.h) fed the target's final hidden
+// states, drafting greedily by chaining the head (draft j+1 reads draft j's token and the head's
+// output hidden state y_j). Deterministic, so it reports no probabilities (q is one-hot).
+//
+// State, per sequence: the head's one-layer KV. Invariants:
+//  - rows [0, base) of the KV were computed from real target hidden states (row t: hidden h_t and
+//    token t + 1 of the sequence); rows past base are chained draft rows, dropped before new rows go in;
+//  - target_hidden() rows wait in `pend_` (positions pend_pos0_ ...) until draft() knows the token that
+//    follows each (the context), so rows of rejected drafts are never used (draft() reads only rows
+//    t <= len(context) - 2), which is the rollback after a verify step.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/spec/drafter.h"
+#include "kv/owned_paged_kv.h"
+#include "model/mtp_head.h"
+
+namespace polykv {
+
+class Model;
+
+class MtpDrafter final : public Drafter {
+ public:
+  // max_tokens: the longest sequence it will see (the head's KV holds that plus the draft chain).
+  MtpDrafter(std::unique_ptr<MtpHead> head, int max_tokens);
+
+  std::string name() const override { return "mtp"; }
+  void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) override;
+  void accept(std::span<const int32_t> context, int n_accepted) override;
+  bool needs_target_hidden() const override { return true; }
+  void target_hidden(const float* hidden, int n_rows, int pos0) override;
+
+  const KvSequence& kv() const { return kv_; }  // for tests
+
+ private:
+  static constexpr int kChain = 64;      // KV room for chained draft rows past max_tokens
+  static constexpr int kChunk = 256;     // rows per head call when catching up (bounds the workspace)
+  std::unique_ptr<MtpHead> head_;
+  OwnedPagedKv kv_;
+  int n_embd_, n_vocab_;
+  std::vector<float> pend_;  // [pend_rows][n_embd] target hidden states at positions pend_pos0_ ...
+  int pend_pos0_ = 0;
+  std::vector<float> logits_, hid_;  // head outputs: [rows][n_vocab], [rows][n_embd]
+};
+
+// Throws Error "this model has no MTP (nextn) layers" when it has none.
+std::unique_ptr<Drafter> make_mtp_drafter(Model& target, int max_tokens);
+
+}  // namespace polykv

@@ -1,0 +1,122 @@
+#include "model/mtp_head.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "quant/quant.h"
+
+namespace polykv {
+namespace {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; n values (the backends' rmsnorm, on the host).
+void rms_host(const float* x, const float* w, float* out, int n, float eps) {
+  float ss = 0;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float r = 1.0f / std::sqrt(ss / float(n) + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * r * w[i];
+}
+
+}  // namespace
+
+std::unique_ptr<MtpHead> MtpHead::load(Model& target) {
+  if (target.config().n_nextn == 0) return nullptr;
+  return std::unique_ptr<MtpHead>(new MtpHead(target));
+}
+
+MtpHead::MtpHead(Model& target) : target_(target), layer_(target.config().n_layer), ws_(target.backend()) {
+  const ModelConfig& c = target.config();
+  const GgufFile& f = target.gguf();
+  Backend& be = target.backend();
+  const bool pack = be.kind() == DeviceKind::Cpu;
+  const std::string p = "blk." + std::to_string(layer_) + ".";
+  // The block is a full-attention one: rope as the first full-attention main layer.
+  lc_ = c.layers.at(0);
+  for (const LayerConfig& l : c.layers)
+    if (!l.sliding) {
+      lc_ = l;
+      break;
+    }
+  lc_.sliding = false;
+  inv_freq_.resize(size_t(c.n_rot / 2));
+  const auto& factors = target.weights().rope_inv_freq_factors;
+  for (int i = 0; i < c.n_rot / 2; ++i) {  // as Model computes its layers' (model/transformer.cpp)
+    inv_freq_[size_t(i)] = 1.0f / std::pow(lc_.rope_base, float(2 * i) / float(c.n_rot));
+    if (!factors.empty()) inv_freq_[size_t(i)] /= factors[size_t(i)];
+  }
+  host_ = bind_layer(f, c, layer_, pack);
+  dev_ = upload_layer(be, host_, inv_freq_, c);
+  eh_proj_host_ = bind_matrix(f, p + "nextn.eh_proj.weight", 2 * int64_t(c.n_embd), c.n_embd, pack);
+  eh_proj_ = be.upload_matrix(eh_proj_host_);
+  enorm_ = bind_vector(f, p + "nextn.enorm.weight", c.n_embd);
+  hnorm_ = bind_vector(f, p + "nextn.hnorm.weight", c.n_embd);
+  head_norm_ = bind_vector(f, p + "nextn.shared_head_norm.weight", c.n_embd);
+  dev_head_norm_ = be.upload_floats(head_norm_);
+}
+
+MtpHead::~MtpHead() {
+  if (cat_) target_.backend().release(cat_);
+}
+
+KvShape MtpHead::kv_shape() const {
+  const ModelConfig& c = target_.config();
+  return KvShape{1, c.n_head_kv, c.head_dim, c.head_dim_v, {0}};
+}
+
+void MtpHead::reserve(int rows) {
+  const ModelConfig& c = target_.config();
+  ws_.reserve(c, rows, rows);
+  if (rows <= cat_rows_) return;
+  void* p = target_.backend().allocate(size_t(rows) * 2 * size_t(c.n_embd) * sizeof(float));
+  if (cat_) target_.backend().release(cat_);
+  cat_ = static_cast<float*>(p);
+  cat_rows_ = rows;
+}
+
+void MtpHead::forward(std::span<const int32_t> next_ids, const float* hidden, KvSequence& kv, float* logits,
+                      float* hidden_out) {
+  const ModelConfig& c = target_.config();
+  Backend& be = target_.backend();
+  const int n = int(next_ids.size()), E = c.n_embd;
+  check(n > 0, "MTP head: no rows");
+  check(hidden != nullptr, "MTP head: no hidden states");
+  const int pos0 = kv.n_tokens();
+  check(pos0 + n <= kv.max_tokens(), "MTP head: context full: ", pos0 + n, " tokens exceed the context of ",
+        kv.max_tokens());
+  reserve(n);
+
+  // The eh_proj input on the host (n rows of 2 n_embd): the embedding half, then the hidden half.
+  const WeightMatrix& table = target_.weights().token_embd;
+  const float scale = c.embed_scale ? std::sqrt(float(E)) : 1.0f;
+  host_cat_.resize(size_t(n) * 2 * size_t(E));
+  std::vector<float> e(static_cast<size_t>(E));
+  for (int i = 0; i < n; ++i) {
+    const int32_t id = next_ids[size_t(i)];
+    check(id >= 0 && id < c.n_vocab, "token id ", id, " is out of range [0, ", c.n_vocab, ")");
+    dequantize_row_ref(table.type, static_cast<const uint8_t*>(table.data) + size_t(id) * table.row_stride, e.data(), E);
+    for (float& v : e) v *= scale;
+    float* row = host_cat_.data() + size_t(i) * 2 * size_t(E);
+    rms_host(e.data(), enorm_.data(), row, E, c.rms_eps);
+    rms_host(hidden + size_t(i) * size_t(E), hnorm_.data(), row + E, E, c.rms_eps);
+  }
+  be.upload(cat_, host_cat_.data(), host_cat_.size() * sizeof(float));
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) pos[size_t(i)] = pos0 + i;
+  be.upload(ws_.ids, pos.data(), pos.size() * sizeof(int32_t));
+
+  const StepSeq step{&kv, pos0, n, 0};
+  be.begin_step(std::span<const StepSeq>(&step, 1));
+  be.matmul(eh_proj_, cat_, ws_.x, n);                                 // x: [n][n_embd]
+  target_.issue_layer_ops(dev_, lc_, /*kv_layer=*/0, n, ws_.ids, ws_);  // y in ws_.x
+  if (logits) {
+    be.rmsnorm(ws_.x, dev_head_norm_, ws_.h, n, E, c.rms_eps);
+    be.matmul(target_.device_weights().output, ws_.h, ws_.logits, n);  // [n][n_vocab]
+    if (c.final_softcap > 0) be.softcap(ws_.logits, int64_t(n) * c.n_vocab, c.final_softcap);
+  }
+  kv.commit(pos0 + n);
+  if (hidden_out) be.download(hidden_out, ws_.x, size_t(n) * size_t(E) * sizeof(float));
+  if (logits) be.download(logits, ws_.logits, size_t(n) * size_t(c.n_vocab) * sizeof(float));
+  if (!hidden_out && !logits) be.synchronize();
+}
+
+}  // namespace polykv

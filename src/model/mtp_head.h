@@ -1,0 +1,59 @@
+// The MTP (multi-token prediction, "nextn") head stored in a GGUF as llama.cpp stores it for
+// GLM-4.5 / Qwen3.5 / DeepSeek-V3: `ARCH.nextn_predict_layers` = 1 and, after the n_layer main
+// blocks, block N = n_layer holding
+//   blk.N.nextn.eh_proj [n_embd][2 n_embd], blk.N.nextn.{enorm, hnorm, shared_head_norm} [n_embd],
+//   and an ordinary decoder block blk.N.* (attention + FFN, the main layers' layout).
+// It shares token_embd and the output matrix with the target. For rows i = 0..n-1 at positions
+// kv.n_tokens() + i (MTP row t sits at position t: the target row whose hidden state it reads):
+//   x_i = eh_proj · [rms(embed(next_ids[i]))·enorm ; rms(hidden[i])·hnorm]   (embedding half first)
+//   y_i = block(x_i)                    (the decoder's own layer code, Model::issue_layer_ops; own KV)
+//   logits_i = output · (rms(y_i)·shared_head_norm)   (predicts the token after next_ids[i])
+// Only the first nextn layer is used (the files that exist have one).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
+namespace polykv {
+
+class MtpHead {
+ public:
+  // nullptr if the GGUF has no nextn layers; throws Error naming a missing or misshaped tensor.
+  static std::unique_ptr<MtpHead> load(Model& target);
+  ~MtpHead();
+  MtpHead(const MtpHead&) = delete;
+  MtpHead& operator=(const MtpHead&) = delete;
+
+  // next_ids: [n] (n >= 1); hidden: host [n][n_embd] (the target's final hidden states after
+  // output_norm, or a previous call's hidden_out when chaining); kv: made for kv_shape(), in the
+  // target backend's KV memory on a device backend; its rows are committed. logits: host
+  // [n][n_vocab] or nullptr; hidden_out: host [n][n_embd] (y_i) or nullptr.
+  void forward(std::span<const int32_t> next_ids, const float* hidden, KvSequence& kv, float* logits,
+               float* hidden_out);
+  KvShape kv_shape() const;  // one layer
+  Model& target() const { return target_; }
+
+ private:
+  explicit MtpHead(Model& target);
+  void reserve(int rows);
+
+  Model& target_;
+  int layer_;                       // the block's index in the file: n_layer
+  LayerConfig lc_;                  // the block's attention config (full attention)
+  std::vector<float> inv_freq_;     // [n_rot / 2]
+  LayerWeights host_;               // blk.N.*
+  DeviceLayerWeights dev_;          // the same, in backend memory
+  WeightMatrix eh_proj_host_, eh_proj_;   // [n_embd][2 n_embd]
+  std::vector<float> enorm_, hnorm_, head_norm_;  // [n_embd] host
+  const float* dev_head_norm_ = nullptr;          // [n_embd] backend memory
+  StepWorkspace ws_;                // the block's activations (its own: the target's may be in use)
+  float* cat_ = nullptr;            // [rows][2 n_embd] backend memory: the eh_proj input
+  int cat_rows_ = 0;
+  std::vector<float> host_cat_;     // [rows][2 n_embd]
+};
+
+}  // namespace polykv
