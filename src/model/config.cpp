@@ -11,7 +11,7 @@ namespace polykv {
 namespace {
 
 const ArchFamily* find_family(const std::string& arch) {
-  for (const ArchFamily* fam : {&llama_family(), &gemma_family()})
+  for (const ArchFamily* fam : {&llama_family(), &gemma_family(), &qwen35_family()})
     for (const char* const* n = fam->names; *n; ++n)
       if (arch == *n) return fam;
   return nullptr;
@@ -35,6 +35,13 @@ constexpr IntRange kIntKeys[] = {
     {"rope.dimension_count", 2, 1 << 12},
     {"context_length", 1, 1 << 26},
     {"attention.sliding_window", 1, 1 << 26},
+    {"full_attention_interval", 1, 1024},
+    {"nextn_predict_layers", 0, 16},
+    {"ssm.conv_kernel", 1, 64},
+    {"ssm.state_size", 1, 1 << 12},
+    {"ssm.group_count", 1, 1 << 12},
+    {"ssm.time_step_rank", 1, 1 << 12},
+    {"ssm.inner_size", 1, 1 << 20},
 };
 
 struct FloatRange {
@@ -75,7 +82,7 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   c.arch = f.get_str("general.architecture");
   const ArchFamily* fam = find_family(c.arch);
   check(fam != nullptr, "unsupported architecture '", printable(c.arch),
-        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3)");
+        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3, qwen35)");
   const std::string a = c.arch + ".";
   check_hyperparameter_ranges(f, a);
   // Below: relations between the (individually in-range) values, and the defaults of absent keys.
@@ -107,7 +114,25 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   check(embd.ne[1] <= (1 << 24), "token_embd.weight has ", embd.ne[1], " rows: more than 2^24 tokens");
   c.n_vocab = int(embd.ne[1]);
   fam->fill(f, c);
+  assign_layer_slots(c);
   return c;
+}
+
+int ModelConfig::n_kv_layers() const {
+  int n = 0;
+  for (const LayerConfig& l : layers) n += l.kind == LayerKind::Attention;
+  return n;
+}
+
+int ModelConfig::n_state_layers() const { return int(layers.size()) - n_kv_layers(); }
+
+void assign_layer_slots(ModelConfig& c) {
+  int kv = 0, state = 0;
+  for (LayerConfig& l : c.layers) {
+    const bool attn = l.kind == LayerKind::Attention;
+    l.kv_layer = attn ? kv++ : -1;
+    l.state_layer = attn ? -1 : state++;
+  }
 }
 
 }  // namespace polykv

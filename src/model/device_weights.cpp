@@ -34,6 +34,7 @@ DeviceWeights upload_weights(Backend& backend, const ModelWeights& w,
     dl.w_down = backend.upload_matrix(l.w_down);
     dl.post_ffn_norm = floats(l.post_ffn_norm);
     dl.rope_inv_freq = floats(inv_freq[il]);
+    if (l.gdn.w_qkv.data) dl.gdn = upload_gdn_layer(backend, l.gdn);
     d.layers.push_back(dl);
   }
   return d;

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/gated_delta_net.h"
 #include "model/model.h"
 
 namespace polykv {
@@ -17,7 +18,8 @@ Model::Model(GgufFile file, ModelConfig config, Backend& backend)
       file_(std::move(file)),
       config_(std::move(config)),
       weights_(bind_weights(file_, config_, /*pack_for_cpu=*/backend.kind() == DeviceKind::Cpu)),
-      ws_(backend) {
+      ws_(backend),
+      hws_(backend) {
   const ModelConfig& c = config_;
   inv_freq_.resize(size_t(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) {
@@ -40,16 +42,23 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
   } catch (const Error& e) {
     fail("'", path, "': ", e.what());
   }
+  check(backend.kind() == DeviceKind::Cpu || c.n_state_layers() == 0, "'", path, "': ", c.arch,
+        " is a hybrid (Gated DeltaNet) model, which runs on the CPU only so far: use --device cpu");
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(c), backend));
 }
 
 KEqualizer Model::make_k_equalizer(const KEqualizationParams& p) const {
-  return KEqualizer(p, config_.n_layer, config_.n_head_kv, config_.head_dim, config_.n_rot, config_.rope_style);
+  return KEqualizer(p, config_.n_kv_layers(), config_.n_head_kv, config_.head_dim, config_.n_rot, config_.rope_style);
 }
 
 KvShape Model::kv_shape() const {
-  KvShape s{config_.n_layer, config_.n_head_kv, config_.head_dim, config_.head_dim_v, {}};
-  for (const LayerConfig& lc : config_.layers) s.layer_window.push_back(lc.sliding ? config_.sliding_window : 0);
+  KvShape s{config_.n_kv_layers(), config_.n_head_kv, config_.head_dim, config_.head_dim_v, {}, {}};
+  for (const LayerConfig& lc : config_.layers)
+    if (lc.kind == LayerKind::Attention) s.layer_window.push_back(lc.sliding ? config_.sliding_window : 0);
+  if (const int n_state = config_.n_state_layers(); n_state > 0) {
+    const GdnConfig& g = config_.gdn;
+    s.recurrent = RecurrentShape{n_state, g.conv_kernel, g.n_k_heads, g.n_v_heads, g.head_dim};
+  }
   return s;
 }
 
@@ -57,7 +66,8 @@ size_t Model::weight_bytes_per_token() const {
   auto bytes = [](const WeightMatrix& w) { return w.row_stride * size_t(w.n_out); };
   size_t total = bytes(weights_.output);
   for (const auto& l : weights_.layers)
-    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) + bytes(l.w_down);
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) + bytes(l.w_down) +
+             bytes(l.gdn.w_qkv) + bytes(l.gdn.w_gate) + bytes(l.gdn.w_beta) + bytes(l.gdn.w_alpha) + bytes(l.gdn.w_out);
   return total;
 }
 
@@ -105,6 +115,7 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   // buffer (as large as a prompt's all-logits); otherwise they go through the workspace.
   const bool direct_logits = batch.size() == 1 && be.kind() == DeviceKind::Cpu;
   ws_.reserve(c, n, direct_logits ? 0 : n_out);
+  hws_.reserve(c, n);
 
   // Tokens, positions and the logit rows reach the backend in one upload: ids = [tokens | pos | out_rows].
   std::vector<int32_t> ids;
@@ -160,32 +171,43 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
     const DeviceLayerWeights& l = w.layers[size_t(il)];
     const LayerConfig& lc = c.layers[size_t(il)];
     be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
-    be.matmul(l.wq, h, q, n);
-    be.matmul(l.wk, h, k, n);
-    be.matmul(l.wv, h, v, n);
-    if (c.qkv_bias) {
-      be.add_bias(q, l.bq, n, Q);
-      be.add_bias(k, l.bk, n, K);
-      be.add_bias(v, l.bv, n, V);
+    if (lc.kind == LayerKind::GatedDeltaNet) {
+      gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
+      be.add(x, h, int64_t(n) * E);
+    } else {
+      if (c.attn_output_gate) {  // attn_q rows per head: query | gate
+        be.matmul(l.wq, h, hws_.qg, n);
+        be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
+      } else {
+        be.matmul(l.wq, h, q, n);
+      }
+      be.matmul(l.wk, h, k, n);
+      be.matmul(l.wv, h, v, n);
+      if (c.qkv_bias) {
+        be.add_bias(q, l.bq, n, Q);
+        be.add_bias(k, l.bk, n, K);
+        be.add_bias(v, l.bv, n, V);
+      }
+      if (c.qk_norm) {  // per head: rows of head_dim
+        be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
+        be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
+      }
+      be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+      be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+      AttentionParams ap;
+      ap.n_head = c.n_head;
+      ap.scale = c.attn_scale;
+      ap.softcap = c.attn_softcap;
+      ap.window = lc.sliding ? c.sliding_window : 0;
+      // Every sequence stores its rows first; then one attention call over all of them, which reads
+      // the blocks sequences share (a common prefix) once for all their queries.
+      be.store_kv(lc.kv_layer, k, v);
+      be.attention(lc.kv_layer, ap, q, att);
+      if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
+      be.matmul(l.wo, att, h, n);
+      if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
+      be.add(x, h, int64_t(n) * E);
     }
-    if (c.qk_norm) {  // per head: rows of head_dim
-      be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
-      be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
-    }
-    be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-    be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-    AttentionParams ap;
-    ap.n_head = c.n_head;
-    ap.scale = c.attn_scale;
-    ap.softcap = c.attn_softcap;
-    ap.window = lc.sliding ? c.sliding_window : 0;
-    // Every sequence stores its rows first; then one attention call over all of them, which reads
-    // the blocks sequences share (a common prefix) once for all their queries.
-    be.store_kv(il, k, v);
-    be.attention(il, ap, q, att);
-    be.matmul(l.wo, att, h, n);
-    if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
-    be.add(x, h, int64_t(n) * E);
 
     be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
     be.matmul(l.w_gate, h, gate, n);

@@ -74,20 +74,24 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights l;
     l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
-    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim(), pk);
-    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), pk);
-    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim(), pk);
-    l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd, pk);
-    if (c.qkv_bias) {
-      l.bq = vec(f, p + "attn_q.bias", c.q_dim());
-      l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
-      l.bv = vec(f, p + "attn_v.bias", c.v_dim());
+    if (c.layers[size_t(il)].kind == LayerKind::GatedDeltaNet) {
+      l.gdn = bind_gdn_layer(f, c, p, pk, GdnBinders{matrix, vec});
+    } else {
+      l.wq = matrix(f, p + "attn_q.weight", c.n_embd, int64_t(c.q_dim()) * (c.attn_output_gate ? 2 : 1), pk);
+      l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), pk);
+      l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim(), pk);
+      l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd, pk);
+      if (c.qkv_bias) {
+        l.bq = vec(f, p + "attn_q.bias", c.q_dim());
+        l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
+        l.bv = vec(f, p + "attn_v.bias", c.v_dim());
+      }
+      if (c.qk_norm) {
+        l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
+        l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
+      }
     }
-    if (c.qk_norm) {
-      l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
-    }
-    l.ffn_norm = vec(f, p + "ffn_norm.weight", c.n_embd);
+    l.ffn_norm = vec(f, p + c.ffn_norm_name + ".weight", c.n_embd);
     if (c.sandwich_norm) {
       l.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);
       l.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
