@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend_test_util.h"
 #include "core/error.h"
 #include "kv/recurrent_state.h"
 #include "model/model.h"
@@ -123,6 +124,17 @@ TEST(HybridState, CopiedStateContinuesLikeTheOriginal) {
   b.recurrent_state()->copy_from(*a.recurrent_state());
   EXPECT_EQ(b.recurrent_state()->n_tokens(), 40);
   EXPECT_EQ(f.step(a, 40, 48), f.step(b, 40, 48));
+}
+
+TEST(HybridState, DeviceBackendRefusesHybridModelClearly) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  test::CountingBackend dev(1, DeviceKind::Cuda);
+  try {
+    Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev);
+    FAIL() << "a hybrid model loaded on a device backend";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU only"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
