@@ -365,8 +365,10 @@ void Engine::admit_locked() {
     }
     s->kv = std::make_unique<PagedKv>(store_, opts_.n_ctx);
     s->kv->set_blocks(mgr_.block_table(s->sid));
-    if (RecurrentState* r = s->kv->recurrent_state(); r && n_computed > 0)  // hybrid agent: its pool's state
+    if (RecurrentState* r = s->kv->recurrent_state(); r && n_computed > 0) {  // hybrid agent: its pool's state
+      check(pool != pools_.end() && pool->second.state, "hybrid model: a cached prefix without a state checkpoint");
       r->copy_from(*pool->second.state);
+    }
     s->kv->reset(n_computed);
     running_.push_back(std::move(s));
   }
