@@ -99,7 +99,7 @@ TEST_P(HybridGolden, DefaultKvWithinMeasuredBounds) {
   EXPECT_GE(inc.top1_agree, kDefaultKvTop1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Model, HybridGolden, ::testing::Values("qwen35"));
+INSTANTIATE_TEST_SUITE_P(Model, HybridGolden, ::testing::Values("qwen35", "qwen35moe"));
 
 }  // namespace
 }  // namespace polykv

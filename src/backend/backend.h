@@ -25,6 +25,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/gated_delta_net.h"
 #include "backend/cpu/matmul.h"
+#include "backend/moe.h"
 #include "core/layer_kinds.h"
 #include "kv/kv_memory.h"
 #include "kv/kv_sequence.h"
@@ -92,6 +93,19 @@ class Backend {
   virtual void softcap(float* x, int64_t n, float cap) = 0;
   // dst[i] = src[rows[i]] for i < n; rows (backend memory) index rows of `cols` floats.
   virtual void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) = 0;
+
+  // ---- mixture of experts (backend/moe.h; optional: the defaults throw Error "not supported") ----
+  // Routing of n rows: logits [n][r.n_expert] (router bias added) -> ids [n][r.n_used] (expert
+  // indices, descending logit) and weights [n][r.n_used] (per r.gating). Each row on its own.
+  virtual void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights);
+  // out[t] = sum over slots j in order 0..k-1 of weights[t][j] * expert_{ids[t][j]}(x[t]), with
+  // expert_e(x) = down_e(act(gate_e x + bg_e, up_e x + bu_e)) + bd_e. x, out: [n][n_embd] (out may
+  // alias x); ids, weights: [n][k]. A row's result does not depend on the other rows (each expert's
+  // matmuls reduce per row; the slot sum runs in slot order), so a backend may group rows by expert.
+  virtual void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n,
+                           int k, float* out);
+  // x[r][c] += sigmoid(g[r]) * y[r][c]: a shared expert's output y behind its scalar gate g ([rows]).
+  virtual void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols);
 
   // ---- KV and attention ---------------------------------------------------------------------
   // The sequences of this forward step (host memory, valid until the next begin_step). store_kv and

@@ -149,7 +149,7 @@ void KvCache::commit(int n_tokens) {
 void KvCache::truncate(int n_tokens) {
   if (n_tokens >= n_tokens_) return;
   for (const Layer& l : layers_)
-    check(l.window <= 0 || n_tokens - l.window + 1 >= l.released_until, "cannot roll the KV cache back to ",
+    check(l.window <= 0 || std::max(0, n_tokens - l.window + 1) >= l.released_until, "cannot roll the KV cache back to ",
           n_tokens, " tokens: a sliding-window layer already released positions below ", l.released_until,
           " (raise rollback_tokens)");
   if (state_) state_->truncate(n_tokens);  // throws before anything changes when it cannot

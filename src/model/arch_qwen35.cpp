@@ -1,4 +1,4 @@
-// qwen35: the Qwen3.5 hybrid of Gated DeltaNet (linear attention) and gated full attention.
+// qwen35, qwen35moe: the Qwen3.5 hybrid of Gated DeltaNet (linear attention) and gated full attention.
 // Conventions the file relies on but does not state (../shared/fixtures/README.md, qwen35 section):
 //  - block_count = n_layer + nextn_predict_layers: the last block(s) are the MTP head, not part of the
 //    main forward pass;
@@ -12,7 +12,7 @@
 namespace polykv {
 namespace {
 
-const char* const kNames[] = {"qwen35", nullptr};
+const char* const kNames[] = {"qwen35", "qwen35moe", nullptr};
 
 void fill(const GgufFile& f, ModelConfig& c) {
   const std::string a = c.arch + ".";
@@ -20,7 +20,7 @@ void fill(const GgufFile& f, ModelConfig& c) {
   c.activation = Activation::SiLU;
   c.qk_norm = true;
   c.attn_output_gate = true;
-  c.ffn_norm_name = "post_attention_norm";
+  c.ffn_norm_tensor = "post_attention_norm";
   // The main model's layers (assigned, not subtracted: the same whoever else reads nextn_predict_layers).
   const int n_nextn = int(f.get_u32(a + "nextn_predict_layers", 0));
   const int n_layer = int(f.get_u32(a + "block_count")) - n_nextn;
@@ -42,6 +42,16 @@ void fill(const GgufFile& f, ModelConfig& c) {
   const int interval = int(f.get_u32(a + "full_attention_interval", 4));
   for (int il = 0; il < n_layer; ++il)
     c.layers[size_t(il)].kind = (il + 1) % interval != 0 ? LayerKind::GatedDeltaNet : LayerKind::Attention;
+  if (c.arch == "qwen35moe") {  // routed experts as qwen3moe (softmax, top-k, renormalised) + a shared expert
+    MoeConfig& m = c.moe;
+    m.n_expert = int(f.get_u32(a + "expert_count"));
+    m.n_used = int(f.get_u32(a + "expert_used_count"));
+    m.n_ff_exp = int(f.get_u32(a + "expert_feed_forward_length", uint32_t(c.n_ff)));
+    m.n_ff_shexp = int(f.get_u32(a + "expert_shared_feed_forward_length", 0));
+    m.gating = MoeGating::SoftmaxTopKRenorm;
+    check(m.n_used >= 1 && m.n_used <= m.n_expert, "invalid ", a, "expert_used_count = ", m.n_used, " with ",
+          m.n_expert, " experts");
+  }
   check(c.n_kv_layers() > 0, "qwen35: no full-attention layer (", a, "full_attention_interval = ", interval, ")");
 }
 

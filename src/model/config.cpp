@@ -11,7 +11,7 @@ namespace polykv {
 namespace {
 
 const ArchFamily* find_family(const std::string& arch) {
-  for (const ArchFamily* fam : {&llama_family(), &gemma_family(), &qwen35_family()})
+  for (const ArchFamily* fam : {&llama_family(), &gemma_family(), &moe_family(), &qwen35_family()})
     for (const char* const* n = fam->names; *n; ++n)
       if (arch == *n) return fam;
   return nullptr;
@@ -42,6 +42,11 @@ constexpr IntRange kIntKeys[] = {
     {"ssm.group_count", 1, 1 << 12},
     {"ssm.time_step_rank", 1, 1 << 12},
     {"ssm.inner_size", 1, 1 << 20},
+    {"rope.scaling.original_context_length", 1, 1 << 30},
+    {"expert_count", 1, 1 << 12},
+    {"expert_used_count", 1, 1 << 12},
+    {"expert_feed_forward_length", 1, 1 << 22},
+    {"expert_shared_feed_forward_length", 1, 1 << 22},
 };
 
 struct FloatRange {
@@ -56,6 +61,8 @@ constexpr FloatRange kFloatKeys[] = {
     {"rope.scaling.factor", 0.0, 1024.0, false},
     {"attn_logit_softcapping", 0.0, 1e6, true},  // 0: none
     {"final_logit_softcapping", 0.0, 1e6, true},
+    {"rope.scaling.yarn_beta_fast", 0.0, 1e6, false},
+    {"rope.scaling.yarn_beta_slow", 0.0, 1e6, false},
 };
 
 void check_hyperparameter_ranges(const GgufFile& f, const std::string& a) {
@@ -82,13 +89,16 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   c.arch = f.get_str("general.architecture");
   const ArchFamily* fam = find_family(c.arch);
   check(fam != nullptr, "unsupported architecture '", printable(c.arch),
-        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3, qwen35)");
+        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3, qwen3moe, gpt-oss, qwen35, qwen35moe)");
   const std::string a = c.arch + ".";
   check_hyperparameter_ranges(f, a);
   // Below: relations between the (individually in-range) values, and the defaults of absent keys.
   c.n_layer = int(f.get_u32(a + "block_count"));
   c.n_embd = int(f.get_u32(a + "embedding_length"));
-  c.n_ff = int(f.get_u32(a + "feed_forward_length"));
+  // MoE files without a dense FFN (qwen35moe) have only the experts' size.
+  c.n_ff = int(f.has(a + "feed_forward_length") || !f.has(a + "expert_feed_forward_length")
+                   ? f.get_u32(a + "feed_forward_length")
+                   : f.get_u32(a + "expert_feed_forward_length"));
   c.n_head = int(f.get_u32(a + "attention.head_count"));
   c.n_head_kv = int(f.get_u32(a + "attention.head_count_kv", uint32_t(c.n_head)));
   check(c.n_head_kv <= c.n_head && c.n_head % c.n_head_kv == 0, "invalid attention heads: ", a,

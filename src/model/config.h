@@ -7,6 +7,7 @@
 
 #include "core/layer_kinds.h"
 #include "gguf/gguf.h"
+#include "model/moe_config.h"
 
 namespace polykv {
 
@@ -59,9 +60,14 @@ struct ModelConfig {
   bool qk_norm = false;            // per-head RMSNorm of q and k before rope (qwen3, gemma3)
   bool sandwich_norm = false;      // extra norms after attention and after the MLP (gemma2/3)
   bool attn_output_gate = false;   // attn_q rows per head are [query | gate]; out *= sigmoid(gate) (qwen35)
-  std::string ffn_norm_name = "ffn_norm";  // the MLP's pre-norm tensor (qwen35: post_attention_norm)
   GdnConfig gdn;                   // GatedDeltaNet layers only
   std::vector<LayerConfig> layers;  // [n_layer]
+  // Mixture of experts and gpt-oss (model/moe_config.h):
+  MoeConfig moe;                   // moe.enabled(): the FFN is routed experts (model/moe_ffn.h)
+  bool o_bias = false;             // attn_output.bias (gpt-oss)
+  bool attn_sinks = false;         // attn_sinks: one logit per head in the softmax denominator (gpt-oss)
+  std::string ffn_norm_tensor = "ffn_norm";  // the FFN's pre-norm (gpt-oss: post_attention_norm)
+  std::vector<float> rope_freq_divisors;     // [n_rot / 2] inv_freq_i /= these (YaRN); empty: none
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
@@ -85,5 +91,6 @@ struct ArchFamily {
 const ArchFamily& llama_family();  // llama, qwen2, qwen3
 const ArchFamily& gemma_family();  // gemma2, gemma3
 const ArchFamily& qwen35_family(); // qwen35 (Gated DeltaNet hybrid)
+const ArchFamily& moe_family();    // qwen3moe, gpt-oss (model/arch_moe.cpp)
 
 }  // namespace polykv

@@ -3,7 +3,7 @@
 namespace polykv {
 
 DeviceWeights upload_weights(Backend& backend, const ModelWeights& w,
-                             const std::vector<std::vector<float>>& inv_freq) {
+                             const std::vector<std::vector<float>>& inv_freq, const ModelConfig& c) {
   // An absent vector (a feature the config does not use) stays nullptr.
   auto floats = [&](const std::vector<float>& v) -> const float* {
     return v.empty() ? nullptr : backend.upload_floats(v);
@@ -25,16 +25,21 @@ DeviceWeights upload_weights(Backend& backend, const ModelWeights& w,
     dl.bq = floats(l.bq);
     dl.bk = floats(l.bk);
     dl.bv = floats(l.bv);
+    dl.bo = floats(l.bo);
+    dl.attn_sinks = floats(l.attn_sinks);
     dl.q_norm = floats(l.q_norm);
     dl.k_norm = floats(l.k_norm);
     dl.post_attn_norm = floats(l.post_attn_norm);
     dl.ffn_norm = floats(l.ffn_norm);
-    dl.w_gate = backend.upload_matrix(l.w_gate);
-    dl.w_up = backend.upload_matrix(l.w_up);
-    dl.w_down = backend.upload_matrix(l.w_down);
+    if (!c.moe.enabled()) {
+      dl.w_gate = backend.upload_matrix(l.w_gate);
+      dl.w_up = backend.upload_matrix(l.w_up);
+      dl.w_down = backend.upload_matrix(l.w_down);
+    }
     dl.post_ffn_norm = floats(l.post_ffn_norm);
     dl.rope_inv_freq = floats(inv_freq[il]);
     if (l.gdn.w_qkv.data) dl.gdn = upload_gdn_layer(backend, l.gdn);
+    if (c.moe.enabled()) dl.moe = upload_moe_weights(backend, l.moe, c);
     d.layers.push_back(dl);
   }
   return d;

@@ -18,6 +18,8 @@ struct DeviceLayerWeights {
   const float* bq = nullptr;             // [q_dim] (qkv_bias only, else nullptr)
   const float* bk = nullptr;             // [kv_dim]
   const float* bv = nullptr;             // [v_dim]
+  const float* bo = nullptr;             // [n_embd] (o_bias only)
+  const float* attn_sinks = nullptr;     // [n_head] (attn_sinks only)
   const float* q_norm = nullptr;         // [head_dim] (qk_norm only)
   const float* k_norm = nullptr;         // [head_dim]
   const float* post_attn_norm = nullptr; // [n_embd] (sandwich_norm only)
@@ -26,6 +28,7 @@ struct DeviceLayerWeights {
   const float* post_ffn_norm = nullptr;  // [n_embd] (sandwich_norm only)
   const float* rope_inv_freq = nullptr;  // [n_rot / 2] this layer's RoPE frequencies
   DeviceGdnWeights gdn;                  // LayerKind::GatedDeltaNet only
+  DeviceMoeWeights moe;                  // the MoE FFN (config.moe.enabled() only)
 };
 
 struct DeviceWeights {
@@ -38,6 +41,6 @@ struct DeviceWeights {
 // Uploads every weight through `backend`. inv_freq: [n_layer][n_rot / 2]. The host vectors must not
 // change while the result is in use (the CPU backend keeps their pointers).
 DeviceWeights upload_weights(Backend& backend, const ModelWeights& w,
-                             const std::vector<std::vector<float>>& inv_freq);
+                             const std::vector<std::vector<float>>& inv_freq, const ModelConfig& c);
 
 }  // namespace polykv

@@ -50,6 +50,35 @@ ModelShape gemma3(std::string name, int n_layer, int n_embd, int n_ff, int n_hea
   return s;
 }
 
+ModelShape qwen3moe(std::string name, int n_layer, int n_embd, int n_ff, int n_head, int n_head_kv, int head_dim,
+                    int n_vocab, int n_ctx, int n_expert, int n_used, int n_ff_exp) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.arch = "qwen3moe";
+  s.n_layer = n_layer, s.n_embd = n_embd, s.n_ff = n_ff, s.n_head = n_head, s.n_head_kv = n_head_kv;
+  s.head_dim = head_dim, s.n_vocab = n_vocab, s.n_ctx = n_ctx;
+  s.rope_theta = 1000000.0f;
+  s.rms_eps = 1e-6f;
+  s.n_expert = n_expert, s.n_expert_used = n_used, s.n_ff_exp = n_ff_exp;
+  return s;
+}
+
+ModelShape gptoss(std::string name, int n_layer, int n_embd, int n_head, int n_head_kv, int head_dim, int n_vocab,
+                  int n_expert, int n_used, int n_ff_exp, int sliding_window) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.arch = "gpt-oss";
+  s.n_layer = n_layer, s.n_embd = n_embd, s.n_ff = n_ff_exp, s.n_head = n_head, s.n_head_kv = n_head_kv;
+  s.head_dim = head_dim, s.n_vocab = n_vocab, s.n_ctx = 131072;
+  s.rope_theta = 150000.0f;
+  s.rms_eps = 1e-5f;
+  s.n_expert = n_expert, s.n_expert_used = n_used, s.n_ff_exp = n_ff_exp;
+  s.sliding_window = sliding_window;
+  s.yarn_factor = 32.0f;
+  s.yarn_orig_ctx = 4096;
+  return s;
+}
+
 std::vector<ModelShape> make_shapes() {
   // Llama 3.2 1B uses rope factor 32, Llama 3.1 8B factor 8 (both low 1, high 4, original 8192).
   const Llama3RopeScaling l32{32.0, 1.0, 4.0, 8192.0};
@@ -61,11 +90,17 @@ std::vector<ModelShape> make_shapes() {
       qwen2("qwen2.5-0.5b",   24,  896,  4864, 14, 2, 64,  151936, 32768, /*tied=*/true),
       qwen2("qwen2.5-7b",     28, 3584, 18944, 28, 4, 128, 152064, 32768, /*tied=*/false),
       gemma3("gemma-3-4b",    34, 2560, 10240,  8, 4, 256, 262144, 131072, /*window=*/1024, /*linear=*/8.0f),
+      //        name              layers embd  ff   head kv hdim vocab   ctx    experts used ff_exp
+      qwen3moe("qwen3-30b-a3b",   48, 2048, 6144, 32, 4, 128, 151936, 40960, 128, 8, 768),
+      //      name            layers embd head kv hdim vocab   experts used ff_exp window
+      gptoss("gpt-oss-20b",   24, 2880, 64, 8, 64,  201088, 32, 4, 2880, 128),
       // Test shapes: every dimension a multiple of 256, so every block size fits.
       llama("tiny",            2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/false,
             Llama3RopeScaling{8.0, 1.0, 4.0, 64.0}),
       qwen2("tiny-qwen2",      2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/true),
       gemma3("tiny-gemma3",    6,  256,   512,  2, 1, 256,    320,    512, /*window=*/16, /*linear=*/0.0f),
+      qwen3moe("tiny-qwen3moe", 2,  256,   512,  4, 2, 64,     320,    512, 8, 2, 256),
+      gptoss("tiny-gptoss",     4,  256,  4, 2, 64,  320, 8, 2, 256, 16),
   };
 }
 

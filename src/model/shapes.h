@@ -38,6 +38,14 @@ struct ModelShape {
   int sliding_window = 0;
   int swa_pattern = 0;
   float rope_theta_swa = 0;
+  // Mixture of experts (arch "qwen3moe", "gpt-oss"; model/synth_moe.h): n_expert > 0 replaces the
+  // dense FFN by n_expert experts of n_ff_exp, n_expert_used per token. gpt-oss also has q/k/v/o
+  // biases, attention sinks, sliding_window on even layers and YaRN (yarn_factor, yarn_orig_ctx).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  float yarn_factor = 0;
+  int yarn_orig_ctx = 0;
 };
 
 // The known shapes, real models first, then the tiny test shapes ("tiny", "tiny-qwen2", "tiny-gemma3").

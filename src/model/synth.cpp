@@ -6,6 +6,7 @@
 #include "model/random_fill.h"
 #include "model/rope_freqs.h"
 #include "model/synth_layout.h"
+#include "model/synth_moe.h"
 #include "model/synth_vocab.h"
 #include "quant/quant.h"
 
@@ -43,6 +44,7 @@ void add_metadata(GgufWriter& w, const ModelShape& s, const SynthOptions& o, int
   if (const int ft = ggml_file_type(o.type); ft >= 0) w.set_u32("general.file_type", uint32_t(ft));
   w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
   if (s.arch == "llama") w.set_u32(a + "rope.dimension_count", uint32_t(s.head_dim));
+  if (s.n_expert > 0) add_moe_metadata(w, s);
   w.set_u32("general.quantization_version", 2);
   add_synth_tokenizer(w, s.n_vocab);
 }
@@ -102,6 +104,9 @@ void add_synth_model(GgufWriter& w, const ModelShape& shape, const SynthOptions&
         check(t.ne[0] % block == 0, "shape '", shape.name, "': ", t.name, " has rows of ", t.ne[0],
               " values, not a multiple of ", dtype_name(o.type), "'s block of ", block);
         fill.type = o.type;
+        fill.stddev = o.weight_std;
+        break;
+      case SynthInit::WeightF32:
         fill.stddev = o.weight_std;
         break;
       case SynthInit::Norm:

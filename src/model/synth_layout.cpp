@@ -1,11 +1,13 @@
 #include "model/synth_layout.h"
 
 #include "core/error.h"
+#include "model/synth_moe.h"
 
 namespace polykv {
 
 std::vector<SynthTensor> synth_tensor_layout(const ModelShape& s, int n_layer) {
   if (n_layer <= 0) n_layer = s.n_layer;
+  if (s.n_expert > 0) return synth_moe_layout(s, n_layer);
   const int64_t embd = s.n_embd, ff = s.n_ff, vocab = s.n_vocab;
   const int64_t q_dim = int64_t(s.n_head) * s.head_dim, kv_dim = int64_t(s.n_head_kv) * s.head_dim;
   const bool gemma3 = s.arch == "gemma3";

@@ -15,6 +15,7 @@ namespace polykv {
 
 enum class SynthInit {
   Weight,     // matrix: N(0, std), stored in the requested type
+  WeightF32,  // matrix kept f32 whatever the type (MoE routers, as real files keep them): N(0, std)
   Norm,       // 1-D norm weight: 1 + small noise, f32
   Bias,       // 1-D bias: N(0, std), f32
   RopeFreqs,  // llama3 rope scaling factors (model/rope_freqs.h), f32

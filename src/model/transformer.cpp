@@ -19,7 +19,8 @@ Model::Model(GgufFile file, ModelConfig config, Backend& backend)
       config_(std::move(config)),
       weights_(bind_weights(file_, config_, /*pack_for_cpu=*/backend.kind() == DeviceKind::Cpu)),
       ws_(backend),
-      hws_(backend) {
+      hws_(backend),
+      moe_ws_(backend) {
   const ModelConfig& c = config_;
   inv_freq_.resize(size_t(c.n_layer));
   for (int il = 0; il < c.n_layer; ++il) {
@@ -29,9 +30,10 @@ Model::Model(GgufFile file, ModelConfig config, Backend& backend)
       // float32 as transformers computes it: base^(-2i/n_rot)
       f[size_t(i)] = 1.0f / std::pow(c.layers[size_t(il)].rope_base, float(2 * i) / float(c.n_rot));
       if (!weights_.rope_inv_freq_factors.empty()) f[size_t(i)] /= weights_.rope_inv_freq_factors[size_t(i)];
+      if (!c.rope_freq_divisors.empty()) f[size_t(i)] /= c.rope_freq_divisors[size_t(i)];  // YaRN
     }
   }
-  dev_ = upload_weights(backend_, weights_, inv_freq_);
+  dev_ = upload_weights(backend_, weights_, inv_freq_, c);
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
@@ -39,6 +41,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
   ModelConfig c;
   try {
     c = config_from_gguf(f);
+    check_backend_runs(c, backend);
   } catch (const Error& e) {
     fail("'", path, "': ", e.what());
   }
@@ -67,7 +70,8 @@ size_t Model::weight_bytes_per_token() const {
   size_t total = bytes(weights_.output);
   for (const auto& l : weights_.layers)
     total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) + bytes(l.w_down) +
-             bytes(l.gdn.w_qkv) + bytes(l.gdn.w_gate) + bytes(l.gdn.w_beta) + bytes(l.gdn.w_alpha) + bytes(l.gdn.w_out);
+             bytes(l.gdn.w_qkv) + bytes(l.gdn.w_gate) + bytes(l.gdn.w_beta) + bytes(l.gdn.w_alpha) + bytes(l.gdn.w_out) +
+             (config_.moe.enabled() ? moe_active_bytes(l.moe, config_) : 0);
   return total;
 }
 
@@ -116,6 +120,7 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   const bool direct_logits = batch.size() == 1 && be.kind() == DeviceKind::Cpu;
   ws_.reserve(c, n, direct_logits ? 0 : n_out);
   hws_.reserve(c, n);
+  if (c.moe.enabled()) moe_ws_.reserve(c, n);
 
   // Tokens, positions and the logit rows reach the backend in one upload: ids = [tokens | pos | out_rows].
   std::vector<int32_t> ids;
@@ -199,21 +204,27 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
       ap.scale = c.attn_scale;
       ap.softcap = c.attn_softcap;
       ap.window = lc.sliding ? c.sliding_window : 0;
+      ap.sinks = l.attn_sinks;
       // Every sequence stores its rows first; then one attention call over all of them, which reads
       // the blocks sequences share (a common prefix) once for all their queries.
       be.store_kv(lc.kv_layer, k, v);
       be.attention(lc.kv_layer, ap, q, att);
       if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
       be.matmul(l.wo, att, h, n);
+      if (c.o_bias) be.add_bias(h, l.bo, n, E);
       if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
       be.add(x, h, int64_t(n) * E);
     }
 
     be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
-    be.matmul(l.w_gate, h, gate, n);
-    be.matmul(l.w_up, h, up, n);
-    be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
-    be.matmul(l.w_down, gate, h, n);
+    if (c.moe.enabled()) {
+      moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
+    } else {
+      be.matmul(l.w_gate, h, gate, n);
+      be.matmul(l.w_up, h, up, n);
+      be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
+      be.matmul(l.w_down, gate, h, n);
+    }
     if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
     be.add(x, h, int64_t(n) * E);
   }

@@ -63,6 +63,8 @@ std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {
 
 }  // namespace
 
+void release_unread_original(const GgufFile& f, const WeightMatrix& w) { release_original(f, w); }
+
 ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for_cpu) {
   const bool pk = pack_for_cpu;
   ModelWeights w;
@@ -91,14 +93,20 @@ ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for
         l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
       }
     }
-    l.ffn_norm = vec(f, p + c.ffn_norm_name + ".weight", c.n_embd);
+    if (c.o_bias) l.bo = vec(f, p + "attn_output.bias", c.n_embd);
+    if (c.attn_sinks) l.attn_sinks = vec(f, p + "attn_sinks.weight", c.n_head);
+    l.ffn_norm = vec(f, p + c.ffn_norm_tensor + ".weight", c.n_embd);
     if (c.sandwich_norm) {
       l.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);
       l.post_ffn_norm = vec(f, p + "post_ffw_norm.weight", c.n_embd);
     }
-    l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, pk);
-    l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff, pk);
-    l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd, pk);
+    if (c.moe.enabled()) {
+      l.moe = bind_moe_weights(f, c, p, pk);
+    } else {
+      l.w_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, pk);
+      l.w_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff, pk);
+      l.w_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd, pk);
+    }
     w.layers.push_back(std::move(l));
   }
   return w;

@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "model/gdn_weights.h"
+#include "model/moe_weights.h"
 
 namespace polykv {
 
@@ -15,12 +16,15 @@ struct LayerWeights {
   std::vector<float> attn_norm;        // [n_embd]
   WeightMatrix wq, wk, wv, wo;         // [q_dim (x2 with attn_output_gate)][n_embd], [kv_dim][n_embd], [v_dim][n_embd], [n_embd][n_head*head_dim_v]
   std::vector<float> bq, bk, bv;       // [q_dim], [kv_dim], [v_dim] (qkv_bias only)
+  std::vector<float> bo;               // [n_embd] (o_bias only)
+  std::vector<float> attn_sinks;       // [n_head] (attn_sinks only)
   std::vector<float> q_norm, k_norm;   // [head_dim] (qk_norm only)
   std::vector<float> post_attn_norm;   // [n_embd] (sandwich_norm only)
   std::vector<float> ffn_norm;         // [n_embd]
   WeightMatrix w_gate, w_up, w_down;   // [n_ff][n_embd], [n_ff][n_embd], [n_embd][n_ff]
   std::vector<float> post_ffn_norm;    // [n_embd] (sandwich_norm only)
   GdnLayerWeights gdn;                 // LayerKind::GatedDeltaNet only (then wq..bv, q_norm, k_norm are empty)
+  MoeLayerWeights moe;                 // moe.enabled() only (then w_gate/w_up/w_down are empty)
 };
 
 struct ModelWeights {
@@ -36,5 +40,8 @@ struct ModelWeights {
 // one (pack_for_matmul) and drop the original's file pages where matmul no longer reads them; a
 // device backend, which uploads the original rows, passes false.
 ModelWeights bind_weights(const GgufFile& f, const ModelConfig& c, bool pack_for_cpu = true);
+
+// After pack_for_matmul: drops w's original pages from f's map where matmul no longer reads them.
+void release_unread_original(const GgufFile& f, const WeightMatrix& w);
 
 }  // namespace polykv

@@ -11,6 +11,19 @@
 #include "quant/quant.h"
 
 namespace polykv {
+namespace {
+
+// The tensors quantized: weight matrices (2-D) and stacks of expert matrices (3-D, each row on its own),
+// but not the MoE routers (ffn_gate_inp, ffn_gate_inp_shexp: kept as stored, f32 in real files, as
+// llama.cpp keeps them) nor biases (attn_*.bias, the 2-D ffn_*_exps.bias).
+bool quantizable(const GgufTensor& t) {
+  const std::string& n = t.name;
+  const bool is_weight = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0;
+  return (t.ne.size() == 2 || t.ne.size() == 3) && dtype_info(t.type).weight_type && is_weight &&
+         n.find("ffn_gate_inp") == std::string::npos;
+}
+
+}  // namespace
 
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type, DType fallback,
                               int n_threads) {
@@ -27,7 +40,7 @@ QuantizeReport quantize_model(const std::string& in_path, const std::string& out
   for (const GgufTensor& t : in.tensors()) {
     r.bytes_in += t.n_bytes;
     DType target = t.type;
-    if (t.ne.size() == 2 && dtype_info(t.type).weight_type) {
+    if (quantizable(t)) {
       const auto fits = [&](DType d) { return t.ne[0] % dtype_info(d).block_size == 0; };
       target = fits(type) ? type : fits(fallback) ? fallback : DType::F16;
       (target == type ? r.n_quantized : r.n_fallback)++;

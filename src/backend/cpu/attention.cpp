@@ -289,8 +289,9 @@ void attention_ref(const AttentionParams& p, const KvLayerView& kv, int pos0, in
         if (p.softcap > 0) d = p.softcap * std::tanh(d / p.softcap);
         s.push_back(d);
       }
-      const double mx = *std::max_element(s.begin(), s.end());
-      double sum = 0;
+      double mx = *std::max_element(s.begin(), s.end());
+      if (p.sinks) mx = std::max(mx, double(p.sinks[h]));
+      double sum = p.sinks ? std::exp(double(p.sinks[h]) - mx) : 0.0;  // the sink's weight, no value
       for (double& x : s) sum += (x = std::exp(x - mx));
       std::vector<double> acc(size_t(hdv), 0.0);
       for (int k = lo; k <= qpos; ++k) {

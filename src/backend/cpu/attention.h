@@ -38,6 +38,9 @@ struct AttentionParams {
   float scale = 1.0f;    // scores = (q·k) * scale
   float softcap = 0.0f;  // 0: none; else scores = softcap * tanh(scores / softcap)
   int window = 0;        // 0: full causal; else a query at q sees keys p with q - window < p <= q
+  // nullptr: none; else [n_head] attention sinks (gpt-oss): query head h's softmax denominator gets
+  // exp(sinks[h]) beside its visible keys' weights (a logit with no value, not scaled).
+  const float* sinks = nullptr;
 };
 
 // One sequence of a batch: queries at positions pos0 .. pos0 + n_q - 1 (their K/V already stored in

@@ -180,7 +180,12 @@ void write_rows(const Plan& c, const RowBlock& b, int g, const float* state) {
         const int r = rs.row0 + t * c.group + h;
         float* o = sq.out + (size_t(rs.i0 + t) * size_t(c.p.n_head) + size_t(g * c.group + h)) * size_t(hdv);
         // l >= 1 for every row: its own position is always visible, and the max's key adds exp(0).
-        const float inv = 1.0f / l[r];
+        float inv = 1.0f / l[r];
+        if (c.p.sinks) {  // acc / (l + exp(sink - m)), computed against max(m, sink) so nothing overflows
+          const float s = c.p.sinks[g * c.group + h], M = std::max(state[r], s);
+          const float a = std::exp(state[r] - M);
+          inv = a / (l[r] * a + std::exp(s - M));
+        }
         const float* a = acc + size_t(r) * hdv;
         for (int k = 0; k < hdv; ++k) o[k] = a[k] * inv;
         c.vops->finish_output(o, hdv);

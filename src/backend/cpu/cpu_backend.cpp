@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -84,6 +85,24 @@ void CpuBackend::softcap(float* x, int64_t n, float cap) { polykv::softcap(x, n,
 
 void CpuBackend::gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) {
   for (int i = 0; i < n; ++i) std::copy_n(src + int64_t(rows[i]) * cols, cols, dst + int64_t(i) * cols);
+}
+
+void CpuBackend::moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights) {
+  moe_route_cpu(logits, n, r, ids, weights);
+}
+
+void CpuBackend::moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n,
+                             int k, float* out) {
+  moe_experts_cpu(w, x, ids, weights, n, k, out, *pool_, moe_);
+}
+
+void CpuBackend::add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float s = 1.0f / (1.0f + std::exp(-g[r]));
+    float* xr = x + int64_t(r) * cols;
+    const float* yr = y + int64_t(r) * cols;
+    for (int c = 0; c < cols; ++c) xr[c] += s * yr[c];
+  }
 }
 
 void CpuBackend::begin_step(std::span<const StepSeq> seqs) {

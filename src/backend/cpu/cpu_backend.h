@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/moe_cpu.h"
 #include "core/thread_pool.h"
 
 namespace polykv {
@@ -56,6 +57,11 @@ class CpuBackend final : public Backend {
   void softcap(float* x, int64_t n, float cap) override;
   void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) override;
 
+  void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights) override;
+  void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
+                   float* out) override;
+  void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols) override;
+
   void begin_step(std::span<const StepSeq> seqs) override;
   void store_kv(int layer, float* k, const float* v) override;
   void attention(int layer, const AttentionParams& p, float* q, float* out) override;
@@ -73,6 +79,7 @@ class CpuBackend final : public Backend {
   std::vector<StepSeq> step_;            // the sequences of the current step (begin_step)
   std::vector<AttentionSeq> attn_seqs_;  // scratch of attention(), [step_.size()]
   std::vector<float> gdn_scratch_;       // scratch of gated_delta_rule(): the step's prepared inputs
+  MoeScratch moe_;                       // scratch of moe_experts()
 };
 
 }  // namespace polykv

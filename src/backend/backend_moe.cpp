@@ -1,0 +1,20 @@
+// The default MoE ops of Backend (backend.h): a backend without them refuses with a clear Error
+// (model loading checks first, model/moe_ffn.h, so these are a last line).
+#include "backend/backend.h"
+#include "core/error.h"
+
+namespace polykv {
+
+void Backend::moe_route(const float*, int, const MoeRouting&, int32_t*, float*) {
+  fail("the ", describe(), " backend does not run mixture-of-experts models yet (use --device cpu)");
+}
+
+void Backend::moe_experts(const MoeExperts&, const float*, const int32_t*, const float*, int, int, float*) {
+  fail("the ", describe(), " backend does not run mixture-of-experts models yet (use --device cpu)");
+}
+
+void Backend::add_sigmoid_gated(float*, const float*, const float*, int, int) {
+  fail("the ", describe(), " backend does not run mixture-of-experts models yet (use --device cpu)");
+}
+
+}  // namespace polykv

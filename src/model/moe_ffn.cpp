@@ -1,0 +1,70 @@
+#include "model/moe_ffn.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace polykv {
+
+MoeWorkspace::~MoeWorkspace() {
+  if (arena_) backend_.release(arena_);
+}
+
+void MoeWorkspace::reserve(const ModelConfig& c, int rows) {
+  if (arena_ && rows <= rows_) return;
+  rows = std::max(rows, rows_);
+  const size_t r = size_t(rows), k = size_t(c.moe.n_used), fs = size_t(c.moe.n_ff_shexp);
+  const size_t sizes[] = {r * size_t(c.moe.n_expert) * 4, r * k * 4, r * k * 4, r * 4, r * fs * 4, r * fs * 4,
+                          r * size_t(c.n_embd) * 4};
+  auto aligned = [](size_t n) { return (n + 63) & ~size_t(63); };
+  size_t total = 0;
+  for (size_t s : sizes) total += aligned(s);
+  void* arena = backend_.allocate(total);
+  if (arena_) backend_.release(arena_);
+  arena_ = arena;
+  rows_ = rows;
+  auto* p = static_cast<uint8_t*>(arena_);
+  size_t i = 0;
+  auto next = [&] {
+    uint8_t* at = p;
+    p += aligned(sizes[i++]);
+    return at;
+  };
+  logits = reinterpret_cast<float*>(next());
+  ids = reinterpret_cast<int32_t*>(next());
+  weights = reinterpret_cast<float*>(next());
+  sh_g = reinterpret_cast<float*>(next());
+  sh_gate = reinterpret_cast<float*>(next());
+  sh_up = reinterpret_cast<float*>(next());
+  sh_out = reinterpret_cast<float*>(next());
+}
+
+void moe_ffn(Backend& be, const ModelConfig& c, const DeviceMoeWeights& w, const float* h, int n, MoeWorkspace& ws,
+             float* out) {
+  const MoeConfig& m = c.moe;
+  be.matmul(w.router, h, ws.logits, n);  // [n][n_expert]
+  if (w.router_bias) be.add_bias(ws.logits, w.router_bias, n, m.n_expert);
+  be.moe_route(ws.logits, n, m.routing(), ws.ids, ws.weights);
+  const bool shared = m.n_ff_shexp > 0;
+  if (shared) {  // its inputs are read before moe_experts may overwrite h (out aliasing h)
+    be.matmul(w.sh_gate_inp, h, ws.sh_g, n);  // [n][1]
+    be.matmul(w.sh_gate, h, ws.sh_gate, n);
+    be.matmul(w.sh_up, h, ws.sh_up, n);
+  }
+  be.moe_experts(w.experts, h, ws.ids, ws.weights, n, m.n_used, out);
+  if (shared) {
+    be.gated_activation(ws.sh_gate, ws.sh_up, int64_t(n) * m.n_ff_shexp, Activation::SiLU);
+    be.matmul(w.sh_down, ws.sh_gate, ws.sh_out, n);
+    be.add_sigmoid_gated(out, ws.sh_out, ws.sh_g, n, c.n_embd);
+  }
+}
+
+void check_backend_runs(const ModelConfig& c, const Backend& backend) {
+  if (backend.kind() == DeviceKind::Cpu) return;
+  check(!c.moe.enabled(), "the ", backend.describe(), " backend does not run mixture-of-experts models (",
+        c.arch, ") yet: use --device cpu");
+  check(!c.attn_sinks && c.rope_freq_divisors.empty() && !c.o_bias, "the ", backend.describe(),
+        " backend does not run ", c.arch, " attention (sinks, YaRN, output bias) yet: use --device cpu");
+}
+
+}  // namespace polykv
