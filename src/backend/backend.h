@@ -23,6 +23,7 @@
 #include <string>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/gated_delta_net.h"
 #include "backend/cpu/matmul.h"
 #include "backend/moe.h"
 #include "core/layer_kinds.h"
@@ -119,6 +120,21 @@ class Backend {
   // the step's own rows already stored). q: [rows][n_head][head_dim] (may be rescaled in place),
   // out: [rows][n_head][head_dim_v].
   virtual void attention(int layer, const AttentionParams& p, float* q, float* out) = 0;
+
+  // ---- hybrid models (gated attention, Gated DeltaNet); the defaults throw Error (CPU only so far) ----
+  // src rows are `groups` x (a + b) floats: dst_a [rows][groups][a] gets the first a of each group,
+  // dst_b [rows][groups][b] the last b.
+  virtual void deinterleave(const float* src, int rows, int groups, int a, int b, float* dst_a, float* dst_b);
+  // x[i] *= sigmoid(gate[i]).
+  virtual void sigmoid_mul(float* x, const float* gate, int64_t n);
+  // Causal depthwise convolution + SiLU of every step sequence's rows, continuing from its recurrent state
+  // (KvSequence::recurrent_state(), layer `state_layer`): x, out [rows][channels], w [channels][kernel].
+  virtual void ssm_conv(int state_layer, const float* w, int kernel, const float* x, float* out, int channels);
+  // The gated delta rule of every step sequence's rows over its recurrent state (backend/cpu/gated_delta_net.h):
+  // qkv [rows][(2 n_k + n_v) d] (the convolution's output), alpha/beta_logit [rows][n_v], dt_bias/a [n_v];
+  // out [rows][n_v][d].
+  virtual void gated_delta_rule(int state_layer, const GdnParams& p, const float* qkv, const float* alpha,
+                                const float* beta_logit, const float* dt_bias, const float* a, float* out);
 
   // ---- step graphs (optional: a backend with launch overhead records and replays steps) --------
   // After begin_step and the step's uploads, the model calls replay_step(key). `key` must fix

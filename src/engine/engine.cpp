@@ -88,6 +88,7 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
   if (opts_.n_ctx <= 0) opts_.n_ctx = model.config().n_ctx_train > 0 ? model.config().n_ctx_train : pool_tokens;
   opts_.n_ctx = std::min(opts_.n_ctx, pool_tokens);
   hash_seed_ = prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, "");
+  hybrid_ = store_.shape().recurrent.n_layer > 0;
   m_.kv_blocks_total = store_.n_blocks();
   m_.kv_block_tokens = store_.block_tokens();
   m_.kv_bytes_per_block = store_.block_bytes();
@@ -296,6 +297,11 @@ void Engine::finish(Seq& s, FinishReason r, const std::string& error) {
       Pool& p = pools_[s.pool];
       p.sid = s.sid;
       p.n_blocks = int(mgr_.block_table(s.sid).size());
+      if (const RecurrentState* r = s.kv->recurrent_state()) {  // hybrid: checkpoint the state at the pool's end
+        auto copy = std::make_shared<RecurrentState>(r->shape());
+        copy->copy_from(*r);
+        p.state = std::move(copy);
+      }
       p.ready = true;
     } else if (!s.pool.empty() && !s.is_pool) {
       auto it = pools_.find(s.pool);
@@ -345,7 +351,10 @@ void Engine::admit_locked() {
       const BlockHash seed = s->req.cache_salt.empty()
                                  ? hash_seed_
                                  : prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, s->req.cache_salt);
-      n_computed = mgr_.add_sequence(s->sid, s->tokens, seed);
+      // Hybrid models: no automatic prefix caching. A cached block holds KV but no recurrent state at
+      // its end, so a sequence's own seed (never matched) keeps it from hitting; named pools share instead.
+      const BlockHash own = hybrid_ ? seed ^ (0x9e3779b97f4a7c15ull * uint64_t(s->sid + 1)) : seed;
+      n_computed = mgr_.add_sequence(s->sid, s->tokens, own);
     }
     if (s->n_cached < 0) {
       s->n_cached = std::min(n_computed, s->n_context);
@@ -356,6 +365,10 @@ void Engine::admit_locked() {
     }
     s->kv = std::make_unique<PagedKv>(store_, opts_.n_ctx);
     s->kv->set_blocks(mgr_.block_table(s->sid));
+    if (RecurrentState* r = s->kv->recurrent_state(); r && n_computed > 0) {  // hybrid agent: its pool's state
+      check(pool != pools_.end() && pool->second.state, "hybrid model: a cached prefix without a state checkpoint");
+      r->copy_from(*pool->second.state);
+    }
     s->kv->reset(n_computed);
     running_.push_back(std::move(s));
   }

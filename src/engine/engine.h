@@ -29,6 +29,8 @@
 
 namespace polykv {
 
+class RecurrentState;
+
 struct EngineOptions {
   int parallel = 16;           // sequences running at once (more wait in the queue)
   int max_waiting = 1024;      // queued requests beyond this are refused (the server answers 503)
@@ -70,6 +72,8 @@ class Engine final : public InferenceService {
     int agents = 0;
     int64_t hits = 0;
     bool ready = false;
+    // Hybrid models: the recurrent state at the pool's end (its checkpoint), copied into every agent.
+    std::shared_ptr<const RecurrentState> state;
   };
 
   void step_loop();
@@ -88,6 +92,7 @@ class Engine final : public InferenceService {
   KvBlockStore store_;
   KvSequenceManager mgr_;  // touched by the step thread only (and by constructors before it starts)
   BlockHash hash_seed_ = 0;
+  bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: see admit_locked
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

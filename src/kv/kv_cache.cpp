@@ -47,6 +47,7 @@ KvCache::KvCache(const KvShape& shape, KvType k_type, KvType v_type, int max_tok
   layers_.resize(size_t(shape.n_layer));
   for (size_t il = 0; il < layers_.size(); ++il)
     layers_[il].window = shape.layer_window.empty() ? 0 : std::max(0, shape.layer_window[il]);
+  if (shape.recurrent.n_layer > 0) state_ = std::make_unique<RecurrentState>(shape.recurrent);
 }
 
 void KvCache::ensure_blocks(Layer& l, int n_positions) {
@@ -142,6 +143,7 @@ void KvCache::commit(int n_tokens) {
   check(n_tokens >= 0 && n_tokens <= max_tokens_, "KV commit past capacity");
   n_tokens_ = n_tokens;
   for (Layer& l : layers_) release_old_blocks(l);
+  if (state_) state_->commit(n_tokens);
 }
 
 void KvCache::truncate(int n_tokens) {
@@ -150,6 +152,7 @@ void KvCache::truncate(int n_tokens) {
     check(l.window <= 0 || std::max(0, n_tokens - l.window + 1) >= l.released_until, "cannot roll the KV cache back to ",
           n_tokens, " tokens: a sliding-window layer already released positions below ", l.released_until,
           " (raise rollback_tokens)");
+  if (state_) state_->truncate(n_tokens);  // throws before anything changes when it cannot
   n_tokens_ = n_tokens;
   if (n_tokens == 0) k_equalizer_.reset();  // a new sequence calibrates its own scales
 }

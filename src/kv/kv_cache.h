@@ -24,6 +24,7 @@
 #include "kv/k_equalizer.h"
 #include "kv/kv_sequence.h"
 #include "kv/kv_type.h"
+#include "kv/recurrent_state.h"
 #include "kv/v_window.h"
 
 namespace polykv {
@@ -36,6 +37,7 @@ struct KvShape {
   int head_dim = 0;
   int head_dim_v = 0;
   std::vector<int> layer_window;  // [n_layer] or empty (all full); 0: full causal, W: last W positions
+  RecurrentShape recurrent;       // hybrid models: the linear-attention layers' state (n_layer 0: none)
 };
 
 class KvCache final : public KvSequence {
@@ -71,6 +73,7 @@ class KvCache final : public KvSequence {
 
   // Per-channel K equalization of this cache's stored keys (off unless set before the first store).
   KEqualizer& k_equalizer() override { return k_equalizer_; }
+  RecurrentState* recurrent_state() override { return state_.get(); }
   const KEqualizer& k_equalizer() const { return k_equalizer_; }
   void set_k_equalizer(KEqualizer eq) { k_equalizer_ = std::move(eq); }
 
@@ -101,6 +104,7 @@ class KvCache final : public KvSequence {
   KEqualizer k_equalizer_;
   VPrecisionWindow v_window_;
   size_t v_hi_head_bytes_ = 0;
+  std::unique_ptr<RecurrentState> state_;  // when shape_.recurrent.n_layer > 0; commit/truncate move it too
 };
 
 // A cache whose K and V types are given by name, V possibly with a precision window ("turbo3w",

@@ -17,6 +17,7 @@ namespace polykv {
 
 class ThreadPool;
 class KvBlockStore;
+class RecurrentState;
 
 class KvSequence {
  public:
@@ -35,6 +36,10 @@ class KvSequence {
   // A private KvCache has neither: nullptr and an empty table.
   virtual const KvBlockStore* block_store() const { return nullptr; }
   virtual std::span<const BlockId> block_table() const { return {}; }
+
+  // The fixed-size state of a hybrid model's linear-attention layers (kv/recurrent_state.h), kept beside
+  // the KV and moved with it (commit, truncate); nullptr for models without such layers.
+  virtual RecurrentState* recurrent_state() { return nullptr; }
 };
 
 // Quantizes rows [pos, pos + n) of one layer into the rows `rows` addresses (K in rows.k_type, V in

@@ -39,6 +39,7 @@ class OwnedPagedKv final : public KvSequence {
   KEqualizer& k_equalizer() override { return paged_.k_equalizer(); }
   const KvBlockStore* block_store() const override { return &blocks_; }
   std::span<const BlockId> block_table() const override { return paged_.block_table(); }
+  RecurrentState* recurrent_state() override { return paged_.recurrent_state(); }
 
   KvType k_type() const { return blocks_.k_type(); }
   KvType v_type() const { return blocks_.v_type(); }

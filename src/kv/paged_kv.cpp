@@ -8,6 +8,12 @@ PagedKv::PagedKv(KvBlockStore& store, int max_tokens) : store_(store), max_token
   check(max_tokens > 0, "a sequence needs a context of at least one token");
   k_ptrs_.resize(size_t(store.shape().n_layer));
   v_ptrs_.resize(size_t(store.shape().n_layer));
+  if (store.shape().recurrent.n_layer > 0) state_ = std::make_unique<RecurrentState>(store.shape().recurrent);
+}
+
+void PagedKv::reset(int n_tokens) {
+  if (state_) state_->truncate(n_tokens);  // no-op when already there; throws when it cannot get there
+  n_tokens_ = n_tokens;
 }
 
 void PagedKv::set_blocks(std::span<const BlockId> table) {
@@ -38,6 +44,7 @@ void PagedKv::store(int layer, int pos, int n, const float* k, const float* v, T
 void PagedKv::commit(int n_tokens) {
   check(n_tokens >= 0 && n_tokens <= n_blocks_ * store_.block_tokens(), "KV commit past the sequence's blocks");
   n_tokens_ = n_tokens;
+  if (state_) state_->commit(n_tokens);
 }
 
 KvLayerView PagedKv::view(int layer) const {

@@ -9,11 +9,13 @@
 //  - Sliding-window layers read only their window but keep every block (shared blocks are shared
 //    by all layers), unlike KvCache which releases old blocks per layer.
 #pragma once
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "kv/kv_block_store.h"
 #include "kv/kv_sequence.h"
+#include "kv/recurrent_state.h"
 
 namespace polykv {
 
@@ -22,7 +24,9 @@ class PagedKv final : public KvSequence {
   PagedKv(KvBlockStore& store, int max_tokens);
 
   void set_blocks(std::span<const BlockId> table);  // rebuilds the per-layer row pointers
-  void reset(int n_tokens) { n_tokens_ = n_tokens; }  // positions the table's blocks already hold
+  // Positions the table's blocks already hold. A hybrid model's state must be at n_tokens already (the
+  // caller copies a pool's state in first) or be rolled back to it (recurrent_state.h); else Error.
+  void reset(int n_tokens);
 
   int n_tokens() const override { return n_tokens_; }
   int max_tokens() const override { return max_tokens_; }
@@ -32,6 +36,7 @@ class PagedKv final : public KvSequence {
   KEqualizer& k_equalizer() override { return k_equalizer_; }  // always disabled in the pool
   const KvBlockStore* block_store() const override { return &store_; }
   std::span<const BlockId> block_table() const override { return table_; }
+  RecurrentState* recurrent_state() override { return state_.get(); }
 
  private:
   KvBlockStore& store_;
@@ -41,6 +46,7 @@ class PagedKv final : public KvSequence {
   std::vector<BlockId> table_;
   std::vector<std::vector<const uint8_t*>> k_ptrs_, v_ptrs_;  // [n_layer][n_blocks]
   KEqualizer k_equalizer_;
+  std::unique_ptr<RecurrentState> state_;  // hybrid models (the store's shape has a recurrent part): beside the table
 };
 
 }  // namespace polykv

@@ -11,7 +11,7 @@ namespace polykv {
 namespace {
 
 const ArchFamily* find_family(const std::string& arch) {
-  for (const ArchFamily* fam : {&llama_family(), &gemma_family(), &moe_family()})
+  for (const ArchFamily* fam : {&llama_family(), &gemma_family(), &moe_family(), &qwen35_family()})
     for (const char* const* n = fam->names; *n; ++n)
       if (arch == *n) return fam;
   return nullptr;
@@ -35,6 +35,13 @@ constexpr IntRange kIntKeys[] = {
     {"rope.dimension_count", 2, 1 << 12},
     {"context_length", 1, 1 << 26},
     {"attention.sliding_window", 1, 1 << 26},
+    {"full_attention_interval", 1, 1024},
+    {"nextn_predict_layers", 0, 16},
+    {"ssm.conv_kernel", 1, 64},
+    {"ssm.state_size", 1, 1 << 12},
+    {"ssm.group_count", 1, 1 << 12},
+    {"ssm.time_step_rank", 1, 1 << 12},
+    {"ssm.inner_size", 1, 1 << 20},
     {"rope.scaling.original_context_length", 1, 1 << 30},
     {"expert_count", 1, 1 << 12},
     {"expert_used_count", 1, 1 << 12},
@@ -83,7 +90,7 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   c.arch = f.get_str("general.architecture");
   const ArchFamily* fam = find_family(c.arch);
   check(fam != nullptr, "unsupported architecture '", printable(c.arch),
-        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3, qwen3moe, gpt-oss)");
+        "' (polykv runs llama, qwen2, qwen3, gemma2, gemma3, qwen3moe, gpt-oss, qwen35, qwen35moe)");
   const std::string a = c.arch + ".";
   check_hyperparameter_ranges(f, a);
   // Below: relations between the (individually in-range) values, and the defaults of absent keys.
@@ -94,7 +101,10 @@ ModelConfig config_from_gguf(const GgufFile& f) {
         "block_count = ", n_block);
   c.n_layer = n_block - c.n_nextn;
   c.n_embd = int(f.get_u32(a + "embedding_length"));
-  c.n_ff = int(f.get_u32(a + "feed_forward_length"));
+  // MoE files without a dense FFN (qwen35moe) have only the experts' size.
+  c.n_ff = int(f.has(a + "feed_forward_length") || !f.has(a + "expert_feed_forward_length")
+                   ? f.get_u32(a + "feed_forward_length")
+                   : f.get_u32(a + "expert_feed_forward_length"));
   c.n_head = int(f.get_u32(a + "attention.head_count"));
   c.n_head_kv = int(f.get_u32(a + "attention.head_count_kv", uint32_t(c.n_head)));
   check(c.n_head_kv <= c.n_head && c.n_head % c.n_head_kv == 0, "invalid attention heads: ", a,
@@ -120,7 +130,25 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   check(embd.ne[1] <= (1 << 24), "token_embd.weight has ", embd.ne[1], " rows: more than 2^24 tokens");
   c.n_vocab = int(embd.ne[1]);
   fam->fill(f, c);
+  assign_layer_slots(c);
   return c;
+}
+
+int ModelConfig::n_kv_layers() const {
+  int n = 0;
+  for (const LayerConfig& l : layers) n += l.kind == LayerKind::Attention;
+  return n;
+}
+
+int ModelConfig::n_state_layers() const { return int(layers.size()) - n_kv_layers(); }
+
+void assign_layer_slots(ModelConfig& c) {
+  int kv = 0, state = 0;
+  for (LayerConfig& l : c.layers) {
+    const bool attn = l.kind == LayerKind::Attention;
+    l.kv_layer = attn ? kv++ : -1;
+    l.state_layer = attn ? -1 : state++;
+  }
 }
 
 }  // namespace polykv

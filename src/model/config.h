@@ -11,10 +11,29 @@
 
 namespace polykv {
 
+// How a layer mixes positions: softmax attention over the KV, or a Gated DeltaNet (linear attention
+// with a fixed-size recurrent state, kv/recurrent_state.h; hybrid models such as qwen35).
+enum class LayerKind { Attention, GatedDeltaNet };
+
 struct LayerConfig {
   bool sliding = false;    // local attention over the last `sliding_window` positions
   float rope_base = 10000.0f;
   float rope_scale = 1.0f;  // linear rope scaling: positions divided by this
+  LayerKind kind = LayerKind::Attention;
+  int kv_layer = -1;     // Attention: its layer in the KV (attention layers counted in order)
+  int state_layer = -1;  // GatedDeltaNet: its layer in the recurrent state
+};
+
+// Gated DeltaNet sizes (ssm.* keys): n_k_heads key heads, n_v_heads value heads of head_dim each,
+// a causal convolution of conv_kernel taps over the q|k|v channels.
+struct GdnConfig {
+  int n_k_heads = 0;
+  int n_v_heads = 0;
+  int head_dim = 0;
+  int conv_kernel = 0;
+  int qk_dim() const { return n_k_heads * head_dim; }
+  int v_dim() const { return n_v_heads * head_dim; }
+  int conv_channels() const { return 2 * qk_dim() + v_dim(); }
 };
 
 struct ModelConfig {
@@ -41,6 +60,8 @@ struct ModelConfig {
   bool qkv_bias = false;           // qwen2
   bool qk_norm = false;            // per-head RMSNorm of q and k before rope (qwen3, gemma3)
   bool sandwich_norm = false;      // extra norms after attention and after the MLP (gemma2/3)
+  bool attn_output_gate = false;   // attn_q rows per head are [query | gate]; out *= sigmoid(gate) (qwen35)
+  GdnConfig gdn;                   // GatedDeltaNet layers only
   std::vector<LayerConfig> layers;  // [n_layer]
   // Mixture of experts and gpt-oss (model/moe_config.h):
   MoeConfig moe;                   // moe.enabled(): the FFN is routed experts (model/moe_ffn.h)
@@ -52,7 +73,12 @@ struct ModelConfig {
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   int v_dim() const { return n_head_kv * head_dim_v; }
+  int n_kv_layers() const;     // layers of kind Attention (they have KV)
+  int n_state_layers() const;  // layers of kind GatedDeltaNet (they have a recurrent state)
 };
+
+// Numbers the layers' kv_layer / state_layer from their kinds (config_from_gguf does it after the family's fill).
+void assign_layer_slots(ModelConfig& c);
 
 // Fills a ModelConfig from a GGUF file's metadata; throws Error naming an unsupported architecture
 // or a missing/invalid hyperparameter.
@@ -65,6 +91,7 @@ struct ArchFamily {
 };
 const ArchFamily& llama_family();  // llama, qwen2, qwen3
 const ArchFamily& gemma_family();  // gemma2, gemma3
+const ArchFamily& qwen35_family(); // qwen35 (Gated DeltaNet hybrid)
 const ArchFamily& moe_family();    // qwen3moe, gpt-oss (model/arch_moe.cpp)
 
 }  // namespace polykv

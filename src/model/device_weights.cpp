@@ -30,6 +30,7 @@ DeviceLayerWeights upload_layer(Backend& backend, const LayerWeights& l, const s
   }
   dl.post_ffn_norm = floats(l.post_ffn_norm);
   dl.rope_inv_freq = floats(inv_freq);
+  if (l.gdn.w_qkv.data) dl.gdn = upload_gdn_layer(backend, l.gdn);
   if (c.moe.enabled()) dl.moe = upload_moe_weights(backend, l.moe, c);
   return dl;
 }

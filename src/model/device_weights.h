@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/gdn_weights.h"
 #include "model/weights.h"
 
 namespace polykv {
@@ -26,6 +27,7 @@ struct DeviceLayerWeights {
   WeightMatrix w_gate, w_up, w_down;
   const float* post_ffn_norm = nullptr;  // [n_embd] (sandwich_norm only)
   const float* rope_inv_freq = nullptr;  // [n_rot / 2] this layer's RoPE frequencies
+  DeviceGdnWeights gdn;                  // LayerKind::GatedDeltaNet only
   DeviceMoeWeights moe;                  // the MoE FFN (config.moe.enabled() only)
 };
 

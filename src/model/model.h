@@ -13,6 +13,7 @@
 #include "kv/kv_cache.h"
 #include "model/config.h"
 #include "model/device_weights.h"
+#include "model/hybrid_workspace.h"
 #include "model/moe_ffn.h"
 #include "model/step_workspace.h"
 #include "model/weights.h"
@@ -83,6 +84,7 @@ class Model {
   std::vector<std::vector<float>> inv_freq_;  // [n_layer][n_rot / 2]
   DeviceWeights dev_;                         // weights_ and inv_freq_ in backend memory
   StepWorkspace ws_;                          // activations of forward_batch (grow-only)
+  HybridWorkspace hws_;                       // hybrid models' extra activations (grow-only)
   MoeWorkspace moe_ws_;                       // the MoE FFN's activations (MoE models only)
   std::atomic<bool> busy_{false};             // a forward_batch is running
 };

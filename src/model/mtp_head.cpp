@@ -30,14 +30,18 @@ MtpHead::MtpHead(Model& target) : target_(target), layer_(target.config().n_laye
   Backend& be = target.backend();
   const bool pack = be.kind() == DeviceKind::Cpu;
   const std::string p = "blk." + std::to_string(layer_) + ".";
-  // The block is a full-attention one: rope as the first full-attention main layer.
+  // The block is a full-attention one: rope as the first full-attention main layer (not a sliding
+  // one, not a Gated DeltaNet one of a hybrid).
   lc_ = c.layers.at(0);
   for (const LayerConfig& l : c.layers)
-    if (!l.sliding) {
+    if (!l.sliding && l.kind == LayerKind::Attention) {
       lc_ = l;
       break;
     }
   lc_.sliding = false;
+  lc_.kind = LayerKind::Attention;
+  lc_.kv_layer = 0;  // its own one-layer KV
+  lc_.state_layer = -1;
   inv_freq_.resize(size_t(c.n_rot / 2));
   const auto& factors = target.weights().rope_inv_freq_factors;
   for (int i = 0; i < c.n_rot / 2; ++i) {  // as Model computes its layers' (model/transformer.cpp)
@@ -60,7 +64,7 @@ MtpHead::~MtpHead() {
 
 KvShape MtpHead::kv_shape() const {
   const ModelConfig& c = target_.config();
-  return KvShape{1, c.n_head_kv, c.head_dim, c.head_dim_v, {0}};
+  return KvShape{1, c.n_head_kv, c.head_dim, c.head_dim_v, {0}, RecurrentShape{}};  // one attention layer, no state
 }
 
 void MtpHead::reserve(int rows) {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/gated_delta_net.h"
 #include "model/model.h"
 
 namespace polykv {
@@ -18,6 +19,7 @@ Model::Model(GgufFile file, ModelConfig config, Backend& backend)
       config_(std::move(config)),
       weights_(bind_weights(file_, config_, /*pack_for_cpu=*/backend.kind() == DeviceKind::Cpu)),
       ws_(backend),
+      hws_(backend),
       moe_ws_(backend) {
   const ModelConfig& c = config_;
   inv_freq_.resize(size_t(c.n_layer));
@@ -43,16 +45,23 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
   } catch (const Error& e) {
     fail("'", path, "': ", e.what());
   }
+  check(backend.kind() == DeviceKind::Cpu || c.n_state_layers() == 0, "'", path, "': ", c.arch,
+        " is a hybrid (Gated DeltaNet) model, which runs on the CPU only so far: use --device cpu");
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(c), backend));
 }
 
 KEqualizer Model::make_k_equalizer(const KEqualizationParams& p) const {
-  return KEqualizer(p, config_.n_layer, config_.n_head_kv, config_.head_dim, config_.n_rot, config_.rope_style);
+  return KEqualizer(p, config_.n_kv_layers(), config_.n_head_kv, config_.head_dim, config_.n_rot, config_.rope_style);
 }
 
 KvShape Model::kv_shape() const {
-  KvShape s{config_.n_layer, config_.n_head_kv, config_.head_dim, config_.head_dim_v, {}};
-  for (const LayerConfig& lc : config_.layers) s.layer_window.push_back(lc.sliding ? config_.sliding_window : 0);
+  KvShape s{config_.n_kv_layers(), config_.n_head_kv, config_.head_dim, config_.head_dim_v, {}, {}};
+  for (const LayerConfig& lc : config_.layers)
+    if (lc.kind == LayerKind::Attention) s.layer_window.push_back(lc.sliding ? config_.sliding_window : 0);
+  if (const int n_state = config_.n_state_layers(); n_state > 0) {
+    const GdnConfig& g = config_.gdn;
+    s.recurrent = RecurrentShape{n_state, g.conv_kernel, g.n_k_heads, g.n_v_heads, g.head_dim};
+  }
   return s;
 }
 
@@ -61,6 +70,7 @@ size_t Model::weight_bytes_per_token() const {
   size_t total = bytes(weights_.output);
   for (const auto& l : weights_.layers)
     total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) + bytes(l.w_up) + bytes(l.w_down) +
+             bytes(l.gdn.w_qkv) + bytes(l.gdn.w_gate) + bytes(l.gdn.w_beta) + bytes(l.gdn.w_alpha) + bytes(l.gdn.w_out) +
              (config_.moe.enabled() ? moe_active_bytes(l.moe, config_) : 0);
   return total;
 }
@@ -114,6 +124,7 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   // buffer (as large as a prompt's all-logits); otherwise they go through the workspace.
   const bool direct_logits = batch.size() == 1 && be.kind() == DeviceKind::Cpu;
   ws_.reserve(c, n, direct_logits ? 0 : n_out);
+  hws_.reserve(c, n);
   if (c.moe.enabled()) moe_ws_.reserve(c, n);
 
   // Tokens, positions, the logit and hidden rows reach the backend in one upload:
@@ -179,7 +190,10 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
   float* x = ws_.x;
   float* h = ws_.h;
   be.embed(w.token_embd, tokens, n, c.embed_scale ? std::sqrt(float(E)) : 1.0f, x);
-  for (int il = 0; il < c.n_layer; ++il) issue_layer_ops(w.layers[size_t(il)], c.layers[size_t(il)], il, n, pos, ws_);
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerConfig& lc = c.layers[size_t(il)];
+    issue_layer_ops(w.layers[size_t(il)], lc, lc.kv_layer, n, pos, ws_);
+  }
   if (n_out == 0) return;
   // The wanted rows of x, gathered into h, normed in place, then the vocabulary matmul.
   be.gather_rows(x, gather, n_out, E, h);
@@ -192,38 +206,49 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
                             const int32_t* pos, StepWorkspace& ws) {
   const ModelConfig& c = config_;
   Backend& be = backend_;
-  const int il = kv_layer;
   const int E = c.n_embd, Q = int(c.q_dim()), K = int(c.kv_dim()), V = int(c.v_dim());
   float *x = ws.x, *h = ws.h, *q = ws.q, *k = ws.k, *v = ws.v, *att = ws.att, *gate = ws.gate, *up = ws.up;
+  hws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
   be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
-  be.matmul(l.wq, h, q, n);
-  be.matmul(l.wk, h, k, n);
-  be.matmul(l.wv, h, v, n);
-  if (c.qkv_bias) {
-    be.add_bias(q, l.bq, n, Q);
-    be.add_bias(k, l.bk, n, K);
-    be.add_bias(v, l.bv, n, V);
+  if (lc.kind == LayerKind::GatedDeltaNet) {
+    gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
+    be.add(x, h, int64_t(n) * E);
+  } else {
+    if (c.attn_output_gate) {  // attn_q rows per head: query | gate
+      be.matmul(l.wq, h, hws_.qg, n);
+      be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
+    } else {
+      be.matmul(l.wq, h, q, n);
+    }
+    be.matmul(l.wk, h, k, n);
+    be.matmul(l.wv, h, v, n);
+    if (c.qkv_bias) {
+      be.add_bias(q, l.bq, n, Q);
+      be.add_bias(k, l.bk, n, K);
+      be.add_bias(v, l.bv, n, V);
+    }
+    if (c.qk_norm) {  // per head: rows of head_dim
+      be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
+      be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
+    }
+    be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+    be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+    AttentionParams ap;
+    ap.n_head = c.n_head;
+    ap.scale = c.attn_scale;
+    ap.softcap = c.attn_softcap;
+    ap.window = lc.sliding ? c.sliding_window : 0;
+    ap.sinks = l.attn_sinks;
+    // Every sequence stores its rows first; then one attention call over all of them, which reads
+    // the blocks sequences share (a common prefix) once for all their queries.
+    be.store_kv(kv_layer, k, v);
+    be.attention(kv_layer, ap, q, att);
+    if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
+    be.matmul(l.wo, att, h, n);
+    if (c.o_bias) be.add_bias(h, l.bo, n, E);
+    if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
+    be.add(x, h, int64_t(n) * E);
   }
-  if (c.qk_norm) {  // per head: rows of head_dim
-    be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
-    be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
-  }
-  be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-  be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-  AttentionParams ap;
-  ap.n_head = c.n_head;
-  ap.scale = c.attn_scale;
-  ap.softcap = c.attn_softcap;
-  ap.window = lc.sliding ? c.sliding_window : 0;
-  ap.sinks = l.attn_sinks;
-  // Every sequence stores its rows first; then one attention call over all of them, which reads
-  // the blocks sequences share (a common prefix) once for all their queries.
-  be.store_kv(il, k, v);
-  be.attention(il, ap, q, att);
-  be.matmul(l.wo, att, h, n);
-  if (c.o_bias) be.add_bias(h, l.bo, n, E);
-  if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
-  be.add(x, h, int64_t(n) * E);
 
   be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
   if (c.moe.enabled()) {

@@ -74,23 +74,29 @@ std::vector<float> bind_vector(const GgufFile& f, const std::string& name, int64
 LayerWeights bind_layer(const GgufFile& f, const ModelConfig& c, int il, bool pack_for_cpu) {
   const bool pk = pack_for_cpu;
   const std::string p = "blk." + std::to_string(il) + ".";
+  // Blocks past n_layer are nextn (MTP) blocks: full attention whatever the main layers are.
+  const bool gdn = il < c.n_layer && c.layers[size_t(il)].kind == LayerKind::GatedDeltaNet;
   LayerWeights l;
   l.attn_norm = vec(f, p + "attn_norm.weight", c.n_embd);
-  l.wq = matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim(), pk);
-  l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), pk);
-  l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim(), pk);
-  l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd, pk);
-  if (c.qkv_bias) {
-    l.bq = vec(f, p + "attn_q.bias", c.q_dim());
-    l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
-    l.bv = vec(f, p + "attn_v.bias", c.v_dim());
+  if (gdn) {
+    l.gdn = bind_gdn_layer(f, c, p, pk, GdnBinders{matrix, vec});
+  } else {
+    l.wq = matrix(f, p + "attn_q.weight", c.n_embd, int64_t(c.q_dim()) * (c.attn_output_gate ? 2 : 1), pk);
+    l.wk = matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), pk);
+    l.wv = matrix(f, p + "attn_v.weight", c.n_embd, c.v_dim(), pk);
+    l.wo = matrix(f, p + "attn_output.weight", int64_t(c.n_head) * c.head_dim_v, c.n_embd, pk);
+    if (c.qkv_bias) {
+      l.bq = vec(f, p + "attn_q.bias", c.q_dim());
+      l.bk = vec(f, p + "attn_k.bias", c.kv_dim());
+      l.bv = vec(f, p + "attn_v.bias", c.v_dim());
+    }
+    if (c.qk_norm) {
+      l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
+    }
   }
   if (c.o_bias) l.bo = vec(f, p + "attn_output.bias", c.n_embd);
   if (c.attn_sinks) l.attn_sinks = vec(f, p + "attn_sinks.weight", c.n_head);
-  if (c.qk_norm) {
-    l.q_norm = vec(f, p + "attn_q_norm.weight", c.head_dim);
-    l.k_norm = vec(f, p + "attn_k_norm.weight", c.head_dim);
-  }
   l.ffn_norm = vec(f, p + c.ffn_norm_tensor + ".weight", c.n_embd);
   if (c.sandwich_norm) {
     l.post_attn_norm = vec(f, p + "post_attention_norm.weight", c.n_embd);

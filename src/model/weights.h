@@ -8,13 +8,14 @@
 #include "backend/cpu/matmul.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/gdn_weights.h"
 #include "model/moe_weights.h"
 
 namespace polykv {
 
 struct LayerWeights {
   std::vector<float> attn_norm;        // [n_embd]
-  WeightMatrix wq, wk, wv, wo;         // [q_dim][n_embd], [kv_dim][n_embd], [v_dim][n_embd], [n_embd][n_head*head_dim_v]
+  WeightMatrix wq, wk, wv, wo;         // [q_dim (x2 with attn_output_gate)][n_embd], [kv_dim][n_embd], [v_dim][n_embd], [n_embd][n_head*head_dim_v]
   std::vector<float> bq, bk, bv;       // [q_dim], [kv_dim], [v_dim] (qkv_bias only)
   std::vector<float> bo;               // [n_embd] (o_bias only)
   std::vector<float> attn_sinks;       // [n_head] (attn_sinks only)
@@ -23,6 +24,7 @@ struct LayerWeights {
   std::vector<float> ffn_norm;         // [n_embd]
   WeightMatrix w_gate, w_up, w_down;   // [n_ff][n_embd], [n_ff][n_embd], [n_embd][n_ff]
   std::vector<float> post_ffn_norm;    // [n_embd] (sandwich_norm only)
+  GdnLayerWeights gdn;                 // LayerKind::GatedDeltaNet only (then wq..bv, q_norm, k_norm are empty)
   MoeLayerWeights moe;                 // moe.enabled() only (then w_gate/w_up/w_down are empty)
 };
 

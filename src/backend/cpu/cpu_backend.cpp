@@ -8,6 +8,7 @@
 #include "backend/cpu/ops.h"
 #include "core/error.h"
 #include "core/sysinfo.h"
+#include "kv/recurrent_state.h"
 #include "quant/quant.h"
 
 namespace polykv {
@@ -107,6 +108,8 @@ void CpuBackend::add_sigmoid_gated(float* x, const float* y, const float* g, int
 void CpuBackend::begin_step(std::span<const StepSeq> seqs) {
   for (const StepSeq& s : seqs) check(s.kv != nullptr && s.n > 0, "backend step: a sequence without KV or rows");
   step_.assign(seqs.begin(), seqs.end());
+  for (const StepSeq& s : seqs)  // hybrid models: the state the step reads and writes (kv/recurrent_state.h)
+    if (RecurrentState* r = s.kv->recurrent_state()) r->begin_step(s.pos0, s.n);
 }
 
 // Every sequence stores its rows (K equalized first where its KV has an equalizer) before the one

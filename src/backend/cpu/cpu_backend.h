@@ -66,11 +66,19 @@ class CpuBackend final : public Backend {
   void store_kv(int layer, float* k, const float* v) override;
   void attention(int layer, const AttentionParams& p, float* q, float* out) override;
 
+  // hybrid models (cpu_backend_hybrid.cpp)
+  void deinterleave(const float* src, int rows, int groups, int a, int b, float* dst_a, float* dst_b) override;
+  void sigmoid_mul(float* x, const float* gate, int64_t n) override;
+  void ssm_conv(int state_layer, const float* w, int kernel, const float* x, float* out, int channels) override;
+  void gated_delta_rule(int state_layer, const GdnParams& p, const float* qkv, const float* alpha,
+                        const float* beta_logit, const float* dt_bias, const float* a, float* out) override;
+
  private:
   std::unique_ptr<ThreadPool> own_pool_;  // null when borrowed
   ThreadPool* pool_;
   std::vector<StepSeq> step_;            // the sequences of the current step (begin_step)
   std::vector<AttentionSeq> attn_seqs_;  // scratch of attention(), [step_.size()]
+  std::vector<float> gdn_scratch_;       // scratch of gated_delta_rule(): the step's prepared inputs
   MoeScratch moe_;                       // scratch of moe_experts()
 };
 

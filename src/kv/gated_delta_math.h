@@ -1,0 +1,61 @@
+// The per-token arithmetic of a Gated DeltaNet layer's recurrence, shared by the CPU kernels
+// (backend/cpu/gated_delta_net.cpp) and the recurrent state's rollback replay (kv/recurrent_state.cpp),
+// so that a replayed state is bit-identical to the one the step computed.
+//
+// One value head's state S is [d][d] row-major, row i = key dimension i (S maps a key to a value):
+//   S <- decay * S;  u = beta * (v - S^T k);  S <- S + k u^T;  o = S^T q
+#pragma once
+#include <cmath>
+
+namespace polykv::gdn {
+
+// One token for one value head: updates S in place and, if q != nullptr, writes o = S^T q.
+// k, q: [d] (already l2-normalised, q scaled); v, o: [d]; tmp: [d] scratch.
+inline void token_step(float* S, const float* k, const float* v, const float* q, float decay, float beta, int d,
+                       float* tmp, float* o) {
+  for (int j = 0; j < d; ++j) tmp[j] = 0.0f;
+  for (int i = 0; i < d; ++i) {  // S *= decay; tmp = S^T k
+    float* s = S + i * d;
+    const float ki = k[i];
+    for (int j = 0; j < d; ++j) {
+      s[j] *= decay;
+      tmp[j] += ki * s[j];
+    }
+  }
+  for (int j = 0; j < d; ++j) tmp[j] = beta * (v[j] - tmp[j]);
+  if (q) {
+    for (int j = 0; j < d; ++j) o[j] = 0.0f;
+    for (int i = 0; i < d; ++i) {  // S += k u^T; o = S^T q
+      float* s = S + i * d;
+      const float ki = k[i], qi = q[i];
+      for (int j = 0; j < d; ++j) {
+        s[j] += ki * tmp[j];
+        o[j] += qi * s[j];
+      }
+    }
+  } else {
+    for (int i = 0; i < d; ++i) {
+      float* s = S + i * d;
+      const float ki = k[i];
+      for (int j = 0; j < d; ++j) s[j] += ki * tmp[j];
+    }
+  }
+}
+
+// x / sqrt(sum x^2 + eps) of n values, into out (may alias x), times `scale`.
+inline void l2_normalize(const float* x, float* out, int n, float eps, float scale) {
+  float ss = 0.0f;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float f = scale / std::sqrt(ss + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * f;
+}
+
+// Log-space decay g = softplus(alpha + dt_bias) * a (a = -exp(A_log) < 0) and beta = sigmoid(b).
+inline float log_decay(float alpha, float dt_bias, float a) {
+  const float x = alpha + dt_bias;
+  const float sp = x > 20.0f ? x : std::log1p(std::exp(x));
+  return sp * a;
+}
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace polykv::gdn
