@@ -13,14 +13,14 @@ void add_spec_options(CLI::App& app, SpecCli& s) {
   app.add_option("--model-draft", s.draft_path, "draft model (GGUF) sharing the target's vocabulary, for --spec draft");
 }
 
-void check_spec_options(const SpecCli& s) {
+void check_spec_options(const SpecCli& s, bool serve) {
   const std::string& k = s.spec.kind;
   usage_check(k.empty() || k == "none" || k == "ngram" || k == "draft" || k == "mtp",
               "--spec must be one of none, ngram, draft, mtp; got '", k, "'");
   usage_check(s.spec.n_max >= 1 && s.spec.n_max <= kMaxSpecNMax, "--spec-n-max must be in [1, ", kMaxSpecNMax,
               "], got ", s.spec.n_max);
   usage_check(k != "draft" || !s.draft_path.empty(), "--spec draft needs --model-draft FILE");
-  usage_check(s.draft_path.empty() || s.spec.kind == "draft", "--model-draft is only used with --spec draft");
+  usage_check(serve || s.draft_path.empty() || s.spec.kind == "draft", "--model-draft is only used with --spec draft");
 }
 
 std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend) {

@@ -17,8 +17,8 @@ struct SpecCli {
 
 void add_spec_options(CLI::App& app, SpecCli& s);
 // Usage errors (exit 2): an unknown --spec, --spec-n-max out of range, --spec draft without
-// --model-draft, --model-draft without --spec draft.
-void check_spec_options(const SpecCli& s);
+// --model-draft, --model-draft without --spec draft (allowed for serve: requests may ask for "draft").
+void check_spec_options(const SpecCli& s, bool serve = false);
 // Loads --model-draft on `backend` and checks its vocabulary against target's; nullptr without one.
 std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend);
 
