@@ -10,7 +10,7 @@
 namespace polykv {
 
 // The default --spec-n-max (drafted tokens per verify step), chosen by measurement (docs/SPECULATIVE.md).
-inline constexpr int kDefaultSpecNMax = 4;
+inline constexpr int kDefaultSpecNMax = 3;
 inline constexpr int kMaxSpecNMax = 16;
 
 struct SpecOptions {

@@ -19,7 +19,7 @@ namespace polykv {
 class NgramDrafter final : public Drafter {
  public:
   // Defaults chosen by measurement (docs/SPECULATIVE.md).
-  static constexpr int kDefaultNMin = 1, kDefaultNMax = 4;
+  static constexpr int kDefaultNMin = 1, kDefaultNMax = 3;
   explicit NgramDrafter(int n_min = kDefaultNMin, int n_max = kDefaultNMax);
 
   std::string name() const override { return "ngram"; }
