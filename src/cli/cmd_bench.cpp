@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
+#include "cli/bench_spec.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -68,7 +69,17 @@ int cmd_bench(int argc, char** argv) {
   add_k_eq_option(app, k_eq);
   std::string device = "auto";
   add_device_option(app, device);
+  SpecCli spec;
+  add_spec_options(app, spec);
+  std::string text_path;
+  app.add_option("--text", text_path, "with --spec: a text file whose tokens fill the depth and the prompt");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
+  check_spec_options(spec);
+  usage_check(spec.spec.enabled() == !text_path.empty(), "--spec and --text go together (speculation is measured on real text)");
+  if (spec.spec.enabled()) {
+    usage_check(k_eq == 0 && bw_gbs == 0 && fill_threads == 0, "--k-eq, --bandwidth and --fill-threads are not used with --spec");
+    return run_bench_spec({model_path, text_path, device, ctk, ctv, threads, depth, n_prompt, n_gen, reps, json, spec});
+  }
 
   const std::unique_ptr<Backend> backend_ptr = make_backend({device, threads});
   Backend& backend = *backend_ptr;

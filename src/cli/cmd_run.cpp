@@ -12,6 +12,7 @@
 #include "chat/chat_prompt.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/spec_options.h"
 #include "core/error.h"
 #include "engine/generate.h"
 #include "engine/sequence_kv.h"
@@ -104,8 +105,11 @@ int cmd_run(int argc, char** argv) {
   add_k_eq_option(app, k_eq);
   std::string device = "auto";
   add_device_option(app, device);
+  SpecCli spec;
+  add_spec_options(app, spec);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   usage_check(prompt.empty() != ids_text.empty(), "give exactly one of -p/--prompt and --ids");
+  check_spec_options(spec);
   if (auto why = conflicting_options(!ids_text.empty(), chat, app.count("--system") > 0, no_bos, parse_special))
     throw UsageError(*why);
   opts.sampling.seed = seed >= 0 ? uint64_t(seed) : random_seed();
@@ -121,6 +125,7 @@ int cmd_run(int argc, char** argv) {
 
   const std::unique_ptr<Backend> backend = make_backend({device, threads});
   auto model = Model::load(model_path, *backend);
+  const std::unique_ptr<Model> draft_model = load_draft_model(spec, *model, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::vector<int32_t> ids;
   if (!ids_text.empty()) {
@@ -141,9 +146,13 @@ int cmd_run(int argc, char** argv) {
   kvo.v_type = ctv;
   kvo.max_tokens = ctx;
   kvo.k_eq = k_eq;
+  kvo.rollback_tokens = spec.spec.enabled() ? spec.spec.n_max + 1 : 0;  // rejected drafts roll back
   const std::unique_ptr<KvSequence> kv_seq = make_sequence_kv(*model, kvo);
   KvSequence& kv = *kv_seq;
   print_kv_summary(kv);
+  const std::unique_ptr<Drafter> drafter = make_drafter(spec.spec, *model, draft_model.get(), ctx);
+  opts.drafter = drafter.get();
+  opts.spec_n_max = spec.spec.n_max;
   StreamingDecoder dec(tok);
   GenerateCallbacks cb;
   cb.is_eog = [&](int32_t id) { return tok.is_eog(id); };
@@ -173,6 +182,10 @@ int cmd_run(int argc, char** argv) {
   std::fprintf(stderr, "\nprompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s | stopped: %s\n",
                st.n_prompt, st.n_prompt / std::max(1e-9, st.prefill_seconds), st.n_generated,
                st.n_generated / std::max(1e-9, st.decode_seconds), why.c_str());
+  if (drafter)
+    std::fprintf(stderr, "speculative (%s, n-max %d): %lld drafted, %lld accepted (%.1f%%), %.2f tokens per step\n",
+                 drafter->name().c_str(), opts.spec_n_max, (long long)st.spec.drafted, (long long)st.spec.accepted,
+                 100.0 * st.spec.acceptance_rate(), st.spec.tokens_per_step());
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/spec_options.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kv/v_window.h"
@@ -31,6 +32,8 @@ struct ServeFlags {
   int parallel = 4, max_queue = 64, threads = 0, kv_tokens = 0;
   double kv_memory_mib = 0;
   std::string ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
+  SpecCli spec;                   // the default of requests that do not choose
+  Model* draft_model = nullptr;   // --model-draft, loaded
 };
 
 // The engine: continuous batching of up to --parallel sequences over one shared KV pool of
@@ -46,6 +49,8 @@ std::unique_ptr<InferenceService> make_service(Model& model, const Tokenizer& to
   o.k_type = f.ctk;
   o.v_type = f.ctv;
   o.model_id = model_id;
+  o.spec = f.spec.spec;
+  o.draft_model = f.draft_model;
   auto engine = std::make_unique<Engine>(
       model, [tok](int32_t id) { return tok.is_eog(id); }, o);
   // Called on the engine's step thread only; set here, before the server can create a pool.
@@ -108,7 +113,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--log-requests", so.log_requests, "one line per HTTP request on stderr");
   std::string device = "auto";
   add_device_option(app, device);
+  add_spec_options(app, f.spec);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
+  check_spec_options(f.spec, /*serve=*/true);
 
   // SIGINT/SIGTERM go to one thread that stops the server (below); every other thread must block
   // them. The backend's worker threads start now, so they start with the signals blocked (a thread
@@ -128,6 +135,8 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   const std::unique_ptr<Model> model = Model::load(f.model_path, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  const std::unique_ptr<Model> draft_model = load_draft_model(f.spec, *model, *backend);
+  f.draft_model = draft_model.get();
   std::string tmpl = f.chat_template_file.empty() ? model->gguf().get_str("tokenizer.chat_template", "")
                                                   : read_text_file(f.chat_template_file);
   if (tmpl.empty()) std::fprintf(stderr, "polykv serve: the model has no chat template; chat uses a ChatML fallback\n");

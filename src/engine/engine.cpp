@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "engine/spec/speculative.h"
 #include "kv/kv_cache.h"
 #include "kv/paged_kv.h"
 
@@ -55,6 +56,9 @@ struct Engine::Seq {
   int n_cached = -1;             // context tokens served from cache at first admission (-1: not yet)
   std::unique_ptr<PagedKv> kv;
   std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<Drafter> drafter;  // speculative decoding; nullptr: off
+  int spec_n_max = 0;
+  std::vector<int32_t> drafts;       // this step's drafts (their ids are also in the manager's tokens)
   int n_generated = 0;
   Clock::time_point t_submit = Clock::now();
   double ttft = 0;
@@ -118,6 +122,15 @@ uint64_t Engine::submit(GenerationRequest req) {
   auto s = std::make_unique<Seq>();
   s->sampler = std::make_unique<Sampler>(req.sampling);
   check(req.top_logprobs <= 20, "top_logprobs must be at most 20");
+  {
+    SpecOptions so = opts_.spec;
+    if (!req.spec.empty()) so.kind = req.spec;
+    check(req.spec_n_max >= 0, "spec_n_max must be in [1, ", kMaxSpecNMax, "], got ", req.spec_n_max);
+    if (req.spec_n_max > 0) so.n_max = req.spec_n_max;
+    validate_spec(so, opts_.draft_model != nullptr);
+    s->drafter = make_drafter(so, model_, opts_.draft_model, opts_.n_ctx);
+    s->spec_n_max = so.n_max;
+  }
   std::lock_guard<std::mutex> lk(mu_);
   check(!stopping_, "the engine is shutting down");
   if (!req.pool.empty()) {
@@ -396,11 +409,15 @@ bool Engine::make_room(Seq& s, int n, std::vector<Seq*>& batch) {
 }
 
 void Engine::sample_and_emit(Seq& s, const float* logits) {
+  emit(s, s.sampler->sample(logits, model_.config().n_vocab, s.tokens), logits, false);
+}
+
+bool Engine::emit(Seq& s, int32_t id, const float* logits, bool in_manager) {
   const int n_vocab = model_.config().n_vocab;
   TokenEvent ev;
-  ev.id = s.sampler->sample(logits, n_vocab, s.tokens);
+  ev.id = id;
   if (s.n_generated == 0) s.ttft = seconds_since(s.t_submit);
-  if (!s.req.ignore_eos && is_eog_ && is_eog_(ev.id)) return finish(s, FinishReason::Stop);
+  if (!s.req.ignore_eos && is_eog_ && is_eog_(ev.id)) return finish(s, FinishReason::Stop), false;
   if (s.req.top_logprobs >= 0) fill_logprobs(logits, n_vocab, s.req.top_logprobs, ev);
   ++s.n_generated;
   {
@@ -408,10 +425,37 @@ void Engine::sample_and_emit(Seq& s, const float* logits) {
     ++m_.generated_tokens_total;
   }
   s.tokens.push_back(ev.id);
-  mgr_.append_tokens(s.sid, std::span(&s.tokens.back(), 1));
-  if (s.req.on_token && !s.req.on_token(ev)) return finish(s, FinishReason::Cancelled);
-  if (s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) return finish(s, FinishReason::Length);
-  if (int(s.tokens.size()) >= opts_.n_ctx) return finish(s, FinishReason::ContextFull);
+  if (!in_manager) mgr_.append_tokens(s.sid, std::span(&s.tokens.back(), 1));
+  if (s.req.on_token && !s.req.on_token(ev)) return finish(s, FinishReason::Cancelled), false;
+  if (s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) return finish(s, FinishReason::Length), false;
+  if (int(s.tokens.size()) >= opts_.n_ctx) return finish(s, FinishReason::ContextFull), false;
+  return true;
+}
+
+// A decode step of a sequence with a drafter: rows [1 + k][n_vocab] for [last, drafts...] fed at
+// positions p0... Keeps the accepted drafts' K/V (the manager's tokens and blocks are truncated to
+// p0 + 1 + accepted, which are then marked computed) and emits the accepted drafts and the target's token.
+void Engine::verify_and_emit(Seq& s, const float* rows, int p0) {
+  const int n_vocab = model_.config().n_vocab;
+  const int k = int(s.drafts.size());
+  const VerifyResult r = verify_drafts(*s.sampler, rows, n_vocab, s.drafts, s.tokens);
+  const int keep = p0 + 1 + r.n_accepted;
+  if (r.n_accepted < k) mgr_.truncate(s.sid, keep);  // drops the rejected drafts' ids and blocks
+  mgr_.mark_computed(s.sid, keep);
+  s.kv->reset(keep);
+  s.kv->set_blocks(mgr_.block_table(s.sid));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++m_.spec_steps_total;
+    m_.spec_drafted_tokens_total += k;
+    m_.spec_accepted_tokens_total += r.n_accepted;
+  }
+  const std::vector<int32_t> drafts = std::move(s.drafts);
+  s.drafts.clear();
+  for (int i = 0; i < r.n_accepted; ++i)
+    if (!emit(s, drafts[size_t(i)], rows + size_t(i) * size_t(n_vocab), true)) return;
+  if (!emit(s, r.next, rows + size_t(r.n_accepted) * size_t(n_vocab), false)) return;
+  s.drafter->accept(s.tokens, r.n_accepted);
 }
 
 void Engine::step() {
@@ -459,9 +503,28 @@ void Engine::step() {
   for (Seq* s : order) {
     if (budget == 0) break;
     if (s->finished || s->sid < 0) continue;  // preempted by an earlier one of this loop
-    const int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
+    int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
     if (n <= 0) continue;
-    if (!make_room(*s, n, batch)) {
+    s->drafts.clear();
+    if (n == 1 && s->drafter) {
+      // Drafts that fit the step's budget, the context and the request's remaining tokens.
+      int k = std::min({s->spec_n_max, budget - 1, opts_.n_ctx - int(s->tokens.size())});
+      if (s->req.max_tokens >= 0) k = std::min(k, s->req.max_tokens - s->n_generated - 1);
+      if (k > 0) s->drafter->draft(s->tokens, k, s->drafts, nullptr);
+      if (int(s->drafts.size()) > k) s->drafts.resize(size_t(std::max(0, k)));
+      if (!s->drafts.empty()) {
+        mgr_.append_tokens(s->sid, s->drafts);
+        n += int(s->drafts.size());
+      }
+    }
+    bool room = make_room(*s, n, batch);
+    if (!room && !s->drafts.empty()) {  // no room for the drafts: decode one token as usual
+      mgr_.truncate(s->sid, int(s->tokens.size()));
+      s->drafts.clear();
+      n = 1;
+      room = make_room(*s, n, batch);
+    }
+    if (!room) {
       if (batch.empty() && running_.size() == 1)
         finish(*s, FinishReason::Error, "the KV memory cannot hold this sequence (raise --kv-memory or -c)");
       continue;
@@ -474,18 +537,39 @@ void Engine::step() {
 
   const int n_vocab = model_.config().n_vocab;
   std::vector<std::vector<float>> logits(batch.size());
+  std::vector<std::vector<int32_t>> spec_feed(batch.size());  // [last, drafts...] of speculating sequences
+  std::vector<int> p0s(batch.size());
+  std::vector<std::vector<float>> hidden(batch.size());  // [n_feed][n_embd] for drafters that read them (MTP)
   std::vector<Model::BatchSeq> fb;
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
-    const int p0 = s.kv->n_tokens();
-    const bool last = p0 + n_feed[i] == int(s.tokens.size());
-    if (last && !s.is_pool) logits[i].resize(size_t(n_vocab));
-    fb.push_back({std::span(s.tokens).subspan(size_t(p0), size_t(n_feed[i])), s.kv.get(),
-                  logits[i].empty() ? nullptr : logits[i].data(), false});
+    const int p0 = p0s[i] = s.kv->n_tokens();
+    if (s.drafter) {  // decoding with a drafter (drafts or not): every row's logits
+      spec_feed[i].assign(1, s.tokens.back());
+      spec_feed[i].insert(spec_feed[i].end(), s.drafts.begin(), s.drafts.end());
+    }
+    const bool spec = s.drafter && n_feed[i] == 1 + int(s.drafts.size()) && p0 + 1 == int(s.tokens.size());
+    const bool last = spec || p0 + n_feed[i] == int(s.tokens.size());
+    if (last && !s.is_pool) logits[i].resize(size_t(spec ? n_feed[i] : 1) * size_t(n_vocab));
+    const std::span<const int32_t> toks =
+        spec ? std::span<const int32_t>(spec_feed[i]) : std::span<const int32_t>(s.tokens).subspan(size_t(p0), size_t(n_feed[i]));
+    if (s.drafter && s.drafter->needs_target_hidden() && !s.is_pool)
+      hidden[i].resize(toks.size() * size_t(model_.config().n_embd));
+    fb.push_back({toks, s.kv.get(), logits[i].empty() ? nullptr : logits[i].data(), spec,
+                  hidden[i].empty() ? nullptr : hidden[i].data()});
   }
   model_.forward_batch(fb);
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
+    if (!hidden[i].empty()) s.drafter->target_hidden(hidden[i].data(), int(fb[i].tokens.size()), p0s[i]);
+    if (s.drafter && fb[i].all_logits) {
+      try {
+        verify_and_emit(s, logits[i].data(), p0s[i]);
+      } catch (const std::exception& e) {
+        finish(s, FinishReason::Error, e.what());
+      }
+      continue;
+    }
     mgr_.mark_computed(s.sid, s.kv->n_tokens());
     if (s.is_pool) {
       if (on_pool_progress) on_pool_progress(s.pool, s.kv->n_tokens(), int(s.tokens.size()));
@@ -494,11 +578,21 @@ void Engine::step() {
     }
     if (!logits[i].empty()) {
       try {
+        if (s.drafter && s.n_generated == 0) s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
         sample_and_emit(s, logits[i].data());
       } catch (const std::exception& e) {
         finish(s, FinishReason::Error, e.what());
       }
     }
+  }
+  if (opts_.check_invariants) {
+    mgr_.pool().verify();
+    for (const auto& s : running_)
+      if (s->sid >= 0)
+        check(s->kv->n_tokens() == mgr_.n_computed(s->sid) && mgr_.n_tokens(s->sid) == int(s->tokens.size()),
+              "engine: sequence ", s->id, " has ", s->kv->n_tokens(), " KV positions, the manager ",
+              mgr_.n_computed(s->sid), " computed of ", mgr_.n_tokens(s->sid), " tokens, the sequence ",
+              s->tokens.size(), " tokens");
   }
   const double dt = seconds_since(t0);
   std::lock_guard<std::mutex> lk(mu_);

@@ -10,6 +10,11 @@
 //      when blocks run out, the most recently admitted other sequence is preempted (its blocks
 //      freed, its tokens kept) and recomputed later, its cached prefix blocks most likely still hit;
 //   4. one Model::forward_batch; sequences whose tokens are all computed sample their next token.
+// Speculative decoding (engine/spec/speculative.h), per request: a decoding sequence with a drafter
+// feeds [last token, drafts...] (all rows' logits), accepts what the target agrees with, and rolls
+// its blocks back (KvSequenceManager::truncate) to the accepted length. The drafts' token ids are
+// appended to the manager before their blocks are reserved, like any token; the rejected ones are
+// dropped by the truncate, so prefix hashes only ever cover accepted tokens.
 // Invariant: a sequence's logits do not depend on its batch companions or chunking (forward_batch).
 #pragma once
 #include <condition_variable>
@@ -23,6 +28,7 @@
 #include <vector>
 
 #include "engine/service.h"
+#include "engine/spec/make_drafter.h"
 #include "kv/kv_block_store.h"
 #include "kv/kv_sequence_manager.h"
 #include "model/model.h"
@@ -41,6 +47,9 @@ struct EngineOptions {
   int step_tokens = 512;       // token budget of one step (prefill chunks + decodes)
   std::string k_type = "q8_0", v_type = "turbo3t";
   std::string model_id;        // served model name, and part of the prefix-cache key
+  SpecOptions spec;            // speculative decoding of requests that do not choose (serve --spec)
+  Model* draft_model = nullptr;  // for spec "draft" (vocabulary already checked); must outlive the engine
+  bool check_invariants = false;  // tests: verify the block pool after every step (a violation fails the step)
 };
 
 class Engine final : public InferenceService {
@@ -84,6 +93,10 @@ class Engine final : public InferenceService {
   void finish(Seq& s, FinishReason r, const std::string& error = "");
   void preempt(Seq& s);
   void sample_and_emit(Seq& s, const float* logits);
+  // Emits one generated token (its logits row for logprobs); in_manager: its id is already among
+  // the manager's tokens (an accepted draft). Returns false when the sequence finished.
+  bool emit(Seq& s, int32_t id, const float* logits, bool in_manager);
+  void verify_and_emit(Seq& s, const float* rows, int p0);
   PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;
 
   Model& model_;

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/sequence_kv.h"
 
 namespace polykv {
 
@@ -17,6 +18,81 @@ const char* stop_reason_text(StopReason r) {
   return "unknown";
 }
 
+namespace {
+
+// One forward pass of one sequence that also hands its rows' final hidden states to the drafter
+// when it asks for them (the MTP drafter): rows at positions kv.n_tokens() ... .
+void forward_feeding_drafter(Model& model, KvSequence& kv, std::span<const int32_t> tokens, float* logits,
+                             bool all_logits, Drafter* drafter, std::vector<float>& hidden) {
+  if (!drafter || !drafter->needs_target_hidden()) {
+    model.forward(tokens, kv, logits, all_logits);
+    return;
+  }
+  const int pos0 = kv.n_tokens();
+  hidden.resize(tokens.size() * size_t(model.config().n_embd));
+  const Model::BatchSeq one{tokens, &kv, logits, all_logits, hidden.data()};
+  model.forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+  drafter->target_hidden(hidden.data(), int(tokens.size()), pos0);
+}
+
+// The speculative decode loop. On entry the KV holds every prompt token but the last; that invariant
+// (the KV holds all of `history` but its last token) holds at the top of every step. Each step feeds
+// [last, d_1..d_k] with all logits, accepts n drafts (verify_drafts), truncates the KV to the
+// accepted length and emits d_1..d_n and the target's token, applying the same stop rules, token by
+// token, as the one-token loop in generate().
+void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vector<int32_t>& history,
+                        const GenerateOptions& opts, const GenerateCallbacks& cb, GenerateStats& st) {
+  const int n_vocab = model.config().n_vocab;
+  const int k_max = std::max(1, opts.spec_n_max);
+  Drafter& drafter = *opts.drafter;
+  std::vector<int32_t> drafts, feed;
+  std::vector<float> rows(size_t(k_max + 1) * size_t(n_vocab));  // [1 + k][n_vocab]
+  std::vector<float> hidden;                                      // [1 + k][n_embd] for an MTP drafter
+  st.stop_reason = StopReason::TokenLimit;
+  if (opts.n_predict == 0) return;
+  for (;;) {
+    // Rows that fit the context, drafts that could still be emitted.
+    int k = std::min(k_max, kv.max_tokens() - kv.n_tokens() - 1);
+    if (opts.n_predict >= 0) k = std::min(k, opts.n_predict - st.n_generated - 1);
+    drafts.clear();
+    if (k > 0) {
+      drafter.draft(history, k, drafts, nullptr);
+      if (int(drafts.size()) > k) drafts.resize(size_t(k));
+    }
+    feed.assign(1, history.back());
+    feed.insert(feed.end(), drafts.begin(), drafts.end());
+    const int n0 = kv.n_tokens();
+    forward_feeding_drafter(model, kv, feed, rows.data(), true, &drafter, hidden);
+    const VerifyResult r = verify_drafts(sampler, rows.data(), n_vocab, drafts, history);
+    if (r.n_accepted < int(drafts.size())) truncate_sequence_kv(kv, n0 + 1 + r.n_accepted);
+    ++st.spec.steps;
+    st.spec.drafted += int64_t(drafts.size());
+    st.spec.accepted += r.n_accepted;
+    for (int i = 0; i <= r.n_accepted; ++i) {
+      const int32_t id = i < r.n_accepted ? drafts[size_t(i)] : r.next;
+      if (cb.is_eog && cb.is_eog(id)) {
+        st.stop_reason = StopReason::EndOfText;
+        return;
+      }
+      ++st.n_generated;
+      ++st.spec.emitted;
+      history.push_back(id);
+      if (cb.on_token && !cb.on_token(id)) {
+        st.stop_reason = StopReason::Callback;
+        return;
+      }
+      if (opts.n_predict >= 0 && st.n_generated >= opts.n_predict) return;  // TokenLimit
+      if (int(history.size()) - 1 >= kv.max_tokens()) {  // as the one-token loop: emitted, not fed back
+        st.stop_reason = StopReason::ContextFull;
+        return;
+      }
+    }
+    drafter.accept(history, r.n_accepted);
+  }
+}
+
+}  // namespace
+
 GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> prompt, const GenerateOptions& opts,
                        const GenerateCallbacks& cb) {
   using clock = std::chrono::steady_clock;
@@ -25,7 +101,10 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
         " tokens) does not fit the context of ", kv.max_tokens(), " tokens");
   const int n_vocab = model.config().n_vocab;
   std::vector<float> logits(static_cast<size_t>(n_vocab));
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  check(opts.context.empty() || int64_t(opts.context.size()) == kv.n_tokens(), "generate: the context holds ",
+        opts.context.size(), " tokens, the KV ", kv.n_tokens());
+  std::vector<int32_t> history(opts.context.begin(), opts.context.end());
+  history.insert(history.end(), prompt.begin(), prompt.end());
   GenerateStats st;
   st.n_prompt = int(prompt.size());
   Sampler sampler(opts.sampling);  // validates the parameters before any work
@@ -33,12 +112,24 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
   auto t0 = clock::now();
   const size_t chunk = size_t(std::max(1, opts.prefill_chunk));
   if (cb.on_prefill) cb.on_prefill(0, st.n_prompt);
-  for (size_t i = 0; i < prompt.size(); i += chunk) {
-    const size_t n = std::min(chunk, prompt.size() - i);
-    model.forward(prompt.subspan(i, n), kv, logits.data(), false);
-    if (cb.on_prefill) cb.on_prefill(int(i + n), st.n_prompt);
+  // With a drafter the last prompt token is fed by the first verify step (with the first drafts).
+  const size_t n_prefill = prompt.size() - (opts.drafter ? 1 : 0);
+  std::vector<float> hidden;  // a prefill chunk's hidden states, for an MTP drafter
+  for (size_t i = 0; i < n_prefill; i += chunk) {
+    const size_t n = std::min(chunk, n_prefill - i);
+    forward_feeding_drafter(model, kv, prompt.subspan(i, n), logits.data(), false, opts.drafter, hidden);
+    if (cb.on_prefill && i + n < prompt.size()) cb.on_prefill(int(i + n), st.n_prompt);
   }
+  if (opts.drafter) opts.drafter->prefill(history);
+  if (cb.on_prefill) cb.on_prefill(st.n_prompt, st.n_prompt);
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+
+  if (opts.drafter) {
+    t0 = clock::now();
+    decode_speculative(model, kv, sampler, history, opts, cb, st);
+    st.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    return st;
+  }
 
   t0 = clock::now();
   // Every exit of the loop sets stop_reason; n_predict == 0 never enters it (TokenLimit).

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/spec/drafter.h"
+#include "engine/spec/speculative.h"
 #include "kv/kv_sequence.h"
 #include "model/model.h"
 
@@ -16,6 +18,15 @@ struct GenerateOptions {
   int n_predict = 128;      // tokens to generate at most (< 0: until the context is full)
   int prefill_chunk = 512;  // prompt tokens per forward pass (bounds scratch memory)
   SamplingParams sampling;
+  // Speculative decoding (engine/spec/speculative.h): with a drafter, each step feeds the last token
+  // and up to spec_n_max drafts, keeps what the target agrees with and rolls the KV back (the KV must
+  // be one truncate_sequence_kv() can roll back by spec_n_max positions). Greedy output is identical
+  // to decoding without it; sampled output follows the same distribution. nullptr: off.
+  Drafter* drafter = nullptr;
+  int spec_n_max = 4;
+  // Tokens the KV already holds before the prompt (kv.n_tokens() of them; empty: none or unknown):
+  // the history the repetition penalty and the drafter see starts with them (bench at a depth).
+  std::span<const int32_t> context;
 };
 
 // Why generation ended. The server maps EndOfText and Callback to OpenAI's finish_reason "stop",
@@ -35,6 +46,7 @@ struct GenerateStats {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   StopReason stop_reason = StopReason::TokenLimit;
+  SpecStats spec;  // with a drafter: verify steps, drafted and accepted tokens
 };
 
 // Called with each generated token; return false to stop. is_eog(id) says whether id ends generation

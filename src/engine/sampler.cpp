@@ -58,17 +58,11 @@ void Sampler::apply_penalty(std::span<const int32_t> history, int32_t n_vocab) {
   }
 }
 
-// The limit of softmax when some logits are +inf: uniform over them. Precondition: at least one.
-int32_t Sampler::draw_uniform_among_inf() {
-  std::erase_if(cands_, [](const Candidate& c) { return c.logit != std::numeric_limits<float>::infinity(); });
-  if (params_.temperature <= 0.0f) return cands_.front().id;  // id order was kept: lowest id
-  const size_t pick = std::min(cands_.size() - 1, size_t(uniform01() * double(cands_.size())));
-  return cands_[pick].id;
-}
-
-int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+int32_t Sampler::prepare(const float* logits, int32_t n_vocab, std::span<const int32_t> history, double& total) {
   check(n_vocab > 0, "sampler: n_vocab must be positive, got ", n_vocab);
   constexpr float kInf = std::numeric_limits<float>::infinity();
+  inf_ = false;
+  total = 0.0;
 
   // Candidates in id order; NaN becomes -inf (never drawn).
   cands_.resize(size_t(n_vocab));
@@ -78,7 +72,13 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
   apply_penalty(history, n_vocab);
   const bool any_pos_inf =
       std::any_of(cands_.begin(), cands_.end(), [](const Candidate& c) { return c.logit == kInf; });
-  if (any_pos_inf) return draw_uniform_among_inf();
+  if (any_pos_inf) {
+    // The limit of softmax: uniform over the +inf tokens (id order kept: greedy takes the lowest id).
+    std::erase_if(cands_, [](const Candidate& c) { return c.logit != std::numeric_limits<float>::infinity(); });
+    if (params_.temperature <= 0.0f) return cands_.front().id;
+    inf_ = true;
+    return -1;
+  }
   std::erase_if(cands_, [](const Candidate& c) { return c.logit == -kInf; });
   check(!cands_.empty(), "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
 
@@ -127,13 +127,23 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
     }
   }
 
-  // Temperature and draw. The maximum has weight exp(0) = 1, so total >= 1 even for tiny temperatures.
+  // Temperature. The maximum has weight exp(0) = 1, so total >= 1 even for tiny temperatures.
   const double inv_t = 1.0 / double(params_.temperature);  // finite: a float > 0 is >= 1.4e-45
   weights_.resize(cands_.size());
-  double total = 0.0;
   for (size_t i = 0; i < cands_.size(); ++i) {
     weights_[i] = std::exp((double(cands_[i].logit) - m) * inv_t);
     total += weights_[i];
+  }
+  return -1;
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+  double total = 0.0;
+  const int32_t greedy = prepare(logits, n_vocab, history, total);
+  if (greedy >= 0) return greedy;
+  if (inf_) {
+    const size_t pick = std::min(cands_.size() - 1, size_t(uniform01() * double(cands_.size())));
+    return cands_[pick].id;
   }
   const double u = uniform01() * total;
   double acc = 0.0;
@@ -145,6 +155,23 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const in
   for (size_t i = cands_.size(); i-- > 0;)
     if (weights_[i] > 0.0) return cands_[i].id;
   return cands_.front().id;
+}
+
+void Sampler::distribution(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                           std::vector<TokenProb>& out) {
+  out.clear();
+  double total = 0.0;
+  const int32_t greedy = prepare(logits, n_vocab, history, total);
+  if (greedy >= 0) {
+    out.push_back({greedy, 1.0});
+    return;
+  }
+  if (inf_) {
+    for (const auto& c : cands_) out.push_back({c.id, 1.0 / double(cands_.size())});
+    return;
+  }
+  for (size_t i = 0; i < cands_.size(); ++i)
+    if (weights_[i] > 0.0) out.push_back({cands_[i].id, weights_[i] / total});
 }
 
 }  // namespace polykv

@@ -67,6 +67,20 @@ class Sampler {
   // no logit is usable.
   int32_t sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history);
 
+  // The distribution sample() would draw from (stages 1-5, no draw, the RNG untouched): `out` gets
+  // the candidate ids with their probabilities (> 0 ... rounding aside, summing to 1), in the order
+  // sample() walks them. Greedy: one entry, the argmax, with probability 1. Same errors as sample().
+  // Used by speculative decoding (engine/spec/speculative.h) to accept a drafted token with p(d).
+  struct TokenProb {
+    int32_t id;
+    double p;
+  };
+  void distribution(const float* logits, int32_t n_vocab, std::span<const int32_t> history,
+                    std::vector<TokenProb>& out);
+
+  // A uniform number in [0, 1) from the sampler's RNG (the stream sample() draws from).
+  double uniform() { return uniform01(); }
+
   const SamplingParams& params() const { return params_; }
 
  private:
@@ -74,10 +88,14 @@ class Sampler {
     float logit;
     int32_t id;
   };
+  // Stages 1-5 shared by sample() and distribution(). Returns the greedy id (>= 0) when the result
+  // is one token without randomness (temperature 0); else -1 and either inf_ is true (uniform over
+  // cands_, the +inf tokens) or weights_[i] (unnormalised, sum `total`) belong to cands_[i].
+  int32_t prepare(const float* logits, int32_t n_vocab, std::span<const int32_t> history, double& total);
+  bool inf_ = false;
 
   double uniform01();  // [0, 1), 53 random bits
   void apply_penalty(std::span<const int32_t> history, int32_t n_vocab);
-  int32_t draw_uniform_among_inf();
 
   SamplingParams params_;
   std::mt19937_64 rng_;

@@ -24,4 +24,10 @@ std::unique_ptr<KvSequence> make_sequence_kv(const Model& model, const SequenceK
                                         o.block_tokens, memory);
 }
 
+void truncate_sequence_kv(KvSequence& kv, int n_tokens) {
+  if (auto* c = dynamic_cast<KvCache*>(&kv)) return c->truncate(n_tokens);
+  if (auto* p = dynamic_cast<OwnedPagedKv*>(&kv)) return p->truncate(n_tokens);
+  fail("this KV sequence cannot roll back");
+}
+
 }  // namespace polykv

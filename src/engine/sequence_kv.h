@@ -24,4 +24,9 @@ struct SequenceKvOptions {
 // Throws Error naming an unknown type or a feature the backend's KV memory cannot have.
 std::unique_ptr<KvSequence> make_sequence_kv(const Model& model, const SequenceKvOptions& o);
 
+// Rolls a sequence made by make_sequence_kv back to n_tokens positions (rejected speculative tokens,
+// bench repetitions). Throws Error for another kind of KvSequence or a rollback a sliding-window
+// layer of a KvCache can no longer do (see rollback_tokens).
+void truncate_sequence_kv(KvSequence& kv, int n_tokens);
+
 }  // namespace polykv

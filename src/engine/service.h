@@ -56,6 +56,10 @@ struct GenerationRequest {
   int max_tokens = 256;              // < 0: until the context is full
   int top_logprobs = -1;             // < 0: no logprobs; 0..20: the sampled token's logprob and that many
   bool ignore_eos = false;           // end-of-generation tokens do not end it (benchmarks; llama-server's ignore_eos)
+  // Speculative decoding (docs/SPECULATIVE.md): "" uses the server's default (serve --spec), "none"
+  // turns it off, "ngram" / "draft" / "mtp" choose a drafter; spec_n_max 0 uses the server's default.
+  std::string spec;
+  int spec_n_max = 0;
   std::function<bool(const TokenEvent&)> on_token;
   std::function<void(const FinishInfo&)> on_done;
 };
@@ -73,6 +77,8 @@ struct ServiceMetrics {
   int64_t requests_total = 0, requests_running = 0, requests_waiting = 0, requests_failed = 0;
   int64_t prompt_tokens_total = 0, cached_prompt_tokens_total = 0, generated_tokens_total = 0;
   int64_t preemptions_total = 0;
+  // Speculative decoding: verify steps of sequences with a drafter, tokens drafted, of which accepted.
+  int64_t spec_steps_total = 0, spec_drafted_tokens_total = 0, spec_accepted_tokens_total = 0;
   int kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_shared = 0, kv_blocks_cached_idle = 0;
   int kv_block_tokens = 0;
   size_t kv_bytes_per_block = 0;

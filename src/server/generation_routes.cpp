@@ -201,6 +201,8 @@ void handle_generation(ServerState& st, Api api, const httplib::Request& req, ht
     g.max_tokens = p.params.max_tokens;
     g.top_logprobs = p.params.top_logprobs;
     g.ignore_eos = p.params.ignore_eos;
+    g.spec = p.params.spec;
+    g.spec_n_max = p.params.spec_n_max;
 
     // Admission: at most max_in_flight requests submitted and unfinished.
     if (++*st.in_flight > st.opts.max_in_flight) {

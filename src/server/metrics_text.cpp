@@ -55,6 +55,11 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
            double(m.cached_prompt_tokens_total));
   e.metric("generated_tokens_total", "counter", "Tokens generated.", double(m.generated_tokens_total));
   e.metric("preemptions_total", "counter", "Sequences preempted to be recomputed later.", double(m.preemptions_total));
+  e.metric("spec_steps_total", "counter", "Speculative verify steps of sequences with a drafter.",
+           double(m.spec_steps_total));
+  e.metric("spec_drafted_tokens_total", "counter", "Tokens proposed by drafters.", double(m.spec_drafted_tokens_total));
+  e.metric("spec_accepted_tokens_total", "counter", "Drafted tokens the target accepted.",
+           double(m.spec_accepted_tokens_total));
   e.metric("kv_blocks_total", "gauge", "KV blocks in the pool.", double(m.kv_blocks_total));
   e.metric("kv_blocks_used", "gauge", "KV blocks in use.", double(m.kv_blocks_used));
   e.metric("kv_blocks_shared", "gauge", "KV blocks used by more than one sequence.", double(m.kv_blocks_shared));

@@ -78,6 +78,12 @@ void parse_generation_params(const Fields& f, GenerationParams& p) {
   }
   p.cache_salt = f.string("cache_salt", 1024).value_or("");
   p.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  if (auto v = f.string("spec", 64)) {
+    if (*v != "none" && *v != "ngram" && *v != "draft" && *v != "mtp")
+      bad_request("'spec' must be one of \"none\", \"ngram\", \"draft\", \"mtp\"", "spec");
+    p.spec = *v;
+  }
+  if (auto v = f.integer("spec_n_max", 1, 16)) p.spec_n_max = int(*v);
   validate_sampling(s);
 }
 

@@ -50,6 +50,11 @@ class Drafter {
   // receives one distribution per drafted token if the drafter sampled them (see above).
   virtual void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) = 0;
 
+  // Optional: called once with the prompt after the target's prefill, before the first draft(). A
+  // drafter with its own KV (a draft model) fills it here so that the prompt's cost is not paid
+  // inside the first decode step; without the call it catches up in draft().
+  virtual void prefill(std::span<const int32_t> prompt) { (void)prompt; }
+
   // After a verify step: `context` is the whole sequence, the last n_accepted + 1 tokens of which are
   // new (n_accepted accepted drafts, then the target's token).
   virtual void accept(std::span<const int32_t> context, int n_accepted) = 0;

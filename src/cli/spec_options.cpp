@@ -1,0 +1,33 @@
+#include "cli/spec_options.h"
+
+#include "core/error.h"
+#include "engine/spec/draft_model_drafter.h"
+
+namespace polykv::cli {
+
+void add_spec_options(CLI::App& app, SpecCli& s) {
+  app.add_option("--spec", s.spec.kind,
+                 "speculative decoding: none, ngram (prompt lookup), draft (--model-draft), mtp (the model's MTP head)")
+      ->capture_default_str();
+  app.add_option("--spec-n-max", s.spec.n_max, "tokens drafted per verify step, 1..16")->capture_default_str();
+  app.add_option("--model-draft", s.draft_path, "draft model (GGUF) sharing the target's vocabulary, for --spec draft");
+}
+
+void check_spec_options(const SpecCli& s, bool serve) {
+  const std::string& k = s.spec.kind;
+  usage_check(k.empty() || k == "none" || k == "ngram" || k == "draft" || k == "mtp",
+              "--spec must be one of none, ngram, draft, mtp; got '", k, "'");
+  usage_check(s.spec.n_max >= 1 && s.spec.n_max <= kMaxSpecNMax, "--spec-n-max must be in [1, ", kMaxSpecNMax,
+              "], got ", s.spec.n_max);
+  usage_check(k != "draft" || !s.draft_path.empty(), "--spec draft needs --model-draft FILE");
+  usage_check(serve || s.draft_path.empty() || s.spec.kind == "draft", "--model-draft is only used with --spec draft");
+}
+
+std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend) {
+  if (s.draft_path.empty()) return nullptr;
+  auto draft = Model::load(s.draft_path, backend);
+  check_draft_vocab(target, *draft);
+  return draft;
+}
+
+}  // namespace polykv::cli

@@ -1,0 +1,25 @@
+// The speculative-decoding flags of `run`, `bench` and `serve`: --spec, --spec-n-max, --model-draft.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "engine/spec/make_drafter.h"
+#include "model/model.h"
+
+namespace polykv::cli {
+
+struct SpecCli {
+  SpecOptions spec;
+  std::string draft_path;  // --model-draft
+};
+
+void add_spec_options(CLI::App& app, SpecCli& s);
+// Usage errors (exit 2): an unknown --spec, --spec-n-max out of range, --spec draft without
+// --model-draft, --model-draft without --spec draft (allowed for serve: requests may ask for "draft").
+void check_spec_options(const SpecCli& s, bool serve = false);
+// Loads --model-draft on `backend` and checks its vocabulary against target's; nullptr without one.
+std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend);
+
+}  // namespace polykv::cli

@@ -1,0 +1,31 @@
+// Choosing a drafter by name (--spec, the server's "spec" field) and validating the speculative
+// options once for every front end.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "engine/spec/drafter.h"
+#include "model/model.h"
+
+namespace polykv {
+
+// The default --spec-n-max (drafted tokens per verify step), chosen by measurement (docs/SPECULATIVE.md).
+inline constexpr int kDefaultSpecNMax = 3;
+inline constexpr int kMaxSpecNMax = 16;
+
+struct SpecOptions {
+  std::string kind;  // "" or "none": no speculation; "ngram", "draft", "mtp"
+  int n_max = kDefaultSpecNMax;  // 1..kMaxSpecNMax
+  bool enabled() const { return !kind.empty() && kind != "none"; }
+};
+
+// Throws Error naming the problem: an unknown kind ("--spec must be one of none, ngram, draft, mtp"),
+// n_max out of range. have_draft_model: whether a draft model is loaded (needed for "draft").
+void validate_spec(const SpecOptions& o, bool have_draft_model);
+
+// A drafter for one sequence, or nullptr when !o.enabled(). target: the model being decoded;
+// draft_model: the loaded --model-draft (needed for "draft", vocabulary already checked);
+// max_tokens: the sequence's context (for drafters with their own KV).
+std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, Model& target, Model* draft_model, int max_tokens);
+
+}  // namespace polykv
