@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
+#include "cli/bench_verify.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -68,7 +69,17 @@ int cmd_bench(int argc, char** argv) {
   add_k_eq_option(app, k_eq);
   std::string device = "auto";
   add_device_option(app, device);
+  std::string verify_k;  // --verify-k: the verify-step cost curve instead of prefill / decode (bench_verify.h)
+  int verify_steps = 8;
+  app.add_option("--verify-k", verify_k, "verify-step widths, e.g. 1,2,3,4,8: time k-token all-logits steps at "
+                 "DEPTH against k = 1 (replaces -p / -n)");
+  app.add_option("--verify-steps", verify_steps, "timed steps per width and repetition")->check(CLI::Range(1, 10000));
   if (auto rc = parse_args(app, argc, argv)) return *rc;
+  std::vector<int> verify_ks;
+  if (!verify_k.empty()) {
+    verify_ks = parse_verify_ks(verify_k);
+    n_prompt = n_gen = *std::max_element(verify_ks.begin(), verify_ks.end());  // sizes the KV below
+  }
 
   const std::unique_ptr<Backend> backend_ptr = make_backend({device, threads});
   Backend& backend = *backend_ptr;
@@ -117,6 +128,16 @@ int cmd_bench(int argc, char** argv) {
       fill(*model, kv, random_tokens(depth), logits);
     }
     std::fprintf(stderr, "depth fill: %d tokens in %.1f s\n", depth, seconds_since(t0));
+  }
+
+  if (!verify_ks.empty()) {
+    nlohmann::json r = bench_verify(*model, kv, [&](int n) { truncate(kv, n); }, {verify_ks, verify_steps, reps, depth}, rng);
+    r.update({{"model", model_path}, {"arch", c.arch}, {"weight_type", dtype_name(model->weights().layers[0].wq.type)},
+              {"threads", n_threads}, {"device", backend.describe()}, {"matmul_isa", matmul_isa()}, {"depth", depth},
+              {"cache_type_k", ctk}, {"cache_type_v", ctv}});
+    if (json) std::printf("%s\n", r.dump().c_str());
+    else print_verify_table(r, r["weight_type"].get<std::string>() + " d" + std::to_string(depth));
+    return 0;
   }
 
   double prefill_tok_s = 0, decode_tok_s = 0;
