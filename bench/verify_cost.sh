@@ -42,7 +42,7 @@ EOF
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("| %s | %d | " % (r["weight_type"], r["depth"]) + " | ".join(
-    "k=%d %.2fx (%.2f..%.2f) %.1f ms" % (v["k"], v["ratio"], v["ratio_min"], v["ratio_max"], v["step_ms"])
+    "k=%d %.2fx (%.2f..%.2f) %.1f ms, cpu %.2fx" % (v["k"], v["ratio"], v["ratio_min"], v["ratio_max"], v["step_ms"], v["cpu_ratio"])
     for v in r["verify"]) + " | load %.1f |" % r["load_avg_1m_before"])' "$j"
   done
 done

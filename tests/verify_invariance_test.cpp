@@ -3,10 +3,13 @@
 // logits it gets when the same tokens are decoded one at a time, for k = 1..8, at a short depth and
 // at one past several 256-key attention chunks, for three K/V type pairs, in a private KvCache and
 // in sequences of the engine's block pool forked from one shared prefix (prefix sharing on), with
-// rollbacks (rejected drafts) in between.
+// rollbacks (rejected drafts) in between. The embedded model (q8_0 weights: the packed q8_0 kernels)
+// for every case; synth "tiny" models in other weight types for one case each.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "kv/kv_sequence_manager.h"
 #include "kv/paged_kv.h"
 #include "model/model.h"
+#include "model/synth.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -31,10 +35,41 @@ std::vector<int32_t> ids(int n, int seed, int n_vocab) {
 struct Case {
   KvType k, v;
   int depth;
+  DType synth = DType::F32;  // F32: the embedded model; else a synth "tiny" model with matrices of this type
 };
 
 std::string name(const Case& c) {
-  return std::string(kv_type_name(c.k)) + "/" + kv_type_name(c.v) + " depth " + std::to_string(c.depth);
+  std::string s = std::string(kv_type_name(c.k)) + "_" + kv_type_name(c.v) + "_d" + std::to_string(c.depth);
+  if (c.synth != DType::F32) s += std::string("_synth_") + dtype_name(c.synth);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+// Removes the synth model files this process wrote, at exit.
+struct TempFiles {
+  std::vector<std::string> paths;
+  ~TempFiles() {
+    for (const auto& p : paths) std::filesystem::remove(p);
+  }
+};
+TempFiles g_temp_files;
+
+// The model file of a case (a synth one is written once per process and type).
+std::string model_path(DType synth) {
+  if (synth == DType::F32) return test::embedded_model();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("polykv_verify_" + std::string(dtype_name(synth)) + "_" + std::to_string(getpid()) + ".gguf"))
+                               .string();
+  if (!std::filesystem::exists(path)) {
+    SynthOptions o;
+    o.type = synth;
+    o.seed = 11;
+    o.n_threads = 2;
+    write_synth_model(path, find_model_shape("tiny"), o);
+    g_temp_files.paths.push_back(path);
+  }
+  return path;
 }
 
 // Prefills `prompt` in chunks of 64 (the same way in every run).
@@ -63,9 +98,9 @@ class VerifyInvariance : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     backend_ = std::make_unique<CpuBackend>(2);
-    model_ = Model::load(test::embedded_model(), *backend_);
-    n_vocab_ = model_->config().n_vocab;
     const Case& c = GetParam();
+    model_ = Model::load(model_path(c.synth), *backend_);
+    n_vocab_ = model_->config().n_vocab;
     prompt_ = ids(c.depth, 1, n_vocab_);
     draft_ = ids(2 * kMaxK, 2, n_vocab_);
     // Reference: the prompt, then every draft token decoded alone. ref_[i]: logits after draft_[i].
@@ -83,13 +118,15 @@ class VerifyInvariance : public testing::TestWithParam<Case> {
   std::vector<float> ref_;  // [2 * kMaxK][n_vocab]
 };
 
-// A private KvCache: verify k tokens, reject all but one (rollback), verify k more from there.
+// A private KvCache: verify k tokens, reject all but one (rollback), verify k more from there, then
+// roll back to the prompt for the next k.
 TEST_P(VerifyInvariance, VerifyStepEqualsOneAtATime) {
   const Case& c = GetParam();
+  KvCache kv(model_->kv_shape(), c.k, c.v, c.depth + 2 * kMaxK, 16);
+  prefill(*model_, kv, prompt_);
   for (int k = 1; k <= kMaxK; ++k) {
     SCOPED_TRACE(name(c) + " k " + std::to_string(k));
-    KvCache kv(model_->kv_shape(), c.k, c.v, c.depth + 2 * kMaxK, 16);
-    prefill(*model_, kv, prompt_);
+    kv.truncate(c.depth);
     std::vector<float> got(size_t(k) * size_t(n_vocab_));
     model_->forward(std::span(draft_).subspan(0, size_t(k)), kv, got.data(), true);
     expect_rows(got, ref_, 0, k, n_vocab_, "first verify");
@@ -105,6 +142,7 @@ TEST_P(VerifyInvariance, VerifyStepEqualsOneAtATime) {
 // once for all of them (cascade attention).
 TEST_P(VerifyInvariance, ForkedFromSharedPrefix) {
   const Case& c = GetParam();
+  if (c.synth != DType::F32) GTEST_SKIP() << "the synth models run the private-cache test only";
   SCOPED_TRACE(name(c));
   constexpr int bt = 16;
   const int n_blocks = (c.depth + bt - 1) / bt + kMaxK * ((2 * kMaxK) / bt + 2) + 4;
@@ -165,20 +203,20 @@ TEST_P(VerifyInvariance, ForkedFromSharedPrefix) {
 }
 
 // Depth 20: one attention chunk; depth 300: queries past the first 256-key chunk (two chunks,
-// folded by log-sum-exp), a prompt of 5 chunks of 64 and a partial block of 16.
+// folded by log-sum-exp), a prompt of 5 chunks of 64 and a partial block of 16. Synth models: the
+// other weight-kernel families (k-quant rows, packed q4_0, float tiles).
 INSTANTIATE_TEST_SUITE_P(
     KvPairs, VerifyInvariance,
     testing::Values(Case{KvType::F16, KvType::F16, 20}, Case{KvType::F16, KvType::F16, 300},
                     Case{KvType::Q8_0, KvType::Turbo3T, 20}, Case{KvType::Q8_0, KvType::Turbo3T, 300},
                     Case{KvType::Turbo3T, KvType::Turbo3T, 20}, Case{KvType::Turbo3T, KvType::Turbo3T, 300},
-                    Case{KvType::Q4_0, KvType::Q4_0, 300}),
-    [](const testing::TestParamInfo<Case>& i) {
-      std::string s = std::string(kv_type_name(i.param.k)) + "_" + kv_type_name(i.param.v) + "_d" +
-                      std::to_string(i.param.depth);
-      for (char& ch : s)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
+                    Case{KvType::Q4_0, KvType::Q4_0, 300},
+                    Case{KvType::Q8_0, KvType::Turbo3T, 300, DType::Q4_K},
+                    Case{KvType::Q8_0, KvType::Turbo3T, 300, DType::Q6_K},
+                    Case{KvType::Q8_0, KvType::Turbo3T, 300, DType::Q4_0},
+                    Case{KvType::F16, KvType::F16, 300, DType::F16},
+                    Case{KvType::F16, KvType::F16, 300, DType::BF16}),
+    [](const testing::TestParamInfo<Case>& i) { return name(i.param); });
 
 }  // namespace
 }  // namespace polykv

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <set>
 
 #include "core/error.h"
@@ -15,6 +16,13 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// CPU seconds used by the whole process (all threads; includes the pool's spin-waits).
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 // The 1-minute load average (the machine may be shared: a benchmark records it), or -1.
@@ -67,19 +75,26 @@ nlohmann::json bench_verify(Model& model, KvSequence& kv, const std::function<vo
   const double load_before = load_average();
   for (int k : o.ks) step(k);  // warm-up: scratch buffers, page faults, caches
 
-  std::vector<std::vector<double>> ms(o.ks.size());  // [k][rep] mean step time
+  // [k][rep] mean step time: wall clock, and process CPU time (a second view on a loaded machine,
+  // where the wall clock also counts the time other processes held the cores).
+  std::vector<std::vector<double>> ms(o.ks.size()), cpu_ms(o.ks.size());
   for (int r = 0; r < o.reps; ++r)
     for (size_t ki = 0; ki < o.ks.size(); ++ki) {
+      const double c0 = process_cpu_seconds();
       const auto t0 = std::chrono::steady_clock::now();
       for (int s = 0; s < o.steps; ++s) step(o.ks[ki]);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ms[ki].push_back(1e3 * secs / o.steps);
+      cpu_ms[ki].push_back(1e3 * (process_cpu_seconds() - c0) / o.steps);
     }
 
   nlohmann::json rows = nlohmann::json::array();
   for (size_t ki = 0; ki < o.ks.size(); ++ki) {
-    std::vector<double> ratio;
-    for (int r = 0; r < o.reps; ++r) ratio.push_back(ms[ki][size_t(r)] / ms[0][size_t(r)]);
+    std::vector<double> ratio, cpu_ratio;
+    for (int r = 0; r < o.reps; ++r) {
+      ratio.push_back(ms[ki][size_t(r)] / ms[0][size_t(r)]);
+      cpu_ratio.push_back(cpu_ms[ki][size_t(r)] / cpu_ms[0][size_t(r)]);
+    }
     rows.push_back({{"k", o.ks[ki]},
                     {"step_ms", median(ms[ki])},
                     {"step_ms_min", *std::min_element(ms[ki].begin(), ms[ki].end())},
@@ -88,20 +103,27 @@ nlohmann::json bench_verify(Model& model, KvSequence& kv, const std::function<vo
                     {"ratio", median(ratio)},
                     {"ratio_min", *std::min_element(ratio.begin(), ratio.end())},
                     {"ratio_max", *std::max_element(ratio.begin(), ratio.end())},
-                    {"ratio_reps", ratio}});
+                    {"ratio_reps", ratio},
+                    {"cpu_ms", median(cpu_ms[ki])},
+                    {"cpu_ratio", median(cpu_ratio)},
+                    {"cpu_ratio_min", *std::min_element(cpu_ratio.begin(), cpu_ratio.end())},
+                    {"cpu_ratio_max", *std::max_element(cpu_ratio.begin(), cpu_ratio.end())},
+                    {"cpu_ratio_reps", cpu_ratio}});
   }
   return {{"verify", rows}, {"verify_steps", o.steps}, {"verify_reps", o.reps},
           {"load_avg_1m_before", load_before}, {"load_avg_1m_after", load_average()}};
 }
 
 void print_verify_table(const nlohmann::json& r, const std::string& label) {
-  std::printf("| %s | k | step ms (median) | min..max | x k=%d (median) | min..max |\n", label.c_str(),
-              r["verify"][0]["k"].get<int>());
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| %s | k | step ms (median) | min..max | x k=%d (median) | min..max | CPU ms | CPU x k=%d |\n",
+              label.c_str(), r["verify"][0]["k"].get<int>(), r["verify"][0]["k"].get<int>());
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const auto& row : r["verify"])
-    std::printf("| | %d | %.2f | %.2f..%.2f | %.3f | %.3f..%.3f |\n", row["k"].get<int>(), row["step_ms"].get<double>(),
-                row["step_ms_min"].get<double>(), row["step_ms_max"].get<double>(), row["ratio"].get<double>(),
-                row["ratio_min"].get<double>(), row["ratio_max"].get<double>());
+    std::printf("| | %d | %.2f | %.2f..%.2f | %.3f | %.3f..%.3f | %.2f | %.3f (%.3f..%.3f) |\n", row["k"].get<int>(),
+                row["step_ms"].get<double>(), row["step_ms_min"].get<double>(), row["step_ms_max"].get<double>(),
+                row["ratio"].get<double>(), row["ratio_min"].get<double>(), row["ratio_max"].get<double>(),
+                row["cpu_ms"].get<double>(), row["cpu_ratio"].get<double>(), row["cpu_ratio_min"].get<double>(),
+                row["cpu_ratio_max"].get<double>());
   std::printf("(%d interleaved repetitions of %d steps per k; ratios taken within each repetition)\n",
               r["verify_reps"].get<int>(), r["verify_steps"].get<int>());
 }
