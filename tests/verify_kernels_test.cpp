@@ -21,6 +21,8 @@ namespace {
 
 using cpu::Isa;
 
+bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 // n_out rows of n_in values of `type`, quantized from random floats by the reference quantizer.
 std::vector<uint8_t> random_matrix(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   const size_t rb = row_bytes(type, n_in);
@@ -108,6 +110,53 @@ TEST(VerifyKernels, PackedQ4KMatmulMatchesReferenceAndIsBatchInvariant) {
       ASSERT_EQ(0, std::memcmp(one.data(), y.data() + size_t(t * n_out), one.size() * sizeof(float)))
           << "token " << t << " of " << k;
     }
+  }
+}
+
+// Every weight type through the row kernels (no packed copy) on every ISA, k = 1..8 tokens in one
+// call (AVX-512 takes all 8 in one kernel call, AVX2 / scalar 4): within rounding of matmul_ref, and
+// each token's outputs byte for byte those of its 1-token call. n_out = 21 (no 16-row or 8-row
+// multiple); float rows of an odd length (SIMD tails).
+TEST(VerifyKernels, RowKernelsAtEveryWidth) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                  DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t n_in = is_float_type(t) ? 531 : dtype_info(t).block_size == 256 ? 768 : 32 * 13, n_out = 21;
+    std::vector<uint8_t> w;
+    if (t == DType::F32) {
+      const auto f = test::random_floats(size_t(n_in * n_out), 8u);
+      w.assign(reinterpret_cast<const uint8_t*>(f.data()), reinterpret_cast<const uint8_t*>(f.data() + f.size()));
+    } else {
+      w = random_matrix(t, n_in, n_out, 8u);
+    }
+    const WeightMatrix m{t, w.data(), n_in, n_out, row_bytes(t, n_in), nullptr};
+    const auto x = test::random_floats(size_t(n_in * 8), 9u);
+    std::vector<float> row(static_cast<size_t>(n_in));
+    std::vector<double> abs_dot(size_t(8 * n_out), 0.0);
+    for (int64_t o = 0; o < n_out; ++o) {
+      dequantize_row_ref(t, w.data() + size_t(o) * m.row_stride, row.data(), n_in);
+      for (int k = 0; k < 8; ++k)
+        for (int64_t i = 0; i < n_in; ++i)
+          abs_dot[size_t(k * n_out + o)] += std::fabs(double(row[size_t(i)]) * x[size_t(k * n_in + i)]);
+    }
+    ThreadPool pool(2);
+    for (int isa = 0; isa <= int(cpu::detected_isa()); ++isa) {
+      cpu::set_isa_override(Isa(isa));
+      for (int k = 1; k <= 8; ++k) {
+        SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << cpu::isa_name(Isa(isa)) << " k " << k);
+        std::vector<float> ref(size_t(n_out * k)), y(size_t(n_out * k));
+        matmul_ref(m, x.data(), ref.data(), k);
+        matmul(m, x.data(), y.data(), k, pool);
+        const double rel = is_float_type(t) ? 1e-5 : 0.01;
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], rel * abs_dot[i] + 1e-30) << "at " << i;
+        for (int tok = 0; tok < k; ++tok) {
+          std::vector<float> one(static_cast<size_t>(n_out));
+          matmul(m, x.data() + tok * n_in, one.data(), 1, pool);
+          ASSERT_EQ(0, std::memcmp(one.data(), y.data() + size_t(tok * n_out), one.size() * sizeof(float)))
+              << "token " << tok;
+        }
+      }
+    }
+    cpu::clear_isa_override();
   }
 }
 
