@@ -72,7 +72,8 @@ int cmd_bench(int argc, char** argv) {
   std::string verify_k;  // --verify-k: the verify-step cost curve instead of prefill / decode (bench_verify.h)
   int verify_steps = 8;
   app.add_option("--verify-k", verify_k, "verify-step widths, e.g. 1,2,3,4,8: time k-token all-logits steps at "
-                 "DEPTH against k = 1 (replaces -p / -n)");
+                 "DEPTH against k = 1 (replaces -p / -n)")
+      ->check(error_check([](const std::string& s) { (void)parse_verify_ks(s); }, "LIST"));
   app.add_option("--verify-steps", verify_steps, "timed steps per width and repetition")->check(CLI::Range(1, 10000));
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   std::vector<int> verify_ks;
