@@ -140,7 +140,7 @@ struct Shape {
   int64_t blocks, n_out, n_tokens;
   int threads;
 };
-// Tokens go to the row kernels 4 at a time (17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernels 6
+// Tokens go to the row kernels 4 at a time (AVX-512: 8; 17 = 4+4+4+4+1, 6 = 4+2), to the float tile kernels 6
 // (AVX2: 3) at a time (17 = 6+6+5, 8 = 4+4, 4, 3, ...) and to the packed kernels 8 at a time: every
 // width is reached.
 const Shape kShapes[] = {{1, 1, 1, 1},   {3, 7, 3, 2},  {5, 37, 8, 3}, {1, 259, 17, 2},

@@ -14,6 +14,7 @@
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
 #include "cli/bench_spec.h"
+#include "cli/bench_verify.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -73,12 +74,24 @@ int cmd_bench(int argc, char** argv) {
   add_spec_options(app, spec);
   std::string text_path;
   app.add_option("--text", text_path, "with --spec: a text file whose tokens fill the depth and the prompt");
+  std::string verify_k;  // --verify-k: the verify-step cost curve instead of prefill / decode (bench_verify.h)
+  int verify_steps = 8;
+  app.add_option("--verify-k", verify_k, "verify-step widths, e.g. 1,2,3,4,8: time k-token all-logits steps at "
+                 "DEPTH against k = 1 (replaces -p / -n)")
+      ->check(error_check([](const std::string& s) { (void)parse_verify_ks(s); }, "LIST"));
+  app.add_option("--verify-steps", verify_steps, "timed steps per width and repetition")->check(CLI::Range(1, 10000));
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   check_spec_options(spec);
   usage_check(spec.spec.enabled() == !text_path.empty(), "--spec and --text go together (speculation is measured on real text)");
+  usage_check(!(spec.spec.enabled() && !verify_k.empty()), "--spec and --verify-k measure different things: use one");
   if (spec.spec.enabled()) {
     usage_check(k_eq == 0 && bw_gbs == 0 && fill_threads == 0, "--k-eq, --bandwidth and --fill-threads are not used with --spec");
     return run_bench_spec({model_path, text_path, device, ctk, ctv, threads, depth, n_prompt, n_gen, reps, json, spec});
+  }
+  std::vector<int> verify_ks;
+  if (!verify_k.empty()) {
+    verify_ks = parse_verify_ks(verify_k);
+    n_prompt = n_gen = *std::max_element(verify_ks.begin(), verify_ks.end());  // sizes the KV below
   }
 
   const std::unique_ptr<Backend> backend_ptr = make_backend({device, threads});
@@ -128,6 +141,16 @@ int cmd_bench(int argc, char** argv) {
       fill(*model, kv, random_tokens(depth), logits);
     }
     std::fprintf(stderr, "depth fill: %d tokens in %.1f s\n", depth, seconds_since(t0));
+  }
+
+  if (!verify_ks.empty()) {
+    nlohmann::json r = bench_verify(*model, kv, [&](int n) { truncate(kv, n); }, {verify_ks, verify_steps, reps, depth}, rng);
+    r.update({{"model", model_path}, {"arch", c.arch}, {"weight_type", dtype_name(model->weights().layers[0].wq.type)},
+              {"threads", n_threads}, {"device", backend.describe()}, {"matmul_isa", matmul_isa()}, {"depth", depth},
+              {"cache_type_k", ctk}, {"cache_type_v", ctv}});
+    if (json) std::printf("%s\n", r.dump().c_str());
+    else print_verify_table(r, r["weight_type"].get<std::string>() + " d" + std::to_string(depth));
+    return 0;
   }
 
   double prefill_tok_s = 0, decode_tok_s = 0;

@@ -182,12 +182,13 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
   const int64_t tile = token_tile(w.type, n_in);
   const uint8_t* wbase = static_cast<const uint8_t*>(w.data);
   const int64_t n_out = w.n_out;
-  // Rows [o0, o1) × tokens [t0, t1) with the row kernel.
+  // Rows [o0, o1) × tokens [t0, t1) with the row kernel, row_call_tokens() tokens per call.
+  const int64_t call_tokens = row_call_tokens(active_isa());
   auto rows = [&](int64_t o0, int64_t o1, int64_t t0, int64_t t1) {
     for (int64_t o = o0; o < o1; ++o) {
       const void* row = wbase + size_t(o) * w.row_stride;
-      for (int64_t t = t0; t < t1; t += kMaxTokensPerCall) {
-        const int nt = int(std::min<int64_t>(kMaxTokensPerCall, t1 - t));
+      for (int64_t t = t0; t < t1; t += call_tokens) {
+        const int nt = int(std::min<int64_t>(call_tokens, t1 - t));
         float out[kMaxTokensPerCall];
         dot(row, &acts[size_t(t)], nt, n_in, out);
         for (int k = 0; k < nt; ++k) y[(t + k) * n_out + o] = out[k];

@@ -42,7 +42,11 @@ using VecDotFn = float (*)(const void* w_row, const ActRow& act, int64_t n_in);
 // Batch invariance (issue #8): out[t] is bit-identical whatever n_tok is and wherever token t sits
 // among them: each token's sum runs in one order fixed by the kernel alone (the engine relies on
 // it: a sequence's logits must not depend on the sequences batched with it).
-constexpr int kMaxTokensPerCall = 4;
+constexpr int kMaxTokensPerCall = 8;
+// Widest call matmul() makes to the row kernels of `isa`: 8 on AVX-512 (32 vector registers: a verify
+// step of k <= 8 tokens unpacks each weight block once), 4 elsewhere (AVX2's 16 registers would spill
+// the accumulators of more tokens; a row is then read twice from L1, once from memory).
+inline int row_call_tokens(Isa isa) { return isa == Isa::Avx512 ? 8 : 4; }
 using RowDotFn = void (*)(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, float* out);
 
 // Adapts a single-token kernel to RowDotFn (each token in turn; the row stays hot in L1).
@@ -59,10 +63,14 @@ void by_tokens(const void* w_row, const ActRow* act, int n_tok, int64_t n_in, fl
     case 1: K::template run<1>(w_row, act, n_in, out); break;
     case 2: K::template run<2>(w_row, act, n_in, out); break;
     case 3: K::template run<3>(w_row, act, n_in, out); break;
-    default: K::template run<4>(w_row, act, n_in, out); break;
+    case 4: K::template run<4>(w_row, act, n_in, out); break;
+    case 5: K::template run<5>(w_row, act, n_in, out); break;
+    case 6: K::template run<6>(w_row, act, n_in, out); break;
+    case 7: K::template run<7>(w_row, act, n_in, out); break;
+    default: K::template run<8>(w_row, act, n_in, out); break;
   }
 }
-static_assert(kMaxTokensPerCall == 4, "by_tokens handles 1..4 tokens");
+static_assert(kMaxTokensPerCall == 8, "by_tokens handles 1..8 tokens");
 
 // Register-blocked kernel for float weights: `rows` consecutive rows (row_stride bytes apart) against
 // n_tok tokens, 1 <= n_tok <= max_tokens:

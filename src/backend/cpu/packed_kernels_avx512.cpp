@@ -101,8 +101,11 @@ static_assert(kMaxPackedTokens == 8, "by_packed_tokens handles 1..8 tokens");
 
 }  // namespace
 
+PackedDotFn packed_dot_q4_K_avx512();  // packed_q4k_avx512.cpp
+
 PackedDotFn packed_dot_avx512(DType type) {
   switch (type) {
+    case DType::Q4_K: return packed_dot_q4_K_avx512();
     case DType::Q4_0: return by_packed_tokens<PackedKernel<UnpackQ4_0>>;
     case DType::Q8_0: return by_packed_tokens<PackedKernel<UnpackQ8_0>>;
     default: return nullptr;

@@ -14,6 +14,9 @@
 //   q8_0  qs + (g*nb + b) * 512 + c*64 + 4r + i   (c = 0..7) = (byte 4c+i of row 16g+r's block b)
 //         XOR 0x80, i.e. the quant q + 128 as an unsigned byte (0..255), chunk c of 16 rows.
 //   both  d + (g*nb + b) * 16 + r = fp16 scale of row 16g+r, block b.
+//   q4_K  (blocks of 256 values; packed_q4k.cpp) one self-contained 2304-byte record per group and
+//         super-block at qs + (g*nb + b) * 2304: quants, 6-bit scales / mins and d / dmin of the 16
+//         rows (the layout is described in packed_q4k.cpp); `d` is unused.
 // Invariants: qs is 64-byte aligned and every vector is a whole 64 bytes; only rows [0, 16*n_groups)
 // are packed: the n_out % 16 tail rows stay in the original matrix (WeightMatrix::data) and go
 // through the row kernels. The packed bytes are exactly as many as the original (18 resp. 34 bytes per
@@ -32,14 +35,16 @@ namespace polykv::cpu {
 constexpr int kPackRows = 16;  // rows per interleaved group
 
 struct PackedMatrix {
-  DType type = DType::F32;  // Q4_0 or Q8_0
-  int64_t n_in = 0;         // values per row (a multiple of 32)
+  DType type = DType::F32;  // Q4_0, Q8_0 or Q4_K
+  int64_t n_in = 0;         // values per row (a multiple of the type's block)
   int64_t n_groups = 0;     // packed rows = 16 * n_groups
   std::unique_ptr<uint8_t, void (*)(void*)> qs{nullptr, nullptr};  // 64-byte aligned
   std::unique_ptr<uint16_t[]> d;
 
-  int64_t n_blocks() const { return n_in / 32; }
-  size_t qs_block_bytes() const { return type == DType::Q4_0 ? 256 : 512; }  // per group and block
+  int64_t n_blocks() const { return n_in / (type == DType::Q4_K ? 256 : 32); }
+  size_t qs_block_bytes() const {  // per group and block
+    return type == DType::Q4_0 ? 256 : type == DType::Q4_K ? 2304 : 512;
+  }
   const uint8_t* qs_at(int64_t g, int64_t b) const { return qs.get() + size_t(g * n_blocks() + b) * qs_block_bytes(); }
   const uint16_t* d_at(int64_t g, int64_t b) const { return d.get() + size_t(g * n_blocks() + b) * kPackRows; }
 };
@@ -47,7 +52,7 @@ struct PackedMatrix {
 // True if pack_matrix() has a layout for `type`.
 bool packable(DType type);
 
-// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 matrix (rows row_stride bytes apart); null if
+// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 / q4_K matrix (rows row_stride bytes apart); null if
 // the type is not packable or there is not one whole group.
 std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t n_in, int64_t n_out,
                                           size_t row_stride);

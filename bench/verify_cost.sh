@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Verify-step cost curve (issue #10, docs/VERIFY_KERNELS.md): for each weight type and depth, the
+# time of one k-token all-logits step (a speculative verify step) against a one-token decode step,
+# k = 1, 2, 3, 4, 8, on synth llama-3.2-1b (random weights: the cost does not depend on them).
+# Repetitions are interleaved over k inside `polykv bench --verify-k`; each ratio is taken within a
+# repetition, and the JSON keeps every repetition and the load average before and after.
+# Usage: bench/verify_cost.sh [POLYKV] [OUT_DIR] ; env: MODELS_DIR, TYPES, DEPTHS, THREADS, REPS,
+#        STEPS, KS, TAG (file name suffix, e.g. "before"), SYNTH_THREADS and FILL_THREADS (untimed
+#        model generation and depth fill; default: all cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+polykv=${1:-build/polykv}
+out=${2:-docs/results/verify-2026-12-01}
+models=${MODELS_DIR:-/tmp/polykv-verify-models}
+types=${TYPES:-"q4_0 q8_0 q4_K"}
+depths=${DEPTHS:-"0 1024"}
+threads=${THREADS:-2}
+reps=${REPS:-5}
+steps=${STEPS:-6}
+ks=${KS:-1,2,3,4,8}
+tag=${TAG:+_$TAG}
+mkdir -p "$models" "$out"
+for t in $types; do
+  f="$models/llama-3.2-1b-$t.gguf"
+  [ -s "$f" ] || "$polykv" synth --shape llama-3.2-1b --type "$t" -o "$f" --threads "${SYNTH_THREADS:-0}"
+done
+for t in $types; do
+  for d in $depths; do
+    j="$out/verify_${t}_d${d}_t${threads}${tag}.json"
+    echo "== $t depth $d threads $threads ($(uptime | sed 's/.*load/load/'))" >&2
+    "$polykv" bench -m "$models/llama-3.2-1b-$t.gguf" -t "$threads" -d "$d" --verify-k "$ks" -r "$reps" \
+      --verify-steps "$steps" -ctk q8_0 -ctv turbo3t --fill-threads "${FILL_THREADS:-0}" --json 2>/dev/null > "$j.tmp"
+    python3 - "$j.tmp" "$(uptime)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" > "$j" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["uptime"] = sys.argv[2].strip()
+r["commit"] = sys.argv[3]
+print(json.dumps(r, indent=1))
+EOF
+    rm -f "$j.tmp"
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("| %s | %d | " % (r["weight_type"], r["depth"]) + " | ".join(
+    "k=%d %.2fx (%.2f..%.2f) %.1f ms, cpu %.2fx" % (v["k"], v["ratio"], v["ratio_min"], v["ratio_max"], v["step_ms"], v["cpu_ratio"])
+    for v in r["verify"]) + " | load %.1f |" % r["load_avg_1m_before"])' "$j"
+  done
+done

@@ -1,0 +1,82 @@
+// Repacking q4_K rows into the x16 layout (packed_q4k.h) and the scalar reference of its group kernel.
+#include "backend/cpu/packed_q4k.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/kernel_kquant_scales.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "quant/blocks.h"
+
+namespace polykv::cpu {
+
+std::unique_ptr<PackedMatrix> pack_matrix_q4_K(const void* data, int64_t n_in, int64_t n_out, size_t row_stride) {
+  if (n_in % 256 != 0 || n_out < kPackRows) return nullptr;
+  auto p = std::make_unique<PackedMatrix>();
+  p->type = DType::Q4_K;
+  p->n_in = n_in;
+  p->n_groups = n_out / kPackRows;
+  const int64_t nb = p->n_blocks();
+  const size_t bytes = size_t(p->n_groups * nb) * kQ4KRecordBytes;
+  p->qs = {static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), std::free};
+  check(p->qs != nullptr, "out of memory: cannot allocate ", bytes, " bytes for packed weights");
+  const uint8_t* base = static_cast<const uint8_t*>(data);
+  for (int64_t g = 0; g < p->n_groups; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = p->qs.get() + size_t(g * nb + b) * kQ4KRecordBytes;
+      for (int r = 0; r < kPackRows; ++r) {
+        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(base + size_t(g * kPackRows + r) * row_stride)[b];
+        for (int pr = 0; pr < 4; ++pr)
+          for (int c = 0; c < 8; ++c) std::memcpy(rec + pr * 512 + c * 64 + 4 * r, blk.qs + 32 * pr + 4 * c, 4);
+        for (int v = 0; v < 3; ++v) std::memcpy(rec + kQ4KScalesOffset + v * 64 + 4 * r, blk.scales + 4 * v, 4);
+        std::memcpy(rec + kQ4KDOffset + 2 * r, &blk.d, 2);
+        std::memcpy(rec + kQ4KDminOffset + 2 * r, &blk.dmin, 2);
+      }
+    }
+  return p;
+}
+
+namespace {
+
+// Rows 16g .. 16g+15 against n_tok tokens, reading the packed record (packed_q4k.h for the order).
+void packed_dot_q4_K_ref(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; ++t)
+    for (int r = 0; r < kPackRows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < p.n_blocks(); ++b) {
+        const uint8_t* rec = p.qs_at(g, b);
+        uint8_t scales[12], sc[8], m[8];
+        for (int v = 0; v < 3; ++v) std::memcpy(scales + 4 * v, rec + kQ4KScalesOffset + v * 64 + 4 * r, 4);
+        unpack_scales_mins_k4(scales, sc, m);
+        const int8_t* q = act[t].qs + 256 * b;
+        const int16_t* bs = act[t].bsums + 16 * b;
+        int32_t isum = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t s = 0;
+          for (int i = 0; i < 32; ++i) {
+            const uint8_t byte = rec[(j / 2) * 512 + (i / 4) * 64 + 4 * r + i % 4];
+            s += int32_t(j % 2 ? byte >> 4 : byte & 0x0F) * q[32 * j + i];
+          }
+          isum += int32_t(sc[j]) * s;
+          msum += int32_t(m[j]) * (int32_t(bs[2 * j]) + int32_t(bs[2 * j + 1]));
+        }
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, rec + kQ4KDOffset + 2 * r, 2);
+        std::memcpy(&dmin16, rec + kQ4KDminOffset + 2 * r, 2);
+        const float dd = fp16_to_f32(d16) * act[t].d[b], dm = fp16_to_f32(dmin16) * act[t].d[b];
+        acc = std::fma(float(isum), dd, acc);
+        acc = std::fma(-float(msum), dm, acc);
+      }
+      y[t * ldy + r] = acc;
+    }
+}
+
+}  // namespace
+
+PackedDotFn packed_dot_q4_K_scalar() { return packed_dot_q4_K_ref; }
+
+}  // namespace polykv::cpu
