@@ -217,7 +217,7 @@ TEST(Synth, RejectsUnknownShapeAndUnsupportedType) {
     EXPECT_NE(std::string(e.what()).find("tiny"), std::string::npos) << e.what();
   }
   try {
-    synth_type_from_name("tq1_0");  // a GGUF type with no quantizer
+    synth_type_from_name("q8_1");  // a GGUF type with no quantizer
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
@@ -239,7 +239,7 @@ TEST(Synth, CliExitCodes) {
   EXPECT_EQ(run_cli("--shape tiny --type f16 --frobnicate -o " + path), 2);
   EXPECT_EQ(run_cli("--shape tiny --type f16 --layers 0 -o " + path), 2);
   EXPECT_EQ(run_cli("--shape nope --type f16 -o " + path), 2);   // unknown names are usage errors
-  EXPECT_EQ(run_cli("--shape tiny --type tq2_0 -o " + path), 2);  // no tq2_0 quantizer
+  EXPECT_EQ(run_cli("--shape tiny --type q8_1 -o " + path), 2);  // no q8_1 quantizer
   std::filesystem::remove(path);
 }
 

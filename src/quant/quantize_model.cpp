@@ -9,8 +9,20 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quant.h"
+#include "quant/ternary.h"
 
 namespace polykv {
+namespace {
+
+// The type a matrix is written in for a target `type`: ternary targets keep the embeddings and the
+// output projection in q4_K as llama.cpp's quantizer does for TQ1_0 / TQ2_0 (ternary there costs
+// far more quality than it saves bytes); every other matrix gets `type`.
+DType target_for(const std::string& name, DType type) {
+  if (is_ternary(type) && (name == "token_embd.weight" || name == "output.weight")) return DType::Q4_K;
+  return type;
+}
+
+}  // namespace
 
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type, DType fallback,
                               int n_threads) {
@@ -29,8 +41,9 @@ QuantizeReport quantize_model(const std::string& in_path, const std::string& out
     DType target = t.type;
     if (t.ne.size() == 2 && dtype_info(t.type).weight_type) {
       const auto fits = [&](DType d) { return t.ne[0] % dtype_info(d).block_size == 0; };
-      target = fits(type) ? type : fits(fallback) ? fallback : DType::F16;
-      (target == type ? r.n_quantized : r.n_fallback)++;
+      const DType want = target_for(t.name, type);
+      target = fits(want) ? want : fits(fallback) ? fallback : DType::F16;
+      (target == want ? r.n_quantized : r.n_fallback)++;
     } else {
       r.n_kept++;
     }
