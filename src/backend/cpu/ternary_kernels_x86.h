@@ -2,8 +2,8 @@
 // instantiated by the AVX2 and AVX-512 TUs. A weight block is unpacked into vectors of 32 codes
 // c = t + 1 (bytes 0..3) in value order, then each token's activation bytes are multiplied into
 // int32 lanes (Ops::dot_u8s8), the activation sums subtracted (Σ c q - Σ q = Σ t q, exact) and the
-// lanes scaled into the token's float accumulator: one FMA per block (TQ1_0/TQ2_0) or per 32 values
-// (PTQ1_0, whose Q8_32 activations have a scale per 32). The order of those FMAs per token is fixed,
+// lanes scaled into the token's float accumulator: one FMA per block (PTQ1_0: on four lanes, one per
+// 32 values, as its Q8_32 activations have a scale per 32). The order of those FMAs per token is fixed,
 // so the result does not depend on NT.
 //
 // Base-3 digits without a multiply: byte * 3 mod 256 is three byte adds, so each further digit costs
@@ -125,32 +125,41 @@ struct TernaryQ8K {
   }
 };
 
-// PTQ1_0 against Q8_32 activations (blocks of 32: four per weight block).
+// PTQ1_0 against Q8_32 activations (blocks of 32: four per weight block). Per block and token the
+// four integer sums are gathered into one int32x4 (horizontal adds), corrected by the activation sums,
+// scaled by the four activation scales and added to the token's f32x4 accumulator with one FMA.
 template <typename Ops>
 struct Ptq1Q8_32 {
   template <int NT>
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
     const BlockPTQ1_0* w = static_cast<const BlockPTQ1_0*>(w_row);
-    __m256 acc[NT];
+    __m128 acc[NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
     __m256i u[4];
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
       unpack_ptq1_0<Ops>(w[b], u);
-      const float d = half_to_f32(w[b].d);
+      const __m128 d = _mm_set1_ps(half_to_f32(w[b].d));
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* q = a[t].qs + b * kQK_PTQ1_0;
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {
-          __m256i isum = Ops::dot_u8s8(_mm256_setzero_si256(), u[g], load256(q + 32 * g));
-          isum = _mm256_sub_epi32(isum, lane0_epi32(a[t].sum[4 * b + g]));
-          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * a[t].d[4 * b + g]), acc[t]);
-        }
+        const __m256i zero = _mm256_setzero_si256();
+        const __m256i p01 = _mm256_hadd_epi32(Ops::dot_u8s8(zero, u[0], load256(q)),
+                                              Ops::dot_u8s8(zero, u[1], load256(q + 32)));
+        const __m256i p23 = _mm256_hadd_epi32(Ops::dot_u8s8(zero, u[2], load256(q + 64)),
+                                              Ops::dot_u8s8(zero, u[3], load256(q + 96)));
+        const __m256i p = _mm256_hadd_epi32(p01, p23);  // [S0 S1 S2 S3] partial sums in each half
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+        s = _mm_sub_epi32(s, load128(a[t].sum + 4 * b));
+        const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(s), _mm_loadu_ps(a[t].d + 4 * b));
+        acc[t] = _mm_fmadd_ps(f, d, acc[t]);
       }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]);
+    for (int t = 0; t < NT; ++t) {
+      __m128 v = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t]));
+      out[t] = _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+    }
   }
 };
 
