@@ -7,9 +7,11 @@
 // probe are interleaved within each repetition so that a disturbance on a shared machine hits them
 // alike. Prints one JSON object (per type and repetition: GB/s and its fraction of that
 // repetition's bandwidth). Weights are random bytes with finite fp16 scales: the kernels' work does
-// not depend on the values. Built and run by bench/ternary_bench.sh.
+// not depend on the values. Also prints each type's one-core compute ceiling (hot_core_gbs). Built and
+// run by bench/ternary_bench.sh.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +67,28 @@ double sweep_seconds(const Copies& c, const std::vector<float>& x, std::vector<f
   return best;
 }
 
+// Compute ceiling: GB/s of weights one core sustains on an L2-resident matrix (the first 512 rows of
+// the first copy), one thread, timed by that thread's CPU time (time the OS gave to other processes
+// is left out: meaningful on a loaded machine). Best of 20 calls.
+double hot_core_gbs(const Copies& c, const std::vector<float>& x, std::vector<float>& y, int n_tok) {
+  ThreadPool one(1);
+  WeightMatrix w = c.ws[0];
+  w.n_out = std::min<int64_t>(w.n_out, 512);
+  auto cpu_now = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  };
+  matmul(w, x.data(), y.data(), n_tok, one);
+  double best = 1e30;
+  for (int r = 0; r < 20; ++r) {
+    const double t0 = cpu_now();
+    matmul(w, x.data(), y.data(), n_tok, one);
+    best = std::min(best, cpu_now() - t0);
+  }
+  return double(w.row_stride) * double(w.n_out) / best / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +138,9 @@ int main(int argc, char** argv) {
     std::printf("}}%s\n", r + 1 < reps ? "," : "");
     std::fflush(stdout);
   }
-  std::printf(" ]}\n");
+  std::printf(" ],\n \"hot_core_gbs_1tok\": {");
+  for (size_t k = 0; k < all.size(); ++k)
+    std::printf("%s\"%s\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+  std::printf("}}\n");
   return 0;
 }

@@ -29,6 +29,8 @@ for name in raw["reps"][0]["types"]:
             s[key] = {"median": statistics.median(v), "min": min(v), "max": max(v)}
     summary[name] = s
 bw = [rep["bandwidth_gbs"] for rep in raw["reps"]]
+for name, v in raw.get("hot_core_gbs_1tok", {}).items():
+    summary[name]["hot_core_gbs_1tok"] = v
 doc = {
     "date_utc": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
     "commit": os.environ["COMMIT"], "cpu": os.environ["CPU"],
@@ -39,7 +41,8 @@ doc = {
 open(sys.argv[1], "w").write(json.dumps(doc, indent=1) + "\n")
 print(f"read bandwidth {doc['bandwidth_gbs']['median']:.1f} GB/s (median of {len(bw)}; {min(bw):.1f}..{max(bw):.1f})")
 for name, s in summary.items():
-    line = ", ".join(f"{k} {v['median']:.2f} ({v['min']:.2f}..{v['max']:.2f})" for k, v in s.items())
+    line = ", ".join(f"{k} {v['median']:.2f} ({v['min']:.2f}..{v['max']:.2f})" if isinstance(v, dict)
+                     else f"{k} {v:.2f}" for k, v in s.items())
     print(f"{name}: {line}")
 print("wrote", sys.argv[1])
 PY
