@@ -17,6 +17,7 @@
 #include "model/synth.h"
 #include "model/synth_layout.h"
 #include "quant/quant.h"
+#include "quant/ternary.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -110,7 +111,8 @@ TEST(Synth, EveryTypeRoundTripsWithStd002) {
     const GgufTensor& t = f.tensor("blk.0.ffn_gate.weight");
     EXPECT_EQ(t.type, type);
     const Stats s = stats_of(t);
-    EXPECT_NEAR(s.std, 0.02, 0.0015) << dtype_name(type);
+    // Ternary types (max-abs scale times -1/0/+1) keep the std only roughly (measured 0.0217..0.0223).
+    EXPECT_NEAR(s.std, 0.02, is_ternary(type) ? 0.004 : 0.0015) << dtype_name(type);
     EXPECT_NEAR(s.mean, 0.0, 0.002) << dtype_name(type);
   }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/fp16.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
@@ -44,7 +45,7 @@ uint8_t base3_byte(std::vector<int> digits) {
 }
 
 std::vector<float> dequantize(DType t, const void* blocks, int64_t n) {
-  std::vector<float> y(size_t(n));
+  std::vector<float> y(static_cast<size_t>(n));
   dequantize_row_ref(t, blocks, y.data(), n);
   return y;
 }
@@ -132,7 +133,7 @@ TEST(TernaryQuantize, RoundTrip) {
   for (DType t : kTernary) {
     SCOPED_TRACE(dtype_name(t));
     const int64_t n = 1536;  // 6 / 12 blocks
-    std::vector<float> x(size_t(n));
+    std::vector<float> x(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) x[size_t(i)] = 0.25f * float(int(rng() % 3) - 1);
     for (int64_t i = 0; i < n; i += 128) x[size_t(i)] = -0.25f;
     std::vector<uint8_t> q(row_bytes(t, n)), q2(q.size());

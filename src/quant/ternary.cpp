@@ -69,7 +69,7 @@ void quantize_ternary_block(DType type, const float* x, void* block) {
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float d = amax;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  uint8_t codes[256];
+  uint8_t codes[256] = {};  // n <= 256 used
   for (int i = 0; i < n; ++i) codes[i] = uint8_t(std::clamp(std::lround(x[i] * id) + 1, 0L, 2L));
   switch (type) {
     case DType::TQ1_0: {
