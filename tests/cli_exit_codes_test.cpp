@@ -117,9 +117,9 @@ const Row kRows[] = {
     {"serve_missing_model", "serve", "-m /nonexistent.gguf --port 0", 1, "/nonexistent.gguf"},
     // quantize
     {"quantize_help", "quantize", "--help", 0},
-    {"quantize_unsupported_type", "quantize", "{M} {TMP}/q.gguf tq1_0", 2, "tq1_0"},
+    {"quantize_unsupported_type", "quantize", "{M} {TMP}/q.gguf q8_1", 2, "q8_1"},
     {"quantize_unknown_type", "quantize", "{M} {TMP}/q.gguf foo", 2, "'foo'"},
-    {"quantize_bad_fallback", "quantize", "{M} {TMP}/q.gguf q8_0 --fallback tq2_0", 2, "tq2_0"},
+    {"quantize_bad_fallback", "quantize", "{M} {TMP}/q.gguf q8_0 --fallback q8_1", 2, "q8_1"},
     {"quantize_bad_threads", "quantize", "{M} {TMP}/q.gguf q8_0 -t -3", 2, "--threads"},
     {"quantize_no_type", "quantize", "{M} {TMP}/q.gguf", 2, "type"},
     {"quantize_missing_input", "quantize", "/nonexistent.gguf {TMP}/q.gguf q8_0", 1, "/nonexistent.gguf"},

@@ -90,7 +90,7 @@ CLI::Validator quantize_type_check() {
   return error_check(
       [](const std::string& s) {
         std::string targets;  // every type quantize can write, from quant/quant.h
-        for (uint32_t id = 0; id < 64; ++id)
+        for (uint32_t id = 0; id < 256; ++id)  // ids are < 256 (ptq1_0 is 143)
           if (const DTypeInfo* info = dtype_info(id); info && can_quantize(info->type))
             targets += (targets.empty() ? "" : ", ") + std::string(info->name);
         DType t{};

@@ -19,7 +19,8 @@ constexpr DTypeInfo kTypes[] = {
     {DType::I8, "i8", 1, 1, false},        {DType::I16, "i16", 1, 2, false},
     {DType::I32, "i32", 1, 4, false},      {DType::I64, "i64", 1, 8, false},
     {DType::F64, "f64", 1, 8, false},      {DType::BF16, "bf16", 1, 2, true},
-    {DType::TQ1_0, "tq1_0", 256, 54, false}, {DType::TQ2_0, "tq2_0", 256, 66, false},
+    {DType::TQ1_0, "tq1_0", 256, 54, true}, {DType::TQ2_0, "tq2_0", 256, 66, true},
+    {DType::PTQ1_0, "ptq1_0", 128, 28, true},
 };
 
 }  // namespace
@@ -58,6 +59,8 @@ int ggml_file_type(DType t) {
     case DType::Q5_1: return 9;
     case DType::Q6_K: return 18;
     case DType::BF16: return 32;
+    case DType::TQ1_0: return 36;  // LLAMA_FTYPE_MOSTLY_TQ1_0
+    case DType::TQ2_0: return 37;
     default: return -1;
   }
 }

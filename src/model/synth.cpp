@@ -53,7 +53,7 @@ void add_metadata(GgufWriter& w, const ModelShape& s, const SynthOptions& o, int
 
 std::vector<DType> synth_types() {
   std::vector<DType> out;
-  for (uint32_t id = 0; id < 64; ++id) {
+  for (uint32_t id = 0; id < 256; ++id) {  // ids are < 256 (ptq1_0 is 143)
     const DTypeInfo* info = dtype_info(id);
     if (info && info->weight_type && can_quantize(info->type)) out.push_back(info->type);
   }

@@ -9,6 +9,7 @@
 #include "quant/blocks.h"
 #include "quant/kquant_scales.h"
 #include "quant/quant.h"
+#include "quant/ternary.h"
 
 namespace polykv {
 namespace {
@@ -189,6 +190,7 @@ void dequantize_row_ref(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: return dequantize_blocks<BlockQ5_K, kQK_K>(dequantize_q5_K, src, dst, n);
     case DType::Q6_K: return dequantize_blocks<BlockQ6_K, kQK_K>(dequantize_q6_K, src, dst, n);
     case DType::Q8_K: return dequantize_blocks<BlockQ8_K, kQK_K>(dequantize_q8_K, src, dst, n);
+    case DType::TQ1_0: case DType::TQ2_0: case DType::PTQ1_0: return dequantize_ternary_row(type, src, dst, n);
     default:
       fail("dequantize_row_ref: type ", dtype_name(type), " is not supported");
   }

@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quant.h"
+#include "quant/ternary.h"
 
 namespace polykv {
 namespace {
@@ -21,6 +22,14 @@ bool quantizable(const GgufTensor& t) {
   const bool is_weight = n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0;
   return (t.ne.size() == 2 || t.ne.size() == 3) && dtype_info(t.type).weight_type && is_weight &&
          n.find("ffn_gate_inp") == std::string::npos;
+}
+
+// The type a matrix is written in for a target `type`: ternary targets keep the embeddings and the
+// output projection in q4_K as llama.cpp's quantizer does for TQ1_0 / TQ2_0 (ternary there costs
+// far more quality than it saves bytes); every other matrix gets `type`.
+DType target_for(const std::string& name, DType type) {
+  if (is_ternary(type) && (name == "token_embd.weight" || name == "output.weight")) return DType::Q4_K;
+  return type;
 }
 
 }  // namespace
@@ -42,8 +51,9 @@ QuantizeReport quantize_model(const std::string& in_path, const std::string& out
     DType target = t.type;
     if (quantizable(t)) {
       const auto fits = [&](DType d) { return t.ne[0] % dtype_info(d).block_size == 0; };
-      target = fits(type) ? type : fits(fallback) ? fallback : DType::F16;
-      (target == type ? r.n_quantized : r.n_fallback)++;
+      const DType want = target_for(t.name, type);
+      target = fits(want) ? want : fits(fallback) ? fallback : DType::F16;
+      (target == want ? r.n_quantized : r.n_fallback)++;
     } else {
       r.n_kept++;
     }

@@ -14,7 +14,8 @@ struct QuantizeReport {
 };
 
 // Every 2-D tensor becomes `type` (rows not a multiple of its block: `fallback`, q8_0 by default,
-// then f16); other tensors and all metadata are copied; general.file_type is set to the target.
+// then f16), except that for a ternary type token_embd.weight and output.weight become q4_K (n_quantized
+// counts them); other tensors and all metadata are copied; general.file_type is set to the target.
 // OUT is written atomically (core/atomic_file.h): on error the old OUT is untouched. Throws Error if
 // the type cannot be quantized to, the input is unreadable, or OUT is the input file (or a link to it).
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type,

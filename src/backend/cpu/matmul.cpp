@@ -20,6 +20,7 @@
 
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/packed_weights.h"
+#include "backend/cpu/ternary_kernels.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "quant/quant.h"
@@ -38,8 +39,8 @@ std::atomic<int> g_isa_override{-1};
 
 // The widest kernel available for `type` at or below `isa`.
 RowDotFn pick_kernel(Isa isa, DType type) {
-  RowDotFn f = nullptr;
-  if (isa == Isa::Avx512) f = row_dot_avx512(type);
+  RowDotFn f = ternary_row_dot(isa, type);  // nullptr unless ternary (ternary_kernels.h)
+  if (!f && isa == Isa::Avx512) f = row_dot_avx512(type);
   if (!f && isa >= Isa::Avx2) f = row_dot_avx2(type);
   if (!f) f = row_dot_scalar(type);
   check(f != nullptr, "matmul: no kernel for weight type ", dtype_name(type));
@@ -98,7 +99,9 @@ ActFormat act_format(DType t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
       return ActFormat::Q8_32;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::TQ1_0: case DType::TQ2_0:
       return ActFormat::Q8_K;
+    case DType::PTQ1_0: return ActFormat::Q8_32;  // 128-value blocks: rows need not be whole 256s
     default: fail("matmul: unsupported weight type ", dtype_name(t));
   }
 }

@@ -104,6 +104,8 @@ class CudaBackend final : public Backend {
     WeightMatrix d = host;
     d.packed = nullptr;  // the CPU's interleaved copy means nothing on the GPU
     d.data = nullptr;
+    check(cuda::has_weight_kernels(host.type), "the CUDA backend has no kernels for ", dtype_name(host.type),
+          " weights; run this model with --device cpu");
     if (host.n_out == 0) return d;
     const size_t rb = row_bytes(host.type, host.n_in);
     check(host.data != nullptr && host.row_stride >= rb, "upload_matrix: row stride ", host.row_stride,

@@ -233,6 +233,8 @@ size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 bool is_float_weight(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
+bool has_weight_kernels(DType t) { return is_float_weight(t) || hd::visit_quant_decoder(t, [](auto) {}); }
+
 void validate_device_weights(const WeightMatrix& w) {
   const DTypeInfo& info = dtype_info(w.type);
   check(info.weight_type, "CUDA matmul: unsupported weight type ", info.name);

@@ -25,6 +25,10 @@
 
 namespace polykv::cuda {
 
+// True if matmul() has kernels for weights of type t (the float types and the quantized types of
+// matmul_cuda_decode.cuh; not the ternary ones). The backend refuses other types at upload.
+bool has_weight_kernels(DType t);
+
 // w.data: device pointer. x, y: device pointers.
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
 

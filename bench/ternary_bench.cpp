@@ -1,0 +1,146 @@
+// Ternary mat-vec benchmark (issue #11: "ternary mat-vec at >= 80% of the bandwidth floor").
+// For each type, copies of an n_out x n_in matrix (default 14336 x 4096, an FFN up/gate projection)
+// totalling >= --mib MiB (far past the L3: every call reads DRAM) are multiplied by 1 (and --tokens)
+// activation rows, one copy per matmul() call, with the same thread pool. GB/s = weight bytes / time.
+// The floor is the machine's read bandwidth as `polykv bench` measures it (measure_read_bandwidth,
+// core/sysinfo.h) with the same threads, measured in every repetition; the types and the bandwidth
+// probe are interleaved within each repetition so that a disturbance on a shared machine hits them
+// alike. Prints one JSON object (per type and repetition: GB/s and its fraction of that
+// repetition's bandwidth). Weights are random bytes with finite fp16 scales: the kernels' work does
+// not depend on the values. Also prints each type's one-core compute ceiling (hot_core_gbs). Built and
+// run by bench/ternary_bench.sh.
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "core/dtype.h"
+#include "core/fp16.h"
+#include "core/sysinfo.h"
+#include "core/thread_pool.h"
+
+using namespace polykv;
+
+namespace {
+
+struct Copies {
+  DType type;
+  size_t matrix_bytes = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<WeightMatrix> ws;
+};
+
+Copies make_copies(DType t, int64_t n_in, int64_t n_out, size_t total_bytes) {
+  Copies c;
+  c.type = t;
+  const size_t rb = row_bytes(t, n_in);
+  c.matrix_bytes = rb * size_t(n_out);
+  const size_t n = std::max<size_t>(1, (total_bytes + c.matrix_bytes - 1) / c.matrix_bytes);
+  c.bytes.resize(n * c.matrix_bytes);
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i + 8 <= c.bytes.size(); i += 8) {  // xorshift64: fast random bytes
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    std::memcpy(&c.bytes[i], &s, 8);
+  }
+  const DTypeInfo& info = dtype_info(t);
+  const uint16_t d = f32_to_fp16(0.01f);
+  for (size_t b = 0; b < c.bytes.size() / size_t(info.type_size); ++b)  // the scale is each block's last field
+    std::memcpy(&c.bytes[(b + 1) * size_t(info.type_size) - 2], &d, 2);
+  for (size_t k = 0; k < n; ++k) c.ws.push_back({t, c.bytes.data() + k * c.matrix_bytes, n_in, n_out, rb});
+  return c;
+}
+
+// Seconds for one pass over every copy, n_tok tokens each; the best of `sweeps` passes.
+double sweep_seconds(const Copies& c, const std::vector<float>& x, std::vector<float>& y, int n_tok, ThreadPool& pool,
+                     int sweeps) {
+  double best = 1e30;
+  for (int s = 0; s < sweeps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const WeightMatrix& w : c.ws) matmul(w, x.data(), y.data(), n_tok, pool);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// Compute ceiling: GB/s of weights one core sustains on an L2-resident matrix (the first 512 rows of
+// the first copy), one thread, timed by that thread's CPU time (time the OS gave to other processes
+// is left out: meaningful on a loaded machine). Best of 20 calls.
+double hot_core_gbs(const Copies& c, const std::vector<float>& x, std::vector<float>& y, int n_tok) {
+  ThreadPool one(1);
+  WeightMatrix w = c.ws[0];
+  w.n_out = std::min<int64_t>(w.n_out, 512);
+  auto cpu_now = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  };
+  matmul(w, x.data(), y.data(), n_tok, one);
+  double best = 1e30;
+  for (int r = 0; r < 20; ++r) {
+    const double t0 = cpu_now();
+    matmul(w, x.data(), y.data(), n_tok, one);
+    best = std::min(best, cpu_now() - t0);
+  }
+  return double(w.row_stride) * double(w.n_out) / best / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, reps = 3, tokens = 4;
+  int64_t n_in = 4096, n_out = 14336;
+  size_t mib = 512;
+  std::string types = "tq1_0,tq2_0,ptq1_0";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--threads") threads = std::atoi(v.c_str());
+    else if (a == "--reps") reps = std::atoi(v.c_str());
+    else if (a == "--tokens") tokens = std::atoi(v.c_str());
+    else if (a == "--n-in") n_in = std::atoll(v.c_str());
+    else if (a == "--n-out") n_out = std::atoll(v.c_str());
+    else if (a == "--mib") mib = size_t(std::atoll(v.c_str()));
+    else if (a == "--types") types = v;
+    else return std::fprintf(stderr, "unknown option %s\n", a.c_str()), 2;
+  }
+  ThreadPool pool(threads);
+  std::vector<Copies> all;
+  for (size_t p = 0; p <= types.size();) {
+    const size_t e = std::min(types.find(',', p), types.size());
+    all.push_back(make_copies(dtype_from_name(types.substr(p, e - p)), n_in, n_out, mib << 20));
+    p = e + 1;
+  }
+  const int max_tok = std::max(1, tokens);
+  std::vector<float> x(size_t(n_in) * size_t(max_tok)), y(size_t(n_out) * size_t(max_tok));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 2654435761u % 2001) - 1000) / 1000.0f;
+  for (const Copies& c : all) sweep_seconds(c, x, y, 1, pool, 1);  // warm-up: page faults, scratch
+
+  std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": %d,\n",
+              matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens);
+  std::printf(" \"reps\": [\n");
+  for (int r = 0; r < reps; ++r) {
+    const double bw = measure_read_bandwidth(pool) / 1e9;
+    std::printf("  {\"bandwidth_gbs\": %.2f, \"types\": {", bw);
+    for (size_t k = 0; k < all.size(); ++k) {
+      const Copies& c = all[k];
+      const double total = double(c.matrix_bytes) * double(c.ws.size());
+      const double s1 = sweep_seconds(c, x, y, 1, pool, 2);
+      const double sn = sweep_seconds(c, x, y, tokens, pool, 1);
+      std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu, \"gbs_1tok\": %.2f, \"frac_bw_1tok\": %.3f, "
+                  "\"gbs_%dtok\": %.2f, \"frac_bw_%dtok\": %.3f}",
+                  k ? "," : "", dtype_name(c.type), double(c.matrix_bytes) / 1048576.0, c.ws.size(), total / s1 / 1e9,
+                  total / s1 / 1e9 / bw, tokens, total / sn / 1e9, tokens, total / sn / 1e9 / bw);
+    }
+    std::printf("}}%s\n", r + 1 < reps ? "," : "");
+    std::fflush(stdout);
+  }
+  std::printf(" ],\n \"hot_core_gbs_1tok\": {");
+  for (size_t k = 0; k < all.size(); ++k)
+    std::printf("%s\"%s\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+  std::printf("}}\n");
+  return 0;
+}

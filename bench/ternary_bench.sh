@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Ternary mat-vec GB/s against the measured read bandwidth (bench/ternary_bench.cpp), interleaved
+# repetitions; writes docs/results/ternary-2026-12-01/ternary_bench.json (or $OUT) with the load
+# (uptime) before and after, the CPU, the commit, and per type the median / min / max over the
+# repetitions of GB/s and of its fraction of the bandwidth measured in the same repetition.
+# Needs build/libpolykv_lib.a (scripts/build.sh). Options go to the benchmark, e.g.
+#   bench/ternary_bench.sh --threads 2 --reps 5 --mib 512 --n-in 4096 --n-out 14336 --tokens 4
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-docs/results/ternary-2026-12-01/ternary_bench.json}
+mkdir -p "$(dirname "$OUT")"
+g++ -std=c++20 -O2 -Isrc bench/ternary_bench.cpp build/libpolykv_lib.a $(pkg-config --libs libpcre2-8) -lpthread -o build/ternary_bench
+load_before=$(uptime)
+raw=$(build/ternary_bench --threads 2 --reps 3 "$@")
+load_after=$(uptime)
+RAW="$raw" LOAD_BEFORE="$load_before" LOAD_AFTER="$load_after" \
+  CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
+  COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet || echo -dirty)" \
+  /usr/bin/python3 - "$OUT" <<'PY'
+import json, os, statistics, sys, datetime
+raw = json.loads(os.environ["RAW"])
+summary = {}
+for name in raw["reps"][0]["types"]:
+    rows = [rep["types"][name] for rep in raw["reps"]]
+    s = {}
+    for key in rows[0]:
+        if key.startswith(("gbs_", "frac_bw_")):
+            v = [r[key] for r in rows]
+            s[key] = {"median": statistics.median(v), "min": min(v), "max": max(v)}
+    summary[name] = s
+bw = [rep["bandwidth_gbs"] for rep in raw["reps"]]
+for name, v in raw.get("hot_core_gbs_1tok", {}).items():
+    summary[name]["hot_core_gbs_1tok"] = v
+doc = {
+    "date_utc": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
+    "commit": os.environ["COMMIT"], "cpu": os.environ["CPU"],
+    "uptime_before": os.environ["LOAD_BEFORE"].strip(), "uptime_after": os.environ["LOAD_AFTER"].strip(),
+    "bandwidth_gbs": {"median": statistics.median(bw), "min": min(bw), "max": max(bw)},
+    "summary": summary, "raw": raw,
+}
+open(sys.argv[1], "w").write(json.dumps(doc, indent=1) + "\n")
+print(f"read bandwidth {doc['bandwidth_gbs']['median']:.1f} GB/s (median of {len(bw)}; {min(bw):.1f}..{max(bw):.1f})")
+for name, s in summary.items():
+    line = ", ".join(f"{k} {v['median']:.2f} ({v['min']:.2f}..{v['max']:.2f})" if isinstance(v, dict)
+                     else f"{k} {v:.2f}" for k, v in s.items())
+    print(f"{name}: {line}")
+print("wrote", sys.argv[1])
+PY

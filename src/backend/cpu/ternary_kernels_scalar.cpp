@@ -1,0 +1,74 @@
+// Scalar dot kernels for the ternary weight types (the definition the SIMD kernels agree with up to
+// float rounding: the integer block sums are the same, exactly), and the ISA dispatch.
+#include "backend/cpu/ternary_kernels.h"
+#include "core/fp16.h"
+#include "quant/ternary.h"
+
+namespace polykv::cpu {
+namespace {
+
+// TQ1_0 / TQ2_0 against Q8_K: one activation block per weight block.
+template <DType kType>
+struct TernaryQ8K {
+  template <int NT>
+  static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
+    constexpr int kBytes = kType == DType::TQ1_0 ? int(sizeof(BlockTQ1_0)) : int(sizeof(BlockTQ2_0));
+    const uint8_t* w = static_cast<const uint8_t*>(w_row);
+    float acc[NT] = {};
+    int8_t t[256];
+    for (int64_t b = 0; b < n / 256; ++b, w += kBytes) {
+      ternary_block_values(kType, w, t);
+      const float d = ternary_block_scale(kType, w);
+      for (int k = 0; k < NT; ++k) {
+        const int8_t* q = a[k].qs + b * 256;
+        int32_t s = 0;
+        for (int i = 0; i < 256; ++i) s += int32_t(t[i]) * q[i];
+        acc[k] += d * a[k].d[b] * float(s);
+      }
+    }
+    for (int k = 0; k < NT; ++k) out[k] = acc[k];
+  }
+};
+
+// PTQ1_0 against Q8_32: four activation blocks per weight block.
+struct Ptq1Q8_32 {
+  template <int NT>
+  static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
+    const BlockPTQ1_0* w = static_cast<const BlockPTQ1_0*>(w_row);
+    float acc[NT] = {};
+    int8_t t[kQK_PTQ1_0];
+    for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
+      ternary_block_values(DType::PTQ1_0, &w[b], t);
+      const float d = fp16_to_f32(w[b].d);
+      for (int k = 0; k < NT; ++k)
+        for (int j = 0; j < 4; ++j) {
+          const int8_t* q = a[k].qs + b * kQK_PTQ1_0 + 32 * j;
+          int32_t s = 0;
+          for (int i = 0; i < 32; ++i) s += int32_t(t[32 * j + i]) * q[i];
+          acc[k] += d * a[k].d[4 * b + j] * float(s);
+        }
+    }
+    for (int k = 0; k < NT; ++k) out[k] = acc[k];
+  }
+};
+
+}  // namespace
+
+RowDotFn ternary_row_dot_scalar(DType type) {
+  switch (type) {
+    case DType::TQ1_0: return by_tokens<TernaryQ8K<DType::TQ1_0>>;
+    case DType::TQ2_0: return by_tokens<TernaryQ8K<DType::TQ2_0>>;
+    case DType::PTQ1_0: return by_tokens<Ptq1Q8_32>;
+    default: return nullptr;
+  }
+}
+
+RowDotFn ternary_row_dot(Isa isa, DType type) {
+  if (!is_ternary(type)) return nullptr;
+  RowDotFn f = nullptr;
+  if (isa == Isa::Avx512) f = ternary_row_dot_avx512(type);
+  if (!f && isa >= Isa::Avx2) f = ternary_row_dot_avx2(type);
+  return f ? f : ternary_row_dot_scalar(type);
+}
+
+}  // namespace polykv::cpu
