@@ -1,7 +1,7 @@
 // One-off micro benchmark of the CPU matmul: GB/s of weight bytes read by matmul() for a 2048 x 8192
 // (n_out x n_in, or --shape) matrix, against the machine's read / memcpy bandwidth, for decode-sized
 // calls (1, 2, 4, 8 tokens) and a prefill-sized one (64 tokens, hot only: compute-bound), per type,
-// ISA and layout ("packed": the x16 copy of pack_matrix, AVX-512 only).
+// ISA and layout ("packed": the x16 copy of pack_matrix, AVX-512 and AVX2).
 // "cold" cycles through copies of the matrix totalling >= 512 MiB (far past L3: DRAM-bound),
 // "hot" repeats one matrix (L3-resident when it fits in it). Every figure is the best single call
 // (the machine is shared: the least disturbed call), so compare runs made back to back.
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
         if (packed) ws[c].packed = cpu::pack_matrix(t, ws[c].data, n_in, n_out, rb);
       }
       for (cpu::Isa isa : isas) {
-        if (int(isa) > int(cpu::detected_isa()) || (packed && isa != cpu::Isa::Avx512)) continue;
+        if (!isa_supported(isa) || (packed && isa == cpu::Isa::Scalar)) continue;
         cpu::set_isa_override(isa);
         for (int64_t n_tok : {1, 2, 4, 8, 64}) {
           matmul(ws[0], x.data(), y.data(), n_tok, pool);  // warm up

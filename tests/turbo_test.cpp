@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/isa.h"
 #include "quant/turbo.h"
 #include "quant/turbo_internal.h"
 #include "test_util.h"
@@ -457,9 +458,11 @@ TEST(TurboRotated, Avx2MatchesScalarOnRandomBytes) {
     }
 }
 
-TEST(TurboRotated, DispatchUsesBestKernels) {
-  const detail::Kernels* expected = detail::kernels_avx2() ? detail::kernels_avx2() : &detail::kernels_scalar();
-  EXPECT_EQ(&detail::kernels(), expected);
+TEST(TurboRotated, DispatchUsesActiveIsaKernels) {
+  const bool avx2 = isa_has_avx2(active_isa()) && detail::kernels_avx2();
+  EXPECT_EQ(&detail::kernels(), avx2 ? detail::kernels_avx2() : &detail::kernels_scalar());
+  IsaScope scalar(Isa::Scalar);
+  EXPECT_EQ(&detail::kernels(), &detail::kernels_scalar());
 }
 
 // ---- Timing report (no assertion on speed; numbers are printed for the log) ----

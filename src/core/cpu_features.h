@@ -13,6 +13,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512dq = false;
   bool avx512vnni = false;
+  bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5, Sapphire Rapids); not part of any set
 
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   bool has_avx512_set() const { return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni; }

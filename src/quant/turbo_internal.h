@@ -53,6 +53,6 @@ struct Kernels {
 };
 const Kernels& kernels_scalar();
 const Kernels* kernels_avx2();  // nullptr when the CPU lacks AVX2 + FMA + F16C
-const Kernels& kernels();       // the best of the above, chosen once
+const Kernels& kernels();       // the active ISA's (core/isa.h), at each call
 
 }  // namespace polykv::turbo::detail

@@ -1,5 +1,5 @@
 // Rotated-basis dot / axpy over coded heads: the scalar reference kernels and run-time dispatch.
-#include "core/cpu_features.h"
+#include "core/isa.h"
 #include "quant/turbo.h"
 #include "quant/turbo_internal.h"
 
@@ -50,11 +50,8 @@ const Kernels& kernels_scalar() {
 }
 
 const Kernels& kernels() {
-  static const Kernels* best = [] {
-    const Kernels* avx2 = kernels_avx2();
-    return avx2 ? avx2 : &kernels_scalar();
-  }();
-  return *best;
+  const Kernels* avx2 = isa_has_avx2(active_isa()) ? kernels_avx2() : nullptr;
+  return avx2 ? *avx2 : kernels_scalar();
 }
 
 }  // namespace detail

@@ -189,14 +189,22 @@ void run_plan(Plan& c, ThreadPool& pool) {
   });
 }
 
-const KvRowKernels& avx2_rows(KvType t) { return *kv_row_kernels_avx2(t); }
+const KvRowKernels& avx2_rows(KvType t) { return kv_row_kernels_for(Isa::Avx2, t); }
+const KvRowKernels& avx512_rows(KvType t) { return kv_row_kernels_for(Isa::Avx512, t); }
+
+AttentionKernels kernels_or_scalar(const char* isa) {
+  AttentionKernels k;
+  if (!attention_kernels_for(isa, k)) attention_kernels_for("scalar", k);
+  return k;
+}
 
 }  // namespace
 
 const AttentionKernels& attention_kernels() {
-  static const AttentionKernels best{score_tile_kernel(), accumulate_tile_kernel(), softmax_tile_kernel(),
-                                       kv_row_kernels};
-  return best;
+  static const AttentionKernels by_isa[] = {kernels_or_scalar("scalar"), kernels_or_scalar("avx2"),
+                                            kernels_or_scalar("avx512")};
+  const Isa isa = active_isa();
+  return by_isa[isa_has_avx512(isa) ? 2 : isa_has_avx2(isa) ? 1 : 0];
 }
 
 bool attention_kernels_for(const char* isa, AttentionKernels& out) {
@@ -205,12 +213,13 @@ bool attention_kernels_for(const char* isa, AttentionKernels& out) {
     if (!score_tile_avx512() || !accumulate_tile_avx512() || !softmax_tile_avx512() ||
         !kv_row_kernels_avx512(KvType::F16))
       return false;
-    out = {score_tile_avx512(), accumulate_tile_avx512(), softmax_tile_avx512(), kv_row_kernels};
+    out = {score_tile_avx512(), accumulate_tile_avx512(), softmax_tile_avx512(), avx512_rows};
     return true;
   }
-  if (name == "avx2") {  // no AVX2 tile kernels: the scalar ones with AVX2 row decoders and exp
-    if (!kv_row_kernels_avx2(KvType::F16) || !softmax_tile_avx2()) return false;
-    out = {score_tile_scalar, accumulate_tile_scalar, softmax_tile_avx2(), avx2_rows};
+  if (name == "avx2") {
+    if (!score_tile_avx2() || !accumulate_tile_avx2() || !kv_row_kernels_avx2(KvType::F16) || !softmax_tile_avx2())
+      return false;
+    out = {score_tile_avx2(), accumulate_tile_avx2(), softmax_tile_avx2(), avx2_rows};
     return true;
   }
   if (name == "scalar") {

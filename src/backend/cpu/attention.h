@@ -53,7 +53,7 @@ struct AttentionSeq {
   float* out = nullptr;      // [n_q][n_head][head_dim_v]; must not overlap another sequence's q or out
 };
 
-// The kernels attention runs on. attention_kernels() is the best set for this CPU; tests run the
+// The kernels attention runs on. attention_kernels() is the active ISA's set (core/isa.h); tests run the
 // others ("avx2", "scalar") to check each ISA's path on a machine that has a better one.
 struct AttentionKernels {
   ScoreTileFn score = nullptr;

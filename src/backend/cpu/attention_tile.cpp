@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cpu/kv_row_ops.h"
+#include "core/isa.h"
 
 namespace polykv {
 namespace {
@@ -52,10 +53,12 @@ void softmax_tile_scalar(float* S, int n_rows, const int* a, const int* e, float
 SoftmaxTileFn softmax_tile_avx2() { return exp_sum_avx2() ? softmax_tile_with<exp_sum_avx2> : nullptr; }
 
 SoftmaxTileFn softmax_tile_kernel() {
-  static const SoftmaxTileFn best = softmax_tile_avx512() ? softmax_tile_avx512()
-                                    : softmax_tile_avx2() ? softmax_tile_avx2()
-                                                          : softmax_tile_scalar;
-  return best;
+  const Isa isa = active_isa();
+  if (isa_has_avx512(isa))
+    if (const SoftmaxTileFn f = softmax_tile_avx512()) return f;
+  if (isa_has_avx2(isa))
+    if (const SoftmaxTileFn f = softmax_tile_avx2()) return f;
+  return softmax_tile_scalar;
 }
 
 void accumulate_tile_scalar(const float* v, int n_keys, int hdv, const float* w, size_t w_stride, int n_rows,
@@ -82,13 +85,21 @@ void score_tile_scalar(const float* k, int n_keys, int hd, const float* const* q
 }
 
 ScoreTileFn score_tile_kernel() {
-  static const ScoreTileFn best = score_tile_avx512() ? score_tile_avx512() : score_tile_scalar;
-  return best;
+  const Isa isa = active_isa();
+  if (isa_has_avx512(isa))
+    if (const ScoreTileFn f = score_tile_avx512()) return f;
+  if (isa_has_avx2(isa))
+    if (const ScoreTileFn f = score_tile_avx2()) return f;
+  return score_tile_scalar;
 }
 
 AccumulateTileFn accumulate_tile_kernel() {
-  static const AccumulateTileFn best = accumulate_tile_avx512() ? accumulate_tile_avx512() : accumulate_tile_scalar;
-  return best;
+  const Isa isa = active_isa();
+  if (isa_has_avx512(isa))
+    if (const AccumulateTileFn f = accumulate_tile_avx512()) return f;
+  if (isa_has_avx2(isa))
+    if (const AccumulateTileFn f = accumulate_tile_avx2()) return f;
+  return accumulate_tile_scalar;
 }
 
 }  // namespace polykv

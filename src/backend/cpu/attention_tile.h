@@ -7,7 +7,8 @@
 // Values:
 //   acc[r][i] += sum_j w[r * w_stride + j] * v[j * hdv + i]     for r < n_rows, j < n_keys, i < hdv
 // (v: the tile's V rows decoded to f32 in V's basis, [n_keys][hdv]; w: softmax weights; acc rows
-// acc_stride floats apart). The AVX-512 kernel keeps blocks of 4 rows x 64 values of acc in registers
+// acc_stride floats apart). The AVX2 kernels (attention_tile_avx2.cpp) use 2 x 4 score and
+// 4 rows x 16 values blocks. The AVX-512 kernel keeps blocks of 4 rows x 64 values of acc in registers
 // across the whole tile, so acc is loaded and stored once per tile instead of once per key.
 //
 // Invariance (attention's results must not depend on how rows are batched): every kernel here
@@ -24,16 +25,18 @@ using ScoreTileFn = void (*)(const float* k, int n_keys, int hd, const float* co
 
 void score_tile_scalar(const float* k, int n_keys, int hd, const float* const* q_rows, int n_rows, float* S,
                        size_t s_stride);
+ScoreTileFn score_tile_avx2();    // nullptr if this CPU lacks AVX2/FMA/F16C
 ScoreTileFn score_tile_avx512();  // nullptr if this CPU lacks AVX-512
-ScoreTileFn score_tile_kernel();  // the best for this CPU, chosen once
+ScoreTileFn score_tile_kernel();  // the active ISA's (core/isa.h), at each call
 
 using AccumulateTileFn = void (*)(const float* v, int n_keys, int hdv, const float* w, size_t w_stride, int n_rows,
                                   float* acc, size_t acc_stride);
 
 void accumulate_tile_scalar(const float* v, int n_keys, int hdv, const float* w, size_t w_stride, int n_rows,
                             float* acc, size_t acc_stride);
+AccumulateTileFn accumulate_tile_avx2();    // nullptr if this CPU lacks AVX2/FMA/F16C
 AccumulateTileFn accumulate_tile_avx512();  // nullptr if this CPU lacks AVX-512
-AccumulateTileFn accumulate_tile_kernel();  // the best for this CPU, chosen once
+AccumulateTileFn accumulate_tile_kernel();  // the active ISA's (core/isa.h), at each call
 
 // Online-softmax update of rows r < n_rows by their raw scores of one tile of kSoftmaxKeys keys:
 //   s = S + r * kSoftmaxKeys; keys j outside [a[r], e[r]] are masked (a[r] > e[r]: none visible);
@@ -50,6 +53,6 @@ void softmax_tile_scalar(float* S, int n_rows, const int* a, const int* e, float
                          float* l, float* acc, int hdv);
 SoftmaxTileFn softmax_tile_avx2();    // the scalar structure with AVX2 exp sums; nullptr without AVX2
 SoftmaxTileFn softmax_tile_avx512();  // nullptr if this CPU lacks AVX-512
-SoftmaxTileFn softmax_tile_kernel();  // the best for this CPU, chosen once
+SoftmaxTileFn softmax_tile_kernel();  // the active ISA's (core/isa.h), at each call
 
 }  // namespace polykv

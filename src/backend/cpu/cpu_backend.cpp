@@ -7,6 +7,7 @@
 
 #include "backend/cpu/ops.h"
 #include "core/error.h"
+#include "core/isa.h"
 #include "core/sysinfo.h"
 #include "kv/recurrent_state.h"
 #include "quant/quant.h"
@@ -18,9 +19,12 @@ constexpr std::align_val_t kAlign{64};  // one cache line, a full AVX-512 vector
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : own_pool_(std::make_unique<ThreadPool>(threads)), pool_(own_pool_.get()) {}
+// active_isa() throws for an unusable POLYKV_ISA: the error comes before any work.
+CpuBackend::CpuBackend(int threads) : own_pool_(std::make_unique<ThreadPool>(threads)), pool_(own_pool_.get()) {
+  active_isa();
+}
 
-CpuBackend::CpuBackend(ThreadPool& pool) : pool_(&pool) {}
+CpuBackend::CpuBackend(ThreadPool& pool) : pool_(&pool) { active_isa(); }
 
 CpuBackend::~CpuBackend() = default;
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/isa.h"
 
 namespace polykv {
 namespace {
@@ -68,11 +69,15 @@ const KvRowKernels& kv_row_kernels_scalar(KvType t) {
   fail("unknown KV type");
 }
 
-const KvRowKernels& kv_row_kernels(KvType t) {
-  if (const KvRowKernels* k = kv_row_kernels_avx512(t)) return *k;
-  if (const KvRowKernels* k = kv_row_kernels_avx2(t)) return *k;
+const KvRowKernels& kv_row_kernels_for(Isa isa, KvType t) {
+  if (isa_has_avx512(isa))
+    if (const KvRowKernels* k = kv_row_kernels_avx512(t)) return *k;
+  if (isa_has_avx2(isa))
+    if (const KvRowKernels* k = kv_row_kernels_avx2(t)) return *k;
   return kv_row_kernels_scalar(t);
 }
+
+const KvRowKernels& kv_row_kernels(KvType t) { return kv_row_kernels_for(active_isa(), t); }
 
 float exp_sum_scalar(float* s, int n, float m) {
   float sum = 0;
@@ -81,13 +86,14 @@ float exp_sum_scalar(float* s, int n, float m) {
 }
 
 ExpSumFn exp_sum_kernel() {
-  static const ExpSumFn best = exp_sum_avx2() ? exp_sum_avx2() : exp_sum_scalar;
-  return best;
+  const ExpSumFn avx2 = isa_has_avx2(active_isa()) ? exp_sum_avx2() : nullptr;
+  return avx2 ? avx2 : exp_sum_scalar;
 }
 
 const char* kv_row_isa() {
-  if (kv_row_kernels_avx512(KvType::F16)) return "avx512";
-  if (kv_row_kernels_avx2(KvType::F16)) return "avx2";
+  const Isa isa = active_isa();
+  if (isa_has_avx512(isa) && kv_row_kernels_avx512(KvType::F16)) return "avx512";
+  if (isa_has_avx2(isa) && kv_row_kernels_avx2(KvType::F16)) return "avx2";
   return "scalar";
 }
 

@@ -1,6 +1,7 @@
 // Row kernels attention runs on K/V rows stored in a KvType (kv/kv_type.h), one table per type and
-// ISA. kv_row_kernels(t) picks the best table for this CPU once; kv_row_kernels_scalar(t) loops over
-// the scalar reference ops and is what the fast tables are tested against.
+// ISA. kv_row_kernels(t) picks the table of the active ISA (core/isa.h) at each call;
+// kv_row_kernels_scalar(t) loops over the scalar reference ops and is what the fast tables are tested
+// against.
 //
 // Rules: qp is a query prepared by kv_type_ops(t).prepare_query; rows are kv_head_bytes(t, hd) bytes;
 // every function works in the type's basis (rotated for turbo).
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/isa.h"
 #include "kv/kv_type.h"
 
 namespace polykv {
@@ -34,14 +36,15 @@ struct KvRowKernels {
 
 // s[i] <- exp(s[i] - m) for i < n (s[i] = -inf gives 0); returns the sum. m is finite.
 using ExpSumFn = float (*)(float* s, int n, float m);
-ExpSumFn exp_sum_kernel();        // best for this CPU
+ExpSumFn exp_sum_kernel();        // the active ISA's
 float exp_sum_scalar(float* s, int n, float m);
 ExpSumFn exp_sum_avx2();          // nullptr if this CPU lacks AVX2/FMA
 
-const KvRowKernels& kv_row_kernels(KvType t);         // best for this CPU
+const KvRowKernels& kv_row_kernels(KvType t);         // the active ISA's (core/isa.h)
+const KvRowKernels& kv_row_kernels_for(Isa isa, KvType t);  // the widest at or below isa
 const KvRowKernels& kv_row_kernels_scalar(KvType t);  // reference loops
 const KvRowKernels* kv_row_kernels_avx2(KvType t);    // nullptr if this CPU lacks AVX2/FMA/F16C
 const KvRowKernels* kv_row_kernels_avx512(KvType t);  // nullptr if this CPU lacks the AVX-512 set
-const char* kv_row_isa();                             // "avx512", "avx2" or "scalar"
+const char* kv_row_isa();  // ISA of the active row kernels: "avx512", "avx2" or "scalar"
 
 }  // namespace polykv

@@ -21,7 +21,6 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/ternary_kernels.h"
-#include "core/cpu_features.h"
 #include "core/error.h"
 #include "quant/quant.h"
 
@@ -29,28 +28,20 @@ namespace polykv {
 namespace cpu {
 namespace {
 
-Isa detect_isa() {
-  // The AVX-512 files are compiled with F/BW/VL/DQ/VNNI (CMakeLists.txt), so all five are required.
-  const CpuFeatures& f = cpu_features();
-  return f.has_avx512_set() ? Isa::Avx512 : f.has_avx2_set() ? Isa::Avx2 : Isa::Scalar;
-}
-
-std::atomic<int> g_isa_override{-1};
-
 // The widest kernel available for `type` at or below `isa`.
 RowDotFn pick_kernel(Isa isa, DType type) {
   RowDotFn f = ternary_row_dot(isa, type);  // nullptr unless ternary (ternary_kernels.h)
   if (!f && isa == Isa::Avx512) f = row_dot_avx512(type);
-  if (!f && isa >= Isa::Avx2) f = row_dot_avx2(type);
+  if (!f && isa_has_avx2(isa)) f = row_dot_avx2(type);
   if (!f) f = row_dot_scalar(type);
   check(f != nullptr, "matmul: no kernel for weight type ", dtype_name(type));
   return f;
 }
 
-// Kernel for a packed matrix under `isa`, or nullptr (then the original rows are used). AVX2 has no
-// packed kernel: it falls back to its row kernels rather than to the slow scalar group kernel.
+// Kernel for a packed matrix under `isa`, or nullptr (then the original rows are used).
 PackedDotFn pick_packed_kernel(Isa isa, DType type) {
   if (isa == Isa::Avx512) return packed_dot_avx512(type);
+  if (isa == Isa::Avx2) return packed_dot_avx2(type);
   if (isa == Isa::Scalar) return packed_dot_scalar(type);
   return nullptr;
 }
@@ -85,14 +76,6 @@ void validate(const WeightMatrix& w) {
 
 }  // namespace
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx2: return "avx2";
-    default: return "scalar";
-  }
-}
-
 ActFormat act_format(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: return ActFormat::F32;
@@ -105,23 +88,6 @@ ActFormat act_format(DType t) {
     default: fail("matmul: unsupported weight type ", dtype_name(t));
   }
 }
-
-Isa detected_isa() {
-  static const Isa isa = detect_isa();
-  return isa;
-}
-
-Isa active_isa() {
-  const int o = g_isa_override.load(std::memory_order_relaxed);
-  return o >= 0 ? Isa(o) : detected_isa();
-}
-
-void set_isa_override(Isa isa) {
-  check(int(isa) <= int(detected_isa()), "this CPU does not support the ", isa_name(isa), " kernels");
-  g_isa_override.store(int(isa));
-}
-
-void clear_isa_override() { g_isa_override.store(-1); }
 
 int64_t token_tile(DType weight_type, int64_t n_in) {
   // As many tokens as fit kActTileBytes of activations (they stay in L2 while the rows stream by; the
@@ -254,7 +220,8 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
 
 void pack_for_matmul(WeightMatrix& w) {
   using namespace cpu;
-  if (w.packed || detected_isa() != Isa::Avx512 || !packable(w.type)) return;
+  const Isa isa = active_isa();  // pack where the active ISA has a packed kernel (not for scalar)
+  if (w.packed || isa == Isa::Scalar || !packable(w.type) || !pick_packed_kernel(isa, w.type)) return;
   validate(w);
   w.packed = pack_matrix(w.type, w.data, w.n_in, w.n_out, w.row_stride);
 }
@@ -262,7 +229,7 @@ void pack_for_matmul(WeightMatrix& w) {
 bool matmul_reads_original(const WeightMatrix& w) {
   using namespace cpu;
   return !(w.packed && w.packed->n_groups * kPackRows == w.n_out &&
-           pick_packed_kernel(detected_isa(), w.type) != nullptr);
+           pick_packed_kernel(active_isa(), w.type) != nullptr);
 }
 
 void matmul_ref(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens) {

@@ -27,9 +27,9 @@ struct WeightMatrix {
   std::shared_ptr<const cpu::PackedMatrix> packed;
 };
 
-// Model-load step: gives w a packed copy if the CPU backend has a faster kernel for that layout on
-// this CPU (today q4_0 / q8_0 with AVX-512 VNNI); otherwise leaves w unchanged. Costs a second copy
-// of the matrix in memory (as large as the original).
+// Model-load step: gives w a packed copy if the CPU backend has a faster kernel for that layout under
+// the active ISA (today q4_0 / q8_0 with AVX-512 VNNI or AVX2); otherwise leaves w unchanged. Costs a
+// second copy of the matrix in memory (as large as the original).
 void pack_for_matmul(WeightMatrix& w);
 
 // True if matmul() on this CPU reads w.data (false when w.packed holds every row and has a kernel for

@@ -15,11 +15,12 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/isa.h"
 
 namespace polykv::cpu {
 
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
-const char* isa_name(Isa isa);
+using ::polykv::Isa;  // the one ISA decision: core/isa.h
+using ::polykv::isa_name;
 
 enum class ActFormat { F32, Q8_32, Q8_K };
 ActFormat act_format(DType weight_type);  // throws Error for a type matmul does not support
@@ -109,11 +110,12 @@ void quantize_act_q8_K_avx512(const float* x, int64_t n, int8_t* qs, float* d, i
 // the activations of one token tile stay in L2 while the weight rows stream by.
 int64_t token_tile(DType weight_type, int64_t n_in);
 
-// ISA selection. detected_isa() is the widest the CPU supports; matmul() uses active_isa(), which is
-// detected_isa() unless a test forced another one (set_isa_override; must be <= detected_isa()).
-Isa detected_isa();
-Isa active_isa();
-void set_isa_override(Isa isa);
-void clear_isa_override();
+// ISA selection (core/isa.h decides; these names stay for the kernel tests and benchmarks):
+// detected_isa() is the widest the CPU supports; matmul() uses active_isa(), which is detected_isa()
+// unless POLYKV_ISA or a test forced another one (set_isa_override; must be supported).
+using ::polykv::active_isa;
+using ::polykv::detected_isa;
+inline void set_isa_override(Isa isa) { force_isa(isa); }
+inline void clear_isa_override() { clear_forced_isa(); }
 
 }  // namespace polykv::cpu

@@ -67,7 +67,7 @@ RowDotFn ternary_row_dot(Isa isa, DType type) {
   if (!is_ternary(type)) return nullptr;
   RowDotFn f = nullptr;
   if (isa == Isa::Avx512) f = ternary_row_dot_avx512(type);
-  if (!f && isa >= Isa::Avx2) f = ternary_row_dot_avx2(type);
+  if (!f && isa_has_avx2(isa)) f = ternary_row_dot_avx2(type);
   return f ? f : ternary_row_dot_scalar(type);
 }
 

@@ -1,0 +1,117 @@
+// AVX2 group kernels for the x16 packed layout (packed_weights.h), shared by packed_kernels_avx2.cpp
+// (vpmaddubsw + vpmaddwd) and packed_kernels_avxvnni.cpp (AVX-VNNI vpdpbusd on ymm): one template,
+// the integer dot step a policy. Include only from those two files (internal linkage, each compiled
+// for its own ISA).
+//
+// A 64-byte chunk vector of the layout is two ymm halves: rows 0..7 and rows 8..15 of the group. A
+// call runs each half in turn, for up to 4 tokens at a time (8 int32 sums + 4 float accumulators
+// + the weight and activation vectors fit the 16 ymm registers): per block, chunk c of the 8 rows
+// (lane r = 4 quants of row r) meets the token's chunk c broadcast to every lane.
+//
+// Exactness and order: the block's integer sum Σ q·a per row and token is exact whichever policy
+// computes it (vpmaddubsw cannot saturate here: q4_0 multiplies quants 0..15, q8_0 |q| <= 128 by
+// |a| <= 127), and then, as in the AVX-512 kernel, acc = fma(float(sum), d_w * d_a, acc) block after
+// block. So a (row, token) result does not depend on the tokens sharing the call (batch invariance),
+// and it equals the AVX-512 packed kernel's bit for bit.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
+
+namespace polykv::cpu {
+namespace {
+
+[[gnu::always_inline]] inline __m256i bcast_chunk(const int8_t* a, int c) {
+  int32_t v;
+  std::memcpy(&v, a + 4 * c, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Rows 8h .. 8h+7 of group g against NT <= 4 tokens; Dot: the integer policy (init / dot4 / prep8 /
+// dot8, see the two .cpp files).
+template <typename Dot, bool kQ4>
+struct HalfGroup {
+  template <int NT>
+  [[gnu::always_inline]] static inline void run(const PackedMatrix& p, int64_t g, int h, const ActRow* act, float* y,
+                                                int64_t ldy) {
+    const int64_t nb = p.n_blocks();
+    const size_t qs_step = p.qs_block_bytes();
+    const uint8_t* qs = p.qs_at(g, 0) + 32 * h;
+    const uint16_t* dp = p.d_at(g, 0) + 8 * h;
+    __m256 acc[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, qs += qs_step, dp += kPackRows) {
+      __m256i s[NT];
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) s[t] = Dot::init(kQ4 ? 8 : 128, act[t].sum[b]);
+      if constexpr (kQ4) {
+        const __m256i lo = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * c));
+          const __m256i w0 = _mm256_and_si256(v, lo), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
+#pragma GCC unroll 4
+          for (int t = 0; t < NT; ++t) {
+            const int8_t* a = act[t].qs + 32 * b;
+            s[t] = Dot::dot4(s[t], w0, bcast_chunk(a, c));
+            s[t] = Dot::dot4(s[t], w1, bcast_chunk(a, c + 4));
+          }
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) {
+          const auto w = Dot::prep8(_mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 64 * c)));
+#pragma GCC unroll 4
+          for (int t = 0; t < NT; ++t) s[t] = Dot::dot8(s[t], w, bcast_chunk(act[t].qs + 32 * b, c));
+        }
+      }
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dp)));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t)
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(act[t].d[b])), acc[t]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, acc[t]);
+  }
+};
+
+// NT <= 4 tokens, both halves.
+template <typename Dot, bool kQ4, int NT>
+void group_tokens(const PackedMatrix& p, int64_t g, const ActRow* act, float* y, int64_t ldy) {
+  HalfGroup<Dot, kQ4>::template run<NT>(p, g, 0, act, y, ldy);
+  HalfGroup<Dot, kQ4>::template run<NT>(p, g, 1, act, y, ldy);
+}
+
+template <typename Dot, bool kQ4>
+void group_upto4(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  switch (n_tok) {
+    case 1: group_tokens<Dot, kQ4, 1>(p, g, act, y, ldy); break;
+    case 2: group_tokens<Dot, kQ4, 2>(p, g, act, y, ldy); break;
+    case 3: group_tokens<Dot, kQ4, 3>(p, g, act, y, ldy); break;
+    default: group_tokens<Dot, kQ4, 4>(p, g, act, y, ldy); break;
+  }
+}
+
+// PackedDotFn: 1..8 tokens as passes of at most 4 (each token's arithmetic is the same in any pass).
+template <typename Dot, bool kQ4>
+void packed_group(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  for (int t = 0; t < n_tok; t += 4) group_upto4<Dot, kQ4>(p, g, act + t, std::min(4, n_tok - t), y + t * ldy, ldy);
+}
+static_assert(kMaxPackedTokens == 8);
+
+template <typename Dot>
+PackedDotFn packed_table(DType type) {
+  switch (type) {
+    case DType::Q4_0: return packed_group<Dot, true>;
+    case DType::Q8_0: return packed_group<Dot, false>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace polykv::cpu
