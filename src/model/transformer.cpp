@@ -159,10 +159,10 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
   for (int il = 0; il < c.n_layer; ++il) {
     const DeviceLayerWeights& l = w.layers[size_t(il)];
     const LayerConfig& lc = c.layers[size_t(il)];
-    be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
-    be.matmul(l.wq, h, q, n);
-    be.matmul(l.wk, h, k, n);
-    be.matmul(l.wv, h, v, n);
+    // h = attn_norm(x): for il > 0 the previous layer's last add_rmsnorm wrote it.
+    if (il == 0) be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
+    const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
+    be.matmul_multi(qkv, h, n);
     if (c.qkv_bias) {
       be.add_bias(q, l.bq, n, Q);
       be.add_bias(k, l.bk, n, K);
@@ -172,8 +172,8 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
       be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
       be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
     }
-    be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-    be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+    be.rope_qk(q, c.n_head, k, c.n_head_kv, n, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
+               c.rope_style);
     AttentionParams ap;
     ap.n_head = c.n_head;
     ap.scale = c.attn_scale;
@@ -185,15 +185,16 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
     be.attention(il, ap, q, att);
     be.matmul(l.wo, att, h, n);
     if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
-    be.add(x, h, int64_t(n) * E);
-
-    be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
-    be.matmul(l.w_gate, h, gate, n);
-    be.matmul(l.w_up, h, up, n);
+    be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += h; h = ffn_norm(x)
+    const Backend::MatmulOut gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
+    be.matmul_multi(gate_up, h, n);
     be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
     be.matmul(l.w_down, gate, h, n);
     if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
-    be.add(x, h, int64_t(n) * E);
+    if (il + 1 < c.n_layer)
+      be.add_rmsnorm(x, h, w.layers[size_t(il) + 1].attn_norm, h, n, E, c.rms_eps);  // x += h; h = next attn_norm(x)
+    else
+      be.add(x, h, int64_t(n) * E);
   }
   if (n_out == 0) return;
   // The wanted rows of x, gathered into h, normed in place, then the vocabulary matmul.

@@ -19,6 +19,7 @@
 // nothing changes for callers (the activation kernel first waits for whatever came before it).
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_context.h"
@@ -27,6 +28,19 @@ namespace polykv::cuda {
 
 // w.data: device pointer. x, y: device pointers.
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
+
+// One matrix of a product over several matrices that read the same x (q, k, v; gate, up):
+// y = w · x, y: device [n][w->n_out].
+struct MatvecPart {
+  const WeightMatrix* w;
+  float* y;
+};
+constexpr int kMaxMatvecParts = 4;
+
+// matmul(*p.w, x, p.y, n) for every part, bit for bit. When the parts share type, n_in and row stride
+// (16-byte aligned rows) and n takes the mat-vec path, the activations are prepared once and one
+// kernel launch computes every part's rows; otherwise the parts run one after the other.
+void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, CudaContext& ctx);
 
 // The mat-vec path alone (n in 1..8), for tests and benchmarks. Uses ctx's MatmulActs scratch (the
 // activations quantized to 8 bits, or padded) and its stream.
