@@ -2,17 +2,20 @@
 # Decode speed of the CUDA backend (issue #9), run ON the GPU machine from the repo root with build-gpu/
 # (scripts/gpu-build.sh) carried; builds nothing. In order, each stage under `timeout` and the whole
 # run bounded by POLYKV_GPU_BUDGET_S (default 470 s) so one 8-minute device call returns its logs:
-#   1. correctness of what the speed work changed: the fused ops (OpsFusedCuda), matmul over several
-#      matrices (MatmulPartsCuda), the mat-vec kernels (MatmulCuda), the fused model against the
-#      plain one bit for bit (ModelFusedCuda), the model against the CPU (ModelCuda*), graphs;
+#   1. correctness of what the speed work changed (fast): the fused ops (OpsFusedCuda, OpsActsCuda),
+#      matmul over several matrices (MatmulPartsCuda), the fused model against the plain one bit for
+#      bit (ModelFusedCuda), the model against the CPU (ModelCuda);
 #   2. kernel microbenchmarks: launch overhead, one decode layer's mat-vecs fused / separate (plain,
 #      PDL, graph), every mat-vec shape of llama-3.1-8b with GB/s and % of copy bandwidth;
 #   3. `polykv bench --device cuda -p 0 -n 128 -d 0 -r 3` on a synth llama-3.1-8b q4_0 (made here,
-#      ~13 s), interleaved: fused ops on / off (POLYKV_CUDA_FUSED=0) x CUDA graphs off / on, twice.
+#      ~13 s), interleaved variants (fused = default, plain = before this work, noacts, nopdl, graphs;
+#      see below), POLYKV_SPEED_ROUNDS rounds;
+#   4. the wider GPU tests (MatmulCuda, OpsCuda, CudaBackend, EngineCuda), then ModelCudaGraphs, as
+#      far as the budget goes (they took minutes before).
 # Output under $OUT (default ./gpu-out): summary.txt, nvidia-smi.txt, tests.log, tests.json,
-# bench-kernels.log, polykv.log, decode.jsonl (one JSON object per bench run, with "variant").
+# tests-wide.log, bench-kernels.log, polykv.log, decode.jsonl (one JSON object per bench run, with "variant").
 # Environment: POLYKV_GPU_MODEL (/tmp/llama-3.1-8b-q4_0.gguf; reused if present), POLYKV_GPU_BIN
-# (build-gpu), POLYKV_SPEED_TESTS=0 skips stage 1, POLYKV_SPEED_ROUNDS (2).
+# (build-gpu), POLYKV_SPEED_TESTS=0 skips stages 1 and 4, POLYKV_SPEED_ROUNDS (2).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -73,18 +76,17 @@ timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm
   >>"$SUMMARY" 2>&1
 note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
-# ---- 1. correctness --------------------------------------------------------------------------------
+# ---- 1. correctness of what changed (fast) ---------------------------------------------------------
+summarize_tests() {  # counts, failed tests, first failure messages
+  grep -E '^\[==========\] .* ran|^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]' "$1" | tail -4 | sed 's/^/     /' >>"$SUMMARY"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$1" | sed 's/ (.*//' | sort -u | sed 's/^/     /' | tee -a "$SUMMARY"
+  grep -E 'Failure|differ|off;|wrote past|unwritten' "$1" | head -8 | cut -c1-400 | sed 's/^/     /' >>"$SUMMARY"
+}
 if [[ ${POLYKV_SPEED_TESTS:-1} != 0 ]]; then
-  stage "tests: fused ops, matmul parts, mat-vec, model" 200 "$OUT/tests.log" \
-    $BIN/polykv_tests --gtest_filter='OpsFusedCuda.*:OpsActsCuda.*:MatmulPartsCuda.*:MatmulCuda.*:OpsCuda.*:ModelFusedCuda.*:*ModelCuda.*:CudaBackend*:EngineCuda.*' \
+  stage "tests: fused ops, acts, parts, fused model, model" 90 "$OUT/tests.log" \
+    $BIN/polykv_tests --gtest_filter='OpsFusedCuda.*:OpsActsCuda.*:MatmulPartsCuda.*:ModelFusedCuda.*:*ModelCuda.*' \
     --gtest_output="json:$OUT/tests.json" --gtest_color=no
-  grep -E '^\[==========\] .* ran|^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]' "$OUT/tests.log" | sed 's/^/     /' >>"$SUMMARY"
-  grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.log" | sed 's/ (.*//' | sort -u | sed 's/^/     /' | tee -a "$SUMMARY"
-  # CUDA graphs (opt-in: a recorded step hung once, docs/GPU.md): alone, with a short timeout.
-  stage "test: graphs replay = eager (ModelCudaGraphs)" 45 "$OUT/tests.log" \
-    $BIN/polykv_tests --gtest_filter='ModelCudaGraphs.*' --gtest_color=no
-  # The first failure messages, so the summary alone says what is wrong.
-  grep -E 'Failure|differ|off;|wrote past' "$OUT/tests.log" | head -12 | cut -c1-400 | sed 's/^/     /' >>"$SUMMARY"
+  summarize_tests "$OUT/tests.log"
 fi
 
 # ---- 2. kernel microbenchmarks ---------------------------------------------------------------------
@@ -93,8 +95,8 @@ stage "bench: launch overhead, decode layer fused/separate" 60 "$OUT/bench-kerne
 stage "bench: mat-vec shapes, decode layer" 90 "$OUT/bench-kernels.log" \
   $BIN/polykv_tests --gtest_filter='MatmulCudaBench.DISABLED_Matvec:MatmulCudaBench.DISABLED_DecodeLayer' \
   --gtest_also_run_disabled_tests --gtest_color=no
-grep -E '^(q4_0|q8_0|q4_K) .*(graph|pdl|plain)|^[0-9a-z ,x]*(kernel|block|graph|row).* [0-9.]+$|^device-to-device' \
-  "$OUT/bench-kernels.log" | sed 's/^/     /' >>"$SUMMARY"
+grep -A6 '^empty kernel' "$OUT/bench-kernels.log" | grep -v '^====' | sed 's/^/     /' >>"$SUMMARY"
+grep -E '^(q4_0|q8_0|q4_K) .*(graph|pdl|plain)|^device-to-device' "$OUT/bench-kernels.log" | sed 's/^/     /' >>"$SUMMARY"
 bw=$(grep -o 'device-to-device copy: [0-9]*' "$OUT/bench-kernels.log" | head -1 | grep -o '[0-9]*$')
 
 # ---- 3. polykv bench decode ------------------------------------------------------------------------
@@ -104,14 +106,22 @@ if [[ ! -s $MODEL ]]; then
 fi
 if [[ -s $MODEL ]]; then
   part=$(mktemp)
+  # Variants (environment of the backend): fused = the default (fused ops, activations written by
+  # the norms and the gated activation, PDL); plain = POLYKV_CUDA_FUSED=0 (the ops one by one, as
+  # before this work); noacts = fused without the prepared activations; nopdl = fused without
+  # programmatic dependent launch; graphs = fused with CUDA graphs (opt-in; a hang is cut by timeout).
   for round in $(seq 1 "$ROUNDS"); do
-    for variant in fused plain fused+graphs plain+graphs; do
-      fu=1; gr=0
-      [[ $variant == plain* ]] && fu=0
-      [[ $variant == *graphs ]] && gr=1
+    for variant in fused plain noacts nopdl graphs; do
+      envs=()
+      case $variant in
+        plain) envs=(POLYKV_CUDA_FUSED=0) ;;
+        noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;
+        nopdl) envs=(POLYKV_CUDA_PDL=0) ;;
+        graphs) envs=(POLYKV_CUDA_GRAPHS=1) ;;
+      esac
       # shellcheck disable=SC2016  # $@ and $0 are bash -c's
-      if stage "decode -n 128 d0 r3: $variant (round $round)" 75 "$OUT/polykv.log" \
-        env POLYKV_CUDA_FUSED=$fu POLYKV_CUDA_GRAPHS=$gr bash -c '"$@" >"$0"' "$part" \
+      if stage "decode -n 128 d0 r3: $variant (round $round)" 60 "$OUT/polykv.log" \
+        env "${envs[@]}" bash -c '"$@" >"$0"' "$part" \
         $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 128 -d 0 -r 3 --json ${bw:+--bandwidth "$bw"}; then
         grep '^{' "$part" | sed "s/^{/{\"variant\":\"$variant\",\"round\":$round,/" >>"$OUT/decode.jsonl"
       fi
@@ -126,6 +136,16 @@ if [[ -s $MODEL ]]; then
       note "     $v: $d"
     done <"$OUT/decode.jsonl"
   fi
+fi
+
+# ---- 4. the wider GPU tests (mat-vec kernels, ops, backend, engine; slow: last) ----------------------
+if [[ ${POLYKV_SPEED_TESTS:-1} != 0 ]]; then
+  stage "tests: MatmulCuda, OpsCuda, CudaBackend, EngineCuda" 150 "$OUT/tests-wide.log" \
+    $BIN/polykv_tests --gtest_filter='MatmulCuda.*:OpsCuda.*:CudaBackend*:EngineCuda.*' --gtest_color=no
+  summarize_tests "$OUT/tests-wide.log"
+  # CUDA graphs (opt-in: a recorded step hung once, docs/GPU.md): alone, with a short timeout.
+  stage "test: graphs replay = eager (ModelCudaGraphs)" 40 "$OUT/tests-wide.log" \
+    $BIN/polykv_tests --gtest_filter='ModelCudaGraphs.*' --gtest_color=no
 fi
 
 note "done in $((SECONDS - T0)) s; $( ((failed)) && echo "SOMETHING FAILED: see the logs" || echo "all stages passed")"

@@ -2,7 +2,7 @@
 // without a GPU): their float outputs must be the plain ops' bits (rmsnorm, add + rmsnorm, gated
 // activation) and their activations the bytes prepare_acts writes for those outputs; matmul on them
 // (matmul_prepared, matmul_parts_prepared) must give cuda::matmul's bits. Awkward row counts, out
-// aliasing the input, guard zones after every buffer.
+// aliasing the input, with and without programmatic dependent launch, guard zones after every buffer.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -90,7 +90,8 @@ TEST(OpsActsCuda, RmsnormActsEqualPlainOps) {
         DeviceFloats xf(x0), rf(r0), outf(n);
         const cuda::ActsOut o = cuda::fused_acts_buffer(int64_t(n), ctx());
         float* out = mode == 0 ? outf.get() : mode == 1 ? rf.get() : xf.get();
-        cuda::rmsnorm_acts(xf.get(), mode == 1 ? rf.get() : nullptr, w.get(), out, rows, cols, 1e-6f, o, ctx().stream());
+        cuda::rmsnorm_acts(xf.get(), mode == 1 ? rf.get() : nullptr, w.get(), out, rows, cols, 1e-6f, o, ctx().stream(),
+                           /*pdl=*/mode == 1);
         POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
         EXPECT_TRUE(test::same_bits(fetch(out, n), fetch(want_out, n), what + ": out"));
         EXPECT_TRUE(test::same_bits(xf.download(), xp.download(), what + ": x"));
@@ -113,7 +114,7 @@ TEST(OpsActsCuda, GatedActsEqualPlainOp) {
       cuda::gated_activation(gp.get(), up.get(), n, act, ctx().stream());
       const HostActs want = reference_acts(gp.get(), n, 32);
       const cuda::ActsOut o = cuda::fused_acts_buffer(n, ctx());
-      cuda::gated_activation_acts(gf.get(), uf.get(), n, act, o, ctx().stream());
+      cuda::gated_activation_acts(gf.get(), uf.get(), n, act, o, ctx().stream(), /*pdl=*/act == Activation::SiLU);
       EXPECT_TRUE(test::same_bits(gf.download(), gp.download(), what + ": gate"));
       EXPECT_TRUE(same_acts(fetch_acts(o, n), want, what + ": activations"));
       EXPECT_TRUE(gf.guard_intact(what + ": gate"));

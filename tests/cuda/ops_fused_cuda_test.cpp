@@ -1,6 +1,7 @@
 // GPU tests of the fused ops (backend/cuda/ops_cuda_fused.h; skip without a GPU): add_rmsnorm against
 // add then rmsnorm, rope_qk against rope on q then on k, bit for bit, at awkward sizes, with out
-// aliasing the residual as the decoder calls it; guard zones after every buffer.
+// aliasing the residual as the decoder calls it, with and without programmatic dependent launch;
+// guard zones after every buffer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,7 +38,8 @@ TEST(OpsFusedCuda, AddRmsnormEqualsAddThenRmsnorm) {
         cuda::rmsnorm(xp.get(), w.get(), outp.get(), rows, cols, 1e-5f, nullptr);
         // Fused.
         DeviceFloats xf(x0), rf(r0), outf(n);
-        cuda::add_rmsnorm(xf.get(), rf.get(), w.get(), alias ? rf.get() : outf.get(), rows, cols, 1e-5f, nullptr);
+        // With PDL when aliased (as the backend launches it; the bits must not change).
+        cuda::add_rmsnorm(xf.get(), rf.get(), w.get(), alias ? rf.get() : outf.get(), rows, cols, 1e-5f, nullptr, alias);
         EXPECT_TRUE(test::same_bits(xf.download(), xp.download(), what + ": x"));
         EXPECT_TRUE(test::same_bits((alias ? rf : outf).download(), outp.download(), what + ": out"));
         EXPECT_TRUE(xf.guard_intact(what + ": x"));
@@ -72,7 +74,7 @@ TEST(OpsFusedCuda, RopeQkEqualsTwoRopes) {
         cuda::rope(qp.get(), rows, n_head, head_dim, n_rot, dpos.get(), freq.get(), 1.5f, style, nullptr);
         cuda::rope(kp.get(), rows, n_head_kv, head_dim, n_rot, dpos.get(), freq.get(), 1.5f, style, nullptr);
         cuda::rope_qk(qf.get(), n_head, kf.get(), n_head_kv, rows, head_dim, n_rot, dpos.get(), freq.get(), 1.5f,
-                      style, nullptr);
+                      style, nullptr, rows == 2);
         EXPECT_TRUE(test::same_bits(qf.download(), qp.download(), what + ": q"));
         EXPECT_TRUE(test::same_bits(kf.download(), kp.download(), what + ": k"));
         EXPECT_TRUE(qf.guard_intact(what + ": q"));

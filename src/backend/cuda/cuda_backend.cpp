@@ -39,6 +39,10 @@ class CudaBackend final : public Backend {
     fused_ = !(fu && std::strcmp(fu, "0") == 0);
     const char* fa = std::getenv("POLYKV_CUDA_FUSED_ACTS");
     fused_acts_ = fused_ && !(fa && std::strcmp(fa, "0") == 0);
+    // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
+    // Process-wide, like cuda::set_pdl_enabled.
+    const char* pd = std::getenv("POLYKV_CUDA_PDL");
+    if (pd && std::strcmp(pd, "0") == 0) cuda::set_pdl_enabled(false);
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
     cudaDeviceProp prop{};
@@ -177,7 +181,7 @@ class CudaBackend final : public Backend {
     // The down projection's activations too, for up to kMatvecMaxCols rows of n_ff <= kActsMaxCols.
     if (fused_acts_ && n > 0 && cuda::acts_fusable(n) && n <= int64_t(cuda::kMatvecMaxCols) * kActsMaxCols) {
       const cuda::ActsOut o = cuda::fused_acts_buffer(n, ctx_);
-      cuda::gated_activation_acts(gate, up, n, act, o, ctx_.stream());
+      cuda::gated_activation_acts(gate, up, n, act, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
       set_acts(gate, n, o);
       return;
     }
@@ -225,14 +229,15 @@ class CudaBackend final : public Backend {
       norm_with_acts(x, r, w, out, rows, cols, eps);
       return;
     }
-    cuda::add_rmsnorm(x, r, w, out, rows, cols, eps, ctx_.stream());
+    cuda::add_rmsnorm(x, r, w, out, rows, cols, eps, ctx_.stream(), cuda::pdl_enabled(ctx_));
   }
   void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
                const float* inv_freq, float scale, RopeStyle style) override {
     if (!fused_) return Backend::rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style);
     drop_acts();
     bind();
-    cuda::rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style, ctx_.stream());
+    cuda::rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style, ctx_.stream(),
+                  cuda::pdl_enabled(ctx_));
   }
 
   // ---- KV and attention ---------------------------------------------------------------------
@@ -389,7 +394,7 @@ class CudaBackend final : public Backend {
   void norm_with_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) {
     const int64_t total = int64_t(rows) * cols;
     const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_);
-    cuda::rmsnorm_acts(x, r, w, out, rows, cols, eps, o, ctx_.stream());
+    cuda::rmsnorm_acts(x, r, w, out, rows, cols, eps, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
     set_acts(out, total, o);
   }
   void set_acts(const float* x, int64_t total, const cuda::ActsOut& o) {

@@ -51,6 +51,12 @@ void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
 constexpr int kMatvecMaxCols = 8;
 constexpr int kChunkedMatvecMaxCols = 32;
 
+// Whether kernels on ctx's stream launch with programmatic dependent launch (sm_90 and on, unless
+// turned off: set_matvec_pdl, POLYKV_CUDA_PDL=0): the mat-vec kernels, their activation kernels and
+// the decoder's fused ops (ops_cuda_fused.h, ops_cuda_acts.h) take it as their `pdl` argument.
+bool pdl_enabled(const CudaContext& ctx);
+void set_pdl_enabled(bool on);
+
 // dst[i][:] = dequantize(row rows[i] of w) * scale, i < n; rows: device [n]; dst: device [n][w.n_in].
 // (token embeddings) Values are dequantize_row_ref's times scale exactly (a zero may change sign); a
 // row index outside [0, w.n_out) gives a row of NaN.

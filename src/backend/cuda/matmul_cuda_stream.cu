@@ -446,5 +446,7 @@ StreamPlan stream_plan(const WeightMatrix& w, int ncols, CudaContext& ctx) {
 void set_matvec_rows_per_warp(int r) { g_force_rows = r; }
 void set_matvec_pdl(bool on) { g_pdl = on; }
 bool matvec_pdl(const CudaContext& ctx) { return g_pdl && ctx.cc_major() >= 9; }
+bool pdl_enabled(const CudaContext& ctx) { return matvec_pdl(ctx); }
+void set_pdl_enabled(bool on) { g_pdl = on; }
 
 }  // namespace polykv::cuda

@@ -2,9 +2,9 @@
 // float is computed by the same thread with the same operations as in ops_cuda.cu /
 // ops_cuda_fused.cu; each block of 32 outputs is then quantized by one warp with
 // quantize_act_block_warp, the function of the mat-vec path's own activation kernel.
-// Both kernels let the next kernel start at once (PDL, matmul_cuda_launch.cuh): the mat-vec after
-// them issues its weight copies while they run and waits for their completion before it reads the
-// activations; they write nothing it reads before that.
+// Both kernels may be launched with PDL (they wait for the kernel before them first) and let the next
+// kernel start at once (matmul_cuda_launch.cuh): the mat-vec after them issues its weight copies
+// while they run and waits for their completion before it reads the activations.
 #include "backend/cuda/ops_cuda_acts.h"
 
 #include <algorithm>
@@ -23,6 +23,7 @@ namespace {
 // multiples of 32), so the warp quantizes that block right after computing it.
 __global__ void rmsnorm_acts_kernel(float* x, const float* r, const float* w, float* out, int cols, float eps,
                                     int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc) {
+  wait_for_previous_grid();
   allow_next_grid();
   __shared__ double partials[math::kRmsThreads];
   __shared__ float inv;
@@ -53,6 +54,7 @@ __global__ void rmsnorm_acts_kernel(float* x, const float* r, const float* w, fl
 // Warp-aligned grid stride over n (n % 32 == 0): a warp takes one block of 32 values per step.
 __global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activation act, int8_t* __restrict__ qs,
                                   hd::ActScale* __restrict__ sc) {
+  wait_for_previous_grid();
   allow_next_grid();
   const int lane = int(threadIdx.x % 32);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -80,23 +82,23 @@ ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx) {
 }
 
 void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps, ActsOut acts,
-                  cudaStream_t s) {
+                  cudaStream_t s, bool pdl) {
   check(rows >= 0 && acts_fusable(cols), "rmsnorm_acts: ", rows, " rows of ", cols, " (a multiple of 32)");
   check(acts.qs != nullptr && acts.scales != nullptr, "rmsnorm_acts: no activation buffer");
   if (rows == 0) return;
-  rmsnorm_acts_kernel<<<rows, math::kRmsThreads, 0, s>>>(x, r, w, out, cols, eps, acts.qs,
-                                                          static_cast<hd::ActScale*>(acts.scales));
-  POLYKV_CUDA_LAUNCHED();
+  launch_kernel(rmsnorm_acts_kernel, dim3(unsigned(rows)), dim3(math::kRmsThreads), 0, s, pdl, x, r, w, out, cols, eps,
+                acts.qs, static_cast<hd::ActScale*>(acts.scales));
 }
 
-void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s) {
+void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s,
+                           bool pdl) {
   check(n >= 0 && n % kActsBlock == 0, "gated_activation_acts: ", n, " values (a multiple of 32)");
   check(acts.qs != nullptr && acts.scales != nullptr, "gated_activation_acts: no activation buffer");
   if (n == 0) return;
   constexpr int kThreads = 256;
   const int blocks = int(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 16));
-  gated_acts_kernel<<<blocks, kThreads, 0, s>>>(gate, up, n, act, acts.qs, static_cast<hd::ActScale*>(acts.scales));
-  POLYKV_CUDA_LAUNCHED();
+  launch_kernel(gated_acts_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, s, pdl, gate, up, n, act, acts.qs,
+                static_cast<hd::ActScale*>(acts.scales));
 }
 
 }  // namespace polykv::cuda

@@ -29,10 +29,13 @@ inline bool acts_fusable(int64_t cols) { return cols > 0 && cols % kActsBlock ==
 
 // r == nullptr: out = rmsnorm(x) * w; else x += r, then that (add_rmsnorm). Plus acts of out
 // (rows x cols; acts_fusable(cols)). out may alias r or x.
+// pdl: launched with programmatic dependent launch (matmul_cuda.h's pdl_enabled); results never
+// depend on it.
 void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps, ActsOut acts,
-                  cudaStream_t s);
+                  cudaStream_t s, bool pdl = false);
 
 // gate[i] = act(gate[i]) * up[i] (gated_activation), plus acts of gate (n % 32 == 0).
-void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s);
+void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s,
+                           bool pdl = false);
 
 }  // namespace polykv::cuda

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/ops_cuda_math.cuh"
 #include "core/error.h"
 
@@ -15,6 +16,8 @@ namespace {
 // (the indices rms_partial then reads and the final loop writes), so out may alias r: every r[i] a
 // thread reads precedes its own write of out[i], and no other thread touches index i.
 __global__ void add_rmsnorm_kernel(float* x, const float* r, const float* w, float* out, int cols, float eps) {
+  wait_for_previous_grid();  // launched with PDL: before any access
+  allow_next_grid();
   __shared__ double partials[math::kRmsThreads];
   __shared__ float inv;
   const int t = int(threadIdx.x);
@@ -37,6 +40,8 @@ __global__ void add_rmsnorm_kernel(float* x, const float* r, const float* w, flo
 __global__ void rope_qk_kernel(float* q, int64_t n_q, int n_head, float* k, int64_t n_k, int n_head_kv,
                                int head_dim, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
                                RopeStyle style) {
+  wait_for_previous_grid();  // launched with PDL: before any access
+  allow_next_grid();
   const int64_t n = n_q + n_k;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     if (i < n_q)
@@ -49,15 +54,14 @@ __global__ void rope_qk_kernel(float* q, int64_t n_q, int n_head, float* k, int6
 }  // namespace
 
 void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps,
-                 cudaStream_t s) {
+                 cudaStream_t s, bool pdl) {
   check(rows >= 0 && cols >= 0, "add_rmsnorm: negative size");
   if (rows == 0 || cols == 0) return;
-  add_rmsnorm_kernel<<<rows, math::kRmsThreads, 0, s>>>(x, r, w, out, cols, eps);
-  POLYKV_CUDA_LAUNCHED();
+  launch_kernel(add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(math::kRmsThreads), 0, s, pdl, x, r, w, out, cols, eps);
 }
 
 void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
-             const float* inv_freq, float scale, RopeStyle style, cudaStream_t s) {
+             const float* inv_freq, float scale, RopeStyle style, cudaStream_t s, bool pdl) {
   check(rows >= 0 && n_head >= 0 && n_head_kv >= 0, "rope_qk: negative size");
   check(n_rot >= 0 && n_rot % 2 == 0 && n_rot <= head_dim, "rope_qk: n_rot ", n_rot,
         " must be even and <= head_dim ", head_dim);
@@ -65,9 +69,8 @@ void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_d
   if (n_q + n_k == 0) return;
   constexpr int kThreads = 256;
   const int blocks = int(std::min<int64_t>((n_q + n_k + kThreads - 1) / kThreads, int64_t(1) << 16));
-  rope_qk_kernel<<<blocks, kThreads, 0, s>>>(q, n_q, n_head, k, n_k, n_head_kv, head_dim, n_rot, pos, inv_freq,
-                                               scale, style);
-  POLYKV_CUDA_LAUNCHED();
+  launch_kernel(rope_qk_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, s, pdl, q, n_q, n_head, k, n_k, n_head_kv,
+                head_dim, n_rot, pos, inv_freq, scale, style);
 }
 
 }  // namespace polykv::cuda
