@@ -58,6 +58,7 @@ bool check_parts(const std::vector<const DeviceMatrix*>& ms, int n, uint32_t see
     parts.push_back({&m->m, fused.back()->get()});
   }
   const bool together = cuda::parts_stream_together(parts);
+  POLYKV_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads (pageable cudaMemcpy) have landed
   cuda::matmul_parts(parts, x.get(), n, ctx());
   for (size_t i = 0; i < ms.size(); ++i) cuda::matmul(ms[i]->m, x.get(), plain[i]->get(), n, ctx());
   POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));

@@ -82,12 +82,14 @@ TEST(OpsActsCuda, RmsnormActsEqualPlainOps) {
         const auto x0 = test::gpu_randn(n, ++seed, 2.0f), r0 = test::gpu_randn(n, ++seed), w0 = test::gpu_randn(size_t(cols), ++seed);
         DeviceFloats w(w0);
         DeviceFloats xp(x0), rp(r0), outp(n);
+        POLYKV_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads (pageable cudaMemcpy) have landed
         if (mode == 1) cuda::add(xp.get(), rp.get(), int64_t(n), ctx().stream());
         cuda::rmsnorm(xp.get(), w.get(), mode == 2 ? xp.get() : outp.get(), rows, cols, 1e-6f, ctx().stream());
         const float* want_out = mode == 2 ? xp.get() : outp.get();
         const HostActs want = reference_acts(want_out, int64_t(n), cols);
 
         DeviceFloats xf(x0), rf(r0), outf(n);
+        POLYKV_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads (pageable cudaMemcpy) have landed
         const cuda::ActsOut o = cuda::fused_acts_buffer(int64_t(n), ctx());
         float* out = mode == 0 ? outf.get() : mode == 1 ? rf.get() : xf.get();
         cuda::rmsnorm_acts(xf.get(), mode == 1 ? rf.get() : nullptr, w.get(), out, rows, cols, 1e-6f, o, ctx().stream(),
@@ -111,6 +113,7 @@ TEST(OpsActsCuda, GatedActsEqualPlainOp) {
       const std::string what = std::string(act == Activation::SiLU ? "silu" : "gelu") + " n " + std::to_string(n);
       const auto g0 = test::gpu_randn(size_t(n), ++seed, 2.0f), u0 = test::gpu_randn(size_t(n), ++seed);
       DeviceFloats gp(g0), up(u0), gf(g0), uf(u0);
+      POLYKV_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads (pageable cudaMemcpy) have landed
       cuda::gated_activation(gp.get(), up.get(), n, act, ctx().stream());
       const HostActs want = reference_acts(gp.get(), n, 32);
       const cuda::ActsOut o = cuda::fused_acts_buffer(n, ctx());
@@ -149,7 +152,8 @@ TEST(OpsActsCuda, PreparedMatmulEqualsMatmul) {
         const std::string what = std::string(dtype_name(t)) + " n_in " + std::to_string(n_in) + " n " + std::to_string(n);
         const size_t total = size_t(n) * size_t(n_in);
         DeviceFloats x(test::gpu_randn(total, ++seed)), w(test::gpu_randn(size_t(n_in), ++seed));
-        DeviceFloats h(total), ya(size_t(n) * 77), yb(size_t(n) * 300), pa(size_t(n) * 77), pb(size_t(n) * 300);
+        DeviceFloats h(total), ya(size_t(n) * 77), pa(size_t(n) * 77), pb(size_t(n) * 300);
+        POLYKV_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads (pageable cudaMemcpy) have landed
         // h = rmsnorm(x) with its activations; then the prepared mat-vecs against plain matmul on h.
         const cuda::ActsOut o = cuda::fused_acts_buffer(int64_t(total), ctx());
         cuda::rmsnorm_acts(x.get(), nullptr, w.get(), h.get(), n, int(n_in), 1e-5f, o, ctx().stream());

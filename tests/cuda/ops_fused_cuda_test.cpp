@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backend/cuda/cuda_context.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/cuda/ops_cuda_fused.h"
 #include "cuda_test_util.h"
@@ -20,6 +22,12 @@ namespace {
 
 using test::DeviceFloats;
 using test::DeviceInts;
+
+// A stream of the backend's kind (programmatic dependent launch is for such streams).
+cudaStream_t stream() {
+  static std::unique_ptr<cuda::CudaContext> c = std::make_unique<cuda::CudaContext>(0);
+  return c->stream();
+}
 
 TEST(OpsFusedCuda, AddRmsnormEqualsAddThenRmsnorm) {
   POLYKV_REQUIRE_GPU();
@@ -34,12 +42,13 @@ TEST(OpsFusedCuda, AddRmsnormEqualsAddThenRmsnorm) {
         DeviceFloats w(w0);
         // Plain: x += r; out = rmsnorm(x).
         DeviceFloats xp(x0), rp(r0), outp(n);
-        cuda::add(xp.get(), rp.get(), int64_t(n), nullptr);
-        cuda::rmsnorm(xp.get(), w.get(), outp.get(), rows, cols, 1e-5f, nullptr);
+        cuda::add(xp.get(), rp.get(), int64_t(n), stream());
+        cuda::rmsnorm(xp.get(), w.get(), outp.get(), rows, cols, 1e-5f, stream());
         // Fused.
         DeviceFloats xf(x0), rf(r0), outf(n);
+        POLYKV_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads (pageable cudaMemcpy) have landed
         // With PDL when aliased (as the backend launches it; the bits must not change).
-        cuda::add_rmsnorm(xf.get(), rf.get(), w.get(), alias ? rf.get() : outf.get(), rows, cols, 1e-5f, nullptr, alias);
+        cuda::add_rmsnorm(xf.get(), rf.get(), w.get(), alias ? rf.get() : outf.get(), rows, cols, 1e-5f, stream(), alias);
         EXPECT_TRUE(test::same_bits(xf.download(), xp.download(), what + ": x"));
         EXPECT_TRUE(test::same_bits((alias ? rf : outf).download(), outp.download(), what + ": out"));
         EXPECT_TRUE(xf.guard_intact(what + ": x"));
@@ -71,10 +80,11 @@ TEST(OpsFusedCuda, RopeQkEqualsTwoRopes) {
         DeviceInts dpos(pos);
         DeviceFloats freq(f0);
         DeviceFloats qp(q0), kp(k0), qf(q0), kf(k0);
-        cuda::rope(qp.get(), rows, n_head, head_dim, n_rot, dpos.get(), freq.get(), 1.5f, style, nullptr);
-        cuda::rope(kp.get(), rows, n_head_kv, head_dim, n_rot, dpos.get(), freq.get(), 1.5f, style, nullptr);
+        POLYKV_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads (pageable cudaMemcpy) have landed
+        cuda::rope(qp.get(), rows, n_head, head_dim, n_rot, dpos.get(), freq.get(), 1.5f, style, stream());
+        cuda::rope(kp.get(), rows, n_head_kv, head_dim, n_rot, dpos.get(), freq.get(), 1.5f, style, stream());
         cuda::rope_qk(qf.get(), n_head, kf.get(), n_head_kv, rows, head_dim, n_rot, dpos.get(), freq.get(), 1.5f,
-                      style, nullptr, rows == 2);
+                      style, stream(), rows == 2);
         EXPECT_TRUE(test::same_bits(qf.download(), qp.download(), what + ": q"));
         EXPECT_TRUE(test::same_bits(kf.download(), kp.download(), what + ": k"));
         EXPECT_TRUE(qf.guard_intact(what + ": q"));
