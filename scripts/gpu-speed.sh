@@ -8,8 +8,8 @@
 #   2. kernel microbenchmarks: launch overhead, one decode layer's mat-vecs fused / separate (plain,
 #      PDL, graph), every mat-vec shape of llama-3.1-8b with GB/s and % of copy bandwidth;
 #   3. `polykv bench --device cuda -p 0 -n 128 -d 0 -r 3` on a synth llama-3.1-8b q4_0 (made here,
-#      ~13 s), interleaved variants (fused = default, plain = before this work, noacts, nopdl, graphs;
-#      see below), POLYKV_SPEED_ROUNDS rounds;
+#      ~13 s), interleaved variants (fused = default, plain = before this work, noacts, nopdl, rows1,
+#      rowsmax, graphs; see below), POLYKV_SPEED_ROUNDS rounds;
 #   4. the wider GPU tests (MatmulCuda, OpsCuda, CudaBackend, EngineCuda), then ModelCudaGraphs, as
 #      far as the budget goes (they took minutes before).
 # Output under $OUT (default ./gpu-out): summary.txt, nvidia-smi.txt, tests.log, tests.json,
@@ -93,7 +93,7 @@ fi
 stage "bench: launch overhead, decode layer fused/separate" 60 "$OUT/bench-kernels.log" \
   $BIN/polykv_tests --gtest_filter='MatvecSpeedBench.DISABLED_*' --gtest_also_run_disabled_tests --gtest_color=no
 stage "bench: mat-vec shapes, decode layer" 90 "$OUT/bench-kernels.log" \
-  $BIN/polykv_tests --gtest_filter='MatmulCudaBench.DISABLED_Matvec:MatmulCudaBench.DISABLED_DecodeLayer' \
+  $BIN/polykv_tests --gtest_filter='MatmulCudaBench.DISABLED_Matvec:MatmulCudaBench.DISABLED_DecodeLayer:MatmulCudaBench.DISABLED_MatvecVariants' \
   --gtest_also_run_disabled_tests --gtest_color=no
 grep -A6 '^empty kernel' "$OUT/bench-kernels.log" | grep -v '^====' | sed 's/^/     /' >>"$SUMMARY"
 grep -E '^(q4_0|q8_0|q4_K) .*(graph|pdl|plain)|^device-to-device' "$OUT/bench-kernels.log" | sed 's/^/     /' >>"$SUMMARY"
@@ -109,14 +109,20 @@ if [[ -s $MODEL ]]; then
   # Variants (environment of the backend): fused = the default (fused ops, activations written by
   # the norms and the gated activation, PDL); plain = POLYKV_CUDA_FUSED=0 (the ops one by one, as
   # before this work); noacts = fused without the prepared activations; nopdl = fused without
-  # programmatic dependent launch; graphs = fused with CUDA graphs (opt-in; a hang is cut by timeout).
+  # programmatic dependent launch; rows1 / rowsmax = fused with the mat-vec's rows per warp forced to
+  # 1 / the widest (POLYKV_MATVEC_ROWS); graphs = fused with CUDA graphs (opt-in; a hang is cut by the
+  # timeout; round 1 only).
   for round in $(seq 1 "$ROUNDS"); do
-    for variant in fused plain noacts nopdl graphs; do
+    variants="fused plain noacts nopdl rows1 rowsmax"
+    ((round == 1)) && variants="$variants graphs"
+    for variant in $variants; do
       envs=()
       case $variant in
         plain) envs=(POLYKV_CUDA_FUSED=0) ;;
         noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;
         nopdl) envs=(POLYKV_CUDA_PDL=0) ;;
+        rows1) envs=(POLYKV_MATVEC_ROWS=1) ;;
+        rowsmax) envs=(POLYKV_MATVEC_ROWS=4) ;;
         graphs) envs=(POLYKV_CUDA_GRAPHS=1) ;;
       esac
       # shellcheck disable=SC2016  # $@ and $0 are bash -c's

@@ -1,7 +1,8 @@
 // The whole model on the GPU with the fused ops (matmul_multi over q,k,v and gate,up; add_rmsnorm;
-// rope_qk) against the same model with them off (POLYKV_CUDA_FUSED=0: the plain ops one by one): the
-// logits of a prefill (cuBLAS path), of decode steps (mat-vec path) and of a 3-token step (speculative
-// verification's shape) must be the same bits. Skips without a GPU.
+// rope_qk; activations written by the norms; programmatic dependent launch everywhere) against the
+// same model with them off (POLYKV_CUDA_FUSED=0 and POLYKV_CUDA_PDL=0: the plain ops one by one, in
+// plain stream order): the logits of a prefill (cuBLAS path), of decode steps (mat-vec path) and of a
+// 3-token step (speculative verification's shape) must be the same bits. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/matmul_cuda.h"
 #include "cuda_test_util.h"
 #include "engine/sequence_kv.h"
 #include "model/model.h"
@@ -21,8 +23,13 @@ namespace {
 
 std::vector<std::vector<float>> run_steps(bool fused, const char* ctv) {
   setenv("POLYKV_CUDA_FUSED", fused ? "1" : "0", 1);
+  if (!fused) setenv("POLYKV_CUDA_PDL", "0", 1);  // process-wide until restored below
   auto backend = make_backend({"cuda", 0});
   unsetenv("POLYKV_CUDA_FUSED");
+  unsetenv("POLYKV_CUDA_PDL");
+  struct RestorePdl {
+    ~RestorePdl() { cuda::set_pdl_enabled(true); }
+  } restore;
   auto model = Model::load(test::embedded_model(), *backend);
   const int n_vocab = model->config().n_vocab;
   SequenceKvOptions o;

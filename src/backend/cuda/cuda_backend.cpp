@@ -43,6 +43,9 @@ class CudaBackend final : public Backend {
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
     if (pd && std::strcmp(pd, "0") == 0) cuda::set_pdl_enabled(false);
+    // POLYKV_MATVEC_ROWS=1 / 4: the mat-vec stream kernel's rows per warp forced (1, or the type's
+    // widest), for comparisons (the bits are the same); unset: chosen per matrix.
+    if (const char* mr = std::getenv("POLYKV_MATVEC_ROWS")) cuda::set_matvec_rows_per_warp(std::atoi(mr));
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
     cudaDeviceProp prop{};
@@ -341,7 +344,7 @@ class CudaBackend final : public Backend {
     drop_acts();
     bind();
     if (!has_rows("store_kv")) return;
-    cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream());
+    cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream(), cuda::pdl_enabled(ctx_));
   }
 
   void attention(int layer, const AttentionParams& p, float* q, float* out) override {

@@ -56,6 +56,9 @@ constexpr int kChunkedMatvecMaxCols = 32;
 // the decoder's fused ops (ops_cuda_fused.h, ops_cuda_acts.h) take it as their `pdl` argument.
 bool pdl_enabled(const CudaContext& ctx);
 void set_pdl_enabled(bool on);
+// Forces the mat-vec stream kernel's rows per warp (1; > 1: the type's widest; 0: chosen per matrix),
+// process-wide; results do not depend on it (also declared in matmul_cuda_internal.h).
+void set_matvec_rows_per_warp(int r);
 
 // dst[i][:] = dequantize(row rows[i] of w) * scale, i < n; rows: device [n]; dst: device [n][w.n_in].
 // (token embeddings) Values are dequantize_row_ref's times scale exactly (a zero may change sign); a
