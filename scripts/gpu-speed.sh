@@ -9,9 +9,10 @@
 #      PDL, graph), every mat-vec shape of llama-3.1-8b with GB/s and % of copy bandwidth;
 #   3. `polykv bench --device cuda -p 0 -n 128 -d 0 -r 3` on a synth llama-3.1-8b q4_0 (made here,
 #      ~13 s), interleaved variants (fused = default, plain = before this work, noacts, nopdl, rows1,
-#      rowsmax, graphs; see below), POLYKV_SPEED_ROUNDS rounds;
-#   4. the wider GPU tests (MatmulCuda, OpsCuda, CudaBackend, EngineCuda), then ModelCudaGraphs, as
-#      far as the budget goes (they took minutes before).
+#      rowsmax; see below), POLYKV_SPEED_ROUNDS rounds;
+#   4. the wider GPU tests (MatmulCuda, OpsCuda, CudaBackend, EngineCuda), as far as the budget goes
+#      (they took minutes before);
+#   5. CUDA graphs last (opt-in; a recorded step hung once): the graphs decode variant, ModelCudaGraphs.
 # Output under $OUT (default ./gpu-out): summary.txt, nvidia-smi.txt, tests.log, tests.json,
 # tests-wide.log, bench-kernels.log, polykv.log, decode.jsonl (one JSON object per bench run, with "variant").
 # Environment: POLYKV_GPU_MODEL (/tmp/llama-3.1-8b-q4_0.gguf; reused if present), POLYKV_GPU_BIN
@@ -104,44 +105,37 @@ if [[ ! -s $MODEL ]]; then
   stage "synth llama-3.1-8b q4_0" 120 "$OUT/polykv.log" \
     $BIN/polykv synth --shape llama-3.1-8b --type q4_0 -o "$MODEL" --threads "$(nproc)" || rm -f "$MODEL"
 fi
-if [[ -s $MODEL ]]; then
-  part=$(mktemp)
-  # Variants (environment of the backend): fused = the default (fused ops, activations written by
-  # the norms and the gated activation, PDL); plain = POLYKV_CUDA_FUSED=0 (the ops one by one, as
-  # before this work); noacts = fused without the prepared activations; nopdl = fused without
-  # programmatic dependent launch; rows1 / rowsmax = fused with the mat-vec's rows per warp forced to
-  # 1 / the widest (POLYKV_MATVEC_ROWS); graphs = fused with CUDA graphs (opt-in; a hang is cut by the
-  # timeout; round 1 only).
-  for round in $(seq 1 "$ROUNDS"); do
-    variants="fused plain noacts nopdl rows1 rowsmax"
-    ((round == 1)) && variants="$variants graphs"
-    for variant in $variants; do
-      envs=()
-      case $variant in
-        plain) envs=(POLYKV_CUDA_FUSED=0) ;;
-        noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;
-        nopdl) envs=(POLYKV_CUDA_PDL=0) ;;
-        rows1) envs=(POLYKV_MATVEC_ROWS=1) ;;
-        rowsmax) envs=(POLYKV_MATVEC_ROWS=4) ;;
-        graphs) envs=(POLYKV_CUDA_GRAPHS=1) ;;
-      esac
-      # shellcheck disable=SC2016  # $@ and $0 are bash -c's
-      if stage "decode -n 128 d0 r3: $variant (round $round)" 60 "$OUT/polykv.log" \
-        env "${envs[@]}" bash -c '"$@" >"$0"' "$part" \
-        $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 128 -d 0 -r 3 --json ${bw:+--bandwidth "$bw"}; then
-        grep '^{' "$part" | sed "s/^{/{\"variant\":\"$variant\",\"round\":$round,/" >>"$OUT/decode.jsonl"
-      fi
-    done
-  done
-  rm -f "$part"
-  if [[ -s $OUT/decode.jsonl ]]; then
-    # Per run: the variant and round, then bench's decode fields.
-    while IFS= read -r line; do
-      v=$(sed -E 's/.*"variant":"([^"]*)","round":([0-9]+),.*/\1 round \2/' <<<"$line")
-      d=$(grep -oE '"(decode|tg)[A-Za-z_]*":(\[[^]]*\]|[^,}]*)' <<<"$line" | tr '\n' ' ')
-      note "     $v: $d"
-    done <"$OUT/decode.jsonl"
+# decode VARIANT ROUND: one `polykv bench` run in the variant's environment, appended to decode.jsonl.
+part=$(mktemp)
+decode() {
+  local variant=$1 round=$2 envs=()
+  case $variant in
+    plain) envs=(POLYKV_CUDA_FUSED=0) ;;
+    noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;
+    nopdl) envs=(POLYKV_CUDA_PDL=0) ;;
+    rows1) envs=(POLYKV_MATVEC_ROWS=1) ;;
+    rowsmax) envs=(POLYKV_MATVEC_ROWS=4) ;;
+    graphs) envs=(POLYKV_CUDA_GRAPHS=1) ;;
+  esac
+  # shellcheck disable=SC2016  # $@ and $0 are bash -c's
+  if stage "decode -n 128 d0 r3: $variant (round $round)" 60 "$OUT/polykv.log" \
+    env "${envs[@]}" bash -c '"$@" >"$0"' "$part" \
+    $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 128 -d 0 -r 3 --json ${bw:+--bandwidth "$bw"}; then
+    grep '^{' "$part" | sed "s/^{/{\"variant\":\"$variant\",\"round\":$round,/" >>"$OUT/decode.jsonl"
+    # The variant, round and bench's decode fields.
+    note "     $variant round $round: $(grep -oE '"(decode)[A-Za-z_]*":(\[[^]]*\]|[^,}]*)' "$part" | tr '\n' ' ')"
   fi
+}
+# Variants (environment of the backend): fused = the default (fused ops, activations written by the
+# norms and the gated activation, PDL); plain = POLYKV_CUDA_FUSED=0 (the ops one by one, as before
+# this work); noacts = fused without the prepared activations; nopdl = fused without programmatic
+# dependent launch; rows1 / rowsmax = fused with the mat-vec's rows per warp forced to 1 / the widest
+# (POLYKV_MATVEC_ROWS); graphs = fused with CUDA graphs (opt-in: run last, after the wider tests,
+# since a recorded step hung once; a hang is cut by the timeout).
+if [[ -s $MODEL ]]; then
+  for round in $(seq 1 "$ROUNDS"); do
+    for variant in fused plain noacts nopdl rows1 rowsmax; do decode $variant "$round"; done
+  done
 fi
 
 # ---- 4. the wider GPU tests (mat-vec kernels, ops, backend, engine; slow: last) ----------------------
@@ -149,10 +143,15 @@ if [[ ${POLYKV_SPEED_TESTS:-1} != 0 ]]; then
   stage "tests: MatmulCuda, OpsCuda, CudaBackend, EngineCuda" 150 "$OUT/tests-wide.log" \
     $BIN/polykv_tests --gtest_filter='MatmulCuda.*:OpsCuda.*:CudaBackend*:EngineCuda.*' --gtest_color=no
   summarize_tests "$OUT/tests-wide.log"
-  # CUDA graphs (opt-in: a recorded step hung once, docs/GPU.md): alone, with a short timeout.
+fi
+
+# ---- 5. CUDA graphs (opt-in: a recorded step hung once, docs/GPU.md): last, with short timeouts -------
+[[ -s $MODEL ]] && decode graphs 1
+if [[ ${POLYKV_SPEED_TESTS:-1} != 0 ]]; then
   stage "test: graphs replay = eager (ModelCudaGraphs)" 40 "$OUT/tests-wide.log" \
     $BIN/polykv_tests --gtest_filter='ModelCudaGraphs.*' --gtest_color=no
 fi
+rm -f "$part"
 
 note "done in $((SECONDS - T0)) s; $( ((failed)) && echo "SOMETHING FAILED: see the logs" || echo "all stages passed")"
 exit $failed
