@@ -12,7 +12,8 @@
 #      rowsmax; see below), POLYKV_SPEED_ROUNDS rounds;
 #   4. the wider GPU tests (MatmulCuda, OpsCuda, CudaBackend, EngineCuda), as far as the budget goes
 #      (they took minutes before);
-#   5. CUDA graphs last (opt-in; a recorded step hung once): the graphs decode variant, ModelCudaGraphs.
+#   5. CUDA graphs last (opt-in; a recorded step hung once): decode with graphs, with graphs recorded
+#      without PDL (POLYKV_CUDA_GRAPH_PDL=0), then ModelCudaGraphs.
 # Output under $OUT (default ./gpu-out): summary.txt, nvidia-smi.txt, tests.log, tests.json,
 # tests-wide.log, bench-kernels.log, polykv.log, decode.jsonl (one JSON object per bench run, with "variant").
 # Environment: POLYKV_GPU_MODEL (/tmp/llama-3.1-8b-q4_0.gguf; reused if present), POLYKV_GPU_BIN
@@ -116,6 +117,7 @@ decode() {
     rows1) envs=(POLYKV_MATVEC_ROWS=1) ;;
     rowsmax) envs=(POLYKV_MATVEC_ROWS=4) ;;
     graphs) envs=(POLYKV_CUDA_GRAPHS=1) ;;
+    graphs-nopdl) envs=(POLYKV_CUDA_GRAPHS=1 POLYKV_CUDA_GRAPH_PDL=0) ;;
   esac
   # shellcheck disable=SC2016  # $@ and $0 are bash -c's
   if stage "decode -n 128 d0 r3: $variant (round $round)" 60 "$OUT/polykv.log" \
@@ -146,7 +148,10 @@ if [[ ${POLYKV_SPEED_TESTS:-1} != 0 ]]; then
 fi
 
 # ---- 5. CUDA graphs (opt-in: a recorded step hung once, docs/GPU.md): last, with short timeouts -------
-[[ -s $MODEL ]] && decode graphs 1
+if [[ -s $MODEL ]]; then
+  decode graphs 1
+  decode graphs-nopdl 1  # steps recorded without PDL
+fi
 if [[ ${POLYKV_SPEED_TESTS:-1} != 0 ]]; then
   stage "test: graphs replay = eager (ModelCudaGraphs)" 40 "$OUT/tests-wide.log" \
     $BIN/polykv_tests --gtest_filter='ModelCudaGraphs.*' --gtest_color=no

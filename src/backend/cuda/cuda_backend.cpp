@@ -35,6 +35,10 @@ class CudaBackend final : public Backend {
     // Off unless POLYKV_CUDA_GRAPHS=1: a recorded decode step hung on the H200 (2026-11-30, q8_0/turbo3t
     // on the embedded model, the step being recorded) and the cause is not found yet.
     graphs_enabled_ = g && std::strcmp(g, "1") == 0;
+    // POLYKV_CUDA_GRAPH_PDL=0: steps are recorded without programmatic dependent launch (to tell
+    // whether the hang above has to do with PDL inside graphs); eager steps keep it.
+    const char* gp = std::getenv("POLYKV_CUDA_GRAPH_PDL");
+    graph_pdl_ = !(gp && std::strcmp(gp, "0") == 0);
     const char* fu = std::getenv("POLYKV_CUDA_FUSED");
     fused_ = !(fu && std::strcmp(fu, "0") == 0);
     const char* fa = std::getenv("POLYKV_CUDA_FUSED_ACTS");
@@ -313,6 +317,10 @@ class CudaBackend final : public Backend {
     if (graphs_.size() > kMaxGraphs) evict_graphs(key);
     POLYKV_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
+    if (!graph_pdl_) {
+      pdl_before_capture_ = cuda::pdl_enabled(ctx_);
+      cuda::set_pdl_enabled(false);  // until end_step_ops
+    }
     capture_key_ = key;
     return false;
   }
@@ -320,6 +328,7 @@ class CudaBackend final : public Backend {
   void end_step_ops() override {
     if (!capturing_) return;
     capturing_ = false;
+    if (!graph_pdl_) cuda::set_pdl_enabled(pdl_before_capture_);
     cudaGraph_t graph = nullptr;
     const cudaError_t err = cudaStreamEndCapture(ctx_.stream(), &graph);
     if (err != cudaSuccess || graph == nullptr) {
@@ -475,6 +484,8 @@ class CudaBackend final : public Backend {
   int64_t acts_total_ = 0;         // its values (rows x n_in)
   cuda::ActsOut acts_;
   bool capturing_ = false;
+  bool graph_pdl_ = true;            // POLYKV_CUDA_GRAPH_PDL
+  bool pdl_before_capture_ = true;   // restored by end_step_ops when !graph_pdl_
   uint64_t capture_key_ = 0;
   std::unordered_map<uint64_t, GraphEntry> graphs_;
 };
