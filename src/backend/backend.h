@@ -107,6 +107,29 @@ class Backend {
   // x[r][c] += sigmoid(g[r]) * y[r][c]: a shared expert's output y behind its scalar gate g ([rows]).
   virtual void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols);
 
+  // ---- fused ops (optional): each default issues the plain ops above, and a backend that fuses
+  // them must give the same bits (CpuBackend keeps the defaults) ----------------------------------
+  // parts[i].y = parts[i].w · x for every i (matrices of the same n_in reading the same x: q, k, v;
+  // gate, up); y: [n][w.n_out]. A backend may compute them in one pass over x.
+  struct MatmulOut {
+    const WeightMatrix* w;
+    float* y;
+  };
+  virtual void matmul_multi(std::span<const MatmulOut> parts, const float* x, int n) {
+    for (const MatmulOut& p : parts) matmul(*p.w, x, p.y, n);
+  }
+  // x += r; out = rmsnorm(x) * w (add, then rmsnorm). out may alias r.
+  virtual void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) {
+    add(x, r, int64_t(rows) * cols);
+    rmsnorm(x, w, out, rows, cols, eps);
+  }
+  // rope of q ([rows][n_head][head_dim]) and of k ([rows][n_head_kv][head_dim]) at the same positions.
+  virtual void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot,
+                       const int32_t* pos, const float* inv_freq, float scale, RopeStyle style) {
+    rope(q, rows, n_head, head_dim, n_rot, pos, inv_freq, scale, style);
+    rope(k, rows, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style);
+  }
+
   // ---- KV and attention ---------------------------------------------------------------------
   // The sequences of this forward step (host memory, valid until the next begin_step). store_kv and
   // attention below act on all of them. A backend may refuse a sequence it cannot address (CUDA needs

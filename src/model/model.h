@@ -65,8 +65,12 @@ class Model {
   // One decoder layer's ops over rows [0, n) of `ws` (ws.x in, ws.x out; the other buffers scratch):
   // the main layers' code, also what runs the MTP block (model/mtp_head.h). `kv_layer` is the layer
   // index in the step sequences' KV; pos: [n] backend memory; begin_step already done.
+  // h_ready: ws.h already holds attn_norm(x) (the previous layer's fused add_rmsnorm wrote it).
+  // next_attn_norm: if set, the layer ends with x += h; h = rmsnorm(x) * next_attn_norm (one fused op)
+  // instead of x += h, for the next layer to start from.
   void issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, int kv_layer, int n,
-                       const int32_t* pos, StepWorkspace& ws);
+                       const int32_t* pos, StepWorkspace& ws, bool h_ready = false,
+                       const float* next_attn_norm = nullptr);
 
  private:
   Model(GgufFile file, ModelConfig config, Backend& backend);

@@ -192,7 +192,9 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
   be.embed(w.token_embd, tokens, n, c.embed_scale ? std::sqrt(float(E)) : 1.0f, x);
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerConfig& lc = c.layers[size_t(il)];
-    issue_layer_ops(w.layers[size_t(il)], lc, lc.kv_layer, n, pos, ws_);
+    // Layer il > 0 finds h = attn_norm(x) written by the previous layer's last add_rmsnorm.
+    const float* next_attn_norm = il + 1 < c.n_layer ? w.layers[size_t(il) + 1].attn_norm : nullptr;
+    issue_layer_ops(w.layers[size_t(il)], lc, lc.kv_layer, n, pos, ws_, /*h_ready=*/il > 0, next_attn_norm);
   }
   if (n_out == 0) return;
   // The wanted rows of x, gathered into h, normed in place, then the vocabulary matmul.
@@ -203,25 +205,25 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
 }
 
 void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, int kv_layer, int n,
-                            const int32_t* pos, StepWorkspace& ws) {
+                            const int32_t* pos, StepWorkspace& ws, bool h_ready, const float* next_attn_norm) {
   const ModelConfig& c = config_;
   Backend& be = backend_;
   const int E = c.n_embd, Q = int(c.q_dim()), K = int(c.kv_dim()), V = int(c.v_dim());
   float *x = ws.x, *h = ws.h, *q = ws.q, *k = ws.k, *v = ws.v, *att = ws.att, *gate = ws.gate, *up = ws.up;
   hws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
-  be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
+  if (!h_ready) be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
   if (lc.kind == LayerKind::GatedDeltaNet) {
     gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
-    be.add(x, h, int64_t(n) * E);
   } else {
     if (c.attn_output_gate) {  // attn_q rows per head: query | gate
       be.matmul(l.wq, h, hws_.qg, n);
       be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
+      const Backend::MatmulOut kv_parts[] = {{&l.wk, k}, {&l.wv, v}};
+      be.matmul_multi(kv_parts, h, n);
     } else {
-      be.matmul(l.wq, h, q, n);
+      const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
+      be.matmul_multi(qkv, h, n);
     }
-    be.matmul(l.wk, h, k, n);
-    be.matmul(l.wv, h, v, n);
     if (c.qkv_bias) {
       be.add_bias(q, l.bq, n, Q);
       be.add_bias(k, l.bk, n, K);
@@ -231,8 +233,8 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
       be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
       be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
     }
-    be.rope(q, n, c.n_head, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
-    be.rope(k, n, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale, c.rope_style);
+    be.rope_qk(q, c.n_head, k, c.n_head_kv, n, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
+               c.rope_style);
     AttentionParams ap;
     ap.n_head = c.n_head;
     ap.scale = c.attn_scale;
@@ -247,21 +249,22 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     be.matmul(l.wo, att, h, n);
     if (c.o_bias) be.add_bias(h, l.bo, n, E);
     if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
-    be.add(x, h, int64_t(n) * E);
   }
-
-  be.rmsnorm(x, l.ffn_norm, h, n, E, c.rms_eps);
+  be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
   if (c.moe.enabled()) {
     moe_ws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
     moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
   } else {
-    be.matmul(l.w_gate, h, gate, n);
-    be.matmul(l.w_up, h, up, n);
+    const Backend::MatmulOut gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
+    be.matmul_multi(gate_up, h, n);
     be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
     be.matmul(l.w_down, gate, h, n);
   }
   if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
-  be.add(x, h, int64_t(n) * E);
+  if (next_attn_norm)
+    be.add_rmsnorm(x, h, next_attn_norm, h, n, E, c.rms_eps);  // x += h; h = the next layer's attn_norm(x)
+  else
+    be.add(x, h, int64_t(n) * E);
 }
 
 void Model::issue_hidden_ops(int n_hid, const int32_t* rows) {

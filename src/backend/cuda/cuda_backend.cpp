@@ -4,6 +4,7 @@
 // addressed by block id through the step plan (cuda_backend_plan.h) uploaded once per step.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +18,10 @@
 #include "backend/cuda/cuda_kv_memory.h"
 #include "backend/cuda/kv_cuda.h"
 #include "backend/cuda/matmul_cuda.h"
+#include "backend/cuda/matmul_cuda_prepared.h"
 #include "backend/cuda/ops_cuda.h"
+#include "backend/cuda/ops_cuda_acts.h"
+#include "backend/cuda/ops_cuda_fused.h"
 #include "core/error.h"
 #include "kv/kv_block_store.h"
 
@@ -31,6 +35,21 @@ class CudaBackend final : public Backend {
     // Off unless POLYKV_CUDA_GRAPHS=1: a recorded decode step hung on the H200 (2026-11-30, q8_0/turbo3t
     // on the embedded model, the step being recorded) and the cause is not found yet.
     graphs_enabled_ = g && std::strcmp(g, "1") == 0;
+    // POLYKV_CUDA_GRAPH_PDL=0: steps are recorded without programmatic dependent launch (to tell
+    // whether the hang above has to do with PDL inside graphs); eager steps keep it.
+    const char* gp = std::getenv("POLYKV_CUDA_GRAPH_PDL");
+    graph_pdl_ = !(gp && std::strcmp(gp, "0") == 0);
+    const char* fu = std::getenv("POLYKV_CUDA_FUSED");
+    fused_ = !(fu && std::strcmp(fu, "0") == 0);
+    const char* fa = std::getenv("POLYKV_CUDA_FUSED_ACTS");
+    fused_acts_ = fused_ && !(fa && std::strcmp(fa, "0") == 0);
+    // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
+    // Process-wide, like cuda::set_pdl_enabled.
+    const char* pd = std::getenv("POLYKV_CUDA_PDL");
+    if (pd && std::strcmp(pd, "0") == 0) cuda::set_pdl_enabled(false);
+    // POLYKV_MATVEC_ROWS=1 / 4: the mat-vec stream kernel's rows per warp forced (1, or the type's
+    // widest), for comparisons (the bits are the same); unset: chosen per matrix.
+    if (const char* mr = std::getenv("POLYKV_MATVEC_ROWS")) cuda::set_matvec_rows_per_warp(std::atoi(mr));
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
     cudaDeviceProp prop{};
@@ -80,6 +99,7 @@ class CudaBackend final : public Backend {
   // Ordered after the ops issued before it (same stream) and returns once src_host may be reused
   // (pinned or not: it waits for the copy).
   void upload(void* dst, const void* src_host, size_t bytes) override {
+    drop_acts();
     if (bytes == 0) return;
     bind();
     POLYKV_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, ctx_.stream()));
@@ -122,48 +142,116 @@ class CudaBackend final : public Backend {
   }
 
   // ---- ops ----------------------------------------------------------------------------------
+  // Every op but the mat-vecs that read them drops the activations the last op prepared (acts_).
   void embed(const WeightMatrix& table, const int32_t* tokens, int n, float scale, float* x) override {
+    drop_acts();
     bind();
     if (n == 0) return;
     cuda::dequantize_rows(table, tokens, n, scale, x, ctx_.stream());
   }
   void matmul(const WeightMatrix& w, const float* x, float* y, int n) override {
     bind();
+    cuda::ActsOut a;
+    const bool prepared = take_acts(x, w.n_in, n, cuda::prepared_matmul_ok(w, n), a);
     if (n == 0) return;
-    cuda::matmul(w, x, y, n, ctx_);
+    if (prepared)
+      cuda::matmul_prepared(w, a, y, n, ctx_);
+    else
+      cuda::matmul(w, x, y, n, ctx_);
   }
   void rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps) override {
+    drop_acts();
     bind();
+    if (acts_for(rows, cols)) {
+      norm_with_acts(const_cast<float*>(x), nullptr, w, out, rows, cols, eps);
+      return;
+    }
     cuda::rmsnorm(x, w, out, rows, cols, eps, ctx_.stream());
   }
   void add_bias(float* x, const float* b, int rows, int cols) override {
+    drop_acts();
     bind();
     cuda::add_bias(x, b, rows, cols, ctx_.stream());
   }
   void add(float* x, const float* y, int64_t n) override {
+    drop_acts();
     bind();
     cuda::add(x, y, n, ctx_.stream());
   }
   void rope(float* x, int rows, int n_heads, int head_dim, int n_rot, const int32_t* pos, const float* inv_freq,
             float scale, RopeStyle style) override {
+    drop_acts();
     bind();
     cuda::rope(x, rows, n_heads, head_dim, n_rot, pos, inv_freq, scale, style, ctx_.stream());
   }
   void gated_activation(float* gate, const float* up, int64_t n, Activation act) override {
+    drop_acts();
     bind();
+    // The down projection's activations too, for up to kMatvecMaxCols rows of n_ff <= kActsMaxCols.
+    if (fused_acts_ && n > 0 && cuda::acts_fusable(n) && n <= int64_t(cuda::kMatvecMaxCols) * kActsMaxCols) {
+      const cuda::ActsOut o = cuda::fused_acts_buffer(n, ctx_);
+      cuda::gated_activation_acts(gate, up, n, act, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
+      set_acts(gate, n, o);
+      return;
+    }
     cuda::gated_activation(gate, up, n, act, ctx_.stream());
   }
   void softcap(float* x, int64_t n, float cap) override {
+    drop_acts();
     bind();
     cuda::softcap(x, n, cap, ctx_.stream());
   }
   void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) override {
+    drop_acts();
     bind();
     cuda::gather_rows(src, rows, n, cols, dst, ctx_.stream());
   }
 
+  // ---- fused ops ----------------------------------------------------------------------------
+  // POLYKV_CUDA_FUSED=0: the plain ops (Backend's defaults), for comparisons; the bits are the same.
+  void matmul_multi(std::span<const MatmulOut> parts, const float* x, int n) override {
+    if (!fused_) return Backend::matmul_multi(parts, x, n);
+    bind();
+    std::vector<cuda::MatvecPart> mp;
+    bool prepared_ok = true;
+    for (const MatmulOut& p : parts) {
+      if (p.w->n_out > 0) mp.push_back({p.w, p.y});  // an empty matrix writes nothing
+      prepared_ok = prepared_ok && cuda::prepared_matmul_ok(*p.w, n) && p.w->n_in == parts[0].w->n_in;
+    }
+    cuda::ActsOut a;
+    const bool prepared = !parts.empty() && take_acts(x, parts[0].w->n_in, n, prepared_ok, a);
+    if (n == 0 || mp.empty()) return;
+    // Up to kMaxMatvecParts per launch (the kernel's limit): every row as in its own call.
+    for (size_t i = 0; i < mp.size(); i += size_t(cuda::kMaxMatvecParts)) {
+      const std::span<const cuda::MatvecPart> some(mp.data() + i, std::min(mp.size() - i, size_t(cuda::kMaxMatvecParts)));
+      if (prepared)
+        cuda::matmul_parts_prepared(some, a, n, ctx_);
+      else
+        cuda::matmul_parts(some, x, n, ctx_);
+    }
+  }
+  void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) override {
+    if (!fused_) return Backend::add_rmsnorm(x, r, w, out, rows, cols, eps);
+    drop_acts();
+    bind();
+    if (acts_for(rows, cols)) {
+      norm_with_acts(x, r, w, out, rows, cols, eps);
+      return;
+    }
+    cuda::add_rmsnorm(x, r, w, out, rows, cols, eps, ctx_.stream(), cuda::pdl_enabled(ctx_));
+  }
+  void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
+               const float* inv_freq, float scale, RopeStyle style) override {
+    if (!fused_) return Backend::rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style);
+    drop_acts();
+    bind();
+    cuda::rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style, ctx_.stream(),
+                  cuda::pdl_enabled(ctx_));
+  }
+
   // ---- KV and attention ---------------------------------------------------------------------
   void begin_step(std::span<const StepSeq> seqs) override {
+    drop_acts();
     bind();
     plan_ = cuda::plan_step(seqs, kv_memory_);  // throws before anything is issued
     stepped_ = true;
@@ -209,6 +297,7 @@ class CudaBackend final : public Backend {
   // Only small steps (decode, speculative verification): prefill steps are long enough that launch
   // overhead does not matter, and they use cuBLAS.
   bool replay_step(uint64_t model_key) override {
+    drop_acts();  // a replay runs ops this bookkeeping never saw
     capturing_ = false;
     if (!graphs_enabled_ || plan_.total_rows == 0 || plan_.total_rows > kGraphMaxRows) return false;
     uint64_t key = model_key;
@@ -230,6 +319,10 @@ class CudaBackend final : public Backend {
     if (graphs_.size() > kMaxGraphs) evict_graphs(key);
     POLYKV_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
+    if (!graph_pdl_) {
+      pdl_before_capture_ = cuda::pdl_enabled(ctx_);
+      cuda::set_pdl_enabled(false);  // until end_step_ops
+    }
     capture_key_ = key;
     return false;
   }
@@ -237,6 +330,7 @@ class CudaBackend final : public Backend {
   void end_step_ops() override {
     if (!capturing_) return;
     capturing_ = false;
+    if (!graph_pdl_) cuda::set_pdl_enabled(pdl_before_capture_);
     cudaGraph_t graph = nullptr;
     const cudaError_t err = cudaStreamEndCapture(ctx_.stream(), &graph);
     if (err != cudaSuccess || graph == nullptr) {
@@ -258,12 +352,14 @@ class CudaBackend final : public Backend {
   }
 
   void store_kv(int layer, float* k, const float* v) override {
+    drop_acts();
     bind();
     if (!has_rows("store_kv")) return;
-    cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream());
+    cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream(), cuda::pdl_enabled(ctx_));
   }
 
   void attention(int layer, const AttentionParams& p, float* q, float* out) override {
+    drop_acts();
     bind();
     if (!has_rows("attention")) return;
     if (p.window > 0 && batch_.n_prefix > 0) {
@@ -301,6 +397,32 @@ class CudaBackend final : public Backend {
       if (it->second.exec) cudaGraphExecDestroy(it->second.exec);
       it = graphs_.erase(it);
     }
+  }
+
+  // ---- activations prepared by one op for the next mat-vec (ops_cuda_acts.h) ----------------
+  // Decode-sized norms (rows <= kMatvecMaxCols, cols a multiple of 32 and <= kActsMaxCols) write them.
+  static constexpr int64_t kActsMaxCols = 65536;
+  bool acts_for(int rows, int cols) const {
+    return fused_acts_ && rows >= 1 && rows <= cuda::kMatvecMaxCols && cuda::acts_fusable(cols) && cols <= kActsMaxCols;
+  }
+  void norm_with_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) {
+    const int64_t total = int64_t(rows) * cols;
+    const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_);
+    cuda::rmsnorm_acts(x, r, w, out, rows, cols, eps, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    set_acts(out, total, o);
+  }
+  void set_acts(const float* x, int64_t total, const cuda::ActsOut& o) {
+    acts_x_ = x;
+    acts_total_ = total;
+    acts_ = o;
+  }
+  void drop_acts() { acts_x_ = nullptr; }
+  // The prepared activations, if they are x's ([n][n_in]) and `usable`; drops them either way.
+  bool take_acts(const float* x, int64_t n_in, int n, bool usable, cuda::ActsOut& a) {
+    const bool ok = usable && acts_x_ != nullptr && acts_x_ == x && n >= 1 && int64_t(n) * n_in == acts_total_;
+    if (ok) a = acts_;
+    drop_acts();
+    return ok;
   }
 
   // Makes this backend's device current on the calling thread (the engine may call from any thread).
@@ -358,7 +480,14 @@ class CudaBackend final : public Backend {
   };
   bool graphs_enabled_ = false;
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
+  bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
+  bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
+  const float* acts_x_ = nullptr;  // the input whose activations acts_ holds (nullptr: none)
+  int64_t acts_total_ = 0;         // its values (rows x n_in)
+  cuda::ActsOut acts_;
   bool capturing_ = false;
+  bool graph_pdl_ = true;            // POLYKV_CUDA_GRAPH_PDL
+  bool pdl_before_capture_ = true;   // restored by end_step_ops when !graph_pdl_
   uint64_t capture_key_ = 0;
   std::unordered_map<uint64_t, GraphEntry> graphs_;
 };

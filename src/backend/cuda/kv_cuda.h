@@ -32,8 +32,10 @@ struct KvLayerDevice {
 // bytes for every type, turbo and trellis included, for finite inputs (backend/cuda/kv_encode.cuh).
 // A slot < 0 is a padding row: nothing is written. Slots of one call must be distinct and inside the
 // pool (not checked on the device). Asynchronous on `stream`, no host synchronization (capturable).
+// pdl: launched with programmatic dependent launch (matmul_cuda.h's pdl_enabled; the kernel waits
+// for the kernel before it first, so the bytes never depend on it).
 void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
-              cudaStream_t stream);
+              cudaStream_t stream, bool pdl = false);
 
 // The sequences of one attention call. Arrays are device memory (uploaded once per step, shared by
 // all layers); the host bounds size the launch grid, so that a captured graph stays valid while

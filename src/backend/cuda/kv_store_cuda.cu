@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_cuda.h"
 #include "backend/cuda/kv_encode.cuh"
+#include "backend/cuda/matmul_cuda_launch.cuh"
 #include "core/error.h"
 
 namespace polykv::cuda {
@@ -40,6 +41,8 @@ struct WarpExec {
 };
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) kv_store_kernel(const __grid_constant__ enc::StoreArgs a) {
+  wait_for_previous_grid();  // launched with PDL: the kernel before writes k and v
+  allow_next_grid();
   __shared__ enc::Scratch scratch[kWarpsPerBlock];
   const int warp = int(threadIdx.x) / 32;
   const int64_t unit = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) kv_store_kernel(const __g
 }  // namespace
 
 void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
-              cudaStream_t stream) {
+              cudaStream_t stream, bool pdl) {
   if (n <= 0) return;
   check(L.layer_base != nullptr && slots != nullptr && k != nullptr && v != nullptr, "kv_store: null pointer");
   const enc::StoreArgs a =
@@ -65,8 +68,7 @@ void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* 
         "kv_store: head bytes of the layer do not match its types (K ", L.k_head_bytes, " vs ",
         a.side[0].p.head_bytes, ", V ", L.v_head_bytes, " vs ", a.side[1].p.head_bytes, ")");
   const int64_t blocks = (a.units_total + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  kv_store_kernel<<<unsigned(blocks), kWarpsPerBlock * 32, 0, stream>>>(a);
-  POLYKV_CUDA_LAUNCHED();
+  launch_kernel(kv_store_kernel, dim3(unsigned(blocks)), dim3(kWarpsPerBlock * 32), 0, stream, pdl, a);
 }
 
 }  // namespace polykv::cuda

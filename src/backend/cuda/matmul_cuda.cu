@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "core/error.h"
@@ -153,21 +154,7 @@ __global__ void quantize_acts_kernel(const float* __restrict__ x, int64_t n_bloc
   const int64_t b = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (b >= n_blocks) return;
   const int lane = int(threadIdx.x % 32);
-  const float v = x[b * 32 + lane];
-  float amax = fabsf(v);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const float d = hd::act_d(amax);
-  const int32_t q = hd::act_quant(v, hd::act_inverse(d));
-  qs[b * 32 + lane] = int8_t(q);
-  int32_t half = q;  // sums over lanes 0..15 and 16..31
-#pragma unroll
-  for (int off = 8; off > 0; off /= 2) half += __shfl_xor_sync(0xffffffffu, half, off);
-  const int32_t hi = __shfl_sync(0xffffffffu, half, 16);
-  if (lane == 0) {
-    const hd::ActScale a = hd::act_scale(d, half, hi);
-    reinterpret_cast<float4*>(s)[b] = make_float4(a.d, a.s_lo, a.s_hi, a.s_all);
-  }
+  quantize_act_block_warp(x[b * 32 + lane], lane, qs + b * 32, s + b);
 }
 
 __global__ void pad_acts_kernel(const float* __restrict__ x, int64_t n_in, int64_t ldx, int64_t total,

@@ -19,6 +19,7 @@
 // nothing changes for callers (the activation kernel first waits for whatever came before it).
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_context.h"
@@ -32,6 +33,19 @@ bool has_weight_kernels(DType t);
 // w.data: device pointer. x, y: device pointers.
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
 
+// One matrix of a product over several matrices that read the same x (q, k, v; gate, up):
+// y = w · x, y: device [n][w->n_out].
+struct MatvecPart {
+  const WeightMatrix* w;
+  float* y;
+};
+constexpr int kMaxMatvecParts = 4;
+
+// matmul(*p.w, x, p.y, n) for every part, bit for bit. When the parts share type, n_in and row stride
+// (16-byte aligned rows) and n takes the mat-vec path, the activations are prepared once and one
+// kernel launch computes every part's rows; otherwise the parts run one after the other.
+void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, CudaContext& ctx);
+
 // The mat-vec path alone (n in 1..8), for tests and benchmarks. Uses ctx's MatmulActs scratch (the
 // activations quantized to 8 bits, or padded) and its stream.
 void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
@@ -40,6 +54,15 @@ void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
 // beyond kMatvecMaxCols).
 constexpr int kMatvecMaxCols = 8;
 constexpr int kChunkedMatvecMaxCols = 32;
+
+// Whether kernels on ctx's stream launch with programmatic dependent launch (sm_90 and on, unless
+// turned off: set_matvec_pdl, POLYKV_CUDA_PDL=0): the mat-vec kernels, their activation kernels and
+// the decoder's fused ops (ops_cuda_fused.h, ops_cuda_acts.h) take it as their `pdl` argument.
+bool pdl_enabled(const CudaContext& ctx);
+void set_pdl_enabled(bool on);
+// Forces the mat-vec stream kernel's rows per warp (1; > 1: the type's widest; 0: chosen per matrix),
+// process-wide; results do not depend on it (also declared in matmul_cuda_internal.h).
+void set_matvec_rows_per_warp(int r);
 
 // dst[i][:] = dequantize(row rows[i] of w) * scale, i < n; rows: device [n]; dst: device [n][w.n_in].
 // (token embeddings) Values are dequantize_row_ref's times scale exactly (a zero may change sign); a

@@ -2,9 +2,11 @@
 // the tensor-core path and dequantization). Not a public interface.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_context.h"
+#include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_dot.cuh"
 
 namespace polykv::cuda {
@@ -27,6 +29,14 @@ ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& 
 // (matvec_pdl): the kernel may read w before the kernel before it on the stream has completed, so
 // that kernel must not write w (prepare_acts' kernels and other mat-vecs do not).
 void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx);
+
+// Whether the stream kernel takes these parts in one launch: 1..kMaxMatvecParts matrices of one type,
+// n_in and row stride, each non-empty with 16-byte aligned rows.
+bool parts_stream_together(std::span<const MatvecPart> parts);
+// One stream-kernel launch over every part's rows (bit-identical to one launch per part); returns
+// false (nothing launched) unless parts_stream_together(parts).
+bool launch_matvec_stream_parts(std::span<const MatvecPart> parts, const ActView& a, int col0, int ncols,
+                                CudaContext& ctx);
 
 // The stream kernel (matmul_cuda_stream.cu), for rows whose start and stride are 16-byte aligned:
 // launches and returns true, or returns false (nothing launched) for other rows.

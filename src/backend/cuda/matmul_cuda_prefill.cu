@@ -142,4 +142,20 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
   matmul_tensor_cores(w, x, y, n, ctx);
 }
 
+void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, CudaContext& ctx) {
+  for (const MatvecPart& p : parts) validate_device_weights(*p.w);
+  check(n >= 0, "CUDA matmul: negative column count ", n);
+  if (n == 0 || parts.empty()) return;
+  const WeightMatrix& w0 = *parts[0].w;
+  const bool matvec_path = n <= kMatvecMaxCols || (!is_float_weight(w0.type) && n <= kChunkedMatvecMaxCols);
+  if (matvec_path && parts_stream_together(parts)) {
+    // What matmul() does for each part (prepare_acts depends only on the type, n_in and x).
+    const ActView a = prepare_acts(w0, x, n, ctx);
+    for (int c = 0; c < n; c += kMatvecMaxCols)
+      launch_matvec_stream_parts(parts, a, c, std::min(kMatvecMaxCols, n - c), ctx);
+    return;
+  }
+  for (const MatvecPart& p : parts) matmul(*p.w, x, p.y, n, ctx);
+}
+
 }  // namespace polykv::cuda

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <span>
 
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
@@ -95,17 +96,39 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // Arguments of the kernel (by value). xq / xs / xf / y start at the call's first column.
+// The rows are those of up to kMaxMatvecParts matrices of one type, n_in and stride read with the
+// same activations (q, k, v; gate, up), numbered one after the other: part p holds rows
+// [begin[p], begin[p] + n_out_p) of the n_out in all; its row r reads w[p] + (r - begin[p]) * stride
+// and writes y[p][c * n_out_p + r - begin[p]]. A row is computed exactly as in a call on its matrix
+// alone (nothing depends on the split), so the parts' results equal separate calls bit for bit.
 struct StreamArgs {
-  const uint8_t* w;
+  const uint8_t* w[kMaxMatvecParts];
+  float* y[kMaxMatvecParts];  // [ncols][n_out_p]
+  int64_t begin[kMaxMatvecParts], part_rows[kMaxMatvecParts];
+  int n_parts;
   size_t stride;
-  int64_t n_out, n_in;
+  int64_t n_out, n_in;        // n_out: rows of all parts
   const int8_t* xq;           // quantized weights: [ncols][n_in]
   const hd::ActScale* xs;     //                    [ncols][n_in / 32]
   const float* xf;            // float weights: [ncols][ldx]
   int64_t ldx;
   int ncols;
-  float* y;                   // [ncols][n_out]
 };
+
+// Part of row `row` (selects on constant indices: no local-memory copy of the arguments).
+struct RowPart {
+  const uint8_t* w;
+  float* y;
+  int64_t begin, rows;
+};
+__device__ __forceinline__ RowPart row_part(const StreamArgs& a, int64_t row) {
+  RowPart p{a.w[0], a.y[0], 0, a.part_rows[0]};
+#pragma unroll
+  for (int i = 1; i < kMaxMatvecParts; ++i) {
+    if (i < a.n_parts && row >= a.begin[i]) p = RowPart{a.w[i], a.y[i], a.begin[i], a.part_rows[i]};
+  }
+  return p;
+}
 
 template <class Dec, int NC, int R>
 __global__ void __launch_bounds__(32 * StreamCfg<Dec, NC, R>::kWarps)
@@ -140,7 +163,8 @@ __global__ void __launch_bounds__(32 * StreamCfg<Dec, NC, R>::kWarps)
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         if (issue_row0 + r < row_end) {
-          const uint8_t* src = a.w + size_t(issue_row0 + r) * a.stride + off;
+          const RowPart rp = row_part(a, issue_row0 + r);
+          const uint8_t* src = rp.w + size_t(issue_row0 + r - rp.begin) * a.stride + off;
           for (int k = lane; k < chunks; k += 32) __pipeline_memcpy_async(slot + r * C + k, src + 16 * k, 16);
         }
       }
@@ -227,11 +251,13 @@ __global__ void __launch_bounds__(32 * StreamCfg<Dec, NC, R>::kWarps)
       // Every lane holds every (r, c) sum after warp_sum; lane r * NC + c stores one.
 #pragma unroll
       for (int r = 0; r < R; ++r) {
+        const RowPart rp = row_part(a, row0 + r);
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
           const float v = warp_sum(acc[r][c]);
           acc[r][c] = 0.0f;
-          if (lane == r * NC + c && c < a.ncols && row0 + r < row_end) a.y[int64_t(c) * a.n_out + row0 + r] = v;
+          if (lane == r * NC + c && c < a.ncols && row0 + r < row_end)
+            rp.y[int64_t(c) * rp.rows + row0 + r - rp.begin] = v;
         }
       }
       it = 0;
@@ -312,18 +338,29 @@ void with_rows_per_warp(const WeightMatrix& w, CudaContext& ctx, Fn&& fn) {
     fn(std::integral_constant<int, 1>{});
 }
 
+// `all`: parts[0]'s matrix with n_out = the rows of every part (what the plan is sized by).
 template <class Dec, int NC, int R>
-void launch(const WeightMatrix& w, const ActView& av, int col0, int ncols, float* y, CudaContext& ctx) {
+void launch(std::span<const MatvecPart> parts, const WeightMatrix& all, const ActView& av, int col0, int ncols,
+            CudaContext& ctx) {
   using Cfg = StreamCfg<Dec, NC, R>;
-  const StreamPlan p = plan_for<Dec, NC, R>(w, ctx);
-  StreamArgs a;
-  a.w = static_cast<const uint8_t*>(w.data);
-  a.stride = w.row_stride;
-  a.n_out = w.n_out;
-  a.n_in = w.n_in;
+  const StreamPlan p = plan_for<Dec, NC, R>(all, ctx);
+  StreamArgs a{};
+  a.n_parts = int(parts.size());
+  int64_t begin = 0;
+  for (int i = 0; i < kMaxMatvecParts; ++i) {
+    const MatvecPart& part = parts[size_t(std::min(i, a.n_parts - 1))];  // unused slots repeat the last part
+    a.w[i] = static_cast<const uint8_t*>(part.w->data);
+    a.y[i] = part.y + int64_t(col0) * part.w->n_out;
+    a.part_rows[i] = part.w->n_out;
+    a.begin[i] = begin;
+    if (i < a.n_parts) begin += part.w->n_out;
+  }
+  a.stride = all.row_stride;
+  a.n_out = all.n_out;
+  a.n_in = all.n_in;
   if constexpr (is_quant_dec<Dec>()) {
-    a.xq = av.qs + int64_t(col0) * w.n_in;
-    a.xs = av.s + int64_t(col0) * (w.n_in / hd::kActBlock);
+    a.xq = av.qs + int64_t(col0) * all.n_in;
+    a.xs = av.s + int64_t(col0) * (all.n_in / hd::kActBlock);
     a.xf = nullptr;
     a.ldx = 0;
   } else {
@@ -333,7 +370,6 @@ void launch(const WeightMatrix& w, const ActView& av, int col0, int ncols, float
     a.ldx = av.ldx;
   }
   a.ncols = ncols;
-  a.y = y + int64_t(col0) * w.n_out;
   launch_kernel(matvec_stream_kernel<Dec, NC, R>, dim3(unsigned(p.grid)), dim3(32 * Cfg::kWarps), Cfg::kSmem,
                 ctx.stream(), matvec_pdl(ctx), a);
 }
@@ -359,17 +395,39 @@ bool stream_rows(const WeightMatrix& w) {
   return hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride) >= 16;
 }
 
-bool launch_matvec_stream(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx) {
-  if (!stream_rows(w)) return false;
-  const bool done = visit_decoder(w.type, [&](auto dec) {
+bool parts_stream_together(std::span<const MatvecPart> parts) {
+  if (parts.empty() || parts.size() > size_t(kMaxMatvecParts)) return false;
+  const WeightMatrix& w0 = *parts[0].w;
+  for (const MatvecPart& p : parts) {
+    const WeightMatrix& w = *p.w;
+    if (w.type != w0.type || w.n_in != w0.n_in || w.row_stride != w0.row_stride || w.n_out <= 0 || !stream_rows(w))
+      return false;
+  }
+  return true;
+}
+
+bool launch_matvec_stream_parts(std::span<const MatvecPart> parts, const ActView& a, int col0, int ncols,
+                                CudaContext& ctx) {
+  if (!parts_stream_together(parts)) return false;
+  WeightMatrix all = *parts[0].w;
+  all.n_out = 0;
+  for (const MatvecPart& p : parts) all.n_out += p.w->n_out;
+  const bool done = visit_decoder(all.type, [&](auto dec) {
     using Dec = decltype(dec);
     by_width(ncols, [&](auto nc) {
       constexpr int NC = decltype(nc)::value;
-      with_rows_per_warp<Dec, NC>(w, ctx, [&](auto r) { launch<Dec, NC, decltype(r)::value>(w, a, col0, ncols, y, ctx); });
+      with_rows_per_warp<Dec, NC>(all, ctx, [&](auto r) {
+        launch<Dec, NC, decltype(r)::value>(parts, all, a, col0, ncols, ctx);
+      });
     });
   });
-  check(done, "CUDA matmul: no kernel for weight type ", dtype_name(w.type));
+  check(done, "CUDA matmul: no kernel for weight type ", dtype_name(all.type));
   return true;
+}
+
+bool launch_matvec_stream(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx) {
+  const MatvecPart part{&w, y};
+  return launch_matvec_stream_parts(std::span<const MatvecPart>(&part, 1), a, col0, ncols, ctx);
 }
 
 StreamPlan stream_plan(const WeightMatrix& w, int ncols, CudaContext& ctx) {
@@ -388,5 +446,7 @@ StreamPlan stream_plan(const WeightMatrix& w, int ncols, CudaContext& ctx) {
 void set_matvec_rows_per_warp(int r) { g_force_rows = r; }
 void set_matvec_pdl(bool on) { g_pdl = on; }
 bool matvec_pdl(const CudaContext& ctx) { return g_pdl && ctx.cc_major() >= 9; }
+bool pdl_enabled(const CudaContext& ctx) { return matvec_pdl(ctx); }
+void set_pdl_enabled(bool on) { g_pdl = on; }
 
 }  // namespace polykv::cuda

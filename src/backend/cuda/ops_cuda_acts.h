@@ -1,0 +1,41 @@
+// Decoder ops that also write the 8-bit activations the next mat-vec reads (the form prepare_acts
+// gives quantized weights, matmul_cuda_internal.h), so that mat-vec needs no activation kernel of its
+// own: rmsnorm (with the residual add) before q,k,v and gate,up; the gated activation before down.
+// The float outputs are the bits of the plain ops (ops_cuda.h, ops_cuda_fused.h); the activations
+// the bits of prepare_acts on those outputs (tests/cuda/ops_acts_cuda_test.cpp checks both).
+// Host-clean (no device headers): cuda_backend.cpp includes it.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/cuda_context.h"
+#include "core/layer_kinds.h"
+
+namespace polykv::cuda {
+
+// Where the activations go, for total = n columns x n_in values: qs [total] int8 and scales
+// [total / 32] hd::ActScale (16 bytes each), the layout of prepare_acts (block b of the flat array is
+// column b / (n_in / 32)).
+struct ActsOut {
+  int8_t* qs = nullptr;
+  void* scales = nullptr;
+};
+constexpr int64_t kActsBlock = 32;  // values per scale (hd::kActBlock)
+
+// A buffer for `total` activations (a multiple of 32) in ctx's FusedActs scratch.
+ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx);
+
+// Whether these kernels can write activations for rows of `cols` values.
+inline bool acts_fusable(int64_t cols) { return cols > 0 && cols % kActsBlock == 0; }
+
+// r == nullptr: out = rmsnorm(x) * w; else x += r, then that (add_rmsnorm). Plus acts of out
+// (rows x cols; acts_fusable(cols)). out may alias r or x.
+// pdl: launched with programmatic dependent launch (matmul_cuda.h's pdl_enabled); results never
+// depend on it.
+void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps, ActsOut acts,
+                  cudaStream_t s, bool pdl = false);
+
+// gate[i] = act(gate[i]) * up[i] (gated_activation), plus acts of gate (n % 32 == 0).
+void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s,
+                           bool pdl = false);
+
+}  // namespace polykv::cuda

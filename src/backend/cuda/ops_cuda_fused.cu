@@ -1,0 +1,76 @@
+// Fused decoder ops (ops_cuda_fused.h). Each thread does exactly what it would do in the plain
+// kernels of ops_cuda.cu (same elements, same operations, same order).
+#include "backend/cuda/ops_cuda_fused.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/matmul_cuda_launch.cuh"
+#include "backend/cuda/ops_cuda_math.cuh"
+#include "core/error.h"
+
+namespace polykv::cuda {
+namespace {
+
+// One block per row. Thread t first adds r into x at its own indices i = t, t + kRmsThreads, ...
+// (the indices rms_partial then reads and the final loop writes), so out may alias r: every r[i] a
+// thread reads precedes its own write of out[i], and no other thread touches index i.
+__global__ void add_rmsnorm_kernel(float* x, const float* r, const float* w, float* out, int cols, float eps) {
+  wait_for_previous_grid();  // launched with PDL: before any access
+  allow_next_grid();
+  __shared__ double partials[math::kRmsThreads];
+  __shared__ float inv;
+  const int t = int(threadIdx.x);
+  float* xr = x + int64_t(blockIdx.x) * cols;
+  const float* rr = r + int64_t(blockIdx.x) * cols;
+  float* o = out + int64_t(blockIdx.x) * cols;
+  for (int i = t; i < cols; i += math::kRmsThreads) xr[i] = math::add_rn(xr[i], rr[i]);
+  partials[t] = math::rms_partial(xr, cols, t);
+  __syncthreads();
+  for (int stride = math::kRmsThreads / 2; stride > 0; stride /= 2) {
+    math::rms_tree_step(partials, t, stride);
+    __syncthreads();
+  }
+  if (t == 0) inv = math::rms_inv(partials[0], cols, eps);
+  __syncthreads();
+  for (int i = t; i < cols; i += math::kRmsThreads) o[i] = math::rms_out(xr[i], inv, w[i]);
+}
+
+// Flat index i < n_q: pair i of q (as rope_kernel on q); else pair i - n_q of k.
+__global__ void rope_qk_kernel(float* q, int64_t n_q, int n_head, float* k, int64_t n_k, int n_head_kv,
+                               int head_dim, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
+                               RopeStyle style) {
+  wait_for_previous_grid();  // launched with PDL: before any access
+  allow_next_grid();
+  const int64_t n = n_q + n_k;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if (i < n_q)
+      math::rope_pair(q, i, n_head, head_dim, n_rot, pos, inv_freq, scale, style);
+    else
+      math::rope_pair(k, i - n_q, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style);
+  }
+}
+
+}  // namespace
+
+void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps,
+                 cudaStream_t s, bool pdl) {
+  check(rows >= 0 && cols >= 0, "add_rmsnorm: negative size");
+  if (rows == 0 || cols == 0) return;
+  launch_kernel(add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(math::kRmsThreads), 0, s, pdl, x, r, w, out, cols, eps);
+}
+
+void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
+             const float* inv_freq, float scale, RopeStyle style, cudaStream_t s, bool pdl) {
+  check(rows >= 0 && n_head >= 0 && n_head_kv >= 0, "rope_qk: negative size");
+  check(n_rot >= 0 && n_rot % 2 == 0 && n_rot <= head_dim, "rope_qk: n_rot ", n_rot,
+        " must be even and <= head_dim ", head_dim);
+  const int64_t n_q = int64_t(rows) * n_head * (n_rot / 2), n_k = int64_t(rows) * n_head_kv * (n_rot / 2);
+  if (n_q + n_k == 0) return;
+  constexpr int kThreads = 256;
+  const int blocks = int(std::min<int64_t>((n_q + n_k + kThreads - 1) / kThreads, int64_t(1) << 16));
+  launch_kernel(rope_qk_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, s, pdl, q, n_q, n_head, k, n_k, n_head_kv,
+                head_dim, n_rot, pos, inv_freq, scale, style);
+}
+
+}  // namespace polykv::cuda
