@@ -63,9 +63,10 @@ void ThreadPool::worker_loop() {
     }
     seen = g;
     if (stop_.load()) return;
-    // Register, then confirm the job is still generation g: the caller changes the job only when
-    // no worker is registered, so a worker that woke late never runs a newer job's ranges with an
-    // older view of it.
+    if (g & 1) continue;  // odd: the caller is writing the next job (parallel_for); wait for its even generation
+    // Register, then confirm the job is still generation g. The caller makes the generation odd,
+    // waits until no worker is registered and only then writes the next job, so a worker that woke
+    // late for an older job either left before the write or sees the generation moved and leaves.
     active_.fetch_add(1, std::memory_order_acq_rel);
     if (generation_.load(std::memory_order_acquire) == g) work_on_current_job();
     active_.fetch_sub(1, std::memory_order_acq_rel);
@@ -78,13 +79,21 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  // No worker is registered here (the previous call waited for active_ == 0).
+  // Generations: even = a job is published, odd = the caller is writing one. A worker that woke late
+  // for the previous job may register at any time; making the generation odd first turns it away
+  // (it re-checks the generation after registering), and waiting for active_ == 0 lets one that was
+  // already inside the previous job (claiming past its end) leave. Only then is the job written:
+  // without this, a late worker could claim ranges of the half-written job and add them to done_
+  // before the reset below, and the caller would wait forever (a hang seen on a 16-core machine).
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // odd
+  for (int spin = 0; active_.load(std::memory_order_acquire) != 0; ++spin)
+    if (spin > 1000) std::this_thread::yield(); else cpu_relax();
   fn_ = &fn;
   n_ = n;
   chunk_ = std::max<int64_t>(std::max<int64_t>(1, min_chunk), n / (8 * int64_t(n_threads_)));
   next_.store(0, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // even: published
   generation_.notify_all();
   work_on_current_job();
   for (int spin = 0; done_.load(std::memory_order_acquire) < n; ++spin)
