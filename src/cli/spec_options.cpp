@@ -11,6 +11,8 @@ void add_spec_options(CLI::App& app, SpecCli& s) {
       ->capture_default_str();
   app.add_option("--spec-n-max", s.spec.n_max, "tokens drafted per verify step, 1..16")->capture_default_str();
   app.add_option("--model-draft", s.draft_path, "draft model (GGUF) sharing the target's vocabulary, for --spec draft");
+  app.add_option("--model-mtp", s.spec.mtp_path,
+                 "MTP head (GGUF holding only the nextn block) for --spec mtp, when the model has none");
 }
 
 void check_spec_options(const SpecCli& s, bool serve) {
@@ -21,6 +23,7 @@ void check_spec_options(const SpecCli& s, bool serve) {
               "], got ", s.spec.n_max);
   usage_check(k != "draft" || !s.draft_path.empty(), "--spec draft needs --model-draft FILE");
   usage_check(serve || s.draft_path.empty() || s.spec.kind == "draft", "--model-draft is only used with --spec draft");
+  usage_check(serve || s.spec.mtp_path.empty() || s.spec.kind == "mtp", "--model-mtp is only used with --spec mtp");
 }
 
 std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend) {

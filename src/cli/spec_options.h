@@ -1,4 +1,5 @@
-// The speculative-decoding flags of `run`, `bench` and `serve`: --spec, --spec-n-max, --model-draft.
+// The speculative-decoding flags of `run`, `bench` and `serve`: --spec, --spec-n-max, --model-draft,
+// --model-mtp (kept in spec.mtp_path).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
