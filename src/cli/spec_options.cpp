@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "engine/spec/draft_model_drafter.h"
+#include "model/mtp_head.h"
 
 namespace polykv::cli {
 
@@ -31,6 +32,10 @@ std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, B
   auto draft = Model::load(s.draft_path, backend);
   check_draft_vocab(target, *draft);
   return draft;
+}
+
+void check_mtp_head(const SpecCli& s, Model& target) {
+  if (!s.spec.mtp_path.empty()) (void)MtpHead::load(target, s.spec.mtp_path);
 }
 
 }  // namespace polykv::cli

@@ -23,4 +23,7 @@ void check_spec_options(const SpecCli& s, bool serve = false);
 // Loads --model-draft on `backend` and checks its vocabulary against target's; nullptr without one.
 std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend);
 
+// Loads --model-mtp once against target to check it (Error naming the file and the mismatch); no-op without one.
+void check_mtp_head(const SpecCli& s, Model& target);
+
 }  // namespace polykv::cli
