@@ -8,6 +8,7 @@
 # Environment (defaults = the full grid):
 #   MODEL     target GGUF (models/polykv-code-26m-q8_0.gguf)
 #   DRAFT     draft model for --spec draft (default: a q4_0 copy of MODEL made with `polykv quantize`)
+#   MTP       MTP head side file for --spec mtp (--model-mtp; default: none, MODEL's own nextn layers)
 #   DRAFTERS  "ngram draft mtp"  (mtp is skipped when MODEL has no nextn layers or the build has no MTP)
 #   TEXTS     "code prose shell"
 #   DEPTHS    "0 4096 16384"     (the embedded model was trained on 2048 tokens: see docs/SPECULATIVE.md)
@@ -42,9 +43,10 @@ CELLS="$WORK/cells.jsonl"
 for drafter in $DRAFTERS; do
   extra=()
   [[ $drafter == draft ]] && extra=(--model-draft "$DRAFT")
+  [[ $drafter == mtp && -n "${MTP:-}" ]] && extra=(--model-mtp "$MTP")
   if [[ $drafter == mtp ]]; then
     # Skip cleanly when the model has no MTP head or this build cannot draft with one.
-    if ! "$BIN" run -m "$MODEL" -n 1 -p x --spec mtp -t 1 >/dev/null 2>"$WORK/mtp.err"; then
+    if ! "$BIN" run -m "$MODEL" -n 1 -p x --spec mtp "${extra[@]}" -t 1 >/dev/null 2>"$WORK/mtp.err"; then
       echo "skip mtp: $(tail -1 "$WORK/mtp.err")" >&2
       printf '{"spec":"mtp","skipped":%s}\n' "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$(tail -1 "$WORK/mtp.err")")" >>"$CELLS"
       continue
@@ -68,13 +70,13 @@ for drafter in $DRAFTERS; do
     done
   done
 done
-python3 - "$CELLS" "$OUT" "$MODEL" "${DRAFT:-}" "$REPS" "$NPROMPT" "$NGEN" "$THREADS" "$(uptime)" "$(git rev-parse --short HEAD)" <<'PY'
+python3 - "$CELLS" "$OUT" "$MODEL" "${DRAFT:-}" "$REPS" "$NPROMPT" "$NGEN" "$THREADS" "$(uptime)" "$(git rev-parse --short HEAD)" "${MTP:-}" <<'PY'
 import json, sys, datetime
 cells = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 out = {
     "what": "speculative decoding n-max sweep (bench/spec_sweep.sh); greedy; plain and speculative decode interleaved per repetition",
     "date": datetime.datetime.utcnow().isoformat() + "Z", "commit": sys.argv[10],
-    "model": sys.argv[3], "model_draft": sys.argv[4], "reps": int(sys.argv[5]), "n_prompt": int(sys.argv[6]),
+    "model": sys.argv[3], "model_draft": sys.argv[4], "model_mtp": sys.argv[11], "reps": int(sys.argv[5]), "n_prompt": int(sys.argv[6]),
     "n_gen": int(sys.argv[7]), "threads": int(sys.argv[8]), "uptime": sys.argv[9],
     "note": "depth > 2048 is past the embedded model's training context: tok/s are valid, acceptance reflects a degraded model",
     "cells": cells,

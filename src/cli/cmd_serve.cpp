@@ -137,6 +137,7 @@ int cmd_serve(int argc, char** argv) {
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const std::unique_ptr<Model> draft_model = load_draft_model(f.spec, *model, *backend);
   f.draft_model = draft_model.get();
+  check_mtp_head(f.spec, *model);  // a bad --model-mtp fails now, not at the first "mtp" request
   std::string tmpl = f.chat_template_file.empty() ? model->gguf().get_str("tokenizer.chat_template", "")
                                                   : read_text_file(f.chat_template_file);
   if (tmpl.empty()) std::fprintf(stderr, "polykv serve: the model has no chat template; chat uses a ChatML fallback\n");

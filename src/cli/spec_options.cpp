@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "engine/spec/draft_model_drafter.h"
+#include "model/mtp_head.h"
 
 namespace polykv::cli {
 
@@ -11,6 +12,8 @@ void add_spec_options(CLI::App& app, SpecCli& s) {
       ->capture_default_str();
   app.add_option("--spec-n-max", s.spec.n_max, "tokens drafted per verify step, 1..16")->capture_default_str();
   app.add_option("--model-draft", s.draft_path, "draft model (GGUF) sharing the target's vocabulary, for --spec draft");
+  app.add_option("--model-mtp", s.spec.mtp_path,
+                 "MTP head (GGUF holding only the nextn block) for --spec mtp, when the model has none");
 }
 
 void check_spec_options(const SpecCli& s, bool serve) {
@@ -21,6 +24,7 @@ void check_spec_options(const SpecCli& s, bool serve) {
               "], got ", s.spec.n_max);
   usage_check(k != "draft" || !s.draft_path.empty(), "--spec draft needs --model-draft FILE");
   usage_check(serve || s.draft_path.empty() || s.spec.kind == "draft", "--model-draft is only used with --spec draft");
+  usage_check(serve || s.spec.mtp_path.empty() || s.spec.kind == "mtp", "--model-mtp is only used with --spec mtp");
 }
 
 std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend) {
@@ -28,6 +32,10 @@ std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, B
   auto draft = Model::load(s.draft_path, backend);
   check_draft_vocab(target, *draft);
   return draft;
+}
+
+void check_mtp_head(const SpecCli& s, Model& target) {
+  if (!s.spec.mtp_path.empty()) (void)MtpHead::load(target, s.spec.mtp_path);
 }
 
 }  // namespace polykv::cli

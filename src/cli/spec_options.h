@@ -1,4 +1,5 @@
-// The speculative-decoding flags of `run`, `bench` and `serve`: --spec, --spec-n-max, --model-draft.
+// The speculative-decoding flags of `run`, `bench` and `serve`: --spec, --spec-n-max, --model-draft,
+// --model-mtp (kept in spec.mtp_path).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -21,5 +22,8 @@ void add_spec_options(CLI::App& app, SpecCli& s);
 void check_spec_options(const SpecCli& s, bool serve = false);
 // Loads --model-draft on `backend` and checks its vocabulary against target's; nullptr without one.
 std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend);
+
+// Loads --model-mtp once against target to check it (Error naming the file and the mismatch); no-op without one.
+void check_mtp_head(const SpecCli& s, Model& target);
 
 }  // namespace polykv::cli

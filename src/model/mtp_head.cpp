@@ -21,12 +21,37 @@ void rms_host(const float* x, const float* w, float* out, int n, float eps) {
 
 std::unique_ptr<MtpHead> MtpHead::load(Model& target) {
   if (target.config().n_nextn == 0) return nullptr;
-  return std::unique_ptr<MtpHead>(new MtpHead(target));
+  return std::unique_ptr<MtpHead>(new MtpHead(target, target.gguf(), nullptr));
 }
 
-MtpHead::MtpHead(Model& target) : target_(target), layer_(target.config().n_layer), ws_(target.backend()) {
+std::unique_ptr<MtpHead> MtpHead::load(Model& target, const std::string& head_path) {
   const ModelConfig& c = target.config();
-  const GgufFile& f = target.gguf();
+  auto side = std::make_unique<GgufFile>(GgufFile::open(head_path));
+  const GgufFile& f = *side;
+  const std::string arch = target.gguf().get_str("general.architecture");
+  const std::string a = f.get_str("general.architecture", "");
+  check(a == arch, "MTP head ", head_path, ": general.architecture is '", a, "', the model's is '", arch, "'");
+  const uint32_t nextn = f.get_u32(a + ".nextn_predict_layers", 0);
+  const uint32_t blocks = f.get_u32(a + ".block_count", 0);
+  check(nextn >= 1, "MTP head ", head_path, ": ", a, ".nextn_predict_layers is ", nextn, ", not >= 1 (not an MTP head)");
+  check(blocks == uint32_t(c.n_layer) + 1, "MTP head ", head_path, ": ", a, ".block_count is ", blocks,
+        ", the model has ", c.n_layer, " layers (want ", c.n_layer + 1, ")");
+  const uint32_t embd = f.get_u32(a + ".embedding_length", 0);
+  check(embd == uint32_t(c.n_embd), "MTP head ", head_path, ": ", a, ".embedding_length is ", embd,
+        ", the model's is ", c.n_embd);
+  check(f.find_tensor("blk." + std::to_string(c.n_layer) + ".nextn.eh_proj.weight") != nullptr, "MTP head ",
+        head_path, ": no tensor blk.", c.n_layer, ".nextn.eh_proj.weight");
+  const GgufFile& ref = *side;
+  try {
+    return std::unique_ptr<MtpHead>(new MtpHead(target, ref, std::move(side)));
+  } catch (const Error& e) {  // a missing or misshaped tensor: say which file
+    fail("MTP head ", head_path, ": ", e.what());
+  }
+}
+
+MtpHead::MtpHead(Model& target, const GgufFile& f, std::unique_ptr<GgufFile> side)
+    : target_(target), side_(std::move(side)), layer_(target.config().n_layer), ws_(target.backend()) {
+  const ModelConfig& c = target.config();
   Backend& be = target.backend();
   const bool pack = be.kind() == DeviceKind::Cpu;
   const std::string p = "blk." + std::to_string(layer_) + ".";

@@ -9,10 +9,14 @@
 //   y_i = block(x_i)                    (the decoder's own layer code, Model::issue_layer_ops; own KV)
 //   logits_i = output · (rms(y_i)·shared_head_norm)   (predicts the token after next_ids[i])
 // Only the first nextn layer is used (the files that exist have one).
+// The head may also come from a side file (--model-mtp) holding only that block: blk.N.* and
+// blk.N.nextn.* with N = the target's n_layer, general.architecture = the target's,
+// ARCH.block_count = N + 1, ARCH.nextn_predict_layers >= 1, ARCH.embedding_length = the target's n_embd.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kv/kv_cache.h"
@@ -24,6 +28,8 @@ class MtpHead {
  public:
   // nullptr if the GGUF has no nextn layers; throws Error naming a missing or misshaped tensor.
   static std::unique_ptr<MtpHead> load(Model& target);
+  // The head from a side file (see above); throws Error naming the file and the mismatch.
+  static std::unique_ptr<MtpHead> load(Model& target, const std::string& head_path);
   ~MtpHead();
   MtpHead(const MtpHead&) = delete;
   MtpHead& operator=(const MtpHead&) = delete;
@@ -38,10 +44,12 @@ class MtpHead {
   Model& target() const { return target_; }
 
  private:
-  explicit MtpHead(Model& target);
+  // f: the GGUF holding the block (the target's own, or *side).
+  MtpHead(Model& target, const GgufFile& f, std::unique_ptr<GgufFile> side);
   void reserve(int rows);
 
   Model& target_;
+  std::unique_ptr<GgufFile> side_;  // the side file the weights below point into, or nullptr
   int layer_;                       // the block's index in the file: n_layer
   LayerConfig lc_;                  // the block's attention config (full attention)
   std::vector<float> inv_freq_;     // [n_rot / 2]

@@ -18,7 +18,7 @@ std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, Model& target, Model
   validate_spec(o, draft_model != nullptr);
   if (!o.enabled()) return nullptr;
   if (o.kind == "ngram") return std::make_unique<NgramDrafter>();
-  if (o.kind == "mtp") return make_mtp_drafter(target, max_tokens);
+  if (o.kind == "mtp") return make_mtp_drafter(target, max_tokens, o.mtp_path);
   DraftModelOptions d;
   d.max_tokens = max_tokens + kMaxSpecNMax + 1;
   return std::make_unique<DraftModelDrafter>(*draft_model, d);

@@ -16,6 +16,7 @@ inline constexpr int kMaxSpecNMax = 16;
 struct SpecOptions {
   std::string kind;  // "" or "none": no speculation; "ngram", "draft", "mtp"
   int n_max = kDefaultSpecNMax;  // 1..kMaxSpecNMax
+  std::string mtp_path;  // "mtp": the head from this side file (--model-mtp) instead of the model's GGUF
   bool enabled() const { return !kind.empty() && kind != "none"; }
 };
 

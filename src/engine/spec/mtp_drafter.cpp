@@ -74,9 +74,9 @@ void MtpDrafter::draft(std::span<const int32_t> context, int max_n, std::vector<
   }
 }
 
-std::unique_ptr<Drafter> make_mtp_drafter(Model& target, int max_tokens) {
-  std::unique_ptr<MtpHead> head = MtpHead::load(target);
-  check(head != nullptr, "this model has no MTP (nextn) layers");
+std::unique_ptr<Drafter> make_mtp_drafter(Model& target, int max_tokens, const std::string& head_path) {
+  std::unique_ptr<MtpHead> head = head_path.empty() ? MtpHead::load(target) : MtpHead::load(target, head_path);
+  check(head != nullptr, "this model has no MTP (nextn) layers (give the head with --model-mtp FILE)");
   return std::make_unique<MtpDrafter>(std::move(head), max_tokens);
 }
 

@@ -46,7 +46,8 @@ class MtpDrafter final : public Drafter {
   std::vector<float> logits_, hid_;  // head outputs: [rows][n_vocab], [rows][n_embd]
 };
 
-// Throws Error "this model has no MTP (nextn) layers" when it has none.
-std::unique_ptr<Drafter> make_mtp_drafter(Model& target, int max_tokens);
+// head_path: a side file holding the head (MtpHead::load), or "" for the model's own nextn layers.
+// Throws Error "this model has no MTP (nextn) layers" when it has none and no head_path is given.
+std::unique_ptr<Drafter> make_mtp_drafter(Model& target, int max_tokens, const std::string& head_path = "");
 
 }  // namespace polykv
