@@ -112,7 +112,8 @@ decode() {
   local variant=$1 round=$2 envs=()
   case $variant in
     plain) envs=(POLYKV_CUDA_FUSED=0) ;;
-    noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;
+    noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;  # the default since 2026-12-01
+    acts) envs=(POLYKV_CUDA_FUSED_ACTS=1) ;;
     nopdl) envs=(POLYKV_CUDA_PDL=0) ;;
     rows1) envs=(POLYKV_MATVEC_ROWS=1) ;;
     rowsmax) envs=(POLYKV_MATVEC_ROWS=4) ;;
@@ -128,15 +129,15 @@ decode() {
     note "     $variant round $round: $(grep -oE '"(decode)[A-Za-z_]*":(\[[^]]*\]|[^,}]*)' "$part" | tr '\n' ' ')"
   fi
 }
-# Variants (environment of the backend): fused = the default (fused ops, activations written by the
-# norms and the gated activation, PDL); plain = POLYKV_CUDA_FUSED=0 (the ops one by one, as before
-# this work); noacts = fused without the prepared activations; nopdl = fused without programmatic
+# Variants (environment of the backend): fused = the default (fused ops, each mat-vec quantizing its
+# own activations, PDL); plain = POLYKV_CUDA_FUSED=0 (the ops one by one, as before
+# this work); acts = fused with the norms writing the activations (off by default); nopdl = fused without programmatic
 # dependent launch; rows1 / rowsmax = fused with the mat-vec's rows per warp forced to 1 / the widest
 # (POLYKV_MATVEC_ROWS); graphs = fused with CUDA graphs (opt-in: run last, after the wider tests,
 # since a recorded step hung once; a hang is cut by the timeout).
 if [[ -s $MODEL ]]; then
   for round in $(seq 1 "$ROUNDS"); do
-    for variant in fused plain noacts nopdl rows1 rowsmax; do decode $variant "$round"; done
+    for variant in fused plain acts nopdl rows1 rowsmax; do decode $variant "$round"; done
   done
 fi
 

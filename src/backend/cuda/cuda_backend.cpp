@@ -42,7 +42,9 @@ class CudaBackend final : public Backend {
     const char* fu = std::getenv("POLYKV_CUDA_FUSED");
     fused_ = !(fu && std::strcmp(fu, "0") == 0);
     const char* fa = std::getenv("POLYKV_CUDA_FUSED_ACTS");
-    fused_acts_ = fused_ && !(fa && std::strcmp(fa, "0") == 0);
+    // Off by default: measured on the H200 (docs/PERFORMANCE.md, 2026-12-01) the norms writing the next
+    // mat-vec's activations decode 2% slower (181 vs 185 tok/s) than each mat-vec quantizing its own.
+    fused_acts_ = fused_ && fa && std::strcmp(fa, "1") == 0;
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
@@ -481,7 +483,7 @@ class CudaBackend final : public Backend {
   bool graphs_enabled_ = false;
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
-  bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
+  bool fused_acts_ = false;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=1: on)
   const float* acts_x_ = nullptr;  // the input whose activations acts_ holds (nullptr: none)
   int64_t acts_total_ = 0;         // its values (rows x n_in)
   cuda::ActsOut acts_;
