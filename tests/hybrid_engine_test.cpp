@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "hybrid_test_util.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -16,17 +17,7 @@ namespace {
 
 constexpr int kVocab = 8000;
 
-struct Fixture {
-  CpuBackend backend{2};
-  std::unique_ptr<Model> model;
-  std::vector<int32_t> ids;
-  Fixture() {
-    const std::string dir = test::fixtures_dir() + "/models/random";
-    model = Model::load(dir + "/qwen35.gguf", backend);
-    std::ifstream in(dir + "/qwen35.ref.json");
-    ids = nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
-  }
-};
+using Fixture = test::Qwen35Fixture;
 
 EngineOptions options() {
   EngineOptions o;

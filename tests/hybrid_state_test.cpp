@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kv/recurrent_state.h"
 #include "model/model.h"
+#include "hybrid_test_util.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -19,16 +20,7 @@ namespace {
 
 constexpr int kVocab = 8000;
 
-struct Fixture {
-  CpuBackend backend{2};
-  std::unique_ptr<Model> model;
-  std::vector<int32_t> ids;
-  Fixture() {
-    const std::string dir = test::fixtures_dir() + "/models/random";
-    model = Model::load(dir + "/qwen35.gguf", backend);
-    std::ifstream in(dir + "/qwen35.ref.json");
-    ids = nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
-  }
+struct Fixture : test::Qwen35Fixture {
   KvCache cache() const { return KvCache(model->kv_shape(), KvType::F32, KvType::F32, 64, 16); }
   std::vector<float> step(KvCache& kv, int from, int to) {
     std::vector<float> logits(size_t(to - from) * kVocab);
