@@ -13,21 +13,14 @@
 #include "core/error.h"
 #include "engine/generate.h"
 #include "engine_test_util.h"
+#include "embedded_model_fixture.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace polykv {
 namespace {
 
-struct Fixture {
-  CpuBackend backend{2};  // the engine steps on its threads
-  std::unique_ptr<Model> model = Model::load(test::embedded_model(), backend);
-  Tokenizer tok = Tokenizer::from_gguf(model->gguf());
-  std::vector<int32_t> encode(const std::string& s, bool bos) const { return tok.encode(s, bos, false); }
-  std::function<bool(int32_t)> eog() const {
-    return [this](int32_t id) { return tok.is_eog(id); };
-  }
-};
+using Fixture = test::EmbeddedModelFixture;
 
 Fixture& fx() {
   static Fixture f;

@@ -9,21 +9,15 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "engine_test_util.h"
+#include "embedded_model_fixture.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace polykv {
 namespace {
 
-struct Fixture {
-  CpuBackend backend{2};
-  std::unique_ptr<Model> model = Model::load(test::embedded_model(), backend);
+struct Fixture : test::EmbeddedModelFixture {
   std::unique_ptr<Model> draft = Model::load(test::embedded_model(), backend);  // drafts for itself: all accepted
-  Tokenizer tok = Tokenizer::from_gguf(model->gguf());
-  std::vector<int32_t> encode(const std::string& s, bool bos) const { return tok.encode(s, bos, false); }
-  std::function<bool(int32_t)> eog() const {
-    return [this](int32_t id) { return tok.is_eog(id); };
-  }
 };
 
 Fixture& fx() {
