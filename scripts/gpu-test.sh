@@ -27,49 +27,11 @@ BIN=${POLYKV_GPU_BIN:-build-gpu}  # the carried folder (another one for testing 
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 T0=$SECONDS
-failed=0
-
-note() { echo "$*" | tee -a "$SUMMARY"; }
-die() {
-  note "ABORT: $*"
-  exit 2
-}
-left() { echo $((BUDGET - (SECONDS - T0))); }
-
-# stage NAME MAX_S LOG CMD...: CMD under timeout min(MAX_S, budget left - 10 s), output appended to LOG.
-stage() {
-  local name=$1 max=$2 log=$3
-  shift 3
-  local l=$(($(left) - 10))
-  if ((l < 20)); then
-    note "$(printf 'SKIP %-44s (%ds of the budget left)' "$name" "$l")"
-    return 124
-  fi
-  ((max > l)) && max=$l
-  local t=$SECONDS
-  echo "==== $name (timeout ${max}s): $*" >>"$log"
-  timeout -k 5 "$max" "$@" >>"$log" 2>&1
-  local rc=$?
-  local verdict=OK
-  ((rc == 124 || rc == 137)) && verdict=TIME
-  ((rc != 0 && rc != 124 && rc != 137)) && verdict=FAIL
-  note "$(printf '%-4s %-44s rc=%-3d %4ds' "$verdict" "$name" "$rc" $((SECONDS - t)))"
-  ((rc != 0)) && failed=1
-  return $rc
-}
+# shellcheck source=scripts/gpu-lib.sh
+source scripts/gpu-lib.sh  # note, die, left, stage (STAGE_MIN_S 20, STAGE_WIDTH 44), setup_gpu_libraries
 
 # ---- fast checks -------------------------------------------------------------------------------
-[[ -x $BIN/polykv && -x $BIN/polykv_tests ]] || die "$BIN/polykv and $BIN/polykv_tests missing: run scripts/gpu-build.sh and carry $BIN"
-export LD_LIBRARY_PATH="$PWD/$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# cuBLAS comes from this machine's CUDA 13: the toolkit's folder, else the pip wheel PyTorch uses.
-if ldd $BIN/polykv_tests | grep -q 'libcublas.*not found'; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-    "$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)"; do
-    [[ -n $d && -e $d/libcublas.so.13 ]] && { export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; break; }
-  done
-fi
-missing=$(ldd $BIN/polykv $BIN/polykv_tests 2>&1 | grep "not found" | sort -u)
-[[ -z $missing ]] || die "unresolved libraries: $missing"
+setup_gpu_libraries
 need=$(objdump -T $BIN/polykv $BIN/polykv_tests 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 have=$(ldd --version | head -1 | grep -o '[0-9]*\.[0-9]*$')
 note "host: $(uname -m), glibc $have (binaries need ${need#GLIBC_}), $(nproc) cores"

@@ -1,0 +1,51 @@
+# Shared by scripts/gpu-test.sh and scripts/gpu-speed.sh (sourced, run ON the GPU machine): the
+# summary notes, the time-budgeted stage runner and the carried build's library path.
+# The caller sets BUDGET (s), T0 (=$SECONDS at start), SUMMARY (file), BIN (carried build folder),
+# optionally STAGE_MIN_S (skip a stage with less than this left; 20) and STAGE_WIDTH (name column; 44).
+failed=0
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+die() {
+  note "ABORT: $*"
+  exit 2
+}
+left() { echo $((BUDGET - (SECONDS - T0))); }
+
+# stage NAME MAX_S LOG CMD...: CMD under timeout min(MAX_S, budget left - 10 s), output appended to LOG.
+stage() {
+  local name=$1 max=$2 log=$3 w=${STAGE_WIDTH:-44}
+  shift 3
+  local l=$(($(left) - 10))
+  if ((l < ${STAGE_MIN_S:-20})); then
+    note "$(printf "SKIP %-${w}s (%ds of the budget left)" "$name" "$l")"
+    return 124
+  fi
+  ((max > l)) && max=$l
+  local t=$SECONDS
+  echo "==== $name (timeout ${max}s): $*" >>"$log"
+  timeout -k 5 "$max" "$@" >>"$log" 2>&1
+  local rc=$?
+  local verdict=OK
+  ((rc == 124 || rc == 137)) && verdict=TIME
+  ((rc != 0 && rc != 124 && rc != 137)) && verdict=FAIL
+  note "$(printf "%-4s %-${w}s rc=%-3d %4ds" "$verdict" "$name" "$rc" $((SECONDS - t)))"
+  ((rc != 0)) && failed=1
+  return $rc
+}
+
+# The carried binaries' libraries: build-gpu/lib, and cuBLAS from this machine's CUDA 13 (the
+# toolkit's folder, else the pip wheel PyTorch uses). Dies naming any library still unresolved.
+setup_gpu_libraries() {
+  [[ -x $BIN/polykv && -x $BIN/polykv_tests ]] || die "$BIN/polykv and $BIN/polykv_tests missing: run scripts/gpu-build.sh and carry $BIN"
+  export LD_LIBRARY_PATH="$PWD/$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ldd $BIN/polykv_tests | grep -q 'libcublas.*not found'; then
+    local d
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+      "$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)"; do
+      [[ -n $d && -e $d/libcublas.so.13 ]] && { export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; break; }
+    done
+  fi
+  local missing
+  missing=$(ldd $BIN/polykv $BIN/polykv_tests 2>&1 | grep "not found" | sort -u)
+  [[ -z $missing ]] || die "unresolved libraries: $missing"
+}
