@@ -178,6 +178,70 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
   pick = bj[take1 ? s1 : s0];
 }
 
+// Viterbi over 8 states (t_{i-2}, t_{i-1}, t_i) from state 0, one step at a time: the cost of state
+// ns after step i is acs(cost of (ns << 1) & 7, cost of ((ns << 1) | 1) & 7) over step i's branch
+// errors, and from[i][ns] / pick[i][ns] record its survivor. Afterwards sh.cost[(n >> 1) & 1] holds
+// the final costs (the slot the traceback reads).
+//
+// On the GPU (an executor whose kWarpShuffles is true) lane l keeps the cost of state l & 7 in a
+// register and fetches its two predecessors' with shuffles: one step is two shuffles and an
+// add-compare-select, with no shared-memory round trip or warp barrier in the 128-step chain (that
+// chain in shared memory made kv_store ~25 us per layer and decode step for turbo3t on an H200).
+// Elsewhere (the CPU test's HostExec) the same steps run over an array, lane by lane in the
+// executor's order.
+#if defined(__CUDA_ARCH__)
+__device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
+  const int ns = lane & 7;
+  const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
+  float cost = ns == 0 ? 0.0f : inf_f();
+#pragma unroll 4
+  for (int i = 0; i < n; ++i) {
+    const float c0 = __shfl_sync(0xffffffffu, cost, p0), c1 = __shfl_sync(0xffffffffu, cost, p1);
+    int take1, pick;
+    acs(c0, c1, sh.err[i], sh.bj[i], ns, t.subset_word, cost, take1, pick);
+    if (lane < 8) {
+      sh.from[i][ns] = uint8_t(take1);
+      sh.pick[i][ns] = uint8_t(pick);
+    }
+  }
+  if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
+  __syncwarp();
+}
+#endif
+
+template <class Exec>
+POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (Exec::kWarpShuffles) {
+    viterbi_warp(ex.lane, sh, t, n);
+    return;
+  }
+#endif
+  float* cost = sh.cost[0];  // [8] after the steps so far (cost[1]: the next step's)
+  ex.each([&](int l) {
+    if (l < 8) cost[l] = l == 0 ? 0.0f : inf_f();
+  });
+  for (int i = 0; i < n; ++i) {
+    float* next = sh.cost[(i + 1) & 1];
+    const float* prev = sh.cost[i & 1];
+    ex.each([&](int ns) {
+      if (ns >= 8) return;
+      float c;
+      int take1, pick;
+      acs(prev[(ns << 1) & 7], prev[((ns << 1) | 1) & 7], sh.err[i], sh.bj[i], ns, t.subset_word, c, take1, pick);
+      next[ns] = c;
+      sh.from[i][ns] = uint8_t(take1);
+      sh.pick[i][ns] = uint8_t(pick);
+    });
+  }
+  // n is even: the final costs are in sh.cost[0]; the traceback reads sh.cost[(n >> 1) & 1].
+  if (((n >> 1) & 1) != 0) {
+    ex.each([&](int l) {
+      if (l < 8) sh.cost[1][l] = sh.cost[0][l];
+    });
+  }
+}
+
 // quant/turbo_trellis.cpp's quantize_head for one group of n values: x[0..n) -> rec (2 + n*bits/8).
 template <class Exec>
 POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
@@ -215,35 +279,7 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
       sh.bj[i][s] = uint8_t(bj);
     }
   });
-  // Viterbi over 8 states (t_{i-2}, t_{i-1}, t_i) from state 0, two steps per phase: lane ns < 8
-  // recomputes the step-i states m0 = (ns << 1) & 7 and m1 = m0 | 1 (its predecessors at step i+1)
-  // and then its own state at step i+1; lanes 0..3 (whose m0, m1 = 2ns, 2ns+1 cover all 8) record
-  // step i's survivors. n is even.
-  ex.each([&](int l) {
-    if (l < 8) sh.cost[0][l] = l == 0 ? 0.0f : inf_f();
-  });
-  for (int i = 0; i < n; i += 2) {
-    const int cur = (i >> 1) & 1;
-    ex.each([&](int ns) {
-      if (ns >= 8) return;
-      const float* cost = sh.cost[cur];
-      float cm[2];
-      int take1, pick;
-      for (int b = 0; b < 2; ++b) {
-        const int m = ((ns << 1) & 7) | b;
-        acs(cost[(m << 1) & 7], cost[((m << 1) | 1) & 7], sh.err[i], sh.bj[i], m, t.subset_word, cm[b], take1, pick);
-        if (ns < 4) {
-          sh.from[i][m] = uint8_t(take1);
-          sh.pick[i][m] = uint8_t(pick);
-        }
-      }
-      float c;
-      acs(cm[0], cm[1], sh.err[i + 1], sh.bj[i + 1], ns, t.subset_word, c, take1, pick);
-      sh.cost[cur ^ 1][ns] = c;
-      sh.from[i + 1][ns] = uint8_t(take1);
-      sh.pick[i + 1][ns] = uint8_t(pick);
-    });
-  }
+  viterbi(ex, sh, t, n);
   // Trace back from the best final state (the first on ties). The state before step i is
   // ((s << 1) | from[i][s]) & 7; lane c owns the steps [c*cs, (c+1)*cs), cs = n / 32: it maps each
   // state after its steps to the state before them, one lane chains the 32 maps, then every lane
@@ -431,6 +467,7 @@ POLYKV_KV_DEV bool locate_unit(const StoreArgs& a, int64_t unit, int& side, cons
 // The CPU executor: runs each phase's lanes one after another, in the order `order` (a permutation
 // of 0..31; shuffled orders check that the lanes of a phase are independent).
 struct HostExec {
+  static constexpr bool kWarpShuffles = false;  // viterbi runs its array form
   int order[32];
   explicit HostExec(uint32_t shuffle_seed = 0) {
     std::iota(order, order + 32, 0);

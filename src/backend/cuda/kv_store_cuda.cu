@@ -27,6 +27,7 @@ constexpr int kWarpsPerBlock = 4;
 
 // The device executor of kv_encode.cuh: the 32 lanes of a converged warp.
 struct WarpExec {
+  static constexpr bool kWarpShuffles = true;  // kv_encode.cuh's viterbi keeps its costs in registers
   int lane;
   template <class F>
   __device__ void each(F&& f) {

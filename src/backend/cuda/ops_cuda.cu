@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "backend/cuda/ops_cuda_math.cuh"
+#include "backend/cuda/rms_row.cuh"
 
 namespace polykv::cuda {
 namespace {
@@ -18,21 +19,33 @@ constexpr int64_t kMaxBlocks = 1 << 16;
 int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)); }
 
 // One block per row; x and out may alias (every element is read into the sum before any is written).
+// J > 0: the row in registers (rms_row.cuh); J = 0: rows longer than kRmsThreads * 32.
+template <int J>
 __global__ void rmsnorm_kernel(const float* x, const float* w, float* out, int cols, float eps) {
   __shared__ double partials[math::kRmsThreads];
   __shared__ float inv;
   const int t = int(threadIdx.x);
   const float* xr = x + int64_t(blockIdx.x) * cols;
   float* o = out + int64_t(blockIdx.x) * cols;
-  partials[t] = math::rms_partial(xr, cols, t);
-  __syncthreads();
-  for (int stride = math::kRmsThreads / 2; stride > 0; stride /= 2) {
-    math::rms_tree_step(partials, t, stride);
+  if constexpr (J > 0) {
+    float wv[J], v[J];
+    rms::load_weights(w, cols, t, wv);
+    rms::load_row(xr, nullptr, cols, t, v);
+    const float in = rms::row_inv(v, cols, eps, t, partials, &inv);
+#pragma unroll
+    for (int j = 0; j < J; ++j) v[j] = math::rms_out(v[j], in, wv[j]);
+    rms::store_row(o, cols, t, v);
+  } else {
+    partials[t] = math::rms_partial(xr, cols, t);
     __syncthreads();
+    for (int stride = math::kRmsThreads / 2; stride > 0; stride /= 2) {
+      math::rms_tree_step(partials, t, stride);
+      __syncthreads();
+    }
+    if (t == 0) inv = math::rms_inv(partials[0], cols, eps);
+    __syncthreads();
+    for (int i = t; i < cols; i += math::kRmsThreads) o[i] = math::rms_out(xr[i], inv, w[i]);
   }
-  if (t == 0) inv = math::rms_inv(partials[0], cols, eps);
-  __syncthreads();
-  for (int i = t; i < cols; i += math::kRmsThreads) o[i] = math::rms_out(xr[i], inv, w[i]);
 }
 
 __global__ void add_bias_kernel(float* x, const float* b, int64_t rows, int cols) {
@@ -75,7 +88,12 @@ void rmsnorm(const float* x, const float* w, float* out, int rows, int cols, flo
   check(rows >= 0 && cols >= 0, "rmsnorm: negative size");
   if (rows == 0 || cols == 0) return;
   // gridDim.x allows 2^31 - 1 blocks: one per row always fits an int row count.
-  rmsnorm_kernel<<<rows, math::kRmsThreads, 0, s>>>(x, w, out, cols, eps);
+  switch (rms::regs_for(cols)) {
+    case 8: rmsnorm_kernel<8><<<rows, math::kRmsThreads, 0, s>>>(x, w, out, cols, eps); break;
+    case 16: rmsnorm_kernel<16><<<rows, math::kRmsThreads, 0, s>>>(x, w, out, cols, eps); break;
+    case 32: rmsnorm_kernel<32><<<rows, math::kRmsThreads, 0, s>>>(x, w, out, cols, eps); break;
+    default: rmsnorm_kernel<0><<<rows, math::kRmsThreads, 0, s>>>(x, w, out, cols, eps); break;
+  }
   POLYKV_CUDA_LAUNCHED();
 }
 

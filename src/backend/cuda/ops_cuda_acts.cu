@@ -13,6 +13,7 @@
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/ops_cuda_math.cuh"
+#include "backend/cuda/rms_row.cuh"
 #include "core/error.h"
 
 namespace polykv::cuda {
@@ -21,33 +22,53 @@ namespace {
 // One block per row (as rmsnorm_kernel / add_rmsnorm_kernel). Thread t owns indices t + kRmsThreads j:
 // a warp's 32 lanes own one block of 32 consecutive values per j (kRmsThreads and cols are
 // multiples of 32), so the warp quantizes that block right after computing it.
+template <int J>
 __global__ void rmsnorm_acts_kernel(float* x, const float* r, const float* w, float* out, int cols, float eps,
                                     int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc) {
-  wait_for_previous_grid();
-  allow_next_grid();
   __shared__ double partials[math::kRmsThreads];
   __shared__ float inv;
   const int t = int(threadIdx.x), lane = t % 32;
   const int64_t row0 = int64_t(blockIdx.x) * cols;
   float* xr = x + row0;
   float* o = out + row0;
-  if (r != nullptr) {
-    const float* rr = r + row0;
-    for (int i = t; i < cols; i += math::kRmsThreads) xr[i] = math::add_rn(xr[i], rr[i]);
-  }
-  partials[t] = math::rms_partial(xr, cols, t);
-  __syncthreads();
-  for (int stride = math::kRmsThreads / 2; stride > 0; stride /= 2) {
-    math::rms_tree_step(partials, t, stride);
+  if constexpr (J > 0) {  // the row in registers (rms_row.cuh)
+    float wv[J], v[J];
+    rms::load_weights(w, cols, t, wv);
+    wait_for_previous_grid();
+    allow_next_grid();
+    rms::load_row(xr, r != nullptr ? r + row0 : nullptr, cols, t, v);
+    if (r != nullptr) rms::store_row(xr, cols, t, v);
+    const float in = rms::row_inv(v, cols, eps, t, partials, &inv);
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int i = t + math::kRmsThreads * j;
+      if (i - lane >= cols) break;  // warp-uniform (cols is a multiple of 32)
+      const float y = math::rms_out(v[j], in, wv[j]);
+      o[i] = y;
+      const int64_t b = (row0 + i) / hd::kActBlock;  // the flat block of value i
+      quantize_act_block_warp(y, lane, qs + b * hd::kActBlock, sc + b);
+    }
+  } else {
+    wait_for_previous_grid();
+    allow_next_grid();
+    if (r != nullptr) {
+      const float* rr = r + row0;
+      for (int i = t; i < cols; i += math::kRmsThreads) xr[i] = math::add_rn(xr[i], rr[i]);
+    }
+    partials[t] = math::rms_partial(xr, cols, t);
     __syncthreads();
-  }
-  if (t == 0) inv = math::rms_inv(partials[0], cols, eps);
-  __syncthreads();
-  for (int i = t; i < cols; i += math::kRmsThreads) {  // warp-uniform trip count
-    const float v = math::rms_out(xr[i], inv, w[i]);
-    o[i] = v;
-    const int64_t b = (row0 + i) / hd::kActBlock;  // the flat block of value i
-    quantize_act_block_warp(v, lane, qs + b * hd::kActBlock, sc + b);
+    for (int stride = math::kRmsThreads / 2; stride > 0; stride /= 2) {
+      math::rms_tree_step(partials, t, stride);
+      __syncthreads();
+    }
+    if (t == 0) inv = math::rms_inv(partials[0], cols, eps);
+    __syncthreads();
+    for (int i = t; i < cols; i += math::kRmsThreads) {  // warp-uniform trip count
+      const float v = math::rms_out(xr[i], inv, w[i]);
+      o[i] = v;
+      const int64_t b = (row0 + i) / hd::kActBlock;  // the flat block of value i
+      quantize_act_block_warp(v, lane, qs + b * hd::kActBlock, sc + b);
+    }
   }
 }
 
@@ -86,8 +107,14 @@ void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows
   check(rows >= 0 && acts_fusable(cols), "rmsnorm_acts: ", rows, " rows of ", cols, " (a multiple of 32)");
   check(acts.qs != nullptr && acts.scales != nullptr, "rmsnorm_acts: no activation buffer");
   if (rows == 0) return;
-  launch_kernel(rmsnorm_acts_kernel, dim3(unsigned(rows)), dim3(math::kRmsThreads), 0, s, pdl, x, r, w, out, cols, eps,
-                acts.qs, static_cast<hd::ActScale*>(acts.scales));
+  auto* sc = static_cast<hd::ActScale*>(acts.scales);
+  const dim3 grid{unsigned(rows)}, block{unsigned(math::kRmsThreads)};
+  switch (rms::regs_for(cols)) {
+    case 8: return launch_kernel(rmsnorm_acts_kernel<8>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
+    case 16: return launch_kernel(rmsnorm_acts_kernel<16>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
+    case 32: return launch_kernel(rmsnorm_acts_kernel<32>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
+    default: return launch_kernel(rmsnorm_acts_kernel<0>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
+  }
 }
 
 void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s,

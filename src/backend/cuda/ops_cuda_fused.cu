@@ -7,33 +7,49 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/ops_cuda_math.cuh"
+#include "backend/cuda/rms_row.cuh"
 #include "core/error.h"
 
 namespace polykv::cuda {
 namespace {
 
-// One block per row. Thread t first adds r into x at its own indices i = t, t + kRmsThreads, ...
-// (the indices rms_partial then reads and the final loop writes), so out may alias r: every r[i] a
-// thread reads precedes its own write of out[i], and no other thread touches index i.
+// One block per row. J > 0: the row in registers (rms_row.cuh), J values per thread; J = 0 (rows
+// longer than kRmsThreads * 32): thread t first adds r into x at its own indices i = t, t +
+// kRmsThreads, ... (the indices rms_partial then reads and the final loop writes). Either way out may
+// alias r: every r[i] a thread reads precedes its own write of out[i], and no other thread touches i.
+template <int J>
 __global__ void add_rmsnorm_kernel(float* x, const float* r, const float* w, float* out, int cols, float eps) {
-  wait_for_previous_grid();  // launched with PDL: before any access
-  allow_next_grid();
   __shared__ double partials[math::kRmsThreads];
   __shared__ float inv;
   const int t = int(threadIdx.x);
   float* xr = x + int64_t(blockIdx.x) * cols;
   const float* rr = r + int64_t(blockIdx.x) * cols;
   float* o = out + int64_t(blockIdx.x) * cols;
-  for (int i = t; i < cols; i += math::kRmsThreads) xr[i] = math::add_rn(xr[i], rr[i]);
-  partials[t] = math::rms_partial(xr, cols, t);
-  __syncthreads();
-  for (int stride = math::kRmsThreads / 2; stride > 0; stride /= 2) {
-    math::rms_tree_step(partials, t, stride);
+  if constexpr (J > 0) {
+    float wv[J], v[J];
+    rms::load_weights(w, cols, t, wv);  // weights: never written by the kernel before (PDL)
+    wait_for_previous_grid();
+    allow_next_grid();
+    rms::load_row(xr, rr, cols, t, v);
+    rms::store_row(xr, cols, t, v);
+    const float in = rms::row_inv(v, cols, eps, t, partials, &inv);
+#pragma unroll
+    for (int j = 0; j < J; ++j) v[j] = math::rms_out(v[j], in, wv[j]);
+    rms::store_row(o, cols, t, v);
+  } else {
+    wait_for_previous_grid();  // launched with PDL: before any access
+    allow_next_grid();
+    for (int i = t; i < cols; i += math::kRmsThreads) xr[i] = math::add_rn(xr[i], rr[i]);
+    partials[t] = math::rms_partial(xr, cols, t);
     __syncthreads();
+    for (int stride = math::kRmsThreads / 2; stride > 0; stride /= 2) {
+      math::rms_tree_step(partials, t, stride);
+      __syncthreads();
+    }
+    if (t == 0) inv = math::rms_inv(partials[0], cols, eps);
+    __syncthreads();
+    for (int i = t; i < cols; i += math::kRmsThreads) o[i] = math::rms_out(xr[i], inv, w[i]);
   }
-  if (t == 0) inv = math::rms_inv(partials[0], cols, eps);
-  __syncthreads();
-  for (int i = t; i < cols; i += math::kRmsThreads) o[i] = math::rms_out(xr[i], inv, w[i]);
 }
 
 // Flat index i < n_q: pair i of q (as rope_kernel on q); else pair i - n_q of k.
@@ -57,7 +73,13 @@ void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows,
                  cudaStream_t s, bool pdl) {
   check(rows >= 0 && cols >= 0, "add_rmsnorm: negative size");
   if (rows == 0 || cols == 0) return;
-  launch_kernel(add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(math::kRmsThreads), 0, s, pdl, x, r, w, out, cols, eps);
+  const dim3 grid{unsigned(rows)}, block{unsigned(math::kRmsThreads)};
+  switch (rms::regs_for(cols)) {
+    case 8: return launch_kernel(add_rmsnorm_kernel<8>, grid, block, 0, s, pdl, x, r, w, out, cols, eps);
+    case 16: return launch_kernel(add_rmsnorm_kernel<16>, grid, block, 0, s, pdl, x, r, w, out, cols, eps);
+    case 32: return launch_kernel(add_rmsnorm_kernel<32>, grid, block, 0, s, pdl, x, r, w, out, cols, eps);
+    default: return launch_kernel(add_rmsnorm_kernel<0>, grid, block, 0, s, pdl, x, r, w, out, cols, eps);
+  }
 }
 
 void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,

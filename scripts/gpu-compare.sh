@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# polykv against llama.cpp on the GPU machine (issue #9), run there from the repo root with build-gpu/
+# carried (scripts/gpu-build.sh) and llama.cpp's source as .gpucarry/llama-src.tar.xz (never committed):
+#   1. llama.cpp's build starts on the CPUs (~5 min) while polykv's CUDA correctness tests run on the GPU
+#      (POLYKV_COMPARE_TESTS, a gtest filter; timings are not taken while the build runs);
+#   2. decode tok/s at depth 0: polykv variants (VARIANTS: env settings, below) and llama-bench, interleaved,
+#      ROUNDS rounds, each polykv run `bench -p 0 -n 128 -r 3`, llama-bench `-p 0 -n 128 -r 3 -fa 1`;
+#      with KV f16/f16 (llama.cpp's default) and polykv's default q8_0/turbo3t;
+#   3. Nsight Compute per-kernel times of one polykv decode token (scripts/ncu_table.py).
+# Output under $OUT: summary.txt, tests.log, decode.jsonl (polykv bench JSON + variant/round), llama.jsonl,
+# llama-build.log, polykv.log, profile.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+BUDGET=${POLYKV_GPU_BUDGET_S:-560}
+MODEL=${POLYKV_GPU_MODEL:-/tmp/llama-3.1-8b-q4_0.gguf}
+BIN=${POLYKV_GPU_BIN:-build-gpu}
+ROUNDS=${ROUNDS:-2}
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+T0=$SECONDS
+STAGE_MIN_S=15 STAGE_WIDTH=52
+# shellcheck source=scripts/gpu-lib.sh
+source scripts/gpu-lib.sh
+setup_gpu_libraries
+note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1)"
+
+LLAMA=/tmp/llama.cpp
+if [[ -s .gpucarry/llama-src.tar.xz && ! -x $LLAMA/build/bin/llama-bench ]]; then
+  (mkdir -p $LLAMA && tar xJf .gpucarry/llama-src.tar.xz -C $LLAMA --strip-components=1 &&
+    cmake -S $LLAMA -B $LLAMA/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DLLAMA_CURL=OFF -DGGML_NATIVE=ON &&
+    cmake --build $LLAMA/build -j"$(nproc)" --target llama-bench) >"$OUT/llama-build.log" 2>&1 &
+  LLAMA_PID=$!
+fi
+if [[ ! -s $MODEL ]]; then
+  stage "synth llama-3.1-8b q4_0" 120 "$OUT/polykv.log" \
+    $BIN/polykv synth --shape llama-3.1-8b --type q4_0 -o "$MODEL" --threads 8 || rm -f "$MODEL"
+fi
+TESTS=${POLYKV_COMPARE_TESTS:-OpsCuda.*:OpsFusedCuda.*:OpsActsCuda.*:CudaKvStore.*:CudaBackendKv.*:ModelFusedCuda.*:ModelCuda.*:ModelCudaGraphs.*}
+stage "tests: $TESTS" 200 "$OUT/tests.log" $BIN/polykv_tests --gtest_filter="$TESTS" --gtest_color=no
+grep -E '^\[  (PASSED|FAILED) +\]' "$OUT/tests.log" | head -12 | sed 's/^/     /' >>"$SUMMARY"
+grep -E 'Failure|differ|mismatch' "$OUT/tests.log" | head -8 | cut -c1-300 | sed 's/^/     /' >>"$SUMMARY"
+
+if [[ -n ${LLAMA_PID:-} ]]; then
+  while kill -0 "$LLAMA_PID" 2>/dev/null && (($(left) > 200)); do sleep 3; done
+  kill -0 "$LLAMA_PID" 2>/dev/null && { note "llama.cpp build still running: killed"; kill "$LLAMA_PID"; }
+  wait "$LLAMA_PID" 2>/dev/null
+fi
+HAVE_LLAMA=0
+[[ -x $LLAMA/build/bin/llama-bench ]] && HAVE_LLAMA=1 &&
+  note "llama.cpp $(tar tJf .gpucarry/llama-src.tar.xz 2>/dev/null | head -1) ready at $((SECONDS - T0)) s"
+
+# Variants: NAME=ENV,ENV (POLYKV_* switches of docs/CUDA_DECODE.md)
+VARIANTS=${VARIANTS:-"fused= acts=POLYKV_CUDA_FUSED_ACTS=1 graphs=POLYKV_CUDA_GRAPHS=1 graphs_acts=POLYKV_CUDA_GRAPHS=1,POLYKV_CUDA_FUSED_ACTS=1"}
+part=$(mktemp)
+pk() {  # pk VARIANT ROUND CTK CTV
+  local name=${1%%=*} envs=${1#*=} e=()
+  [[ -n $envs ]] && IFS=, read -r -a e <<<"$envs"
+  # shellcheck disable=SC2016
+  if stage "polykv $name $3/$4 r$2" 60 "$OUT/polykv.log" env "${e[@]}" bash -c '"$@" >"$0"' "$part" \
+    $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 128 -d 0 -r 3 -ctk "$3" -ctv "$4" --json --bandwidth 4240; then
+    grep '^{' "$part" | sed "s/^{/{\"variant\":\"$name\",\"round\":$2,/" >>"$OUT/decode.jsonl"
+    note "     $(grep -oE '"decode_tok_s_reps":\[[^]]*\]' "$part")"
+  fi
+}
+ll() {  # ll ROUND CTK CTV
+  if stage "llama-bench $2/$3 r$1" 60 "$OUT/llama.log" bash -c '"$@" >"$0"' "$part" \
+    $LLAMA/build/bin/llama-bench -m "$MODEL" -ngl 99 -fa 1 -p 0 -n 128 -r 3 -ctk "$2" -ctv "$3" -o jsonl; then
+    sed "s/^{/{\"round\":$1,/" "$part" >>"$OUT/llama.jsonl"
+    note "     $(grep -oE '"samples_ts": *\[[^]]*\]' "$part")"
+  fi
+}
+for r in $(seq 1 "$ROUNDS"); do
+  ((HAVE_LLAMA)) && ll "$r" f16 f16
+  for v in $VARIANTS; do pk "$v" "$r" f16 f16; done
+  ((HAVE_LLAMA)) && ll "$r" q8_0 q8_0
+  for v in $VARIANTS; do pk "$v" "$r" q8_0 turbo3t; done
+done
+rm -f "$part"
+
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+if [[ -n $NCU ]]; then
+  stage "ncu polykv decode" 120 "$OUT/polykv.log" "$NCU" --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+    --clock-control none --cache-control none --export /tmp/pk -f \
+    $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 3 -d 0 -r 1 --bandwidth 4240
+  "$NCU" --import /tmp/pk.ncu-rep --csv --page raw >/tmp/pk.csv 2>>"$OUT/polykv.log" &&
+    python3 scripts/ncu_table.py /tmp/pk.csv polykv >"$OUT/profile.txt" 2>&1
+  head -16 "$OUT/profile.txt" | sed 's/^/     /' >>"$SUMMARY"
+fi
+note "done in $((SECONDS - T0)) s"
