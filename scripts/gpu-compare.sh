@@ -53,7 +53,7 @@ HAVE_LLAMA=0
   note "llama.cpp $(tar tJf .gpucarry/llama-src.tar.xz 2>/dev/null | head -1) ready at $((SECONDS - T0)) s"
 
 # Variants: NAME=ENV,ENV (POLYKV_* switches of docs/CUDA_DECODE.md)
-VARIANTS=${VARIANTS:-"fused= acts=POLYKV_CUDA_FUSED_ACTS=1 graphs=POLYKV_CUDA_GRAPHS=1 graphs_acts=POLYKV_CUDA_GRAPHS=1,POLYKV_CUDA_FUSED_ACTS=1"}
+VARIANTS=${VARIANTS:-"default= nographs=POLYKV_CUDA_GRAPHS=0"}
 part=$(mktemp)
 pk() {  # pk VARIANT ROUND CTK CTV
   local name=${1%%=*} envs=${1#*=} e=()

@@ -136,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(KvPairs, ModelCuda, ::testing::Values("f16/f16", "q8_0/
                          });
 
 // Decode steps replayed from CUDA graphs give the same logits, bit for bit, as the same steps run
-// eagerly (same kernels, same launch bounds). Graphs are opt-in (POLYKV_CUDA_GRAPHS=1).
+// eagerly (same kernels, same launch bounds). Graphs are on unless POLYKV_CUDA_GRAPHS=0.
 TEST(ModelCudaGraphs, ReplayedStepsEqualEagerSteps) {
   POLYKV_REQUIRE_GPU();
   for (const char* ctv : {"q8_0", "turbo3t"}) {

@@ -32,9 +32,10 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : ctx_(device), kv_memory_(device, ctx_.stream()) {
     const char* g = std::getenv("POLYKV_CUDA_GRAPHS");
-    // Off unless POLYKV_CUDA_GRAPHS=1: a recorded decode step hung on the H200 (2026-11-30, q8_0/turbo3t
-    // on the embedded model, the step being recorded) and the cause is not found yet.
-    graphs_enabled_ = g && std::strcmp(g, "1") == 0;
+    // On unless POLYKV_CUDA_GRAPHS=0. They were opt-in after a hang of the CUDA model tests (2026-11-30);
+    // its cause was the CPU ThreadPool (fixed 2026-12-01), and graphs decode 6-7% faster on the H200
+    // (265 vs 247 tok/s f16 KV, 228 vs 215 q8_0/turbo3t; docs/PERFORMANCE.md, 2026-12-01).
+    graphs_enabled_ = !(g && std::strcmp(g, "0") == 0);
     // POLYKV_CUDA_GRAPH_PDL=0: steps are recorded without programmatic dependent launch (to tell
     // whether the hang above has to do with PDL inside graphs); eager steps keep it.
     const char* gp = std::getenv("POLYKV_CUDA_GRAPH_PDL");
@@ -339,7 +340,7 @@ class CudaBackend final : public Backend {
       cudaGetLastError();
       graphs_enabled_ = false;  // the recorded ops never ran: the step's results are lost
       fail("CUDA: recording the step as a graph failed (", cudaGetErrorString(err),
-           "); graphs are now off for this backend (they are off unless POLYKV_CUDA_GRAPHS=1)");
+           "); graphs are now off for this backend (POLYKV_CUDA_GRAPHS=0 turns them off from the start)");
     }
     cudaGraphExec_t exec = nullptr;
     const cudaError_t ierr = cudaGraphInstantiate(&exec, graph, 0);

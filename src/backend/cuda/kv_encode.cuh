@@ -94,6 +94,7 @@ POLYKV_KV_DEV void load_signed_and_norm(Exec& ex, Scratch& sh, const TurboTables
   });
   ex.one([&] {
     double r2 = 0;
+    POLYKV_KV_UNROLL8
     for (int i = 0; i < n; ++i) r2 = dadd_rn(r2, dmul_rn(double(sh.y[i]), double(sh.y[i])));
     sh.r2 = r2;
   });
@@ -148,6 +149,7 @@ POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& 
   });
   ex.one([&] {
     double c2 = 0;
+    POLYKV_KV_UNROLL8
     for (int i = 0; i < n; ++i) {
       const double c = t.lv[sh.idx[i]];
       c2 = dadd_rn(c2, dmul_rn(c, c));
@@ -286,11 +288,15 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   // replays its steps from its known state.
   const int cs = n / 32;
   ex.each([&](int c) {
-    for (int e = 0; e < 8; ++e) {
-      int s = e;
-      for (int i = (c + 1) * cs - 1; i >= c * cs; --i) s = ((s << 1) | sh.from[i][s]) & 7;
-      sh.chunk_map[c][e] = uint8_t(s);
+    int s[8];  // the 8 chains side by side: their loads of one step issue together
+    POLYKV_KV_UNROLL
+    for (int e = 0; e < 8; ++e) s[e] = e;
+    for (int i = (c + 1) * cs - 1; i >= c * cs; --i) {
+      POLYKV_KV_UNROLL
+      for (int e = 0; e < 8; ++e) s[e] = ((s[e] << 1) | sh.from[i][s[e]]) & 7;
     }
+    POLYKV_KV_UNROLL
+    for (int e = 0; e < 8; ++e) sh.chunk_map[c][e] = uint8_t(s[e]);
   });
   ex.one([&] {
     const float* cost = sh.cost[(n >> 1) & 1];
@@ -316,6 +322,7 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   });
   ex.one([&] {  // ||c||² in the reference's order, i = n-1 down to 0
     double c2 = 0;
+    POLYKV_KV_UNROLL8
     for (int i = n - 1; i >= 0; --i) c2 = dadd_rn(c2, sh.c_sq[i]);
     sh.c2 = c2;
   });

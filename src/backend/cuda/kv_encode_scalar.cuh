@@ -18,9 +18,11 @@
 #ifdef __CUDACC__
 #define POLYKV_KV_DEV __device__ inline
 #define POLYKV_KV_UNROLL _Pragma("unroll")
+#define POLYKV_KV_UNROLL8 _Pragma("unroll 8")  // serial chains: the loads of 8 steps issue first
 #else
 #define POLYKV_KV_DEV inline
 #define POLYKV_KV_UNROLL
+#define POLYKV_KV_UNROLL8
 #endif
 
 namespace polykv::cuda::enc {
