@@ -6,9 +6,10 @@
 #   2. decode tok/s at depth 0: polykv variants (VARIANTS: env settings, below) and llama-bench, interleaved,
 #      ROUNDS rounds, each polykv run `bench -p 0 -n 128 -r 3`, llama-bench `-p 0 -n 128 -r 3 -fa 1`;
 #      with KV f16/f16 (llama.cpp's default) and polykv's default q8_0/turbo3t;
-#   3. Nsight Compute per-kernel times of one polykv decode token (scripts/ncu_table.py).
-# Output under $OUT: summary.txt, tests.log, decode.jsonl (polykv bench JSON + variant/round), llama.jsonl,
-# llama-build.log, polykv.log, profile.txt.
+#   3. prefill pp512 / pp4096 (one round), decode at DEPTHS (default 32768; one run each: the fill is long);
+#   4. Nsight Compute per-kernel times of one polykv decode token (scripts/ncu_table.py).
+# Output under $OUT: summary.txt, tests.log, decode.jsonl / prefill.jsonl / depth.jsonl (polykv bench JSON +
+# variant/round), llama.jsonl / llama-prefill.jsonl / llama-depth.jsonl, llama-build.log, polykv.log, profile.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-$PWD/gpu-out}
@@ -77,6 +78,41 @@ for r in $(seq 1 "$ROUNDS"); do
   for v in $VARIANTS; do pk "$v" "$r" f16 f16; done
   ((HAVE_LLAMA)) && ll "$r" q8_0 q8_0
   for v in $VARIANTS; do pk "$v" "$r" q8_0 turbo3t; done
+done
+# Prefill (one round, after decode): pp512 and pp4096, q8_0/turbo3t for polykv, f16/f16 and q8_0/q8_0 for llama.cpp.
+for pp in 512 4096; do
+  # shellcheck disable=SC2016
+  if stage "polykv pp$pp q8_0/turbo3t" 60 "$OUT/polykv.log" bash -c '"$@" >"$0"' "$part" \
+    $BIN/polykv bench -m "$MODEL" --device cuda -p "$pp" -n 0 -d 0 -r 3 --json --bandwidth 4240; then
+    grep '^{' "$part" | sed "s/^{/{\"variant\":\"pp$pp\",\"round\":1,/" >>"$OUT/prefill.jsonl"
+    note "     $(grep -oE '"prefill_tok_s_reps":\[[^]]*\]' "$part")"
+  fi
+  if ((HAVE_LLAMA)); then
+    for kv in f16 q8_0; do
+      if stage "llama-bench pp$pp $kv" 60 "$OUT/llama.log" bash -c '"$@" >"$0"' "$part" \
+        $LLAMA/build/bin/llama-bench -m "$MODEL" -ngl 99 -fa 1 -p "$pp" -n 0 -r 3 -ctk $kv -ctv $kv -o jsonl; then
+        cat "$part" >>"$OUT/llama-prefill.jsonl"
+        note "     $(grep -oE '"samples_ts": *\[[^]]*\]' "$part")"
+      fi
+    done
+  fi
+done
+# Decode at depth (DEPTHS, default 32768; one run each, last: the fill costs the most).
+for d in ${DEPTHS:-32768}; do
+  for kv in q8_0/turbo3t q8_0/q8_0 f16/f16; do
+    # shellcheck disable=SC2016
+    stage "polykv d$d $kv" 120 "$OUT/polykv.log" bash -c '"$@" >"$0"' "$part" \
+      $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 64 -d "$d" -r 2 -ctk "${kv%/*}" -ctv "${kv#*/}" --json \
+      --bandwidth 4240 && grep '^{' "$part" | sed "s/^{/{\"variant\":\"d$d\",\"round\":1,/" >>"$OUT/depth.jsonl" &&
+      note "     $(grep -oE '"decode_tok_s_reps":\[[^]]*\]' "$part")"
+  done
+  if ((HAVE_LLAMA)); then
+    for kv in f16 q8_0; do
+      stage "llama-bench d$d $kv" 90 "$OUT/llama.log" bash -c '"$@" >"$0"' "$part" \
+        $LLAMA/build/bin/llama-bench -m "$MODEL" -ngl 99 -fa 1 -p 0 -n 64 -d "$d" -r 2 -ctk $kv -ctv $kv -o jsonl &&
+        cat "$part" >>"$OUT/llama-depth.jsonl" && note "     $(grep -oE '"samples_ts": *\[[^]]*\]' "$part")"
+    done
+  fi
 done
 rm -f "$part"
 

@@ -40,14 +40,15 @@ __global__ void rmsnorm_acts_kernel(float* x, const float* r, const float* w, fl
     if (r != nullptr) rms::store_row(xr, cols, t, v);
     const float in = rms::row_inv(v, cols, eps, t, partials, &inv);
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = t + math::kRmsThreads * j;
-      if (i - lane >= cols) break;  // warp-uniform (cols is a multiple of 32)
-      const float y = math::rms_out(v[j], in, wv[j]);
-      o[i] = y;
-      const int64_t b = (row0 + i) / hd::kActBlock;  // the flat block of value i
-      quantize_act_block_warp(y, lane, qs + b * hd::kActBlock, sc + b);
-    }
+    for (int j = 0; j < J; ++j) v[j] = math::rms_out(v[j], in, wv[j]);
+    rms::store_row(o, cols, t, v);
+    // The warp's blocks: values t - lane + kRmsThreads j .. + 31, flat block b0 + j * kRmsThreads / 32;
+    // those at or past cols (warp-uniform: cols is a multiple of 32) are not written.
+    const int first = t - lane;
+    const int n_blocks = first < cols ? (cols - first + math::kRmsThreads - 1) / math::kRmsThreads : 0;
+    const int64_t b0 = (row0 + first) / hd::kActBlock;
+    quantize_act_blocks_warp<J>(v, n_blocks, lane, qs + b0 * hd::kActBlock, sc + b0,
+                                math::kRmsThreads / hd::kActBlock);
   } else {
     wait_for_previous_grid();
     allow_next_grid();
