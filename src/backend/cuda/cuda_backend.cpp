@@ -43,9 +43,10 @@ class CudaBackend final : public Backend {
     const char* fu = std::getenv("POLYKV_CUDA_FUSED");
     fused_ = !(fu && std::strcmp(fu, "0") == 0);
     const char* fa = std::getenv("POLYKV_CUDA_FUSED_ACTS");
-    // Off by default: measured on the H200 (docs/PERFORMANCE.md, 2026-12-01) the norms writing the next
-    // mat-vec's activations decode 2% slower (181 vs 185 tok/s) than each mat-vec quantizing its own.
-    fused_acts_ = fused_ && fa && std::strcmp(fa, "1") == 0;
+    // On unless POLYKV_CUDA_FUSED_ACTS=0: since the norms keep their row in registers and quantize their
+    // blocks side by side (2026-12-01), the norms writing the next mat-vec's activations decode 1-2%
+    // faster on the H200 than each mat-vec quantizing its own (docs/PERFORMANCE.md); before, 2% slower.
+    fused_acts_ = fused_ && !(fa && std::strcmp(fa, "0") == 0);
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
