@@ -76,7 +76,7 @@ decode() {
   local variant=$1 round=$2 envs=()
   case $variant in
     plain) envs=(POLYKV_CUDA_FUSED=0) ;;
-    noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;  # the default since 2026-12-01
+    noacts) envs=(POLYKV_CUDA_FUSED_ACTS=0) ;;
     acts) envs=(POLYKV_CUDA_FUSED_ACTS=1) ;;
     nopdl) envs=(POLYKV_CUDA_PDL=0) ;;
     rows1) envs=(POLYKV_MATVEC_ROWS=1) ;;

@@ -485,7 +485,7 @@ class CudaBackend final : public Backend {
   bool graphs_enabled_ = false;
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
-  bool fused_acts_ = false;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=1: on)
+  bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
   const float* acts_x_ = nullptr;  // the input whose activations acts_ holds (nullptr: none)
   int64_t acts_total_ = 0;         // its values (rows x n_in)
   cuda::ActsOut acts_;
