@@ -124,5 +124,12 @@ if [[ -n $NCU ]]; then
   "$NCU" --import /tmp/pk.ncu-rep --csv --page raw >/tmp/pk.csv 2>>"$OUT/polykv.log" &&
     python3 scripts/ncu_table.py /tmp/pk.csv polykv >"$OUT/profile.txt" 2>&1
   head -16 "$OUT/profile.txt" | sed 's/^/     /' >>"$SUMMARY"
+  # Details (speed of light, occupancy, warp stalls, scheduler, memory) of the kernels that dominate a
+  # decode token, launches of the second token: where each one's time goes.
+  stage "ncu details: mat-vec, kv_store, attention" 90 "$OUT/polykv.log" "$NCU" --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --section MemoryWorkloadAnalysis --clock-control none -k 'regex:matvec_stream|kv_store|decode_kernel|merge_kernel' \
+    --launch-skip 180 --launch-count 12 --log-file "$OUT/ncu-details.txt" \
+    $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 3 -d 0 -r 1 --bandwidth 4240
 fi
 note "done in $((SECONDS - T0)) s"
