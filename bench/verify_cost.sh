@@ -4,9 +4,12 @@
 # k = 1, 2, 3, 4, 8, on synth llama-3.2-1b (random weights: the cost does not depend on them).
 # Repetitions are interleaved over k inside `polykv bench --verify-k`; each ratio is taken within a
 # repetition, and the JSON keeps every repetition and the load average before and after.
-# Usage: bench/verify_cost.sh [POLYKV] [OUT_DIR] ; env: MODELS_DIR, TYPES, DEPTHS, THREADS, REPS,
-#        STEPS, KS, TAG (file name suffix, e.g. "before"), SYNTH_THREADS and FILL_THREADS (untimed
-#        model generation and depth fill; default: all cores).
+# Usage: bench/verify_cost.sh [POLYKV] [OUT_DIR] ; env: MODELS_DIR, TYPES, DEPTHS (KV tokens filled
+#        before the timed steps, e.g. DEPTHS="0 1024 4096"), THREADS, REPS, STEPS, KS, TAG (file name
+#        suffix, e.g. "before"), CTK / CTV (KV types, default q8_0 / turbo3t), SYNTH_THREADS and
+#        FILL_THREADS (untimed model generation and depth fill; default: all cores), MODEL (a GGUF to
+#        measure instead of the synth models, e.g. models/polykv-code-26m-q8_0.gguf; TYPES is then
+#        ignored and the files are named after the model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 polykv=${1:-build/polykv}
@@ -19,17 +22,24 @@ reps=${REPS:-5}
 steps=${STEPS:-6}
 ks=${KS:-1,2,3,4,8}
 tag=${TAG:+_$TAG}
+ctk=${CTK:-q8_0}
+ctv=${CTV:-turbo3t}
 mkdir -p "$models" "$out"
+if [ -n "${MODEL:-}" ]; then
+  types=$(basename "$MODEL" .gguf)
+else
+  for t in $types; do
+    f="$models/llama-3.2-1b-$t.gguf"
+    [ -s "$f" ] || "$polykv" synth --shape llama-3.2-1b --type "$t" -o "$f" --threads "${SYNTH_THREADS:-0}"
+  done
+fi
 for t in $types; do
-  f="$models/llama-3.2-1b-$t.gguf"
-  [ -s "$f" ] || "$polykv" synth --shape llama-3.2-1b --type "$t" -o "$f" --threads "${SYNTH_THREADS:-0}"
-done
-for t in $types; do
+  gguf=${MODEL:-$models/llama-3.2-1b-$t.gguf}
   for d in $depths; do
     j="$out/verify_${t}_d${d}_t${threads}${tag}.json"
     echo "== $t depth $d threads $threads ($(uptime | sed 's/.*load/load/'))" >&2
-    "$polykv" bench -m "$models/llama-3.2-1b-$t.gguf" -t "$threads" -d "$d" --verify-k "$ks" -r "$reps" \
-      --verify-steps "$steps" -ctk q8_0 -ctv turbo3t --fill-threads "${FILL_THREADS:-0}" --json 2>/dev/null > "$j.tmp"
+    "$polykv" bench -m "$gguf" -t "$threads" -d "$d" --verify-k "$ks" -r "$reps" \
+      --verify-steps "$steps" -ctk "$ctk" -ctv "$ctv" --fill-threads "${FILL_THREADS:-0}" --json 2>/dev/null > "$j.tmp"
     python3 - "$j.tmp" "$(uptime)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" > "$j" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -55,12 +56,14 @@ TEST(MtpDrafter, NeedsNextnLayers) {
   }
 }
 
-// Param: the prefill protocol. false: the whole prompt, then the target's first token (context = prompt
-// + 1); true: all but the last prompt token, which the first verify step feeds (engine/generate.cpp).
-class MtpDrafterRounds : public testing::TestWithParam<bool> {};
+// Params: the prefill protocol (false: the whole prompt, then the target's first token (context =
+// prompt + 1); true: all but the last prompt token, which the first verify step feeds
+// (engine/generate.cpp)), and whether the loop calls prefill() (the head catches up on the prompt's
+// rows there, all but the last, instead of in the first draft).
+class MtpDrafterRounds : public testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(MtpDrafterRounds, DraftsEqualAFreshHeadAfterEveryRollback) {
-  const bool all_but_last = GetParam();
+  const auto [all_but_last, call_prefill] = GetParam();
   CpuBackend backend(2);
   auto model = Model::load(test::mtp_test_model(), backend);
   const int E = model->config().n_embd, V = model->config().n_vocab, k = 4;
@@ -78,6 +81,10 @@ TEST_P(MtpDrafterRounds, DraftsEqualAFreshHeadAfterEveryRollback) {
     model->forward_batch(std::span(&s, 1));
     drafter->target_hidden(hidden.data(), int(n), 0);
     if (!all_but_last) ctx.push_back(argmax(logits.data(), V));
+  }
+  if (call_prefill) {  // rows 0 .. L-3 run now; row L-2 waits for the first draft
+    drafter->prefill(ctx);
+    EXPECT_EQ(static_cast<MtpDrafter&>(*drafter).kv().n_tokens(), int(ctx.size()) - 2);
   }
   const int plan[] = {0, 2, 4, 1, 3, 0, 4, 2};  // drafts accepted per round
   for (int n_acc : plan) {
@@ -106,7 +113,7 @@ TEST_P(MtpDrafterRounds, DraftsEqualAFreshHeadAfterEveryRollback) {
   EXPECT_EQ(d, fresh_drafts(*model, ctx, 1));
 }
 
-INSTANTIATE_TEST_SUITE_P(Prefill, MtpDrafterRounds, testing::Values(false, true));
+INSTANTIATE_TEST_SUITE_P(Prefill, MtpDrafterRounds, testing::Combine(testing::Bool(), testing::Bool()));
 
 TEST(MtpDrafter, NoHiddenStatesNoDrafts) {
   CpuBackend backend(2);

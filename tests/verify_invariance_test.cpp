@@ -211,6 +211,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{KvType::Q8_0, KvType::Turbo3T, 20}, Case{KvType::Q8_0, KvType::Turbo3T, 300},
                     Case{KvType::Turbo3T, KvType::Turbo3T, 20}, Case{KvType::Turbo3T, KvType::Turbo3T, 300},
                     Case{KvType::Q4_0, KvType::Q4_0, 300},
+                    // Depth 1100 (5 chunks, the split flash-decoding path), k up to 8: 18 rows per KV
+                    // head, the transposed-tile score kernel (more than 8 rows per tile).
+                    Case{KvType::Q8_0, KvType::Turbo3T, 1100},
                     Case{KvType::Q8_0, KvType::Turbo3T, 300, DType::Q4_K},
                     Case{KvType::Q8_0, KvType::Turbo3T, 300, DType::Q6_K},
                     Case{KvType::Q8_0, KvType::Turbo3T, 300, DType::Q4_0},

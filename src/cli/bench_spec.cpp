@@ -82,10 +82,23 @@ int run_bench_spec(const BenchSpecArgs& a) {
   print_kv_summary(*kv);
   const std::unique_ptr<Drafter> drafter = make_drafter(a.spec.spec, *model, draft_model.get(), ctx);
   {
+    // The depth fill, once (each repetition rolls back to it). A drafter reading the target's hidden
+    // states (MTP) gets the fill's rows too, as it gets a prompt's: without them it has a gap at the
+    // context and drafts nothing. Its catch-up over them runs in the first prompt's prefill.
     std::vector<float> logits(size_t(model->config().n_vocab));
+    std::vector<float> hidden;  // [512][n_embd]
+    const bool feed = drafter && drafter->needs_target_hidden();
     for (int i = 0; i < a.depth; i += 512) {
       const int n = std::min(512, a.depth - i);
-      model->forward(context.subspan(size_t(i), size_t(n)), *kv, logits.data(), false);
+      const std::span<const int32_t> chunk = context.subspan(size_t(i), size_t(n));
+      if (!feed) {
+        model->forward(chunk, *kv, logits.data(), false);
+        continue;
+      }
+      hidden.resize(size_t(n) * size_t(model->config().n_embd));
+      const Model::BatchSeq one{chunk, kv.get(), logits.data(), false, hidden.data()};
+      model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+      drafter->target_hidden(hidden.data(), n, i);
     }
   }
 

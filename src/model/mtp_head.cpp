@@ -103,7 +103,7 @@ void MtpHead::reserve(int rows) {
 }
 
 void MtpHead::forward(std::span<const int32_t> next_ids, const float* hidden, KvSequence& kv, float* logits,
-                      float* hidden_out) {
+                      float* hidden_out, bool last_row_only) {
   const ModelConfig& c = target_.config();
   Backend& be = target_.backend();
   const int n = int(next_ids.size()), E = c.n_embd;
@@ -137,14 +137,17 @@ void MtpHead::forward(std::span<const int32_t> next_ids, const float* hidden, Kv
   be.begin_step(std::span<const StepSeq>(&step, 1));
   be.matmul(eh_proj_, cat_, ws_.x, n);                                 // x: [n][n_embd]
   target_.issue_layer_ops(dev_, lc_, /*kv_layer=*/0, n, ws_.ids, ws_);  // y in ws_.x
+  // Output rows: all n, or row n - 1 alone (y of row r0 .. n - 1 at ws_.x + r0 * E).
+  const int r0 = last_row_only ? n - 1 : 0, n_out = n - r0;
+  const float* y = ws_.x + size_t(r0) * size_t(E);
   if (logits) {
-    be.rmsnorm(ws_.x, dev_head_norm_, ws_.h, n, E, c.rms_eps);
-    be.matmul(target_.device_weights().output, ws_.h, ws_.logits, n);  // [n][n_vocab]
-    if (c.final_softcap > 0) be.softcap(ws_.logits, int64_t(n) * c.n_vocab, c.final_softcap);
+    be.rmsnorm(y, dev_head_norm_, ws_.h, n_out, E, c.rms_eps);
+    be.matmul(target_.device_weights().output, ws_.h, ws_.logits, n_out);  // [n_out][n_vocab]
+    if (c.final_softcap > 0) be.softcap(ws_.logits, int64_t(n_out) * c.n_vocab, c.final_softcap);
   }
   kv.commit(pos0 + n);
-  if (hidden_out) be.download(hidden_out, ws_.x, size_t(n) * size_t(E) * sizeof(float));
-  if (logits) be.download(logits, ws_.logits, size_t(n) * size_t(c.n_vocab) * sizeof(float));
+  if (hidden_out) be.download(hidden_out, y, size_t(n_out) * size_t(E) * sizeof(float));
+  if (logits) be.download(logits, ws_.logits, size_t(n_out) * size_t(c.n_vocab) * sizeof(float));
   if (!hidden_out && !logits) be.synchronize();
 }
 

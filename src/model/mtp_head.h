@@ -37,9 +37,13 @@ class MtpHead {
   // next_ids: [n] (n >= 1); hidden: host [n][n_embd] (the target's final hidden states after
   // output_norm, or a previous call's hidden_out when chaining); kv: made for kv_shape(), in the
   // target backend's KV memory on a device backend; its rows are committed. logits: host
-  // [n][n_vocab] or nullptr; hidden_out: host [n][n_embd] (y_i) or nullptr.
+  // [n][n_vocab] or nullptr; hidden_out: host [n][n_embd] (y_i) or nullptr. last_row_only: logits
+  // and hidden_out hold row n - 1 alone ([1][n_vocab], [1][n_embd]) and the output matrix runs on
+  // that row only (a catch-up over accepted rows needs only the last row's prediction; the others
+  // only fill the KV). Row n - 1's values are the same bits either way (the output matmul's rows
+  // are independent, verify_kernels' invariance).
   void forward(std::span<const int32_t> next_ids, const float* hidden, KvSequence& kv, float* logits,
-               float* hidden_out);
+               float* hidden_out, bool last_row_only = false);
   KvShape kv_shape() const;  // one layer
   Model& target() const { return target_; }
 

@@ -202,62 +202,73 @@ void transpose_tile(const float* k, int hd, float* kt) {
     }
 }
 
-// Partial sums p_l and p_{l+2} (the chains of lanes l and l + 2) for NR rows and the 16 keys
-// [h, h + 16), summed: p_l + p_{l+2}.
+// Partial sums p_l and p_{l+2} (the chains of lanes l and l + 2) for NR rows and all 32 keys of
+// the transposed tile (two vectors of 16 keys), summed: sum[2r + v] = p_l + p_{l+2} of row r, keys
+// [16v, 16v + 16). Both key halves in one pass, so that each broadcast of q[r][i] feeds two FMAs and
+// each kt load NR: per i, 4 loads and 2 NR broadcasts for 4 NR FMAs (the FMA ports, not the load
+// ports, bound it). Each accumulator is one (row, key half, chain): the chains' arithmetic is that
+// of the one-half form and of reduce16.
 template <int NR>
-[[gnu::always_inline]] inline void chain_pair(const float* kt, int hd, const float* const* q, int l, int h,
-                                              __m512* sum) {
-  __m512 a[NR], b[NR];
+[[gnu::always_inline]] inline void chain_pair(const float* kt, int hd, const float* const* q, int l, __m512* sum) {
+  __m512 a[NR][2], b[NR][2];
 #pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) a[r] = b[r] = _mm512_setzero_ps();
+  for (int r = 0; r < NR; ++r) a[r][0] = a[r][1] = b[r][0] = b[r][1] = _mm512_setzero_ps();
   for (int i = l; i < hd; i += 16) {
-    const __m512 ka = _mm512_loadu_ps(kt + size_t(i) * kTileKeys + size_t(h));
-    const __m512 kb = _mm512_loadu_ps(kt + size_t(i + 2) * kTileKeys + size_t(h));
+    const float* ra = kt + size_t(i) * kTileKeys;
+    const float* rb = kt + size_t(i + 2) * kTileKeys;
+    const __m512 ka0 = _mm512_loadu_ps(ra), ka1 = _mm512_loadu_ps(ra + 16);
+    const __m512 kb0 = _mm512_loadu_ps(rb), kb1 = _mm512_loadu_ps(rb + 16);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
-      a[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][i]), ka, a[r]);
-      b[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][i + 2]), kb, b[r]);
+      const __m512 qa = _mm512_set1_ps(q[r][i]), qb = _mm512_set1_ps(q[r][i + 2]);
+      a[r][0] = _mm512_fmadd_ps(qa, ka0, a[r][0]);
+      a[r][1] = _mm512_fmadd_ps(qa, ka1, a[r][1]);
+      b[r][0] = _mm512_fmadd_ps(qb, kb0, b[r][0]);
+      b[r][1] = _mm512_fmadd_ps(qb, kb1, b[r][1]);
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) sum[r] = _mm512_add_ps(a[r], b[r]);
+  for (int r = 0; r < NR; ++r) {
+    sum[2 * r] = _mm512_add_ps(a[r][0], b[r][0]);
+    sum[2 * r + 1] = _mm512_add_ps(a[r][1], b[r][1]);
+  }
 }
 
-// Scores of NR rows (q[0 .. NR)) against the 16 keys [h, h + 16) of the transposed tile, into
-// S[r * s_stride + h ..].
+// Scores of NR rows (q[0 .. NR)) against the 32 keys of the transposed tile, into S[r * s_stride ..].
 template <int NR>
-void score_rows_kt(const float* kt, int hd, const float* const* q, int h, float* S, size_t s_stride) {
-  __m512 u[NR], w[NR];
+void score_rows_kt(const float* kt, int hd, const float* const* q, float* S, size_t s_stride) {
+  __m512 u[2 * NR], w[2 * NR];
 #pragma GCC unroll 4
   for (int L = 0; L < 4; ++L) {
-    __m512 ta[NR], tb[NR];
-    chain_pair<NR>(kt, hd, q, 4 * L, h, ta);      // p_4L + p_4L+2
-    chain_pair<NR>(kt, hd, q, 4 * L + 1, h, tb);  // p_4L+1 + p_4L+3
-#pragma GCC unroll 4
-    for (int r = 0; r < NR; ++r) {
-      const __m512 sL = _mm512_add_ps(ta[r], tb[r]);
-      if (L == 0) u[r] = sL;
-      if (L == 1) u[r] = _mm512_add_ps(u[r], sL);  // s0 + s1
-      if (L == 2) w[r] = sL;
-      if (L == 3) w[r] = _mm512_add_ps(w[r], sL);  // s2 + s3
+    __m512 ta[2 * NR], tb[2 * NR];
+    chain_pair<NR>(kt, hd, q, 4 * L, ta);      // p_4L + p_4L+2
+    chain_pair<NR>(kt, hd, q, 4 * L + 1, tb);  // p_4L+1 + p_4L+3
+#pragma GCC unroll 8
+    for (int x = 0; x < 2 * NR; ++x) {
+      const __m512 sL = _mm512_add_ps(ta[x], tb[x]);
+      if (L == 0) u[x] = sL;
+      if (L == 1) u[x] = _mm512_add_ps(u[x], sL);  // s0 + s1
+      if (L == 2) w[x] = sL;
+      if (L == 3) w[x] = _mm512_add_ps(w[x], sL);  // s2 + s3
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) _mm512_storeu_ps(S + size_t(r) * s_stride + size_t(h), _mm512_add_ps(u[r], w[r]));
+  for (int r = 0; r < NR; ++r) {
+    _mm512_storeu_ps(S + size_t(r) * s_stride, _mm512_add_ps(u[2 * r], w[2 * r]));
+    _mm512_storeu_ps(S + size_t(r) * s_stride + 16, _mm512_add_ps(u[2 * r + 1], w[2 * r + 1]));
+  }
 }
 
 void score_tile_kt(const float* k, int hd, const float* const* q_rows, int n_rows, float* S, size_t s_stride) {
   alignas(64) float kt[kMaxKtDim * kTileKeys];  // [hd][32]
   transpose_tile(k, hd, kt);
-  for (int h = 0; h < kTileKeys; h += 16) {
-    int r0 = 0;
-    for (; r0 + 4 <= n_rows; r0 += 4) score_rows_kt<4>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride);
-    switch (n_rows - r0) {
-      case 1: score_rows_kt<1>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride); break;
-      case 2: score_rows_kt<2>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride); break;
-      case 3: score_rows_kt<3>(kt, hd, q_rows + r0, h, S + size_t(r0) * s_stride, s_stride); break;
-      default: break;
-    }
+  int r0 = 0;
+  for (; r0 + 4 <= n_rows; r0 += 4) score_rows_kt<4>(kt, hd, q_rows + r0, S + size_t(r0) * s_stride, s_stride);
+  switch (n_rows - r0) {
+    case 1: score_rows_kt<1>(kt, hd, q_rows + r0, S + size_t(r0) * s_stride, s_stride); break;
+    case 2: score_rows_kt<2>(kt, hd, q_rows + r0, S + size_t(r0) * s_stride, s_stride); break;
+    case 3: score_rows_kt<3>(kt, hd, q_rows + r0, S + size_t(r0) * s_stride, s_stride); break;
+    default: break;
   }
 }
 

@@ -37,40 +37,48 @@ void MtpDrafter::accept(std::span<const int32_t> context, int n_accepted) {
   if (size_t(keep) * size_t(n_embd_) < pend_.size()) pend_.resize(size_t(keep) * size_t(n_embd_));
 }
 
+bool MtpDrafter::catch_up(std::span<const int32_t> context, int last, bool want_last) {
+  const size_t E = size_t(n_embd_);
+  // Drop chained draft rows (and any row the waiting hidden states recompute).
+  if (kv_.n_tokens() > pend_pos0_) kv_.truncate(pend_pos0_);
+  const int rows = last - pend_pos0_ + 1;
+  if (kv_.n_tokens() != pend_pos0_ || rows <= 0 || size_t(rows) * E > pend_.size() || last + 1 >= int(context.size()))
+    return false;
+  for (int r0 = 0; r0 < rows; r0 += kChunk) {
+    const int n = std::min(kChunk, rows - r0);
+    const bool out = want_last && r0 + n == rows;
+    if (out) {
+      logits_.resize(size_t(n_vocab_));
+      hid_.resize(E);
+    }
+    head_->forward(context.subspan(size_t(pend_pos0_ + r0 + 1), size_t(n)), pend_.data() + size_t(r0) * E, kv_,
+                   out ? logits_.data() : nullptr, out ? hid_.data() : nullptr, /*last_row_only=*/true);
+  }
+  pend_.erase(pend_.begin(), pend_.begin() + std::ptrdiff_t(size_t(rows) * E));
+  pend_pos0_ += rows;  // == kv_.n_tokens(): the real rows end here
+  return true;
+}
+
+void MtpDrafter::prefill(std::span<const int32_t> context) { (void)catch_up(context, int(context.size()) - 3, false); }
+
 void MtpDrafter::draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) {
   (void)probs;  // greedy: q is one-hot
   const size_t E = size_t(n_embd_);
-  const int L = int(context.size());
-  // Drop chained draft rows (and any row the new hidden states recompute).
-  if (kv_.n_tokens() > pend_pos0_) kv_.truncate(pend_pos0_);
-  const int rows = std::min(int(pend_.size() / E), L - 1 - pend_pos0_);
   // The head must reach row L - 2 (hidden h_{L-2}, token L - 1) from dense real rows before it.
-  if (kv_.n_tokens() != pend_pos0_ || rows <= 0 || pend_pos0_ + rows != L - 1) {
+  if (!catch_up(context, int(context.size()) - 2, true)) {
     pend_.clear();
     return;  // nothing to draft from (a gap in the hidden states): an ordinary step follows
   }
-  for (int r0 = 0; r0 < rows; r0 += kChunk) {
-    const int n = std::min(kChunk, rows - r0);
-    const bool last = r0 + n == rows;
-    hid_.resize(size_t(n) * E);
-    logits_.resize(last ? size_t(n) * size_t(n_vocab_) : 0);
-    head_->forward(context.subspan(size_t(pend_pos0_ + r0 + 1), size_t(n)), pend_.data() + size_t(r0) * E, kv_,
-                   last ? logits_.data() : nullptr, last ? hid_.data() : nullptr);
-    if (!last) continue;
-    // Draft 1 from the last real row; then chain: draft j+1 from (draft j, y_j).
-    const size_t lr = size_t(n - 1);
-    int32_t d = argmax(logits_.data() + lr * size_t(n_vocab_), n_vocab_);
-    std::vector<float> h(hid_.begin() + std::ptrdiff_t(lr * E), hid_.begin() + std::ptrdiff_t((lr + 1) * E));
+  pend_.clear();  // (none left: rows past L - 2 would belong to tokens not in the context)
+  // Draft 1 from the last real row; then chain: draft j+1 from (draft j, y_j), rows above pend_pos0_.
+  int32_t d = argmax(logits_.data(), n_vocab_);
+  std::vector<float> h(hid_.begin(), hid_.begin() + std::ptrdiff_t(E));
+  out.push_back(d);
+  for (int j = 1; j < max_n && kv_.n_tokens() < kv_.max_tokens(); ++j) {
+    head_->forward(std::span<const int32_t>(&d, 1), h.data(), kv_, logits_.data(), hid_.data());
+    d = argmax(logits_.data(), n_vocab_);
+    std::copy(hid_.begin(), hid_.begin() + std::ptrdiff_t(E), h.begin());
     out.push_back(d);
-    pend_.clear();
-    pend_pos0_ = kv_.n_tokens();  // real rows end here; the chain's rows go above
-    for (int j = 1; j < max_n && kv_.n_tokens() < kv_.max_tokens(); ++j) {
-      logits_.resize(size_t(n_vocab_));
-      head_->forward(std::span<const int32_t>(&d, 1), h.data(), kv_, logits_.data(), hid_.data());
-      d = argmax(logits_.data(), n_vocab_);
-      std::copy(hid_.begin(), hid_.begin() + std::ptrdiff_t(E), h.begin());
-      out.push_back(d);
-    }
   }
 }
 

@@ -7,7 +7,12 @@
 //    token t + 1 of the sequence); rows past base are chained draft rows, dropped before new rows go in;
 //  - target_hidden() rows wait in `pend_` (positions pend_pos0_ ...) until draft() knows the token that
 //    follows each (the context), so rows of rejected drafts are never used (draft() reads only rows
-//    t <= len(context) - 2), which is the rollback after a verify step.
+//    t <= len(context) - 2), which is the rollback after a verify step;
+//  - prefill() runs the head over the waiting rows but the last one (t <= len(context) - 3), so that a
+//    long prompt (or a context filled before it) is not paid inside the first draft; the last row
+//    stays waiting because the first draft needs its output;
+//  - a catch-up call computes logits for its last row only (the only prediction a draft reads); the
+//    other rows only fill the head's KV.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -29,6 +34,7 @@ class MtpDrafter final : public Drafter {
 
   std::string name() const override { return "mtp"; }
   void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) override;
+  void prefill(std::span<const int32_t> context) override;
   void accept(std::span<const int32_t> context, int n_accepted) override;
   bool needs_target_hidden() const override { return true; }
   void target_hidden(const float* hidden, int n_rows, int pos0) override;
@@ -38,12 +44,17 @@ class MtpDrafter final : public Drafter {
  private:
   static constexpr int kChain = 64;      // KV room for chained draft rows past max_tokens
   static constexpr int kChunk = 256;     // rows per head call when catching up (bounds the workspace)
+  // Runs the head over the waiting rows pend_pos0_ .. last (row t reads token t + 1 of context) and
+  // drops them from pend_; with want_last, logits_ / hid_ get row `last`'s output ([1][n_vocab],
+  // [1][n_embd]). False (and nothing run) when those rows are not all waiting right after the head's
+  // real rows, or when there is no row to run.
+  bool catch_up(std::span<const int32_t> context, int last, bool want_last);
   std::unique_ptr<MtpHead> head_;
   OwnedPagedKv kv_;
   int n_embd_, n_vocab_;
   std::vector<float> pend_;  // [pend_rows][n_embd] target hidden states at positions pend_pos0_ ...
   int pend_pos0_ = 0;
-  std::vector<float> logits_, hid_;  // head outputs: [rows][n_vocab], [rows][n_embd]
+  std::vector<float> logits_, hid_;  // head outputs of one row: [n_vocab], [n_embd]
 };
 
 // head_path: a side file holding the head (MtpHead::load), or "" for the model's own nextn layers.
