@@ -1,4 +1,4 @@
-// The AVX2 group kernels of the k-quant x16 packed layouts (packed_kquant_avx2.h, q4_K and q6_K):
+// The AVX2 group kernels of the k-quant x16 packed layouts (packed_kquant_avx2.h, q4_K, q5_K, q6_K):
 // both integer policies (vpmaddubsw, AVX-VNNI) against the scalar group kernels bit for bit (and the
 // AVX-512 q4_K kernel), the scalar group kernels against an independent float reference, batch
 // invariance (a token's 16 results are the same bits alone or among 1..8 tokens, at any place), and
@@ -23,7 +23,7 @@
 namespace polykv::cpu {
 namespace {
 
-const DType kKTypes[] = {DType::Q4_K, DType::Q6_K};
+const DType kKTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // Random k-quant rows: every quant and scale byte pattern, small fp16 d (and dmin) so nothing
 // overflows.
@@ -33,12 +33,13 @@ std::vector<uint8_t> random_rows(DType t, int64_t n_in, int64_t n_out, uint32_t 
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(-0.002f, 0.002f);
   for (auto& b : bytes) b = uint8_t(rng());
-  const size_t block = t == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ6_K);
+  const size_t block = size_t(dtype_info(t).type_size);
   for (size_t at = 0; at < bytes.size(); at += block) {
     const uint16_t d = f32_to_fp16(scale(rng)), dmin = f32_to_fp16(scale(rng));
-    if (t == DType::Q4_K) {
-      std::memcpy(&bytes[at + offsetof(BlockQ4_K, d)], &d, 2);
-      std::memcpy(&bytes[at + offsetof(BlockQ4_K, dmin)], &dmin, 2);
+    if (t != DType::Q6_K) {  // q4_K and q5_K start with d, dmin
+      static_assert(offsetof(BlockQ4_K, dmin) == 2 && offsetof(BlockQ5_K, dmin) == 2);
+      std::memcpy(&bytes[at], &d, 2);
+      std::memcpy(&bytes[at + 2], &dmin, 2);
     } else {
       std::memcpy(&bytes[at + offsetof(BlockQ6_K, d)], &d, 2);
     }
@@ -167,7 +168,7 @@ TEST(PackedKquant, TokenResultsDoNotDependOnTheBatch) {
   }
 }
 
-// matmul() forced to AVX2 on packed q4_K / q6_K matrices: n_out with tail rows, token counts across
+// matmul() forced to AVX2 on packed q4_K / q5_K / q6_K matrices: n_out with tail rows, token counts across
 // the 4-token passes, the 8-token calls and several token tiles, 1 and 2 threads; against matmul_ref
 // within the activation-quantization bound, and equal to the scalar packed kernels bit for bit.
 TEST(PackedKquant, MatmulForcedAvx2MatchesReference) {

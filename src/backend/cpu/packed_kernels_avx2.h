@@ -111,6 +111,7 @@ PackedDotFn packed_table(DType type) {
     case DType::Q4_0: return packed_group<Dot, true>;
     case DType::Q8_0: return packed_group<Dot, false>;
     case DType::Q4_K: return kq_packed_group<Q4KHalf, Dot>;
+    case DType::Q5_K: return kq_packed_group<Q5KHalf, Dot>;
     case DType::Q6_K: return kq_packed_group<Q6KHalf, Dot>;
     default: return nullptr;
   }

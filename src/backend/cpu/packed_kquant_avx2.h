@@ -1,4 +1,4 @@
-// AVX2 group kernels for the k-quant x16 packed layouts (q4_K: packed_q4k.h, q6_K: packed_q6k.h),
+// AVX2 group kernels for the k-quant x16 packed layouts (q4_K, q5_K: packed_q4k.h, q6_K: packed_q6k.h),
 // shared by packed_kernels_avx2.cpp (vpmaddubsw) and packed_kernels_avxvnni.cpp (AVX-VNNI vpdpbusd)
 // through the same integer policy `Dot` as the q4_0/q8_0 kernels (packed_kernels_avx2.h). Include only
 // from that header (internal linkage, each TU compiled for its own ISA).
@@ -15,8 +15,9 @@
 //   kq_prep_scale(sc32)      the per-row scale (int32 lanes) in the form kq_apply needs
 //   kq_apply(isum, s, sc)    isum + s * sc per int32 lane (s from kq_dot, exact)
 //   madd_acc(acc, a, b)      acc + vpmaddwd(a, b)
-//   kQ6Flush                 chunks of q6_K (u <= 63) one partial sum may take: the int16 partials of
-//                            the maddubs policy stay below 2^15 for 2 (2 * 2 * 63 * 127 = 32004); q4_K
+//   kQ6Flush, kQ5Flush       chunks of q6_K (u <= 63) resp. q5_K (u <= 31) one partial sum may take:
+//                            the int16 partials of the maddubs policy stay below 2^15 for 2
+//                            (2 * 2 * 63 * 127 = 32004) resp. 4 (4 * 2 * 31 * 127 = 31496); q4_K
 //                            (u <= 15) flushes once per 8 chunks (8 * 2 * 15 * 127 = 30480).
 // The integer sums per (row, token, super-block) are exact, hence equal for both policies, and the
 // float steps are those of the scalar references, in the same order: AVX2 results equal the scalar
@@ -53,12 +54,15 @@ namespace {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// q4_K, rows 8h .. 8h+7 of group g against NT <= 4 tokens.
-template <typename Dot>
-struct Q4KHalf {
+// q4_K (kFive = false) or q5_K, rows 8h .. 8h+7 of group g against NT <= 4 tokens.
+template <typename Dot, bool kFive>
+struct K45Half {
   template <int NT>
   [[gnu::always_inline]] static inline void run(const PackedMatrix& p, int64_t g, int h, const ActRow* act, float* y,
                                                 int64_t ldy) {
+    using L = K45Layout<kFive>;
+    constexpr int F = kFive ? Dot::kQ5Flush : 8;  // chunks per partial sum
+    static_assert(8 % F == 0);
     const __m256i lo4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     // shuffle_epi8 patterns: lane bytes (0, 1) resp. (2, 3) zero-extended to two int16.
     const __m256i pair01 = kq_lane_pattern(0x8001'8000u), pair23 = kq_lane_pattern(0x8003'8002u);
@@ -69,8 +73,8 @@ struct Q4KHalf {
       const uint8_t* rec = p.qs_at(g, b);
       const uint8_t* half = rec + 32 * h;
       // Scales and mins of the 8 rows (kernel_kquant_scales.h unpack_scales_mins_k4, 4 bytes a lane).
-      const __m256i s0 = kq_load(half + kQ4KScalesOffset), s1 = kq_load(half + kQ4KScalesOffset + 64),
-                    s2 = kq_load(half + kQ4KScalesOffset + 128);
+      const __m256i s0 = kq_load(half + L::kScales), s1 = kq_load(half + L::kScales + 64),
+                    s2 = kq_load(half + L::kScales + 128);
       const __m256i sc_lo = _mm256_and_si256(s0, m6);
       const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(s2, lo4), _mm256_and_si256(_mm256_srli_epi32(s0, 2), m30));
       __m256i scp[8];  // scale of sub-block j, lane r = row r
@@ -86,18 +90,26 @@ struct Q4KHalf {
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const uint8_t* qv = half + (j / 2) * 512;
-        __m256i s[NT];
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; ++c) {
-          const __m256i raw = kq_load(qv + 64 * c);
-          const __m256i u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, lo4);
+        for (int c0 = 0; c0 < 8; c0 += F) {
+          __m256i s[NT];
 #pragma GCC unroll 4
-          for (int t = 0; t < NT; ++t) s[t] = Dot::kq_dot(s[t], u, kq_bcast(act[t].qs + 256 * b + 32 * j + 4 * c));
+          for (int t = 0; t < NT; ++t) s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int c = c0; c < c0 + F; ++c) {
+            const __m256i raw = kq_load(qv + 64 * c);
+            __m256i u = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, lo4);
+            if constexpr (kFive) {  // bit j of the qh bytes to bit 4
+              const __m256i qh = kq_load(half + kQ5KQhOffset + 64 * c);
+              const __m256i at4 = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : j == 4 ? qh : _mm256_srli_epi16(qh, j - 4);
+              u = _mm256_or_si256(u, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; ++t) s[t] = Dot::kq_dot(s[t], u, kq_bcast(act[t].qs + 256 * b + 32 * j + 4 * c));
+          }
+#pragma GCC unroll 4
+          for (int t = 0; t < NT; ++t) isum[t] = Dot::kq_apply(isum[t], s[t], scp[j]);
         }
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) isum[t] = Dot::kq_apply(isum[t], s[t], scp[j]);
       }
       // Mins as int16 pairs (m0, m1), (m2, m3), (m4, m5), (m6, m7) per lane.
       const __m256i m_lo = _mm256_and_si256(s1, m6);
@@ -105,7 +117,7 @@ struct Q4KHalf {
                                            _mm256_and_si256(_mm256_srli_epi32(s1, 2), m30));
       const __m256i mp0 = _mm256_shuffle_epi8(m_lo, pair01), mp1 = _mm256_shuffle_epi8(m_lo, pair23);
       const __m256i mp2 = _mm256_shuffle_epi8(m_hi, pair01), mp3 = _mm256_shuffle_epi8(m_hi, pair23);
-      const __m256 d = kq_half_fp16(rec + kQ4KDOffset + 16 * h), dmin = kq_half_fp16(rec + kQ4KDminOffset + 16 * h);
+      const __m256 d = kq_half_fp16(rec + L::kD + 16 * h), dmin = kq_half_fp16(rec + L::kDmin + 16 * h);
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) {
         // B[j] = bsum[2j] + bsum[2j+1] (|B| <= 32 * 127): int32 [B0..B3 | B4..B7], then int16 pairs.
@@ -125,6 +137,11 @@ struct Q4KHalf {
     for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, acc[t]);
   }
 };
+
+template <typename Dot>
+using Q4KHalf = K45Half<Dot, false>;
+template <typename Dot>
+using Q5KHalf = K45Half<Dot, true>;
 
 // q6_K, rows 8h .. 8h+7 of group g against NT <= 4 tokens.
 template <typename Dot>
