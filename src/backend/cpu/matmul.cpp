@@ -124,9 +124,13 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
         (reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t(63));
-    const bool avx512 = active_isa() == Isa::Avx512;  // bit-identical to the scalar quantizer
-    const auto q8_32 = avx512 ? quantize_act_q8_32_avx512 : quantize_act_q8_32;
-    const auto q8_K = avx512 ? quantize_act_q8_K_avx512 : quantize_act_q8_K;
+    const Isa qisa = active_isa();  // the SIMD quantizers are bit-identical to the scalar one
+    const auto q8_32 = qisa == Isa::Avx512 ? quantize_act_q8_32_avx512
+                       : qisa == Isa::Avx2 ? quantize_act_q8_32_avx2
+                                           : quantize_act_q8_32;
+    const auto q8_K = qisa == Isa::Avx512 ? quantize_act_q8_K_avx512
+                      : qisa == Isa::Avx2 ? quantize_act_q8_K_avx2
+                                          : quantize_act_q8_K;
     pool.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* p = base + size_t(t) * l.stride;

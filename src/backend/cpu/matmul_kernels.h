@@ -105,6 +105,9 @@ void quantize_act_q8_K(const float* x, int64_t n, int8_t* qs, float* d, int16_t*
 // The same, bit for bit, with AVX-512 (only call on a CPU with the AVX-512 set).
 void quantize_act_q8_32_avx512(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);
 void quantize_act_q8_K_avx512(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
+// The same, bit for bit, with AVX2 (only call on a CPU with AVX2).
+void quantize_act_q8_32_avx2(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);
+void quantize_act_q8_K_avx2(const float* x, int64_t n, int8_t* qs, float* d, int16_t* bsums);
 
 // Tokens per pass over the weights in matmul() for weights of `weight_type` and rows of n_in values:
 // the activations of one token tile stay in L2 while the weight rows stream by.

@@ -27,6 +27,14 @@ struct MaddubsDot {
     return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(a, w.sgn)),
                                                  _mm256_set1_epi16(1)));
   }
+  // k-quants (packed_kquant_avx2.h): int16 partial sums, applied with vpmaddwd by (sc, sc) pairs.
+  static constexpr int kQ6Flush = 2, kQ5Flush = 4;
+  static __m256i kq_dot(__m256i s, __m256i u, __m256i a) { return _mm256_add_epi16(s, _mm256_maddubs_epi16(u, a)); }
+  static __m256i kq_prep_scale(__m256i sc32) {
+    return _mm256_or_si256(_mm256_and_si256(sc32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc32, 16));
+  }
+  static __m256i kq_apply(__m256i isum, __m256i s, __m256i sc) { return _mm256_add_epi32(isum, _mm256_madd_epi16(s, sc)); }
+  static __m256i madd_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 };
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_kquant_avx2.h"
 #include "backend/cpu/packed_weights.h"
 
 namespace polykv::cpu {
@@ -32,7 +33,7 @@ namespace {
 }
 
 // Rows 8h .. 8h+7 of group g against NT <= 4 tokens; Dot: the integer policy (init / dot4 / prep8 /
-// dot8, see the two .cpp files).
+// dot8, see the two .cpp files; the k-quant kernels of packed_kquant_avx2.h use its kq_* part).
 template <typename Dot, bool kQ4>
 struct HalfGroup {
   template <int NT>
@@ -109,6 +110,9 @@ PackedDotFn packed_table(DType type) {
   switch (type) {
     case DType::Q4_0: return packed_group<Dot, true>;
     case DType::Q8_0: return packed_group<Dot, false>;
+    case DType::Q4_K: return kq_packed_group<Q4KHalf, Dot>;
+    case DType::Q5_K: return kq_packed_group<Q5KHalf, Dot>;
+    case DType::Q6_K: return kq_packed_group<Q6KHalf, Dot>;
     default: return nullptr;
   }
 }

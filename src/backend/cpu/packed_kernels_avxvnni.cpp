@@ -15,6 +15,12 @@ struct VnniDot {
   static __m256i dot4(__m256i s, __m256i w, __m256i a) { return _mm256_dpbusd_avx_epi32(s, w, a); }
   static __m256i prep8(__m256i u) { return u; }
   static __m256i dot8(__m256i s, __m256i w, __m256i a) { return _mm256_dpbusd_avx_epi32(s, w, a); }
+  // k-quants (packed_kquant_avx2.h): int32 partial sums, multiplied by the int32 scale.
+  static constexpr int kQ6Flush = 4, kQ5Flush = 8;
+  static __m256i kq_dot(__m256i s, __m256i u, __m256i a) { return _mm256_dpbusd_avx_epi32(s, u, a); }
+  static __m256i kq_prep_scale(__m256i sc32) { return sc32; }
+  static __m256i kq_apply(__m256i isum, __m256i s, __m256i sc) { return _mm256_add_epi32(isum, _mm256_mullo_epi32(s, sc)); }
+  static __m256i madd_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
 };
 
 }  // namespace

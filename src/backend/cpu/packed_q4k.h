@@ -1,4 +1,4 @@
-// The x16 packed layout of q4_K weights (packed_weights.h): one 2304-byte record per group of 16
+// The x16 packed layouts of q4_K and q5_K weights (packed_weights.h): one 2304-byte record per group of 16
 // rows and super-block of 256 values, exactly the bytes of the 16 original blocks, rearranged so
 // that 32-bit lane r of every 64-byte vector belongs to row r:
 //   [0, 2048)     quants: pair p (0..3) and chunk c (0..7) at p*512 + c*64 + 4r + i (i = 0..3) =
@@ -25,5 +25,27 @@ constexpr size_t kQ4KRecordBytes = 2304;
 constexpr size_t kQ4KScalesOffset = 2048;
 constexpr size_t kQ4KDOffset = 2240;
 constexpr size_t kQ4KDminOffset = 2272;
+
+// q5_K (BlockQ5_K: q4_K plus a fifth bit per value) uses the same record with its fifth bits inserted
+// after the quants, 2816 bytes (44 * 64):
+//   [0, 2048)     low 4 bits, exactly as q4_K's quants above.
+//   [2048, 2560)  qh: vector c (0..7) at 2048 + c*64 + 4r + i = qh[4c + i] of row r: bit j = fifth bit
+//                 of value 32j + 4c + i (sub-block j), so u = nibble | bit << 4 = 0..31.
+//   [2560, 2752)  scales as q4_K's;  [2752, 2784) d;  [2784, 2816) dmin.
+// The group kernels compute the same sums and float steps as q4_K's (with u up to 31).
+constexpr size_t kQ5KRecordBytes = 2816;
+constexpr size_t kQ5KQhOffset = 2048;
+constexpr size_t kQ5KScalesOffset = 2560;
+constexpr size_t kQ5KDOffset = 2752;
+constexpr size_t kQ5KDminOffset = 2784;
+
+// Offsets of a q4_K or q5_K record.
+template <bool kFive>
+struct K45Layout {
+  static constexpr size_t kRecord = kFive ? kQ5KRecordBytes : kQ4KRecordBytes;
+  static constexpr size_t kScales = kFive ? kQ5KScalesOffset : kQ4KScalesOffset;
+  static constexpr size_t kD = kFive ? kQ5KDOffset : kQ4KDOffset;
+  static constexpr size_t kDmin = kFive ? kQ5KDminOffset : kQ4KDminOffset;
+};
 
 }  // namespace polykv::cpu

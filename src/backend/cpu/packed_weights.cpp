@@ -11,15 +11,25 @@
 
 namespace polykv::cpu {
 
-// q4_K (packed_q4k.cpp).
+// q4_K, q5_K (packed_q4k.cpp).
 std::unique_ptr<PackedMatrix> pack_matrix_q4_K(const void* data, int64_t n_in, int64_t n_out, size_t row_stride);
 PackedDotFn packed_dot_q4_K_scalar();
+std::unique_ptr<PackedMatrix> pack_matrix_q5_K(const void* data, int64_t n_in, int64_t n_out, size_t row_stride);
+PackedDotFn packed_dot_q5_K_scalar();
+// q6_K (packed_q6k.cpp).
+std::unique_ptr<PackedMatrix> pack_matrix_q6_K(const void* data, int64_t n_in, int64_t n_out, size_t row_stride);
+PackedDotFn packed_dot_q6_K_scalar();
 
-bool packable(DType type) { return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::Q4_K; }
+bool packable(DType type) {
+  return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K ||
+         type == DType::Q6_K;
+}
 
 std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t n_in, int64_t n_out,
                                           size_t row_stride) {
   if (type == DType::Q4_K) return pack_matrix_q4_K(data, n_in, n_out, row_stride);
+  if (type == DType::Q5_K) return pack_matrix_q5_K(data, n_in, n_out, row_stride);
+  if (type == DType::Q6_K) return pack_matrix_q6_K(data, n_in, n_out, row_stride);
   if (!packable(type) || n_in % 32 != 0 || n_out < kPackRows) return nullptr;
   auto p = std::make_unique<PackedMatrix>();
   p->type = type;
@@ -90,6 +100,8 @@ void packed_dot_ref(const PackedMatrix& p, int64_t g, const ActRow* act, int n_t
 
 PackedDotFn packed_dot_scalar(DType type) {
   if (type == DType::Q4_K) return packed_dot_q4_K_scalar();
+  if (type == DType::Q5_K) return packed_dot_q5_K_scalar();
+  if (type == DType::Q6_K) return packed_dot_q6_K_scalar();
   return packable(type) ? packed_dot_ref : nullptr;
 }
 

@@ -16,7 +16,10 @@
 //   both  d + (g*nb + b) * 16 + r = fp16 scale of row 16g+r, block b.
 //   q4_K  (blocks of 256 values; packed_q4k.cpp) one self-contained 2304-byte record per group and
 //         super-block at qs + (g*nb + b) * 2304: quants, 6-bit scales / mins and d / dmin of the 16
-//         rows (the layout is described in packed_q4k.cpp); `d` is unused.
+//         rows (the layout is described in packed_q4k.h); `d` is unused.
+//   q5_K  likewise one 2816-byte record (q4_K's plus the fifth bits, packed_q4k.h); `d` is unused.
+//   q6_K  likewise one 3392-byte record per group and super-block (packed_q6k.h); `d` is unused.
+//         Only AVX2 has q5_K and q6_K group kernels; other ISAs leave those matrices unpacked.
 // Invariants: qs is 64-byte aligned and every vector is a whole 64 bytes; only rows [0, 16*n_groups)
 // are packed: the n_out % 16 tail rows stay in the original matrix (WeightMatrix::data) and go
 // through the row kernels. The packed bytes are exactly as many as the original (18 resp. 34 bytes per
@@ -35,15 +38,23 @@ namespace polykv::cpu {
 constexpr int kPackRows = 16;  // rows per interleaved group
 
 struct PackedMatrix {
-  DType type = DType::F32;  // Q4_0, Q8_0 or Q4_K
+  DType type = DType::F32;  // Q4_0, Q8_0, Q4_K, Q5_K or Q6_K
   int64_t n_in = 0;         // values per row (a multiple of the type's block)
   int64_t n_groups = 0;     // packed rows = 16 * n_groups
   std::unique_ptr<uint8_t, void (*)(void*)> qs{nullptr, nullptr};  // 64-byte aligned
   std::unique_ptr<uint16_t[]> d;
 
-  int64_t n_blocks() const { return n_in / (type == DType::Q4_K ? 256 : 32); }
+  int64_t n_blocks() const {
+    return n_in / (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K ? 256 : 32);
+  }
   size_t qs_block_bytes() const {  // per group and block
-    return type == DType::Q4_0 ? 256 : type == DType::Q4_K ? 2304 : 512;
+    switch (type) {
+      case DType::Q4_0: return 256;
+      case DType::Q4_K: return 2304;
+      case DType::Q5_K: return 2816;
+      case DType::Q6_K: return 3392;
+      default: return 512;
+    }
   }
   const uint8_t* qs_at(int64_t g, int64_t b) const { return qs.get() + size_t(g * n_blocks() + b) * qs_block_bytes(); }
   const uint16_t* d_at(int64_t g, int64_t b) const { return d.get() + size_t(g * n_blocks() + b) * kPackRows; }
@@ -52,7 +63,7 @@ struct PackedMatrix {
 // True if pack_matrix() has a layout for `type`.
 bool packable(DType type);
 
-// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 / q4_K matrix (rows row_stride bytes apart); null if
+// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 / q4_K / q5_K / q6_K matrix (rows row_stride bytes apart); null if
 // the type is not packable or there is not one whole group.
 std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t n_in, int64_t n_out,
                                           size_t row_stride);
