@@ -50,7 +50,8 @@ def wait_ready(base, proc, timeout=600):
 def spec_counters(base):
     m = get(base, "/metrics")
     out = {}
-    for k in ("spec_steps_total", "spec_drafted_tokens_total", "spec_accepted_tokens_total", "generated_tokens_total"):
+    for k in ("spec_steps_total", "spec_drafted_tokens_total", "spec_accepted_tokens_total", "generated_tokens_total",
+              "spec_draft_forwards_total"):
         r = re.search(r"^polykv_%s\s+(\S+)" % k, m, re.M)
         out[k] = float(r.group(1)) if r else float("nan")
     return out
@@ -112,6 +113,8 @@ def one_run(base, suffixes, mode, k, gen):
         "per_agent_decode_tok_s": per_agent, "ttft_s": [l["times"][0] - l["sent"] for l in logs],
         "spec_steps": d["spec_steps_total"], "drafted": d["spec_drafted_tokens_total"],
         "accepted": d["spec_accepted_tokens_total"],
+        # Draft-model forward passes (absent from older servers: nan).
+        "draft_forwards": d["spec_draft_forwards_total"],
         "acceptance_rate": d["spec_accepted_tokens_total"] / d["spec_drafted_tokens_total"] if d["spec_drafted_tokens_total"] else None,
         # Emitted tokens per verify step: accepted drafts + the target's own token.
         "tokens_per_step": (d["spec_accepted_tokens_total"] + d["spec_steps_total"]) / d["spec_steps_total"] if d["spec_steps_total"] else None,
@@ -215,7 +218,7 @@ def main():
     print("lossless:", lossless, file=sys.stderr)
     out = {
         "what": "speculative decoding through polykv serve: 1 and N concurrent agents on one named pool (bench/spec_server.py)",
-        "date": datetime.datetime.utcnow().isoformat() + "Z", "command": " ".join(cmd), "pool_tokens": pool.get("n_tokens"),
+        "date": datetime.datetime.utcnow().isoformat() + "Z", "command": " ".join(cmd), "pool_tokens": pool.get("tokens"),
         "context_tokens": args.context, "gen": args.gen, "spec_n_max": args.spec_n_max, "reps": args.reps,
         "threads": args.threads, "text": os.path.relpath(args.text), "suffixes": suffixes[: max(counts)],
         "uptime_before": uptime_before, "uptime_after": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
