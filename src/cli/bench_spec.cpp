@@ -82,11 +82,24 @@ int run_bench_spec(const BenchSpecArgs& a) {
   print_kv_summary(*kv);
   const std::unique_ptr<Drafter> drafter = make_drafter(a.spec.spec, *model, draft_model.get(), ctx);
   {
-    std::vector<float> logits(size_t(model->config().n_vocab));
+    // The depth's rows also go to a drafter that reads the target's hidden states (MTP): without
+    // them its head has a gap of DEPTH rows and never drafts.
+    std::vector<float> logits(size_t(model->config().n_vocab)), hidden;
+    const bool feed_hidden = drafter && drafter->needs_target_hidden();
     for (int i = 0; i < a.depth; i += 512) {
       const int n = std::min(512, a.depth - i);
-      model->forward(context.subspan(size_t(i), size_t(n)), *kv, logits.data(), false);
+      const int pos0 = kv->n_tokens();
+      hidden.resize(feed_hidden ? size_t(n) * size_t(model->config().n_embd) : 0);
+      const Model::BatchSeq one{context.subspan(size_t(i), size_t(n)), kv.get(), logits.data(), false,
+                                feed_hidden ? hidden.data() : nullptr};
+      model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+      if (feed_hidden) drafter->target_hidden(hidden.data(), n, pos0);
     }
+  }
+  if (drafter && a.depth > 0) {
+    // Untimed warm-up: a drafter with its own KV (draft model, MTP head) fills it over the depth
+    // here, not inside the first repetition's decode time; later repetitions roll it back to the depth.
+    (void)decode(*model, *kv, context, prompt, 2, drafter.get(), a.spec.spec.n_max);
   }
 
   std::vector<double> base_reps, spec_reps, ratio_reps;
