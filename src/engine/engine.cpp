@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "engine/spec/draft_model_drafter.h"
 #include "engine/spec/speculative.h"
 #include "kv/kv_cache.h"
 #include "kv/paged_kv.h"
@@ -458,6 +459,43 @@ void Engine::verify_and_emit(Seq& s, const float* rows, int p0) {
   s.drafter->accept(s.tokens, r.n_accepted);
 }
 
+int Engine::draft_limit(const Seq& s, int budget) const {
+  // Drafts that fit the step's budget, the context and the request's remaining tokens.
+  int k = std::min({s.spec_n_max, budget - 1, opts_.n_ctx - int(s.tokens.size())});
+  if (s.req.max_tokens >= 0) k = std::min(k, s.req.max_tokens - s.n_generated - 1);
+  return k;
+}
+
+// Before the batch is built: the drafts of every decoding sequence whose drafter is the draft model,
+// drafted together (DraftModelDrafter::draft_many: one draft-model forward_batch per draft position
+// for all of them, as the target's step reads its weights once for all sequences). Each gets the k
+// the batch loop will allow it: the budget is counted as that loop counts it, with every drafter
+// assumed to fill its k, so the loop's own budget (hence k) is never smaller. Other drafters draft
+// inside the loop. A sequence the loop then leaves out (budget, preemption) drops its drafts; a draft
+// model's KV rolls back to the context on its next draft. Clears every sequence's drafts first.
+void Engine::draft_with_model(const std::vector<Seq*>& order) {
+  std::vector<DraftJob> jobs;
+  int budget = opts_.step_tokens;
+  for (Seq* s : order) {
+    s->drafts.clear();
+    if (budget == 0 || s->finished || s->sid < 0) continue;
+    int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
+    if (n <= 0) continue;
+    if (n == 1 && s->drafter) {
+      const int k = draft_limit(*s, budget);
+      if (k > 0) {
+        if (auto* d = dynamic_cast<DraftModelDrafter*>(s->drafter.get())) jobs.push_back({d, s->tokens, k, &s->drafts});
+        n += k;
+      }
+    }
+    budget -= n;
+  }
+  if (jobs.empty()) return;
+  const int n_forward = DraftModelDrafter::draft_many(jobs);
+  std::lock_guard<std::mutex> lk(mu_);
+  m_.spec_draft_forwards_total += n_forward;
+}
+
 void Engine::step() {
   const auto t0 = Clock::now();
   std::vector<uint64_t> cancelled;
@@ -497,6 +535,7 @@ void Engine::step() {
   for (auto& s : running_) order.push_back(s.get());
   std::stable_partition(order.begin(), order.end(),
                         [](Seq* s) { return int(s->tokens.size()) - s->kv->n_tokens() == 1; });
+  draft_with_model(order);
   std::vector<Seq*> batch;
   std::vector<int> n_feed;
   int budget = opts_.step_tokens;
@@ -505,12 +544,10 @@ void Engine::step() {
     if (s->finished || s->sid < 0) continue;  // preempted by an earlier one of this loop
     int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
     if (n <= 0) continue;
-    s->drafts.clear();
     if (n == 1 && s->drafter) {
-      // Drafts that fit the step's budget, the context and the request's remaining tokens.
-      int k = std::min({s->spec_n_max, budget - 1, opts_.n_ctx - int(s->tokens.size())});
-      if (s->req.max_tokens >= 0) k = std::min(k, s->req.max_tokens - s->n_generated - 1);
-      if (k > 0) s->drafter->draft(s->tokens, k, s->drafts, nullptr);
+      const int k = draft_limit(*s, budget);
+      if (!dynamic_cast<DraftModelDrafter*>(s->drafter.get()) && k > 0)  // the draft model's are drafted already
+        s->drafter->draft(s->tokens, k, s->drafts, nullptr);
       if (int(s->drafts.size()) > k) s->drafts.resize(size_t(std::max(0, k)));
       if (!s->drafts.empty()) {
         mgr_.append_tokens(s->sid, s->drafts);
@@ -578,7 +615,10 @@ void Engine::step() {
     }
     if (!logits[i].empty()) {
       try {
-        if (s.drafter && s.n_generated == 0) s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
+        // A draft model's prompt is not prefilled here, one sequence at a time: its first draft catches
+        // up, batched with the other sequences' (draft_with_model).
+        if (s.drafter && s.n_generated == 0 && !dynamic_cast<DraftModelDrafter*>(s.drafter.get()))
+          s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
         sample_and_emit(s, logits[i].data());
       } catch (const std::exception& e) {
         finish(s, FinishReason::Error, e.what());

@@ -14,7 +14,9 @@
 // feeds [last token, drafts...] (all rows' logits), accepts what the target agrees with, and rolls
 // its blocks back (KvSequenceManager::truncate) to the accepted length. The drafts' token ids are
 // appended to the manager before their blocks are reserved, like any token; the rejected ones are
-// dropped by the truncate, so prefix hashes only ever cover accepted tokens.
+// dropped by the truncate, so prefix hashes only ever cover accepted tokens. Sequences drafting with
+// the draft model draft together before the batch is built: one draft-model forward_batch per draft
+// position for all of them (DraftModelDrafter::draft_many).
 // Invariant: a sequence's logits do not depend on its batch companions or chunking (forward_batch).
 #pragma once
 #include <condition_variable>
@@ -97,6 +99,10 @@ class Engine final : public InferenceService {
   // the manager's tokens (an accepted draft). Returns false when the sequence finished.
   bool emit(Seq& s, int32_t id, const float* logits, bool in_manager);
   void verify_and_emit(Seq& s, const float* rows, int p0);
+  // Drafts a decoding sequence may propose this step with `budget` tokens left in it.
+  int draft_limit(const Seq& s, int budget) const;
+  // The draft-model drafts of this step, all sequences together (see engine.cpp).
+  void draft_with_model(const std::vector<Seq*>& order);
   PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;
 
   Model& model_;

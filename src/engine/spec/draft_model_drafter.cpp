@@ -60,20 +60,78 @@ void DraftModelDrafter::prefill(std::span<const int32_t> prompt) {
 void DraftModelDrafter::draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out,
                               DraftProbs* probs) {
   (void)probs;  // greedy drafts: q is one-hot
-  if (context.empty() || max_n <= 0) return;
-  // Room for the context and max_n - 1 fed drafts.
-  const int room = kv_->max_tokens() - int(context.size());
-  max_n = std::min(max_n, room + 1);
-  if (max_n <= 0) return;
-  // Everything up to and including the last context token, so that logits_ predicts the next one.
-  rollback(context, context.size() - 1);
-  feed(context.subspan(kv_tokens_.size()), true);
-  const int32_t n_vocab = model_.config().n_vocab;
-  for (int i = 0; i < max_n; ++i) {
-    const int32_t d = int32_t(std::max_element(logits_.begin(), logits_.begin() + n_vocab) - logits_.begin());
-    out.push_back(d);
-    if (i + 1 < max_n) feed(std::span(&d, 1), true);
+  const DraftJob job{this, context, max_n, &out};
+  draft_many(std::span(&job, 1));
+}
+
+int DraftModelDrafter::draft_many(std::span<const DraftJob> jobs) {
+  // A job still taking part: its drafter, and max_n after the room check.
+  struct Live {
+    const DraftJob* job;
+    int max_n;
+    size_t fed = 0;  // catch-up tokens fed so far
+  };
+  std::vector<Live> live;
+  Model* model = nullptr;
+  for (const DraftJob& j : jobs) {
+    DraftModelDrafter& d = *j.drafter;
+    check(model == nullptr || model == &d.model_, "draft_many: the drafters must share one draft model");
+    model = &d.model_;
+    if (j.context.empty() || j.max_n <= 0) continue;
+    // Room for the context and max_n - 1 fed drafts.
+    const int max_n = std::min(j.max_n, d.kv_->max_tokens() - int(j.context.size()) + 1);
+    if (max_n <= 0) continue;
+    for (const Live& l : live) check(l.job->drafter != &d, "draft_many: a drafter appears twice");
+    // Everything up to and including the last context token is fed, so that logits_ predicts the next one.
+    d.rollback(j.context, j.context.size() - 1);
+    live.push_back({&j, max_n});
   }
+  if (live.empty()) return 0;
+  const int32_t n_vocab = model->config().n_vocab;
+  int n_forward = 0;
+  std::vector<Model::BatchSeq> batch;
+  // Catch-up: rounds of up to prefill_chunk tokens per job; a job's last chunk gives its logits.
+  for (;;) {
+    batch.clear();
+    for (Live& l : live) {
+      DraftModelDrafter& d = *l.job->drafter;
+      const std::span<const int32_t> lack = l.job->context.subspan(d.kv_tokens_.size() + l.fed);
+      if (lack.empty()) continue;
+      const size_t n = std::min(size_t(std::max(1, d.opts_.prefill_chunk)), lack.size());
+      const bool last = n == lack.size();
+      batch.push_back({lack.first(n), d.kv_.get(), last ? d.logits_.data() : nullptr, false});
+      l.fed += n;
+    }
+    if (batch.empty()) break;
+    model->forward_batch(batch);
+    ++n_forward;
+  }
+  for (Live& l : live) {
+    DraftModelDrafter& d = *l.job->drafter;
+    const std::span<const int32_t> ctx = l.job->context;
+    d.kv_tokens_.insert(d.kv_tokens_.end(), ctx.begin() + std::ptrdiff_t(d.kv_tokens_.size()), ctx.end());
+  }
+  // Draft position i: every live job takes its greedy token; those wanting more feed it, together.
+  std::vector<int32_t> fed(live.size());  // [live]: the token fed this round (batch spans point here)
+  for (int i = 0;; ++i) {
+    batch.clear();
+    for (size_t li = 0; li < live.size(); ++li) {
+      Live& l = live[li];
+      if (i >= l.max_n) continue;
+      DraftModelDrafter& d = *l.job->drafter;
+      const int32_t t = int32_t(std::max_element(d.logits_.begin(), d.logits_.begin() + n_vocab) - d.logits_.begin());
+      l.job->out->push_back(t);
+      if (i + 1 < l.max_n) {
+        fed[li] = t;
+        d.kv_tokens_.push_back(t);
+        batch.push_back({std::span<const int32_t>(&fed[li], 1), d.kv_.get(), d.logits_.data(), false});
+      }
+    }
+    if (batch.empty()) break;
+    model->forward_batch(batch);
+    ++n_forward;
+  }
+  return n_forward;
 }
 
 void DraftModelDrafter::accept(std::span<const int32_t> context, int n_accepted) {

@@ -4,9 +4,14 @@
 // what the KV lacks, then one token per drafted token; accept() rolls the KV back to the longest
 // prefix still valid (the accepted drafts stay, the rejected ones go).
 //
+// Several sequences drafting with one draft model in the same engine step draft together
+// (draft_many): one forward_batch of the draft model per draft position over all of them, as the
+// target's step does, so the draft model's weights are read once per position, not once per sequence.
+//
 // Invariant between calls: kv_->n_tokens() == kv_tokens_.size(), and kv_tokens_ is what was fed.
 #pragma once
 #include <memory>
+#include <span>
 
 #include "engine/spec/drafter.h"
 #include "kv/kv_sequence.h"
@@ -24,6 +29,16 @@ struct DraftModelOptions {
   int prefill_chunk = 512;
 };
 
+class DraftModelDrafter;
+
+// One sequence's part of DraftModelDrafter::draft_many: the arguments of its draft() call.
+struct DraftJob {
+  DraftModelDrafter* drafter = nullptr;
+  std::span<const int32_t> context;
+  int max_n = 0;
+  std::vector<int32_t>* out = nullptr;  // appended to
+};
+
 class DraftModelDrafter final : public Drafter {
  public:
   // `draft` must outlive the drafter; several drafters may share one model if they run one at a
@@ -34,6 +49,14 @@ class DraftModelDrafter final : public Drafter {
   void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) override;
   void accept(std::span<const int32_t> context, int n_accepted) override;
   void prefill(std::span<const int32_t> prompt) override;
+
+  // draft() for several sequences at once. Rules: the drafters are distinct and share one draft
+  // model (else Error); each job's drafts and KV end up exactly as its own draft() call would leave
+  // them (forward_batch's rows do not depend on their batch companions). The forward passes: one
+  // batch per round of catch-up tokens (what each KV lacks of its context, in chunks of
+  // prefill_chunk; usually 1-2 tokens after a verify step), then one batch per further draft position
+  // over the jobs still drafting, each with one token. Returns the number of forward_batch calls.
+  static int draft_many(std::span<const DraftJob> jobs);
 
  private:
   // Rolls the KV back to its longest prefix shared with `context`, keeping at most `limit` tokens.
