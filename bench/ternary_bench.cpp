@@ -8,7 +8,8 @@
 // probe are interleaved within each repetition so that a disturbance on a shared machine hits them
 // alike. Prints one JSON object (per type and repetition: GB/s and its fraction of that
 // repetition's bandwidth). Weights are random bytes with finite fp16 scales: the kernels' work does
-// not depend on the values. Also prints each type's one-core compute ceiling (hot_core_gbs). Built and
+// not depend on the values. Also prints each type's one-core compute ceiling per batch size
+// (hot_core_gbs: GB/s of weights, a batch reading each weight once). Built and
 // run by bench/ternary_bench.sh.
 #include <algorithm>
 #include <chrono>
@@ -151,9 +152,13 @@ int main(int argc, char** argv) {
     std::printf("}}%s\n", r + 1 < reps ? "," : "");
     std::fflush(stdout);
   }
-  std::printf(" ],\n \"hot_core_gbs_1tok\": {");
-  for (size_t k = 0; k < all.size(); ++k)
-    std::printf("%s\"%s\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+  // Compute ceilings per batch size ("hot_core_gbs": {"tq1_0": {"1": .., "2": ..}}).
+  std::printf(" ],\n \"hot_core_gbs\": {");
+  for (size_t k = 0; k < all.size(); ++k) {
+    std::printf("%s\"%s\": {\"1\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+    for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, hot_core_gbs(all[k], x, y, nt));
+    std::printf("}");
+  }
   std::printf("}}\n");
   return 0;
 }

@@ -33,8 +33,9 @@ for name in raw["reps"][0]["types"]:
             s[key] = {"median": statistics.median(v), "min": min(v), "max": max(v)}
     summary[name] = s
 bw = [rep["bandwidth_gbs"] for rep in raw["reps"]]
-for name, v in raw.get("hot_core_gbs_1tok", {}).items():
-    summary[name]["hot_core_gbs_1tok"] = v
+for name, v in raw.get("hot_core_gbs", {}).items():
+    for nt, g in v.items():
+        summary[name][f"hot_core_gbs_{nt}tok"] = g
 doc = {
     "date_utc": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
     "commit": os.environ["COMMIT"], "cpu": os.environ["CPU"],

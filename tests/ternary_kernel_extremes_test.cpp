@@ -1,5 +1,5 @@
 // Ternary kernels at their integer extremes (backend/cpu/ternary_kernels_x86.h): the VNNI kernels for
-// 1..3 tokens multiply base-3 *states* (bytes up to 255) rather than codes (0..3), relying on
+// TQ1_0 with 1..2 tokens multiply base-3 *states* (bytes up to 255) rather than codes (0..3), relying on
 // 3 * q = 256 * digit0(q) + (3q mod 256) for every byte, so a byte product or an int16 pair saturating,
 // or an int32 lane overflowing, would show here first: all-0xFF / all-0xF2 / alternating bytes against
 // activations at +-127 after quantization, every ISA, 1..8 tokens, against matmul_ref.

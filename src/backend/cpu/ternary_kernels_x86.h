@@ -8,7 +8,7 @@
 //
 // Base-3 digits without a multiply: byte * 3 mod 256 is three byte adds, so each further digit costs
 // two adds; digit 0 of a byte q is (3q) >> 8 = (q >= 86) + (q >= 171) (Ops::digit0).
-// TQ1_0 with VNNI and 1..3 tokens skips digit0 altogether: it multiplies the states q and 3q mod 256
+// TQ1_0 with VNNI and 1..2 tokens skips digit0 altogether: it multiplies the states q and 3q mod 256
 // themselves (states_tq1_0: 3 * Σ q s - Σ (3q mod 256) s = 256 * Σ digit s). Both ways give the same
 // int32 lanes, so the token count still does not change a bit of the result.
 //
@@ -46,7 +46,8 @@ inline void unpack_tq2_0(const BlockTQ2_0& x, __m256i u[8]) {
   }
 }
 
-// kPow3[b] = the bytes b, 3b, 9b, 27b (mod 256), lowest first: the four states of a qh byte.
+// kPow3[b] = the bytes b, 3b, 9b, 27b (mod 256), lowest first: the four states of a qh byte
+// (PTQ1_0's two qh bytes: 3.21 against 2.85 GB/s on one core with adds and blends).
 struct Pow3Table {
   uint32_t v[256];
   constexpr Pow3Table() : v() {
@@ -74,12 +75,13 @@ inline void states_tq1_0(const BlockTQ1_0& x, __m256i a[8], __m256i b[8]) {
   a[5] = join128(s, mul3_epi8(s));       // digits 0 | 1: values 160..191
   b[5] = mul3_epi8(a[5]);
   a[6] = mul3_epi8(b[5]);                // digits 2 | 3: values 192..223
-  b[6] = mul3_epi8(a[6]);                // [digit-4 state (values 224..239) | digit-5 state]
+  b[6] = mul3_epi8(a[6]);                // [digit-3 state | digit-4 state: values 224..239]
   // qh: digit n of qh[h] is value 240 + 4n + h; 32-bit lane n of hv holds qh * 3^n.
-  // Byte 4n + h of hv is qh[h] * 3^n: the 4x4 byte transpose of the four bytes' powers.
-  const __m128i pw = _mm_setr_epi32(int32_t(kPow3.v[x.qh[0]]), int32_t(kPow3.v[x.qh[1]]), int32_t(kPow3.v[x.qh[2]]),
-                                    int32_t(kPow3.v[x.qh[3]]));
-  const __m128i hv = _mm_shuffle_epi8(pw, _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  // (Powers by adds and blends: the 4x4 byte transpose of kPow3 entries was faster for one token
+  // but much slower for four, 2.1 against 3.3 GB/s on one core.)
+  const __m128i h0 = _mm_set1_epi32(int32_t(load_u32(x.qh)));
+  const __m128i h1 = mul3_epi8(h0), h2 = mul3_epi8(h1), h3 = mul3_epi8(h2);
+  const __m128i hv = _mm_blend_epi32(_mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), h2, 0x4), h3, 0x8);
   a[7] = _mm256_permute2x128_si256(b[6], _mm256_castsi128_si256(hv), 0x21);  // [b6 high | hv]
   b[7] = mul3_epi8(a[7]);
 }
@@ -116,18 +118,11 @@ inline __m256i state_lanes(__m256i sa, __m256i sb) {
 }
 
 // Whether a kernel of Ops for NT tokens multiplies states (two products per 32 values and token, no
-// decode) rather than codes (a decode per block, one product per token): states pay below 4 tokens.
+// decode) rather than codes (a decode per block, one product per token). Measured on one core (GB/s,
+// states against codes): 1 token 6.7 / 5.3, 2 tokens 4.6 / 4.4, 3 tokens 3.6 / 3.8.
 template <typename Ops, int NT>
 constexpr bool use_states() {
-  return Ops::kStateDot && NT <= 3;
-}
-
-// Software prefetch distance in bytes ahead of the block being read (a thread's rows are contiguous,
-// so this runs into the next rows): the hardware prefetcher alone left the DRAM stream and the
-// arithmetic mostly serialised (tq2_0: 62% of the bandwidth with a compute ceiling of 1.3x it).
-constexpr int kPrefetchBytes = 1024;
-inline void prefetch_ahead(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+  return Ops::kStateDot && NT <= 2;
 }
 
 // TQ1_0 / TQ2_0 against Q8_K activations.
@@ -144,7 +139,6 @@ struct TernaryQ8K {
     constexpr bool kStates = kType == DType::TQ1_0 && use_states<Ops, NT>();
     __m256i u[8], sb[8];
     for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_ahead(&w[b]);
       if constexpr (kType == DType::TQ1_0) {
         states_tq1_0(w[b], u, sb);
         if constexpr (!kStates) codes_from_states<Ops, 8>(u, u);
@@ -198,7 +192,6 @@ struct Ptq1Q8_32 {
     constexpr bool kStates = false;
     __m256i u[4], sb[4];
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
-      if ((b & 1) == 0) prefetch_ahead(&w[b]);  // a 64-byte line holds 2.3 blocks
       states_ptq1_0(w[b], u, sb);
       if constexpr (!kStates) codes_from_states<Ops, 4>(u, u);
       const __m128 d = _mm_set1_ps(half_to_f32(w[b].d));
