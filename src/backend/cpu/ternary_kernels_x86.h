@@ -51,12 +51,13 @@ inline void unpack_tq2_0(const BlockTQ2_0& x, __m256i u[8]) {
 struct Pow3Table {
   uint32_t v[256];
   constexpr Pow3Table() : v() {
-    for (uint32_t b = 0; b < 256; ++b) v[b] = (b & 255) | ((3 * b) & 255) << 8 | ((9 * b) & 255) << 16 | ((27 * b) & 255) << 24;
+    for (uint32_t b = 0; b < 256; ++b)
+      v[b] = (b & 255) | ((3 * b) & 255) << 8 | ((9 * b) & 255) << 16 | ((27 * b) & 255) << 24;
   }
 };
 constexpr Pow3Table kPow3{};
 
-// Base-3 *states* of a block: a[g] holds, byte for byte, the state q = byte * 3^n mod 256 whose
+// Base-3 *states* of a block (TQ1_0 / PTQ1_0): a[g] holds, byte for byte, the state q = byte * 3^n mod 256 whose
 // digit 0 ((3q) >> 8) is the code of value 32g + j (j = byte position in the vector), and b[g] =
 // 3 * a[g] mod 256, the next state. Since 3q = 256 * digit0(q) + (3q mod 256) exactly,
 //   Σ_j code_j * s_j = (3 * Σ_j a_j s_j - Σ_j b_j s_j) / 256       (per int32 lane, exactly)
@@ -92,7 +93,7 @@ inline void states_ptq1_0(const BlockPTQ1_0& x, __m256i a[4], __m256i b[4]) {
   a[0] = join128(s16, mul3_epi8(s16));  // digits 0 | 1: values 0..31
   b[0] = mul3_epi8(a[0]);
   a[1] = mul3_epi8(b[0]);  // digits 2 | 3: values 32..63
-  b[1] = mul3_epi8(a[1]);  // [digit-4 state: values 64..79 | -]
+  b[1] = mul3_epi8(a[1]);  // [digit-3 state | digit-4 state: values 64..79]
   // 8-byte stage: digit n of byte m is value 80 + 8n + m.
   const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.qs + 16));
   const __m128i s3 = mul3_epi8(s), s9 = mul3_epi8(s3), s27 = mul3_epi8(s9), s81 = mul3_epi8(s27);
@@ -188,7 +189,8 @@ struct Ptq1Q8_32 {
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
     // Decode, not states: with a scale per 32 values the two state sums need their own reductions,
-    // which cost more than the decode saves (measured: 2.66 against 2.85 GB/s on one core).
+    // which cost more than the decode saves (measured: 2.66 against 2.85 GB/s on one core). The state
+    // branch stays compiled out; removing it and the unused b[] changed the inlining and cost 7 %.
     constexpr bool kStates = false;
     __m256i u[4], sb[4];
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
