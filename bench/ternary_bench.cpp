@@ -1,13 +1,15 @@
 // Ternary mat-vec benchmark (issue #11: "ternary mat-vec at >= 80% of the bandwidth floor").
 // For each type, copies of an n_out x n_in matrix (default 14336 x 4096, an FFN up/gate projection)
 // totalling >= --mib MiB (far past the L3: every call reads DRAM) are multiplied by 1 (and --tokens)
-// activation rows, one copy per matmul() call, with the same thread pool. GB/s = weight bytes / time.
+// activation rows and each count of --tokens (a comma list, default 2,4,8: small batches such as a
+// speculative verify step), one copy per matmul() call, with the same thread pool. GB/s = weight bytes / time.
 // The floor is the machine's read bandwidth as `polykv bench` measures it (measure_read_bandwidth,
 // core/sysinfo.h) with the same threads, measured in every repetition; the types and the bandwidth
 // probe are interleaved within each repetition so that a disturbance on a shared machine hits them
 // alike. Prints one JSON object (per type and repetition: GB/s and its fraction of that
 // repetition's bandwidth). Weights are random bytes with finite fp16 scales: the kernels' work does
-// not depend on the values. Also prints each type's one-core compute ceiling (hot_core_gbs). Built and
+// not depend on the values. Also prints each type's one-core compute ceiling per batch size
+// (hot_core_gbs: GB/s of weights, a batch reading each weight once). Built and
 // run by bench/ternary_bench.sh.
 #include <algorithm>
 #include <chrono>
@@ -92,7 +94,8 @@ double hot_core_gbs(const Copies& c, const std::vector<float>& x, std::vector<fl
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 2, reps = 3, tokens = 4;
+  int threads = 2, reps = 3;
+  std::string tokens_list = "2,4,8";
   int64_t n_in = 4096, n_out = 14336;
   size_t mib = 512;
   std::string types = "tq1_0,tq2_0,ptq1_0";
@@ -100,12 +103,20 @@ int main(int argc, char** argv) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--threads") threads = std::atoi(v.c_str());
     else if (a == "--reps") reps = std::atoi(v.c_str());
-    else if (a == "--tokens") tokens = std::atoi(v.c_str());
+    else if (a == "--tokens") tokens_list = v;
     else if (a == "--n-in") n_in = std::atoll(v.c_str());
     else if (a == "--n-out") n_out = std::atoll(v.c_str());
     else if (a == "--mib") mib = size_t(std::atoll(v.c_str()));
     else if (a == "--types") types = v;
     else return std::fprintf(stderr, "unknown option %s\n", a.c_str()), 2;
+  }
+  std::vector<int> tokens;  // batch sizes besides 1
+  for (size_t p = 0; p < tokens_list.size();) {
+    const size_t e = std::min(tokens_list.find(',', p), tokens_list.size());
+    const int k = std::atoi(tokens_list.substr(p, e - p).c_str());
+    if (k < 1) return std::fprintf(stderr, "bad --tokens %s\n", tokens_list.c_str()), 2;
+    tokens.push_back(k);
+    p = e + 1;
   }
   ThreadPool pool(threads);
   std::vector<Copies> all;
@@ -114,13 +125,13 @@ int main(int argc, char** argv) {
     all.push_back(make_copies(dtype_from_name(types.substr(p, e - p)), n_in, n_out, mib << 20));
     p = e + 1;
   }
-  const int max_tok = std::max(1, tokens);
+  const int max_tok = std::max(1, *std::max_element(tokens.begin(), tokens.end()));
   std::vector<float> x(size_t(n_in) * size_t(max_tok)), y(size_t(n_out) * size_t(max_tok));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 2654435761u % 2001) - 1000) / 1000.0f;
   for (const Copies& c : all) sweep_seconds(c, x, y, 1, pool, 1);  // warm-up: page faults, scratch
 
-  std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": %d,\n",
-              matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens);
+  std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": \"1,%s\",\n",
+              matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens_list.c_str());
   std::printf(" \"reps\": [\n");
   for (int r = 0; r < reps; ++r) {
     const double bw = measure_read_bandwidth(pool) / 1e9;
@@ -129,18 +140,25 @@ int main(int argc, char** argv) {
       const Copies& c = all[k];
       const double total = double(c.matrix_bytes) * double(c.ws.size());
       const double s1 = sweep_seconds(c, x, y, 1, pool, 2);
-      const double sn = sweep_seconds(c, x, y, tokens, pool, 1);
-      std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu, \"gbs_1tok\": %.2f, \"frac_bw_1tok\": %.3f, "
-                  "\"gbs_%dtok\": %.2f, \"frac_bw_%dtok\": %.3f}",
+      std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu, \"gbs_1tok\": %.2f, \"frac_bw_1tok\": %.3f",
                   k ? "," : "", dtype_name(c.type), double(c.matrix_bytes) / 1048576.0, c.ws.size(), total / s1 / 1e9,
-                  total / s1 / 1e9 / bw, tokens, total / sn / 1e9, tokens, total / sn / 1e9 / bw);
+                  total / s1 / 1e9 / bw);
+      for (int nt : tokens) {  // GB/s of weights: a batch reads each weight once
+        const double sn = sweep_seconds(c, x, y, nt, pool, 1);
+        std::printf(", \"gbs_%dtok\": %.2f, \"frac_bw_%dtok\": %.3f", nt, total / sn / 1e9, nt, total / sn / 1e9 / bw);
+      }
+      std::printf("}");
     }
     std::printf("}}%s\n", r + 1 < reps ? "," : "");
     std::fflush(stdout);
   }
-  std::printf(" ],\n \"hot_core_gbs_1tok\": {");
-  for (size_t k = 0; k < all.size(); ++k)
-    std::printf("%s\"%s\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+  // Compute ceilings per batch size ("hot_core_gbs": {"tq1_0": {"1": .., "2": ..}}).
+  std::printf(" ],\n \"hot_core_gbs\": {");
+  for (size_t k = 0; k < all.size(); ++k) {
+    std::printf("%s\"%s\": {\"1\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+    for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, hot_core_gbs(all[k], x, y, nt));
+    std::printf("}");
+  }
   std::printf("}}\n");
   return 0;
 }

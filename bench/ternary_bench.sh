@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Ternary mat-vec GB/s against the measured read bandwidth (bench/ternary_bench.cpp), interleaved
-# repetitions; writes docs/results/ternary-2026-12-01/ternary_bench.json (or $OUT) with the load
+# repetitions; writes docs/results/ternary-2026-12-01b/ternary_bench.json (or $OUT) with the load
 # (uptime) before and after, the CPU, the commit, and per type the median / min / max over the
 # repetitions of GB/s and of its fraction of the bandwidth measured in the same repetition.
 # Needs build/libpolykv_lib.a (scripts/build.sh). Options go to the benchmark, e.g.
-#   bench/ternary_bench.sh --threads 2 --reps 5 --mib 512 --n-in 4096 --n-out 14336 --tokens 4
+#   bench/ternary_bench.sh --threads 2 --reps 5 --mib 512 --n-in 4096 --n-out 14336 --tokens 2,4,8
+# POLYKV_ISA=avx2 (or scalar) forces an ISA. BENCH_OBJS="a.o b.o" links those objects before the
+# library (e.g. another version of the ternary kernels, for an A/B run; BENCH_BIN names the binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-docs/results/ternary-2026-12-01/ternary_bench.json}
+OUT=${OUT:-docs/results/ternary-2026-12-01b/ternary_bench.json}
+BIN=${BENCH_BIN:-build/ternary_bench}
 mkdir -p "$(dirname "$OUT")"
-g++ -std=c++20 -O2 -Isrc bench/ternary_bench.cpp build/libpolykv_lib.a $(pkg-config --libs libpcre2-8) -lpthread -o build/ternary_bench
+# shellcheck disable=SC2086
+g++ -std=c++20 -O2 -Isrc bench/ternary_bench.cpp ${BENCH_OBJS:-} build/libpolykv_lib.a $(pkg-config --libs libpcre2-8) -lpthread -o "$BIN"
 load_before=$(uptime)
-raw=$(build/ternary_bench --threads 2 --reps 3 "$@")
+raw=$("$BIN" --threads 2 --reps 3 "$@")
 load_after=$(uptime)
 RAW="$raw" LOAD_BEFORE="$load_before" LOAD_AFTER="$load_after" \
   CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
@@ -29,8 +33,9 @@ for name in raw["reps"][0]["types"]:
             s[key] = {"median": statistics.median(v), "min": min(v), "max": max(v)}
     summary[name] = s
 bw = [rep["bandwidth_gbs"] for rep in raw["reps"]]
-for name, v in raw.get("hot_core_gbs_1tok", {}).items():
-    summary[name]["hot_core_gbs_1tok"] = v
+for name, v in raw.get("hot_core_gbs", {}).items():
+    for nt, g in v.items():
+        summary[name][f"hot_core_gbs_{nt}tok"] = g
 doc = {
     "date_utc": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
     "commit": os.environ["COMMIT"], "cpu": os.environ["CPU"],

@@ -8,10 +8,16 @@
 //
 // Base-3 digits without a multiply: byte * 3 mod 256 is three byte adds, so each further digit costs
 // two adds; digit 0 of a byte q is (3q) >> 8 = (q >= 86) + (q >= 171) (Ops::digit0).
+// TQ1_0 with VNNI and 1..2 tokens skips digit0 altogether: it multiplies the states q and 3q mod 256
+// themselves (states_tq1_0: 3 * Σ q s - Σ (3q mod 256) s = 256 * Σ digit s). Both ways give the same
+// int32 lanes, so the token count still does not change a bit of the result.
 //
 // Ops must provide:
 //   __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s)  acc + Σ over each int32 lane's 4 bytes u*s
+//                                                          (exact for u up to 3; for any u if kStateDot)
 //   __m256i digit0(__m256i q)                              per byte: (3q) >> 8 (0, 1 or 2)
+//   static constexpr bool kStateDot                        dot_u8s8 is exact for all u8 (vpdpbusd; not
+//                                                          maddubs, which saturates int16 pairs)
 // Include only from an ISA TU. Internal linkage (see x86_common.h).
 #pragma once
 #include <type_traits>
@@ -25,7 +31,6 @@ namespace {
 
 inline __m256i mul3_epi8(__m256i q) { return _mm256_add_epi8(q, _mm256_add_epi8(q, q)); }
 inline __m128i mul3_epi8(__m128i q) { return _mm_add_epi8(q, _mm_add_epi8(q, q)); }
-inline __m256i mul9_epi8(__m256i q) { return mul3_epi8(mul3_epi8(q)); }
 inline __m256i join128(__m128i lo, __m128i hi) { return _mm256_set_m128i(hi, lo); }
 
 // TQ2_0: u[4c + k] = codes of values 128c + 32k .. +31 (bits 2k of qs[32c .. 32c + 31]).
@@ -41,57 +46,84 @@ inline void unpack_tq2_0(const BlockTQ2_0& x, __m256i u[8]) {
   }
 }
 
-// The four 4-trit-byte powers h, 3h, 9h, 27h of a 128-bit vector.
-struct Pow3x4 {
-  __m128i p[4];
-  explicit Pow3x4(__m128i h) {
-    p[0] = h;
-    for (int n = 1; n < 4; ++n) p[n] = mul3_epi8(p[n - 1]);
+// kPow3[b] = the bytes b, 3b, 9b, 27b (mod 256), lowest first: the four states of a qh byte
+// (PTQ1_0's two qh bytes: 3.21 against 2.85 GB/s on one core with adds and blends).
+struct Pow3Table {
+  uint32_t v[256];
+  constexpr Pow3Table() : v() {
+    for (uint32_t b = 0; b < 256; ++b)
+      v[b] = (b & 255) | ((3 * b) & 255) << 8 | ((9 * b) & 255) << 16 | ((27 * b) & 255) << 24;
   }
 };
+constexpr Pow3Table kPow3{};
 
-// TQ1_0: u[g] = codes of values 32g .. 32g + 31.
-template <typename Ops>
-inline void unpack_tq1_0(const BlockTQ1_0& x, __m256i u[8]) {
+// Base-3 *states* of a block (TQ1_0 / PTQ1_0): a[g] holds, byte for byte, the state q = byte * 3^n mod 256 whose
+// digit 0 ((3q) >> 8) is the code of value 32g + j (j = byte position in the vector), and b[g] =
+// 3 * a[g] mod 256, the next state. Since 3q = 256 * digit0(q) + (3q mod 256) exactly,
+//   Σ_j code_j * s_j = (3 * Σ_j a_j s_j - Σ_j b_j s_j) / 256       (per int32 lane, exactly)
+// which lets VNNI kernels skip the digit extraction: two u8 x s8 products per 32 values instead of a
+// decode (4 ops) and one product (use_states). The decode kernels take digit0(a[g]).
+// TQ1_0: 8 groups of 32 values.
+inline void states_tq1_0(const BlockTQ1_0& x, __m256i a[8], __m256i b[8]) {
   __m256i q = load256(x.qs);  // 32-byte stage: digit n of byte m is value 32n + m
 #pragma GCC unroll 5
   for (int n = 0; n < 5; ++n) {
-    u[n] = Ops::digit0(q);
+    a[n] = q;
     q = mul3_epi8(q);
+    b[n] = q;
   }
   const __m128i s = load128(x.qs + 32);  // 16-byte stage: digit n of byte m is value 160 + 16n + m
-  __m256i p = join128(s, mul3_epi8(s));  // digits 0 | 1
-  u[5] = Ops::digit0(p);                 // values 160..191
-  p = mul9_epi8(p);                      // digits 2 | 3
-  u[6] = Ops::digit0(p);                 // values 192..223
-  p = mul9_epi8(p);                      // digit 4 in the low half (values 224..239)
-  // qh: digit n of qh[h] is value 240 + 4n + h; 32-bit lane n of the vector holds qh * 3^n.
-  const Pow3x4 h(_mm_set1_epi32(int32_t(load_u32(x.qh))));
-  __m128i hv = _mm_blend_epi32(h.p[0], h.p[1], 0x2);
-  hv = _mm_blend_epi32(hv, h.p[2], 0x4);
-  hv = _mm_blend_epi32(hv, h.p[3], 0x8);
-  u[7] = Ops::digit0(join128(_mm256_castsi256_si128(p), hv));
+  a[5] = join128(s, mul3_epi8(s));       // digits 0 | 1: values 160..191
+  b[5] = mul3_epi8(a[5]);
+  a[6] = mul3_epi8(b[5]);                // digits 2 | 3: values 192..223
+  b[6] = mul3_epi8(a[6]);                // [digit-3 state | digit-4 state: values 224..239]
+  // qh: digit n of qh[h] is value 240 + 4n + h; 32-bit lane n of hv holds qh * 3^n.
+  // (Powers by adds and blends: the 4x4 byte transpose of kPow3 entries was faster for one token
+  // but much slower for four, 2.1 against 3.3 GB/s on one core.)
+  const __m128i h0 = _mm_set1_epi32(int32_t(load_u32(x.qh)));
+  const __m128i h1 = mul3_epi8(h0), h2 = mul3_epi8(h1), h3 = mul3_epi8(h2);
+  const __m128i hv = _mm_blend_epi32(_mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), h2, 0x4), h3, 0x8);
+  a[7] = _mm256_permute2x128_si256(b[6], _mm256_castsi128_si256(hv), 0x21);  // [b6 high | hv]
+  b[7] = mul3_epi8(a[7]);
 }
 
-// PTQ1_0: u[g] = codes of values 32g .. 32g + 31.
-template <typename Ops>
-inline void unpack_ptq1_0(const BlockPTQ1_0& x, __m256i u[4]) {
-  const __m128i a = load128(x.qs);       // 16-byte stage: digit n of byte m is value 16n + m
-  __m256i p = join128(a, mul3_epi8(a));  // digits 0 | 1: values 0..31
-  u[0] = Ops::digit0(p);
-  p = mul9_epi8(p);  // digits 2 | 3: values 32..63
-  u[1] = Ops::digit0(p);
-  p = mul9_epi8(p);  // digit 4 in the low half: values 64..79
+// PTQ1_0: 4 groups of 32 values.
+inline void states_ptq1_0(const BlockPTQ1_0& x, __m256i a[4], __m256i b[4]) {
+  const __m128i s16 = load128(x.qs);  // 16-byte stage: digit n of byte m is value 16n + m
+  a[0] = join128(s16, mul3_epi8(s16));  // digits 0 | 1: values 0..31
+  b[0] = mul3_epi8(a[0]);
+  a[1] = mul3_epi8(b[0]);  // digits 2 | 3: values 32..63
+  b[1] = mul3_epi8(a[1]);  // [digit-3 state | digit-4 state: values 64..79]
   // 8-byte stage: digit n of byte m is value 80 + 8n + m.
   const __m128i s = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.qs + 16));
   const __m128i s3 = mul3_epi8(s), s9 = mul3_epi8(s3), s27 = mul3_epi8(s9), s81 = mul3_epi8(s27);
-  u[2] = Ops::digit0(join128(_mm256_castsi256_si128(p), _mm_unpacklo_epi64(s, s3)));  // 64..79 | 80..95
-  // qh: digit n of qh[h] is value 120 + 2n + h; 16-bit lane n holds (qh[0], qh[1]) * 3^n.
-  const Pow3x4 h(_mm_set1_epi16(int16_t(x.qh[0] | (x.qh[1] << 8))));
-  __m128i hv = _mm_blend_epi16(h.p[0], h.p[1], 0x2);
-  hv = _mm_blend_epi16(hv, h.p[2], 0x4);
-  hv = _mm_blend_epi16(hv, h.p[3], 0x8);
-  u[3] = Ops::digit0(join128(_mm_unpacklo_epi64(s9, s27), _mm_unpacklo_epi64(s81, hv)));  // 96..111 | 112..127
+  a[2] = join128(_mm256_extracti128_si256(b[1], 1), _mm_unpacklo_epi64(s, s3));  // 64..79 | 80..95
+  b[2] = mul3_epi8(a[2]);
+  // qh: digit n of qh[h] is value 120 + 2n + h; 16-bit lane n of hv holds (qh[0], qh[1]) * 3^n.
+  const __m128i hv = _mm_unpacklo_epi8(_mm_cvtsi32_si128(int32_t(kPow3.v[x.qh[0]])),
+                                       _mm_cvtsi32_si128(int32_t(kPow3.v[x.qh[1]])));
+  a[3] = join128(_mm_unpacklo_epi64(s9, s27), _mm_unpacklo_epi64(s81, hv));  // 96..111 | 112..127
+  b[3] = mul3_epi8(a[3]);
+}
+
+// Codes of a block from its states: u[g] = digit0(a[g]).
+template <typename Ops, int G>
+inline void codes_from_states(const __m256i a[G], __m256i u[G]) {
+#pragma GCC unroll 8
+  for (int g = 0; g < G; ++g) u[g] = Ops::digit0(a[g]);
+}
+
+// Exact Σ code * s per int32 lane from the two state products (see states_tq1_0).
+inline __m256i state_lanes(__m256i sa, __m256i sb) {
+  return _mm256_srai_epi32(_mm256_sub_epi32(_mm256_add_epi32(sa, _mm256_add_epi32(sa, sa)), sb), 8);
+}
+
+// Whether a kernel of Ops for NT tokens multiplies states (two products per 32 values and token, no
+// decode) rather than codes (a decode per block, one product per token). Measured on one core (GB/s,
+// states against codes): 1 token 6.7 / 5.3, 2 tokens 4.6 / 4.4, 3 tokens 3.6 / 3.8.
+template <typename Ops, int NT>
+constexpr bool use_states() {
+  return Ops::kStateDot && NT <= 2;
 }
 
 // TQ1_0 / TQ2_0 against Q8_K activations.
@@ -105,17 +137,37 @@ struct TernaryQ8K {
     __m256 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    __m256i u[8];
+    constexpr bool kStates = kType == DType::TQ1_0 && use_states<Ops, NT>();
+    __m256i u[8], sb[8];
     for (int64_t b = 0; b < n / 256; ++b) {
-      if constexpr (kType == DType::TQ1_0) unpack_tq1_0<Ops>(w[b], u);
-      else unpack_tq2_0(w[b], u);
+      if constexpr (kType == DType::TQ1_0) {
+        states_tq1_0(w[b], u, sb);
+        if constexpr (!kStates) codes_from_states<Ops, 8>(u, u);
+      } else {
+        unpack_tq2_0(w[b], u);
+      }
       const float d = half_to_f32(w[b].d);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* q = a[t].qs + b * 256;
-        __m256i isum = _mm256_setzero_si256();
+        // Two independent product chains per sum (even / odd groups), so that the latency of one
+        // block's chain does not limit how many blocks are in flight; integer sums: order-free.
+        __m256i isum;
+        if constexpr (kStates) {
+          __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, sbb[2] = {sa[0], sa[0]};
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) isum = Ops::dot_u8s8(isum, u[g], load256(q + 32 * g));
+          for (int g = 0; g < 8; ++g) {
+            const __m256i s = load256(q + 32 * g);
+            sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], s);
+            sbb[g & 1] = Ops::dot_u8s8(sbb[g & 1], sb[g], s);
+          }
+          isum = state_lanes(_mm256_add_epi32(sa[0], sa[1]), _mm256_add_epi32(sbb[0], sbb[1]));
+        } else {
+          __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], load256(q + 32 * g));
+          isum = _mm256_add_epi32(sa[0], sa[1]);
+        }
         isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(load256(a[t].bsums + 16 * b), ones16));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
       }
@@ -136,19 +188,27 @@ struct Ptq1Q8_32 {
     __m128 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
-    __m256i u[4];
+    // Decode, not states: with a scale per 32 values the two state sums need their own reductions,
+    // which cost more than the decode saves (measured: 2.66 against 2.85 GB/s on one core). The state
+    // branch stays compiled out; removing it and the unused b[] changed the inlining and cost 7 %.
+    constexpr bool kStates = false;
+    __m256i u[4], sb[4];
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
-      unpack_ptq1_0<Ops>(w[b], u);
+      states_ptq1_0(w[b], u, sb);
+      if constexpr (!kStates) codes_from_states<Ops, 4>(u, u);
       const __m128 d = _mm_set1_ps(half_to_f32(w[b].d));
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* q = a[t].qs + b * kQK_PTQ1_0;
         const __m256i zero = _mm256_setzero_si256();
-        const __m256i p01 = _mm256_hadd_epi32(Ops::dot_u8s8(zero, u[0], load256(q)),
-                                              Ops::dot_u8s8(zero, u[1], load256(q + 32)));
-        const __m256i p23 = _mm256_hadd_epi32(Ops::dot_u8s8(zero, u[2], load256(q + 64)),
-                                              Ops::dot_u8s8(zero, u[3], load256(q + 96)));
-        const __m256i p = _mm256_hadd_epi32(p01, p23);  // [S0 S1 S2 S3] partial sums in each half
+        __m256i g[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m256i s = load256(q + 32 * k);
+          g[k] = Ops::dot_u8s8(zero, u[k], s);
+          if constexpr (kStates) g[k] = state_lanes(g[k], Ops::dot_u8s8(zero, sb[k], s));
+        }
+        const __m256i p = _mm256_hadd_epi32(_mm256_hadd_epi32(g[0], g[1]), _mm256_hadd_epi32(g[2], g[3]));
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
         s = _mm_sub_epi32(s, load128(a[t].sum + 4 * b));
         const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(s), _mm_loadu_ps(a[t].d + 4 * b));
