@@ -150,6 +150,7 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
 #include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 
 namespace polykv {
@@ -176,6 +177,12 @@ template <int HD>
 void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
   if (P.kernel == attn::Kernel::Decode) {
+    if constexpr (attn::decode8_supports(HD)) {
+      if (P.variant != attn::DecodeVariant::Slots) {  // Lanes8 and Lanes8x4: the same code (launch bounds aside)
+        run_grid(gx, gy, gz, P.smem, [&] { attn::decode8_kernel<HD, 4>(a); });
+        return;
+      }
+    }
     run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
   } else if (P.rows == attn::kSmallRows) {
     run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
@@ -226,18 +233,37 @@ Ran run_case(const Case& c) {
 }
 
 std::string plan_name(const attn::Plan& P) {
-  return std::string(P.kernel == attn::Kernel::Decode ? "decode" : "tiled") + " rows " + std::to_string(P.rows) +
+  const char* kernel = P.kernel == attn::Kernel::Tiled                 ? "tiled"
+                       : P.variant == attn::DecodeVariant::Slots ? "decode (slots)"
+                                                                 : "decode (lanes8)";
+  return std::string(kernel) + " rows " + std::to_string(P.rows) +
          " splits " + std::to_string(P.n_splits) + " chunk " + std::to_string(P.chunk) + " head parts " +
          std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles);
 }
 
-// Checks the case and that it ran the expected kernel with (or without) key splits.
+// Selects a decode kernel for the scope (attn::decode_variant is process-wide).
+struct VariantScope {
+  attn::DecodeVariant saved = attn::decode_variant();
+  explicit VariantScope(attn::DecodeVariant v) { attn::decode_variant() = v; }
+  ~VariantScope() { attn::decode_variant() = saved; }
+};
+constexpr attn::DecodeVariant kVariants[] = {attn::DecodeVariant::Slots, attn::DecodeVariant::Lanes8};  // Lanes8x4: same code
+
+// Checks the case and that it ran the expected kernel with (or without) key splits; decode cases
+// with both decode kernels (Lanes8 falls back to Slots for head sizes 256 and 512).
 void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
-  const Ran r = run_case(c);
-  EXPECT_LE(r.result.worst, attn_test::kBound)
-      << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
-  EXPECT_EQ(r.plan.kernel, kernel) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
-  EXPECT_EQ(r.plan.n_splits > 1, split) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+  for (attn::DecodeVariant v : kVariants) {
+    const VariantScope scope(v);
+    const Ran r = run_case(c);
+    EXPECT_LE(r.result.worst, attn_test::kBound)
+        << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
+    EXPECT_EQ(r.plan.kernel, kernel) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+    EXPECT_EQ(r.plan.n_splits > 1, split) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+    if (kernel == attn::Kernel::Decode)
+      EXPECT_EQ(r.plan.variant, c.head_dim <= 128 ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
+    else
+      break;  // the choice only concerns decode plans
+  }
 }
 
 TEST(CudaAttentionEmulation, EveryTypeAsKAndAsVDecode) {
@@ -356,7 +382,7 @@ TEST(CudaAttentionEmulation, SharedPrefixCascade) {
 // The embedded model's shape (head_dim 128, 2 KV heads, GQA 2, 256-token blocks) as the model runs it
 // on the GPU: a 38-token prompt, then single-token decode steps, with the launch bound bucketed to 256
 // keys (CudaBackend::kv_bucket). Its q8_0/q8_0 run hung on the H200 (2026-11-30).
-void embedded_model_steps(KvType kt, KvType vt) {
+void embedded_model_steps_with(KvType kt, KvType vt) {
   Case c;
   c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 2, c.block_tokens = 256, c.seed = 900;
   c.seqs = {{0, 38}};
@@ -370,6 +396,13 @@ void embedded_model_steps(KvType kt, KvType vt) {
     c.extra_kv_bound = 256 - (p + 1);
     const Ran r = run_case(c);
     EXPECT_LE(r.result.worst, attn_test::kBound) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+  }
+}
+
+void embedded_model_steps(KvType kt, KvType vt) {
+  for (attn::DecodeVariant v : kVariants) {
+    const VariantScope scope(v);
+    embedded_model_steps_with(kt, vt);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
 #include "backend/cuda/kv_cuda.h"
@@ -27,6 +28,11 @@ void allow_smem(Kernel* kernel, size_t smem) {
 template <int HD>
 void allow_smem_hd() {
   allow_smem(attn::decode_kernel<HD>, std::max(attn::kDecodeSmemCap, attn::decode_fold_bytes(HD)));
+  if constexpr (attn::decode8_supports(HD)) {
+    constexpr size_t smem = std::max(attn::kDecode8SmemCap, attn::decode8_fold_bytes(HD));
+    allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, smem);
+    allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, smem);
+  }
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
@@ -65,6 +71,18 @@ void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t sm
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream) {
   if (P.kernel == attn::Kernel::Decode) {
+    if constexpr (attn::decode8_supports(HD)) {
+      if (P.variant == attn::DecodeVariant::Lanes8) {
+        launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, a, P,
+                      P.smem, stream);
+        return;
+      }
+      if (P.variant == attn::DecodeVariant::Lanes8x4) {
+        launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, a, P,
+                      P.smem, stream);
+        return;
+      }
+    }
     launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream);
   } else if (P.rows == attn::kSmallRows) {
     launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream);
