@@ -22,6 +22,7 @@
 
 #include "attention_cuda_cases.h"
 #include "backend/cuda/attention_cuda_plan.h"
+#include "core/fp16.h"
 
 namespace emu {
 // One block at a time: its 128 threads are fibers (ucontext) on the calling thread, run round-robin;
@@ -78,6 +79,34 @@ inline float shfl_xor(float v, int o) {
   const float r = shfl_buf[w][lane ^ o];
   warp_sync();
   return r;
+}
+
+// mma.sync.m16n8k16 (f16 inputs, f32 accumulation) across the 32 fibers of a warp: each lane
+// posts its fragments, then computes its D elements from everyone's (the PTX ISA's fragment layout,
+// as spelled in attention_cuda_mma.cuh). Called in warp-uniform code only.
+inline uint32_t mma_a[4][32][4], mma_b[4][32][2];
+inline float half_of(uint32_t reg, int upper) { return ::polykv::fp16_to_f32(uint16_t(reg >> (16 * upper))); }
+inline void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const int lane = current % 32, w = current / 32;
+  for (int i = 0; i < 4; ++i) mma_a[w][lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) mma_b[w][lane][i] = b[i];
+  warp_sync();
+  // A(row, k): lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8), half k % 2.
+  // B(k, n): lane n * 4 + (k % 8) / 2, register k >= 8, half k % 2.
+  const int g = lane / 4, t = lane % 4;
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float acc = d[e];
+    for (int k = 0; k < 16; ++k) {
+      const float x = half_of(mma_a[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
+      const float y = half_of(mma_b[w][col * 4 + (k % 8) / 2][k >= 8], k % 2);
+      acc += x * y;
+    }
+    out[e] = acc;
+  }
+  warp_sync();
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
 inline void fiber_main() {
@@ -149,9 +178,11 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define POLYKV_ATTN_EMULATION
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
+#define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
+#include "backend/cuda/attention_cuda_mma.cuh"
 
 namespace polykv {
 namespace {
@@ -188,6 +219,12 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
     run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
              [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
   } else {
+    if constexpr (attn::mma_supports(HD)) {
+      if (P.mma) {
+        run_grid(gx, gy, gz, attn::mma_smem_bytes(HD), [&] { attn::attention_mma_kernel<HD>(a); });
+        return;
+      }
+    }
     constexpr int rows = attn::large_rows(HD);
     run_grid(gx, gy, gz, attn::smem_bytes(HD, rows), [&] { attn::attention_kernel<HD, rows>(a); });
   }
@@ -233,7 +270,7 @@ Ran run_case(const Case& c) {
 }
 
 std::string plan_name(const attn::Plan& P) {
-  const char* kernel = P.kernel == attn::Kernel::Tiled                 ? "tiled"
+  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.mma ? "tiled (mma)" : "tiled (f32)")
                        : P.variant == attn::DecodeVariant::Slots ? "decode (slots)"
                                                                  : "decode (lanes8)";
   return std::string(kernel) + " rows " + std::to_string(P.rows) +
@@ -241,11 +278,19 @@ std::string plan_name(const attn::Plan& P) {
          std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles);
 }
 
-// Selects a decode kernel for the scope (attn::decode_variant is process-wide).
+// Selects a decode kernel for the scope (attn::decode_variant is process-wide), and for prefill
+// plans the tensor-core kernel (Lanes8) or the f32 tiled kernel (Slots).
 struct VariantScope {
   attn::DecodeVariant saved = attn::decode_variant();
-  explicit VariantScope(attn::DecodeVariant v) { attn::decode_variant() = v; }
-  ~VariantScope() { attn::decode_variant() = saved; }
+  bool saved_mma = attn::prefill_mma();
+  explicit VariantScope(attn::DecodeVariant v) {
+    attn::decode_variant() = v;
+    attn::prefill_mma() = v != attn::DecodeVariant::Slots;
+  }
+  ~VariantScope() {
+    attn::decode_variant() = saved;
+    attn::prefill_mma() = saved_mma;
+  }
 };
 constexpr attn::DecodeVariant kVariants[] = {attn::DecodeVariant::Slots, attn::DecodeVariant::Lanes8};  // Lanes8x4: same code
 
@@ -262,7 +307,8 @@ void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
     if (kernel == attn::Kernel::Decode)
       EXPECT_EQ(r.plan.variant, c.head_dim <= 128 ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
     else
-      break;  // the choice only concerns decode plans
+      EXPECT_EQ(r.plan.mma, attn::prefill_mma() && c.head_dim <= 128 && r.plan.rows == attn::large_rows(c.head_dim))
+          << plan_name(r.plan);
   }
 }
 

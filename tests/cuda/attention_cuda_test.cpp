@@ -5,7 +5,7 @@
 // decode, small steps and prefill (n_q 1, 4, 77, 300), contexts 1 to 5000 across key splits,
 // sliding windows, softcap, shared prefix blocks (read per sequence, and once per group: cascade),
 // block sizes 1 to 128, and launch bounds far above the real batch (graph replay); every case with
-// each decode kernel (slots, lanes8, lanes8x4). Plus DISABLED_ benchmarks: decode bandwidth, the
+// each decode kernel (slots, lanes8, lanes8x4) and each prefill kernel (f32 tiled, mma). Plus DISABLED_ benchmarks: decode bandwidth, the
 // kernels side by side (decode per variant, prefill), agents on one shared context with and without
 // the cascade.
 #include <gtest/gtest.h>
@@ -52,16 +52,26 @@ cuda::CudaContext& context() {
   return ctx;
 }
 
-// Selects a decode kernel for the scope (the choice is process-wide).
+// Selects a decode kernel for the scope (the choice is process-wide), and for prefill plans the f32
+// tiled kernel (with Slots) or the tensor-core kernel (with Lanes8 / Lanes8x4).
 struct VariantScope {
   cuda::attn::DecodeVariant saved = cuda::attn::decode_variant();
-  explicit VariantScope(cuda::attn::DecodeVariant v) { cuda::attn::decode_variant() = v; }
-  ~VariantScope() { cuda::attn::decode_variant() = saved; }
+  bool saved_mma = cuda::attn::prefill_mma();
+  explicit VariantScope(cuda::attn::DecodeVariant v) {
+    cuda::attn::decode_variant() = v;
+    cuda::attn::prefill_mma() = v != cuda::attn::DecodeVariant::Slots;
+  }
+  ~VariantScope() {
+    cuda::attn::decode_variant() = saved;
+    cuda::attn::prefill_mma() = saved_mma;
+  }
 };
 constexpr cuda::attn::DecodeVariant kDecodeVariants[] = {
     cuda::attn::DecodeVariant::Slots, cuda::attn::DecodeVariant::Lanes8, cuda::attn::DecodeVariant::Lanes8x4};
 const char* variant_name(cuda::attn::DecodeVariant v) {
-  return v == cuda::attn::DecodeVariant::Slots ? "slots" : v == cuda::attn::DecodeVariant::Lanes8 ? "lanes8" : "lanes8x4";
+  return v == cuda::attn::DecodeVariant::Slots    ? "slots, prefill f32 tiled"
+         : v == cuda::attn::DecodeVariant::Lanes8 ? "lanes8, prefill mma"
+                                                  : "lanes8x4, prefill mma";
 }
 
 // Builds the case on the host, uploads it, runs the CUDA attention, checks against attention_ref.
@@ -453,15 +463,21 @@ TEST(CudaAttention, DISABLED_AttentionKernels) {
                   sec[0] * 1e6, bytes / sec[0] / 1e9, sec[1] * 1e6, bytes / sec[1] / 1e9, sec[2] * 1e6,
                   bytes / sec[2] / 1e9, std::min(sec[1], sec[2]) / sec[0]);
     }
-  std::printf("\nprefill, causal from position 0, per layer (tiled kernel)\n%-18s %8s %10s %9s %14s\n", "K/V",
-              "tokens", "us", "TFLOP/s", "attn tok/s@32L");
+  std::printf("\nprefill, causal from position 0, per layer\n%-18s %8s %10s %9s %14s %10s %9s %14s %8s\n", "K/V",
+              "tokens", "f32 us", "TFLOP/s", "attn tok/s@32L", "mma us", "TFLOP/s", "attn tok/s@32L", "speedup");
   for (const auto& [kt, vt] : pairs)
     for (int n : {512, 4096}) {
       const BenchPool pool = bench_pool(kt, vt, n / kBenchBt);
-      const double sec = one_sequence_seconds(pool, n, n);
+      double sec[2];
+      for (int i = 0; i < 2; ++i) {
+        const VariantScope scope(kDecodeVariants[i]);  // slots: f32 tiled; lanes8: mma
+        sec[i] = one_sequence_seconds(pool, n, n);
+      }
       const double flops = 4.0 * kBenchHeads * kBenchHd * (double(n) * (n + 1) / 2);
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-18s %8d %10.1f %9.2f %14.0f\n", name.c_str(), n, sec * 1e6, flops / sec / 1e12, n / (32 * sec));
+      std::printf("%-18s %8d %10.1f %9.2f %14.0f %10.1f %9.2f %14.0f %8.2f\n", name.c_str(), n, sec[0] * 1e6,
+                  flops / sec[0] / 1e12, n / (32 * sec[0]), sec[1] * 1e6, flops / sec[1] / 1e12, n / (32 * sec[1]),
+                  sec[0] / sec[1]);
     }
 }
 

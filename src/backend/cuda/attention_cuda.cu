@@ -8,6 +8,7 @@
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
+#include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
 #include "backend/cuda/kv_cuda.h"
 #include "core/error.h"
@@ -36,6 +37,7 @@ void allow_smem_hd() {
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
+  if constexpr (attn::mma_supports(HD)) allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
 }
 
 // Once per device: uploads the decode tables and sets the kernels' shared memory limits. The first
@@ -87,6 +89,12 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream) {
   } else if (P.rows == attn::kSmallRows) {
     launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream);
   } else {
+    if constexpr (attn::mma_supports(HD)) {
+      if (P.mma) {
+        launch_kernel(attn::attention_mma_kernel<HD>, a, P, attn::mma_smem_bytes(HD), stream);
+        return;
+      }
+    }
     constexpr int rows = attn::large_rows(HD);
     launch_kernel(attn::attention_kernel<HD, rows>, a, P, attn::smem_bytes(HD, rows), stream);
   }

@@ -59,6 +59,14 @@ inline DecodeVariant& decode_variant() {
   return v;
 }
 
+// Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
+// kernel (attention_cuda_mma.cuh) instead of the f32 tiled kernel. Process-wide, like decode_variant.
+inline bool& prefill_mma() {
+  static bool on = true;
+  return on;
+}
+constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }
+
 constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small multi-token steps
 // Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
 constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; }
@@ -106,6 +114,7 @@ struct Plan {
   int grid_y = 0, grid_z = 0;  // grid: (n_splits, grid_y, grid_z); the merge: (rows, grid_y, grid_z)
   DecodeVariant variant = DecodeVariant::Slots;  // decode kernel: which one
   int tile_keys = 0;           // decode kernel: keys per tile (a stage)
+  bool mma = false;            // tiled plan: the tensor-core kernel (rows = large_rows(hd))
   int stages = 0;              // decode kernel: pipeline stages
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
@@ -139,6 +148,7 @@ inline void plan_partials(Plan& P, int hd) {
 inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
   P.kernel = Kernel::Tiled;
   P.rows = P.group * max_q <= kSmallRows ? kSmallRows : large_rows(hd);
+  P.mma = P.rows == large_rows(hd) && mma_supports(hd) && prefill_mma();
   P.gj = std::min(P.group, P.rows);
   P.hparts = (P.group + P.gj - 1) / P.gj;
   P.qt = P.rows / P.gj;
