@@ -22,34 +22,10 @@
 // C (16 x 8) c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..2t+1).
 #pragma once
 #include "backend/cuda/attention_cuda_kernels.cuh"
+#include "backend/cuda/half_split.cuh"
 
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
-
-// f16 bits of x rounded to nearest, and back.
-POLYKV_HD uint32_t to_half_bits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __half_as_ushort(__float2half_rn(x));
-#else
-  return f32_to_fp16(x);
-#endif
-}
-POLYKV_HD float half_bits_to_float(uint32_t h) { return half_to_float(h); }
-// hi = f16(x), lo = f16(x - hi), as bits.
-POLYKV_HD void split_half(float x, uint32_t& hi, uint32_t& lo) {
-  hi = to_half_bits(x);
-  lo = to_half_bits(x - half_bits_to_float(hi));
-}
-// A register of two f16: element x0 in the low half.
-POLYKV_HD uint32_t pack_halves(uint32_t x0, uint32_t x1) { return x0 | (x1 << 16); }
-// Two floats as the hi and lo registers of an f16 pair.
-POLYKV_HD void split_pair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  uint32_t h0, l0, h1, l1;
-  split_half(x0, h0, l0);
-  split_half(x1, h1, l1);
-  hi = pack_halves(h0, h1);
-  lo = pack_halves(l0, l1);
-}
 
 // d += A B for one m16n8k16 tile (fragments as above).
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
