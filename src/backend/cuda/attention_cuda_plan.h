@@ -122,10 +122,12 @@ struct Plan {
 
 // Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
 // least four tiles of keys and at most kMaxSplits splits; none when the work items alone fill the GPU.
-inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd) {
-  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = 4 * int64_t(std::max(sm_count, 1));
+// one_wave: blocks_per_sm blocks per multiprocessor at most (the kernel's occupancy: no second,
+// mostly idle wave), rounding the splits per item down.
+inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd, int blocks_per_sm = 4, bool one_wave = false) {
+  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = blocks_per_sm * int64_t(std::max(sm_count, 1));
   if (items < target && max_kv > 4 * kTileKeys) {
-    const int64_t want = (target + items - 1) / items;
+    const int64_t want = one_wave ? std::max<int64_t>(1, target / items) : (target + items - 1) / items;
     int64_t chunk = std::max<int64_t>((max_kv + want - 1) / want, 4 * kTileKeys);
     chunk = std::max<int64_t>(chunk, (max_kv + kMaxSplits - 1) / kMaxSplits);
     chunk = (chunk + 63) / 64 * 64;  // whole tiles, and pool blocks of 64 keys stay whole
@@ -199,7 +201,10 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
         grid_z, " blocks)");
   P.grid_y = int(grid_y);
   P.grid_z = int(grid_z);
-  plan_splits(P, b.max_kv, sm_count, hd);
+  if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
+    plan_splits(P, b.max_kv, sm_count, hd, decode8_min_blocks(P.variant, hd), true);
+  else
+    plan_splits(P, b.max_kv, sm_count, hd);
   if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
   return P;
 }
