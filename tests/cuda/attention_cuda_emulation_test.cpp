@@ -22,6 +22,7 @@
 
 #include "attention_cuda_cases.h"
 #include "backend/cuda/attention_cuda_plan.h"
+#include "core/fp16.h"
 
 namespace emu {
 // One block at a time: its 128 threads are fibers (ucontext) on the calling thread, run round-robin;
@@ -78,6 +79,34 @@ inline float shfl_xor(float v, int o) {
   const float r = shfl_buf[w][lane ^ o];
   warp_sync();
   return r;
+}
+
+// mma.sync.m16n8k16 (f16 inputs, f32 accumulation) across the 32 fibers of a warp: each lane
+// posts its fragments, then computes its D elements from everyone's (the PTX ISA's fragment layout,
+// as spelled in attention_cuda_mma.cuh). Called in warp-uniform code only.
+inline uint32_t mma_a[4][32][4], mma_b[4][32][2];
+inline float half_of(uint32_t reg, int upper) { return ::polykv::fp16_to_f32(uint16_t(reg >> (16 * upper))); }
+inline void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const int lane = current % 32, w = current / 32;
+  for (int i = 0; i < 4; ++i) mma_a[w][lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) mma_b[w][lane][i] = b[i];
+  warp_sync();
+  // A(row, k): lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8), half k % 2.
+  // B(k, n): lane n * 4 + (k % 8) / 2, register k >= 8, half k % 2.
+  const int g = lane / 4, t = lane % 4;
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float acc = d[e];
+    for (int k = 0; k < 16; ++k) {
+      const float x = half_of(mma_a[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
+      const float y = half_of(mma_b[w][col * 4 + (k % 8) / 2][k >= 8], k % 2);
+      acc += x * y;
+    }
+    out[e] = acc;
+  }
+  warp_sync();
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
 inline void fiber_main() {
@@ -149,8 +178,11 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define POLYKV_ATTN_EMULATION
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
+#define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
 #include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
+#include "backend/cuda/attention_cuda_mma.cuh"
 
 namespace polykv {
 namespace {
@@ -176,11 +208,23 @@ template <int HD>
 void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
   if (P.kernel == attn::Kernel::Decode) {
+    if constexpr (attn::decode8_supports(HD)) {
+      if (P.variant != attn::DecodeVariant::Slots) {  // Lanes8 and Lanes8x4: the same code (launch bounds aside)
+        run_grid(gx, gy, gz, P.smem, [&] { attn::decode8_kernel<HD, 4>(a); });
+        return;
+      }
+    }
     run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
   } else if (P.rows == attn::kSmallRows) {
     run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
              [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
   } else {
+    if constexpr (attn::mma_supports(HD)) {
+      if (P.mma) {
+        run_grid(gx, gy, gz, attn::mma_smem_bytes(HD), [&] { attn::attention_mma_kernel<HD>(a); });
+        return;
+      }
+    }
     constexpr int rows = attn::large_rows(HD);
     run_grid(gx, gy, gz, attn::smem_bytes(HD, rows), [&] { attn::attention_kernel<HD, rows>(a); });
   }
@@ -226,18 +270,51 @@ Ran run_case(const Case& c) {
 }
 
 std::string plan_name(const attn::Plan& P) {
-  return std::string(P.kernel == attn::Kernel::Decode ? "decode" : "tiled") + " rows " + std::to_string(P.rows) +
+  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.mma ? "tiled (mma)" : "tiled (f32)")
+                       : P.variant == attn::DecodeVariant::Slots ? "decode (slots)"
+                                                                 : "decode (lanes8)";
+  return std::string(kernel) + " rows " + std::to_string(P.rows) +
          " splits " + std::to_string(P.n_splits) + " chunk " + std::to_string(P.chunk) + " head parts " +
          std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles);
 }
 
-// Checks the case and that it ran the expected kernel with (or without) key splits.
+// Selects a decode kernel for the scope (attn::decode_variant is process-wide), and for prefill
+// plans the tensor-core kernel (Lanes8) or the f32 tiled kernel (Slots).
+struct VariantScope {
+  attn::DecodeVariant saved = attn::decode_variant();
+  bool saved_mma = attn::prefill_mma();
+  explicit VariantScope(attn::DecodeVariant v) {
+    attn::decode_variant() = v;
+    attn::prefill_mma() = v != attn::DecodeVariant::Slots;
+  }
+  ~VariantScope() {
+    attn::decode_variant() = saved;
+    attn::prefill_mma() = saved_mma;
+  }
+};
+constexpr attn::DecodeVariant kVariants[] = {attn::DecodeVariant::Slots, attn::DecodeVariant::Lanes8};  // Lanes8x4: same code
+
+// Checks the case and that it ran the expected kernel with (or without) key splits; decode cases
+// with both decode kernels (Lanes8 falls back to Slots for head sizes 256 and 512).
 void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
-  const Ran r = run_case(c);
-  EXPECT_LE(r.result.worst, attn_test::kBound)
-      << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
-  EXPECT_EQ(r.plan.kernel, kernel) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
-  EXPECT_EQ(r.plan.n_splits > 1, split) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+  for (attn::DecodeVariant v : kVariants) {
+    const VariantScope scope(v);
+    const Ran r = run_case(c);
+    EXPECT_LE(r.result.worst, attn_test::kBound)
+        << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
+    EXPECT_EQ(r.plan.kernel, kernel) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+    // lanes8 plans stay within one wave at their occupancy (3-4 blocks per multiprocessor, splits
+    // per item rounded down): with more than half a wave of work items there is no split.
+    const bool filled = r.plan.kernel == attn::Kernel::Decode && r.plan.variant != attn::DecodeVariant::Slots &&
+                        2 * int64_t(r.plan.grid_y) * r.plan.grid_z >
+                            attn::decode8_min_blocks(r.plan.variant, c.head_dim) * kEmulatedSms;
+    EXPECT_EQ(r.plan.n_splits > 1, split && !filled) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+    if (kernel == attn::Kernel::Decode)
+      EXPECT_EQ(r.plan.variant, c.head_dim <= 128 ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
+    else
+      EXPECT_EQ(r.plan.mma, attn::prefill_mma() && c.head_dim <= 128 && r.plan.rows == attn::large_rows(c.head_dim))
+          << plan_name(r.plan);
+  }
 }
 
 TEST(CudaAttentionEmulation, EveryTypeAsKAndAsVDecode) {
@@ -325,6 +402,30 @@ TEST(CudaAttentionEmulation, SharedBlocksOddBlockSizesAndLooseBounds) {
   expect_ok(c, attn::Kernel::Tiled, true);
 }
 
+// The lanes8 decode plans size their key splits to one wave at the kernel's occupancy (a second,
+// mostly idle wave costs up to a third at 131072 keys): Llama-3.1-8B's attention on an H200
+// (132 multiprocessors, 8 KV heads).
+TEST(CudaAttentionEmulation, Lanes8SplitsFillOneWave) {
+  constexpr int kSms = 132, kHeadKv = 8;
+  for (int n_kv : {4096, 32768, 131072}) {
+    const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, kHeadKv, 128, 128,
+                                kv_head_bytes(KvType::Q8_0, 128), kv_head_bytes(KvType::Turbo3T, 128),
+                                nullptr, 0, 0};
+    AttentionParams p;
+    p.n_head = 32;
+    p.scale = 0.088f;
+    const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, n_kv};
+    for (attn::DecodeVariant v : {attn::DecodeVariant::Lanes8, attn::DecodeVariant::Lanes8x4}) {
+      const VariantScope scope(v);
+      const attn::Plan P = attn::plan_attention(L, p, b, kSms);
+      const int slots = attn::decode8_min_blocks(v, 128) * kSms, blocks = P.n_splits * kHeadKv;
+      EXPECT_LE(blocks, slots) << n_kv << " keys: " << plan_name(P);
+      if (n_kv == 131072) EXPECT_GE(blocks, slots * 9 / 10) << plan_name(P);
+      EXPECT_GE(int64_t(P.chunk) * P.n_splits, n_kv) << plan_name(P);
+    }
+  }
+}
+
 // Shared prefixes read once for a group's queries (the prefix pass) and merged with each sequence's
 // own keys: decode and multi-token steps, a group next to unshared sequences, a sequence of a group
 // whose prefix is its whole context but the queries, empty groups (a graph sized for more), windows
@@ -356,7 +457,7 @@ TEST(CudaAttentionEmulation, SharedPrefixCascade) {
 // The embedded model's shape (head_dim 128, 2 KV heads, GQA 2, 256-token blocks) as the model runs it
 // on the GPU: a 38-token prompt, then single-token decode steps, with the launch bound bucketed to 256
 // keys (CudaBackend::kv_bucket). Its q8_0/q8_0 run hung on the H200 (2026-11-30).
-void embedded_model_steps(KvType kt, KvType vt) {
+void embedded_model_steps_with(KvType kt, KvType vt) {
   Case c;
   c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 2, c.block_tokens = 256, c.seed = 900;
   c.seqs = {{0, 38}};
@@ -370,6 +471,13 @@ void embedded_model_steps(KvType kt, KvType vt) {
     c.extra_kv_bound = 256 - (p + 1);
     const Ran r = run_case(c);
     EXPECT_LE(r.result.worst, attn_test::kBound) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+  }
+}
+
+void embedded_model_steps(KvType kt, KvType vt) {
+  for (attn::DecodeVariant v : kVariants) {
+    const VariantScope scope(v);
+    embedded_model_steps_with(kt, vt);
   }
 }
 

@@ -4,8 +4,10 @@
 // turbo3t) and the diagonal, every V type with q8_0 K, head sizes 64/128/256/512, GQA 1/4/8/32,
 // decode, small steps and prefill (n_q 1, 4, 77, 300), contexts 1 to 5000 across key splits,
 // sliding windows, softcap, shared prefix blocks (read per sequence, and once per group: cascade),
-// block sizes 1 to 128, and launch bounds far above the real batch (graph replay). Plus DISABLED_
-// benchmarks: decode bandwidth, and agents on one shared context with and without the cascade.
+// block sizes 1 to 128, and launch bounds far above the real batch (graph replay); every case with
+// each decode kernel (slots, lanes8, lanes8x4) and each prefill kernel (f32 tiled, mma). Plus DISABLED_ benchmarks: decode bandwidth, the
+// kernels side by side (decode per variant, prefill), agents on one shared context with and without
+// the cascade.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "../test_util.h"
 #include "attention_cuda_cases.h"
+#include "backend/cuda/attention_cuda_plan.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/kv_cuda.h"
 #include "cuda_test_util.h"
@@ -47,6 +50,28 @@ struct DevBuf {
 cuda::CudaContext& context() {
   static cuda::CudaContext ctx(0);
   return ctx;
+}
+
+// Selects a decode kernel for the scope (the choice is process-wide), and for prefill plans the f32
+// tiled kernel (with Slots) or the tensor-core kernel (with Lanes8 / Lanes8x4).
+struct VariantScope {
+  cuda::attn::DecodeVariant saved = cuda::attn::decode_variant();
+  bool saved_mma = cuda::attn::prefill_mma();
+  explicit VariantScope(cuda::attn::DecodeVariant v) {
+    cuda::attn::decode_variant() = v;
+    cuda::attn::prefill_mma() = v != cuda::attn::DecodeVariant::Slots;
+  }
+  ~VariantScope() {
+    cuda::attn::decode_variant() = saved;
+    cuda::attn::prefill_mma() = saved_mma;
+  }
+};
+constexpr cuda::attn::DecodeVariant kDecodeVariants[] = {
+    cuda::attn::DecodeVariant::Slots, cuda::attn::DecodeVariant::Lanes8, cuda::attn::DecodeVariant::Lanes8x4};
+const char* variant_name(cuda::attn::DecodeVariant v) {
+  return v == cuda::attn::DecodeVariant::Slots    ? "slots, prefill f32 tiled"
+         : v == cuda::attn::DecodeVariant::Lanes8 ? "lanes8, prefill mma"
+                                                  : "lanes8x4, prefill mma";
 }
 
 // Builds the case on the host, uploads it, runs the CUDA attention, checks against attention_ref.
@@ -85,10 +110,23 @@ attn_test::Result run_case(const Case& c) {
   b.prefix_seq0 = dps0.p;
   b.prefix_n_seq = dpn.p;
   b.prefix_blocks = dpb.p;
-  cuda::attention(L, f->p, b, dq.p, dout.p, context());
-  POLYKV_CUDA_CHECK(cudaStreamSynchronize(context().stream()));
-  dout.download(got.data(), got.size());
-  return attn_test::check_outputs(*f, got);
+  // Every decode kernel (attention_cuda_plan.h DecodeVariant; multi-token plans ignore the choice):
+  // the worst of them, named.
+  attn_test::Result worst;
+  const std::vector<float> poisoned = got;
+  for (cuda::attn::DecodeVariant v : kDecodeVariants) {
+    const VariantScope scope(v);
+    dout.upload(poisoned.data(), poisoned.size());
+    cuda::attention(L, f->p, b, dq.p, dout.p, context());
+    POLYKV_CUDA_CHECK(cudaStreamSynchronize(context().stream()));
+    dout.download(got.data(), got.size());
+    attn_test::Result r = attn_test::check_outputs(*f, got);
+    if (!(r.worst <= worst.worst)) {  // NaN / inf count as worst
+      worst = r;
+      worst.where = std::string("[decode variant ") + variant_name(v) + "] " + r.where;
+    }
+  }
+  return worst;
 }
 
 void expect_ok(const Case& c) {
@@ -375,6 +413,71 @@ TEST(CudaAttention, DISABLED_DecodeBandwidth) {
       const double bytes = double(n_kv) * kBenchHeadKv * double(pool.L.k_head_bytes + pool.L.v_head_bytes);
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
       std::printf("%-18s %8d %10.1f %10.1f %9.1f\n", name.c_str(), n_kv, bytes / 1e6, sec * 1e6, bytes / sec / 1e9);
+    }
+}
+
+// Time of one attention call over one sequence of the bench pool: n_q queries at positions
+// n_kv - n_q .. n_kv - 1 (decode: n_q = 1; prefill: n_q = n_kv from position 0), 32 query heads.
+double one_sequence_seconds(const BenchPool& pool, int n_kv, int n_q) {
+  const int n_blocks = (n_kv + kBenchBt - 1) / kBenchBt;
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(3));
+  const int32_t zero = 0, pos0 = n_kv - n_q;
+  DevBuf<int32_t> dt(table.size()), dz(1), dp(1), dn(1);
+  dt.upload(table.data(), table.size());
+  dz.upload(&zero, 1);
+  dp.upload(&pos0, 1);
+  dn.upload(&n_q, 1);
+  const auto q = test::random_floats(size_t(n_q) * kBenchHeads * kBenchHd, 9);
+  DevBuf<float> dq(q.size()), dout(q.size());
+  dq.upload(q.data(), q.size());
+  const cuda::AttentionBatchDevice b{1, dt.p, dz.p, dp.p, dn.p, dz.p, n_q, n_q, n_kv};
+  const AttentionParams p = bench_params();
+  return median_seconds([&] { cuda::attention(pool.L, p, b, dq.p, dout.p, context()); });
+}
+
+// The attention kernels side by side, one layer of Llama-3.1-8B's shape (32 query heads, 8 KV heads,
+// head_dim 128): decode of one token at 4096, 32768 and 131072 keys with each decode kernel (µs, KV
+// GB/s, and µs per layer relative to slots), then causal prefill of 512 and 4096 tokens from an
+// empty context (µs per layer, f32 TFLOP/s of the causal QK and PV products, and the tokens/s a
+// 32-layer model's attention alone would allow).
+TEST(CudaAttention, DISABLED_AttentionKernels) {
+  POLYKV_REQUIRE_GPU();
+  const std::pair<KvType, KvType> pairs[] = {{KvType::F16, KvType::F16},       {KvType::Q8_0, KvType::Q8_0},
+                                             {KvType::Q8_0, KvType::Turbo3},   {KvType::Q8_0, KvType::Turbo3T},
+                                             {KvType::Turbo3T, KvType::Turbo3T}, {KvType::Q4_0, KvType::Q4_0}};
+  std::printf("decode, one token, per layer\n%-18s %8s %9s %10s %8s %10s %8s %10s %8s %9s\n", "K/V", "keys", "KV MB",
+              "slots us", "GB/s", "lanes8 us", "GB/s", "lanes8x4", "GB/s", "best/slot");
+  for (const auto& [kt, vt] : pairs)
+    for (int n_kv : {4096, 32768, 131072}) {
+      const BenchPool pool = bench_pool(kt, vt, n_kv / kBenchBt);
+      const double bytes = double(n_kv) * kBenchHeadKv * double(pool.L.k_head_bytes + pool.L.v_head_bytes);
+      double sec[3];
+      for (int i = 0; i < 3; ++i) {
+        const VariantScope scope(kDecodeVariants[i]);
+        sec[i] = one_sequence_seconds(pool, n_kv, 1);
+      }
+      const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
+      std::printf("%-18s %8d %9.1f %10.1f %8.0f %10.1f %8.0f %10.1f %8.0f %9.2f\n", name.c_str(), n_kv, bytes / 1e6,
+                  sec[0] * 1e6, bytes / sec[0] / 1e9, sec[1] * 1e6, bytes / sec[1] / 1e9, sec[2] * 1e6,
+                  bytes / sec[2] / 1e9, std::min(sec[1], sec[2]) / sec[0]);
+    }
+  std::printf("\nprefill, causal from position 0, per layer\n%-18s %8s %10s %9s %14s %10s %9s %14s %8s\n", "K/V",
+              "tokens", "f32 us", "TFLOP/s", "attn tok/s@32L", "mma us", "TFLOP/s", "attn tok/s@32L", "speedup");
+  for (const auto& [kt, vt] : pairs)
+    for (int n : {512, 4096}) {
+      const BenchPool pool = bench_pool(kt, vt, n / kBenchBt);
+      double sec[2];
+      for (int i = 0; i < 2; ++i) {
+        const VariantScope scope(kDecodeVariants[i]);  // slots: f32 tiled; lanes8: mma
+        sec[i] = one_sequence_seconds(pool, n, n);
+      }
+      const double flops = 4.0 * kBenchHeads * kBenchHd * (double(n) * (n + 1) / 2);
+      const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
+      std::printf("%-18s %8d %10.1f %9.2f %14.0f %10.1f %9.2f %14.0f %8.2f\n", name.c_str(), n, sec[0] * 1e6,
+                  flops / sec[0] / 1e12, n / (32 * sec[0]), sec[1] * 1e6, flops / sec[1] / 1e12, n / (32 * sec[1]),
+                  sec[0] / sec[1]);
     }
 }
 

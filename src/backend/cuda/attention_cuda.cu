@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
+#include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
 #include "backend/cuda/kv_cuda.h"
 #include "core/error.h"
@@ -27,9 +29,15 @@ void allow_smem(Kernel* kernel, size_t smem) {
 template <int HD>
 void allow_smem_hd() {
   allow_smem(attn::decode_kernel<HD>, std::max(attn::kDecodeSmemCap, attn::decode_fold_bytes(HD)));
+  if constexpr (attn::decode8_supports(HD)) {
+    constexpr size_t smem = std::max(attn::kDecode8SmemCap, attn::decode8_fold_bytes(HD));
+    allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, smem);
+    allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, smem);
+  }
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
+  if constexpr (attn::mma_supports(HD)) allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
 }
 
 // Once per device: uploads the decode tables and sets the kernels' shared memory limits. The first
@@ -65,10 +73,28 @@ void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t sm
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream) {
   if (P.kernel == attn::Kernel::Decode) {
+    if constexpr (attn::decode8_supports(HD)) {
+      if (P.variant == attn::DecodeVariant::Lanes8) {
+        launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, a, P,
+                      P.smem, stream);
+        return;
+      }
+      if (P.variant == attn::DecodeVariant::Lanes8x4) {
+        launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, a, P,
+                      P.smem, stream);
+        return;
+      }
+    }
     launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream);
   } else if (P.rows == attn::kSmallRows) {
     launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream);
   } else {
+    if constexpr (attn::mma_supports(HD)) {
+      if (P.mma) {
+        launch_kernel(attn::attention_mma_kernel<HD>, a, P, attn::mma_smem_bytes(HD), stream);
+        return;
+      }
+    }
     constexpr int rows = attn::large_rows(HD);
     launch_kernel(attn::attention_kernel<HD, rows>, a, P, attn::smem_bytes(HD, rows), stream);
   }

@@ -33,6 +33,40 @@ constexpr size_t decode_part_bytes(int hd, size_t row_bytes) {
 constexpr size_t decode_fold_bytes(int hd) {
   return size_t(decode_slots(hd)) * kDecodeRows * (size_t(hd) + 2) * sizeof(float);
 }
+// The lane-per-8-values decode kernel (attention_cuda_decode8.cuh, head sizes 64 and 128; at 256
+// its 2 x 32 score registers per lane leave no room): hd / 8 lanes per key, one (key, row) score per
+// lane after the reduction, so hd / 8 / kDecodeRows keys per slot and kThreads / kDecodeRows keys per
+// tile. Its shared memory stays under kDecode8SmemCap so that four blocks fit a multiprocessor.
+constexpr size_t kDecode8SmemCap = 48 * 1024;
+constexpr int decode8_slots(int hd) { return (kThreads / 32) * (32 / (hd / 8)); }
+constexpr int decode8_tile_keys() { return kThreads / kDecodeRows; }
+constexpr bool decode8_supports(int hd) { return hd == 64 || hd == 128; }
+// Bytes of a tile of `keys` rows of row_bytes in a stage (decode_part_bytes for any tile size).
+constexpr size_t stage_part_bytes(int keys, size_t row_bytes) { return (size_t(keys) * row_bytes + 15) / 16 * 16 + 16; }
+constexpr size_t decode8_fold_bytes(int hd) {
+  return size_t(decode8_slots(hd)) * kDecodeRows * (size_t(hd) + 2) * sizeof(float);
+}
+// Which decode kernel single-token steps use: Slots (attention_cuda_decode.cuh, 16 values per lane,
+// every head size), Lanes8 (attention_cuda_decode8.cuh, registers for 3 blocks per multiprocessor;
+// head size 64 always gets 4) or Lanes8x4 (the same kernel held to 128 registers for 4 blocks, at the
+// price of a few spills at head size 128). Head sizes Lanes8 does not support use Slots.
+enum class DecodeVariant { Slots, Lanes8, Lanes8x4 };
+// Blocks per multiprocessor the lanes8 kernel's registers must allow (its __launch_bounds__).
+constexpr int decode8_min_blocks(DecodeVariant v, int hd) { return v == DecodeVariant::Lanes8x4 || hd == 64 ? 4 : 3; }
+// The process-wide choice (benchmarks and tests switch it; not thread-safe against running launches).
+inline DecodeVariant& decode_variant() {
+  static DecodeVariant v = DecodeVariant::Lanes8;
+  return v;
+}
+
+// Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
+// kernel (attention_cuda_mma.cuh) instead of the f32 tiled kernel. Process-wide, like decode_variant.
+inline bool& prefill_mma() {
+  static bool on = true;
+  return on;
+}
+constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }
+
 constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small multi-token steps
 // Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
 constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; }
@@ -78,6 +112,9 @@ struct Plan {
   int group = 0, gj = 0, hparts = 0, qt = 0, qtiles = 0;
   int n_splits = 1, chunk = 1 << 30;
   int grid_y = 0, grid_z = 0;  // grid: (n_splits, grid_y, grid_z); the merge: (rows, grid_y, grid_z)
+  DecodeVariant variant = DecodeVariant::Slots;  // decode kernel: which one
+  int tile_keys = 0;           // decode kernel: keys per tile (a stage)
+  bool mma = false;            // tiled plan: the tensor-core kernel (rows = large_rows(hd))
   int stages = 0;              // decode kernel: pipeline stages
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
@@ -85,10 +122,12 @@ struct Plan {
 
 // Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
 // least four tiles of keys and at most kMaxSplits splits; none when the work items alone fill the GPU.
-inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd) {
-  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = 4 * int64_t(std::max(sm_count, 1));
+// one_wave: blocks_per_sm blocks per multiprocessor at most (the kernel's occupancy: no second,
+// mostly idle wave), rounding the splits per item down.
+inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd, int blocks_per_sm = 4, bool one_wave = false) {
+  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = blocks_per_sm * int64_t(std::max(sm_count, 1));
   if (items < target && max_kv > 4 * kTileKeys) {
-    const int64_t want = (target + items - 1) / items;
+    const int64_t want = one_wave ? std::max<int64_t>(1, target / items) : (target + items - 1) / items;
     int64_t chunk = std::max<int64_t>((max_kv + want - 1) / want, 4 * kTileKeys);
     chunk = std::max<int64_t>(chunk, (max_kv + kMaxSplits - 1) / kMaxSplits);
     chunk = (chunk + 63) / 64 * 64;  // whole tiles, and pool blocks of 64 keys stay whole
@@ -111,6 +150,7 @@ inline void plan_partials(Plan& P, int hd) {
 inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
   P.kernel = Kernel::Tiled;
   P.rows = P.group * max_q <= kSmallRows ? kSmallRows : large_rows(hd);
+  P.mma = P.rows == large_rows(hd) && mma_supports(hd) && prefill_mma();
   P.gj = std::min(P.group, P.rows);
   P.hparts = (P.group + P.gj - 1) / P.gj;
   P.qt = P.rows / P.gj;
@@ -145,10 +185,14 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
     P.hparts = (P.group + P.gj - 1) / P.gj;
     P.qt = P.rows / P.gj;
     P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
-    // As many stages as fit kDecodeSmemCap (at least 2: a stage is at most 2 x 32 KB + 32).
-    const size_t stage = decode_part_bytes(hd, L.k_head_bytes) + decode_part_bytes(hd, L.v_head_bytes);
-    P.stages = int(std::clamp<size_t>(kDecodeSmemCap / stage, 2, kDecodeMaxStages));
-    P.smem = std::max(size_t(P.stages) * stage, decode_fold_bytes(hd));
+    P.variant = decode8_supports(hd) ? decode_variant() : DecodeVariant::Slots;
+    const bool lanes8 = P.variant != DecodeVariant::Slots;
+    P.tile_keys = lanes8 ? decode8_tile_keys() : decode_tile_keys(hd);
+    // As many stages as fit the shared memory cap (at least 2: a stage is at most 2 x 32 KB + 32).
+    const size_t cap = lanes8 ? kDecode8SmemCap : kDecodeSmemCap;
+    const size_t stage = stage_part_bytes(P.tile_keys, L.k_head_bytes) + stage_part_bytes(P.tile_keys, L.v_head_bytes);
+    P.stages = int(std::clamp<size_t>(cap / stage, 2, kDecodeMaxStages));
+    P.smem = std::max(size_t(P.stages) * stage, lanes8 ? decode8_fold_bytes(hd) : decode_fold_bytes(hd));
   } else {
     plan_tiled_rows(P, b.max_n_q, hd);
   }
@@ -157,7 +201,10 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
         grid_z, " blocks)");
   P.grid_y = int(grid_y);
   P.grid_z = int(grid_z);
-  plan_splits(P, b.max_kv, sm_count, hd);
+  if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
+    plan_splits(P, b.max_kv, sm_count, hd, decode8_min_blocks(P.variant, hd), true);
+  else
+    plan_splits(P, b.max_kv, sm_count, hd);
   if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
   return P;
 }
@@ -219,8 +266,9 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.prefix_blocks = b.prefix_blocks;
   a.prefix_pass = prefix_pass;
   a.stages = P.stages;
-  a.stage_k_bytes = decode_part_bytes(L.head_dim, L.k_head_bytes);
-  a.stage_bytes = a.stage_k_bytes + decode_part_bytes(L.head_dim, L.v_head_bytes);
+  const int tk = P.tile_keys > 0 ? P.tile_keys : decode_tile_keys(L.head_dim);
+  a.stage_k_bytes = stage_part_bytes(tk, L.k_head_bytes);
+  a.stage_bytes = a.stage_k_bytes + stage_part_bytes(tk, L.v_head_bytes);
   return a;
 }
 

@@ -1,0 +1,289 @@
+// The lane-per-8-values decode kernel of polykv::cuda::attention (Plan::variant Lanes8 / Lanes8x4,
+// head sizes 64 and 128): the same work decomposition, staging (cp.async ring of K/V tiles in shared memory),
+// prologue, fold and outputs as decode_kernel (attention_cuda_decode.cuh), with a thread layout that
+// needs about half its registers and does no redundant softmax work. docs/CUDA_ATTENTION.md has the
+// counts behind it.
+//
+// Inside a block (R = kDecodeRows rows, LPK = head_dim / 8 lanes per key, KU = LPK / R keys per slot):
+//   - a slot is LPK consecutive lanes; lane pl holds dims 8 pl .. 8 pl + 7 of every row's query
+//     (R x 8 floats) and of every row's accumulator (R x 8 floats), so q and acc take 16 R registers
+//     instead of decode_kernel's 32 R;
+//   - per tile the slot takes KU keys; each lane decodes its 8 values of each key (decode8s, the scale
+//     applied once to the partial dot) and forms the NP = KU x R = LPK partial dots s[u R + r];
+//   - a reduce-scatter over the slot's lanes (LPK - 1 shuffles) leaves lane pl with the full score of
+//     pair pl = (key pu = pl / R, row pr = pl % R): masking, softcap and exp run once per pair;
+//   - the row's tile max is a max over the KU lanes of the row (log2 KU shuffles); each lane keeps
+//     (m, l) of its row pr, l summed over its own keys only (the KU lanes' l are added at the end);
+//   - an all-gather (LPK - 1 shuffles) gives every lane all NP probabilities, in the lane-relative
+//     order rel[j] = p of pair j ^ pl (static register indices), and an all-gather over the R lanes
+//     of a key the rows' rescale factors, also lane-relative: acc[jr] is row jr ^ pr's accumulator;
+//   - V: each lane decodes its 8 values of key ju ^ pu and adds rel[ju R + jr] * scale * v to acc[jr].
+// Per key and row: 2 x 8 FMAs per lane on values decoded once for all rows; per tile and lane about
+// 2 (LPK - 1) + log2 R + log2 KU shuffles for NP = LPK scores.
+#pragma once
+#include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/kv_decode_scaled.cuh"
+
+namespace polykv::cuda::attn {
+inline namespace POLYKV_ATTN_NS {
+
+template <int HD>
+struct Decode8Shape {
+  static constexpr int R = kDecodeRows;
+  static constexpr int LPK = HD / 8;                // lanes per key
+  static constexpr int KPW = 32 / LPK;              // key slots per warp
+  static constexpr int NS = KPW * (kThreads / 32);  // key slots per block
+  static constexpr int KU = LPK / R;                // keys per slot per tile
+  static constexpr int TK = NS * KU;                // keys per tile
+  static_assert(decode8_supports(HD) && LPK <= 32 && KU >= 1 && KU * R == LPK);
+  static_assert(NS == decode8_slots(HD) && TK == decode8_tile_keys());
+  static_assert((R & (R - 1)) == 0 && (KU & (KU - 1)) == 0, "lane-relative indices need powers of two");
+};
+
+// Shuffle trees over the lanes of a slot with compile-time offsets (recursion, so that every array
+// index is a constant and the arrays stay in registers).
+// Reduce-scatter, levels O, O/2, .., 1: lane pl keeps the half of s[0 .. 2 O) selected by its bit O
+// and adds its partner's copy of it; in the end s[0] is the full sum of element pl.
+template <int O, int N>
+__device__ __forceinline__ void reduce_scatter(float (&s)[N], int pl) {
+  const bool up = (pl & O) != 0;
+#pragma unroll
+  for (int i = 0; i < O; ++i) {
+    const float send = up ? s[i] : s[i + O], keep = up ? s[i + O] : s[i];
+    s[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+  }
+  if constexpr (O > 1) reduce_scatter<O / 2>(s, pl);
+}
+// All-gather, levels O = 1, 2, .. < END: x[j + O] = the partner's x[j]; with x[0] this lane's value,
+// in the end x[j] is the value of lane pl ^ j (lane-relative order).
+template <int O, int END, int N>
+__device__ __forceinline__ void all_gather(float (&x)[N]) {
+  if constexpr (O < END) {
+#pragma unroll
+    for (int j = 0; j < O; ++j) x[j + O] = __shfl_xor_sync(0xffffffffu, x[j], O);
+    all_gather<2 * O, END>(x);
+  }
+}
+
+// The end of a decode block: folds the ns slot states in shared memory (st_acc [ns][R][HD], st_ml
+// [ns][R][2] = m, l) by log-sum-exp into the block's partials (several splits or a shared prefix) or
+// its normalized output rows. wgt: [ns][R] scratch; Qs [R][ld] takes the outputs. Every thread must
+// call it (it has barriers), after a barrier that follows the last write of the states.
+template <int HD>
+__device__ void fold_slots(const Args& a, const Work& w, int ns, float* Qs, int ld, const int* qhi, const int* qrow,
+                           const float* st_acc, const float* st_ml, float* wgt) {
+  constexpr int R = kDecodeRows;
+  const int tid = threadIdx.x;
+  for (int i = tid; i < ns * R; i += kThreads) {  // i = slot * R + row
+    const int r = i % R;
+    float M = -INFINITY;
+    for (int s = 0; s < ns; ++s) M = fmaxf(M, st_ml[(s * R + r) * 2]);
+    const float ms = st_ml[i * 2];
+    wgt[i] = ms == -INFINITY ? 0.0f : expf(ms - M);
+  }
+  __syncthreads();
+  const bool partial = a.partial;
+  const size_t blk = partial_index();
+  for (int i = tid; i < R * HD; i += kThreads) {
+    const int r = i / HD, d = i - r * HD;
+    float o = 0.0f, L = 0.0f;
+    for (int s = 0; s < ns; ++s) {
+      const float ws = wgt[s * R + r];
+      o += ws * st_acc[(s * R + r) * HD + d];
+      L += ws * st_ml[(s * R + r) * 2 + 1];
+    }
+    if (!partial) {
+      Qs[r * ld + d] = qhi[r] >= 0 ? o / L : 0.0f;
+    } else if (qhi[r] >= 0) {
+      a.part_o[(blk * R + r) * HD + d] = o;
+      if (d == 0) {
+        float M = -INFINITY;
+        for (int s = 0; s < ns; ++s) M = fmaxf(M, st_ml[(s * R + r) * 2]);
+        a.part_ml[(blk * R + r) * 2] = M;
+        a.part_ml[(blk * R + r) * 2 + 1] = L;
+      }
+    }
+  }
+  if (partial) return;
+  __syncthreads();
+  write_outputs<HD>(a, w, R, Qs, ld, qrow);
+}
+
+// MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks).
+template <int HD, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
+  using Sh = Decode8Shape<HD>;
+  constexpr int R = Sh::R, LD = HD + 4, LPK = Sh::LPK, KPW = Sh::KPW, NS = Sh::NS, KU = Sh::KU, TK = Sh::TK;
+  constexpr int NP = KU * R;
+
+  Work w;
+  if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
+  const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);
+  const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
+  if (kb >= ke) return;  // this split holds no key of the block (the merge skips it too)
+
+  __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
+  __shared__ int qhi[R], qlo[R], qrow[R];
+  __shared__ float lvk[32], lvv[32];
+  __shared__ float lutk[kScaledLutSize], lutv[kScaledLutSize];  // scaled_lut_entry tables of K and V
+  __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
+  __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
+  POLYKV_DYNAMIC_SHARED(smem4);
+  uint8_t* stages = reinterpret_cast<uint8_t*>(smem4);  // [a.stages][K part | V part] tiles of raw rows
+  const size_t kpart = a.stage_k_bytes, spart = a.stage_bytes;
+  const int S = a.stages;
+  float* st_acc = reinterpret_cast<float*>(smem4);  // after the tiles: [NS][R][HD] slot states: acc
+  float* st_ml = st_acc + NS * R * HD;              // [NS][R][2]: m, l
+
+  const int32_t* table = a.tables + a.table_start[w.seq];
+  const int bt = a.block_tokens;
+  const size_t head_row = size_t(w.g) * size_t(bt);
+  // The producer, as decode_kernel's: one commit group per call (empty past ke).
+  int p_tiles = 0, p_key = kb;
+  const auto issue = [&]() {
+    if (p_key < ke) {
+      const int bi = p_key / bt, t1 = min(min(p_key + TK, ke), (bi + 1) * bt), nk = t1 - p_key;
+      const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
+      const size_t row = head_row + size_t(p_key - bi * bt);
+      const uint8_t* ks = base + row * a.k_row_bytes;
+      const uint8_t* vs = base + a.v_offset + row * a.v_row_bytes;
+      const int st = p_tiles % S;
+      uint8_t* dst = stages + size_t(st) * spart;
+      stage_copy(dst, ks, size_t(nk) * a.k_row_bytes);
+      stage_copy(dst + kpart, vs, size_t(nk) * a.v_row_bytes);
+      if (threadIdx.x == 0) {
+        st_t0[st] = p_key;
+        st_nk[st] = nk;
+        st_ko[st] = int(reinterpret_cast<uintptr_t>(ks) & 15u);
+        st_vo[st] = int(reinterpret_cast<uintptr_t>(vs) & 15u);
+      }
+      p_key = t1;
+    }
+    ++p_tiles;
+    stage_commit();
+  };
+  for (int i = 0; i < S - 1; ++i) issue();
+
+  block_prologue<HD>(a, w, R, Qs, LD, qhi, qlo, qrow, lvk, lvv);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int ks = lane / LPK, pl = lane - ks * LPK;  // slot in the warp; lane in the slot (8-value piece)
+  const int slot = warp * KPW + ks;
+  const int pu = pl / R, pr = pl % R;  // the (key, row) pair whose full score this lane owns
+  const int my_qh = qhi[pr], my_ql = qlo[pr];
+
+  float q[R][8], acc[R][8];  // q: row r; acc[jr]: row jr ^ pr (lane-relative)
+  float m = -INFINITY, l = 0.0f;  // row pr: running max (same on the row's KU lanes), this lane's sum
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      q[r][k] = Qs[r * LD + 8 * pl + k];
+      acc[r][k] = 0.0f;
+    }
+  const uint32_t subset_word = g_tables.subset_word;
+  for (int i = tid; i < kScaledLutSize; i += kThreads) {  // read after the first tile's barrier
+    lutk[i] = scaled_lut_entry(a.k_type, lvk, subset_word, i);
+    lutv[i] = scaled_lut_entry(a.v_type, lvv, subset_word, i);
+  }
+
+  for (int it = 0, key = kb; key < ke; ++it) {
+    stage_wait(S - 2);
+    __syncthreads();
+    issue();
+    const int st = it % S;
+    const int t0 = st_t0[st], nk = st_nk[st];
+    key = t0 + nk;
+    const uint8_t* kbuf = stages + size_t(st) * spart + st_ko[st];
+    const uint8_t* vbuf = stages + size_t(st) * spart + kpart + st_vo[st];
+    const int i0 = slot * KU;  // the slot's first key in the tile
+
+    // Partial dots of this lane's 8 dims: s[u R + r] for key i0 + u, row r.
+    float s[NP];
+    kv_type_dispatch(a.k_type, [&](auto tag) {
+      constexpr KvType T = decltype(tag)::value;
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        float kv[8], sc = 0.0f;
+        if (i0 + u < nk) {
+          sc = decode8s<T>(kbuf + size_t(i0 + u) * a.k_row_bytes, pl, HD, lutk, kv);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 8; ++k) kv[k] = 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float d0 = 0.0f, d1 = 0.0f;  // two chains
+#pragma unroll
+          for (int k = 0; k < 8; k += 2) {
+            d0 += q[r][k] * kv[k];
+            d1 += q[r][k + 1] * kv[k + 1];
+          }
+          s[u * R + r] = (d0 + d1) * sc;
+        }
+      }
+    });
+    reduce_scatter<LPK / 2>(s, pl);  // s[0]: the full score of pair pl
+    // This lane's pair: key i0 + pu (position t0 + i0 + pu), row pr.
+    float x = s[0];
+    if (a.softcap > 0.0f) x = a.softcap * tanhf(x / a.softcap);
+    const int pos = t0 + i0 + pu;
+    x = i0 + pu < nk && pos <= my_qh && pos >= my_ql ? x : -INFINITY;
+    float mt = x;
+#pragma unroll
+    for (int o = R; o < LPK; o *= 2) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+    const float m_new = fmaxf(m, mt);
+    // Every key of the row masked so far: m stays -inf, p = 0 and acc (zero) needs no rescale.
+    const float alpha = m_new == -INFINITY ? 1.0f : fast_exp(m - m_new);
+    const float p = m_new == -INFINITY ? 0.0f : fast_exp(x - m_new);
+    m = m_new;
+    l = l * alpha + p;
+
+    // All-gathers, lane-relative: rel[j] = p of pair j ^ pl; al[jr] = alpha of row jr ^ pr.
+    float rel[NP], al[R];
+    rel[0] = p;
+    all_gather<1, LPK>(rel);
+    al[0] = alpha;
+    all_gather<1, R>(al);
+#pragma unroll
+    for (int jr = 0; jr < R; ++jr)
+      if (al[jr] != 1.0f)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[jr][k] *= al[jr];
+
+    kv_type_dispatch(a.v_type, [&](auto tag) {
+      constexpr KvType T = decltype(tag)::value;
+#pragma unroll
+      for (int ju = 0; ju < KU; ++ju) {
+        const int i = i0 + (ju ^ pu);  // pairs ju R + jr of rel are key ju ^ pu, rows jr ^ pr
+        if (i >= nk) continue;       // past the tile (its probabilities are 0; its bytes are junk)
+        float v[8];
+        const float sc = decode8s<T>(vbuf + size_t(i) * a.v_row_bytes, pl, HD, lutv, v);
+#pragma unroll
+        for (int jr = 0; jr < R; ++jr) {
+          const float ps = rel[ju * R + jr] * sc;
+#pragma unroll
+          for (int k = 0; k < 8; ++k) acc[jr][k] += ps * v[k];
+        }
+      }
+    });
+  }
+  // The row's l: the sum over its KU lanes.
+#pragma unroll
+  for (int o = R; o < LPK; o *= 2) l += __shfl_xor_sync(0xffffffffu, l, o);
+  stage_wait(0);
+  __syncthreads();  // every thread is done with the stages: the fold reuses their memory
+
+#pragma unroll
+  for (int jr = 0; jr < R; ++jr)
+#pragma unroll
+    for (int k = 0; k < 8; ++k) st_acc[(slot * R + (jr ^ pr)) * HD + 8 * pl + k] = acc[jr][k];
+  if (pu == 0) {
+    st_ml[(slot * R + pr) * 2] = m;
+    st_ml[(slot * R + pr) * 2 + 1] = l;
+  }
+  __syncthreads();
+  fold_slots<HD>(a, w, NS, Qs, LD, qhi, qrow, st_acc, st_ml, wgt);
+}
+
+}  // namespace POLYKV_ATTN_NS
+}  // namespace polykv::cuda::attn
