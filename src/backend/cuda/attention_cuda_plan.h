@@ -5,6 +5,9 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <cstdint>
 
 #include "backend/cpu/attention.h"
@@ -54,15 +57,24 @@ enum class DecodeVariant { Slots, Lanes8, Lanes8x4 };
 // Blocks per multiprocessor the lanes8 kernel's registers must allow (its __launch_bounds__).
 constexpr int decode8_min_blocks(DecodeVariant v, int hd) { return v == DecodeVariant::Lanes8x4 || hd == 64 ? 4 : 3; }
 // The process-wide choice (benchmarks and tests switch it; not thread-safe against running launches).
+// Starts from POLYKV_CUDA_ATTN_DECODE=slots|lanes8|lanes8x4 (unset or other: lanes8).
 inline DecodeVariant& decode_variant() {
-  static DecodeVariant v = DecodeVariant::Lanes8;
+  static DecodeVariant v = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_DECODE");
+    const std::string s = e ? e : "";
+    return s == "slots" ? DecodeVariant::Slots : s == "lanes8x4" ? DecodeVariant::Lanes8x4 : DecodeVariant::Lanes8;
+  }();
   return v;
 }
 
 // Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
 // kernel (attention_cuda_mma.cuh) instead of the f32 tiled kernel. Process-wide, like decode_variant.
+// Starts on unless POLYKV_CUDA_ATTN_MMA=0.
 inline bool& prefill_mma() {
-  static bool on = true;
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_MMA");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
   return on;
 }
 constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }
