@@ -43,6 +43,16 @@ TESTS=${POLYKV_COMPARE_TESTS:-OpsCuda.*:OpsFusedCuda.*:OpsActsCuda.*:CudaKvStore
 stage "tests: $TESTS" 200 "$OUT/tests.log" $BIN/polykv_tests --gtest_filter="$TESTS" --gtest_color=no
 grep -E '^\[  (PASSED|FAILED) +\]' "$OUT/tests.log" | head -12 | sed 's/^/     /' >>"$SUMMARY"
 grep -E 'Failure|differ|mismatch' "$OUT/tests.log" | head -8 | cut -c1-300 | sed 's/^/     /' >>"$SUMMARY"
+# A failing attention kernel must not be benchmarked: fall back to the kernels of before 2026-12-01b.
+if grep -qE '^\[  FAILED  \] CudaAttention' "$OUT/tests.log"; then
+  export POLYKV_CUDA_ATTN_DECODE=slots POLYKV_CUDA_ATTN_MMA=0
+  note "attention tests failed: benchmarks run with POLYKV_CUDA_ATTN_DECODE=slots POLYKV_CUDA_ATTN_MMA=0"
+fi
+if [[ -n ${ATTN_BENCH:-CudaAttention.DISABLED_AttentionKernels} ]]; then
+  stage "bench: ${ATTN_BENCH:-CudaAttention.DISABLED_AttentionKernels}" 120 "$OUT/attention-bench.log" \
+    $BIN/polykv_tests --gtest_filter="${ATTN_BENCH:-CudaAttention.DISABLED_AttentionKernels}" \
+    --gtest_also_run_disabled_tests --gtest_color=no
+fi
 
 if [[ -n ${LLAMA_PID:-} ]]; then
   while kill -0 "$LLAMA_PID" 2>/dev/null && (($(left) > 200)); do sleep 3; done
