@@ -1,5 +1,6 @@
 // MXFP4 matmul kernels (backend/cpu/mxfp4_kernels*.cpp) against matmul_ref on every ISA this CPU has
-// (forced in turn), for 1..8 tokens and awkward shapes (one block, one row, rows not a multiple of
+// (forced in turn), with and without the x16 packed copy (packed_weights.h; AVX-512 and the scalar
+// reference read it, AVX2 falls back to the rows), for 1..9 tokens and awkward shapes (one block, one row, rows not a multiple of
 // 16, n_in an odd number of blocks), weights quantized from floats and random bytes (every code, a
 // spread of exponents); batch invariance (a token's outputs are bit-identical alone or with others,
 // any thread count); and the SIMD kernels agree with the scalar one to float rounding.
@@ -14,6 +15,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
 #include "quant/mxfp4.h"
 #include "quant/quant.h"
 #include "test_util.h"
@@ -47,6 +49,13 @@ Matrix make_matrix(int64_t n_in, int64_t n_out, uint32_t seed, bool random_bits)
   }
   w.m = {DType::MXFP4, w.bytes.data(), n_in, n_out, stride};
   return w;
+}
+
+// The same matrix with the packed copy of its 16-row groups (the n_out % 16 tail rows stay unpacked).
+WeightMatrix with_packed(const WeightMatrix& w) {
+  WeightMatrix p = w;
+  p.packed = cpu::pack_matrix(w.type, w.data, w.n_in, w.n_out, w.row_stride);
+  return p;
 }
 
 ThreadPool& pool(int n) {
@@ -91,12 +100,17 @@ TEST(Mxfp4Matmul, MatchesReference) {
   struct Shape { int64_t blocks, n_out; };
   const Shape shapes[] = {{1, 1}, {3, 7}, {5, 33}, {90, 17}, {2, 48}};  // 90 blocks: gpt-oss's 2880
   for (bool random_bits : {false, true})
-    for (const Shape& s : shapes) {
+    for (const Shape& s : shapes)
+      for (bool packed : {false, true}) {
       const int64_t n_in = s.blocks * 32;
-      const Matrix w = make_matrix(n_in, s.n_out, uint32_t(n_in + s.n_out), random_bits);
+      Matrix w = make_matrix(n_in, s.n_out, uint32_t(n_in + s.n_out), random_bits);
+      if (packed) {
+        w.m = with_packed(w.m);
+        ASSERT_EQ(w.m.packed != nullptr, s.n_out >= 16);
+      }
       for (int64_t n_tok = 1; n_tok <= 9; ++n_tok) {
-        SCOPED_TRACE(testing::Message() << "random_bits=" << random_bits << " n_in=" << n_in << " n_out=" << s.n_out
-                                        << " n_tok=" << n_tok);
+        SCOPED_TRACE(testing::Message() << "random_bits=" << random_bits << " packed=" << packed << " n_in=" << n_in
+                                        << " n_out=" << s.n_out << " n_tok=" << n_tok);
         const auto x = test::random_floats(size_t(n_in * n_tok), uint32_t(n_tok * 13 + s.n_out));
         std::vector<float> ref(size_t(n_tok * s.n_out));
         matmul_ref(w.m, x.data(), ref.data(), n_tok);
@@ -115,11 +129,13 @@ TEST(Mxfp4Matmul, MatchesReference) {
 
 // All 11 tokens in one call, then every range [t0, t0 + nt) alone (1 and 3 threads): bytes equal.
 TEST(Mxfp4Matmul, BatchInvariant) {
-  const int64_t n_in = 7 * 32, n_out = 19, n_tok = 11;
-  const Matrix w = make_matrix(n_in, n_out, 9, false);
+  const int64_t n_in = 7 * 32, n_out = 35, n_tok = 11;
+  Matrix w = make_matrix(n_in, n_out, 9, false);
   const auto x = test::random_floats(size_t(n_in * n_tok), 10);
+  for (bool packed : {false, true})
   for (Isa isa : isas()) {
-    SCOPED_TRACE(isa_name(isa));
+    SCOPED_TRACE(testing::Message() << isa_name(isa) << " packed=" << packed);
+    if (packed && !w.m.packed) w.m = with_packed(w.m);
     IsaScope scope(isa);
     std::vector<float> all(size_t(n_out * n_tok));
     matmul(w.m, x.data(), all.data(), n_tok, pool(2));
@@ -138,7 +154,8 @@ TEST(Mxfp4Matmul, BatchInvariant) {
 TEST(Mxfp4Matmul, IsasAgree) {
   if (cpu::detected_isa() == Isa::Scalar) GTEST_SKIP() << "no SIMD";
   const int64_t n_in = 4096 + 96, n_out = 24, n_tok = 5;
-  const Matrix w = make_matrix(n_in, n_out, 21, true);
+  Matrix w = make_matrix(n_in, n_out, 21, true);
+  w.m = with_packed(w.m);  // 16 packed rows and 8 tail rows
   const auto x = test::random_floats(size_t(n_in * n_tok), 22);
   std::vector<float> scalar(size_t(n_out * n_tok));
   const auto tol = bound(w.m, x, n_tok, 0.0);

@@ -13,7 +13,9 @@
 //         high nibbles hold chunk 4+c.
 //   q8_0  qs + (g*nb + b) * 512 + c*64 + 4r + i   (c = 0..7) = (byte 4c+i of row 16g+r's block b)
 //         XOR 0x80, i.e. the quant q + 128 as an unsigned byte (0..255), chunk c of 16 rows.
-//   both  d + (g*nb + b) * 16 + r = fp16 scale of row 16g+r, block b.
+//   mxfp4 as q4_0 (the nibbles unchanged: codes 0..15, low nibble = value 4c+i, high = 16+4c+i), and
+//         d + (g*nb + b) * 16 + r = the block's E8M0 exponent e (scale 2^(e - 128), quant/mxfp4.h).
+//   q4_0, q8_0  d + (g*nb + b) * 16 + r = fp16 scale of row 16g+r, block b.
 //   q4_K  (blocks of 256 values; packed_q4k.cpp) one self-contained 2304-byte record per group and
 //         super-block at qs + (g*nb + b) * 2304: quants, 6-bit scales / mins and d / dmin of the 16
 //         rows (the layout is described in packed_q4k.cpp); `d` is unused.
@@ -35,7 +37,7 @@ namespace polykv::cpu {
 constexpr int kPackRows = 16;  // rows per interleaved group
 
 struct PackedMatrix {
-  DType type = DType::F32;  // Q4_0, Q8_0 or Q4_K
+  DType type = DType::F32;  // Q4_0, Q8_0, MXFP4 or Q4_K
   int64_t n_in = 0;         // values per row (a multiple of the type's block)
   int64_t n_groups = 0;     // packed rows = 16 * n_groups
   std::unique_ptr<uint8_t, void (*)(void*)> qs{nullptr, nullptr};  // 64-byte aligned
@@ -43,7 +45,7 @@ struct PackedMatrix {
 
   int64_t n_blocks() const { return n_in / (type == DType::Q4_K ? 256 : 32); }
   size_t qs_block_bytes() const {  // per group and block
-    return type == DType::Q4_0 ? 256 : type == DType::Q4_K ? 2304 : 512;
+    return type == DType::Q4_0 || type == DType::MXFP4 ? 256 : type == DType::Q4_K ? 2304 : 512;
   }
   const uint8_t* qs_at(int64_t g, int64_t b) const { return qs.get() + size_t(g * n_blocks() + b) * qs_block_bytes(); }
   const uint16_t* d_at(int64_t g, int64_t b) const { return d.get() + size_t(g * n_blocks() + b) * kPackRows; }
@@ -52,7 +54,7 @@ struct PackedMatrix {
 // True if pack_matrix() has a layout for `type`.
 bool packable(DType type);
 
-// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 / q4_K matrix (rows row_stride bytes apart); null if
+// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 / mxfp4 / q4_K matrix (rows row_stride bytes apart); null if
 // the type is not packable or there is not one whole group.
 std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t n_in, int64_t n_out,
                                           size_t row_stride);
