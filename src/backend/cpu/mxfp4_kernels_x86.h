@@ -26,12 +26,15 @@ inline float mxfp4_scale_fast(uint8_t e) {
   return f;
 }
 
-// The lookup table u = kMxfp4Values[c] + 12, in both 128-bit lanes.
-inline __m256i mxfp4_offset_table() {
-  alignas(16) int8_t t[16];
-  for (int c = 0; c < 16; ++c) t[c] = int8_t(kMxfp4Values[c] + 12);
-  return _mm256_broadcastsi128_si256(load128(t));
-}
+// The lookup table u = kMxfp4Values[c] + 12, in both 128-bit lanes (a constant: a table built in a
+// stack array stalls store forwarding).
+alignas(16) inline constexpr int8_t kMxfp4OffsetTable[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+static_assert([] {
+  for (int c = 0; c < 16; ++c)
+    if (kMxfp4OffsetTable[c] != kMxfp4Values[c] + 12) return false;
+  return true;
+}());
+inline __m256i mxfp4_offset_table() { return _mm256_broadcastsi128_si256(load128(kMxfp4OffsetTable)); }
 
 template <typename Ops>
 struct Mxfp4Q8_32 {

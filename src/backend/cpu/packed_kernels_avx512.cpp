@@ -55,10 +55,10 @@ struct UnpackQ4_0 {
 struct UnpackMXFP4 {
   static constexpr int kChunks = 8;
   static constexpr int32_t kOffset = 12;
+  // A constant (a table built in a stack array per block would stall store forwarding).
+  alignas(16) static constexpr int8_t kTable[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
   static void run(const uint8_t* qs, __m512i* w) {
-    alignas(16) int8_t t[16];
-    for (int c = 0; c < 16; ++c) t[c] = int8_t(kMxfp4Values[c] + kOffset);
-    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable)));
     const __m512i lo = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -75,6 +75,11 @@ struct UnpackMXFP4 {
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, subnormal));
   }
 };
+static_assert([] {
+  for (int c = 0; c < 16; ++c)
+    if (UnpackMXFP4::kTable[c] != kMxfp4Values[c] + UnpackMXFP4::kOffset) return false;
+  return true;
+}());
 struct UnpackQ8_0 {
   static __m512 scales(const uint16_t* dp) { return fp16_scales(dp); }
   static constexpr int kChunks = 8;
