@@ -9,7 +9,7 @@
 //   g++ -std=c++20 -O2 -mavx2 -Isrc bench/matmul_bench.cpp build/libpolykv_lib.a
 //       $(pkg-config --libs libpcre2-8) -lpthread -o build/matmul_bench
 //   build/matmul_bench [threads] [--no-bandwidth] [--cpu-clock] [--shape 2048x8192]
-//                      [--types q4_0,q8_0,q5_0,q4_K,q5_K,q6_K,f16,f32] [isa...]
+//                      [--types q4_0,q8_0,q5_0,q4_K,q5_K,q6_K,mxfp4,f16,f32] [isa...]
 //   (isa: avx512 avx2 scalar; default: the SIMD ones this CPU has)
 #include <immintrin.h>
 
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::F32}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4, DType::F16, DType::F32}) {
     if (("," + types + ",").find("," + std::string(dtype_name(t)) + ",") == std::string::npos) continue;
     // One matrix quantized from random floats, replicated to fill `big` bytes.
     const size_t rb = row_bytes(t, n_in), mat = rb * size_t(n_out);

@@ -6,7 +6,8 @@
 # matrix) over the measured read bandwidth.
 #
 # Usage: bench/moe_bench.sh POLYKV LLAMA_BENCH [THREADS=2] [REPS=3] [OUT=docs/results/moe-2026-12-01]
-# Env: TYPE (q4_0), QWEN_LAYERS (12 of 48), OSS_LAYERS (6 of 24): fewer layers than the real models so
+# Env: TYPE (q4_0; mxfp4 = llama.cpp's MXFP4_MOE layout as real gpt-oss files: experts mxfp4, other
+#      matrices q8_0), SHAPES ("qwen3-30b-a3b gpt-oss-20b": which of the two to run), QWEN_LAYERS (12 of 48), OSS_LAYERS (6 of 24): fewer layers than the real models so
 #      the files fit a 24 GiB machine (a layer's share of the time is the same); P (128), N (32) prefill
 #      and decode tokens; WORK (/tmp/polykv_moe_bench) where the synth files are kept between runs.
 set -euo pipefail
@@ -14,7 +15,14 @@ polykv=$1 llama=$2 threads=${3:-2} reps=${4:-3} out=${5:-docs/results/moe-2026-1
 type=${TYPE:-q4_0} ql=${QWEN_LAYERS:-12} ol=${OSS_LAYERS:-6} p=${P:-128} n=${N:-32}
 work=${WORK:-/tmp/polykv_moe_bench}
 mkdir -p "$work" "$out/raw"
-models=("qwen3-30b-a3b:$ql" "gpt-oss-20b:$ol")
+models=()
+for s in ${SHAPES:-qwen3-30b-a3b gpt-oss-20b}; do
+  case $s in
+    qwen3-30b-a3b) models+=("$s:$ql") ;;
+    gpt-oss-20b) models+=("$s:$ol") ;;
+    *) echo "unknown shape $s" >&2; exit 2 ;;
+  esac
+done
 for m in "${models[@]}"; do
   shape=${m%%:*} layers=${m##*:}
   f="$work/$shape-$type-L$layers.gguf"
@@ -27,7 +35,7 @@ for r in $(seq 1 "$reps"); do
     f="$work/$shape-$type-L$layers.gguf"
     tag="$shape-L$layers-r$r"
     echo "== rep $r $shape ($layers layers, $type, $threads threads)" >&2
-    "$llama" -m "$f" -p "$p" -n "$n" -t "$threads" -r 1 -ctk f16 -ctv f16 -o json > "$out/raw/llama-$tag.json" 2>/dev/null
+    "$llama" -m "$f" -p "$p" -n "$n" -t "$threads" -r 1 -ctk f16 -ctv f16 -o json > "$out/raw/llama-$tag.json" 2>"$out/raw/llama-$tag.err"
     "$polykv" bench -m "$f" -p "$p" -n "$n" -t "$threads" -r 1 -ctk f16 -ctv f16 --json > "$out/raw/polykv-$tag.json" 2>/dev/null
   done
 done

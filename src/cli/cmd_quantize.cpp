@@ -15,7 +15,8 @@ int cmd_quantize(int argc, char** argv) {
   app.add_option("input", in, "input GGUF")->required();
   app.add_option("output", out, "output GGUF")->required();
   app.add_option("type", type_name,
-                 "target type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K")
+                 "target type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, tq1_0, tq2_0, "
+                 "ptq1_0, mxfp4 (experts mxfp4, other matrices q8_0: llama.cpp's MXFP4_MOE)")
       ->check(quantize_type_check())
       ->required();
   app.add_option("--fallback", fallback_name, "type for matrices whose rows don't fit TYPE's blocks")

@@ -20,7 +20,7 @@ constexpr DTypeInfo kTypes[] = {
     {DType::I32, "i32", 1, 4, false},      {DType::I64, "i64", 1, 8, false},
     {DType::F64, "f64", 1, 8, false},      {DType::BF16, "bf16", 1, 2, true},
     {DType::TQ1_0, "tq1_0", 256, 54, true}, {DType::TQ2_0, "tq2_0", 256, 66, true},
-    {DType::PTQ1_0, "ptq1_0", 128, 28, true},
+    {DType::MXFP4, "mxfp4", 32, 17, true},  {DType::PTQ1_0, "ptq1_0", 128, 28, true},
 };
 
 }  // namespace
@@ -61,6 +61,7 @@ int ggml_file_type(DType t) {
     case DType::BF16: return 32;
     case DType::TQ1_0: return 36;  // LLAMA_FTYPE_MOSTLY_TQ1_0
     case DType::TQ2_0: return 37;
+    case DType::MXFP4: return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE: experts mxfp4, other matrices q8_0
     default: return -1;
   }
 }

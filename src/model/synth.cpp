@@ -8,6 +8,7 @@
 #include "model/synth_layout.h"
 #include "model/synth_moe.h"
 #include "model/synth_vocab.h"
+#include "quant/mxfp4.h"
 #include "quant/quant.h"
 
 namespace polykv {
@@ -103,7 +104,8 @@ void add_synth_model(GgufWriter& w, const ModelShape& shape, const SynthOptions&
       case SynthInit::Weight:
         check(t.ne[0] % block == 0, "shape '", shape.name, "': ", t.name, " has rows of ", t.ne[0],
               " values, not a multiple of ", dtype_name(o.type), "'s block of ", block);
-        fill.type = o.type;
+        // mxfp4 is llama.cpp's MXFP4_MOE: experts in mxfp4, the other matrices in q8_0 (quant/mxfp4.h).
+        fill.type = o.type == DType::MXFP4 ? mxfp4_moe_type(t.ne.size() == 3) : o.type;
         fill.stddev = o.weight_std;
         break;
       case SynthInit::WeightF32:

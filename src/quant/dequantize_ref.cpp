@@ -8,6 +8,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/kquant_scales.h"
+#include "quant/mxfp4.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
 
@@ -191,6 +192,7 @@ void dequantize_row_ref(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q6_K: return dequantize_blocks<BlockQ6_K, kQK_K>(dequantize_q6_K, src, dst, n);
     case DType::Q8_K: return dequantize_blocks<BlockQ8_K, kQK_K>(dequantize_q8_K, src, dst, n);
     case DType::TQ1_0: case DType::TQ2_0: case DType::PTQ1_0: return dequantize_ternary_row(type, src, dst, n);
+    case DType::MXFP4: return dequantize_mxfp4_row(src, dst, n);
     default:
       fail("dequantize_row_ref: type ", dtype_name(type), " is not supported");
   }

@@ -12,7 +12,7 @@ namespace polykv {
 void dequantize_row_ref(DType type, const void* src, float* dst, int64_t n);
 
 // Quantizes n floats into a row of `type` (round-to-nearest, ggml's reference algorithms).
-// Supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, q8_K and the ternary tq1_0, tq2_0, ptq1_0 (can_quantize lists them);
+// Supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K..q6_K, q8_K and the ternary tq1_0, tq2_0, ptq1_0 and mxfp4 (can_quantize lists them);
 // throws Error naming the type otherwise.
 void quantize_row_ref(DType type, const float* src, void* dst, int64_t n);
 bool can_quantize(DType type);

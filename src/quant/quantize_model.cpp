@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "quant/mxfp4.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
 
@@ -26,9 +27,12 @@ bool quantizable(const GgufTensor& t) {
 
 // The type a matrix is written in for a target `type`: ternary targets keep the embeddings and the
 // output projection in q4_K as llama.cpp's quantizer does for TQ1_0 / TQ2_0 (ternary there costs
-// far more quality than it saves bytes); every other matrix gets `type`.
-DType target_for(const std::string& name, DType type) {
-  if (is_ternary(type) && (name == "token_embd.weight" || name == "output.weight")) return DType::Q4_K;
+// far more quality than it saves bytes); an mxfp4 target is llama.cpp's MXFP4_MOE file type (as real
+// gpt-oss GGUFs): the expert stacks (3-D) in mxfp4, every other matrix in q8_0 (mxfp4_moe_type);
+// every other matrix gets `type`.
+DType target_for(const GgufTensor& t, DType type) {
+  if (is_ternary(type) && (t.name == "token_embd.weight" || t.name == "output.weight")) return DType::Q4_K;
+  if (type == DType::MXFP4) return mxfp4_moe_type(t.ne.size() == 3);
   return type;
 }
 
@@ -51,7 +55,7 @@ QuantizeReport quantize_model(const std::string& in_path, const std::string& out
     DType target = t.type;
     if (quantizable(t)) {
       const auto fits = [&](DType d) { return t.ne[0] % dtype_info(d).block_size == 0; };
-      const DType want = target_for(t.name, type);
+      const DType want = target_for(t, type);
       target = fits(want) ? want : fits(fallback) ? fallback : DType::F16;
       (target == want ? r.n_quantized : r.n_fallback)++;
     } else {

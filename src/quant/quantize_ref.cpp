@@ -22,6 +22,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/kquant_quantize_ref.h"
+#include "quant/mxfp4.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
 
@@ -180,7 +181,7 @@ bool can_quantize(DType type) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
     case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_K: case DType::Q2_K:
     case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::TQ1_0: case DType::TQ2_0: case DType::PTQ1_0:
+    case DType::TQ1_0: case DType::TQ2_0: case DType::PTQ1_0: case DType::MXFP4:
       return true;
     default:
       return false;
@@ -215,6 +216,7 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: return quantize_row_q5_K_ref(src, static_cast<BlockQ5_K*>(dst), n);
     case DType::Q6_K: return quantize_row_q6_K_ref(src, static_cast<BlockQ6_K*>(dst), n);
     case DType::TQ1_0: case DType::TQ2_0: case DType::PTQ1_0: return quantize_ternary_row(type, src, dst, n);
+    case DType::MXFP4: return quantize_mxfp4_row(src, dst, n);
     default:
       fail("quantize_row_ref: type ", dtype_name(type), " is not supported");
   }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/mxfp4_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/ternary_kernels.h"
 #include "core/error.h"
@@ -31,6 +32,7 @@ namespace {
 // The widest kernel available for `type` at or below `isa`.
 RowDotFn pick_kernel(Isa isa, DType type) {
   RowDotFn f = ternary_row_dot(isa, type);  // nullptr unless ternary (ternary_kernels.h)
+  if (!f) f = mxfp4_row_dot(isa, type);     // nullptr unless mxfp4 (mxfp4_kernels.h)
   if (!f && isa == Isa::Avx512) f = row_dot_avx512(type);
   if (!f && isa_has_avx2(isa)) f = row_dot_avx2(type);
   if (!f) f = row_dot_scalar(type);
@@ -84,6 +86,7 @@ ActFormat act_format(DType t) {
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::TQ1_0: case DType::TQ2_0:
       return ActFormat::Q8_K;
+    case DType::MXFP4: return ActFormat::Q8_32;   // blocks of 32, one scale each: as q4_0
     case DType::PTQ1_0: return ActFormat::Q8_32;  // 128-value blocks: rows need not be whole 256s
     default: fail("matmul: unsupported weight type ", dtype_name(t));
   }

@@ -3,7 +3,8 @@
 // Per block (32 values) and token: chunk c of the 16 rows is one 512-bit vector of unsigned quants
 // (lane r = 4 quants of row r), multiplied by the token's chunk c broadcast to all lanes (a dword
 // broadcast folded into vpdpbusd's memory operand). After the block's 4+4 (q4_0) or 8 (q8_0) chunks,
-// lane r holds Σ u·a for row r; the zero point (u - 8 resp. u - 128) is removed exactly by starting
+// lane r holds Σ u·a for row r; the zero point (u - 8 resp. u - 128; mxfp4: table values u = k + 12,
+// offset 12) is removed exactly by starting
 // the sum at -offset * Σa; the int32 lanes are then scaled by d_w[r] * d_a into the token's float
 // accumulator. Weights are unpacked once per block and reused by every token (prefill), and the
 // 16 row results of a token are stored with one vector store.
@@ -19,6 +20,7 @@
 
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/packed_weights.h"
+#include "quant/mxfp4.h"
 
 namespace polykv::cpu {
 namespace {
@@ -29,8 +31,14 @@ inline __m512i bcast_chunk(const int8_t* a, int c) {
   return _mm512_set1_epi32(v);
 }
 
-// Unsigned quant vectors of one packed block: w[c] = chunk c of the 16 rows.
+inline __m512 fp16_scales(const uint16_t* dp) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)));
+}
+
+// Unsigned quant vectors of one packed block: w[c] = chunk c of the 16 rows; scales(dp): the 16 rows'
+// weight scales of the block.
 struct UnpackQ4_0 {
+  static __m512 scales(const uint16_t* dp) { return fp16_scales(dp); }
   static constexpr int kChunks = 8;
   static constexpr int32_t kOffset = 8;
   static void run(const uint8_t* qs, __m512i* w) {
@@ -43,7 +51,37 @@ struct UnpackQ4_0 {
     }
   }
 };
+// mxfp4: the nibbles (codes) looked up as u = kMxfp4Values[code] + 12 (0..24), offset 12.
+struct UnpackMXFP4 {
+  static constexpr int kChunks = 8;
+  static constexpr int32_t kOffset = 12;
+  // A constant (a table built in a stack array per block would stall store forwarding).
+  alignas(16) static constexpr int8_t kTable[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+  static void run(const uint8_t* qs, __m512i* w) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kTable)));
+    const __m512i lo = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_load_si512(qs + 64 * c);
+      w[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, lo));
+      w[c + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo));
+    }
+  }
+  // The 16 rows' scales 2^(e - 128) from the exponents (quant/mxfp4.h mxfp4_scale, bit for bit).
+  static __m512 scales(const uint16_t* dp) {
+    const __m512i e = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, subnormal));
+  }
+};
+static_assert([] {
+  for (int c = 0; c < 16; ++c)
+    if (UnpackMXFP4::kTable[c] != kMxfp4Values[c] + UnpackMXFP4::kOffset) return false;
+  return true;
+}());
 struct UnpackQ8_0 {
+  static __m512 scales(const uint16_t* dp) { return fp16_scales(dp); }
   static constexpr int kChunks = 8;
   static constexpr int32_t kOffset = 128;
   static void run(const uint8_t* qs, __m512i* w) {
@@ -66,7 +104,7 @@ struct PackedKernel {
     for (int64_t b = 0; b < nb; ++b, qs += qs_step, dp += kPackRows) {
       __m512i w[Unpack::kChunks];
       Unpack::run(qs, w);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dp)));
+      const __m512 dw = Unpack::scales(dp);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* a = act[t].qs + 32 * b;
@@ -108,6 +146,7 @@ PackedDotFn packed_dot_avx512(DType type) {
     case DType::Q4_K: return packed_dot_q4_K_avx512();
     case DType::Q4_0: return by_packed_tokens<PackedKernel<UnpackQ4_0>>;
     case DType::Q8_0: return by_packed_tokens<PackedKernel<UnpackQ8_0>>;
+    case DType::MXFP4: return by_packed_tokens<PackedKernel<UnpackMXFP4>>;
     default: return nullptr;
   }
 }

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
+#include "quant/mxfp4.h"
 
 namespace polykv::cpu {
 
@@ -21,8 +22,8 @@ std::unique_ptr<PackedMatrix> pack_matrix_q6_K(const void* data, int64_t n_in, i
 PackedDotFn packed_dot_q6_K_scalar();
 
 bool packable(DType type) {
-  return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K ||
-         type == DType::Q6_K;
+  return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::MXFP4 || type == DType::Q4_K ||
+         type == DType::Q5_K || type == DType::Q6_K;
 }
 
 std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t n_in, int64_t n_out,
@@ -41,19 +42,21 @@ std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t 
   check(p->qs != nullptr, "out of memory: cannot allocate ", qs_bytes, " bytes for packed weights");
   p->d = std::make_unique<uint16_t[]>(size_t(p->n_groups * nb * kPackRows));
   const uint8_t* base = static_cast<const uint8_t*>(data);
-  const size_t block_bytes = type == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
-  const int chunks = type == DType::Q4_0 ? 4 : 8;  // 64-byte vectors per group and block
+  const bool mx = type == DType::MXFP4;
+  const size_t block_bytes = type == DType::Q4_0 ? sizeof(BlockQ4_0) : mx ? sizeof(BlockMXFP4) : sizeof(BlockQ8_0);
+  const size_t qs_offset = mx ? 1 : 2;  // after the e byte (mxfp4) or the fp16 d (q4_0, q8_0)
+  const int chunks = type == DType::Q8_0 ? 8 : 4;  // 64-byte vectors per group and block
   for (int64_t g = 0; g < p->n_groups; ++g)
     for (int r = 0; r < kPackRows; ++r) {
       const uint8_t* row = base + size_t(g * kPackRows + r) * row_stride;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = row + size_t(b) * block_bytes;
-        uint16_t d;
-        std::memcpy(&d, blk, 2);  // both block types start with the fp16 d
+        uint16_t d = blk[0];                // mxfp4: the exponent byte
+        if (!mx) std::memcpy(&d, blk, 2);  // q4_0 / q8_0 start with the fp16 d
         p->d[size_t((g * nb + b) * kPackRows + r)] = d;
         uint8_t* dst = p->qs.get() + size_t(g * nb + b) * p->qs_block_bytes();
-        const uint8_t* src = blk + 2;
-        const uint32_t flip = type == DType::Q4_0 ? 0u : 0x80808080u;  // q8_0: q -> q + 128
+        const uint8_t* src = blk + qs_offset;
+        const uint32_t flip = type == DType::Q8_0 ? 0x80808080u : 0u;  // q8_0: q -> q + 128
         for (int c = 0; c < chunks; ++c) {
           uint32_t v;
           std::memcpy(&v, src + 4 * c, 4);
@@ -68,10 +71,16 @@ std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t 
 namespace {
 
 // Exact integer dot of one packed block of row r with one token's block, in the stored quants:
-// q4_0 Σ (u - 8) * a, q8_0 Σ (u - 128) * a.
+// q4_0 Σ (u - 8) * a, q8_0 Σ (u - 128) * a, mxfp4 Σ kMxfp4Values[u] * a.
 int32_t block_dot(const PackedMatrix& p, const uint8_t* qs, int r, const int8_t* a) {
   int32_t s = 0;
-  if (p.type == DType::Q4_0) {
+  if (p.type == DType::MXFP4) {
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t v = qs[c * 64 + 4 * r + i];
+        s += kMxfp4Values[v & 0x0F] * a[4 * c + i] + kMxfp4Values[v >> 4] * a[16 + 4 * c + i];
+      }
+  } else if (p.type == DType::Q4_0) {
     for (int c = 0; c < 4; ++c)
       for (int i = 0; i < 4; ++i) {
         const uint8_t v = qs[c * 64 + 4 * r + i];
@@ -89,7 +98,8 @@ void packed_dot_ref(const PackedMatrix& p, int64_t g, const ActRow* act, int n_t
     for (int r = 0; r < kPackRows; ++r) {
       float acc = 0.0f;
       for (int64_t b = 0; b < p.n_blocks(); ++b) {
-        const float dw = fp16_to_f32(p.d_at(g, b)[r]);
+        const uint16_t d = p.d_at(g, b)[r];
+        const float dw = p.type == DType::MXFP4 ? mxfp4_scale(uint8_t(d)) : fp16_to_f32(d);
         acc += dw * act[t].d[b] * float(block_dot(p, p.qs_at(g, b), r, act[t].qs + 32 * b));
       }
       y[t * ldy + r] = acc;

@@ -13,7 +13,9 @@
 //         high nibbles hold chunk 4+c.
 //   q8_0  qs + (g*nb + b) * 512 + c*64 + 4r + i   (c = 0..7) = (byte 4c+i of row 16g+r's block b)
 //         XOR 0x80, i.e. the quant q + 128 as an unsigned byte (0..255), chunk c of 16 rows.
-//   both  d + (g*nb + b) * 16 + r = fp16 scale of row 16g+r, block b.
+//   mxfp4 as q4_0 (the nibbles unchanged: codes 0..15, low nibble = value 4c+i, high = 16+4c+i), and
+//         d + (g*nb + b) * 16 + r = the block's E8M0 exponent e (scale 2^(e - 128), quant/mxfp4.h).
+//   q4_0, q8_0  d + (g*nb + b) * 16 + r = fp16 scale of row 16g+r, block b.
 //   q4_K  (blocks of 256 values; packed_q4k.cpp) one self-contained 2304-byte record per group and
 //         super-block at qs + (g*nb + b) * 2304: quants, 6-bit scales / mins and d / dmin of the 16
 //         rows (the layout is described in packed_q4k.h); `d` is unused.
@@ -38,7 +40,7 @@ namespace polykv::cpu {
 constexpr int kPackRows = 16;  // rows per interleaved group
 
 struct PackedMatrix {
-  DType type = DType::F32;  // Q4_0, Q8_0, Q4_K, Q5_K or Q6_K
+  DType type = DType::F32;  // Q4_0, Q8_0, MXFP4, Q4_K, Q5_K or Q6_K
   int64_t n_in = 0;         // values per row (a multiple of the type's block)
   int64_t n_groups = 0;     // packed rows = 16 * n_groups
   std::unique_ptr<uint8_t, void (*)(void*)> qs{nullptr, nullptr};  // 64-byte aligned
@@ -49,7 +51,8 @@ struct PackedMatrix {
   }
   size_t qs_block_bytes() const {  // per group and block
     switch (type) {
-      case DType::Q4_0: return 256;
+      case DType::Q4_0:
+      case DType::MXFP4: return 256;
       case DType::Q4_K: return 2304;
       case DType::Q5_K: return 2816;
       case DType::Q6_K: return 3392;
@@ -63,7 +66,7 @@ struct PackedMatrix {
 // True if pack_matrix() has a layout for `type`.
 bool packable(DType type);
 
-// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 / q4_K / q5_K / q6_K matrix (rows row_stride bytes apart); null if
+// Repacks rows [0, 16 * (n_out / 16)) of a q4_0 / q8_0 / mxfp4 / q4_K / q5_K / q6_K matrix (rows row_stride bytes apart); null if
 // the type is not packable or there is not one whole group.
 std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t n_in, int64_t n_out,
                                           size_t row_stride);
