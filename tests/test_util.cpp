@@ -86,16 +86,23 @@ CliResult run_shell(std::string cmd, const std::string& stdin_text) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// The polykv binary as a shell command: POLYKV_TEST_EMULATOR (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu",
+// scripts/arm64-test.sh) runs a cross-built binary under emulation.
+std::string polykv_command() {
+  const char* emu = std::getenv("POLYKV_TEST_EMULATOR");
+  return (emu && *emu ? std::string(emu) + " " : std::string()) + POLYKV_BINARY;
+}
+
 }  // namespace
 
 CliResult polykv(const std::string& args, const std::string& stdin_text) {
-  return run_shell(std::string(POLYKV_BINARY) + " " + args + " 2>&1", stdin_text);
+  return run_shell(polykv_command() + " " + args + " 2>&1", stdin_text);
 }
 
 CliStreams polykv_streams(const std::string& args, const std::string& stdin_text) {
   const std::string err_path = std::filesystem::temp_directory_path() /
                                ("polykv_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
-  const CliResult r = run_shell(std::string(POLYKV_BINARY) + " " + args + " 2>" + err_path, stdin_text);
+  const CliResult r = run_shell(polykv_command() + " " + args + " 2>" + err_path, stdin_text);
   const std::vector<uint8_t> err = read_file(err_path);
   std::filesystem::remove(err_path);
   return {r.code, r.out, std::string(err.begin(), err.end())};

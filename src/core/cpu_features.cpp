@@ -2,6 +2,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace polykv {
@@ -33,6 +35,8 @@ CpuFeatures detect() {
   }
   // Leaf 7 subleaf 1 (EAX of subleaf 0 is the highest subleaf), EAX bit 4: AVX-VNNI (VEX vpdpbusd).
   if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = a & (1u << 4);
+#elif defined(__aarch64__) && defined(__linux__)
+  f.asimd_dot = getauxval(AT_HWCAP) & (1ul << 20);  // HWCAP_ASIMDDP (asm/hwcap.h)
 #endif
   return f;
 }

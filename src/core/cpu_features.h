@@ -1,5 +1,6 @@
-// x86 CPU features from CPUID, with the OS's register-state support (XGETBV) taken into account.
-// Used to choose SIMD kernels at run time; works with gcc and clang alike.
+// CPU features for choosing SIMD kernels at run time: x86 from CPUID, with the OS's register-state
+// support (XGETBV) taken into account; ARM64 from the kernel's hwcaps (getauxval(AT_HWCAP)).
+// Works with gcc and clang alike.
 #pragma once
 
 namespace polykv {
@@ -14,6 +15,8 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512vnni = false;
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5, Sapphire Rapids); not part of any set
+  // ARM64. ASIMD (NEON) itself is part of every AArch64 CPU; these are the extras inside the neon set.
+  bool asimd_dot = false;  // SDOT/UDOT (FEAT_DotProd, HWCAP_ASIMDDP): Cortex-A55/A76+, Apple M1+, Graviton 2+
 
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   bool has_avx512_set() const { return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni; }

@@ -85,8 +85,8 @@ const char* isa_unsupported_reason(Isa isa) {
       if (!kX86) return "the avx512 kernels are for x86-64 CPUs; this is not one";
       return f.has_avx512_set() ? "" : "this CPU lacks the AVX-512 set polykv needs (F/BW/VL/DQ/VNNI)";
     case Isa::Neon:
-      // No NEON kernels yet (issue #12): an ARM64 build runs the scalar kernels.
-      return kArm64 ? "this build has no NEON kernels yet" : "the neon kernels are for ARM64 CPUs; this is x86-64";
+      // ASIMD is part of every AArch64 CPU; dotprod is chosen inside the set (cpu_features().asimd_dot).
+      return kArm64 ? "" : "the neon kernels are for ARM64 CPUs; this is not one";
   }
   return "unknown ISA";
 }

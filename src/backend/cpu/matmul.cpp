@@ -35,6 +35,9 @@ RowDotFn pick_kernel(Isa isa, DType type) {
   if (!f) f = mxfp4_row_dot(isa, type);     // nullptr unless mxfp4 (mxfp4_kernels.h)
   if (!f && isa == Isa::Avx512) f = row_dot_avx512(type);
   if (!f && isa_has_avx2(isa)) f = row_dot_avx2(type);
+#if defined(__aarch64__)
+  if (!f && isa == Isa::Neon) f = row_dot_neon(type);
+#endif
   if (!f) f = row_dot_scalar(type);
   check(f != nullptr, "matmul: no kernel for weight type ", dtype_name(type));
   return f;

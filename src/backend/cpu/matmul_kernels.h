@@ -98,6 +98,10 @@ TileKernel tile_kernel_avx512(DType type, bool one_token);
 RowDotFn row_dot_scalar(DType type);
 RowDotFn row_dot_avx2(DType type);
 RowDotFn row_dot_avx512(DType type);
+#if defined(__aarch64__)
+RowDotFn row_dot_neon(DType type);        // SDOT kernels where the CPU has them (matmul_kernels_neon.cpp)
+RowDotFn row_dot_neon_plain(DType type);  // the ARMv8-A integer kernels on any CPU (tests)
+#endif
 
 // Activation quantization (scalar, shared by every ISA). n is a multiple of 32 (resp. 256).
 void quantize_act_q8_32(const float* x, int64_t n, int8_t* qs, float* d, int32_t* sum);

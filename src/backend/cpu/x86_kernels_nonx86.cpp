@@ -1,0 +1,46 @@
+// The x86 kernel getters on a CPU that is not x86 (ARM64): CMake compiles this file instead of the
+// *_avx2 / *_avxvnni / *_avx512 files there (their intrinsics do not exist). Every getter answers
+// "no kernel", exactly as the x86 files do on an x86 CPU without the ISA, so the tables fall back
+// to the scalar or NEON kernels (core/isa.h never lets an x86 ISA be active on such a CPU).
+#include "backend/cpu/attention_tile.h"
+#include "backend/cpu/kv_row_ops.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/packed_weights.h"
+#include "backend/cpu/ternary_kernels.h"
+#include "core/error.h"
+
+namespace polykv {
+
+ScoreTileFn score_tile_avx2() { return nullptr; }
+ScoreTileFn score_tile_avx512() { return nullptr; }
+AccumulateTileFn accumulate_tile_avx2() { return nullptr; }
+AccumulateTileFn accumulate_tile_avx512() { return nullptr; }
+SoftmaxTileFn softmax_tile_avx512() { return nullptr; }
+
+ExpSumFn exp_sum_avx2() { return nullptr; }
+const KvRowKernels* kv_row_kernels_avx2(KvType) { return nullptr; }
+const KvRowKernels* kv_row_kernels_avx512(KvType) { return nullptr; }
+
+namespace cpu {
+
+TileKernel tile_kernel_avx2(DType, bool) { return {}; }
+TileKernel tile_kernel_avx512(DType, bool) { return {}; }
+RowDotFn row_dot_avx2(DType) { return nullptr; }
+RowDotFn row_dot_avx512(DType) { return nullptr; }
+RowDotFn ternary_row_dot_avx2(DType) { return nullptr; }
+RowDotFn ternary_row_dot_avx512(DType) { return nullptr; }
+PackedDotFn packed_dot_avx512(DType) { return nullptr; }
+PackedDotFn packed_dot_avx2(DType) { return nullptr; }
+PackedDotFn packed_dot_avx2_maddubs(DType) { return nullptr; }
+PackedDotFn packed_dot_avxvnni(DType) { return nullptr; }
+
+// Only called where the AVX-512 set is active, which cannot happen here.
+void quantize_act_q8_32_avx512(const float*, int64_t, int8_t*, float*, int32_t*) {
+  fail("quantize_act_q8_32_avx512: not an x86 build");
+}
+void quantize_act_q8_K_avx512(const float*, int64_t, int8_t*, float*, int16_t*) {
+  fail("quantize_act_q8_K_avx512: not an x86 build");
+}
+
+}  // namespace cpu
+}  // namespace polykv
