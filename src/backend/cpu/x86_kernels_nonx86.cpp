@@ -5,6 +5,7 @@
 #include "backend/cpu/attention_tile.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/mxfp4_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/ternary_kernels.h"
 #include "core/error.h"
@@ -33,8 +34,16 @@ PackedDotFn packed_dot_avx512(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2_maddubs(DType) { return nullptr; }
 PackedDotFn packed_dot_avxvnni(DType) { return nullptr; }
+RowDotFn mxfp4_row_dot_avx2(DType) { return nullptr; }
+RowDotFn mxfp4_row_dot_avx512(DType) { return nullptr; }
 
-// Only called where the AVX-512 set is active, which cannot happen here.
+// Only called where the AVX2 / AVX-512 set is active, which cannot happen here.
+void quantize_act_q8_32_avx2(const float*, int64_t, int8_t*, float*, int32_t*) {
+  fail("quantize_act_q8_32_avx2: not an x86 build");
+}
+void quantize_act_q8_K_avx2(const float*, int64_t, int8_t*, float*, int16_t*) {
+  fail("quantize_act_q8_K_avx2: not an x86 build");
+}
 void quantize_act_q8_32_avx512(const float*, int64_t, int8_t*, float*, int32_t*) {
   fail("quantize_act_q8_32_avx512: not an x86 build");
 }
