@@ -8,7 +8,7 @@
 #      with KV f16/f16 (llama.cpp's default) and polykv's default q8_0/turbo3t;
 #   3. prefill pp512 / pp4096 (one round), decode at DEPTHS (default 32768; one run each: the fill is long);
 #   4. Nsight Compute per-kernel times of one polykv decode token (scripts/ncu_table.py).
-# Output under $OUT: summary.txt, tests.log, decode.jsonl / prefill.jsonl / depth.jsonl (polykv bench JSON +
+# Output under $OUT (all but summary.txt packed into results.tar.xz at the end): summary.txt, tests.log, decode.jsonl / prefill.jsonl / depth.jsonl (polykv bench JSON +
 # variant/round), llama.jsonl / llama-prefill.jsonl / llama-depth.jsonl, llama-build.log, polykv.log, profile.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -143,3 +143,6 @@ if [[ -n $NCU ]]; then
     $BIN/polykv bench -m "$MODEL" --device cuda -p 0 -n 3 -d 0 -r 1 --bandwidth 4240
 fi
 note "done in $((SECONDS - T0)) s"
+# At most 8 files come back from the GPU machine: everything but summary.txt goes into one archive.
+(cd "$OUT" && files=$(ls | grep -v '^summary.txt$' | grep -v '^results.tar.xz$') &&
+  [[ -n $files ]] && tar cJf results.tar.xz $files && rm -f $files)
