@@ -23,32 +23,13 @@ import argparse, datetime, json, os, re, signal, statistics, subprocess, sys, th
 MODES = ["none", "ngram", "draft", "mtp"]
 
 
-def post(base, path, body, timeout=3600):
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    return urllib.request.urlopen(req, timeout=timeout)
-
-
-def get(base, path):
-    with urllib.request.urlopen(base + path, timeout=60) as r:
-        return r.read().decode()
-
-
-def wait_ready(base, proc, timeout=600):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited with %d" % proc.returncode)
-        try:
-            if json.loads(get(base, "/health")).get("status") == "ok":
-                return
-        except Exception:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("server not ready")
+# HTTP helpers shared with the agents benchmark: post(url, body), get(url), wait_ready(base, proc).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from agents_http import get, post, wait_ready  # noqa: E402
 
 
 def spec_counters(base):
-    m = get(base, "/metrics")
+    m = get(base + "/metrics")
     out = {}
     for k in ("spec_steps_total", "spec_drafted_tokens_total", "spec_accepted_tokens_total", "generated_tokens_total",
               "spec_draft_forwards_total"):
@@ -64,7 +45,7 @@ def agent(base, suffix, mode, k, gen, log):
         body["spec_n_max"] = k
     log["sent"] = time.time()
     text = []
-    with post(base, "/v1/completions", body) as r:
+    with post(base + "/v1/completions", body) as r:
         for raw in r:
             line = raw.decode().strip()
             if not line.startswith("data:"):
@@ -158,10 +139,10 @@ def main():
     try:
         wait_ready(base, proc)
         text = open(args.text, encoding="utf-8", errors="replace").read()
-        with post(base, "/tokenize", {"content": text[: args.context * 8], "add_special": True}) as r:
+        with post(base + "/tokenize", {"content": text[: args.context * 8], "add_special": True}) as r:
             doc = json.loads(r.read())["tokens"][: args.context]
         assert len(doc) == args.context, "text too short for the context"
-        with post(base, "/v1/pools", {"name": "doc", "prompt": doc}) as r:
+        with post(base + "/v1/pools", {"name": "doc", "prompt": doc}) as r:
             pool = json.loads(r.read())
         topics = ["parse a config file", "retry a request", "merge two sorted lists", "validate an e-mail address",
                   "cache results on disk", "format a table", "walk a directory tree", "compute a checksum"]

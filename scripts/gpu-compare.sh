@@ -28,13 +28,7 @@ setup_gpu_libraries
 note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1)"
 
 LLAMA=/tmp/llama.cpp
-if [[ -s .gpucarry/llama-src.tar.xz && ! -x $LLAMA/build/bin/llama-bench ]]; then
-  (mkdir -p $LLAMA && tar xJf .gpucarry/llama-src.tar.xz -C $LLAMA --strip-components=1 &&
-    cmake -S $LLAMA -B $LLAMA/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DLLAMA_CURL=OFF -DGGML_NATIVE=ON &&
-    cmake --build $LLAMA/build -j"$(nproc)" --target llama-bench) >"$OUT/llama-build.log" 2>&1 &
-  LLAMA_PID=$!
-fi
+start_llama_build "$OUT/llama-build.log"
 if [[ ! -s $MODEL ]]; then
   stage "synth llama-3.1-8b q4_0" 120 "$OUT/polykv.log" \
     $BIN/polykv synth --shape llama-3.1-8b --type q4_0 -o "$MODEL" --threads 8 || rm -f "$MODEL"

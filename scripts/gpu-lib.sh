@@ -49,3 +49,18 @@ setup_gpu_libraries() {
   missing=$(ldd $BIN/polykv $BIN/polykv_tests 2>&1 | grep "not found" | sort -u)
   [[ -z $missing ]] || die "unresolved libraries: $missing"
 }
+
+# start_llama_build LOG: builds upstream llama.cpp's llama-bench for the H200 from the carried source
+# .gpucarry/llama-src.tar.xz (never committed) into $LLAMA/build, in the background (~4-5 min on the CPUs);
+# sets LLAMA_PID (empty when there is no source or the build is already there). LLAMA defaults to /tmp/llama.cpp.
+start_llama_build() {
+  LLAMA=${LLAMA:-/tmp/llama.cpp}
+  LLAMA_PID=
+  [[ -s .gpucarry/llama-src.tar.xz && ! -x $LLAMA/build/bin/llama-bench ]] || return 0
+  (mkdir -p "$LLAMA" && tar xJf .gpucarry/llama-src.tar.xz -C "$LLAMA" --strip-components=1 &&
+    cmake -S "$LLAMA" -B "$LLAMA/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DLLAMA_CURL=OFF -DGGML_NATIVE=ON &&
+    cmake --build "$LLAMA/build" -j"$(nproc)" --target llama-bench) >"$1" 2>&1 &
+  LLAMA_PID=$!
+}
+

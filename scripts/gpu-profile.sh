@@ -27,13 +27,7 @@ NCU_ARGS=(--metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw
 
 # llama.cpp's build runs on the CPUs while polykv is profiled on the GPU.
 LLAMA=/tmp/llama.cpp
-if [[ ${PROFILE_LLAMA:-1} != 0 && -s .gpucarry/llama-src.tar.xz && ! -x $LLAMA/build/bin/llama-bench ]]; then
-  (mkdir -p $LLAMA && tar xJf .gpucarry/llama-src.tar.xz -C $LLAMA --strip-components=1 &&
-    cmake -S $LLAMA -B $LLAMA/build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DLLAMA_CURL=OFF -DGGML_NATIVE=ON &&
-    cmake --build $LLAMA/build -j"$(nproc)" --target llama-bench) >"$OUT/llama-build.log" 2>&1 &
-  LLAMA_PID=$!
-fi
+[[ ${PROFILE_LLAMA:-1} != 0 ]] && start_llama_build "$OUT/llama-build.log"
 
 if [[ ! -s $MODEL ]]; then
   stage "synth llama-3.1-8b q4_0" 120 "$OUT/polykv.log" \

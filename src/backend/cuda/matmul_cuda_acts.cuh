@@ -9,30 +9,11 @@
 
 namespace polykv::cuda {
 
-// All 32 lanes of a warp call it, lane l holding value l of the block: writes qs[l] (every lane) and
-// *s (lane 0), the values of hd::quantize_act_block (the max and the integer sums are exact in any
+// J blocks of 32 activations at once (quantize_act_block_warp below is J = 1), lane l holding value l
+// of block j in v[j]; block j (j < n_blocks, warp-uniform) writes qs + j * step * 32 and s + j * step.
+// The J blocks' shuffle chains run side by side (one after the other they cost J x 10 shuffle
+// latencies); the values are hd::quantize_act_block's (the max and the integer sums are exact in any
 // order).
-__device__ __forceinline__ void quantize_act_block_warp(float v, int lane, int8_t* qs, hd::ActScale* s) {
-  float amax = fabsf(v);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  const float d = hd::act_d(amax);
-  const int32_t q = hd::act_quant(v, hd::act_inverse(d));
-  qs[lane] = int8_t(q);
-  int32_t half = q;  // sums over lanes 0..15 and 16..31
-#pragma unroll
-  for (int off = 8; off > 0; off /= 2) half += __shfl_xor_sync(0xffffffffu, half, off);
-  const int32_t hi = __shfl_sync(0xffffffffu, half, 16);
-  if (lane == 0) {
-    const hd::ActScale a = hd::act_scale(d, half, hi);
-    *reinterpret_cast<float4*>(s) = make_float4(a.d, a.s_lo, a.s_hi, a.s_all);
-  }
-}
-
-// quantize_act_block_warp for J blocks at once, lane l holding value l of block j in v[j]; block j
-// (j < n_blocks, warp-uniform) writes qs + j * qs_step * 32 and s + j * qs_step. The J blocks' shuffle
-// chains run side by side (one after the other they cost J x 10 shuffle latencies); each block's
-// values are those of quantize_act_block_warp.
 template <int J>
 __device__ __forceinline__ void quantize_act_blocks_warp(const float (&v)[J], int n_blocks, int lane, int8_t* qs,
                                                          hd::ActScale* s, int64_t step) {
@@ -63,6 +44,13 @@ __device__ __forceinline__ void quantize_act_blocks_warp(const float (&v)[J], in
       *reinterpret_cast<float4*>(s + j * step) = make_float4(a.d, a.s_lo, a.s_hi, a.s_all);
     }
   }
+}
+
+// One block: all 32 lanes of a warp call it, lane l holding value l; writes qs[l] (every lane) and *s
+// (lane 0).
+__device__ __forceinline__ void quantize_act_block_warp(float v, int lane, int8_t* qs, hd::ActScale* s) {
+  const float vs[1] = {v};
+  quantize_act_blocks_warp<1>(vs, 1, lane, qs, s, 0);
 }
 
 }  // namespace polykv::cuda
