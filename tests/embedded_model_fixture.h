@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "engine/generate.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -21,6 +23,24 @@ struct EmbeddedModelFixture {
   std::vector<int32_t> encode(const std::string& s, bool bos) const { return tok.encode(s, bos, false); }
   std::function<bool(int32_t)> eog() const {
     return [this](int32_t id) { return tok.is_eog(id); };
+  }
+  // n greedy tokens after `prompt` with plain generate() on a private q8_0/turbo3t cache (the
+  // reference of the engine tests); is_eog empty: exactly n tokens.
+  std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int n,
+                                    std::function<bool(int32_t)> is_eog = {}) const {
+    KvCache kv = make_kv_cache(model->kv_shape(), "q8_0", "turbo3t", 2048);
+    std::vector<int32_t> out;
+    GenerateOptions o;
+    o.n_predict = n;
+    o.sampling.temperature = 0;
+    GenerateCallbacks cb;
+    cb.on_token = [&](int32_t id) {
+      out.push_back(id);
+      return true;
+    };
+    cb.is_eog = std::move(is_eog);
+    generate(*model, kv, prompt, o, cb);
+    return out;
   }
 };
 

@@ -90,20 +90,7 @@ TEST(SpecBatchedDraft, DraftManyRefusesDraftersOfDifferentModels) {
   EXPECT_THROW(DraftModelDrafter::draft_many(twice), Error);
 }
 
-std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int n) {
-  KvCache kv = make_kv_cache(fx().model->kv_shape(), "q8_0", "turbo3t", 2048);
-  std::vector<int32_t> out;
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  GenerateCallbacks cb;
-  cb.on_token = [&](int32_t id) {
-    out.push_back(id);
-    return true;
-  };
-  generate(*fx().model, kv, prompt, o, cb);  // ignore_eos: no is_eog
-  return out;
-}
+std::vector<int32_t> plain_greedy(const std::vector<int32_t>& prompt, int n) { return fx().plain_greedy(prompt, n); }
 
 TEST(SpecBatchedDraft, ConcurrentDraftModelRequestsGiveThePlainGreedyTokens) {
   EngineOptions o;

@@ -25,21 +25,7 @@ Fixture& fx() {
   return f;
 }
 
-std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n) {
-  KvCache kv = make_kv_cache(fx().model->kv_shape(), "q8_0", "turbo3t", 2048);
-  std::vector<int32_t> out;
-  GenerateOptions o;
-  o.n_predict = n;
-  o.sampling.temperature = 0;
-  GenerateCallbacks cb;
-  cb.on_token = [&](int32_t id) {
-    out.push_back(id);
-    return true;
-  };
-  cb.is_eog = fx().eog();
-  generate(*fx().model, kv, prompt, o, cb);
-  return out;
-}
+std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int n) { return fx().plain_greedy(prompt, n, fx().eog()); }
 
 EngineOptions options() {
   EngineOptions o;
