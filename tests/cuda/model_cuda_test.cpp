@@ -3,9 +3,12 @@
 // and 3+ of one shape run eagerly, recorded into a CUDA graph and replayed), per KV type pair.
 // The GPU rounds differently (int8 activations in mat-vec, f16 tiles in prefill, f32 attention in
 // another order), so logits are compared by relative L2 error and top-1 agreement, not bit for bit.
-// Bound: 3e-2 plus the KV type pair's own quantization noise on the CPU (its logits against the
-// CPU's f16/f16 ones): slightly different K/V inputs move coarse codes (3-bit turbo) by a level, so
-// the GPU may differ from the CPU by about as much as the type differs from f16, not more.
+// Bounds, from the KV type pair's own quantization noise on the CPU (its logits against the CPU's
+// f16/f16 ones, worst row): slightly different K/V inputs move coarse codes (3-bit turbo) by a level,
+// and the moves compound over layers, so with coarse types the GPU's rounding noise and the CPU's
+// become independent draws of the same size. Hence
+//   GPU vs CPU, same pair:  3e-2 + sqrt(2) * noise   (two independent draws), and
+//   GPU vs CPU f16/f16:     3e-2 + 1.25 * noise      (the GPU's compressed KV is no worse than the CPU's).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,12 +83,13 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
   // The pair's quantization noise: the CPU's logits with it against the CPU's with f16/f16.
   double noise = 0;
   int noise_top1_diff = 0;
+  std::vector<float> lf(prompt.size() * size_t(n_vocab));  // the CPU's f16/f16 prefill logits
   {
     SequenceKvOptions of = o;
     of.k_type = of.v_type = "f16";
     auto kv_f16 = make_sequence_kv(*cpu, of);
     auto kv_q = make_sequence_kv(*cpu, o);
-    std::vector<float> lf(prompt.size() * size_t(n_vocab)), lq(lf.size());
+    std::vector<float> lq(lf.size());
     cpu->forward(prompt, *kv_f16, lf.data(), true);
     cpu->forward(prompt, *kv_q, lq.data(), true);
     RowCompare nz;
@@ -93,7 +97,8 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
     noise = nz.worst_rel;
     noise_top1_diff = nz.rows - nz.top1_same;
   }
-  const double bound = 3e-2 + noise;
+  const double bound = 3e-2 + std::sqrt(2.0) * noise;
+  const double quality_bound = 3e-2 + 1.25 * noise;
 
   // Prefill: every row's logits.
   std::vector<float> lc(prompt.size() * size_t(n_vocab)), lg(lc.size(), NAN);
@@ -108,6 +113,11 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
               kv_pair.c_str(), prompt.size(), pre.worst_rel, bound, noise, pre.top1_same, pre.rows);
   EXPECT_LT(pre.worst_rel, bound) << kv_pair;
   EXPECT_GE(pre.top1_same, pre.rows - 2 - noise_top1_diff) << kv_pair;
+  RowCompare quality;  // the GPU's compressed KV against the exact reference, like the CPU's noise
+  compare_rows(lf, lg, n_vocab, quality);
+  std::printf("%s prefill against the CPU's f16/f16: worst relative L2 %.3g (bound %.3g)\n", kv_pair.c_str(),
+              quality.worst_rel, quality_bound);
+  EXPECT_LT(quality.worst_rel, quality_bound) << kv_pair;
 
   // Decode, teacher-forced with the CPU's greedy tokens: the GPU sees the same inputs every step.
   RowCompare dec;
