@@ -7,7 +7,8 @@
 #      ROUNDS rounds, each polykv run `bench -p 0 -n 128 -r 3`, llama-bench `-p 0 -n 128 -r 3 -fa 1`;
 #      with KV f16/f16 (llama.cpp's default) and polykv's default q8_0/turbo3t;
 #   3. prefill pp512 / pp4096 (one round), decode at DEPTHS (default 32768; one run each: the fill is long);
-#   4. Nsight Compute per-kernel times of one polykv decode token (scripts/ncu_table.py).
+#   4. bench-agents on one shared context when AGENTS is set (e.g. AGENTS=1,16,64; AGENTS_CONTEXT, default 32768);
+#   5. Nsight Compute per-kernel times of one polykv decode token (scripts/ncu_table.py; PROFILE=0 skips it).
 # Output under $OUT (all but summary.txt packed into results.tar.xz at the end): summary.txt, tests.log, decode.jsonl / prefill.jsonl / depth.jsonl (polykv bench JSON +
 # variant/round), llama.jsonl / llama-prefill.jsonl / llama-depth.jsonl, llama-build.log, polykv.log, profile.txt.
 set -uo pipefail
@@ -118,9 +119,19 @@ for d in ${DEPTHS:-32768}; do
     done
   fi
 done
+# Many agents on one shared context (AGENTS, e.g. "1,16,64"; empty: skipped): KV memory and aggregate decode.
+if [[ -n ${AGENTS:-} ]]; then
+  # shellcheck disable=SC2016
+  stage "polykv bench-agents $AGENTS x ${AGENTS_CONTEXT:-32768}" 240 "$OUT/polykv.log" bash -c '"$@" >"$0"' "$part" \
+    $BIN/polykv bench-agents -m "$MODEL" --device cuda --agents "$AGENTS" --share on \
+    --context "${AGENTS_CONTEXT:-32768}" --suffix 32 --gen 32 --json &&
+    grep '^{' "$part" >>"$OUT/agents.jsonl" && grep -oE '"agents":[0-9]+|"decode_tok_s":[0-9.]+|"kv_peak_bytes":[0-9]+' \
+    "$part" | paste -sd' ' | sed 's/^/     /' >>"$SUMMARY"
+fi
 rm -f "$part"
 
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+[[ ${PROFILE:-1} == 0 ]] && NCU=
 if [[ -n $NCU ]]; then
   stage "ncu polykv decode" 120 "$OUT/polykv.log" "$NCU" --metrics gpu__time_duration.sum,dram__bytes_read.sum \
     --clock-control none --cache-control none --export /tmp/pk -f \
