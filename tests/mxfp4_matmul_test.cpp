@@ -1,6 +1,6 @@
 // MXFP4 matmul kernels (backend/cpu/mxfp4_kernels*.cpp) against matmul_ref on every ISA this CPU has
 // (forced in turn), with and without the x16 packed copy (packed_weights.h; AVX-512 and the scalar
-// reference read it, AVX2 falls back to the rows), for 1..9 tokens and awkward shapes (one block, one row, rows not a multiple of
+// reference and, since 2026-12-01c, AVX2 read it; tests/mxfp4_packed_avx2_test.cpp), for 1..9 tokens and awkward shapes (one block, one row, rows not a multiple of
 // 16, n_in an odd number of blocks), weights quantized from floats and random bytes (every code, a
 // spread of exponents); batch invariance (a token's outputs are bit-identical alone or with others,
 // any thread count); and the SIMD kernels agree with the scalar one to float rounding.

@@ -46,6 +46,14 @@ void truncate(KvSequence& kv, int n) {
   fail("bench: this KV cannot roll back");
 }
 
+// The model's matrix type for the report: the first layer with attention weights (a hybrid's layer 0
+// is a Gated DeltaNet layer without them).
+std::string weight_type_name(const Model& m) {
+  for (const auto& l : m.weights().layers)
+    if (l.wq.data) return dtype_name(l.wq.type);
+  return dtype_name(m.weights().output.type);
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -145,7 +153,7 @@ int cmd_bench(int argc, char** argv) {
 
   if (!verify_ks.empty()) {
     nlohmann::json r = bench_verify(*model, kv, [&](int n) { truncate(kv, n); }, {verify_ks, verify_steps, reps, depth}, rng);
-    r.update({{"model", model_path}, {"arch", c.arch}, {"weight_type", dtype_name(model->weights().layers[0].wq.type)},
+    r.update({{"model", model_path}, {"arch", c.arch}, {"weight_type", weight_type_name(*model)},
               {"threads", n_threads}, {"device", backend.describe()}, {"matmul_isa", matmul_isa()}, {"depth", depth},
               {"cache_type_k", ctk}, {"cache_type_v", ctv}});
     if (json) std::printf("%s\n", r.dump().c_str());
@@ -185,7 +193,7 @@ int cmd_bench(int argc, char** argv) {
   // Mean KV bytes read per decode step: every cached position of every layer, at the middle of the run.
   const double kv_read = double(kv_bytes_per_token) * (depth + n_gen / 2.0);
   const double floor_tok_s = bw / (weight_bytes + kv_read);
-  const std::string wtype = dtype_name(model->weights().layers[0].wq.type);
+  const std::string wtype = weight_type_name(*model);
 
   nlohmann::json j = {
       {"model", model_path},           {"arch", c.arch},

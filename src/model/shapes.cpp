@@ -79,6 +79,24 @@ ModelShape gptoss(std::string name, int n_layer, int n_embd, int n_head, int n_h
   return s;
 }
 
+// Qwen3.5 hybrid: gdn_k / gdn_v heads of gdn_d, conv 4, every 4th layer gated attention with rope on
+// n_rot of head_dim; theta 1e7, eps 1e-6. n_expert > 0 makes it qwen35moe (shared expert of n_ff_exp).
+ModelShape qwen35(std::string name, int n_layer, int n_embd, int n_ff, int n_head, int n_head_kv, int head_dim,
+                  int n_rot, int n_vocab, int gdn_k, int gdn_v, int gdn_d, int n_expert, int n_used, int n_ff_exp) {
+  ModelShape s;
+  s.name = std::move(name);
+  s.arch = n_expert > 0 ? "qwen35moe" : "qwen35";
+  s.n_layer = n_layer, s.n_embd = n_embd, s.n_ff = n_ff, s.n_head = n_head, s.n_head_kv = n_head_kv;
+  s.head_dim = head_dim, s.n_vocab = n_vocab, s.n_ctx = 262144;
+  s.rope_theta = 10000000.0f;
+  s.rms_eps = 1e-6f;
+  s.n_rot = n_rot;
+  s.gdn_k_heads = gdn_k, s.gdn_v_heads = gdn_v, s.gdn_head_dim = gdn_d, s.gdn_conv_kernel = 4;
+  s.full_attention_interval = 4;
+  s.n_expert = n_expert, s.n_expert_used = n_used, s.n_ff_exp = n_ff_exp, s.n_ff_shexp = n_ff_exp;
+  return s;
+}
+
 std::vector<ModelShape> make_shapes() {
   // Llama 3.2 1B uses rope factor 32, Llama 3.1 8B factor 8 (both low 1, high 4, original 8192).
   const Llama3RopeScaling l32{32.0, 1.0, 4.0, 8192.0};
@@ -94,6 +112,10 @@ std::vector<ModelShape> make_shapes() {
       qwen3moe("qwen3-30b-a3b",   48, 2048, 6144, 32, 4, 128, 151936, 40960, 128, 8, 768),
       //      name            layers embd head kv hdim vocab   experts used ff_exp window
       gptoss("gpt-oss-20b",   24, 2880, 64, 8, 64,  201088, 32, 4, 2880, 128),
+      // Qwen3.5-9B (text) and Qwen3.5-35B-A3B (256 experts, top-8 of 512, shared expert 512); untied.
+      //      name               layers embd  ff     head kv hdim rot vocab   gdn k  v  d    experts used ff_exp
+      qwen35("qwen3.5-9b",       32, 4096, 12288, 16, 4, 256, 64, 248320, 16, 32, 128,   0, 0,   0),
+      qwen35("qwen3.5-35b-a3b",  40, 2048,   512, 16, 2, 256, 64, 248320, 16, 32, 128, 256, 8, 512),
       // Test shapes: every dimension a multiple of 256, so every block size fits.
       llama("tiny",            2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/false,
             Llama3RopeScaling{8.0, 1.0, 4.0, 64.0}),
@@ -101,6 +123,8 @@ std::vector<ModelShape> make_shapes() {
       gemma3("tiny-gemma3",    6,  256,   512,  2, 1, 256,    320,    512, /*window=*/16, /*linear=*/0.0f),
       qwen3moe("tiny-qwen3moe", 2,  256,   512,  4, 2, 64,     320,    512, 8, 2, 256),
       gptoss("tiny-gptoss",     4,  256,  4, 2, 64,  320, 8, 2, 256, 16),
+      qwen35("tiny-qwen35",     4,  256,  512,  4, 2, 64, 16,  320,  2, 4, 64,   0, 0,   0),
+      qwen35("tiny-qwen35moe",  4,  256,  256,  4, 2, 64, 16,  320,  2, 4, 64,   8, 2, 256),
   };
 }
 

@@ -46,6 +46,17 @@ struct ModelShape {
   int n_ff_exp = 0;
   float yarn_factor = 0;
   int yarn_orig_ctx = 0;
+  // Qwen3.5 hybrid (arch "qwen35", "qwen35moe"; model/synth_qwen35.h): Gated DeltaNet layers with
+  // gdn_k_heads key / gdn_v_heads value heads of gdn_head_dim, a causal conv of gdn_conv_kernel, and
+  // every full_attention_interval-th layer gated full attention with NEOX rope on n_rot dims.
+  // qwen35moe adds a shared expert of n_ff_shexp. gdn_v_heads == 0: not a hybrid.
+  int gdn_k_heads = 0;
+  int gdn_v_heads = 0;
+  int gdn_head_dim = 0;
+  int gdn_conv_kernel = 0;
+  int full_attention_interval = 0;
+  int n_rot = 0;
+  int n_ff_shexp = 0;
 };
 
 // The known shapes, real models first, then the tiny test shapes ("tiny", "tiny-qwen2", "tiny-gemma3").

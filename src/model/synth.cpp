@@ -7,6 +7,7 @@
 #include "model/rope_freqs.h"
 #include "model/synth_layout.h"
 #include "model/synth_moe.h"
+#include "model/synth_qwen35.h"
 #include "model/synth_vocab.h"
 #include "quant/mxfp4.h"
 #include "quant/quant.h"
@@ -29,7 +30,7 @@ void add_metadata(GgufWriter& w, const ModelShape& s, const SynthOptions& o, int
   w.set_u32(a + "block_count", uint32_t(n_layer));
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_u32(a + "embedding_length", uint32_t(s.n_embd));
-  w.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));
+  if (s.arch != "qwen35moe") w.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));  // as the converter
   w.set_u32(a + "attention.head_count", uint32_t(s.n_head));
   w.set_u32(a + "attention.head_count_kv", uint32_t(s.n_head_kv));
   w.set_f32(a + "rope.freq_base", s.rope_theta);
@@ -45,7 +46,10 @@ void add_metadata(GgufWriter& w, const ModelShape& s, const SynthOptions& o, int
   if (const int ft = ggml_file_type(o.type); ft >= 0) w.set_u32("general.file_type", uint32_t(ft));
   w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
   if (s.arch == "llama") w.set_u32(a + "rope.dimension_count", uint32_t(s.head_dim));
-  if (s.n_expert > 0) add_moe_metadata(w, s);
+  if (s.gdn_v_heads > 0)
+    add_qwen35_metadata(w, s);
+  else if (s.n_expert > 0)
+    add_moe_metadata(w, s);
   w.set_u32("general.quantization_version", 2);
   add_synth_tokenizer(w, s.n_vocab);
 }
@@ -117,6 +121,10 @@ void add_synth_model(GgufWriter& w, const ModelShape& shape, const SynthOptions&
         break;
       case SynthInit::Bias:
         fill.stddev = o.weight_std;
+        break;
+      case SynthInit::Decay:
+        fill.mean = -1.0f;
+        fill.stddev = 0.1f;
         break;
       case SynthInit::RopeFreqs: {
         const auto freqs = llama3_rope_freqs(shape.llama3_rope, shape.rope_theta, shape.head_dim);

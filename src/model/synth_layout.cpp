@@ -2,11 +2,13 @@
 
 #include "core/error.h"
 #include "model/synth_moe.h"
+#include "model/synth_qwen35.h"
 
 namespace polykv {
 
 std::vector<SynthTensor> synth_tensor_layout(const ModelShape& s, int n_layer) {
   if (n_layer <= 0) n_layer = s.n_layer;
+  if (s.gdn_v_heads > 0) return synth_qwen35_layout(s, n_layer);
   if (s.n_expert > 0) return synth_moe_layout(s, n_layer);
   const int64_t embd = s.n_embd, ff = s.n_ff, vocab = s.n_vocab;
   const int64_t q_dim = int64_t(s.n_head) * s.head_dim, kv_dim = int64_t(s.n_head_kv) * s.head_dim;

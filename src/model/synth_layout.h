@@ -19,6 +19,7 @@ enum class SynthInit {
   Norm,       // 1-D norm weight: 1 + small noise, f32
   Bias,       // 1-D bias: N(0, std), f32
   RopeFreqs,  // llama3 rope scaling factors (model/rope_freqs.h), f32
+  Decay,      // Gated DeltaNet ssm_a (a negative decay rate, -exp(A_log)): -1 + N(0, 0.1), f32
 };
 
 struct SynthTensor {

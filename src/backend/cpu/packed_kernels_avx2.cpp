@@ -11,8 +11,9 @@ namespace polykv::cpu {
 namespace {
 
 struct MaddubsDot {
-  // q4_0 sums u·a with u = q + 8: start at -8 Σa. q8_0 multiplies the signed q directly: start at 0.
-  static __m256i init(int32_t offset, int32_t sum) { return _mm256_set1_epi32(offset == 8 ? -8 * sum : 0); }
+  // q4_0 / mxfp4 sum u·a with u = q + 8 / k + 12: start at -offset Σa. q8_0 multiplies the signed q
+  // directly (prep8): start at 0.
+  static __m256i init(int32_t offset, int32_t sum) { return _mm256_set1_epi32(offset == 128 ? 0 : -offset * sum); }
   static __m256i dot4(__m256i s, __m256i w, __m256i a) {
     return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)));
   }

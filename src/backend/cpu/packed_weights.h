@@ -83,7 +83,8 @@ using PackedDotFn = void (*)(const PackedMatrix& p, int64_t g, const ActRow* act
 PackedDotFn packed_dot_scalar(DType type);
 // AVX-512 VNNI group kernel; nullptr where there is none. Only call on a CPU with the AVX-512 set.
 PackedDotFn packed_dot_avx512(DType type);
-// AVX2 group kernels (packed_kernels_avx2.h), bit-identical to the AVX-512 one; nullptr where the
+// AVX2 group kernels (packed_kernels_avx2.h; q4_0, q8_0, mxfp4, q4_K, q5_K, q6_K), bit-identical to the
+// AVX-512 one where that has the type; nullptr where the
 // CPU lacks the ISA or the type has none. packed_dot_avx2 takes the AVX-VNNI variant where present.
 PackedDotFn packed_dot_avx2(DType type);
 PackedDotFn packed_dot_avx2_maddubs(DType type);  // without VNNI (AVX2 + FMA + F16C)
