@@ -41,6 +41,19 @@ inline namespace POLYKV_ATTN_NS {
 // header belongs to one translation unit, attention_cuda.cu (no relocatable device code).
 static __device__ KvDecodeTables g_tables;
 
+// Programmatic dependent launch (sm_90; attn::attention_pdl()): the launcher may start an attention
+// kernel while the kernel before it drains. Every attention kernel calls this first, before any
+// read and before any early exit: it waits until the previous grid has completed (q, the new K/V
+// rows) and then lets the next grid's launch begin (that grid still waits for this one's completion
+// in its own griddepcontrol.wait, so the order of memory effects is unchanged). A no-op for a launch
+// without the attribute, before sm_90 and in the CPU emulation.
+__device__ __forceinline__ void pdl_enter() {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // What one (y, z) grid cell computes; false when its query tile lies beyond the sequence (or the
 // group, in the prefix pass).
 struct Work {
@@ -263,6 +276,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
   constexpr int RM2 = RMAX / RG;     // accumulation: rows per thread
   static_assert(RM >= 1 && RMAX % 16 == 0 && RG * DG == kThreads && RM2 >= 1 && RMAX % RG == 0);
 
+  pdl_enter();
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);
@@ -428,6 +442,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax, const Args ap, int rmax_p) {
   __shared__ float o[HD];
   __shared__ float wts[2 * kMaxSplits];
+  pdl_enter();
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int r = blockIdx.x, t = r / a.gj, jj = r - t * a.gj;
