@@ -30,6 +30,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/kv_encode_scalar.cuh"
 #include "core/error.h"
@@ -56,6 +58,8 @@ struct TurboTables {
   float mid[16];         // turbo: [2^bits - 1] decision boundaries 0.5f * (lv[k] + lv[k + 1])
   float scale;           // float(1 / sqrt(n)): the normalization of the WHT
   uint32_t subset_word;  // trellis: subset of window w = (subset_word >> 2w) & 3 (trellis::kSubsetWord)
+  int viterbi_stores;    // GPU trellis: 1 = the Viterbi chain stores from / pick every step (the kernel
+                         // before 2026-12-01c; POLYKV_CUDA_KV_VITERBI=stores), 0 = viterbi_warp. Same bytes.
 };
 
 // How the rows of one side (K or V) of a layer are encoded.
@@ -202,6 +206,25 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 // Elsewhere (the CPU test's HostExec) the same steps run over an array, lane by lane in the
 // executor's order.
 #if defined(__CUDA_ARCH__)
+// The chain before 2026-12-01c (POLYKV_CUDA_KV_VITERBI=stores): from / pick stored at every step.
+__device__ inline void viterbi_warp_stores(int lane, Scratch& sh, const TurboTables& t, int n) {
+  const int ns = lane & 7;
+  const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
+  float cost = ns == 0 ? 0.0f : inf_f();
+#pragma unroll 4
+  for (int i = 0; i < n; ++i) {
+    const float c0 = __shfl_sync(0xffffffffu, cost, p0), c1 = __shfl_sync(0xffffffffu, cost, p1);
+    int take1, pick;
+    acs(c0, c1, sh.err[i], sh.bj[i], ns, t.subset_word, cost, take1, pick);
+    if (lane < 8) {
+      sh.from[i][ns] = uint8_t(take1);
+      sh.pick[i][ns] = uint8_t(pick);
+    }
+  }
+  if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
+  __syncwarp();
+}
+
 __device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
@@ -240,7 +263,10 @@ template <class Exec>
 POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
 #if defined(__CUDA_ARCH__)
   if constexpr (Exec::kWarpShuffles) {
-    viterbi_warp(ex.lane, sh, t, n);
+    if (t.viterbi_stores)
+      viterbi_warp_stores(ex.lane, sh, t, n);
+    else
+      viterbi_warp(ex.lane, sh, t, n);
     return;
   }
 #endif
@@ -438,6 +464,8 @@ inline SideParams make_side_params(KvType t, int head_dim) {
     const float* lv = turbo::trellis::levels(p.bits, n);
     std::copy(lv, lv + (2 << p.bits), p.tab.lv);
     p.tab.subset_word = turbo::trellis::kSubsetWord;
+    const char* e = std::getenv("POLYKV_CUDA_KV_VITERBI");
+    p.tab.viterbi_stores = e && std::strcmp(e, "stores") == 0 ? 1 : 0;
   }
   return p;
 }
