@@ -136,30 +136,52 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // In place on rows [0, nrows) of x (row stride ld floats, HD values), per group of n: rotate = S then
 // H (signs first), unrotate = H then S; H is the CPU's butterflies and scale (bit-identical to
-// turbo::rotate / unrotate). Every thread of the block must call it; it ends with a barrier.
+// turbo::rotate / unrotate: stage h = 1, 2, .., n/2 pairs (j, j + h) into a + b and a - b, then the
+// scale, one rounded multiply per value). Every thread of the block must call it; it ends with a
+// barrier (the caller has one before it).
+// One warp per row (rows w, w + 4, ..), lane l holding values l * V .. l * V + V - 1 (V = HD / 32) in
+// registers: stages h < V pair values of one lane, stages h >= V pair lane l with lane l ^ (h / V)
+// through a shuffle (the lane whose values have bit h set holds the "j + h" side). One barrier
+// instead of one per stage (2026-12-01c: nine per call at n = 128).
 template <int HD>
 __device__ void fwht_rows(float* x, int ld, int nrows, bool rotate) {
-  constexpr int n = turbo_group_of(HD), slot = group_slot(n);
+  constexpr int n = turbo_group_of(HD), slot = group_slot(n), V = HD / 32;
+  static_assert(V >= 1 && HD % 32 == 0 && n % V == 0);
   const float* sign = g_tables.signs[slot];
   const float scale = g_tables.fwht_scale[slot];
-  if (rotate) {
-    for (int i = threadIdx.x; i < nrows * HD; i += kThreads) x[(i / HD) * ld + i % HD] *= sign[(i % HD) % n];
-    __syncthreads();
-  }
-  for (int h = 1; h < n; h *= 2) {
-    for (int i = threadIdx.x; i < nrows * (HD / 2); i += kThreads) {
-      float* row = x + (i / (HD / 2)) * ld;
-      const int b = i % (HD / 2), j = (b / h) * 2 * h + b % h;
-      const float u = row[j], v = row[j + h];
-      row[j] = u + v;
-      row[j + h] = u - v;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, e0 = lane * V;
+  for (int r = warp; r < nrows; r += kThreads / 32) {  // warp-uniform: the shuffles see the whole warp
+    float* row = x + r * ld;
+    float v[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      v[k] = row[e0 + k];
+      if (rotate) v[k] *= sign[(e0 + k) % n];
     }
-    __syncthreads();
-  }
-  for (int i = threadIdx.x; i < nrows * HD; i += kThreads) {
-    float& v = x[(i / HD) * ld + i % HD];
-    v *= scale;
-    if (!rotate) v *= sign[(i % HD) % n];
+#pragma unroll
+    for (int h = 1; h < V && h < n; h *= 2)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if ((k & h) == 0) {
+          const float a = v[k], b = v[k + h];
+          v[k] = a + b;
+          v[k + h] = a - b;
+        }
+#pragma unroll
+    for (int h = V; h < n; h *= 2) {
+      const bool upper = (e0 & h) != 0;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float o = __shfl_xor_sync(0xffffffffu, v[k], h / V);
+        v[k] = upper ? o - v[k] : v[k] + o;  // upper: a - b with a = the partner's; lower: a + b
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float y = v[k] * scale;
+      if (!rotate) y *= sign[(e0 + k) % n];
+      row[e0 + k] = y;
+    }
   }
   __syncthreads();
 }
