@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   constexpr int NP = KU * R;
 
   pdl_enter();
+  prefetch_sequence(a);
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);

@@ -54,6 +54,22 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+// Brings the lengths and table offset of the block's sequence into L1 at once (decode kernels, not
+// the prefix pass): block_work, the first tile's address and block_token read them one after another
+// behind data-dependent branches, so without this each is a separate round trip to L2 or memory at
+// the start of every block (2026-12-01c). A hint only: no effect on results; a no-op in the emulation.
+__device__ __forceinline__ void prefetch_sequence(const Args& a) {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__)
+  if (a.prefix_pass || threadIdx.x >= 4) return;
+  const int seq = int(blockIdx.z) / a.qtiles;
+  const int32_t* p = threadIdx.x == 0 ? a.n_q + seq : threadIdx.x == 1 ? a.pos0 + seq
+                   : threadIdx.x == 2 ? a.table_start + seq : a.row0 + seq;
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+  (void)a;
+#endif
+}
+
 // What one (y, z) grid cell computes; false when its query tile lies beyond the sequence (or the
 // group, in the prefix pass).
 struct Work {
