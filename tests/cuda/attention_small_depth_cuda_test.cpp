@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -198,6 +201,104 @@ TEST(CudaAttentionSmallDepth, GraphReplayWhileTheDepthGrows) {
       cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);
     }
+}
+
+// ---- benchmark (DISABLED_: run with --gtest_also_run_disabled_tests) ----
+
+// Microseconds per call of `call`, captured 50 times back to back in one graph (as the decode step's
+// graph runs them, PDL edges included): min over 5 replays of the graph.
+template <class F>
+double graph_us(F&& call) {
+  cudaStream_t st = context().stream();
+  call();  // eager first: tables, scratch
+  POLYKV_CUDA_CHECK(cudaStreamSynchronize(st));
+  constexpr int kCalls = 50;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  POLYKV_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kCalls; ++i) call();
+  POLYKV_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+  POLYKV_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
+  POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    POLYKV_CUDA_CHECK(cudaEventRecord(e0, st));
+    POLYKV_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    POLYKV_CUDA_CHECK(cudaEventRecord(e1, st));
+    POLYKV_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    POLYKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (rep > 0) best = std::min(best, double(ms) * 1000.0 / kCalls);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return best;
+}
+
+// Decode attention of Llama-3.1-8B's shape at small depths (the backend's bucketed bound), the
+// one-split plan on / off and PDL on / off; and kv_store of one decode row (8 KV heads) per KV pair,
+// the Viterbi chain new / with stores (POLYKV_CUDA_KV_VITERBI). us per call in a graph.
+TEST(CudaAttentionSmallDepth, DISABLED_SmallKernelsMicros) {
+  POLYKV_REQUIRE_GPU();
+  std::printf("decode attention, 32 q heads / 8 KV heads / hd 128, us per call (graph of 50)\n");
+  std::printf("%-16s %6s %6s %14s %14s %14s\n", "K/V", "depth", "bound", "one-split+pdl", "old plan+pdl",
+              "one-split nopdl");
+  uint32_t seed = 9000;
+  for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
+                               std::pair{KvType::Q8_0, KvType::Q8_0}})
+    for (int depth : {1, 64, 256, 257, 512, 1000}) {
+      const Case c = decode_case(kt, vt, depth, seed++);
+      OnDevice d(attn_test::build(c));
+      double us[3];
+      const Settings set[3] = {{attn::DecodeVariant::Slots, 256, true}, {attn::DecodeVariant::Slots, 0, true},
+                               {attn::DecodeVariant::Slots, 256, false}};
+      for (int i = 0; i < 3; ++i) {
+        const SettingsScope scope(set[i]);
+        us[i] = graph_us([&] { cuda::attention(d.L, d.f->p, d.b, d.q.p, d.out.p, context()); });
+      }
+      std::printf("%-16s %6d %6d %14.2f %14.2f %14.2f\n",
+                  (std::string(kv_type_name(kt)) + "/" + kv_type_name(vt)).c_str(), depth, d.b.max_kv, us[0], us[1],
+                  us[2]);
+    }
+
+  std::printf("kv_store, one row, 8 KV heads, hd 128, us per call (graph of 50)\n");
+  std::printf("%-16s %14s %14s\n", "K/V", "viterbi new", "viterbi stores");
+  for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
+                               std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Turbo3T, KvType::Turbo3T}}) {
+    cuda::KvLayerDevice L;
+    L.k_type = kt, L.v_type = vt, L.block_tokens = 64, L.n_head_kv = 8, L.head_dim = L.head_dim_v = 128;
+    L.k_head_bytes = kv_head_bytes(kt, 128), L.v_head_bytes = kv_head_bytes(vt, 128);
+    L.v_offset = size_t(8) * 64 * L.k_head_bytes;
+    L.block_stride = L.v_offset + size_t(8) * 64 * L.v_head_bytes;
+    Dev<uint8_t> pool(std::vector<uint8_t>(L.block_stride * 2, 0));
+    L.layer_base = pool.p;
+    std::mt19937 rng(seed++);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> kh(8 * 128), vh(8 * 128);
+    for (float& x : kh) x = normal(rng);
+    for (float& x : vh) x = normal(rng);
+    Dev<float> k(kh), v(vh);
+    Dev<int32_t> slots(std::vector<int32_t>{70});  // block 1, slot 6
+    double us[2];
+    const char* saved = std::getenv("POLYKV_CUDA_KV_VITERBI");
+    const std::string saved_s = saved ? saved : "";
+    for (int i = 0; i < 2; ++i) {
+      if (i == 0)
+        unsetenv("POLYKV_CUDA_KV_VITERBI");
+      else
+        setenv("POLYKV_CUDA_KV_VITERBI", "stores", 1);  // read by kv_store's make_side_params at each call
+      us[i] = graph_us([&] { cuda::kv_store(L, slots.p, 1, k.p, v.p, context().stream(), true); });
+    }
+    if (saved)
+      setenv("POLYKV_CUDA_KV_VITERBI", saved_s.c_str(), 1);
+    else
+      unsetenv("POLYKV_CUDA_KV_VITERBI");
+    std::printf("%-16s %14.2f %14.2f\n", (std::string(kv_type_name(kt)) + "/" + kv_type_name(vt)).c_str(), us[0], us[1]);
+  }
 }
 
 }  // namespace
