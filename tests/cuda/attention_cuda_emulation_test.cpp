@@ -17,6 +17,8 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
+#include <utility>
 #include <limits>
 #include <vector>
 
@@ -308,7 +310,12 @@ void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
     const bool filled = r.plan.kernel == attn::Kernel::Decode && r.plan.variant != attn::DecodeVariant::Slots &&
                         2 * int64_t(r.plan.grid_y) * r.plan.grid_z >
                             attn::decode8_min_blocks(r.plan.variant, c.head_dim) * kEmulatedSms;
-    EXPECT_EQ(r.plan.n_splits > 1, split && !filled) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+    // Decode launches bounded by attn::one_split_keys() keys read them in one split (no merge).
+    int bound = 0;
+    for (const SeqSpec& q : c.seqs) bound = std::max(bound, q.pos0 + q.n_q);
+    const bool one_split = r.plan.kernel == attn::Kernel::Decode && bound + c.extra_kv_bound <= attn::one_split_keys();
+    EXPECT_EQ(r.plan.n_splits > 1, split && !filled && !one_split)
+        << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
     if (kernel == attn::Kernel::Decode)
       EXPECT_EQ(r.plan.variant, c.head_dim <= 128 ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
     else
@@ -478,6 +485,48 @@ void embedded_model_steps(KvType kt, KvType vt) {
   for (attn::DecodeVariant v : kVariants) {
     const VariantScope scope(v);
     embedded_model_steps_with(kt, vt);
+  }
+}
+
+// Single-token decode at small depths with the launch bound the CUDA backend uses (its kv_bucket:
+// 256, then powers of two): bounds up to attn::one_split_keys() (256 by default) make ONE key split
+// whose block writes the normalized rows (no partials, no merge); larger ones split as before. Also
+// with the one-split plan switched off (the old plan) and forced up to 1024 keys.
+int backend_bucket(int keys) {
+  int b = 256;
+  while (b < keys) b *= 2;
+  return b;
+}
+
+struct OneSplitScope {
+  int saved = attn::one_split_keys();
+  explicit OneSplitScope(int keys) { attn::one_split_keys() = keys; }
+  ~OneSplitScope() { attn::one_split_keys() = saved; }
+};
+
+TEST(CudaAttentionEmulation, OneSplitAtSmallDepths) {
+  const std::pair<KvType, KvType> pairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::F16, KvType::F16},
+                                             {KvType::Turbo3T, KvType::Turbo3T}};
+  uint32_t seed = 1200;
+  for (int one_split : {256, 0, 1024}) {
+    const OneSplitScope scope(one_split);
+    for (const auto& [kt, vt] : pairs)
+      for (int depth : {1, 7, 255, 256, 257, 1000}) {
+        Case c;
+        c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.block_tokens = 64, c.seed = seed++;
+        c.seqs = {{depth - 1, 1}};
+        c.extra_kv_bound = backend_bucket(depth) - depth;
+        const bool one = backend_bucket(depth) <= one_split;
+        for (attn::DecodeVariant v : kVariants) {
+          const VariantScope vs(v);
+          const Ran r = run_case(c);
+          const std::string what = attn_test::describe(c) + " one_split_keys " + std::to_string(one_split) +
+                                   "\n  plan: " + plan_name(r.plan);
+          EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+          EXPECT_EQ(r.plan.n_splits == 1, one) << what;  // bounds of >= 256 keys split otherwise
+          if (one) EXPECT_EQ(r.plan.partial_o_floats, 0u) << what;
+        }
+      }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
 #include "backend/cuda/kv_cuda.h"
+#include "backend/cuda/matmul_cuda.h"
 #include "core/error.h"
 
 namespace polykv::cuda {
@@ -64,53 +65,68 @@ void init_device(cudaStream_t stream) {
   done[size_t(dev)] = true;
 }
 
+// The launch of one kernel of this file, with programmatic dependent launch when `pdl` (each kernel
+// waits for the previous grid first: attn::pdl_enter).
+template <class... KArgs, class... As>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, size_t smem, cudaStream_t stream, bool pdl, const As&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(unsigned(kThreads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  POLYKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 template <class Kernel>
-void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem, cudaStream_t stream) {
-  kernel<<<dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z)), kThreads, smem, stream>>>(a);
-  POLYKV_CUDA_LAUNCHED();
+void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem, cudaStream_t stream, bool pdl) {
+  launch_pdl(kernel, dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z)), smem, stream, pdl, a);
 }
 
 template <int HD>
-void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream) {
+void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
   if (P.kernel == attn::Kernel::Decode) {
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant == attn::DecodeVariant::Lanes8) {
         launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, a, P,
-                      P.smem, stream);
+                      P.smem, stream, pdl);
         return;
       }
       if (P.variant == attn::DecodeVariant::Lanes8x4) {
         launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, a, P,
-                      P.smem, stream);
+                      P.smem, stream, pdl);
         return;
       }
     }
-    launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream);
+    launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream, pdl);
   } else if (P.rows == attn::kSmallRows) {
-    launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream);
+    launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream, pdl);
   } else {
     if constexpr (attn::mma_supports(HD)) {
       if (P.mma) {
-        launch_kernel(attn::attention_mma_kernel<HD>, a, P, attn::mma_smem_bytes(HD), stream);
+        launch_kernel(attn::attention_mma_kernel<HD>, a, P, attn::mma_smem_bytes(HD), stream, pdl);
         return;
       }
     }
     constexpr int rows = attn::large_rows(HD);
-    launch_kernel(attn::attention_kernel<HD, rows>, a, P, attn::smem_bytes(HD, rows), stream);
+    launch_kernel(attn::attention_kernel<HD, rows>, a, P, attn::smem_bytes(HD, rows), stream, pdl);
   }
 }
 
 // The per-sequence launch (a, P), the prefix pass (ap, Pp) when there are shared prefixes, and the
 // merge of the partials.
 template <int HD>
-void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::Plan& Pp, cudaStream_t stream) {
-  launch_main<HD>(a, P, stream);
-  if (a.n_prefix > 0) launch_main<HD>(ap, Pp, stream);
-  if (a.partial) {
-    attn::merge_kernel<HD><<<dim3(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z)), kThreads, 0, stream>>>(
-        a, P.rows, ap, Pp.rows);
-    POLYKV_CUDA_LAUNCHED();
-  }
+void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::Plan& Pp, cudaStream_t stream,
+               bool pdl) {
+  launch_main<HD>(a, P, stream, pdl);
+  if (a.n_prefix > 0) launch_main<HD>(ap, Pp, stream, pdl);
+  if (a.partial)
+    launch_pdl(attn::merge_kernel<HD>, dim3(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z)), 0, stream, pdl,
+               a, P.rows, ap, Pp.rows);
 }
 
 }  // namespace
@@ -126,11 +142,12 @@ void attention(const KvLayerDevice& L, const AttentionParams& p, const Attention
                               : nullptr;
   const Args a = attn::make_args(L, p, b, P, q, out, part);
   const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
+  const bool pdl = attn::attention_pdl() && pdl_enabled(ctx);
   switch (L.head_dim) {
-    case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream()); break;
-    case 128: launch_hd<128>(a, P, ap, Pp, ctx.stream()); break;
-    case 256: launch_hd<256>(a, P, ap, Pp, ctx.stream()); break;
-    default: launch_hd<512>(a, P, ap, Pp, ctx.stream()); break;
+    case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream(), pdl); break;
+    case 128: launch_hd<128>(a, P, ap, Pp, ctx.stream(), pdl); break;
+    case 256: launch_hd<256>(a, P, ap, Pp, ctx.stream(), pdl); break;
+    default: launch_hd<512>(a, P, ap, Pp, ctx.stream(), pdl); break;
   }
 }
 

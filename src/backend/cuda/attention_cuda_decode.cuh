@@ -163,6 +163,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   constexpr int TK = DecodeShape<HD>::TK;
   static_assert(LPK >= 1 && LPK <= 32 && 32 % LPK == 0);
 
+  pdl_enter();
+  prefetch_sequence(a);
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);

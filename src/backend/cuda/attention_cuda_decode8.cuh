@@ -116,6 +116,8 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   constexpr int R = Sh::R, LD = HD + 4, LPK = Sh::LPK, KPW = Sh::KPW, NS = Sh::NS, KU = Sh::KU, TK = Sh::TK;
   constexpr int NP = KU * R;
 
+  pdl_enter();
+  prefetch_sequence(a);
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);

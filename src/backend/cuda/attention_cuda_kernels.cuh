@@ -41,6 +41,35 @@ inline namespace POLYKV_ATTN_NS {
 // header belongs to one translation unit, attention_cuda.cu (no relocatable device code).
 static __device__ KvDecodeTables g_tables;
 
+// Programmatic dependent launch (sm_90; attn::attention_pdl()): the launcher may start an attention
+// kernel while the kernel before it drains. Every attention kernel calls this first, before any
+// read and before any early exit: it waits until the previous grid has completed (q, the new K/V
+// rows) and then lets the next grid's launch begin (that grid still waits for this one's completion
+// in its own griddepcontrol.wait, so the order of memory effects is unchanged). A no-op for a launch
+// without the attribute, before sm_90 and in the CPU emulation.
+__device__ __forceinline__ void pdl_enter() {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Brings the lengths and table offset of the block's sequence into L1 at once (decode kernels, not
+// the prefix pass): block_work, the first tile's address and block_token read them one after another
+// behind data-dependent branches, so without this each is a separate round trip to L2 or memory at
+// the start of every block (2026-12-01c). A hint only: no effect on results; a no-op in the emulation.
+__device__ __forceinline__ void prefetch_sequence(const Args& a) {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__)
+  if (a.prefix_pass || threadIdx.x >= 4) return;
+  const int seq = int(blockIdx.z) / a.qtiles;
+  const int32_t* p = threadIdx.x == 0 ? a.n_q + seq : threadIdx.x == 1 ? a.pos0 + seq
+                   : threadIdx.x == 2 ? a.table_start + seq : a.row0 + seq;
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+  (void)a;
+#endif
+}
+
 // What one (y, z) grid cell computes; false when its query tile lies beyond the sequence (or the
 // group, in the prefix pass).
 struct Work {
@@ -123,30 +152,52 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // In place on rows [0, nrows) of x (row stride ld floats, HD values), per group of n: rotate = S then
 // H (signs first), unrotate = H then S; H is the CPU's butterflies and scale (bit-identical to
-// turbo::rotate / unrotate). Every thread of the block must call it; it ends with a barrier.
+// turbo::rotate / unrotate: stage h = 1, 2, .., n/2 pairs (j, j + h) into a + b and a - b, then the
+// scale, one rounded multiply per value). Every thread of the block must call it; it ends with a
+// barrier (the caller has one before it).
+// One warp per row (rows w, w + 4, ..), lane l holding values l * V .. l * V + V - 1 (V = HD / 32) in
+// registers: stages h < V pair values of one lane, stages h >= V pair lane l with lane l ^ (h / V)
+// through a shuffle (the lane whose values have bit h set holds the "j + h" side). One barrier
+// instead of one per stage (2026-12-01c: nine per call at n = 128).
 template <int HD>
 __device__ void fwht_rows(float* x, int ld, int nrows, bool rotate) {
-  constexpr int n = turbo_group_of(HD), slot = group_slot(n);
+  constexpr int n = turbo_group_of(HD), slot = group_slot(n), V = HD / 32;
+  static_assert(V >= 1 && HD % 32 == 0 && n % V == 0);
   const float* sign = g_tables.signs[slot];
   const float scale = g_tables.fwht_scale[slot];
-  if (rotate) {
-    for (int i = threadIdx.x; i < nrows * HD; i += kThreads) x[(i / HD) * ld + i % HD] *= sign[(i % HD) % n];
-    __syncthreads();
-  }
-  for (int h = 1; h < n; h *= 2) {
-    for (int i = threadIdx.x; i < nrows * (HD / 2); i += kThreads) {
-      float* row = x + (i / (HD / 2)) * ld;
-      const int b = i % (HD / 2), j = (b / h) * 2 * h + b % h;
-      const float u = row[j], v = row[j + h];
-      row[j] = u + v;
-      row[j + h] = u - v;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, e0 = lane * V;
+  for (int r = warp; r < nrows; r += kThreads / 32) {  // warp-uniform: the shuffles see the whole warp
+    float* row = x + r * ld;
+    float v[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      v[k] = row[e0 + k];
+      if (rotate) v[k] *= sign[(e0 + k) % n];
     }
-    __syncthreads();
-  }
-  for (int i = threadIdx.x; i < nrows * HD; i += kThreads) {
-    float& v = x[(i / HD) * ld + i % HD];
-    v *= scale;
-    if (!rotate) v *= sign[(i % HD) % n];
+#pragma unroll
+    for (int h = 1; h < V && h < n; h *= 2)
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if ((k & h) == 0) {
+          const float a = v[k], b = v[k + h];
+          v[k] = a + b;
+          v[k + h] = a - b;
+        }
+#pragma unroll
+    for (int h = V; h < n; h *= 2) {
+      const bool upper = (e0 & h) != 0;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float o = __shfl_xor_sync(0xffffffffu, v[k], h / V);
+        v[k] = upper ? o - v[k] : v[k] + o;  // upper: a - b with a = the partner's; lower: a + b
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float y = v[k] * scale;
+      if (!rotate) y *= sign[(e0 + k) % n];
+      row[e0 + k] = y;
+    }
   }
   __syncthreads();
 }
@@ -263,6 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
   constexpr int RM2 = RMAX / RG;     // accumulation: rows per thread
   static_assert(RM >= 1 && RMAX % 16 == 0 && RG * DG == kThreads && RM2 >= 1 && RMAX % RG == 0);
 
+  pdl_enter();
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);
@@ -428,6 +480,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax, const Args ap, int rmax_p) {
   __shared__ float o[HD];
   __shared__ float wts[2 * kMaxSplits];
+  pdl_enter();
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int r = blockIdx.x, t = r / a.gj, jj = r - t * a.gj;

@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const Args a
   constexpr int NT = HD / 8;  // 8-wide output tiles of a row
   static_assert(T == 32 && kThreads == 128 && (HD == 64 || HD == 128));
 
+  pdl_enter();
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);

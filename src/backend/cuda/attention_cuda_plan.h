@@ -82,6 +82,31 @@ inline bool& prefill_mma() {
 }
 constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }
 
+// Decode plans whose host bound on the keys (AttentionBatchDevice::max_kv: the CUDA backend's bucket,
+// at least 256) is at most this many read all keys in ONE split: the block writes the normalized
+// output rows itself, with no partials and no merge launch. Before (2026-12-01), a depth-1 decode
+// step of Llama-3.1-8B on the H200 made two splits of 128 keys (the second empty) plus a merge:
+// 16.7 + 6.0 us per layer. Process-wide; POLYKV_CUDA_ATTN_ONE_SPLIT=N sets it (0: off, the old plan),
+// default 256 (one split for every decode step of the backend's smallest bucket, contexts <= 256).
+inline int& one_split_keys() {
+  static int v = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_ONE_SPLIT");
+    return e && *e ? std::max(0, std::atoi(e)) : 256;
+  }();
+  return v;
+}
+
+// Whether the attention kernels are launched with programmatic dependent launch (when the context
+// allows PDL at all: matmul_cuda.h's pdl_enabled). Process-wide; POLYKV_CUDA_ATTN_PDL=0 turns it off
+// (every kernel waits for the previous grid first either way: pdl_enter, attention_cuda_kernels.cuh).
+inline bool& attention_pdl() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_PDL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small multi-token steps
 // Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
 constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; }
@@ -223,7 +248,9 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
         grid_z, " blocks)");
   P.grid_y = int(grid_y);
   P.grid_z = int(grid_z);
-  if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
+  if (P.kernel == Kernel::Decode && b.max_kv <= one_split_keys())
+    ;  // one split (n_splits 1, chunk covers every key): the kernel writes the outputs
+  else if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
     plan_splits(P, b.max_kv, sm_count, hd, decode8_min_blocks(P.variant, hd), true);
   else
     plan_splits(P, b.max_kv, sm_count, hd);

@@ -30,6 +30,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/kv_encode_scalar.cuh"
 #include "core/error.h"
@@ -50,10 +52,14 @@ enum class Codec : int { F32, F16, BF16, Q8_0, Q4_0, Turbo, Trellis };
 // The constants of one turbo group size and bit width (copied from quant/'s tables).
 struct TurboTables {
   float sign[128];       // [n] the diagonal of S (+1 / -1), turbo::detail::sign_table(n)
+  uint32_t sign_neg[4];  // bit i % 32 of word i / 32: sign[i] is -1 (the same table as bits: lanes read
+                         // one word all together instead of 32 different floats of parameter space)
   float lv[32];          // turbo: [2^bits] levels(bits, n); trellis: [2^(bits+1)] trellis::levels(bits, n)
   float mid[16];         // turbo: [2^bits - 1] decision boundaries 0.5f * (lv[k] + lv[k + 1])
   float scale;           // float(1 / sqrt(n)): the normalization of the WHT
   uint32_t subset_word;  // trellis: subset of window w = (subset_word >> 2w) & 3 (trellis::kSubsetWord)
+  int viterbi_stores;    // GPU trellis: 1 = the Viterbi chain stores from / pick every step (the kernel
+                         // before 2026-12-01c; POLYKV_CUDA_KV_VITERBI=stores), 0 = viterbi_warp. Same bytes.
 };
 
 // How the rows of one side (K or V) of a layer are encoded.
@@ -79,6 +85,7 @@ struct Scratch {
   uint8_t bj[128][4];      // trellis: [i][subset] index j of that nearest level
   uint8_t from[128][8];    // trellis: [i][new state] t_{i-3} of the best predecessor
   uint8_t pick[128][8];    // trellis: [i][new state] j on that branch
+  uint32_t from_bits[4][8];  // trellis, GPU Viterbi: [step / 32][new state] bit step % 32 = from[step][state]
   uint8_t chunk_map[32][8];  // trellis traceback: [lane][state after its steps] state before them
   uint8_t chunk_end[32];     // trellis traceback: [lane] the state after its steps on the best path
 };
@@ -90,7 +97,10 @@ struct Scratch {
 template <class Exec>
 POLYKV_KV_DEV void load_signed_and_norm(Exec& ex, Scratch& sh, const TurboTables& t, const float* x, int n) {
   ex.each([&](int l) {
-    for (int i = l; i < n; i += 32) sh.y[i] = mul_rn(x[i], t.sign[i]);
+    for (int i = l; i < n; i += 32) {
+      const float sign = (t.sign_neg[i >> 5] >> (i & 31)) & 1u ? -1.0f : 1.0f;  // = t.sign[i]
+      sh.y[i] = mul_rn(x[i], sign);
+    }
   });
   ex.one([&] {
     double r2 = 0;
@@ -189,10 +199,15 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 // register and fetches its two predecessors' with shuffles: one step is two shuffles and an
 // add-compare-select, with no shared-memory round trip or warp barrier in the 128-step chain (that
 // chain in shared memory made kv_store ~25 us per layer and decode step for turbo3t on an H200).
+// The chain itself holds no store (2026-12-01c): the survivors' t_{i-3} bits collect in a register
+// word per 32 steps (stored once per word), so no step's loads of err wait behind the previous step's
+// stores (in-order issue); the indices pick[i][ns] are looked up afterwards, all steps in parallel
+// (viterbi_picks). Same operands, same rounding, same decisions: the same bytes.
 // Elsewhere (the CPU test's HostExec) the same steps run over an array, lane by lane in the
 // executor's order.
 #if defined(__CUDA_ARCH__)
-__device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
+// The chain before 2026-12-01c (POLYKV_CUDA_KV_VITERBI=stores): from / pick stored at every step.
+__device__ inline void viterbi_warp_stores(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   float cost = ns == 0 ? 0.0f : inf_f();
@@ -209,13 +224,49 @@ __device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t,
   if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
   __syncwarp();
 }
+
+__device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
+  const int ns = lane & 7;
+  const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
+  const int w0 = (ns << 1) & 15, w1 = w0 | 1;
+  const int s0 = subset_of(t.subset_word, w0), s1 = subset_of(t.subset_word, w1);
+  float cost = ns == 0 ? 0.0f : inf_f();
+  for (int i0 = 0; i0 < n; i0 += 32) {  // n is a multiple of 32
+    uint32_t word = 0;  // bit k: take1 of step i0 + k
+#pragma unroll
+    for (int k = 0; k < 32; ++k) {
+      const float e0 = sh.err[i0 + k][s0], e1 = sh.err[i0 + k][s1];  // independent of the chain
+      const float c0 = __shfl_sync(0xffffffffu, cost, p0), c1 = __shfl_sync(0xffffffffu, cost, p1);
+      // acs(): c0 + err[s0] against c1 + err[s1], ties keep t = 0.
+      const float a0 = add_rn(c0, e0), a1 = add_rn(c1, e1);
+      const bool take1 = a1 < a0;
+      cost = take1 ? a1 : a0;
+      word |= uint32_t(take1) << k;
+    }
+    if (lane < 8) sh.from_bits[i0 >> 5][ns] = word;
+  }
+  if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
+  __syncwarp();
+  // from / pick of every (step, state), 8 * n entries over the 32 lanes.
+  for (int e = lane; e < 8 * n; e += 32) {
+    const int i = e >> 3, st = e & 7;
+    const int take1 = int((sh.from_bits[i >> 5][st] >> (i & 31)) & 1u);
+    const int w = ((st << 1) & 15) | take1;
+    sh.from[i][st] = uint8_t(take1);
+    sh.pick[i][st] = sh.bj[i][subset_of(t.subset_word, w)];
+  }
+  __syncwarp();
+}
 #endif
 
 template <class Exec>
 POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
 #if defined(__CUDA_ARCH__)
   if constexpr (Exec::kWarpShuffles) {
-    viterbi_warp(ex.lane, sh, t, n);
+    if (t.viterbi_stores)
+      viterbi_warp_stores(ex.lane, sh, t, n);
+    else
+      viterbi_warp(ex.lane, sh, t, n);
     return;
   }
 #endif
@@ -401,6 +452,8 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   check(size_t(p.unit_bytes) * size_t(p.units) == p.head_bytes, "kv_store: turbo record size mismatch");
   const float* sign = turbo::detail::sign_table(n);
   std::copy(sign, sign + n, p.tab.sign);
+  for (int i = 0; i < n; ++i)
+    if (sign[i] < 0.0f) p.tab.sign_neg[i >> 5] |= 1u << (i & 31);
   p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
@@ -411,6 +464,8 @@ inline SideParams make_side_params(KvType t, int head_dim) {
     const float* lv = turbo::trellis::levels(p.bits, n);
     std::copy(lv, lv + (2 << p.bits), p.tab.lv);
     p.tab.subset_word = turbo::trellis::kSubsetWord;
+    const char* e = std::getenv("POLYKV_CUDA_KV_VITERBI");
+    p.tab.viterbi_stores = e && std::strcmp(e, "stores") == 0 ? 1 : 0;
   }
   return p;
 }

@@ -42,16 +42,20 @@ struct WarpExec {
 };
 
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) kv_store_kernel(const __grid_constant__ enc::StoreArgs a) {
-  wait_for_previous_grid();  // launched with PDL: the kernel before writes k and v
-  allow_next_grid();
   __shared__ enc::Scratch scratch[kWarpsPerBlock];
   const int warp = int(threadIdx.x) / 32;
   const int64_t unit = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
-  if (unit >= a.units_total) return;  // the whole warp: one unit per warp
-  int side;
-  const float* x;
-  uint8_t* dst;
-  if (!enc::locate_unit(a, unit, side, x, dst)) return;  // a padding row (the whole warp)
+  // The unit's slot and addresses first: the slots come from the step's upload, which precedes every
+  // kernel of the step, so reading them needs no wait and their latency overlaps the kernel before.
+  int side = 0;
+  const float* x = nullptr;
+  uint8_t* dst = nullptr;
+  const bool mine = unit < a.units_total && enc::locate_unit(a, unit, side, x, dst);
+  // Launched with PDL: the kernel before writes k and v. Every thread waits before it exits, so this
+  // grid never completes before the one before it (the kernels after rely on that order).
+  wait_for_previous_grid();
+  allow_next_grid();
+  if (!mine) return;  // past the units, or a padding row (the whole warp: one unit per warp)
   WarpExec ex{int(threadIdx.x) % 32};
   enc::encode_unit(ex, scratch[warp], a.side[side].p, x, dst);
 }
