@@ -550,5 +550,33 @@ TEST(CudaAttentionEmulation, PrefixPassWideHeadSize128WindowSoftcap) {
   expect_prefix_ok(c);
 }
 
+// The prefix plans at the benchmark's shape (H200: 132 multiprocessors; Llama-3.1-8B: 8 KV heads, GQA
+// 4, head_dim 128; one group over 32768 keys): 4 agents the small f32 shape, 16 the 64-row kernel,
+// 64 the wide kernel in one wave at its 2 blocks per multiprocessor (8 x 2 query tiles x 16 splits).
+TEST(CudaAttentionEmulation, PrefixPlansAtTheAgentsBenchShape) {
+  constexpr int kSms = 132, kHeadKv = 8, kKeys = 32768;
+  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, kHeadKv, 128, 128,
+                              kv_head_bytes(KvType::Q8_0, 128), kv_head_bytes(KvType::Turbo3T, 128),
+                              nullptr, 0, 0};
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  const PrefixScope scope(attn::PrefixKernel::Wide);
+  for (int agents : {4, 16, 64}) {
+    cuda::AttentionBatchDevice b{agents, nullptr, nullptr, nullptr, nullptr, nullptr, agents, 1, kKeys + 64};
+    b.n_prefix = 1, b.max_prefix_q = agents, b.max_prefix_kv = kKeys;
+    const attn::Plan P = attn::plan_prefix(L, p, b, kSms);
+    EXPECT_EQ(P.rows, agents == 4 ? attn::kSmallRows : agents == 16 ? attn::large_rows(128) : attn::kPrefixRows)
+        << agents << " agents: " << plan_name(P);
+    EXPECT_EQ(P.mma, agents > 4) << plan_name(P);
+    EXPECT_GE(int64_t(P.chunk) * P.n_splits, kKeys) << plan_name(P);
+    if (agents == 64) {
+      EXPECT_EQ(P.grid_y * P.grid_z, kHeadKv * 2) << plan_name(P);
+      EXPECT_LE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms) << plan_name(P);
+      EXPECT_GE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms * 9 / 10) << plan_name(P);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace polykv
