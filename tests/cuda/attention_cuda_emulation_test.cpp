@@ -185,6 +185,7 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
+#include "backend/cuda/attention_cuda_prefix_mma.cuh"
 
 namespace polykv {
 namespace {
@@ -217,6 +218,9 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
       }
     }
     run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
+  } else if (P.rows == attn::kPrefixRows) {
+    if constexpr (attn::mma_supports(HD))
+      run_grid(gx, gy, gz, attn::prefix_mma_smem_bytes(HD), [&] { attn::attention_prefix_mma_kernel<HD>(a); });
   } else if (P.rows == attn::kSmallRows) {
     run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
              [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
@@ -248,6 +252,7 @@ constexpr int kEmulatedSms = 4;
 struct Ran {
   attn_test::Result result;
   attn::Plan plan;
+  attn::Plan prefix_plan;  // the prefix pass's (empty without shared prefixes)
 };
 
 Ran run_case(const Case& c) {
@@ -268,11 +273,13 @@ Ran run_case(const Case& c) {
     case 256: run_kernels<256>(a, P, ap, Pp); break;
     default: run_kernels<512>(a, P, ap, Pp); break;
   }
-  return {attn_test::check_outputs(*f, out), P};
+  return {attn_test::check_outputs(*f, out), P, Pp};
 }
 
 std::string plan_name(const attn::Plan& P) {
-  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.mma ? "tiled (mma)" : "tiled (f32)")
+  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.rows == attn::kPrefixRows ? "prefix (wide mma)"
+                                                          : P.mma                      ? "tiled (mma)"
+                                                                                       : "tiled (f32)")
                        : P.variant == attn::DecodeVariant::Slots ? "decode (slots)"
                                                                  : "decode (lanes8)";
   return std::string(kernel) + " rows " + std::to_string(P.rows) +
@@ -533,6 +540,92 @@ TEST(CudaAttentionEmulation, OneSplitAtSmallDepths) {
 TEST(CudaAttentionEmulation, EmbeddedModelShapeQ8) { embedded_model_steps(KvType::Q8_0, KvType::Q8_0); }
 TEST(CudaAttentionEmulation, EmbeddedModelShapeF16) { embedded_model_steps(KvType::F16, KvType::F16); }
 TEST(CudaAttentionEmulation, EmbeddedModelShapeTurbo) { embedded_model_steps(KvType::Turbo3T, KvType::Turbo3T); }
+
+// The prefix pass's kernels (attention_cuda_plan.h PrefixKernel): many sequences sharing a prefix of
+// awkward length (block size 7) with private suffixes, with each prefix kernel; the wide 128-row
+// tensor-core kernel must be planned whenever a KV head has more than 64 sharing rows.
+struct PrefixScope {
+  attn::PrefixKernel saved = attn::prefix_kernel();
+  explicit PrefixScope(attn::PrefixKernel k) { attn::prefix_kernel() = k; }
+  ~PrefixScope() { attn::prefix_kernel() = saved; }
+};
+const char* prefix_kernel_name(attn::PrefixKernel k) {
+  return k == attn::PrefixKernel::F32 ? "f32" : k == attn::PrefixKernel::Mma ? "mma64" : "wide";
+}
+
+// n sequences sharing the first `blocks` blocks of sequence 0 (one group), n_q queries each, private
+// suffixes of different lengths.
+Case prefix_case(KvType kt, KvType vt, int hd, int n, int blocks, int n_q, uint32_t seed) {
+  Case c;
+  c.kt = kt, c.vt = vt, c.head_dim = hd, c.n_head_kv = 1, c.group = 4, c.block_tokens = 7, c.seed = seed;
+  const int prefix = blocks * c.block_tokens;
+  c.seqs.push_back({prefix + 9, n_q});
+  for (int i = 1; i < n; ++i) c.seqs.push_back({prefix + (5 * i) % 23, n_q, 0, blocks});
+  c.prefix = {{0, n, blocks}};
+  return c;
+}
+
+void expect_prefix_ok(const Case& c) {
+  int rows = 0;  // rows sharing the prefix per KV head
+  for (const SeqSpec& q : c.seqs) rows += q.n_q * c.group;
+  for (attn::PrefixKernel k : {attn::PrefixKernel::F32, attn::PrefixKernel::Mma, attn::PrefixKernel::Wide}) {
+    const PrefixScope scope(k);
+    const Ran r = run_case(c);
+    const std::string what = attn_test::describe(c) + "\n  prefix kernel " + prefix_kernel_name(k) +
+                             ", prefix plan: " + plan_name(r.prefix_plan) + "\n  plan: " + plan_name(r.plan);
+    EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+    const bool wide = k == attn::PrefixKernel::Wide && rows > attn::large_rows(c.head_dim);
+    EXPECT_EQ(r.prefix_plan.rows == attn::kPrefixRows, wide) << what;
+    if (k == attn::PrefixKernel::F32) EXPECT_FALSE(r.prefix_plan.mma) << what;
+    if (k != attn::PrefixKernel::F32 && rows > attn::kSmallRows) EXPECT_TRUE(r.prefix_plan.mma) << what;
+  }
+}
+
+TEST(CudaAttentionEmulation, PrefixPassManySequences) {
+  // 40 sequences x GQA 4 = 160 rows: two wide blocks, the second partly empty; 301 shared keys.
+  expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Turbo3T, 64, 40, 43, 1, 600));
+  // Turbo K (the queries rotated in the prologue's two halves), 3 tokens each (multi-token steps).
+  expect_prefix_ok(prefix_case(KvType::Turbo4T, KvType::F16, 64, 23, 30, 3, 601));
+  // 5 and 16 sequences: the 64-row shapes (20 and 64 rows); 2: the small f32 shape.
+  expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 64, 16, 20, 1, 602));
+  expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Q8_0, 64, 5, 20, 1, 603));
+  expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Q8_0, 64, 2, 20, 1, 604));
+}
+
+TEST(CudaAttentionEmulation, PrefixPassWideHeadSize128WindowSoftcap) {
+  Case c = prefix_case(KvType::Q8_0, KvType::Turbo3T, 128, 20, 19, 1, 610);  // 80 rows, 133 keys
+  expect_prefix_ok(c);
+  c.window = 60, c.softcap = 30.0f, c.seed = 611;  // rows whose window starts inside the prefix
+  expect_prefix_ok(c);
+}
+
+// The prefix plans at the benchmark's shape (H200: 132 multiprocessors; Llama-3.1-8B: 8 KV heads, GQA
+// 4, head_dim 128; one group over 32768 keys): 4 agents the small f32 shape, 16 the 64-row kernel,
+// 64 the wide kernel in one wave at its 2 blocks per multiprocessor (8 x 2 query tiles x 16 splits).
+TEST(CudaAttentionEmulation, PrefixPlansAtTheAgentsBenchShape) {
+  constexpr int kSms = 132, kHeadKv = 8, kKeys = 32768;
+  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, kHeadKv, 128, 128,
+                              kv_head_bytes(KvType::Q8_0, 128), kv_head_bytes(KvType::Turbo3T, 128),
+                              nullptr, 0, 0};
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  const PrefixScope scope(attn::PrefixKernel::Wide);
+  for (int agents : {4, 16, 64}) {
+    cuda::AttentionBatchDevice b{agents, nullptr, nullptr, nullptr, nullptr, nullptr, agents, 1, kKeys + 64};
+    b.n_prefix = 1, b.max_prefix_q = agents, b.max_prefix_kv = kKeys;
+    const attn::Plan P = attn::plan_prefix(L, p, b, kSms);
+    EXPECT_EQ(P.rows, agents == 4 ? attn::kSmallRows : agents == 16 ? attn::large_rows(128) : attn::kPrefixRows)
+        << agents << " agents: " << plan_name(P);
+    EXPECT_EQ(P.mma, agents > 4) << plan_name(P);
+    EXPECT_GE(int64_t(P.chunk) * P.n_splits, kKeys) << plan_name(P);
+    if (agents == 64) {
+      EXPECT_EQ(P.grid_y * P.grid_z, kHeadKv * 2) << plan_name(P);
+      EXPECT_LE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms) << plan_name(P);
+      EXPECT_GE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms * 9 / 10) << plan_name(P);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace polykv

@@ -10,6 +10,7 @@
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
+#include "backend/cuda/attention_cuda_prefix_mma.cuh"
 #include "backend/cuda/kv_cuda.h"
 #include "backend/cuda/matmul_cuda.h"
 #include "core/error.h"
@@ -38,7 +39,10 @@ void allow_smem_hd() {
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
-  if constexpr (attn::mma_supports(HD)) allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
+  if constexpr (attn::mma_supports(HD)) {
+    allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
+    allow_smem(attn::attention_prefix_mma_kernel<HD>, attn::prefix_mma_smem_bytes(HD));
+  }
 }
 
 // Once per device: uploads the decode tables and sets the kernels' shared memory limits. The first
@@ -103,6 +107,9 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
       }
     }
     launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream, pdl);
+  } else if (P.rows == attn::kPrefixRows) {  // plan_prefix only (head sizes 64 and 128); no PDL wait inside
+    if constexpr (attn::mma_supports(HD))
+      launch_kernel(attn::attention_prefix_mma_kernel<HD>, a, P, attn::prefix_mma_smem_bytes(HD), stream, false);
   } else if (P.rows == attn::kSmallRows) {
     launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream, pdl);
   } else {

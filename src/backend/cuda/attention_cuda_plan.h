@@ -107,6 +107,24 @@ inline bool& attention_pdl() {
   return on;
 }
 
+// The prefix pass of shared prefixes (plan_prefix): which kernel scores a group's query rows against
+// its shared keys. F32: the tiled kernel's f32 shapes (the cascade as first written); Mma: the
+// tiled plan's shapes, tensor cores for its large shape (64 rows per block); Wide (default): as Mma,
+// but when a KV head has more than 64 sharing rows the 128-row tensor-core kernel
+// (attention_cuda_prefix_mma.cuh), which decodes each K/V tile once per 128 rows instead of per 64.
+// Starts from POLYKV_CUDA_PREFIX_MMA=0|mma64 (unset or other: Wide). Process-wide, like decode_variant.
+enum class PrefixKernel { F32, Mma, Wide };
+inline PrefixKernel& prefix_kernel() {
+  static PrefixKernel k = [] {
+    const char* e = std::getenv("POLYKV_CUDA_PREFIX_MMA");
+    const std::string s = e ? e : "";
+    return s == "0" ? PrefixKernel::F32 : s == "mma64" ? PrefixKernel::Mma : PrefixKernel::Wide;
+  }();
+  return k;
+}
+constexpr int kPrefixRows = 128;  // rows per block of the wide prefix kernel (4 warps x 2 x 16)
+constexpr int kPrefixBlocksPerSm = 2;  // its occupancy (~106 KB of shared memory at head size 128)
+
 constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small multi-token steps
 // Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
 constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; }
@@ -264,13 +282,31 @@ inline Plan plan_prefix(const KvLayerDevice& L, const AttentionParams& p, const 
                         int sm_count) {
   Plan P;
   P.group = p.n_head / L.n_head_kv;
-  plan_tiled_rows(P, b.max_prefix_q, L.head_dim);
+  const int hd = L.head_dim;
+  plan_tiled_rows(P, b.max_prefix_q, hd);
+  // The kernel by counting: up to 16 rows per KV head the small f32 shape (one 16-row block; a 64-row
+  // tensor-core block would compute 4x the products for nothing); up to 64 the 64-row tensor-core
+  // block; beyond, 128 rows per block: the K/V tile decode and f16 split (the part of a tile's work
+  // that does not grow with the rows) and the B-fragment loads are shared by twice the rows.
+  const PrefixKernel k = prefix_kernel();
+  if (P.rows == large_rows(hd)) P.mma = k != PrefixKernel::F32 && mma_supports(hd);
+  const bool wide = P.mma && k == PrefixKernel::Wide && int64_t(P.group) * b.max_prefix_q > large_rows(hd);
+  if (wide) {
+    P.rows = kPrefixRows;
+    P.gj = std::min(P.group, P.rows);
+    P.hparts = (P.group + P.gj - 1) / P.gj;
+    P.qt = P.rows / P.gj;
+    P.qtiles = (b.max_prefix_q + P.qt - 1) / P.qt;
+  }
   const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_prefix) * P.qtiles;
   check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: shared prefixes too large for one launch (", grid_y,
         " x ", grid_z, " blocks)");
   P.grid_y = int(grid_y);
   P.grid_z = int(grid_z);
-  plan_splits(P, b.max_prefix_kv, sm_count, L.head_dim);
+  if (wide)
+    plan_splits(P, b.max_prefix_kv, sm_count, hd, kPrefixBlocksPerSm, true);
+  else
+    plan_splits(P, b.max_prefix_kv, sm_count, hd);
   plan_partials(P, L.head_dim);
   return P;
 }

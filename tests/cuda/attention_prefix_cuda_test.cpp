@@ -1,0 +1,232 @@
+// The prefix pass of polykv::cuda::attention (shared prefixes read once for a group's queries, then
+// merged with each sequence's own keys) on the GPU, with each prefix kernel (attention_cuda_plan.h
+// PrefixKernel: f32 tiled, 64-row tensor-core, 128-row "wide" tensor-core), against the CPU's
+// attention_ref (attention_cuda_cases.h: per-row bound 1e-4, poisoned outputs). 2, 5, 16 and 64
+// sequences (8 to 256 rows per KV head: the small f32 shape, the 64-row shape, the wide one) share
+// prefixes of awkward lengths (1000 keys in blocks of 8, 4097 in blocks of 17) and add private
+// suffixes; the main KV type pairs. Plus DISABLED_PrefixPassBench: agents on one 32768-key context,
+// the call's time with each prefix kernel.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+#include "attention_cuda_cases.h"
+#include "backend/cuda/attention_cuda_plan.h"
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/kv_cuda.h"
+#include "cuda_test_util.h"
+
+namespace polykv {
+namespace {
+
+using attn_test::Case;
+namespace attn = cuda::attn;
+
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  explicit DevBuf(size_t count) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T))); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  ~DevBuf() { cudaFree(p); }
+  void upload(const T* src, size_t count) { POLYKV_CUDA_CHECK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice)); }
+  void download(T* dst, size_t count) const {
+    POLYKV_CUDA_CHECK(cudaMemcpy(dst, p, count * sizeof(T), cudaMemcpyDeviceToHost));
+  }
+};
+
+cuda::CudaContext& context() {
+  static cuda::CudaContext ctx(0);
+  return ctx;
+}
+
+struct PrefixScope {
+  attn::PrefixKernel saved = attn::prefix_kernel();
+  explicit PrefixScope(attn::PrefixKernel k) { attn::prefix_kernel() = k; }
+  ~PrefixScope() { attn::prefix_kernel() = saved; }
+};
+constexpr attn::PrefixKernel kPrefixKernels[] = {attn::PrefixKernel::F32, attn::PrefixKernel::Mma,
+                                                 attn::PrefixKernel::Wide};
+const char* prefix_kernel_name(attn::PrefixKernel k) {
+  return k == attn::PrefixKernel::F32 ? "f32 tiled" : k == attn::PrefixKernel::Mma ? "mma 64 rows" : "wide mma 128 rows";
+}
+
+// Builds the case, uploads it, runs the CUDA attention with each prefix kernel and checks each
+// against attention_ref; one failure per kernel, naming it, the prefix plan and the worst row.
+void expect_ok(const Case& c) {
+  const auto f = attn_test::build(c);
+  const KvBlockStore& store = *f->store;
+  const size_t pool_bytes = store.block_bytes() * size_t(f->pool_blocks);
+  DevBuf<uint8_t> pool(pool_bytes);
+  pool.upload(store.data(), pool_bytes);
+  DevBuf<float> dq(f->q.size()), dout(f->out_floats());
+  dq.upload(f->q.data(), f->q.size());
+  const size_t n_seq = f->pos0.size(), n_prefix = f->prefix_seq0.size();
+  DevBuf<int32_t> dflat(f->flat.size()), dstart(n_seq), dpos0(n_seq), dnq(n_seq), drow0(n_seq);
+  dflat.upload(f->flat.data(), f->flat.size());
+  dstart.upload(f->table_start.data(), n_seq);
+  dpos0.upload(f->pos0.data(), n_seq);
+  dnq.upload(f->n_q.data(), n_seq);
+  drow0.upload(f->row0.data(), n_seq);
+  DevBuf<int32_t> dps0(n_prefix), dpn(n_prefix), dpb(n_prefix);
+  dps0.upload(f->prefix_seq0.data(), n_prefix);
+  dpn.upload(f->prefix_n_seq.data(), n_prefix);
+  dpb.upload(f->prefix_blocks.data(), n_prefix);
+
+  cuda::KvLayerDevice L = f->L;
+  L.layer_base = pool.p + size_t(attn_test::kLayer) * store.layer_bytes();
+  cuda::AttentionBatchDevice b = f->b;
+  b.tables = dflat.p, b.table_start = dstart.p, b.pos0 = dpos0.p, b.n_q = dnq.p, b.row0 = drow0.p;
+  b.prefix_seq0 = dps0.p, b.prefix_n_seq = dpn.p, b.prefix_blocks = dpb.p;
+  std::vector<float> got(f->out_floats());
+  attn_test::poison(got.data(), got.size());
+  const std::vector<float> poisoned = got;
+  for (attn::PrefixKernel k : kPrefixKernels) {
+    const PrefixScope scope(k);
+    const attn::Plan Pp = attn::plan_prefix(L, f->p, b, context().sm_count());
+    dout.upload(poisoned.data(), poisoned.size());
+    cuda::attention(L, f->p, b, dq.p, dout.p, context());
+    POLYKV_CUDA_CHECK(cudaStreamSynchronize(context().stream()));
+    dout.download(got.data(), got.size());
+    const attn_test::Result r = attn_test::check_outputs(*f, got);
+    EXPECT_LE(r.worst, attn_test::kBound)
+        << attn_test::describe(c) << "\n  prefix kernel " << prefix_kernel_name(k) << ": prefix plan rows " << Pp.rows
+        << (Pp.mma ? " (mma)" : " (f32)") << " splits " << Pp.n_splits << " chunk " << Pp.chunk << " query tiles "
+        << Pp.qtiles << "\n  worst row: " << r.where;
+  }
+}
+
+// n sequences sharing the first `blocks` blocks of sequence 0, n_q queries each, private suffixes
+// of different lengths (0 to 40 keys); head_dim 128, 2 KV heads, GQA 4.
+Case prefix_case(KvType kt, KvType vt, int block_tokens, int blocks, int n, int n_q, uint32_t seed) {
+  Case c;
+  c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.block_tokens = block_tokens, c.seed = seed;
+  const int prefix = blocks * block_tokens;
+  c.seqs.push_back({prefix + 17, n_q});
+  for (int i = 1; i < n; ++i) c.seqs.push_back({prefix + (7 * i) % 41, n_q, 0, blocks});
+  c.prefix = {{0, n, blocks}};
+  return c;
+}
+
+TEST(CudaAttentionPrefix, ManySequencesSharingAPrefix) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 1200;
+  for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
+                               std::pair{KvType::Q8_0, KvType::Q8_0}})
+    for (const auto& [bt, blocks] : {std::pair{8, 125}, std::pair{17, 241}})  // 1000 and 4097 shared keys
+      for (int n : {2, 5, 16, 64}) expect_ok(prefix_case(kt, vt, bt, blocks, n, 1, seed++));
+}
+
+// Multi-token steps of many sequences (16 x 4 tokens x GQA 4 = 256 rows), windows and softcap, turbo K
+// (queries rotated by the prologue in two halves).
+TEST(CudaAttentionPrefix, MultiTokenWindowsTurboK) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 1300;
+  expect_ok(prefix_case(KvType::Q8_0, KvType::Turbo3T, 17, 241, 16, 4, seed++));
+  Case c = prefix_case(KvType::Turbo3T, KvType::Turbo3T, 8, 125, 33, 1, seed++);
+  expect_ok(c);
+  c.window = 300, c.softcap = 30.0f, c.seed = seed++;
+  expect_ok(c);
+}
+
+// Agents on one shared context of 32768 keys (Llama-3.1-8B's attention: head_dim 128, 8 KV heads,
+// 32 query heads), one decode token each plus a private block: the whole call (per-sequence pass,
+// prefix pass, merge) with each prefix kernel, µs per layer (median of 20), and the prefix pass's
+// products as TFLOP/s (4 x agents x 32 heads x 32768 x 128 flops) of the whole call's time.
+TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
+  POLYKV_REQUIRE_GPU();
+  constexpr int kHd = 128, kHeadKv = 8, kHeads = 32, kBt = 64, kShared = 32768 / kBt, kDistinct = 4096;
+  std::printf("%-18s %7s %14s %14s %14s %10s %10s\n", "K/V", "agents", "f32 us", "mma64 us", "wide us", "TFLOP/s",
+              "f32/wide");
+  for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
+                               std::pair{KvType::Q8_0, KvType::Q8_0}})
+    for (int agents : {16, 64}) {
+      // The pool: kShared + agents blocks whose rows repeat kDistinct encoded rows.
+      const size_t kb = kv_head_bytes(kt, kHd), vb = kv_head_bytes(vt, kHd);
+      const size_t rows_per_block = size_t(kHeadKv) * kBt, k_part = rows_per_block * kb,
+                   layer = k_part + rows_per_block * vb;
+      const int n_blocks = kShared + agents;
+      std::vector<uint8_t> kr(kDistinct * kb), vr(kDistinct * vb);
+      const auto x = test::random_floats(size_t(kDistinct) * kHd, 5);
+      for (int i = 0; i < kDistinct; ++i) {
+        kv_type_ops(kt).quantize_head(x.data() + size_t(i) * kHd, kr.data() + i * kb, kHd);
+        kv_type_ops(vt).quantize_head(x.data() + size_t((i * 7) % kDistinct) * kHd, vr.data() + i * vb, kHd);
+      }
+      std::vector<uint8_t> host(layer * size_t(n_blocks));
+      for (size_t r = 0; r < size_t(n_blocks) * rows_per_block; ++r) {
+        const size_t blk = r / rows_per_block, in = r % rows_per_block;
+        std::memcpy(&host[blk * layer + in * kb], &kr[(r % kDistinct) * kb], kb);
+        std::memcpy(&host[blk * layer + k_part + in * vb], &vr[(r % kDistinct) * vb], vb);
+      }
+      DevBuf<uint8_t> pool(host.size());
+      pool.upload(host.data(), host.size());
+      const cuda::KvLayerDevice L{kt, vt, kBt, kHeadKv, kHd, kHd, kb, vb, pool.p, layer, k_part};
+
+      std::vector<int32_t> tables, start, pos0, nq, row0;
+      for (int a = 0; a < agents; ++a) {
+        start.push_back(int32_t(tables.size()));
+        for (int i = 0; i < kShared; ++i) tables.push_back(i);
+        tables.push_back(kShared + a);
+        pos0.push_back(kShared * kBt + 10 + a % 50);
+        nq.push_back(1);
+        row0.push_back(a);
+      }
+      const int32_t g_seq0 = 0, g_n = agents, g_blocks = kShared;
+      DevBuf<int32_t> dt(tables.size()), ds(start.size()), dp(pos0.size()), dn(nq.size()), dr(row0.size()), d0(1),
+          dgn(1), dgb(1);
+      dt.upload(tables.data(), tables.size());
+      ds.upload(start.data(), start.size());
+      dp.upload(pos0.data(), pos0.size());
+      dn.upload(nq.data(), nq.size());
+      dr.upload(row0.data(), row0.size());
+      d0.upload(&g_seq0, 1);
+      dgn.upload(&g_n, 1);
+      dgb.upload(&g_blocks, 1);
+      const auto q = test::random_floats(size_t(agents) * kHeads * kHd, 9);
+      DevBuf<float> dq(q.size()), dout(q.size());
+      dq.upload(q.data(), q.size());
+      cuda::AttentionBatchDevice b{agents, dt.p, ds.p, dp.p, dn.p, dr.p, agents, 1, (kShared + 1) * kBt};
+      b.n_prefix = 1, b.prefix_seq0 = d0.p, b.prefix_n_seq = dgn.p, b.prefix_blocks = dgb.p;
+      b.max_prefix_q = agents, b.max_prefix_kv = kShared * kBt;
+      AttentionParams p;
+      p.n_head = kHeads;
+      p.scale = 1.0f / std::sqrt(float(kHd));
+
+      double sec[3];
+      for (int i = 0; i < 3; ++i) {
+        const PrefixScope scope(kPrefixKernels[i]);
+        cudaEvent_t e0, e1;
+        POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
+        POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
+        for (int w = 0; w < 3; ++w) cuda::attention(L, p, b, dq.p, dout.p, context());
+        std::vector<float> ms;
+        for (int r = 0; r < 20; ++r) {
+          POLYKV_CUDA_CHECK(cudaEventRecord(e0, context().stream()));
+          cuda::attention(L, p, b, dq.p, dout.p, context());
+          POLYKV_CUDA_CHECK(cudaEventRecord(e1, context().stream()));
+          POLYKV_CUDA_CHECK(cudaEventSynchronize(e1));
+          float t = 0;
+          POLYKV_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+          ms.push_back(t);
+        }
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        std::sort(ms.begin(), ms.end());
+        sec[i] = ms[ms.size() / 2] * 1e-3;
+      }
+      const double flops = 4.0 * agents * kHeads * double(kShared * kBt) * kHd;
+      const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
+      std::printf("%-18s %7d %14.1f %14.1f %14.1f %10.2f %10.2f\n", name.c_str(), agents, sec[0] * 1e6, sec[1] * 1e6,
+                  sec[2] * 1e6, flops / sec[2] / 1e12, sec[0] / sec[2]);
+    }
+}
+
+}  // namespace
+}  // namespace polykv
