@@ -29,6 +29,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_plan.h"
+#include "backend/cuda/matmul_cuda_split.h"
 #include "core/error.h"
 #include "kv/kv_block_store.h"
 #include "kv/kv_cache.h"
@@ -379,7 +380,12 @@ TEST_F(CudaBackendTest, EmbedMatchesDequantizeTimesScale) {
     EXPECT_EQ(dt.type, type);
     EXPECT_EQ(dt.n_in, dim);
     EXPECT_EQ(dt.n_out, vocab);
-    EXPECT_EQ(dt.row_stride, table.w.row_stride);
+    // q8_0 / q4_0 rows go to the split layout (16-byte-aligned rows: matmul_cuda_split.h) unless
+    // POLYKV_CUDA_MATVEC=old; other types keep the rows as uploaded.
+    if (dt.layout == WeightLayout::CudaSplit)
+      EXPECT_EQ(dt.row_stride, cuda::split_row_stride(type, dim)) << dtype_name(type);
+    else
+      EXPECT_EQ(dt.row_stride, table.w.row_stride) << dtype_name(type);
     const std::vector<int32_t> toks = {300, 0, 17, 17, 150};
     std::vector<float> want(toks.size() * size_t(dim));
     const float scale = std::sqrt(float(dim));

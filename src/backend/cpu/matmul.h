@@ -15,6 +15,11 @@ namespace cpu {
 struct PackedMatrix;
 }
 
+// How a row's bytes are ordered. Rows: ggml's blocks (the only layout the CPU reads). CudaSplit: the
+// CUDA backend's device copies of some quantized types (backend/cuda/matmul_cuda_split.cuh): each row
+// in its row_stride bytes, its blocks' quants first and their scales after.
+enum class WeightLayout : uint8_t { Rows, CudaSplit };
+
 struct WeightMatrix {
   DType type = DType::F32;
   const void* data = nullptr;  // n_out rows of row_bytes(type, n_in) bytes
@@ -25,6 +30,7 @@ struct WeightMatrix {
   // made by pack_for_matmul(); matmul() prefers it where it has a kernel for the active ISA. `data`
   // stays valid and authoritative (matmul_ref, embedding lookups and the n_out % 16 tail rows read it).
   std::shared_ptr<const cpu::PackedMatrix> packed;
+  WeightLayout layout = WeightLayout::Rows;  // last: aggregate initializers name the fields above
 };
 
 // Model-load step: gives w a packed copy if the CPU backend has a faster kernel for that layout under

@@ -19,6 +19,7 @@
 #include "backend/cuda/kv_cuda.h"
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_prepared.h"
+#include "backend/cuda/matmul_cuda_split.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/cuda/ops_cuda_acts.h"
 #include "backend/cuda/ops_cuda_fused.h"
@@ -134,6 +135,13 @@ class CudaBackend final : public Backend {
     const size_t rb = row_bytes(host.type, host.n_in);
     check(host.data != nullptr && host.row_stride >= rb, "upload_matrix: row stride ", host.row_stride,
           " shorter than a row of ", rb, " bytes");
+    if (cuda::split_layout_enabled(host.type) && cuda::split_layout_fits(host) && host.layout == WeightLayout::Rows) {
+      // Repacked for the split mat-vec kernel (matmul_cuda_split.h); no ggml copy stays on the device.
+      drop_acts();
+      void* p = allocate(size_t(host.n_out) * cuda::split_row_stride(host.type, host.n_in));
+      owned_.push_back(p);
+      return cuda::upload_split(host, p, ctx_.stream());
+    }
     // Rows keep their stride; the last one needs only its own bytes.
     const size_t bytes = size_t(host.n_out - 1) * host.row_stride + rb;
     d.data = upload_owned(host.data, bytes);

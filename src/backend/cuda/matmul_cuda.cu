@@ -224,6 +224,13 @@ bool has_weight_kernels(DType t) { return is_float_weight(t) || hd::visit_quant_
 
 void validate_device_weights(const WeightMatrix& w) {
   const DTypeInfo& info = dtype_info(w.type);
+  if (w.layout == WeightLayout::CudaSplit) {
+    check(w.n_in > 0 && w.n_out >= 0, "CUDA matmul: bad shape ", w.n_out, "x", w.n_in);
+    check(w.data != nullptr || w.n_out == 0, "CUDA matmul: null weights");
+    check(w.n_out < (int64_t(1) << 31) && w.n_in < (int64_t(1) << 31), "CUDA matmul: matrix too large");
+    validate_split_weights(w);
+    return;
+  }
   check(info.weight_type, "CUDA matmul: unsupported weight type ", info.name);
   check(w.n_in > 0 && w.n_out >= 0, "CUDA matmul: bad shape ", w.n_out, "x", w.n_in);
   check(w.row_stride >= row_bytes(w.type, w.n_in), "CUDA matmul: row stride ", w.row_stride, " is smaller than a ",
@@ -263,6 +270,12 @@ ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& 
 void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx) {
   check(ncols >= 1 && ncols <= kMatvecMaxCols, "CUDA matvec: ", ncols, " columns (1..", kMatvecMaxCols, ")");
   if (w.n_out == 0) return;
+  if (w.layout == WeightLayout::CudaSplit) {
+    const MatvecPart part{&w, y};
+    check(launch_matvec_split_parts(std::span<const MatvecPart>(&part, 1), a, col0, ncols, ctx),
+          "CUDA matvec: split ", dtype_name(w.type), " weights without a split kernel");
+    return;
+  }
   if (launch_matvec_stream(w, a, col0, ncols, y, ctx)) return;
   const cudaStream_t s = ctx.stream();
   const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {
@@ -289,6 +302,10 @@ void dequantize_rows(const WeightMatrix& w, const int32_t* rows, int n, float sc
   validate_device_weights(w);
   check(n >= 0, "dequantize_rows: negative count");
   if (n == 0) return;
+  if (w.layout == WeightLayout::CudaSplit) {
+    dequantize_split_rows(w, rows, n, scale, dst, stream);
+    return;
+  }
   const uint8_t* wd = static_cast<const uint8_t*>(w.data);
   constexpr int kT = 256;
   const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {

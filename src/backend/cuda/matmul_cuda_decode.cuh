@@ -232,11 +232,9 @@ struct DecQ3_K {  // hmask[32], qs[64], scales[12], d (f16); x = d * scale * (q 
 };
 
 // q4_K / q5_K: d, dmin (f16), 12 bytes of packed scales, the same for both.
-// The 16 header bytes (d, dmin, scales) in one load where the block is 16-byte aligned.
-template <int A, class U>
-POLYKV_HD void kquant_45_scales(const uint8_t* b, int j, U& u) {
-  uint32_t hdr[4];
-  ld_16B<A>(b, hdr);
+// From the header's four little-endian words (the split layout loads them itself).
+template <class U>
+POLYKV_HD void kquant_45_scales_words(const uint32_t (&hdr)[4], int j, U& u) {
   const uint32_t dd = hdr[0];
   const float d = half_to_f32(uint16_t(dd & 0xFFFF)), dmin = half_to_f32(uint16_t(dd >> 16));
   const uint32_t s[3] = {hdr[1], hdr[2], hdr[3]};
@@ -247,6 +245,14 @@ POLYKV_HD void kquant_45_scales(const uint8_t* b, int j, U& u) {
     u.scale[r] = fmul(d, float(sc));
     u.min[r] = -fmul(dmin, float(m));
   }
+}
+
+// The 16 header bytes (d, dmin, scales) in one load where the block is 16-byte aligned.
+template <int A, class U>
+POLYKV_HD void kquant_45_scales(const uint8_t* b, int j, U& u) {
+  uint32_t hdr[4];
+  ld_16B<A>(b, hdr);
+  kquant_45_scales_words(hdr, j, u);
 }
 
 struct DecQ4_K {  // d, dmin, scales[12], qs[128]; x = d * sc * q - dmin * m per 32-value sub-block

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_context.h"
@@ -31,7 +32,8 @@ ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& 
 void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx);
 
 // Whether the stream kernel takes these parts in one launch: 1..kMaxMatvecParts matrices of one type,
-// n_in and row stride, each non-empty with 16-byte aligned rows.
+// n_in and row stride, each non-empty with 16-byte aligned rows (or, for weights in the split layout,
+// whether the split kernel takes them: every part split, one type, n_in and stride).
 bool parts_stream_together(std::span<const MatvecPart> parts);
 // One stream-kernel launch over every part's rows (bit-identical to one launch per part); returns
 // false (nothing launched) unless parts_stream_together(parts).
@@ -64,5 +66,28 @@ void set_prefill_tile_bytes(size_t bytes);
 
 // True for f32 / f16 / bf16 weights.
 bool is_float_weight(DType t);
+
+// ---- weights in the split layout (matmul_cuda_split.cu) ----
+// Throws Error unless w (layout CudaSplit) is a matrix the split kernels take.
+void validate_split_weights(const WeightMatrix& w);
+// One launch of the split mat-vec kernel over every part's rows (1..8 columns); returns false
+// (nothing launched) unless every part is in the split layout with one type, n_in and stride.
+bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView& a, int col0, int ncols,
+                               CudaContext& ctx);
+// Rows [row0, row0 + rows) of split w to f16 (dst: device __half [rows][w.n_in]).
+void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s);
+// dequantize_rows() for split w.
+void dequantize_split_rows(const WeightMatrix& w, const int32_t* rows, int n, float scale, float* dst,
+                           cudaStream_t s);
+
+// The narrowest kernel width that holds ncols columns (its extra columns repeat the last one and are
+// not stored; the width does not change any result).
+template <class Fn>
+void by_width_split(int ncols, Fn&& fn) {
+  if (ncols == 1) fn(std::integral_constant<int, 1>{});
+  else if (ncols == 2) fn(std::integral_constant<int, 2>{});
+  else if (ncols <= 4) fn(std::integral_constant<int, 4>{});
+  else fn(std::integral_constant<int, 8>{});
+}
 
 }  // namespace polykv::cuda

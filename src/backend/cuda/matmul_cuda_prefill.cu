@@ -68,6 +68,10 @@ __global__ void dequantize_tile_f_kernel(const uint8_t* __restrict__ w, size_t s
 }
 
 void dequantize_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, __half* dst, cudaStream_t s) {
+  if (w.layout == WeightLayout::CudaSplit) {
+    dequantize_split_tile_f16(w, row0, rows, dst, s);  // the same f16 values
+    return;
+  }
   const uint8_t* wd = static_cast<const uint8_t*>(w.data);
   constexpr int kT = 256;
   const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {

@@ -392,15 +392,24 @@ bool visit_decoder(DType t, Fn&& fn) {
 }  // namespace
 
 bool stream_rows(const WeightMatrix& w) {
-  return hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride) >= 16;
+  return w.layout == WeightLayout::Rows && hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride) >= 16;
 }
 
 bool parts_stream_together(std::span<const MatvecPart> parts) {
   if (parts.empty() || parts.size() > size_t(kMaxMatvecParts)) return false;
   const WeightMatrix& w0 = *parts[0].w;
+  if (w0.layout == WeightLayout::CudaSplit) {  // the split kernel's conditions
+    for (const MatvecPart& p : parts) {
+      const WeightMatrix& w = *p.w;
+      if (w.layout != w0.layout || w.type != w0.type || w.n_in != w0.n_in || w.row_stride != w0.row_stride ||
+          w.n_out <= 0)
+        return false;
+    }
+    return true;
+  }
   for (const MatvecPart& p : parts) {
     const WeightMatrix& w = *p.w;
-    if (w.type != w0.type || w.n_in != w0.n_in || w.row_stride != w0.row_stride || w.n_out <= 0 || !stream_rows(w))
+    if (w.layout != w0.layout || w.type != w0.type || w.n_in != w0.n_in || w.row_stride != w0.row_stride || w.n_out <= 0 || !stream_rows(w))
       return false;
   }
   return true;
@@ -408,6 +417,7 @@ bool parts_stream_together(std::span<const MatvecPart> parts) {
 
 bool launch_matvec_stream_parts(std::span<const MatvecPart> parts, const ActView& a, int col0, int ncols,
                                 CudaContext& ctx) {
+  if (launch_matvec_split_parts(parts, a, col0, ncols, ctx)) return true;  // weights in the split layout
   if (!parts_stream_together(parts)) return false;
   WeightMatrix all = *parts[0].w;
   all.n_out = 0;

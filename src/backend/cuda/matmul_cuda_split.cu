@@ -1,0 +1,331 @@
+// Mat-vec kernel, dequantization and upload of weights in the split layout (matmul_cuda_split.cuh:
+// q4_0, q8_0, q4_K, q6_K with each row's unit quants 16-byte aligned and contiguous, the block scales
+// after).
+//
+// Why (docs/CUDA_DECODE.md, "Split weights"): decode streams every weight byte once, so a mat-vec
+// should read near copy bandwidth. The stream kernel (matmul_cuda_stream.cu) copies ggml rows through
+// shared memory (their 18-byte q4_0 blocks are only 2-byte aligned) and ran at ~45% of it on the H200.
+// Here every lane loads its units straight into registers with 16-byte loads, 32 lanes reading 512
+// contiguous bytes of a row per instruction:
+//  * One warp per group of R consecutive rows of one part (R = 2 for 1-2 columns, 4 for more: the
+//    activations, read from L1, serve R rows), blocks of 8 warps, one launch over all groups (no
+//    persistent grid: the block scheduler balances the tail).
+//  * A warp walks its rows' units in steps j (unit 32 j + lane for lane `lane`), U steps at a time:
+//    the U x R loads of a chunk (8 x 16 bytes per lane, ~4 KB per warp) are issued before any is
+//    used, so with 16-32 warps per SM 64-128 KB are in flight per SM (an H200 needs ~40 KB per SM:
+//    4.8 TB/s x ~1 us / 132 SMs).
+//  * The first chunk's loads are issued before waiting for the activation kernel (PDL).
+// Lane l computes units l, l + 32, ... of each row in that order with hd::unit_step, then the same
+// butterfly as every other mat-vec kernel: the results are bit-identical to the stream kernel's and
+// the direct kernel's on the ggml rows (tests/cuda/matvec_split_cuda_test.cpp), batch invariant.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/matmul_cuda_internal.h"
+#include "backend/cuda/matmul_cuda_launch.cuh"
+#include "backend/cuda/matmul_cuda_split.cuh"
+#include "backend/cuda/matmul_cuda_split.h"
+#include "core/error.h"
+
+namespace polykv::cuda {
+namespace {
+
+constexpr int kSplitWarps = 8;
+constexpr int kSplitThreads = 32 * kSplitWarps;
+
+// Rows per warp (R) and steps per chunk (U) for decoder T and NC columns: 8 16-byte loads per lane in
+// a chunk for 1-2 columns, 4 for more (their accumulators and activations need the registers; more
+// spilled), a 16-byte head counting as one load.
+template <class T, int NC>
+struct SplitCfg {
+  static constexpr int kR = NC <= 2 ? 2 : 4;
+  static constexpr int kLoadsPerUnit = hd::Split<T>::kLoadsPerUnit;
+  static constexpr int kLoads = NC <= 2 ? 8 : 4;
+  static constexpr int kU = kLoads / (kR * kLoadsPerUnit) > 0 ? kLoads / (kR * kLoadsPerUnit) : 1;
+};
+
+// Arguments (by value). Groups of R rows are numbered part after part (a part's last group may be
+// short); part p's groups start at gbegin[p]. xq / xs / y start at the call's first column.
+struct SplitArgs {
+  const uint8_t* w[kMaxMatvecParts];
+  float* y[kMaxMatvecParts];  // [ncols][part_rows[p]]
+  int64_t gbegin[kMaxMatvecParts], part_rows[kMaxMatvecParts];
+  int n_parts;
+  size_t stride;
+  int64_t n_groups, n_in;
+  hd::SplitGeom geom;
+  const int8_t* xq;        // [ncols][n_in]
+  const hd::ActScale* xs;  // [ncols][n_in / 32]
+  int ncols;
+};
+
+struct GroupPart {
+  const uint8_t* w;
+  float* y;
+  int64_t gbegin, rows;
+};
+
+// Selects on constant indices (no local-memory copy of the arguments).
+__device__ __forceinline__ GroupPart group_part(const SplitArgs& a, int64_t g) {
+  GroupPart p{a.w[0], a.y[0], 0, a.part_rows[0]};
+#pragma unroll
+  for (int i = 1; i < kMaxMatvecParts; ++i)
+    if (i < a.n_parts && g >= a.gbegin[i]) p = GroupPart{a.w[i], a.y[i], a.gbegin[i], a.part_rows[i]};
+  return p;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Blocks per SM the registers must allow: 3 for one column (<= 85 registers: 24 warps per SM), 2 for
+// more (<= 128: 16 warps); unbounded, 8 columns took ~180 registers (8 warps per SM).
+template <int NC>
+__host__ __device__ constexpr int split_min_blocks() { return NC == 1 ? 3 : 2; }
+
+template <class T, int NC>
+__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_split_kernel(const SplitArgs a) {
+  using Cfg = SplitCfg<T, NC>;
+  using S = hd::Split<T>;
+  constexpr int R = Cfg::kR, U = Cfg::kU, QW = S::kUnitWords, HW = S::kHeadWords;
+  // The next kernel, if launched with PDL, may start now; it waits for this grid before it touches
+  // anything this grid reads or writes.
+  allow_next_grid();
+  const int lane = int(threadIdx.x % 32);
+  const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
+  if (g >= a.n_groups) return;  // the whole warp
+  const GroupPart gp = group_part(a, g);
+  const int64_t row0 = (g - gp.gbegin) * R;  // in the part
+  const int nrows = int(gp.rows - row0 < R ? gp.rows - row0 : R);
+  const uint8_t* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = gp.w + size_t(row0 + min(r, nrows - 1)) * a.stride;
+  const int64_t n_units = a.geom.n_units, n_steps = (n_units + 31) / 32;
+
+  float acc[R][NC] = {};
+  bool waited = false;
+  for (int64_t j0 = 0; j0 < n_steps; j0 += U) {
+    uint32_t q[U][R][QW], h[U][R][HW];
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const int64_t u = 32 * (j0 + k) + lane;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (u < n_units && r < nrows) {
+          hd::split_load_unit<T>(rows[r], a.geom, u, q[k][r], h[k][r]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
+#pragma unroll
+          for (int i = 0; i < HW; ++i) h[k][r][i] = 0;
+        }
+      }
+    }
+    if (!waited) {
+      wait_for_previous_grid();  // the activations come from the kernel before this one
+      waited = true;
+    }
+#pragma unroll
+    for (int k = 0; k < U; ++k) {
+      const int64_t u = 32 * (j0 + k) + lane;
+      if (u < n_units) {
+        const int64_t blk = u / T::kParts;
+        const int part = int(u % T::kParts);
+        typename T::Unit wu[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) S::decode(q[k][r], h[k][r], part, wu[r]);
+        hd::unit_step<T, NC, R>(wu, a.xq, a.xs, a.n_in, a.ncols, blk, part, acc);
+      }
+    }
+  }
+  // Every lane holds every (r, c) sum after warp_sum; lane (r * NC + c) % 32 stores it.
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      const float v = warp_sum(acc[r][c]);
+      if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) gp.y[int64_t(c) * gp.rows + row0 + r] = v;
+    }
+  }
+}
+
+// Dequantization of split rows: one thread per unit. Row i of the output is row row0 + i of w, or row
+// rows[i] when rows is not null (NaN values for an index outside [0, n_out)). Out: float or __half.
+template <class T, class Out>
+__global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t stride, hd::SplitGeom geom,
+                                        int64_t n_out, int64_t n_in, int64_t row0, const int32_t* __restrict__ rows,
+                                        int64_t total_units, float scale, Out* __restrict__ dst) {
+  using S = hd::Split<T>;
+  const int64_t n_units = geom.n_units;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total_units;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = t / n_units, u = t % n_units;
+    const int64_t blk = u / T::kParts;
+    const int part = int(u % T::kParts);
+    const int64_t row = rows ? int64_t(rows[i]) : row0 + i;
+    Out* out = dst + i * n_in + blk * T::kBlockValues;
+    if (row < 0 || row >= n_out) {
+      for (int r = 0; r < T::kRuns; ++r)
+        for (int k = 0; k < 16; ++k) out[T::run_pos(part, r) + k] = Out(__int_as_float(0x7fc00000));
+      continue;
+    }
+    uint32_t q[S::kUnitWords], h[S::kHeadWords];
+    hd::split_load_unit<T>(w + size_t(row) * stride, geom, u, q, h);
+    typename T::Unit unit;
+    S::decode(q, h, part, unit);
+#pragma unroll
+    for (int r = 0; r < T::kRuns; ++r) {
+      float v[16];
+      hd::unit_run_values(unit, r, scale, v);
+#pragma unroll
+      for (int k = 0; k < 16; ++k) out[T::run_pos(part, r) + k] = Out(v[k]);
+    }
+  }
+}
+
+unsigned grid_stride_blocks(int64_t total, int threads) {
+  return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
+}
+
+template <class T, class Out>
+void launch_dequantize(const WeightMatrix& w, int64_t row0, const int32_t* rows, int64_t n, float scale, Out* dst,
+                       cudaStream_t s) {
+  const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
+  const int64_t total = n * geom.n_units;
+  constexpr int kT = 256;
+  dequantize_split_kernel<T, Out><<<grid_stride_blocks(total, kT), kT, 0, s>>>(
+      static_cast<const uint8_t*>(w.data), w.row_stride, geom, w.n_out, w.n_in, row0, rows, total, scale, dst);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+// POLYKV_CUDA_MATVEC: -1 not read yet, 0 unset (split), 1 split, 2 old (ggml rows).
+int g_matvec_mode = -1;
+
+}  // namespace
+
+bool split_layout_enabled(DType t) {
+  if (g_matvec_mode < 0) {
+    const char* e = std::getenv("POLYKV_CUDA_MATVEC");
+    g_matvec_mode = (e && std::strcmp(e, "old") == 0) ? 2 : (e && std::strcmp(e, "split") == 0) ? 1 : 0;
+  }
+  return g_matvec_mode != 2 && hd::has_split(t);
+}
+
+void set_split_layout_enabled(bool on) { g_matvec_mode = on ? 1 : 2; }
+
+bool split_layout_fits(const WeightMatrix& host) {
+  return hd::has_split(host.type) && host.n_in > 0 && host.n_in % dtype_info(host.type).block_size == 0 &&
+         host.n_out > 0;
+}
+
+size_t split_row_stride(DType t, int64_t n_in) {
+  size_t out = 0;
+  check(hd::visit_split_decoder(t, [&](auto dec) { out = hd::split_geom<decltype(dec)>(n_in).row_bytes; }),
+        "split layout: no split layout for ", dtype_name(t));
+  return out;
+}
+
+void split_pack_rows_host(const WeightMatrix& host, int64_t row0, int64_t rows, uint8_t* dst) {
+  check(split_layout_fits(host) && row0 >= 0 && row0 + rows <= host.n_out, "split layout: bad rows");
+  hd::visit_split_decoder(host.type, [&](auto dec) {
+    hd::split_pack_rows<decltype(dec)>(static_cast<const uint8_t*>(host.data) + size_t(row0) * host.row_stride,
+                                       host.row_stride, host.n_in, rows, dst);
+  });
+}
+
+WeightMatrix upload_split(const WeightMatrix& host, void* dst, cudaStream_t stream) {
+  check(host.layout == WeightLayout::Rows && split_layout_fits(host), "split layout: cannot repack ",
+        dtype_name(host.type), " ", host.n_out, "x", host.n_in);
+  const size_t stride = split_row_stride(host.type, host.n_in);
+  // Repacked on the host in chunks of rows (~32 MiB) and copied; the device holds only the split copy.
+  const int64_t chunk = std::max<int64_t>(1, int64_t((size_t(32) << 20) / stride));
+  std::vector<uint8_t> buf(size_t(std::min(chunk, host.n_out)) * stride);
+  for (int64_t r0 = 0; r0 < host.n_out; r0 += chunk) {
+    const int64_t n = std::min(chunk, host.n_out - r0);
+    split_pack_rows_host(host, r0, n, buf.data());
+    POLYKV_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + size_t(r0) * stride, buf.data(), size_t(n) * stride,
+                                      cudaMemcpyHostToDevice, stream));
+    POLYKV_CUDA_CHECK(cudaStreamSynchronize(stream));  // buf is reused
+  }
+  WeightMatrix d = host;
+  d.packed = nullptr;
+  d.data = dst;
+  d.row_stride = stride;
+  d.layout = WeightLayout::CudaSplit;
+  return d;
+}
+
+void validate_split_weights(const WeightMatrix& w) {
+  check(hd::has_split(w.type), "CUDA matmul: no split layout for ", dtype_name(w.type));
+  check(w.n_in % dtype_info(w.type).block_size == 0, "CUDA matmul: split ", dtype_name(w.type), " rows of ", w.n_in,
+        " values");
+  check(w.row_stride >= split_row_stride(w.type, w.n_in) && w.row_stride % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(w.data) % 16 == 0,
+        "CUDA matmul: split ", dtype_name(w.type), " rows must be 16-byte aligned with a stride of at least ",
+        split_row_stride(w.type, w.n_in), " bytes (got ", w.row_stride, ")");
+}
+
+bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView& av, int col0, int ncols,
+                               CudaContext& ctx) {
+  if (parts.empty() || parts.size() > size_t(kMaxMatvecParts)) return false;
+  const WeightMatrix& w0 = *parts[0].w;
+  for (const MatvecPart& p : parts) {
+    const WeightMatrix& w = *p.w;
+    if (w.layout != WeightLayout::CudaSplit || w.type != w0.type || w.n_in != w0.n_in ||
+        w.row_stride != w0.row_stride || w.n_out <= 0)
+      return false;
+  }
+  check(ncols >= 1 && ncols <= kMatvecMaxCols, "CUDA matvec: ", ncols, " columns (1..", kMatvecMaxCols, ")");
+  const bool done = hd::visit_split_decoder(w0.type, [&](auto dec) {
+    using T = decltype(dec);
+    by_width_split(ncols, [&](auto nc) {
+      constexpr int NC = decltype(nc)::value;
+      constexpr int R = SplitCfg<T, NC>::kR;
+      SplitArgs a{};
+      a.n_parts = int(parts.size());
+      int64_t gb = 0;
+      for (int i = 0; i < kMaxMatvecParts; ++i) {
+        const MatvecPart& part = parts[size_t(std::min(i, a.n_parts - 1))];  // unused slots repeat the last part
+        a.w[i] = static_cast<const uint8_t*>(part.w->data);
+        a.y[i] = part.y + int64_t(col0) * part.w->n_out;
+        a.part_rows[i] = part.w->n_out;
+        a.gbegin[i] = gb;
+        if (i < a.n_parts) gb += (part.w->n_out + R - 1) / R;
+      }
+      a.n_groups = gb;
+      a.stride = w0.row_stride;
+      a.n_in = w0.n_in;
+      a.geom = hd::split_geom<T>(w0.n_in);
+      a.xq = av.qs + int64_t(col0) * w0.n_in;
+      a.xs = av.s + int64_t(col0) * (w0.n_in / hd::kActBlock);
+      a.ncols = ncols;
+      const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
+      launch_kernel(matvec_split_kernel<T, NC>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
+    });
+  });
+  check(done, "CUDA matmul: no split kernel for ", dtype_name(w0.type));
+  return true;
+}
+
+void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s) {
+  const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
+    launch_dequantize<decltype(dec), __half>(w, row0, nullptr, rows, 1.0f, static_cast<__half*>(dst), s);
+  });
+  check(done, "CUDA matmul: no split layout for ", dtype_name(w.type));
+}
+
+void dequantize_split_rows(const WeightMatrix& w, const int32_t* rows, int n, float scale, float* dst,
+                           cudaStream_t s) {
+  const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
+    launch_dequantize<decltype(dec), float>(w, 0, rows, n, scale, dst, s);
+  });
+  check(done, "CUDA matmul: no split layout for ", dtype_name(w.type));
+}
+
+}  // namespace polykv::cuda
