@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/sequence_kv.h"
+#include "engine/spec/spec_policy.h"
 
 namespace polykv {
 
@@ -50,20 +51,37 @@ void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vec
   std::vector<float> hidden;                                      // [1 + k][n_embd] for an MTP drafter
   st.stop_reason = StopReason::TokenLimit;
   if (opts.n_predict == 0) return;
+  using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  SpecSeqState state;   // adaptive: acceptance, probes
+  StepCostFit cost;     // adaptive: verify-step seconds against rows
+  double draft_s = -1;  // adaptive: the drafter's seconds per drafted token (moving average; -1: none yet)
   for (;;) {
     // Rows that fit the context, drafts that could still be emitted.
     int k = std::min(k_max, kv.max_tokens() - kv.n_tokens() - 1);
     if (opts.n_predict >= 0) k = std::min(k, opts.n_predict - st.n_generated - 1);
+    if (opts.spec_adaptive && k > 0) {
+      const DraftCandidate c{state.acceptance.rate, k, std::max(0.0, draft_s), state.probe_due()};
+      k = plan_drafts(cost, 1, 1, std::span(&c, 1))[0];
+    }
     drafts.clear();
     if (k > 0) {
+      const auto t = clock::now();
       drafter.draft(history, k, drafts, nullptr);
       if (int(drafts.size()) > k) drafts.resize(size_t(k));
+      if (!drafts.empty()) {
+        const double per = since(t) / double(drafts.size());
+        draft_s = draft_s < 0 ? per : 0.8 * draft_s + 0.2 * per;
+      }
     }
     feed.assign(1, history.back());
     feed.insert(feed.end(), drafts.begin(), drafts.end());
     const int n0 = kv.n_tokens();
+    const auto tf = clock::now();
     forward_feeding_drafter(model, kv, feed, rows.data(), true, &drafter, hidden);
+    cost.add(int(feed.size()), since(tf));
     const VerifyResult r = verify_drafts(sampler, rows.data(), n_vocab, drafts, history);
+    state.after_step(int(drafts.size()), r.n_accepted);
     if (r.n_accepted < int(drafts.size())) truncate_sequence_kv(kv, n0 + 1 + r.n_accepted);
     ++st.spec.steps;
     st.spec.drafted += int64_t(drafts.size());
