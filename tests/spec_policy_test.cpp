@@ -121,9 +121,18 @@ TEST(SpecPolicy, SeqStateProbesAfterStepsWithoutDrafts) {
     s.after_step(0, 0);
   }
   EXPECT_TRUE(s.probe_due());
-  s.after_step(1, 0);  // the probe was rejected
+  s.after_step(1, 0);  // the probe was rejected: the next one waits twice as long
   EXPECT_FALSE(s.probe_due());
   EXPECT_LT(s.acceptance.rate, AcceptanceEma::kPrior);
+  EXPECT_EQ(s.probe_interval, 2 * SpecSeqState::kProbeEvery);
+  for (int i = 0; i < 10; ++i) {  // rejected probes: the interval stops at kProbeMax
+    while (!s.probe_due()) s.after_step(0, 0);
+    s.after_step(1, 0);
+  }
+  EXPECT_EQ(s.probe_interval, SpecSeqState::kProbeMax);
+  s.after_step(0, 0);
+  s.after_step(3, 2);  // drafts planned on their own merit: probing starts over
+  EXPECT_EQ(s.probe_interval, SpecSeqState::kProbeEvery);
 }
 
 }  // namespace

@@ -81,8 +81,11 @@ std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_to
 
 void SpecSeqState::after_step(int drafted, int accepted) {
   if (drafted > 0) {
+    const bool probe = probe_due();  // drafted after probe_interval - 1 steps without drafts
     acceptance.update(drafted, accepted);
     steps_without_drafts = 0;
+    if (!probe) probe_interval = kProbeEvery;
+    else if (accepted < drafted) probe_interval = std::min(kProbeMax, 2 * probe_interval);
   } else {
     ++steps_without_drafts;
   }

@@ -18,9 +18,11 @@
 // acceptance; a batch of many decoding sequences (per_row * R comparable to fixed) drafts only
 // where acceptance is high; low acceptance gives k = 0 (an ordinary one-token step).
 //
-// Learning while not drafting: a sequence planned at k = 0 for `probe_every` steps in a row drafts
-// one token (a probe), so its acceptance estimate follows the text and drafting resumes when drafts
-// start landing again.
+// Learning while not drafting: a sequence that has not drafted for `probe_interval` steps drafts one
+// token (a probe), so its acceptance estimate follows the text and drafting resumes when drafts
+// start landing again. A rejected probe doubles the interval (kProbeEvery .. kProbeMax steps: on a
+// text where drafts rarely land, probes cost less than one row in kProbeMax); a step that drafts
+// on its own merit resets it.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -77,8 +79,9 @@ std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_to
 struct SpecSeqState {
   AcceptanceEma acceptance;
   int steps_without_drafts = 0;
-  static constexpr int kProbeEvery = 8;
-  bool probe_due() const { return steps_without_drafts + 1 >= kProbeEvery; }
+  static constexpr int kProbeEvery = 8, kProbeMax = 64;
+  int probe_interval = kProbeEvery;
+  bool probe_due() const { return steps_without_drafts + 1 >= probe_interval; }
   // After a step in which the sequence drafted `drafted` (0: none) and `accepted` of them were kept.
   void after_step(int drafted, int accepted);
 };
