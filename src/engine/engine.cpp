@@ -596,9 +596,13 @@ void Engine::step() {
     const double t = seconds_since(td);
     draft_s += t;
     int n = 0;
+    bool steady = true;  // no drafter caught up more than a step's worth (a first draft's prefill)
     for (Seq* s : order)
-      if (s->drafter && s->drafter->name() == "draft") n += int(s->drafts.size());
-    if (n > 0) drafting["draft"] = {t, n};
+      if (s->drafter && s->drafter->name() == "draft" && !s->drafts.empty()) {
+        n += int(s->drafts.size());
+        steady = steady && s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp;
+      }
+    if (n > 0 && steady) drafting["draft"] = {t, n};
   }
   std::vector<Seq*> batch;
   std::vector<int> n_feed;
@@ -615,9 +619,11 @@ void Engine::step() {
         s->drafter->draft(s->tokens, k, s->drafts, nullptr);
         const double t = seconds_since(td);
         draft_s += t;
-        auto& dk = drafting[s->drafter->name()];
-        dk.first += t;
-        dk.second += int(s->drafts.size());
+        if (s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp) {
+          auto& dk = drafting[s->drafter->name()];
+          dk.first += t;
+          dk.second += int(s->drafts.size());
+        }
       }
       if (int(s->drafts.size()) > k) s->drafts.resize(size_t(std::max(0, k)));
       if (!s->drafts.empty()) {

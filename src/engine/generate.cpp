@@ -69,7 +69,7 @@ void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vec
       const auto t = clock::now();
       drafter.draft(history, k, drafts, nullptr);
       if (int(drafts.size()) > k) drafts.resize(size_t(k));
-      if (!drafts.empty()) {
+      if (!drafts.empty() && drafter.last_catch_up() <= Drafter::kSteadyCatchUp) {
         const double per = since(t) / double(drafts.size());
         draft_s = draft_s < 0 ? per : 0.8 * draft_s + 0.2 * per;
       }
