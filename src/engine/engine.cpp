@@ -588,13 +588,20 @@ void Engine::step() {
   std::stable_partition(order.begin(), order.end(),
                         [](Seq* s) { return int(s->tokens.size()) - s->kv->n_tokens() == 1; });
   plan_speculation(order);
+  // The adaptive policy's clock: process CPU seconds on the CPU backend, wall seconds elsewhere
+  // (see the step-cost sample below); drafting and the target's passes are timed alike.
+  const bool cpu_cost = model_.backend().kind() == DeviceKind::Cpu;
+  auto cost_clock = [cpu_cost] {
+    return cpu_cost ? process_cpu_seconds() : std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
   double draft_s = 0;  // seconds drafting this step
   std::map<std::string, std::pair<double, int>> drafting;  // per drafter name: seconds, drafted tokens
   {
     const auto td = Clock::now();
+    const double cd = cost_clock();
     draft_with_model(order);
-    const double t = seconds_since(td);
-    draft_s += t;
+    draft_s += seconds_since(td);
+    const double t = cost_clock() - cd;
     int n = 0;
     bool steady = true;  // no drafter caught up more than a step's worth (a first draft's prefill)
     for (Seq* s : order)
@@ -616,9 +623,10 @@ void Engine::step() {
       const int k = draft_limit(*s, budget);
       if (!dynamic_cast<DraftModelDrafter*>(s->drafter.get()) && k > 0) {  // the draft model's are drafted already
         const auto td = Clock::now();
+        const double cd = cost_clock();
         s->drafter->draft(s->tokens, k, s->drafts, nullptr);
-        const double t = seconds_since(td);
-        draft_s += t;
+        draft_s += seconds_since(td);
+        const double t = cost_clock() - cd;
         if (s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp) {
           auto& dk = drafting[s->drafter->name()];
           dk.first += t;
@@ -682,7 +690,10 @@ void Engine::step() {
     n_rows += int64_t(fb[i].tokens.size());
     decode_only = decode_only && !batch[i]->is_pool && p0s[i] + 1 == int(batch[i]->tokens.size());
   }
-  if (decode_only) step_cost_.add(int(n_rows), forward_s);
+  // The cost sample: process CPU seconds on the CPU backend (its threads compute or spin through the
+  // whole pass, so CPU time is threads x wall on a quiet machine, and other processes on the machine
+  // do not disturb it), wall seconds elsewhere (a GPU's host thread waits).
+  if (decode_only) step_cost_.add(int(n_rows), cpu_cost ? forward_cpu_s : forward_s);
   for (const auto& [name, d] : drafting) {
     if (d.second <= 0) continue;
     auto [it, fresh] = draft_seconds_per_token_.try_emplace(name, d.first / d.second);
