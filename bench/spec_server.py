@@ -20,7 +20,7 @@ Standard library only (/usr/bin/python3).
 """
 import argparse, datetime, json, os, re, signal, statistics, subprocess, sys, threading, time, urllib.request
 
-MODES = ["none", "ngram", "draft", "mtp"]
+MODES = ["none", "ngram", "draft", "mtp", "ngram:fixed", "draft:fixed"]
 
 
 # HTTP helpers shared with the agents benchmark: post(url, body), get(url), wait_ready(base, proc).
@@ -32,17 +32,23 @@ def spec_counters(base):
     m = get(base + "/metrics")
     out = {}
     for k in ("spec_steps_total", "spec_drafted_tokens_total", "spec_accepted_tokens_total", "generated_tokens_total",
-              "spec_draft_forwards_total"):
+              "spec_draft_forwards_total", "steps_total", "step_seconds_total", "step_rows_total", "step_seqs_total",
+              "forward_seconds_total", "forward_cpu_seconds_total", "spec_draft_seconds_total"):
         r = re.search(r"^polykv_%s\s+(\S+)" % k, m, re.M)
         out[k] = float(r.group(1)) if r else float("nan")
     return out
 
 
 def agent(base, suffix, mode, k, gen, log):
+    # mode: "none", a drafter ("ngram": the server's default policy, adaptive) or "drafter:policy"
+    # (e.g. "ngram:fixed": always n-max drafts, the behaviour before the adaptive policy).
+    spec, _, policy = mode.partition(":")
     body = {"pool": "doc", "prompt": suffix, "max_tokens": gen, "temperature": 0, "stream": True, "ignore_eos": True,
-            "spec": mode}
-    if mode != "none":
+            "spec": spec}
+    if spec != "none":
         body["spec_n_max"] = k
+    if policy:
+        body["spec_policy"] = policy
     log["sent"] = time.time()
     text = []
     with post(base + "/v1/completions", body) as r:
@@ -100,6 +106,16 @@ def one_run(base, suffixes, mode, k, gen):
         # Emitted tokens per verify step: accepted drafts + the target's own token.
         "tokens_per_step": (d["spec_accepted_tokens_total"] + d["spec_steps_total"]) / d["spec_steps_total"] if d["spec_steps_total"] else None,
         "texts": [l["text"] for l in logs],
+        # Step composition (engine counters; absent from older servers: nan): target forward passes
+        # (engine steps), rows they computed, sequences in them, generated tokens per pass, seconds in
+        # the steps / the target's forward passes / the drafters.
+        "steps": d["steps_total"], "rows": d["step_rows_total"],
+        "rows_per_step": d["step_rows_total"] / d["steps_total"] if d["steps_total"] else None,
+        "seqs_per_step": d["step_seqs_total"] / d["steps_total"] if d["steps_total"] else None,
+        "tokens_per_pass": d["generated_tokens_total"] / d["steps_total"] if d["steps_total"] else None,
+        "step_s": d["step_seconds_total"], "forward_s": d["forward_seconds_total"],
+        "draft_s": d["spec_draft_seconds_total"], "forward_cpu_s": d["forward_cpu_seconds_total"],
+        "forward_ms_per_step": 1e3 * d["forward_seconds_total"] / d["steps_total"] if d["steps_total"] else None,
     }
 
 
@@ -156,10 +172,13 @@ def main():
                     r = one_run(base, suffixes[:n], mode, args.spec_n_max, args.gen)
                     r["rep"] = rep
                     runs.append(r)
-                    print("rep %d agents %d %-5s  aggregate %6.1f tok/s  per agent %6.1f tok/s  accept %s  tok/step %s" % (
+                    print("rep %d agents %d %-11s  aggregate %6.1f tok/s  per agent %6.1f tok/s  accept %s  tok/step %s"
+                          "  | passes %d rows/pass %.1f seqs/pass %.1f gen/pass %.2f fwd %.1f ms/pass (%.2f s, cpu %.2f s) draft %.2f s step %.2f s" % (
                         rep, n, mode, r["aggregate_tok_s"], statistics.median(r["per_agent_decode_tok_s"]),
                         "%.1f%%" % (100 * r["acceptance_rate"]) if r["acceptance_rate"] is not None else "-",
-                        "%.2f" % r["tokens_per_step"] if r["tokens_per_step"] else "-"), file=sys.stderr, flush=True)
+                        "%.2f" % r["tokens_per_step"] if r["tokens_per_step"] else "-",
+                        r["steps"], r["rows_per_step"] or 0, r["seqs_per_step"] or 0, r["tokens_per_pass"] or 0,
+                        r["forward_ms_per_step"] or 0, r["forward_s"], r["forward_cpu_s"], r["draft_s"], r["step_s"]), file=sys.stderr, flush=True)
     finally:
         proc.send_signal(signal.SIGINT)
         try: proc.wait(timeout=30)
@@ -191,7 +210,7 @@ def main():
                 "tokens_per_step": spread([r["tokens_per_step"] for r in rs if r["tokens_per_step"] is not None]),
             })
     for s in summary:
-        print("agents %d %-5s  aggregate %6.1f tok/s (%.1f..%.1f)  %.2fx (%.2f..%.2f)  per agent %6.1f  accept %s" % (
+        print("agents %d %-11s  aggregate %6.1f tok/s (%.1f..%.1f)  %.2fx (%.2f..%.2f)  per agent %6.1f  accept %s" % (
             s["agents"], s["mode"], s["aggregate_tok_s"]["median"], s["aggregate_tok_s"]["min"], s["aggregate_tok_s"]["max"],
             s["aggregate_speedup"]["median"], s["aggregate_speedup"]["min"], s["aggregate_speedup"]["max"],
             s["per_agent_decode_tok_s"]["median"],

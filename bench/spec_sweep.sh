@@ -17,6 +17,7 @@
 #   DEPTHS    "0 4096"  (the embedded model's context is 2048 tokens, 4096 is already past it; 16384 also
 #             needs a longer prose text than the held-out docstrings: see docs/SPECULATIVE.md)
 #   NMAX      "1 2 3 4"
+#   POLICY    adaptive (K is the upper bound of each step's drafts) or fixed (always K drafts)
 #   REPS 3  NPROMPT 256  NGEN 128  THREADS 2
 #   OUT       docs/results/spec-2026-12-01b/sweep.json
 set -euo pipefail
@@ -27,6 +28,7 @@ DRAFTERS=${DRAFTERS:-ngram draft mtp}
 TEXTS=${TEXTS:-code prose shell}
 DEPTHS=${DEPTHS:-0 4096}
 NMAX=${NMAX:-1 2 3 4}
+POLICY=${POLICY:-adaptive}
 REPS=${REPS:-3}
 NPROMPT=${NPROMPT:-256}
 NGEN=${NGEN:-128}
@@ -63,7 +65,7 @@ for drafter in $DRAFTERS; do
     for depth in $DEPTHS; do
       for n in $NMAX; do
         echo "== $drafter $text depth $depth n-max $n" >&2
-        if "$BIN" bench -m "$MODEL" --spec "$drafter" --spec-n-max "$n" "${extra[@]}" --text "$WORK/$text.txt" \
+        if "$BIN" bench -m "$MODEL" --spec "$drafter" --spec-n-max "$n" --spec-policy "$POLICY" "${extra[@]}" --text "$WORK/$text.txt" \
             -d "$depth" -p "$NPROMPT" -n "$NGEN" -r "$REPS" -t "$THREADS" --json >"$WORK/cell.json" 2>"$WORK/cell.err"; then
           python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["text_kind"]=sys.argv[2]; print(json.dumps(j))' \
             "$WORK/cell.json" "$text" >>"$CELLS"

@@ -35,6 +35,7 @@ EngineOptions options() {
   o.model_id = "embedded";
   o.check_invariants = true;
   o.draft_model = fx().draft.get();
+  o.spec.policy = "fixed";  // n-max drafts every step (the adaptive policy: spec_adaptive_engine_test.cpp)
   return o;
 }
 

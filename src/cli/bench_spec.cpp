@@ -32,13 +32,14 @@ struct Run {
 };
 
 Run decode(Model& m, KvSequence& kv, std::span<const int32_t> context, std::span<const int32_t> prompt, int n_gen,
-           Drafter* drafter, int n_max) {
+           Drafter* drafter, int n_max, bool adaptive = false) {
   GenerateOptions o;
   o.n_predict = n_gen;
   o.sampling.temperature = 0;
   o.sampling.repeat_penalty = 1;
   o.drafter = drafter;
   o.spec_n_max = n_max;
+  o.spec_adaptive = adaptive;
   o.context = context;
   Run r;
   GenerateCallbacks cb;  // no is_eog: exactly n_gen tokens
@@ -104,7 +105,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
   if (drafter && a.depth > 0) {
     // Untimed warm-up: a drafter with its own KV (draft model, MTP head) fills it over the depth
     // here, not inside the first repetition's decode time; later repetitions roll it back to the depth.
-    (void)decode(*model, *kv, context, prompt, 2, drafter.get(), a.spec.spec.n_max);
+    (void)decode(*model, *kv, context, prompt, 2, drafter.get(), a.spec.spec.n_max, a.spec.spec.adaptive());
   }
 
   std::vector<double> base_reps, spec_reps, ratio_reps;
@@ -114,7 +115,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
     truncate_sequence_kv(*kv, a.depth);
     const Run base = decode(*model, *kv, context, prompt, a.n_gen, nullptr, 1);
     truncate_sequence_kv(*kv, a.depth);
-    const Run spec = decode(*model, *kv, context, prompt, a.n_gen, drafter.get(), a.spec.spec.n_max);
+    const Run spec = decode(*model, *kv, context, prompt, a.n_gen, drafter.get(), a.spec.spec.n_max, a.spec.spec.adaptive());
     lossless = lossless && base.out == spec.out;
     base_reps.push_back(base.st.n_generated / std::max(1e-9, base.st.decode_seconds));
     spec_reps.push_back(spec.st.n_generated / std::max(1e-9, spec.st.decode_seconds));
@@ -129,6 +130,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
       {"text", a.text_path},
       {"spec", a.spec.spec.kind},
       {"spec_n_max", a.spec.spec.n_max},
+      {"spec_policy", a.spec.spec.policy},
       {"model_draft", a.spec.draft_path},
       {"threads", cpu ? cpu->pool().size() : 0},
       {"device", backend->describe()},

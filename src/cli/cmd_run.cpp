@@ -153,6 +153,7 @@ int cmd_run(int argc, char** argv) {
   const std::unique_ptr<Drafter> drafter = make_drafter(spec.spec, *model, draft_model.get(), ctx);
   opts.drafter = drafter.get();
   opts.spec_n_max = spec.spec.n_max;
+  opts.spec_adaptive = spec.spec.adaptive();
   StreamingDecoder dec(tok);
   GenerateCallbacks cb;
   cb.is_eog = [&](int32_t id) { return tok.is_eog(id); };

@@ -11,6 +11,10 @@ void add_spec_options(CLI::App& app, SpecCli& s) {
                  "speculative decoding: none, ngram (prompt lookup), draft (--model-draft), mtp (the model's MTP head)")
       ->capture_default_str();
   app.add_option("--spec-n-max", s.spec.n_max, "tokens drafted per verify step, 1..16")->capture_default_str();
+  app.add_option("--spec-policy", s.spec.policy,
+                 "adaptive: draft 0..n-max tokens per step, as many as pay for themselves (acceptance and measured "
+                 "step cost); fixed: always n-max")
+      ->capture_default_str();
   app.add_option("--model-draft", s.draft_path, "draft model (GGUF) sharing the target's vocabulary, for --spec draft");
   app.add_option("--model-mtp", s.spec.mtp_path,
                  "MTP head (GGUF holding only the nextn block) for --spec mtp, when the model has none");
@@ -22,6 +26,8 @@ void check_spec_options(const SpecCli& s, bool serve) {
               "--spec must be one of none, ngram, draft, mtp; got '", k, "'");
   usage_check(s.spec.n_max >= 1 && s.spec.n_max <= kMaxSpecNMax, "--spec-n-max must be in [1, ", kMaxSpecNMax,
               "], got ", s.spec.n_max);
+  usage_check(s.spec.policy == "adaptive" || s.spec.policy == "fixed", "--spec-policy must be adaptive or fixed; got '",
+              s.spec.policy, "'");
   usage_check(k != "draft" || !s.draft_path.empty(), "--spec draft needs --model-draft FILE");
   usage_check(serve || s.draft_path.empty() || s.spec.kind == "draft", "--model-draft is only used with --spec draft");
   usage_check(serve || s.spec.mtp_path.empty() || s.spec.kind == "mtp", "--model-mtp is only used with --spec mtp");

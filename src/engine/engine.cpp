@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 
 #include "core/error.h"
 #include "engine/spec/draft_model_drafter.h"
@@ -16,6 +17,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 bool valid_pool_name(const std::string& n) {
   if (n.empty() || n.size() > 64) return false;
@@ -59,6 +66,9 @@ struct Engine::Seq {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Drafter> drafter;  // speculative decoding; nullptr: off
   int spec_n_max = 0;
+  bool spec_adaptive = true;
+  SpecSeqState spec_state;           // adaptive speculation: acceptance, probe counter
+  int k_plan = 0;                    // drafts planned for this step (plan_speculation)
   std::vector<int32_t> drafts;       // this step's drafts (their ids are also in the manager's tokens)
   int n_generated = 0;
   Clock::time_point t_submit = Clock::now();
@@ -86,7 +96,9 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
               " tokens; at least 2 are needed (raise --kv-memory or -c)");
         return KvBlockStore(shape, kt, vt, n_blocks, opts.block_tokens, model.backend().kv_memory());
       }()),
-      mgr_(store_.n_blocks(), opts.block_tokens) {
+      mgr_(store_.n_blocks(), opts.block_tokens),
+      step_cost_(opts.spec_cost_per_row > 0 ? StepCostFit::exact(opts.spec_cost_fixed, opts.spec_cost_per_row)
+                                            : StepCostFit{}) {
   check(opts.parallel >= 1, "--parallel must be at least 1");
   check(opts.step_tokens >= 1, "the step token budget must be at least 1");
   const int pool_tokens = store_.n_blocks() * store_.block_tokens();
@@ -128,9 +140,11 @@ uint64_t Engine::submit(GenerationRequest req) {
     if (!req.spec.empty()) so.kind = req.spec;
     check(req.spec_n_max >= 0, "spec_n_max must be in [1, ", kMaxSpecNMax, "], got ", req.spec_n_max);
     if (req.spec_n_max > 0) so.n_max = req.spec_n_max;
+    if (!req.spec_policy.empty()) so.policy = req.spec_policy;
     validate_spec(so, opts_.draft_model != nullptr);
     s->drafter = make_drafter(so, model_, opts_.draft_model, opts_.n_ctx);
     s->spec_n_max = so.n_max;
+    s->spec_adaptive = so.adaptive();
   }
   std::lock_guard<std::mutex> lk(mu_);
   check(!stopping_, "the engine is shutting down");
@@ -445,6 +459,7 @@ void Engine::verify_and_emit(Seq& s, const float* rows, int p0) {
   mgr_.mark_computed(s.sid, keep);
   s.kv->reset(keep);
   s.kv->set_blocks(mgr_.block_table(s.sid));
+  s.spec_state.after_step(k, r.n_accepted);
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++m_.spec_steps_total;
@@ -460,10 +475,47 @@ void Engine::verify_and_emit(Seq& s, const float* rows, int p0) {
 }
 
 int Engine::draft_limit(const Seq& s, int budget) const {
-  // Drafts that fit the step's budget, the context and the request's remaining tokens.
-  int k = std::min({s.spec_n_max, budget - 1, opts_.n_ctx - int(s.tokens.size())});
+  // Drafts that fit the plan, the step's budget, the context and the request's remaining tokens.
+  int k = std::min({s.k_plan, s.spec_n_max, budget - 1, opts_.n_ctx - int(s.tokens.size())});
   if (s.req.max_tokens >= 0) k = std::min(k, s.req.max_tokens - s.n_generated - 1);
   return k;
+}
+
+// Plans this step's drafts. Rows and budget are counted as the batch loop counts them, without
+// drafts: every sequence with tokens to feed adds its rows (1 when decoding, a prompt chunk), every
+// decoding one emits a token. Each decoding sequence with a drafter is a candidate of plan_drafts
+// (adaptive) with the drafts its limits allow; a fixed-policy sequence drafts n_max.
+void Engine::plan_speculation(const std::vector<Seq*>& order) {
+  std::vector<DraftCandidate> cands;
+  std::vector<Seq*> who;
+  int budget = opts_.step_tokens, base_rows = 0, base_tokens = 0;
+  for (Seq* s : order) {
+    s->k_plan = 0;
+    if (budget == 0 || s->finished || s->sid < 0) continue;
+    const int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
+    if (n <= 0) continue;
+    if (n == 1 && s->drafter) {
+      if (!s->spec_adaptive) {
+        s->k_plan = s->spec_n_max;
+      } else {
+        s->k_plan = s->spec_n_max;
+        DraftCandidate c;
+        c.acceptance = s->spec_state.acceptance.rate;
+        c.k_max = std::max(0, draft_limit(*s, budget));
+        auto d = draft_seconds_per_token_.find(s->drafter->name());
+        c.draft_seconds = d == draft_seconds_per_token_.end() ? 0.0 : d->second;
+        c.probe = s->spec_state.probe_due();
+        cands.push_back(c);
+        who.push_back(s);
+      }
+    }
+    if (n == 1) ++base_tokens;
+    base_rows += n;
+    budget -= n;
+  }
+  if (cands.empty()) return;
+  const std::vector<int> k = plan_drafts(step_cost_, base_rows, base_tokens, cands);
+  for (size_t i = 0; i < who.size(); ++i) who[i]->k_plan = k[i];
 }
 
 // Before the batch is built: the drafts of every decoding sequence whose drafter is the draft model,
@@ -535,7 +587,30 @@ void Engine::step() {
   for (auto& s : running_) order.push_back(s.get());
   std::stable_partition(order.begin(), order.end(),
                         [](Seq* s) { return int(s->tokens.size()) - s->kv->n_tokens() == 1; });
-  draft_with_model(order);
+  plan_speculation(order);
+  // The adaptive policy's clock: process CPU seconds on the CPU backend, wall seconds elsewhere
+  // (see the step-cost sample below); drafting and the target's passes are timed alike.
+  const bool cpu_cost = model_.backend().kind() == DeviceKind::Cpu;
+  auto cost_clock = [cpu_cost] {
+    return cpu_cost ? process_cpu_seconds() : std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
+  double draft_s = 0;  // seconds drafting this step
+  std::map<std::string, std::pair<double, int>> drafting;  // per drafter name: seconds, drafted tokens
+  {
+    const auto td = Clock::now();
+    const double cd = cost_clock();
+    draft_with_model(order);
+    draft_s += seconds_since(td);
+    const double t = cost_clock() - cd;
+    int n = 0;
+    bool steady = true;  // no drafter caught up more than a step's worth (a first draft's prefill)
+    for (Seq* s : order)
+      if (s->drafter && s->drafter->name() == "draft" && !s->drafts.empty()) {
+        n += int(s->drafts.size());
+        steady = steady && s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp;
+      }
+    if (n > 0 && steady) drafting["draft"] = {t, n};
+  }
   std::vector<Seq*> batch;
   std::vector<int> n_feed;
   int budget = opts_.step_tokens;
@@ -546,8 +621,18 @@ void Engine::step() {
     if (n <= 0) continue;
     if (n == 1 && s->drafter) {
       const int k = draft_limit(*s, budget);
-      if (!dynamic_cast<DraftModelDrafter*>(s->drafter.get()) && k > 0)  // the draft model's are drafted already
+      if (!dynamic_cast<DraftModelDrafter*>(s->drafter.get()) && k > 0) {  // the draft model's are drafted already
+        const auto td = Clock::now();
+        const double cd = cost_clock();
         s->drafter->draft(s->tokens, k, s->drafts, nullptr);
+        draft_s += seconds_since(td);
+        const double t = cost_clock() - cd;
+        if (s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp) {
+          auto& dk = drafting[s->drafter->name()];
+          dk.first += t;
+          dk.second += int(s->drafts.size());
+        }
+      }
       if (int(s->drafts.size()) > k) s->drafts.resize(size_t(std::max(0, k)));
       if (!s->drafts.empty()) {
         mgr_.append_tokens(s->sid, s->drafts);
@@ -595,7 +680,25 @@ void Engine::step() {
     fb.push_back({toks, s.kv.get(), logits[i].empty() ? nullptr : logits[i].data(), spec,
                   hidden[i].empty() ? nullptr : hidden[i].data()});
   }
+  const auto tf = Clock::now();
+  const double cf = process_cpu_seconds();
   model_.forward_batch(fb);
+  const double forward_s = seconds_since(tf), forward_cpu_s = process_cpu_seconds() - cf;
+  int64_t n_rows = 0;
+  bool decode_only = true;  // every row decodes or verifies (no prompt chunk): a sample of the step cost
+  for (size_t i = 0; i < fb.size(); ++i) {
+    n_rows += int64_t(fb[i].tokens.size());
+    decode_only = decode_only && !batch[i]->is_pool && p0s[i] + 1 == int(batch[i]->tokens.size());
+  }
+  // The cost sample: process CPU seconds on the CPU backend (its threads compute or spin through the
+  // whole pass, so CPU time is threads x wall on a quiet machine, and other processes on the machine
+  // do not disturb it), wall seconds elsewhere (a GPU's host thread waits).
+  if (decode_only) step_cost_.add(int(n_rows), cpu_cost ? forward_cpu_s : forward_s);
+  for (const auto& [name, d] : drafting) {
+    if (d.second <= 0) continue;
+    auto [it, fresh] = draft_seconds_per_token_.try_emplace(name, d.first / d.second);
+    if (!fresh) it->second = 0.8 * it->second + 0.2 * (d.first / d.second);
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
     if (!hidden[i].empty()) s.drafter->target_hidden(hidden[i].data(), int(fb[i].tokens.size()), p0s[i]);
@@ -617,8 +720,11 @@ void Engine::step() {
       try {
         // A draft model's prompt is not prefilled here, one sequence at a time: its first draft catches
         // up, batched with the other sequences' (draft_with_model).
-        if (s.drafter && s.n_generated == 0 && !dynamic_cast<DraftModelDrafter*>(s.drafter.get()))
+        if (s.drafter && s.n_generated == 0 && !dynamic_cast<DraftModelDrafter*>(s.drafter.get())) {
+          const auto td = Clock::now();
           s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
+          draft_s += seconds_since(td);
+        }
         sample_and_emit(s, logits[i].data());
       } catch (const std::exception& e) {
         finish(s, FinishReason::Error, e.what());
@@ -638,6 +744,11 @@ void Engine::step() {
   std::lock_guard<std::mutex> lk(mu_);
   ++m_.steps_total;
   m_.step_seconds_total += dt;
+  m_.step_rows_total += n_rows;
+  m_.step_seqs_total += int64_t(batch.size());
+  m_.forward_seconds_total += forward_s;
+  m_.forward_cpu_seconds_total += forward_cpu_s;
+  m_.draft_seconds_total += draft_s;
   m_.last_step_seconds = dt;
 }
 

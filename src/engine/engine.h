@@ -31,6 +31,7 @@
 
 #include "engine/service.h"
 #include "engine/spec/make_drafter.h"
+#include "engine/spec/spec_policy.h"
 #include "kv/kv_block_store.h"
 #include "kv/kv_sequence_manager.h"
 #include "model/model.h"
@@ -52,6 +53,10 @@ struct EngineOptions {
   SpecOptions spec;            // speculative decoding of requests that do not choose (serve --spec)
   Model* draft_model = nullptr;  // for spec "draft" (vocabulary already checked); must outlive the engine
   bool check_invariants = false;  // tests: verify the block pool after every step (a violation fails the step)
+  // Adaptive speculation's step cost (engine/spec/spec_policy.h): when spec_cost_per_row > 0, the
+  // cost model is T(R) = spec_cost_fixed + spec_cost_per_row * R seconds (tests: deterministic plans);
+  // otherwise it is fitted to the measured forward passes of decode steps.
+  double spec_cost_fixed = 0, spec_cost_per_row = 0;
 };
 
 class Engine final : public InferenceService {
@@ -99,8 +104,10 @@ class Engine final : public InferenceService {
   // the manager's tokens (an accepted draft). Returns false when the sequence finished.
   bool emit(Seq& s, int32_t id, const float* logits, bool in_manager);
   void verify_and_emit(Seq& s, const float* rows, int p0);
-  // Drafts a decoding sequence may propose this step with `budget` tokens left in it.
+  // Drafts a decoding sequence may propose this step with `budget` tokens left in it (its plan's k).
   int draft_limit(const Seq& s, int budget) const;
+  // Sets every decoding sequence's k for this step (adaptive policy: plan_drafts; fixed: n_max).
+  void plan_speculation(const std::vector<Seq*>& order);
   // The draft-model drafts of this step, all sequences together (see engine.cpp).
   void draft_with_model(const std::vector<Seq*>& order);
   PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;
@@ -112,6 +119,8 @@ class Engine final : public InferenceService {
   KvSequenceManager mgr_;  // touched by the step thread only (and by constructors before it starts)
   BlockHash hash_seed_ = 0;
   bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: see admit_locked
+  StepCostFit step_cost_;  // adaptive speculation: target step seconds against rows (step thread)
+  std::map<std::string, double> draft_seconds_per_token_;  // per drafter name, moving average (step thread)
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

@@ -24,6 +24,9 @@ struct GenerateOptions {
   // to decoding without it; sampled output follows the same distribution. nullptr: off.
   Drafter* drafter = nullptr;
   int spec_n_max = 4;
+  // Adaptive speculation (engine/spec/spec_policy.h): each step drafts 0..spec_n_max tokens, as many
+  // as the acceptance so far and the measured cost of the verify steps say pay; false: spec_n_max.
+  bool spec_adaptive = false;
   // Tokens the KV already holds before the prompt (kv.n_tokens() of them; empty: none or unknown):
   // the history the repetition penalty and the drafter see starts with them (bench at a depth).
   std::span<const int32_t> context;

@@ -60,6 +60,7 @@ struct GenerationRequest {
   // turns it off, "ngram" / "draft" / "mtp" choose a drafter; spec_n_max 0 uses the server's default.
   std::string spec;
   int spec_n_max = 0;
+  std::string spec_policy;  // "adaptive" or "fixed" (engine/spec/spec_policy.h); empty: the server's
   std::function<bool(const TokenEvent&)> on_token;
   std::function<void(const FinishInfo&)> on_done;
 };
@@ -87,6 +88,12 @@ struct ServiceMetrics {
   size_t pool_bytes = 0;             // KV bytes held by named pools
   int64_t steps_total = 0;
   double step_seconds_total = 0, last_step_seconds = 0;
+  // Step composition (profiling): rows the target's forward passes computed (prompt chunks, decode
+  // and verify rows), sequences in those passes, and the seconds inside the target's forward passes
+  // and inside the drafters (draft-model passes included).
+  int64_t step_rows_total = 0, step_seqs_total = 0;
+  double forward_seconds_total = 0, draft_seconds_total = 0;
+  double forward_cpu_seconds_total = 0;  // process CPU time (all threads) inside the target's forward passes
 };
 
 struct ModelInfo {

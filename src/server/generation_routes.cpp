@@ -203,6 +203,7 @@ void handle_generation(ServerState& st, Api api, const httplib::Request& req, ht
     g.ignore_eos = p.params.ignore_eos;
     g.spec = p.params.spec;
     g.spec_n_max = p.params.spec_n_max;
+    g.spec_policy = p.params.spec_policy;
 
     // Admission: at most max_in_flight requests submitted and unfinished.
     if (++*st.in_flight > st.opts.max_in_flight) {

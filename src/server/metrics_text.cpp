@@ -78,6 +78,15 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
   e.metric("steps_total", "counter", "Engine steps run.", double(m.steps_total));
   e.metric("step_seconds_total", "counter", "Seconds spent in engine steps.", m.step_seconds_total);
   e.metric("step_seconds_last", "gauge", "Duration of the last engine step.", m.last_step_seconds);
+  e.metric("step_rows_total", "counter", "Rows (tokens) computed by the target's forward passes.",
+           double(m.step_rows_total));
+  e.metric("step_seqs_total", "counter", "Sequences in the target's forward passes (summed over steps).",
+           double(m.step_seqs_total));
+  e.metric("forward_seconds_total", "counter", "Seconds inside the target's forward passes.", m.forward_seconds_total);
+  e.metric("forward_cpu_seconds_total", "counter", "Process CPU seconds inside the target's forward passes.",
+           m.forward_cpu_seconds_total);
+  e.metric("spec_draft_seconds_total", "counter", "Seconds spent drafting (draft-model passes included).",
+           m.draft_seconds_total);
   std::vector<std::pair<std::string, double>> tokens, agents;
   for (const PoolInfo& p : pools) {
     tokens.emplace_back(p.name, double(p.n_tokens));

@@ -84,6 +84,10 @@ void parse_generation_params(const Fields& f, GenerationParams& p) {
     p.spec = *v;
   }
   if (auto v = f.integer("spec_n_max", 1, 16)) p.spec_n_max = int(*v);
+  if (auto v = f.string("spec_policy", 64)) {
+    if (*v != "adaptive" && *v != "fixed") bad_request("'spec_policy' must be \"adaptive\" or \"fixed\"", "spec_policy");
+    p.spec_policy = *v;
+  }
   validate_sampling(s);
 }
 

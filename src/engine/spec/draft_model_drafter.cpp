@@ -108,6 +108,7 @@ int DraftModelDrafter::draft_many(std::span<const DraftJob> jobs) {
   }
   for (Live& l : live) {
     DraftModelDrafter& d = *l.job->drafter;
+    d.last_catch_up_ = int(l.fed);
     const std::span<const int32_t> ctx = l.job->context;
     d.kv_tokens_.insert(d.kv_tokens_.end(), ctx.begin() + std::ptrdiff_t(d.kv_tokens_.size()), ctx.end());
   }

@@ -49,6 +49,7 @@ class DraftModelDrafter final : public Drafter {
   void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) override;
   void accept(std::span<const int32_t> context, int n_accepted) override;
   void prefill(std::span<const int32_t> prompt) override;
+  int last_catch_up() const override { return last_catch_up_; }
 
   // draft() for several sequences at once. Rules: the drafters are distinct and share one draft
   // model (else Error); each job's drafts and KV end up exactly as its own draft() call would leave
@@ -69,6 +70,7 @@ class DraftModelDrafter final : public Drafter {
   std::unique_ptr<KvSequence> kv_;
   std::vector<int32_t> kv_tokens_;
   std::vector<float> logits_;  // [n_vocab]
+  int last_catch_up_ = 0;      // context tokens the last draft fed before drafting
 };
 
 }  // namespace polykv

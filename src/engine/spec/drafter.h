@@ -62,6 +62,13 @@ class Drafter {
   // The target's final hidden states (after output_norm), host memory [n_rows][n_embd], for the rows
   // at positions pos0 .. pos0 + n_rows - 1 that the target has just computed. Only called when
   // needs_target_hidden().
+  // Tokens of the context the last draft() had to feed before drafting (a drafter with its own KV
+  // catching up: the whole prompt or pool on a first draft, 1-2 tokens while drafting every step).
+  // The adaptive policy (spec_policy.h) learns a drafter's cost per drafted token only from drafts
+  // that caught up at most kSteadyCatchUp tokens, so a first draft's prefill does not count as it.
+  static constexpr int kSteadyCatchUp = 2;
+  virtual int last_catch_up() const { return 0; }
+
   virtual bool needs_target_hidden() const { return false; }
   virtual void target_hidden(const float* hidden, int n_rows, int pos0) {
     (void)hidden;

@@ -17,6 +17,10 @@ struct SpecOptions {
   std::string kind;  // "" or "none": no speculation; "ngram", "draft", "mtp"
   int n_max = kDefaultSpecNMax;  // 1..kMaxSpecNMax
   std::string mtp_path;  // "mtp": the head from this side file (--model-mtp) instead of the model's GGUF
+  // "adaptive" (default): each step drafts 0..n_max tokens per sequence, as many as pay for
+  // themselves (engine/spec/spec_policy.h); "fixed": always n_max (as far as the drafter finds any).
+  std::string policy = "adaptive";
+  bool adaptive() const { return policy != "fixed"; }
   bool enabled() const { return !kind.empty() && kind != "none"; }
 };
 
