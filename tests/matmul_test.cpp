@@ -346,7 +346,7 @@ TEST(Matmul, LongFloatRowsDecode) {
 
 TEST(Matmul, ReportsIsa) {
   const std::string isa = matmul_isa();
-  EXPECT_TRUE(isa == "avx512" || isa == "avx2" || isa == "scalar") << isa;
+  EXPECT_TRUE(isa == "avx512" || isa == "avx2" || isa == "neon" || isa == "scalar") << isa;
   EXPECT_EQ(isa, cpu::isa_name(cpu::active_isa()));
   {
     IsaGuard guard(Isa::Scalar);
