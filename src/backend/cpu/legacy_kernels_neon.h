@@ -9,8 +9,7 @@
 // in one fixed order whatever NT is (batch invariance, matmul_kernels.h), and it is the scalar
 // kernel's order, so results match the scalar reference up to FMA contraction.
 //
-// Ops: static int32x4_t dot(int32x4_t acc, int8x16_t w, int8x16_t a)  // acc += 4-lane partial sums
-//      (any split of the 16 products over the lanes; only the total Σ lanes is used).
+// Ops: an integer-dot policy of neon_int_dot.h.
 #pragma once
 #include <arm_neon.h>
 
