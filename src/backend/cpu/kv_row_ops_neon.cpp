@@ -1,6 +1,7 @@
 // ARM64 NEON row kernels for every KV type (kv_row_ops.h), plain ARMv8-A. f32/f16/bf16 rows: 4-lane
 // FMA chains (f16 via FCVTL, bf16 as the upper half of an f32); q8_0/q4_0 K rows dotted with the
-// q8_0 query in integers (SMULL + SADALP, exact per block) and scaled per block; q8_0/q4_0 V rows
+// q8_0 query in integers (kv_quant_dot_neon.h: SDOT where cpu_features().asimd_dot, else SMULL +
+// SADALP; exact per block) and scaled per block; q8_0/q4_0 V rows
 // widened to f32 for the axpy. turbo rows use the TurboQuant primitives through the type's ops (as
 // the AVX2 table does); turbo<B>t rows are decoded group by group (turbo::trellis::
 // decode_rotated_fast: the NEON decoder on ARM64) and then go through the f32 kernels. Tails (hd not
@@ -12,7 +13,8 @@
 #include <cstring>
 
 #include "backend/cpu/kv_row_ops.h"
-#include "backend/cpu/neon_int_dot.h"
+#include "backend/cpu/kv_quant_dot_neon.h"
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/turbo.h"
@@ -20,13 +22,11 @@
 #include "quant/turbo_trellis_internal.h"
 
 namespace polykv {
-namespace {
 
-float half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16_to_f32(h);
-}
+void kv_q8_dot_n_neondot(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd);
+void kv_q4_dot_n_neondot(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd);
+
+namespace {
 
 // ---- f32 / f16 / bf16 ----
 
@@ -137,52 +137,24 @@ void float_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, fl
 
 // ---- q8_0 / q4_0: blocks of 32 (hd is a multiple of 32); the query is q8_0 ----
 
-// The 32 signed values of block b, as two vectors (value order).
-template <bool kQ4>
-void block_values(const uint8_t* row, int b, int8x16_t& lo, int8x16_t& hi) {
-  if constexpr (kQ4) {
-    const uint8x16_t q = vld1q_u8(row + size_t(b) * sizeof(BlockQ4_0) + 2);
-    lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
-    hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
-  } else {
-    const int8_t* p = reinterpret_cast<const int8_t*>(row + size_t(b) * sizeof(BlockQ8_0) + 2);
-    lo = vld1q_s8(p);
-    hi = vld1q_s8(p + 16);
-  }
-}
-template <bool kQ4>
-float block_scale(const uint8_t* row, int b) {
-  return half(row + size_t(b) * (kQ4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0)));
-}
+using cpu::neon::block_scale;
+using cpu::neon::block_values;
 
-// One K row against n q8_0 queries: each K block unpacked once for all of them. Per block the exact
-// integer dot, then acc += (d_k * d_q) * dot in 4 float lanes (reduced once at the end).
 template <bool kQ4>
 void quant_dot_n(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd) {
-  using Ops = cpu::neon::WideningOps;
-  for (int r0 = 0; r0 < n; r0 += 4) {
-    const int m = std::min(4, n - r0);
-    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
-    for (int b = 0; b < hd / kQK32; ++b) {
-      int8x16_t lo, hi;
-      block_values<kQ4>(k, b, lo, hi);
-      const float dk = block_scale<kQ4>(k, b);
-      for (int r = 0; r < m; ++r) {
-        const uint8_t* q = qp + size_t(r0 + r) * q_stride;
-        int8x16_t qlo, qhi;
-        block_values<false>(q, b, qlo, qhi);
-        const int32x4_t s = Ops::dot(Ops::dot(vdupq_n_s32(0), lo, qlo), hi, qhi);
-        acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(s), dk * block_scale<false>(q, b));
-      }
-    }
-    for (int r = 0; r < m; ++r) out[r0 + r] = vaddvq_f32(acc[r]);
-  }
+  cpu::neon::quant_dot_n<cpu::neon::WideningOps, kQ4>(k, qp, q_stride, n, out, hd);
 }
-
+// The SDOT twins (kv_row_ops_neondot.cpp): q8_0 and q4_0.
 template <bool kQ4>
+void quant_dot_n_sdot(const uint8_t* k, const uint8_t* qp, size_t q_stride, int n, float* out, int hd) {
+  if constexpr (kQ4) kv_q4_dot_n_neondot(k, qp, q_stride, n, out, hd);
+  else kv_q8_dot_n_neondot(k, qp, q_stride, n, out, hd);
+}
+template <bool kQ4, bool kSdot>
 float quant_dot(const uint8_t* k, const uint8_t* qp, int hd) {
   float out;
-  quant_dot_n<kQ4>(k, qp, 0, 1, &out, hd);
+  if constexpr (kSdot) quant_dot_n_sdot<kQ4>(k, qp, 0, 1, &out, hd);
+  else quant_dot_n<kQ4>(k, qp, 0, 1, &out, hd);
   return out;
 }
 
@@ -306,8 +278,11 @@ template <int B>
 constexpr KvRowKernels trellis_kernels{trellis_dot<B>, trellis_dot_n<B>, trellis_axpy<B>, trellis_decode<B>, true,
                                        dot_f32,        axpy_f32,         dot_f32_n,       axpy_f32_n};
 template <bool kQ4>
-constexpr KvRowKernels quant_kernels{quant_dot<kQ4>, quant_dot_n<kQ4>, quant_axpy<kQ4>, quant_decode<kQ4>, false,
-                                     dot_f32,        axpy_f32,         dot_f32_n,        axpy_f32_n};
+constexpr KvRowKernels quant_kernels{quant_dot<kQ4, false>, quant_dot_n<kQ4>, quant_axpy<kQ4>, quant_decode<kQ4>,
+                                     false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
+template <bool kQ4>
+constexpr KvRowKernels quant_kernels_sdot{quant_dot<kQ4, true>, quant_dot_n_sdot<kQ4>, quant_axpy<kQ4>,
+                                          quant_decode<kQ4>, false, dot_f32, axpy_f32, dot_f32_n, axpy_f32_n};
 
 }  // namespace
 
@@ -318,8 +293,8 @@ const KvRowKernels* kv_row_kernels_neon(KvType t) {
     case KvType::F32: return &float_kernels<KvType::F32>;
     case KvType::F16: return &float_kernels<KvType::F16>;
     case KvType::BF16: return &float_kernels<KvType::BF16>;
-    case KvType::Q8_0: return &quant_kernels<false>;
-    case KvType::Q4_0: return &quant_kernels<true>;
+    case KvType::Q8_0: return cpu_features().asimd_dot ? &quant_kernels_sdot<false> : &quant_kernels<false>;
+    case KvType::Q4_0: return cpu_features().asimd_dot ? &quant_kernels_sdot<true> : &quant_kernels<true>;
     case KvType::Turbo4: return &turbo_kernels<KvType::Turbo4>;
     case KvType::Turbo3: return &turbo_kernels<KvType::Turbo3>;
     case KvType::Turbo2: return &turbo_kernels<KvType::Turbo2>;

@@ -1,4 +1,4 @@
-// ARM64 NEON matmul kernels (plain ARMv8-A): float rows (f32, f16) and the table of the integer row
+// ARM64 NEON matmul kernels (plain ARMv8-A): float rows (f32, f16, bf16) and the table of the integer row
 // kernels: q4_0 / q8_0 (legacy_kernels_neon.h) and the k-quants (kquant_kernels_neon.h), with
 // widening multiplies. Where the CPU has SDOT (cpu_features().asimd_dot) the integer kernels come
 // from the *_neondot.cpp files instead; this is the one place that chooses between the two.
@@ -42,6 +42,11 @@ struct F16Load {
   static float32x4_t load(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
   static float scalar(uint16_t x) { return fp16_to_f32(x); }
 };
+struct BF16Load {  // bf16 is the upper half of an f32
+  using T = uint16_t;
+  static float32x4_t load(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+  static float scalar(uint16_t x) { return bf16_to_f32(x); }
+};
 
 }  // namespace
 
@@ -49,6 +54,7 @@ RowDotFn row_dot_neon(DType type) {
   switch (type) {
     case DType::F32: return each_token<dot_float<F32Load>>;
     case DType::F16: return each_token<dot_float<F16Load>>;
+    case DType::BF16: return each_token<dot_float<BF16Load>>;
     default: break;
   }
   if (cpu_features().asimd_dot) {
