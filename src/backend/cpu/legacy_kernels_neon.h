@@ -1,4 +1,4 @@
-// ARM64 NEON row kernels for the legacy quant weights q4_0, q4_1, q5_0, q5_1 and q8_0 (Q8_32
+// ARM64 NEON row kernels for the legacy quant weights q4_0, q4_1, q5_0, q5_1, q8_0 and for MXFP4 (Q8_32
 // activations, matmul_kernels.h), written once over an integer-dot policy Ops (neon_int_dot.h) and
 // instantiated twice: matmul_kernels_neon.cpp (plain ARMv8-A: widening multiplies, SMULL + SADALP)
 // and matmul_kernels_neondot.cpp (compiled with +dotprod: SDOT), chosen at run time by
@@ -6,6 +6,7 @@
 //
 // Per block b and token t the kernel computes the exact integer s = Σ w_i * a_i over the block's 32
 // values (q4_0 / q5_0: w = u - 8 / u - 16, the scalar kernel's dot32(u, a) - offset * sum; q8_0: w = q;
+// mxfp4: w = kMxfp4Values[code], one TBL;
 // q4_1 / q5_1: w = u, the min term coming from the activations' block sum), then the scalar kernel's
 // float expression, block after block: each token's sum runs in one fixed order whatever NT is
 // (batch invariance, matmul_kernels.h), and it is the scalar kernel's order, so results match the
@@ -18,6 +19,7 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
+#include "quant/mxfp4.h"
 
 namespace polykv::cpu::neon {
 namespace {
@@ -43,6 +45,7 @@ template <typename Block, bool kFiveBit>
 struct SymUnpack {
   using B = Block;
   static constexpr bool kMin = false;
+  static float scale(const Block& b) { return fp16_to_f32(b.d); }
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
     uint8x16_t l, h;
     nibbles(b.qs, l, h);
@@ -63,6 +66,7 @@ template <typename Block, bool kFiveBit>
 struct MinUnpack {
   using B = Block;
   static constexpr bool kMin = true;
+  static float scale(const Block& b) { return fp16_to_f32(b.d); }
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
     uint8x16_t l, h;
     nibbles(b.qs, l, h);
@@ -79,9 +83,23 @@ struct MinUnpack {
 struct Q8_0Unpack {
   using B = BlockQ8_0;
   static constexpr bool kMin = false;
+  static float scale(const B& b) { return fp16_to_f32(b.d); }
   static void unpack(const B& b, int8x16_t& lo, int8x16_t& hi) {
     lo = vld1q_s8(b.qs);
     hi = vld1q_s8(b.qs + 16);
+  }
+};
+// mxfp4: the doubled E2M1 values of the 4-bit codes (|k| <= 12), scale 2^(e - 128).
+struct Mxfp4Unpack {
+  using B = BlockMXFP4;
+  static constexpr bool kMin = false;
+  static float scale(const B& b) { return mxfp4_scale(b.e); }
+  static void unpack(const B& b, int8x16_t& lo, int8x16_t& hi) {
+    const int8x16_t table = vld1q_s8(kMxfp4Values);
+    uint8x16_t l, h;
+    nibbles(b.qs, l, h);
+    lo = vqtbl1q_s8(table, l);
+    hi = vqtbl1q_s8(table, h);
   }
 };
 
@@ -95,7 +113,7 @@ struct LegacyRow {
     for (int64_t b = 0; b < n_in / 32; ++b) {
       int8x16_t lo, hi;
       U::unpack(w[b], lo, hi);
-      const float dw = fp16_to_f32(w[b].d);
+      const float dw = U::scale(w[b]);
       for (int t = 0; t < NT; ++t) {
         const int8_t* a = act[t].qs + b * 32;
         int32x4_t s = Ops::dot(vdupq_n_s32(0), lo, vld1q_s8(a));
@@ -119,6 +137,7 @@ RowDotFn legacy_kernel(DType type) {
     case DType::Q4_1: return by_tokens<LegacyRow<Ops, MinUnpack<BlockQ4_1, false>>>;
     case DType::Q5_1: return by_tokens<LegacyRow<Ops, MinUnpack<BlockQ5_1, true>>>;
     case DType::Q8_0: return by_tokens<LegacyRow<Ops, Q8_0Unpack>>;
+    case DType::MXFP4: return by_tokens<LegacyRow<Ops, Mxfp4Unpack>>;
     default: return nullptr;
   }
 }
