@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/mxfp4_kernels.h"
 #include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -18,16 +19,23 @@
 namespace polykv::cpu {
 namespace {
 
-// Random q4_0 / q8_0 rows: every quant byte random (q8_0 includes -128), scales of either sign.
+// Random legacy-quant / mxfp4 rows: every quant (and fifth-bit) byte random (q8_0 includes -128),
+// scales (and q4_1 / q5_1 mins) finite, of either sign (mxfp4: exponents 120..135).
 std::vector<uint8_t> random_rows(DType t, int64_t n_in, int n_rows, uint32_t seed) {
-  const size_t block = t == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const size_t block = row_bytes(t, 32);
+  const bool has_min = t == DType::Q4_1 || t == DType::Q5_1;
   std::vector<uint8_t> w(size_t(n_rows) * size_t(n_in / 32) * block);
   std::mt19937 rng(seed);
   for (auto& b : w) b = uint8_t(rng());
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (size_t off = 0; off < w.size(); off += block) {
-    const uint16_t d = f32_to_fp16(scale(rng));
+    const uint16_t d = f32_to_fp16(scale(rng)), m = f32_to_fp16(scale(rng));
+    if (t == DType::MXFP4) {
+      w[off] = uint8_t(120 + rng() % 16);  // E8M0 exponent e: scale 2^(e - 128), finite
+      continue;
+    }
     std::memcpy(&w[off], &d, 2);
+    if (has_min) std::memcpy(&w[off + 2], &m, 2);
   }
   return w;
 }
@@ -61,13 +69,14 @@ TEST(MatmulNeon, LegacyRowKernelsMatchScalar) {
   std::vector<std::pair<const char*, RowDotFn (*)(DType)>> variants = {{"plain", row_dot_neon_plain}};
   if (cpu_features().asimd_dot) variants.push_back({"dotprod", row_dot_neon});
   std::printf("NEON variants tested: %s\n", cpu_features().asimd_dot ? "plain, dotprod" : "plain (no dotprod)");
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::MXFP4}) {
     for (int64_t blocks : {1, 3, 7, 129}) {
       const int64_t n_in = 32 * blocks;
       const std::vector<uint8_t> w = random_rows(t, n_in, 1, uint32_t(blocks));
       const Acts a = quantized_acts(n_in, kMaxTokensPerCall, uint32_t(100 + blocks));
       float ref[kMaxTokensPerCall], mag[kMaxTokensPerCall];
-      row_dot_scalar(t)(w.data(), a.rows.data(), kMaxTokensPerCall, n_in, ref);
+      const RowDotFn scalar = t == DType::MXFP4 ? mxfp4_row_dot_scalar(t) : row_dot_scalar(t);
+      scalar(w.data(), a.rows.data(), kMaxTokensPerCall, n_in, ref);
       for (int k = 0; k < kMaxTokensPerCall; ++k) mag[k] = std::fabs(ref[k]) + 1e-3f;
       float first[kMaxTokensPerCall] = {};
       for (size_t v = 0; v < variants.size(); ++v) {

@@ -200,14 +200,21 @@ TEST(TrellisDecode, FastMatchesScalarOnRandomBytes) {
         decode_rotated(b, code.data(), ref.data(), d);
         decode_rotated_fast(b, code.data(), got.data(), d);
         ASSERT_EQ(0, std::memcmp(ref.data(), got.data(), sizeof(float) * size_t(d))) << b << " " << d;
-        for (DecodeFn k : {decode_rotated_avx2_kernel(), decode_rotated_avx512_kernel()}) {
+#if defined(__aarch64__)
+        const DecodeFn neon = decode_rotated_neon_kernel();
+#else
+        const DecodeFn neon = nullptr;
+#endif
+        for (DecodeFn k : {decode_rotated_avx2_kernel(), decode_rotated_avx512_kernel(), neon}) {
           if (!k) continue;
           std::fill(got.begin(), got.end(), -1.0f);
           k(b, code.data(), got.data(), d);
           ASSERT_EQ(0, std::memcmp(ref.data(), got.data(), sizeof(float) * size_t(d))) << b << " " << d;
         }
       }
+#if !defined(__aarch64__)
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "no AVX2: the fast decoder is the scalar one";
+#endif
 }
 
 }  // namespace

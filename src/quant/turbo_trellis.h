@@ -55,11 +55,14 @@ void decode_rotated(int bits, const uint8_t* src, float* y, int head_dim);
 // src -> x[0..head_dim) in the original basis (decode_rotated, then S·H per group).
 void dequantize_head(int bits, const uint8_t* src, float* x, int head_dim);
 
-// The same as decode_rotated, with AVX-512 or AVX2 when the CPU has it (bit-identical results).
+// The same as decode_rotated, with AVX-512 or AVX2 when the CPU has it, NEON on ARM64 (bit-identical results).
 void decode_rotated_fast(int bits, const uint8_t* src, float* y, int head_dim);
 using DecodeFn = void (*)(int bits, const uint8_t* src, float* y, int head_dim);
 DecodeFn decode_rotated_avx2_kernel();    // nullptr without AVX2
 DecodeFn decode_rotated_avx512_kernel();  // nullptr without AVX-512
+#if defined(__aarch64__)
+DecodeFn decode_rotated_neon_kernel();  // turbo_trellis_neon.cpp (ASIMD: every AArch64 CPU)
+#endif
 
 // The 2^(bits+1) levels scaled for a group of n in {32, 64, 128} (codebook / sqrt(n)), float.
 const float* levels(int bits, int group);

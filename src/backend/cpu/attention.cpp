@@ -191,6 +191,9 @@ void run_plan(Plan& c, ThreadPool& pool) {
 
 const KvRowKernels& avx2_rows(KvType t) { return kv_row_kernels_for(Isa::Avx2, t); }
 const KvRowKernels& avx512_rows(KvType t) { return kv_row_kernels_for(Isa::Avx512, t); }
+#if defined(__aarch64__)
+const KvRowKernels& neon_rows(KvType t) { return kv_row_kernels_for(Isa::Neon, t); }
+#endif
 
 AttentionKernels kernels_or_scalar(const char* isa) {
   AttentionKernels k;
@@ -202,9 +205,9 @@ AttentionKernels kernels_or_scalar(const char* isa) {
 
 const AttentionKernels& attention_kernels() {
   static const AttentionKernels by_isa[] = {kernels_or_scalar("scalar"), kernels_or_scalar("avx2"),
-                                            kernels_or_scalar("avx512")};
+                                            kernels_or_scalar("avx512"), kernels_or_scalar("neon")};
   const Isa isa = active_isa();
-  return by_isa[isa_has_avx512(isa) ? 2 : isa_has_avx2(isa) ? 1 : 0];
+  return by_isa[isa_has_avx512(isa) ? 2 : isa_has_avx2(isa) ? 1 : isa == Isa::Neon ? 3 : 0];
 }
 
 bool attention_kernels_for(const char* isa, AttentionKernels& out) {
@@ -222,6 +225,12 @@ bool attention_kernels_for(const char* isa, AttentionKernels& out) {
     out = {score_tile_avx2(), accumulate_tile_avx2(), softmax_tile_avx2(), avx2_rows};
     return true;
   }
+#if defined(__aarch64__)
+  if (name == "neon") {
+    out = {score_tile_neon(), accumulate_tile_neon(), softmax_tile_neon(), neon_rows};
+    return true;
+  }
+#endif
   if (name == "scalar") {
     out = {score_tile_scalar, accumulate_tile_scalar, softmax_tile_scalar, kv_row_kernels_scalar};
     return true;

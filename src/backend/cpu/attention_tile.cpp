@@ -52,8 +52,15 @@ void softmax_tile_scalar(float* S, int n_rows, const int* a, const int* e, float
 
 SoftmaxTileFn softmax_tile_avx2() { return exp_sum_avx2() ? softmax_tile_with<exp_sum_avx2> : nullptr; }
 
+#if defined(__aarch64__)
+SoftmaxTileFn softmax_tile_neon() { return softmax_tile_with<exp_sum_neon>; }
+#endif
+
 SoftmaxTileFn softmax_tile_kernel() {
   const Isa isa = active_isa();
+#if defined(__aarch64__)
+  if (isa == Isa::Neon) return softmax_tile_neon();
+#endif
   if (isa_has_avx512(isa))
     if (const SoftmaxTileFn f = softmax_tile_avx512()) return f;
   if (isa_has_avx2(isa))
@@ -86,6 +93,9 @@ void score_tile_scalar(const float* k, int n_keys, int hd, const float* const* q
 
 ScoreTileFn score_tile_kernel() {
   const Isa isa = active_isa();
+#if defined(__aarch64__)
+  if (isa == Isa::Neon) return score_tile_neon();
+#endif
   if (isa_has_avx512(isa))
     if (const ScoreTileFn f = score_tile_avx512()) return f;
   if (isa_has_avx2(isa))
@@ -95,6 +105,9 @@ ScoreTileFn score_tile_kernel() {
 
 AccumulateTileFn accumulate_tile_kernel() {
   const Isa isa = active_isa();
+#if defined(__aarch64__)
+  if (isa == Isa::Neon) return accumulate_tile_neon();
+#endif
   if (isa_has_avx512(isa))
     if (const AccumulateTileFn f = accumulate_tile_avx512()) return f;
   if (isa_has_avx2(isa))

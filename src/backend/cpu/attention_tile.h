@@ -27,6 +27,9 @@ void score_tile_scalar(const float* k, int n_keys, int hd, const float* const* q
                        size_t s_stride);
 ScoreTileFn score_tile_avx2();    // nullptr if this CPU lacks AVX2/FMA/F16C
 ScoreTileFn score_tile_avx512();  // nullptr if this CPU lacks AVX-512
+#if defined(__aarch64__)
+ScoreTileFn score_tile_neon();    // ARM64 NEON (attention_tile_neon.cpp)
+#endif
 ScoreTileFn score_tile_kernel();  // the active ISA's (core/isa.h), at each call
 
 using AccumulateTileFn = void (*)(const float* v, int n_keys, int hdv, const float* w, size_t w_stride, int n_rows,
@@ -36,6 +39,9 @@ void accumulate_tile_scalar(const float* v, int n_keys, int hdv, const float* w,
                             float* acc, size_t acc_stride);
 AccumulateTileFn accumulate_tile_avx2();    // nullptr if this CPU lacks AVX2/FMA/F16C
 AccumulateTileFn accumulate_tile_avx512();  // nullptr if this CPU lacks AVX-512
+#if defined(__aarch64__)
+AccumulateTileFn accumulate_tile_neon();    // ARM64 NEON (attention_tile_neon.cpp)
+#endif
 AccumulateTileFn accumulate_tile_kernel();  // the active ISA's (core/isa.h), at each call
 
 // Online-softmax update of rows r < n_rows by their raw scores of one tile of kSoftmaxKeys keys:
@@ -53,6 +59,9 @@ void softmax_tile_scalar(float* S, int n_rows, const int* a, const int* e, float
                          float* l, float* acc, int hdv);
 SoftmaxTileFn softmax_tile_avx2();    // the scalar structure with AVX2 exp sums; nullptr without AVX2
 SoftmaxTileFn softmax_tile_avx512();  // nullptr if this CPU lacks AVX-512
+#if defined(__aarch64__)
+SoftmaxTileFn softmax_tile_neon();    // the scalar structure with NEON exp sums
+#endif
 SoftmaxTileFn softmax_tile_kernel();  // the active ISA's (core/isa.h), at each call
 
 }  // namespace polykv

@@ -74,6 +74,10 @@ const KvRowKernels& kv_row_kernels_for(Isa isa, KvType t) {
     if (const KvRowKernels* k = kv_row_kernels_avx512(t)) return *k;
   if (isa_has_avx2(isa))
     if (const KvRowKernels* k = kv_row_kernels_avx2(t)) return *k;
+#if defined(__aarch64__)
+  if (isa == Isa::Neon)
+    if (const KvRowKernels* k = kv_row_kernels_neon(t)) return *k;
+#endif
   return kv_row_kernels_scalar(t);
 }
 
@@ -86,6 +90,9 @@ float exp_sum_scalar(float* s, int n, float m) {
 }
 
 ExpSumFn exp_sum_kernel() {
+#if defined(__aarch64__)
+  if (active_isa() == Isa::Neon) return exp_sum_neon();
+#endif
   const ExpSumFn avx2 = isa_has_avx2(active_isa()) ? exp_sum_avx2() : nullptr;
   return avx2 ? avx2 : exp_sum_scalar;
 }
@@ -94,6 +101,9 @@ const char* kv_row_isa() {
   const Isa isa = active_isa();
   if (isa_has_avx512(isa) && kv_row_kernels_avx512(KvType::F16)) return "avx512";
   if (isa_has_avx2(isa) && kv_row_kernels_avx2(KvType::F16)) return "avx2";
+#if defined(__aarch64__)
+  if (isa == Isa::Neon && kv_row_kernels_neon(KvType::F16)) return "neon";
+#endif
   return "scalar";
 }
 

@@ -45,6 +45,10 @@ const KvRowKernels& kv_row_kernels_for(Isa isa, KvType t);  // the widest at or 
 const KvRowKernels& kv_row_kernels_scalar(KvType t);  // reference loops
 const KvRowKernels* kv_row_kernels_avx2(KvType t);    // nullptr if this CPU lacks AVX2/FMA/F16C
 const KvRowKernels* kv_row_kernels_avx512(KvType t);  // nullptr if this CPU lacks the AVX-512 set
-const char* kv_row_isa();  // ISA of the active row kernels: "avx512", "avx2" or "scalar"
+#if defined(__aarch64__)
+const KvRowKernels* kv_row_kernels_neon(KvType t);  // ARM64 NEON (kv_row_ops_neon.cpp), every type
+ExpSumFn exp_sum_neon();
+#endif
+const char* kv_row_isa();  // ISA of the active row kernels: "avx512", "avx2", "neon" or "scalar"
 
 }  // namespace polykv

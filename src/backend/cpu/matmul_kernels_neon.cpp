@@ -1,26 +1,22 @@
-// ARM64 NEON matmul kernels (plain ARMv8-A): float rows (f32, f16) and the q4_0 / q8_0 row kernels of
-// legacy_kernels_neon.h with widening multiplies. Where the CPU has SDOT (cpu_features().asimd_dot)
-// the integer kernels come from matmul_kernels_neondot.cpp instead.
+// ARM64 NEON matmul kernels (plain ARMv8-A): float rows (f32, f16, bf16) and the table of the integer row
+// kernels: q4_0 / q8_0 (legacy_kernels_neon.h) and the k-quants (kquant_kernels_neon.h), with
+// widening multiplies. Where the CPU has SDOT (cpu_features().asimd_dot) the integer kernels come
+// from the *_neondot.cpp files instead; this is the one place that chooses between the two.
 #include <arm_neon.h>
 
 #include "backend/cpu/legacy_kernels_neon.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/neon_int_dot.h"
 #include "core/cpu_features.h"
 #include "core/fp16.h"
 
 namespace polykv::cpu {
 
-RowDotFn row_dot_neondot(DType type);  // matmul_kernels_neondot.cpp
+RowDotFn row_dot_neondot(DType type);            // matmul_kernels_neondot.cpp (q4_0, q8_0)
+RowDotFn kquant_row_dot_neondot(DType type);     // kquant_kernels_neondot.cpp (q2_K .. q6_K)
+RowDotFn kquant_row_dot_neon_plain(DType type);  // kquant_kernels_neon.cpp
 
 namespace {
-
-struct WideningOps {
-  // 16 products as int16 (|w * a| <= 128 * 127 fits), added pairwise into the 4 int32 lanes.
-  static int32x4_t dot(int32x4_t acc, int8x16_t w, int8x16_t a) {
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(a)));
-    return vpadalq_s16(acc, vmull_high_s8(w, a));
-  }
-};
 
 // f32 / f16 weights against f32 activations: 4 chains of 4 lanes, then the tail in scalar.
 template <typename Load>
@@ -46,6 +42,11 @@ struct F16Load {
   static float32x4_t load(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
   static float scalar(uint16_t x) { return fp16_to_f32(x); }
 };
+struct BF16Load {  // bf16 is the upper half of an f32
+  using T = uint16_t;
+  static float32x4_t load(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+  static float scalar(uint16_t x) { return bf16_to_f32(x); }
+};
 
 }  // namespace
 
@@ -53,14 +54,20 @@ RowDotFn row_dot_neon(DType type) {
   switch (type) {
     case DType::F32: return each_token<dot_float<F32Load>>;
     case DType::F16: return each_token<dot_float<F16Load>>;
+    case DType::BF16: return each_token<dot_float<BF16Load>>;
     default: break;
   }
-  if (cpu_features().asimd_dot)
+  if (cpu_features().asimd_dot) {
     if (RowDotFn f = row_dot_neondot(type)) return f;
-  return neon::legacy_kernel<WideningOps>(type);
+    if (RowDotFn f = kquant_row_dot_neondot(type)) return f;
+  }
+  return row_dot_neon_plain(type);
 }
 
 // The plain ARMv8-A integer kernels whatever the CPU has (tests compare both variants).
-RowDotFn row_dot_neon_plain(DType type) { return neon::legacy_kernel<WideningOps>(type); }
+RowDotFn row_dot_neon_plain(DType type) {
+  if (RowDotFn f = neon::legacy_kernel<neon::WideningOps>(type)) return f;
+  return kquant_row_dot_neon_plain(type);
+}
 
 }  // namespace polykv::cpu

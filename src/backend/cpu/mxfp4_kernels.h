@@ -15,7 +15,8 @@ namespace polykv::cpu {
 // not MXFP4.
 RowDotFn mxfp4_row_dot(Isa isa, DType type);
 
-// Per-ISA tables (nullptr for other types); the SIMD ones only on CPUs that support them.
+// Per-ISA tables (nullptr for other types); the SIMD ones only on CPUs that support them. ARM64's
+// NEON kernel is in the legacy table (legacy_kernels_neon.h, row_dot_neon).
 RowDotFn mxfp4_row_dot_scalar(DType type);
 RowDotFn mxfp4_row_dot_avx2(DType type);
 RowDotFn mxfp4_row_dot_avx512(DType type);

@@ -38,6 +38,9 @@ RowDotFn mxfp4_row_dot(Isa isa, DType type) {
   RowDotFn f = nullptr;
   if (isa == Isa::Avx512) f = mxfp4_row_dot_avx512(type);
   if (!f && isa_has_avx2(isa)) f = mxfp4_row_dot_avx2(type);
+#if defined(__aarch64__)
+  if (!f && isa == Isa::Neon) f = row_dot_neon(type);  // legacy_kernels_neon.h (SDOT where present)
+#endif
   return f ? f : mxfp4_row_dot_scalar(type);
 }
 
