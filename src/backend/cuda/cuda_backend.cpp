@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <vector>
 
@@ -57,6 +58,16 @@ class CudaBackend final : public Backend {
     if (const char* mr = std::getenv("POLYKV_MATVEC_ROWS")) cuda::set_matvec_rows_per_warp(std::atoi(mr));
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
+    // POLYKV_CUDA_PROFILE_ROWS=R[:SKIP[:COUNT]]: a profiler window (cudaProfilerStart/Stop) around
+    // COUNT (default 2) steps of exactly R rows after SKIP (default 8) such steps, so that
+    // `ncu --profile-from-start off` times the kernels of a chosen step kind (e.g. the 64-agent decode step).
+    if (const char* pr = std::getenv("POLYKV_CUDA_PROFILE_ROWS")) {
+      profile_rows_ = std::atoi(pr);
+      if (const char* c1 = std::strchr(pr, ':')) {
+        profile_skip_ = std::atoi(c1 + 1);
+        if (const char* c2 = std::strchr(c1 + 1, ':')) profile_count_ = std::atoi(c2 + 1);
+      }
+    }
     cudaDeviceProp prop{};
     POLYKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     describe_ = cat("cuda:", device, " ", prop.name, " (sm_", prop.major, prop.minor, ", ",
@@ -266,6 +277,7 @@ class CudaBackend final : public Backend {
     drop_acts();
     bind();
     plan_ = cuda::plan_step(seqs, kv_memory_);  // throws before anything is issued
+    if (profile_rows_ > 0) profile_window();
     stepped_ = true;
     batch_ = {};
     slots_ = nullptr;
@@ -386,6 +398,20 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr int kGraphMaxRows = 8;
+  // POLYKV_CUDA_PROFILE_ROWS (constructor): the profiler window over steps of profile_rows_ rows.
+  int profile_rows_ = 0, profile_skip_ = 8, profile_count_ = 2, profile_seen_ = 0;
+  void profile_window() {
+    if (profile_seen_ == profile_skip_ + profile_count_ && profile_count_ >= 0) {
+      cudaDeviceSynchronize();
+      cudaProfilerStop();
+      profile_count_ = -1;  // once
+    }
+    if (plan_.total_rows != profile_rows_ || profile_count_ < 0) return;
+    if (profile_seen_++ == profile_skip_) {
+      cudaDeviceSynchronize();
+      cudaProfilerStart();
+    }
+  }
   static constexpr size_t kMaxGraphs = 256;
 
   // Bucket of a step's largest context for the attention launch: powers of two up to 4096, then
