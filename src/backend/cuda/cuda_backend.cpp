@@ -122,6 +122,20 @@ class CudaBackend final : public Backend {
     POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
   }
 
+  void* allocate_host(size_t bytes) override {
+    bind();
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, bytes == 0 ? 1 : bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      fail("CUDA: cannot allocate ", bytes, " bytes of page-locked host memory: ", cudaGetErrorString(err));
+    }
+    return p;
+  }
+  void release_host(void* p) override {
+    if (p) cudaFreeHost(p);
+  }
+
   void download(void* dst_host, const void* src, size_t bytes) override {
     bind();
     if (bytes > 0) POLYKV_CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream()));
