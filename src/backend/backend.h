@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/gated_delta_net.h"
@@ -99,6 +100,10 @@ class Backend {
   virtual void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) = 0;
 
   // ---- mixture of experts (backend/moe.h; optional: the defaults throw Error "not supported") ----
+  // The n_expert slices of one expert tensor (host matrices of one type and shape, e.g. a GGUF 3-D
+  // tensor's) in backend memory, laid out as this backend's moe_experts reads them (CUDA: one
+  // allocation, ggml rows, expert e at a fixed stride). Default: upload_matrix of each.
+  virtual std::vector<WeightMatrix> upload_experts(std::span<const WeightMatrix> host);
   // Routing of n rows: logits [n][r.n_expert] (router bias added) -> ids [n][r.n_used] (expert
   // indices, descending logit) and weights [n][r.n_used] (per r.gating). Each row on its own.
   virtual void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights);

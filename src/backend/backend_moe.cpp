@@ -5,6 +5,13 @@
 
 namespace polykv {
 
+std::vector<WeightMatrix> Backend::upload_experts(std::span<const WeightMatrix> host) {
+  std::vector<WeightMatrix> out;
+  out.reserve(host.size());
+  for (const WeightMatrix& m : host) out.push_back(upload_matrix(m));
+  return out;
+}
+
 void Backend::moe_route(const float*, int, const MoeRouting&, int32_t*, float*) {
   fail("the ", describe(), " backend does not run mixture-of-experts models yet (use --device cpu)");
 }

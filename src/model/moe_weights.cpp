@@ -90,11 +90,7 @@ MoeLayerWeights bind_moe_weights(const GgufFile& f, const ModelConfig& c, const 
 
 DeviceMoeWeights upload_moe_weights(Backend& be, const MoeLayerWeights& w, const ModelConfig& c) {
   auto fl = [&](const std::vector<float>& v) -> const float* { return v.empty() ? nullptr : be.upload_floats(v); };
-  auto mats = [&](const std::vector<WeightMatrix>& v) {
-    std::vector<WeightMatrix> out;
-    for (const WeightMatrix& m : v) out.push_back(be.upload_matrix(m));
-    return out;
-  };
+  auto mats = [&](const std::vector<WeightMatrix>& v) { return be.upload_experts(v); };
   auto mat = [&](const WeightMatrix& m) { return m.n_out > 0 ? be.upload_matrix(m) : WeightMatrix{}; };
   DeviceMoeWeights d;
   d.router = be.upload_matrix(w.router);

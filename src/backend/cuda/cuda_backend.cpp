@@ -21,6 +21,7 @@
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_prepared.h"
 #include "backend/cuda/matmul_cuda_split.h"
+#include "backend/cuda/moe_cuda.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/cuda/ops_cuda_acts.h"
 #include "backend/cuda/ops_cuda_fused.h"
@@ -169,7 +170,7 @@ class CudaBackend final : public Backend {
     }
     // Rows keep their stride; the last one needs only its own bytes.
     const size_t bytes = size_t(host.n_out - 1) * host.row_stride + rb;
-    d.data = upload_owned(host.data, bytes);
+    d.data = upload_owned(host.data, bytes, host.type == DType::MXFP4 ? 16 : 0);  // DecMXFP4 reads aligned words
     return d;
   }
 
@@ -242,6 +243,52 @@ class CudaBackend final : public Backend {
     drop_acts();
     bind();
     cuda::gather_rows(src, rows, n, cols, dst, ctx_.stream());
+  }
+
+  // ---- mixture of experts (moe_cuda.h) ------------------------------------------------------
+  // One allocation per expert tensor, ggml rows (never the split layout: the expert kernels decode
+  // ggml blocks), expert e at e * expert_stack_stride, with slack after the last for mxfp4's loads.
+  std::vector<WeightMatrix> upload_experts(std::span<const WeightMatrix> host) override {
+    std::vector<WeightMatrix> out;
+    if (host.empty()) return out;
+    const WeightMatrix& h0 = host[0];
+    check(cuda::has_weight_kernels(h0.type), "the CUDA backend has no kernels for ", dtype_name(h0.type),
+          " weights; run this model with --device cpu");
+    const size_t rb = row_bytes(h0.type, h0.n_in);
+    for (const WeightMatrix& h : host)
+      check(h.type == h0.type && h.n_in == h0.n_in && h.n_out == h0.n_out && h.row_stride == h0.row_stride &&
+                h.data != nullptr && h.row_stride >= rb && h.n_out > 0,
+            "upload_experts: the experts differ in type or shape, or have no rows");
+    const size_t stride = cuda::expert_stack_stride(h0);
+    drop_acts();
+    auto* base = static_cast<uint8_t*>(allocate(stride * host.size() + cuda::kExpertStackSlack));
+    owned_.push_back(base);
+    const size_t bytes = h0.row_stride * size_t(h0.n_out);
+    for (size_t e = 0; e < host.size(); ++e) {
+      upload(base + e * stride, host[e].data, bytes);
+      WeightMatrix d = host[e];
+      d.packed = nullptr;
+      d.data = base + e * stride;
+      d.layout = WeightLayout::Rows;
+      out.push_back(d);
+    }
+    return out;
+  }
+  void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights) override {
+    drop_acts();
+    bind();
+    cuda::moe_route(logits, n, r, ids, weights, ctx_.stream());
+  }
+  void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
+                   float* out) override {
+    drop_acts();
+    bind();
+    cuda::moe_experts(w, x, ids, weights, n, k, out, ctx_);
+  }
+  void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols) override {
+    drop_acts();
+    bind();
+    cuda::add_sigmoid_gated(x, y, g, rows, cols, ctx_.stream());
   }
 
   // ---- fused ops ----------------------------------------------------------------------------
@@ -483,8 +530,9 @@ class CudaBackend final : public Backend {
     if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx_.device()) POLYKV_CUDA_CHECK(cudaSetDevice(ctx_.device()));
   }
 
-  void* upload_owned(const void* src, size_t bytes) {
-    void* p = allocate(bytes);
+  // `slack`: bytes allocated past the copy (kernels that read whole aligned words around a field).
+  void* upload_owned(const void* src, size_t bytes, size_t slack = 0) {
+    void* p = allocate(bytes + slack);
     owned_.push_back(p);
     upload(p, src, bytes);
     return p;

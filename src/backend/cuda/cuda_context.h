@@ -10,8 +10,8 @@
 namespace polykv::cuda {
 
 // Named scratch slots, so launchers that run in one op do not share a buffer by accident.
-// FusedActs: 8-bit activations written by an op for the next mat-vec (ops_cuda_acts.h).
-enum class Scratch { MatmulWeights, MatmulActs, MatmulOut, AttentionPartials, AttentionTables, KvSlots, Misc, FusedActs, Count };
+// FusedActs: 8-bit activations written by an op for the next mat-vec (ops_cuda_acts.h). Moe: moe_cuda.h.
+enum class Scratch { MatmulWeights, MatmulActs, MatmulOut, AttentionPartials, AttentionTables, KvSlots, Misc, FusedActs, Moe, Count };
 
 class CudaContext {
  public:

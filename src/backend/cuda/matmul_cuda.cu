@@ -236,7 +236,7 @@ void validate_device_weights(const WeightMatrix& w) {
   check(w.row_stride >= row_bytes(w.type, w.n_in), "CUDA matmul: row stride ", w.row_stride, " is smaller than a ",
         info.name, " row of ", w.n_in, " values");
   check(w.data != nullptr || w.n_out == 0, "CUDA matmul: null weights");
-  const int need = w.type == DType::F32 ? 4 : 2;
+  const int need = w.type == DType::F32 ? 4 : w.type == DType::MXFP4 ? 1 : 2;  // mxfp4: 17-byte blocks
   check(hd::common_alignment(reinterpret_cast<uintptr_t>(w.data), w.row_stride) >= need,
         "CUDA matmul: ", info.name, " rows must start on ", need, "-byte boundaries (stride ", w.row_stride, ")");
   check(w.n_out < (int64_t(1) << 31) && w.n_in < (int64_t(1) << 31), "CUDA matmul: matrix too large");

@@ -320,6 +320,73 @@ struct DecQ6_K {  // ql[128], qh[64], scales[16] (int8), d (f16); x = d * sc * (
   }
 };
 
+// MXFP4 (quant/mxfp4.h): e (E8M0), qs[16]; value j = kMxfp4Values[low nibble of qs[j]] * 2^(e - 128),
+// value j + 16 the high nibble's (q4_0's order). One unit = the block: runs at 0 and 16, one group of
+// 32 with scale 2^(e - 128) (exact; e = 0, 1 subnormal) and no min; the quants are the doubled E2M1
+// values as signed bytes (|k| <= 12), so dp4a multiplies them exactly.
+// Blocks are 17 bytes, so a block may start at any byte: load() reads the exponent byte and the 16
+// bytes of qs as aligned 4-byte words joined by funnel shifts (whatever A says). It reads the
+// aligned words holding qs's bytes, i.e. up to 3 bytes past the block (never past the aligned word
+// of its last byte); CUDA uploads of mxfp4 rows keep 16 bytes of slack after the last row for that.
+POLYKV_HD float mxfp4_scale_hd(uint32_t e) {
+  return bits_to_f32(e >= 2 ? (e - 1) << 23 : 0x00100000u << e);
+}
+
+// Four nibbles (the low 4 bits of each byte of v, upper bits zero) to the signed bytes
+// kMxfp4Values[nibble]: magnitude {0, 1, 2, 3, 4, 6, 8, 12}[n & 7], negated when n & 8.
+POLYKV_HD uint32_t mxfp4_nibbles_to_s8(uint32_t v) {
+#ifdef __CUDA_ARCH__
+  const uint32_t sel = (v & 0x7u) | ((v >> 4) & 0x70u) | ((v >> 8) & 0x700u) | ((v >> 12) & 0x7000u);
+  const uint32_t mag = __byte_perm(0x03020100u, 0x0C080604u, sel);
+  const uint32_t neg = ((v >> 3) & 0x01010101u) * 0xFFu;  // 0xFF in the bytes to negate
+  return (mag & ~neg) | (__vneg4(mag) & neg);
+#else
+  constexpr uint8_t kMag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  uint32_t out = 0;
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t n = (v >> (8 * k)) & 0xFu;
+    const uint8_t m = kMag[n & 7];
+    const uint8_t b = (n & 8) ? uint8_t(-int(m)) : m;
+    out |= uint32_t(b) << (8 * k);
+  }
+  return out;
+#endif
+}
+
+// N little-endian words of the bytes at p (any alignment): aligned word loads joined by funnel shifts.
+template <int N>
+POLYKV_HD void ld_words_any(const uint8_t* p, uint32_t* out) {
+  const uintptr_t mis = reinterpret_cast<uintptr_t>(p) & 3u;
+  const uint8_t* a = p - mis;
+  const uint32_t sh = uint32_t(mis) * 8u;
+  uint32_t w[N + 1];
+#pragma unroll
+  for (int k = 0; k < N; ++k) w[k] = ld_word(a + 4 * k);
+  w[N] = mis ? ld_word(a + 4 * N) : w[N - 1];  // the word past the field only when the field reaches it
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = funnel_r(w[k], w[k + 1], sh);
+}
+
+struct DecMXFP4 {
+  static constexpr int kBlockValues = 32, kBlockBytes = 17, kParts = 1, kRuns = 2, kGroups = 1, kMaxAlign = 1;
+  static constexpr bool kHasMin = false;
+  using Unit = QUnit<kRuns, kGroups>;
+  POLYKV_HD static int run_pos(int /*part*/, int r) { return 16 * r; }
+  template <int A>
+  POLYKV_HD static void load(const uint8_t* b, int /*part*/, Unit& u) {
+    uint32_t v[4];
+    ld_words_any<4>(b + 1, v);  // qs[4k .. 4k + 3] in v[k]
+    const uint32_t e = ld_u8(b);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      u.q[k] = mxfp4_nibbles_to_s8(v[k] & kNib);
+      u.q[4 + k] = mxfp4_nibbles_to_s8((v[k] >> 4) & kNib);
+    }
+    u.scale[0] = mxfp4_scale_hd(e);
+    u.min[0] = 0.0f;
+  }
+};
+
 // Float types: a unit is 16 bytes of the row (4 f32 or 8 f16/bf16 values), decoded to f32 exactly.
 // Rows may end inside a unit (any n_in): the values past n_in read as 0 and nothing past the row's
 // last byte is read. kVec: the row's first byte is 16-byte aligned (one 16-byte load per whole unit).
@@ -391,6 +458,7 @@ bool visit_quant_decoder(DType t, Fn&& fn) {
     case DType::Q4_K: fn(DecQ4_K{}); return true;
     case DType::Q5_K: fn(DecQ5_K{}); return true;
     case DType::Q6_K: fn(DecQ6_K{}); return true;
+    case DType::MXFP4: fn(DecMXFP4{}); return true;
     default: return false;
   }
 }

@@ -1,0 +1,502 @@
+// Mixture-of-experts kernels (moe_cuda.h says what runs and why). The arithmetic is in
+// moe_cuda_hd.cuh (routing, activation, slot sum) and matmul_cuda_dot.cuh (the mat-vec dots).
+#include "backend/cuda/moe_cuda.h"
+
+#include <algorithm>
+
+#include "backend/cuda/matmul_cuda_acts.cuh"
+#include "backend/cuda/matmul_cuda_internal.h"
+#include "backend/cuda/moe_cuda_hd.cuh"
+#include "core/error.h"
+
+namespace polykv::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // warps per block of the mat-vec and routing kernels
+constexpr int kThreads = 32 * kWarps;
+
+size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+unsigned grid_stride_blocks(int64_t total, int threads) {
+  return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
+}
+
+// ---- routing -------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads)
+    moe_route_kernel(const float* __restrict__ logits, int n, int ne, int k, bool all_softmax,
+                     int32_t* __restrict__ ids, float* __restrict__ weights) {
+  const int row = int(blockIdx.x) * kWarps + int(threadIdx.x / 32);
+  const int lane = int(threadIdx.x % 32);
+  if (row >= n) return;  // the whole warp
+  const float* l = logits + int64_t(row) * ne;
+  float pv = 0.0f, my_v = 0.0f;
+  int pi = -1, my_i = -1;
+  double mx = 0.0, sum_chosen = 0.0;
+  for (int j = 0; j < k; ++j) {
+    float v;
+    int i = hd::route_lane_best(l, ne, lane, pv, pi, v);
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {  // the best of the warp: a strict total order, one winner
+      const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+      if (hd::route_before(ov, oi, v, i)) {
+        v = ov;
+        i = oi;
+      }
+    }
+    if (j == 0) mx = double(v);
+    sum_chosen += hd::route_exp(v, mx);
+    if (lane == j) {
+      my_v = v;
+      my_i = i;
+    }
+    pv = v;
+    pi = i;
+  }
+  double sum = sum_chosen;
+  if (all_softmax) {
+    double s = 0.0;
+    for (int e = lane; e < ne; e += 32) s += hd::route_exp(l[e], mx);
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    sum = s;
+  }
+  if (lane < k) {
+    ids[int64_t(row) * k + lane] = my_i;
+    weights[int64_t(row) * k + lane] = hd::route_weight(my_v, mx, sum);
+  }
+}
+
+__global__ void add_sigmoid_gated_kernel(float* __restrict__ x, const float* __restrict__ y,
+                                         const float* __restrict__ g, int64_t total, int cols) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const float s = 1.0f / hd::fadd(1.0f, expf(-g[i / cols]));
+    x[i] = hd::fadd(x[i], hd::fmul(s, y[i]));
+  }
+}
+
+// ---- grouping ------------------------------------------------------------------------------
+
+// One block: counts per expert, items of up to `chunk` pairs, and perm (slots grouped by expert; the
+// order inside an expert is whatever the atomics give: no result depends on it, each column of a
+// mat-vec being computed on its own). Slots with an expert out of range are left out.
+__global__ void moe_group_kernel(const int32_t* __restrict__ ids, int n_slots, int ne, int chunk,
+                                 int32_t* __restrict__ perm, hd::MoeItem* __restrict__ items,
+                                 int32_t* __restrict__ n_items) {
+  extern __shared__ int32_t sm[];
+  int32_t* cnt = sm;       // [ne]
+  int32_t* pos = sm + ne;  // [ne]
+  for (int e = int(threadIdx.x); e < ne; e += int(blockDim.x)) cnt[e] = 0;
+  __syncthreads();
+  for (int s = int(threadIdx.x); s < n_slots; s += int(blockDim.x)) {
+    const int e = ids[s];
+    if (e >= 0 && e < ne) atomicAdd(&cnt[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int off = 0, ni = 0;
+    for (int e = 0; e < ne; ++e) {
+      pos[e] = off;
+      for (int c = 0; c < cnt[e]; c += chunk) items[ni++] = {e, off + c, min(chunk, cnt[e] - c), 0};
+      off += cnt[e];
+    }
+    *n_items = ni;
+  }
+  __syncthreads();
+  for (int s = int(threadIdx.x); s < n_slots; s += int(blockDim.x)) {
+    const int e = ids[s];
+    if (e >= 0 && e < ne) perm[atomicAdd(&pos[e], 1)] = s;
+  }
+}
+
+// ---- expert mat-vecs -------------------------------------------------------------------------
+
+// One launch over up to two matrices of the same shape and type (gate and up; or down alone): part
+// p's expert e rows at base[p] + e * expert_stride. Item it's column c is slot perm[it.first + c];
+// its activations are row slot / col_div of xq/xs (quantized) or xf (float); y[p][slot][n_out].
+struct MatArgs {
+  const uint8_t* base[2];
+  const float* bias[2];  // [n_expert][n_out] or nullptr
+  float* y[2];
+  int n_parts;
+  size_t expert_stride, row_stride;
+  int64_t n_out, n_in;
+  const int8_t* xq;
+  const hd::ActScale* xs;
+  const float* xf;
+  int64_t ldx;
+  const int32_t* perm;
+  const hd::MoeItem* items;
+  const int32_t* n_items;
+  int col_div;
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// The warp's item, matrix part and first row; false if the warp has nothing to do.
+template <int R, int NC>
+__device__ __forceinline__ bool warp_work(const MatArgs& a, hd::MoeItem& it, int& part, int64_t& row0,
+                                          const uint8_t* (&rows)[R], int32_t (&slot)[NC], int64_t (&arow)[NC]) {
+  if (int(blockIdx.y) >= *a.n_items) return false;
+  it = a.items[blockIdx.y];
+  const int64_t per_part = int64_t(gridDim.x) / a.n_parts;
+  part = int(blockIdx.x / per_part);
+  row0 = ((int64_t(blockIdx.x) % per_part) * kWarps + threadIdx.x / 32) * R;
+  if (row0 >= a.n_out) return false;
+  const uint8_t* w = a.base[part] + size_t(it.expert) * a.expert_stride;
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = w + size_t(min(row0 + r, a.n_out - 1)) * a.row_stride;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    slot[c] = a.perm[it.first + min(c, it.count - 1)];  // columns past count repeat the last
+    arow[c] = slot[c] / a.col_div;
+  }
+  return true;
+}
+
+// Every lane holds every sum after warp_sum; lane r * NC + c stores (row0 + r, column c) + bias.
+template <int R, int NC>
+__device__ __forceinline__ void store(const MatArgs& a, const hd::MoeItem& it, int part, int64_t row0,
+                                      const int32_t (&slot)[NC], float (&acc)[R][NC]) {
+  const int lane = int(threadIdx.x % 32);
+  const float* bias = a.bias[part];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      float v = warp_sum(acc[r][c]);
+      if (lane == r * NC + c && c < it.count && row0 + r < a.n_out) {
+        if (bias) v = hd::fadd(v, bias[int64_t(it.expert) * a.n_out + row0 + r]);
+        a.y[part][int64_t(slot[c]) * a.n_out + row0 + r] = v;
+      }
+    }
+  }
+}
+
+// Quantized experts: lane_dot_q's unit walk (matmul_cuda_dot.cuh) with one activation row per column.
+template <class T, int NC, int A>
+__global__ void __launch_bounds__(kThreads) moe_matvec_q_kernel(MatArgs a) {
+  constexpr int R = hd::rows_per_warp_q<T, NC>();
+  hd::MoeItem it;
+  int part;
+  int64_t row0;
+  const uint8_t* rows[R];
+  int32_t slot[NC];
+  int64_t arow[NC];
+  if (!warp_work<R, NC>(a, it, part, row0, rows, slot, arow)) return;
+  const int lane = int(threadIdx.x % 32);
+  const int64_t n_blocks_x = a.n_in / hd::kActBlock;
+  const int64_t n_units = a.n_in / T::kBlockValues * T::kParts;
+  float acc[R][NC] = {};
+  for (int64_t u = lane; u < n_units; u += 32) {
+    const int64_t blk = u / T::kParts;
+    const int p = int(u % T::kParts);
+    typename T::Unit wu[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) T::template load<A>(rows[r] + blk * T::kBlockBytes, p, wu[r]);
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {  // unit_step's order: column by column, rows inside
+      hd::XUnit<T> xu;
+      hd::load_x<T>(a.xq + arow[c] * a.n_in, a.xs + arow[c] * n_blocks_x, blk, p, xu);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][c] = hd::unit_dot<T>(wu[r], xu, acc[r][c]);
+    }
+  }
+  store<R, NC>(a, it, part, row0, slot, acc);
+}
+
+// Float experts: lane_dot_f's arithmetic (units in order, one fma per value) on padded f32 rows.
+template <class F, int NC>
+__global__ void __launch_bounds__(kThreads) moe_matvec_f_kernel(MatArgs a) {
+  constexpr int R = hd::rows_per_warp_f<F, NC>();
+  constexpr int V = F::kValues;
+  hd::MoeItem it;
+  int part;
+  int64_t row0;
+  const uint8_t* rows[R];
+  int32_t slot[NC];
+  int64_t arow[NC];
+  if (!warp_work<R, NC>(a, it, part, row0, rows, slot, arow)) return;
+  const int lane = int(threadIdx.x % 32);
+  const int64_t n_units = (a.n_in + V - 1) / V;
+  float acc[R][NC] = {};
+  for (int64_t u = lane; u < n_units; u += 32) {
+    hd::FUnit<V> wu[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) hd::load_float_unit<F, false>(rows[r], u, a.n_in, wu[r]);
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      hd::XFCols<V, 1> x;
+      hd::load_xf_cols<V, 1>(a.xf + arow[c] * a.ldx, a.ldx, u, 1, x);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[r][c] = hd::fma(wu[r].w[i], x.v[0][i], acc[r][c]);
+      }
+    }
+  }
+  store<R, NC>(a, it, part, row0, slot, acc);
+}
+
+// ---- activation, slot sum ------------------------------------------------------------------
+
+// h = act(g, u) of every slot as 8-bit activations of the down mat-vec: one warp per block of 32.
+__global__ void moe_act_q_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n_blocks,
+                                 bool clamped, float alpha, float limit, int8_t* __restrict__ qs,
+                                 hd::ActScale* __restrict__ s) {
+  const int64_t b = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (b >= n_blocks) return;
+  const int lane = int(threadIdx.x % 32);
+  const int64_t i = b * 32 + lane;
+  quantize_act_block_warp(hd::moe_act(g[i], u[i], clamped, alpha, limit), lane, qs + b * 32, s + b);
+}
+
+// The same as f32 rows padded with zeros to ldh values (float down matrices).
+__global__ void moe_act_f_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t n_ff, int64_t ldh,
+                                 int64_t total, bool clamped, float alpha, float limit, float* __restrict__ h) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t slot = i / ldh, c = i % ldh;
+    h[i] = c < n_ff ? hd::moe_act(g[slot * n_ff + c], u[slot * n_ff + c], clamped, alpha, limit) : 0.0f;
+  }
+}
+
+__global__ void moe_slot_sum_kernel(const float* __restrict__ y, const int32_t* __restrict__ ids,
+                                    const float* __restrict__ weights, int n, int k, int ne, int64_t n_embd,
+                                    float* __restrict__ out) {
+  const int64_t total = int64_t(n) * n_embd;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / n_embd, c = i % n_embd;
+    float o = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const int64_t slot = t * k + j;
+      const int e = ids[slot];
+      if (e < 0 || e >= ne) {
+        o = __int_as_float(0x7fc00000);
+        break;
+      }
+      o = hd::slot_sum_step(o, weights[slot], y[slot * n_embd + c], j);
+    }
+    out[i] = o;
+  }
+}
+
+// ---- launchers -------------------------------------------------------------------------------
+
+template <class Fn>
+void by_width(int ncols, Fn&& fn) {
+  if (ncols == 1) fn(std::integral_constant<int, 1>{});
+  else if (ncols == 2) fn(std::integral_constant<int, 2>{});
+  else if (ncols <= 4) fn(std::integral_constant<int, 4>{});
+  else fn(std::integral_constant<int, 8>{});
+}
+
+// Launches the mat-vec of a (parts share stack geometry and type) over max_items items, NC columns.
+template <int NC>
+void launch_mat(const ExpertStack& st, MatArgs a, int64_t max_items, cudaStream_t s) {
+  a.expert_stride = st.expert_stride;
+  a.row_stride = st.row_stride;
+  a.n_out = st.n_out;
+  a.n_in = st.n_in;
+  // Every row is at base[p] + e * expert_stride (a multiple of 16) + o * row_stride.
+  int align = 16;
+  for (int p = 0; p < a.n_parts; ++p)
+    align = std::min(align, hd::common_alignment(reinterpret_cast<uintptr_t>(a.base[p]), st.row_stride));
+  check(max_items <= 65535, "CUDA moe_experts: ", max_items, " work items (at most 65535 per launch)");
+  const bool q = hd::visit_quant_decoder(st.type, [&](auto dec) {
+    using T = decltype(dec);
+    constexpr int R = hd::rows_per_warp_q<T, NC>();
+    const int64_t blocks = (st.n_out + int64_t(kWarps) * R - 1) / (int64_t(kWarps) * R);
+    const dim3 grid(unsigned(blocks * a.n_parts), unsigned(max_items));
+    if (T::kMaxAlign > 2 && align >= T::kMaxAlign)
+      moe_matvec_q_kernel<T, NC, (T::kMaxAlign > 2 ? T::kMaxAlign : 2)><<<grid, kThreads, 0, s>>>(a);
+    else
+      moe_matvec_q_kernel<T, NC, 2><<<grid, kThreads, 0, s>>>(a);
+  });
+  if (!q) {
+    const bool f = hd::visit_float_decoder(st.type, [&](auto dec) {
+      using F = decltype(dec);
+      constexpr int R = hd::rows_per_warp_f<F, NC>();
+      const int64_t blocks = (st.n_out + int64_t(kWarps) * R - 1) / (int64_t(kWarps) * R);
+      const dim3 grid(unsigned(blocks * a.n_parts), unsigned(max_items));
+      moe_matvec_f_kernel<F, NC><<<grid, kThreads, 0, s>>>(a);
+    });
+    check(f, "CUDA moe_experts: no kernel for ", dtype_name(st.type), " experts");
+  }
+  POLYKV_CUDA_LAUNCHED();
+}
+
+bool same_geometry(const ExpertStack& a, const ExpertStack& b) {
+  return a.type == b.type && a.n_in == b.n_in && a.n_out == b.n_out && a.row_stride == b.row_stride &&
+         a.expert_stride == b.expert_stride && a.n_expert == b.n_expert;
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights, cudaStream_t s) {
+  check(r.n_used >= 1 && r.n_used <= r.n_expert, "moe_route: ", r.n_used, " experts per token out of ", r.n_expert);
+  check(r.n_used <= 32, "CUDA moe_route: at most 32 experts per token (", r.n_used, ")");
+  if (n <= 0) return;
+  moe_route_kernel<<<unsigned((n + kWarps - 1) / kWarps), kThreads, 0, s>>>(
+      logits, n, r.n_expert, r.n_used, r.gating == MoeGating::SoftmaxTopK, ids, weights);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols, cudaStream_t s) {
+  const int64_t total = int64_t(rows) * cols;
+  if (total <= 0) return;
+  add_sigmoid_gated_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(x, y, g, total, cols);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+size_t expert_stack_stride(const WeightMatrix& host) { return round_up(host.row_stride * size_t(host.n_out), 16); }
+
+ExpertStack expert_stack(const std::vector<WeightMatrix>& experts) {
+  check(!experts.empty(), "CUDA moe_experts: no experts");
+  const WeightMatrix& w0 = experts[0];
+  ExpertStack st;
+  st.type = w0.type;
+  st.n_in = w0.n_in;
+  st.n_out = w0.n_out;
+  st.row_stride = w0.row_stride;
+  st.base = static_cast<const uint8_t*>(w0.data);
+  st.n_expert = int(experts.size());
+  st.expert_stride = experts.size() > 1 ? size_t(static_cast<const uint8_t*>(experts[1].data) - st.base) : 0;
+  check(has_weight_kernels(st.type), "CUDA moe_experts: no kernels for ", dtype_name(st.type), " experts");
+  check(st.n_in > 0 && st.n_out > 0 && st.n_in % dtype_info(st.type).block_size == 0,
+        "CUDA moe_experts: bad expert shape ", st.n_out, "x", st.n_in);
+  check(is_float_weight(st.type) || st.n_in % hd::kActBlock == 0, "CUDA moe_experts: n_in ", st.n_in,
+        " is not a multiple of 32");
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const WeightMatrix& w = experts[e];
+    check(w.layout == WeightLayout::Rows && w.type == st.type && w.n_in == st.n_in && w.n_out == st.n_out &&
+              w.row_stride == st.row_stride && static_cast<const uint8_t*>(w.data) == st.base + e * st.expert_stride,
+          "CUDA moe_experts: the experts are not one stack (upload them with Backend::upload_experts)");
+  }
+  const int need = st.type == DType::F32 ? 4 : st.type == DType::MXFP4 ? 1 : 2;
+  check(hd::common_alignment(reinterpret_cast<uintptr_t>(st.base), st.row_stride) >= need &&
+            (st.expert_stride % 16) == 0,
+        "CUDA moe_experts: misaligned expert rows");
+  return st;
+}
+
+void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
+                 float* out, CudaContext& ctx) {
+  check(n >= 0 && k >= 1 && k <= w.n_expert(), "moe_experts: ", k, " experts per token out of ", w.n_expert());
+  if (n == 0) return;
+  const ExpertStack gs = expert_stack(w.gate), us = expert_stack(w.up), ds = expert_stack(w.down);
+  const int ne = w.n_expert(), E = w.n_embd, F = w.n_ff;
+  check(gs.n_in == E && gs.n_out == F && us.n_in == E && us.n_out == F && ds.n_in == F && ds.n_out == E &&
+            int(w.up.size()) == ne && int(w.down.size()) == ne,
+        "CUDA moe_experts: expert shapes do not match n_embd ", E, " / n_ff ", F);
+  check(is_float_weight(gs.type) == is_float_weight(us.type), "CUDA moe_experts: gate and up of different kinds");
+  check(ne <= 8192, "CUDA moe_experts: at most 8192 experts (", ne, ")");
+  const cudaStream_t s = ctx.stream();
+  const int64_t n_slots = int64_t(n) * k;
+  // Column width of the mat-vecs: an expert gets at most n pairs (a token picks it once).
+  const int width = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
+  const int64_t max_items = hd::moe_items_bound(n_slots, ne, width);
+
+  // Scratch (Scratch::Moe): perm, items, n_items, g, u, h (down's activations), y.
+  const bool down_f = is_float_weight(ds.type);
+  const int64_t ldh = int64_t(round_up(size_t(F), 8));
+  const size_t sz_perm = round_up(size_t(n_slots) * 4, 256), sz_items = round_up(size_t(max_items) * 16, 256),
+               sz_n = 256, sz_gu = round_up(size_t(n_slots) * size_t(F) * 4, 256),
+               sz_hq = down_f ? round_up(size_t(n_slots) * size_t(ldh) * 4, 256)
+                              : round_up(size_t(n_slots) * size_t(F), 256) +
+                                    round_up(size_t(n_slots) * size_t(F / hd::kActBlock) * sizeof(hd::ActScale), 256),
+               sz_y = round_up(size_t(n_slots) * size_t(E) * 4, 256);
+  uint8_t* p = static_cast<uint8_t*>(ctx.scratch(Scratch::Moe, sz_perm + sz_items + sz_n + 2 * sz_gu + sz_hq + sz_y));
+  auto* perm = reinterpret_cast<int32_t*>(p);
+  auto* items = reinterpret_cast<hd::MoeItem*>(p + sz_perm);
+  auto* n_items = reinterpret_cast<int32_t*>(p + sz_perm + sz_items);
+  auto* g = reinterpret_cast<float*>(p + sz_perm + sz_items + sz_n);
+  auto* u = g + sz_gu / 4;
+  uint8_t* h = p + sz_perm + sz_items + sz_n + 2 * sz_gu;
+  auto* y = reinterpret_cast<float*>(h + sz_hq);
+
+  // 1. grouping
+  moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, width, perm,
+                                                                            items, n_items);
+  POLYKV_CUDA_LAUNCHED();
+  // 2. x's activations (before anything writes out, which may alias x)
+  const ActView ax = prepare_acts(w.gate[0], x, n, ctx);
+  // 3. gate and up
+  MatArgs a{};
+  a.xq = ax.qs;
+  a.xs = ax.s;
+  a.xf = ax.xf;
+  a.ldx = ax.ldx;
+  a.perm = perm;
+  a.items = items;
+  a.n_items = n_items;
+  a.col_div = k;
+  const bool together = same_geometry(gs, us);
+  by_width(width, [&](auto nc) {
+    constexpr int NC = decltype(nc)::value;
+    if (together) {
+      MatArgs b = a;
+      b.n_parts = 2;
+      b.base[0] = gs.base;
+      b.base[1] = us.base;
+      b.bias[0] = w.gate_bias;
+      b.bias[1] = w.up_bias;
+      b.y[0] = g;
+      b.y[1] = u;
+      launch_mat<NC>(gs, b, max_items, s);
+    } else {
+      MatArgs b = a;
+      b.n_parts = 1;
+      b.base[0] = b.base[1] = gs.base;
+      b.bias[0] = b.bias[1] = w.gate_bias;
+      b.y[0] = b.y[1] = g;
+      launch_mat<NC>(gs, b, max_items, s);
+      MatArgs c = a;  // x's activations serve both (both quantized: the same 8-bit blocks; or both float)
+      c.n_parts = 1;
+      c.base[0] = c.base[1] = us.base;
+      c.bias[0] = c.bias[1] = w.up_bias;
+      c.y[0] = c.y[1] = u;
+      launch_mat<NC>(us, c, max_items, s);
+    }
+  });
+  // 4. activation -> the down mat-vec's input
+  const bool clamped = w.act == MoeActivation::SwiGLUClamped;
+  MatArgs d{};
+  d.perm = perm;
+  d.items = items;
+  d.n_items = n_items;
+  d.col_div = 1;
+  d.n_parts = 1;
+  d.base[0] = d.base[1] = ds.base;
+  d.bias[0] = d.bias[1] = w.down_bias;
+  d.y[0] = d.y[1] = y;
+  if (down_f) {
+    auto* hf = reinterpret_cast<float*>(h);
+    const int64_t total = n_slots * ldh;
+    moe_act_f_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(g, u, F, ldh, total, clamped, w.alpha, w.limit,
+                                                                    hf);
+    d.xf = hf;
+    d.ldx = ldh;
+  } else {
+    auto* hq = reinterpret_cast<int8_t*>(h);
+    auto* hs = reinterpret_cast<hd::ActScale*>(h + round_up(size_t(n_slots) * size_t(F), 256));
+    const int64_t n_blocks = n_slots * (F / hd::kActBlock);
+    moe_act_q_kernel<<<unsigned((n_blocks + kWarps - 1) / kWarps), kThreads, 0, s>>>(g, u, n_blocks, clamped,
+                                                                                       w.alpha, w.limit, hq, hs);
+    d.xq = hq;
+    d.xs = hs;
+  }
+  POLYKV_CUDA_LAUNCHED();
+  // 5. down
+  by_width(width, [&](auto nc) { launch_mat<decltype(nc)::value>(ds, d, max_items, s); });
+  // 6. the slot sum
+  const int64_t total = int64_t(n) * E;
+  moe_slot_sum_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(y, ids, weights, n, k, ne, E, out);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+}  // namespace polykv::cuda

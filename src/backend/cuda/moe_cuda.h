@@ -1,0 +1,57 @@
+// Mixture-of-experts ops on the GPU (backend/backend.h moe_route / moe_experts / add_sigmoid_gated;
+// the CPU reference is backend/cpu/moe_cpu.h). Host-clean: cuda_backend.cpp and the tests include it.
+//
+// moe_experts never copies anything to the host (no sync: decode steps stay in CUDA graphs):
+//   1. group (one block): counts of the step's (token, slot) pairs per expert, a permutation of the
+//      slots grouped by expert, and work items (expert, up to C pairs), all in device memory;
+//   2. x's activations prepared once (8-bit blocks, or padded f32 for float experts), as matmul does;
+//   3. gate and up of every item: a mat-vec kernel (grid: row blocks x items) that reads the item's
+//      expert id on the device and its rows at base + e * expert_stride, for the item's columns
+//      (gathered token rows), + expert biases -> g, u [slot][n_ff];
+//   4. h = act(g, u) per slot (SwiGLU or gpt-oss's clamped form), written as the down mat-vec's
+//      activations directly;
+//   5. down of every item, + its bias -> y [slot][n_embd];
+//   6. out[t] = Σ_j w[t][j] y[t k + j] in slot order.
+// Decode and prefill run the same kernels (C = the kernel's column width, 8 for n >= 5): only the
+// experts some row chose are read, each once per item (items of one expert hold C pairs each).
+// Invariance: a (row, column) dot is the mat-vec kernels' fixed sequence (matmul_cuda_dot.cuh) for any
+// column width or grouping, and the slot sum has a fixed order, so a token's output is the same bits
+// whatever else is in the step; and the same bits as cuda::matvec on that expert's rows.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/cuda_context.h"
+#include "backend/moe.h"
+
+namespace polykv::cuda {
+
+// Routing of n rows (backend.h moe_route): one warp per row; r.n_used <= 32.
+void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights, cudaStream_t s);
+
+// x[r][c] += sigmoid(g[r]) * y[r][c].
+void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols, cudaStream_t s);
+
+// The n_expert slices of one expert tensor as moe_experts reads them: expert e's rows at
+// base + e * expert_stride (ggml rows, WeightLayout::Rows), each row_stride bytes apart.
+struct ExpertStack {
+  DType type = DType::F32;
+  int64_t n_in = 0, n_out = 0;
+  size_t row_stride = 0, expert_stride = 0;
+  const uint8_t* base = nullptr;
+  int n_expert = 0;
+};
+// Throws Error unless the slices are such a stack of a type the kernels take (upload_expert_stack's
+// layout).
+ExpertStack expert_stack(const std::vector<WeightMatrix>& experts);
+// Byte distance between experts in an uploaded stack (a multiple of 16) and the slack after the last.
+size_t expert_stack_stride(const WeightMatrix& host);
+constexpr size_t kExpertStackSlack = 16;
+
+// backend.h moe_experts: x, out device [n][w.n_embd] (out may alias x), ids / weights device [n][k].
+// An expert index outside [0, n_expert) makes that token's row NaN.
+void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
+                 float* out, CudaContext& ctx);
+
+}  // namespace polykv::cuda
