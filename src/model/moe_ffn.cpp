@@ -63,8 +63,9 @@ void check_backend_runs(const ModelConfig& c, const Backend& backend) {
   if (backend.kind() == DeviceKind::Cpu) return;
   check(!c.moe.enabled(), "the ", backend.describe(), " backend does not run mixture-of-experts models (",
         c.arch, ") yet: use --device cpu");
-  check(!c.attn_sinks && c.rope_freq_divisors.empty() && !c.o_bias, "the ", backend.describe(),
-        " backend does not run ", c.arch, " attention (sinks, YaRN, output bias) yet: use --device cpu");
+  // gpt-oss attention (sinks, YaRN, output bias, alternating sliding window) runs on every backend:
+  // sinks are AttentionParams::sinks (the CUDA kernels add them where a row is finalized), YaRN is the
+  // host-computed inv_freq and attn_scale, the output bias is add_bias.
 }
 
 }  // namespace polykv

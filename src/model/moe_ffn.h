@@ -39,8 +39,8 @@ class MoeWorkspace {
 void moe_ffn(Backend& be, const ModelConfig& c, const DeviceMoeWeights& w, const float* h, int n, MoeWorkspace& ws,
              float* out);
 
-// Throws Error when `backend` cannot run c (today: only the CPU backend has the MoE ops and attention
-// sinks), so that loading such a model elsewhere fails clearly before any weight is uploaded.
+// Throws Error when `backend` cannot run c (today: only the CPU backend has the MoE ops), so that
+// loading such a model elsewhere fails clearly before any weight is uploaded.
 void check_backend_runs(const ModelConfig& c, const Backend& backend);
 
 }  // namespace polykv
