@@ -26,10 +26,14 @@
 
 #include "../test_util.h"
 #include "backend/backend.h"
+#include "backend/cpu/ops.h"
+#include "backend/cuda/ops_cuda_fused.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
 #include "engine/sequence_kv.h"
 #include "model/model.h"
+#include "model/moe_config.h"
+#include "ops_cuda_test.h"
 
 namespace polykv {
 namespace {
@@ -154,6 +158,53 @@ TEST(GptOssCuda, LogitsMatchTransformersAndTheCpuBackend) {
       expect_close("cuda " + types + mode + " vs cpu", compare(g, c, V), kv.max_diff, kv.min_top1);
     }
   }
+}
+
+// gpt-oss's YaRN rope on the GPU: the frequencies as Model computes them (theta^(-2i/d) / the YaRN
+// divisors; gpt-oss-20b: theta 150000, factor 32, original context 4096, head_dim 64, NeoX) through the
+// fused rope_qk the model calls, against the CPU's rope, at positions up to 131071. The attention
+// factor (mscale^2) is part of attn_scale, which the attention kernels apply (CudaAttentionSinks.*).
+TEST(GptOssCuda, YarnRopeMatchesCpu) {
+  POLYKV_REQUIRE_GPU();
+  constexpr int kHeadDim = 64, kRot = 64, kHeads = 64, kHeadsKv = 8, kRows = 37;
+  constexpr float kTheta = 150000.0f;
+  YarnRope y;
+  y.factor = 32.0f;
+  y.orig_ctx = 4096;
+  const std::vector<float> div = y.freq_divisors(kTheta, kRot);
+  std::vector<float> inv_freq(size_t(kRot / 2));
+  for (int i = 0; i < kRot / 2; ++i)
+    inv_freq[size_t(i)] = 1.0f / std::pow(kTheta, float(2 * i) / float(kRot)) / div[size_t(i)];
+  std::vector<int32_t> pos(size_t(kRows));
+  for (int r = 0; r < kRows; ++r) pos[size_t(r)] = int32_t((r * 104729 + 5) % 131072);
+  pos[0] = 0, pos[1] = 131071;
+  const auto q = test::gpu_randn(size_t(kRows) * kHeads * kHeadDim, 71), k = test::gpu_randn(size_t(kRows) * kHeadsKv * kHeadDim, 72);
+  auto want_q = q, want_k = k;
+  for (int r = 0; r < kRows; ++r) {
+    rope(want_q.data() + size_t(r) * kHeads * kHeadDim, kHeads, kHeadDim, kRot, pos[size_t(r)], inv_freq.data(), 1.0f,
+         RopeStyle::Neox);
+    rope(want_k.data() + size_t(r) * kHeadsKv * kHeadDim, kHeadsKv, kHeadDim, kRot, pos[size_t(r)], inv_freq.data(),
+         1.0f, RopeStyle::Neox);
+  }
+  // Per element: 1e-6 of its pair's magnitude (ops_cuda_test.cpp's rope bound).
+  const auto tol_of = [&](const std::vector<float>& x) {
+    std::vector<float> t(x.size());
+    for (size_t h = 0; h < x.size() / kHeadDim; ++h)
+      for (int i = 0; i < kRot / 2; ++i) {
+        const float m = 1e-6f * (std::fabs(x[h * kHeadDim + size_t(i)]) + std::fabs(x[h * kHeadDim + size_t(i + kRot / 2)]));
+        t[h * kHeadDim + size_t(i)] = t[h * kHeadDim + size_t(i + kRot / 2)] = m;
+      }
+    return t;
+  };
+  const auto tq = tol_of(q), tk = tol_of(k);
+  test::DeviceFloats dq(q), dk(k), df(inv_freq);
+  test::DeviceInts dpos(pos);
+  cuda::rope_qk(dq.get(), kHeads, dk.get(), kHeadsKv, kRows, kHeadDim, kRot, dpos.get(), df.get(), 1.0f, RopeStyle::Neox,
+                nullptr);
+  EXPECT_TRUE(test::close_to(dq.download(), want_q, 0.0, 0.0, "YaRN rope_qk q", &tq));
+  EXPECT_TRUE(test::close_to(dk.download(), want_k, 0.0, 0.0, "YaRN rope_qk k", &tk));
+  EXPECT_TRUE(dq.guard_intact("YaRN rope_qk q"));
+  EXPECT_TRUE(dk.guard_intact("YaRN rope_qk k"));
 }
 
 }  // namespace
