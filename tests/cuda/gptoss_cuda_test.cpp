@@ -172,10 +172,10 @@ TEST(GptOssCuda, YarnRopeMatchesCpu) {
   y.factor = 32.0f;
   y.orig_ctx = 4096;
   const std::vector<float> div = y.freq_divisors(kTheta, kRot);
-  std::vector<float> inv_freq(size_t(kRot / 2));
+  std::vector<float> inv_freq(static_cast<size_t>(kRot / 2));
   for (int i = 0; i < kRot / 2; ++i)
     inv_freq[size_t(i)] = 1.0f / std::pow(kTheta, float(2 * i) / float(kRot)) / div[size_t(i)];
-  std::vector<int32_t> pos(size_t(kRows));
+  std::vector<int32_t> pos(static_cast<size_t>(kRows));
   for (int r = 0; r < kRows; ++r) pos[size_t(r)] = int32_t((r * 104729 + 5) % 131072);
   pos[0] = 0, pos[1] = 131071;
   const auto q = test::gpu_randn(size_t(kRows) * kHeads * kHeadDim, 71), k = test::gpu_randn(size_t(kRows) * kHeadsKv * kHeadDim, 72);
