@@ -645,12 +645,14 @@ void expect_sinks_ok(Case c) {
   expect_ok(c, attn::Kernel::Decode, true);
   c.seqs = {{0, 1}, {100, 1}}, c.seed += 1000;  // bound <= 256: one split, no merge
   expect_ok(c, attn::Kernel::Decode, true);
-  c.seqs = {{150, 40}}, c.seed += 1000;  // prefill, two key splits merged
+  c.seqs = {{150, 20}}, c.seed += 1000;  // prefill, two key splits merged
   expect_ok(c, attn::Kernel::Tiled, true);
   c.seqs = {{0, 37}}, c.seed += 1000;  // prefill without splits: the kernel writes the rows
   expect_ok(c, attn::Kernel::Tiled, false);
-  c.seqs = {{150, 2}, {3, 2}}, c.seed += 1000;  // the small tiled shape
+  c.seqs = {{150, 2}, {3, 2}}, c.seed += 1000;  // the small tiled shape, split
   expect_ok(c, attn::Kernel::Tiled, true);
+  c.seqs = {{40, 2}, {3, 2}}, c.seed += 1000;  // the small tiled shape, one split
+  expect_ok(c, attn::Kernel::Tiled, false);
 }
 
 TEST(CudaAttentionEmulation, SinksEveryPath) {
@@ -658,6 +660,7 @@ TEST(CudaAttentionEmulation, SinksEveryPath) {
   const std::pair<KvType, KvType> pairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::F16, KvType::F16}};
   for (int hd : {64, 128})
     for (const auto& [kt, vt] : pairs) {
+      if (hd == 128 && kt == KvType::F16) continue;  // (time: the emulation is slow)
       Case c;
       c.kt = kt, c.vt = vt, c.head_dim = hd, c.n_head_kv = 2, c.group = 8, c.block_tokens = 16, c.seed = seed++;
       expect_sinks_ok(c);
@@ -679,7 +682,7 @@ TEST(CudaAttentionEmulation, SinksWithSlidingWindows) {
   c.window = 7, c.seed = seed++;
   c.seqs = {{0, 1}, {299, 1}, {40, 1}};
   expect_ok(c, attn::Kernel::Decode, true);
-  c.seqs = {{150, 40}}, c.seed = seed++;
+  c.seqs = {{150, 20}}, c.seed = seed++;
   expect_ok(c, attn::Kernel::Tiled, true);
 }
 
@@ -696,15 +699,13 @@ TEST(CudaAttentionEmulation, SinksSharedPrefix) {
   expect_ok(c, attn::Kernel::Tiled, true);
   c.window = 128, c.seed = seed++;
   expect_ok(c, attn::Kernel::Tiled, true);
-  for (int hd : {64, 128}) {
-    Case p = prefix_case(KvType::Q8_0, KvType::Turbo3T, hd, 20, 19, 1, seed++);  // 80 rows: wide with Wide
-    p.sinks = true;
-    expect_prefix_ok(p);
-    p = prefix_case(KvType::F16, KvType::F16, hd, 5, 20, 3, seed++);  // 60 rows: the 64-row kernel
-    p.sinks = true;
-    p.window = 7;
-    expect_prefix_ok(p);
-  }
+  Case p = prefix_case(KvType::Q8_0, KvType::Turbo3T, 64, 20, 19, 1, seed++);  // 80 rows: wide with Wide
+  p.sinks = true;
+  expect_prefix_ok(p);
+  p = prefix_case(KvType::F16, KvType::F16, 128, 5, 20, 3, seed++);  // 60 rows: the 64-row kernel
+  p.sinks = true;
+  p.window = 7;
+  expect_prefix_ok(p);
 }
 
 }  // namespace
