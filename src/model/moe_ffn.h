@@ -39,9 +39,8 @@ class MoeWorkspace {
 void moe_ffn(Backend& be, const ModelConfig& c, const DeviceMoeWeights& w, const float* h, int n, MoeWorkspace& ws,
              float* out);
 
-// Throws Error when `backend` cannot run c (today: only the CPU backend has attention sinks, YaRN and
-// the output bias of gpt-oss; CPU and CUDA have the MoE ops), so that loading such a model elsewhere
-// fails clearly before any weight is uploaded.
+// Throws Error when `backend` cannot run c, so that loading such a model elsewhere fails clearly before
+// any weight is uploaded (today CPU and CUDA run every MoE and gpt-oss feature: nothing is refused).
 void check_backend_runs(const ModelConfig& c, const Backend& backend);
 
 }  // namespace polykv

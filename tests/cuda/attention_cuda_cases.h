@@ -62,13 +62,14 @@ struct Case {
   std::vector<PrefixGroup> prefix;  // shared prefixes passed to the kernels (empty: none)
   int extra_prefix_groups = 0;      // empty groups added after them (a graph sized for more)
   uint32_t seed = 1;
+  bool sinks = false;  // attention sinks (gpt-oss): one random logit per query head (make_sinks)
 };
 
 inline std::string describe(const Case& c) {
   std::ostringstream s;
   s << "K " << kv_type_name(c.kt) << " V " << kv_type_name(c.vt) << " hd " << c.head_dim << " kv_heads "
     << c.n_head_kv << " group " << c.group << " block " << c.block_tokens << " window " << c.window << " softcap "
-    << c.softcap << " bounds +" << c.extra_kv_bound << "/+" << c.extra_nq_bound << " seqs [";
+    << c.softcap << (c.sinks ? " sinks" : "") << " bounds +" << c.extra_kv_bound << "/+" << c.extra_nq_bound << " seqs [";
   for (const SeqSpec& q : c.seqs)
     s << " (pos0 " << q.pos0 << " n_q " << q.n_q
       << (q.share_with >= 0 ? " shares " + std::to_string(q.share_blocks) + " blocks of " + std::to_string(q.share_with)
@@ -83,6 +84,20 @@ inline std::string describe(const Case& c) {
   return s.str();
 }
 
+// Attention sinks for n_head query heads: mostly in the range of the scores (-3 .. 6: the sink takes
+// from a few percent to most of a row's weight, the more so at small depths), and three extremes:
+// head 0 far above every score (its output is tiny: the overflow-safe formula), head 1 far below
+// (no effect), head 2 exactly 0.
+inline std::vector<float> make_sinks(int n_head, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-3.0f, 6.0f);
+  std::vector<float> s(static_cast<size_t>(n_head));
+  for (float& x : s) x = u(rng);
+  if (n_head > 0) s[0] = 30.0f;
+  if (n_head > 1) s[1] = -40.0f;
+  if (n_head > 2) s[2] = 0.0f;
+  return s;
+}
+
 // A case in host memory.
 struct Fixture {
   Case c;
@@ -94,6 +109,7 @@ struct Fixture {
   std::vector<int32_t> flat, table_start, pos0, n_q, row0;  // the AttentionBatchDevice arrays
   std::vector<int32_t> prefix_seq0, prefix_n_seq, prefix_blocks;
   std::vector<float> q;                                     // [total_rows][n_head][head_dim]
+  std::vector<float> sinks;                                 // [n_head] when c.sinks (p.sinks points here)
   cuda::KvLayerDevice L;                                    // host pointers into *store
   cuda::AttentionBatchDevice b;                             // host pointers into the vectors above
   AttentionParams p;
@@ -233,6 +249,10 @@ inline std::unique_ptr<Fixture> build(const Case& c) {
   f->p.scale = 1.0f / std::sqrt(float(hd));
   f->p.softcap = c.softcap;
   f->p.window = c.window;
+  if (c.sinks) {
+    f->sinks = make_sinks(f->n_head, rng);
+    f->p.sinks = f->sinks.data();
+  }
   return f;
 }
 

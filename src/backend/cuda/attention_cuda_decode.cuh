@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
       L += ws * st_ml[(s * R + r) * 2 + 1];
     }
     if (!partial) {
-      Qs[r * LD + d] = qhi[r] >= 0 ? o / L : 0.0f;
+      Qs[r * LD + d] = qhi[r] >= 0 ? decode_output(a, w, r, o, L, st_ml, NS) : 0.0f;
     } else if (qhi[r] >= 0) {
       a.part_o[(blk * R + r) * HD + d] = o;
       if (d == 0) {

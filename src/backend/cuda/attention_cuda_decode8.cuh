@@ -93,7 +93,7 @@ __device__ void fold_slots(const Args& a, const Work& w, int ns, float* Qs, int 
       L += ws * st_ml[(s * R + r) * 2 + 1];
     }
     if (!partial) {
-      Qs[r * ld + d] = qhi[r] >= 0 ? o / L : 0.0f;
+      Qs[r * ld + d] = qhi[r] >= 0 ? decode_output(a, w, r, o, L, st_ml, ns) : 0.0f;
     } else if (qhi[r] >= 0) {
       a.part_o[(blk * R + r) * HD + d] = o;
       if (d == 0) {

@@ -292,6 +292,30 @@ __device__ void write_outputs(const Args& a, const Work& w, int rows, float* O, 
   }
 }
 
+// The factor that turns a row's accumulator into its output: 1 / (l + exp(sink - m)) with the sink of
+// query head h when the call has sinks (a.sinks, gpt-oss), else 1 / l. m: the max of the row's scores
+// over ALL its visible keys, l: the sum of exp(score - m) over them (every split and the prefix pass
+// already folded), so the sink joins the denominator exactly once per row: wherever the row is
+// finalized (merge_kernel, or a block that writes its outputs itself: one split, no shared prefix),
+// never in a partial. Computed against max(m, sink) so that nothing overflows (the CPU's formula,
+// attn::write_rows); a row with no visible key (m = -inf, l = 0) gets 0.
+__device__ __forceinline__ float row_norm(const Args& a, int h, float m, float l) {
+  if (!a.sinks) return 1.0f / l;
+  const float s = a.sinks[h], M = fmaxf(m, s), e = expf(m - M);
+  return e / (l * e + expf(s - M));
+}
+
+// The decode kernels' end (no partials): the output value of row r from its slot states st_ml
+// [ns][kDecodeRows][2] (m, l) folded against their max into o and L: o / L, or with sinks
+// o * row_norm against that max.
+__device__ __forceinline__ float decode_output(const Args& a, const Work& w, int r, float o, float L,
+                                               const float* st_ml, int ns) {
+  if (!a.sinks) return o / L;
+  float M = -INFINITY;
+  for (int s = 0; s < ns; ++s) M = fmaxf(M, st_ml[(s * kDecodeRows + r) * 2]);
+  return o * row_norm(a, w.g * a.group + w.j0 + r % a.gj, M, L);
+}
+
 // Index of this block's partial among the grid's blocks (the merge reads split s of (y, z) at
 // (z * gridDim.y + y) * n_splits + s).
 __device__ __forceinline__ size_t partial_index() {
@@ -446,9 +470,10 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
 
   if (!a.partial) {
     // Normalize into Qs (free now), rotate back for turbo V, write the block's rows.
+    const int h0 = w.g * a.group + w.j0;
     for (int i = 0; i < RM2; ++i) {
       const int r = ar * RM2 + i;
-      const float inv = qhi[r] >= 0 ? 1.0f / l_s[r] : 0.0f;
+      const float inv = qhi[r] >= 0 ? row_norm(a, h0 + r % a.gj, m_s[r], l_s[r]) : 0.0f;
       float4* o = reinterpret_cast<float4*>(Qs + r * LD + ad * 8);
       o[0] = make_float4(acc[i][0] * inv, acc[i][1] * inv, acc[i][2] * inv, acc[i][3] * inv);
       o[1] = make_float4(acc[i][4] * inv, acc[i][5] * inv, acc[i][6] * inv, acc[i][7] * inv);
@@ -532,7 +557,8 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   __syncthreads();
   float L = 0.0f;
   for (int e = 0; e < n; ++e) L += wts[e] * l_of(e);
-  const float inv = 1.0f / L;
+  const int h = w.g * a.group + w.j0 + jj;
+  const float inv = row_norm(a, h, M, L);  // the sink, if any: once, here (partials never hold it)
   for (int d = threadIdx.x; d < HD; d += kThreads) {
     float sum = 0.0f;
     for (int e = 0; e < n; ++e)
@@ -543,7 +569,6 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   if (kv_rotated(a.v_type)) fwht_rows<HD>(o, HD, 1, false);
   int pos, row;
   block_token(a, w, t, pos, row);
-  const int h = w.g * a.group + w.j0 + jj;
   for (int d = threadIdx.x; d < HD; d += kThreads) a.out[(size_t(row) * a.n_head + h) * HD + d] = o[d];
 }
 

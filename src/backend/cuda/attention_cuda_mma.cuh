@@ -258,7 +258,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const Args a
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
   if (!a.partial) {
     __syncthreads();  // every warp is done with the tiles: Qs (the same memory) takes the outputs
-    const float inv0 = qh0 >= 0 ? 1.0f / l0 : 0.0f, inv1 = qh1 >= 0 ? 1.0f / l1 : 0.0f;
+    const int h0 = w.g * a.group + w.j0;  // m0, m1: the rows' max over every key (quad-uniform)
+    const float inv0 = qh0 >= 0 ? row_norm(a, h0 + r0 % a.gj, m0, l0) : 0.0f;
+    const float inv1 = qh1 >= 0 ? row_norm(a, h0 + r1 % a.gj, m1, l1) : 0.0f;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       const int d = 8 * n + 2 * t4;

@@ -143,6 +143,9 @@ struct Args {
   int qt, qtiles;     // tokens per block (qt * gj <= rows), query tiles per sequence (host bound)
   float scale, softcap;
   int window;
+  // [n_head] attention sinks (AttentionParams::sinks, device memory) or nullptr: query head h's
+  // softmax denominator gets exp(sinks[h]) once, where the row is finalized (row_norm).
+  const float* sinks;
   // The batch (device arrays of AttentionBatchDevice).
   const int32_t *tables, *table_start, *pos0, *n_q, *row0;
   const float* q;  // [total_rows][n_head][head_dim], 16-byte aligned
@@ -333,6 +336,7 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.scale = p.scale;
   a.softcap = p.softcap;
   a.window = p.window;
+  a.sinks = p.sinks;
   a.tables = b.tables;
   a.table_start = b.table_start;
   a.pos0 = b.pos0;
