@@ -38,7 +38,7 @@ void column_rule_matches_cpu(int d, uint32_t seed) {
   SCOPED_TRACE(testing::Message() << "d " << d << " D " << D);
   std::mt19937 rng(seed);
   std::vector<float> S = randn(size_t(d) * d, rng, 0.3f), G = S;  // CPU state, GPU-style state
-  std::vector<float> tmp(size_t(d)), o_cpu(size_t(d)), o_gpu(size_t(d));
+  std::vector<float> tmp(static_cast<size_t>(d)), o_cpu(static_cast<size_t>(d)), o_gpu(static_cast<size_t>(d));
   for (int step = 0; step < 12; ++step) {
     const auto k = normalised(randn(size_t(d), rng), 1.0f), q = normalised(randn(size_t(d), rng), 1.0f / std::sqrt(float(d)));
     const auto v = randn(size_t(d), rng);
@@ -75,7 +75,7 @@ TEST(GdnCudaMath, ColumnRuleMatchesCpuTokenStep) {
 // rows of each piece advance with decay_dot / update_dot. Returns o_j; with q == nullptr, the replay.
 float split_column_step(float* col, int d, int split, const float* k, const float* q, float v, float decay, float beta) {
   const int r = d / split;
-  std::vector<float> part(size_t(split));
+  std::vector<float> part(static_cast<size_t>(split));
   auto butterfly = [&](std::vector<float> x) {  // lane h: sum over the group, as __shfl_xor rounds
     for (int o = 1; o < split; o <<= 1) {
       std::vector<float> y(x.size());
@@ -105,7 +105,7 @@ TEST(GdnCudaMath, SplitColumnsMatchCpuAndReplayToTheSameBits) {
     std::vector<float> A(S.size()), B(S.size());  // column-major copies: forward (with q) and replay
     for (int i = 0; i < d; ++i)
       for (int j = 0; j < d; ++j) A[size_t(j) * d + size_t(i)] = B[size_t(j) * d + size_t(i)] = S[size_t(i) * d + size_t(j)];
-    std::vector<float> tmp(size_t(d)), o(size_t(d));
+    std::vector<float> tmp(static_cast<size_t>(d)), o(static_cast<size_t>(d));
     for (int step = 0; step < 9; ++step) {
       const auto k = normalised(randn(size_t(d), rng), 1.0f), q = normalised(randn(size_t(d), rng), 0.125f);
       const auto v = randn(size_t(d), rng);
