@@ -118,14 +118,22 @@ TEST(HybridState, CopiedStateContinuesLikeTheOriginal) {
   EXPECT_EQ(f.step(a, 40, 48), f.step(b, 40, 48));
 }
 
-TEST(HybridState, DeviceBackendRefusesHybridModelClearly) {
+// A device backend without the hybrid ops (Backend's defaults) loads the model (CUDA has them) but
+// refuses the first Gated DeltaNet op with an Error naming it, instead of crashing.
+TEST(HybridState, DeviceBackendWithoutHybridOpsRefusesClearly) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   test::CountingBackend dev(1, DeviceKind::Cuda);
+  auto model = Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev);
+  KvCache kv(model->kv_shape(), KvType::F32, KvType::F32, 64, 16);
+  const int32_t tok = 1;
+  std::vector<float> logits(size_t(model->config().n_vocab));
   try {
-    Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev);
-    FAIL() << "a hybrid model loaded on a device backend";
+    model->forward(std::span(&tok, 1), kv, logits.data(), false);
+    FAIL() << "a hybrid model ran on a device backend without the hybrid ops";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CPU only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not run hybrid (Gated DeltaNet) models yet (op ssm_conv)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -326,7 +326,7 @@ void Engine::finish(Seq& s, FinishReason r, const std::string& error) {
       p.sid = s.sid;
       p.n_blocks = int(mgr_.block_table(s.sid).size());
       if (const RecurrentState* r = s.kv->recurrent_state()) {  // hybrid: checkpoint the state at the pool's end
-        auto copy = std::make_shared<RecurrentState>(r->shape());
+        auto copy = std::make_shared<RecurrentState>(r->shape(), r->memory());  // device memory on a GPU
         copy->copy_from(*r);
         p.state = std::move(copy);
       }

@@ -8,7 +8,7 @@ PagedKv::PagedKv(KvBlockStore& store, int max_tokens) : store_(store), max_token
   check(max_tokens > 0, "a sequence needs a context of at least one token");
   k_ptrs_.resize(size_t(store.shape().n_layer));
   v_ptrs_.resize(size_t(store.shape().n_layer));
-  if (store.shape().recurrent.n_layer > 0) state_ = std::make_unique<RecurrentState>(store.shape().recurrent);
+  if (store.shape().recurrent.n_layer > 0) state_ = std::make_unique<RecurrentState>(store.shape().recurrent, store.memory());
 }
 
 void PagedKv::reset(int n_tokens) {

@@ -2,25 +2,55 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kv/gated_delta_math.h"
 
 namespace polykv {
 
-RecurrentState::RecurrentState(const RecurrentShape& shape)
-    : shape_(shape), layer_floats_(shape.conv_floats() + shape.ssm_floats()) {
+RecurrentState::RecurrentState(const RecurrentShape& shape, KvMemory& memory)
+    : shape_(shape), layer_floats_(shape.conv_floats() + shape.ssm_floats()), memory_(&memory) {
   check(shape.n_layer > 0 && shape.conv_kernel >= 1 && shape.n_k_heads > 0 && shape.n_v_heads > 0 &&
             shape.head_dim > 0 && shape.n_v_heads % shape.n_k_heads == 0,
         "invalid recurrent state shape");
-  for (auto& s : slots_) s.assign(size_t(shape.n_layer) * layer_floats_, 0.0f);
-  log_.assign(size_t(shape.n_layer) * kMaxLoggedRows * shape.log_row_floats(), 0.0f);
+  if (!memory.host_accessible()) {
+    ops_ = dynamic_cast<RecurrentStateOps*>(&memory);
+    check(ops_ != nullptr, "the ", memory.name(), " memory cannot hold a hybrid model's recurrent state");
+  }
+  try {
+    for (float*& s : slots_) {
+      s = static_cast<float*>(memory.allocate(slot_floats() * sizeof(float)));
+      check(s != nullptr, "recurrent state: cannot allocate ", slot_floats() * sizeof(float) >> 20, " MiB in ",
+            memory.name(), " memory");
+      zero(s, slot_floats());
+    }
+    log_ = static_cast<float*>(memory.allocate(log_floats() * sizeof(float)));
+    check(log_ != nullptr, "recurrent state: cannot allocate its step log (", log_floats() * sizeof(float) >> 20,
+          " MiB) in ", memory.name(), " memory");
+    zero(log_, log_floats());
+  } catch (...) {
+    for (float* s : slots_) memory.release(s);
+    throw;
+  }
 }
 
-size_t RecurrentState::bytes() const { return (slots_[0].size() + slots_[1].size() + log_.size()) * sizeof(float); }
+RecurrentState::~RecurrentState() {
+  for (float* s : slots_) memory_->release(s);
+  memory_->release(log_);
+}
+
+void RecurrentState::zero(float* p, size_t n) {
+  if (ops_)
+    ops_->zero_floats(p, n);
+  else
+    std::fill(p, p + n, 0.0f);
+}
+
+size_t RecurrentState::bytes() const { return (2 * slot_floats() + log_floats()) * sizeof(float); }
 
 void RecurrentState::reset() {
-  std::fill(slots_[size_t(cur_)].begin(), slots_[size_t(cur_)].end(), 0.0f);
+  zero(slots_[size_t(cur_)], slot_floats());
   n_tokens_ = 0;
   base_ = -1;
   logged_rows_ = 0;
@@ -29,7 +59,9 @@ void RecurrentState::reset() {
 
 void RecurrentState::copy_from(const RecurrentState& other) {
   check(other.shape_ == shape_, "recurrent state: copy between different shapes");
-  slots_[size_t(cur_)] = other.slots_[size_t(other.cur_)];
+  check(other.memory_ == memory_, "recurrent state: copy between different memories (", other.memory_->name(), " to ",
+        memory_->name(), ")");
+  memory_->copy(slots_[size_t(cur_)], other.slots_[size_t(other.cur_)], slot_floats() * sizeof(float));
   n_tokens_ = other.n_tokens_;
   base_ = -1;
   logged_rows_ = 0;
@@ -49,7 +81,7 @@ float* RecurrentState::next_ssm(int layer) { return slot(1 - cur_, layer) + shap
 
 float* RecurrentState::log_row(int layer, int r) {
   if (step_n_ > kMaxLoggedRows) return nullptr;
-  return log_.data() + (size_t(layer) * kMaxLoggedRows + size_t(r)) * shape_.log_row_floats();
+  return log_ + (size_t(layer) * kMaxLoggedRows + size_t(r)) * shape_.log_row_floats();
 }
 
 void RecurrentState::commit(int n_tokens) {
@@ -82,6 +114,10 @@ void RecurrentState::truncate(int n) {
 
 void RecurrentState::replay(int n_rows) {
   const RecurrentShape& s = shape_;
+  if (ops_) {  // device memory: the device replays with its own kernels
+    ops_->replay_recurrent(s, slots_[size_t(1 - cur_)], slots_[size_t(cur_)], log_, n_rows);
+    return;
+  }
   const int C = s.conv_channels(), d = s.head_dim, km1 = s.conv_kernel - 1;
   const size_t row_floats = s.log_row_floats();
   std::vector<float> window(size_t(km1 + n_rows) * size_t(C));
@@ -91,7 +127,7 @@ void RecurrentState::replay(int n_rows) {
     const float* from = slot(prev, il);
     float* to = slot(cur_, il);
     std::memcpy(to, from, layer_floats_ * sizeof(float));
-    const float* log = log_.data() + size_t(il) * kMaxLoggedRows * row_floats;
+    const float* log = log_ + size_t(il) * kMaxLoggedRows * row_floats;
     // Convolution inputs: the last K-1 of [previous inputs ; logged rows].
     if (km1 > 0) {
       std::memcpy(window.data(), from, s.conv_floats() * sizeof(float));

@@ -13,11 +13,14 @@
 //    the value, the decay and beta) — bit-identical to a step that had stopped at n. The log is kept
 //    for steps of at most kMaxLoggedRows rows (speculative verification); a longer step (a prompt chunk)
 //    can only be undone whole (truncate(pos0)). Anything earlier is gone: truncate throws.
-//  - Memory is host memory (the CPU backend's); a device backend would need its own (not yet: hybrid
-//    models run on the CPU only).
+//  - Memory: the KvMemory it is made with (host by default; a paged sequence's is its pool's, so a CUDA
+//    pool's sequences keep their state in device memory). Host code touches the floats only when the
+//    memory is host accessible; a device memory must also be a RecurrentStateOps (below), which zeroes
+//    and replays the state with the device's kernels (kv/ never includes a device header).
 #pragma once
 #include <cstddef>
-#include <vector>
+
+#include "kv/kv_memory.h"
 
 namespace polykv {
 
@@ -38,19 +41,39 @@ struct RecurrentShape {
   bool operator==(const RecurrentShape&) const = default;
 };
 
+// What a device memory (not host accessible) does for the recurrent states it holds. All pointers are
+// in that memory; the work is ordered after everything issued on it before (the backend's stream).
+class RecurrentStateOps {
+ public:
+  virtual ~RecurrentStateOps() = default;
+  virtual void zero_floats(float* p, size_t n) = 0;
+  // For every layer: to = from advanced by the first n_rows rows of the log (the replay of
+  // RecurrentState::truncate; layout as RecurrentState: [n_layer][layer_floats] slots, conv then ssm,
+  // log [n_layer][kMaxLoggedRows][log_row_floats]), bit-identical to the device's forward step.
+  virtual void replay_recurrent(const RecurrentShape& shape, const float* from, float* to, const float* log,
+                                int n_rows) = 0;
+};
+
 class RecurrentState {
  public:
   static constexpr int kMaxLoggedRows = 16;
 
-  explicit RecurrentState(const RecurrentShape& shape);
+  // Throws Error when `memory` cannot hold it, or is a device memory without RecurrentStateOps.
+  explicit RecurrentState(const RecurrentShape& shape, KvMemory& memory = host_kv_memory());
+  ~RecurrentState();
+  RecurrentState(const RecurrentState&) = delete;
+  RecurrentState& operator=(const RecurrentState&) = delete;
   const RecurrentShape& shape() const { return shape_; }
+  KvMemory& memory() const { return *memory_; }
+  // Floats of one layer in a slot (conv then ssm): the stride of conv()/ssm() between layers.
+  size_t layer_floats() const { return layer_floats_; }
   int n_tokens() const { return n_tokens_; }
   size_t bytes() const;  // both slots and the log
 
   // Back to the empty sequence (all zero, n_tokens() == 0).
   void reset();
-  // This state becomes a copy of `other`'s current state at other.n_tokens() (same shape; a fork of a
-  // shared prefix). The copy cannot be rolled back past that point.
+  // This state becomes a copy of `other`'s current state at other.n_tokens() (same shape and memory; a
+  // fork of a shared prefix). The copy cannot be rolled back past that point.
   void copy_from(const RecurrentState& other);
 
   // ---- a step (see the rules above) ----
@@ -66,14 +89,19 @@ class RecurrentState {
   void truncate(int n);
 
  private:
-  float* slot(int s, int layer) { return slots_[size_t(s)].data() + size_t(layer) * layer_floats_; }
-  const float* slot(int s, int layer) const { return slots_[size_t(s)].data() + size_t(layer) * layer_floats_; }
+  float* slot(int s, int layer) { return slots_[size_t(s)] + size_t(layer) * layer_floats_; }
+  const float* slot(int s, int layer) const { return slots_[size_t(s)] + size_t(layer) * layer_floats_; }
+  size_t slot_floats() const { return size_t(shape_.n_layer) * layer_floats_; }
+  size_t log_floats() const { return size_t(shape_.n_layer) * kMaxLoggedRows * shape_.log_row_floats(); }
+  void zero(float* p, size_t n);
   void replay(int n_rows);  // cur = prev slot advanced by the first n_rows logged rows
 
   RecurrentShape shape_;
   size_t layer_floats_;               // conv then ssm
-  std::vector<float> slots_[2];       // [n_layer][layer_floats_] each
-  std::vector<float> log_;            // [n_layer][kMaxLoggedRows][log_row_floats]
+  KvMemory* memory_;
+  RecurrentStateOps* ops_ = nullptr;  // the device's ops when memory_ is not host accessible
+  float* slots_[2] = {nullptr, nullptr};  // [n_layer][layer_floats_] each
+  float* log_ = nullptr;              // [n_layer][kMaxLoggedRows][log_row_floats]
   int cur_ = 0;                       // slot holding the state at n_tokens_
   int n_tokens_ = 0;
   int base_ = -1;                     // position of the other slot's state (start of the last step); -1: none

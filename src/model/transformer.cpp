@@ -45,8 +45,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
   } catch (const Error& e) {
     fail("'", path, "': ", e.what());
   }
-  check(backend.kind() == DeviceKind::Cpu || c.n_state_layers() == 0, "'", path, "': ", c.arch,
-        " is a hybrid (Gated DeltaNet) model, which runs on the CPU only so far: use --device cpu");
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(c), backend));
 }
 

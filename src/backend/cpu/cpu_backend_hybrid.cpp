@@ -15,6 +15,8 @@ RecurrentState& state_of(const StepSeq& s) {
   RecurrentState* r = s.kv->recurrent_state();
   check(r != nullptr, "a Gated DeltaNet layer on a sequence without a recurrent state (KV made without the model's "
         "kv_shape()?)");
+  check(r->memory().host_accessible(), "the CPU backend cannot run a sequence whose recurrent state is in ",
+        r->memory().name(), " memory");
   return *r;
 }
 

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <vector>
 
+#include "backend/cuda/cuda_backend_hybrid.h"
 #include "backend/cuda/cuda_backend_plan.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/cuda_kv_memory.h"
@@ -339,6 +340,7 @@ class CudaBackend final : public Backend {
     bind();
     plan_ = cuda::plan_step(seqs, kv_memory_);  // throws before anything is issued
     if (profile_rows_ > 0) profile_window();
+    hybrid_.begin_step(seqs, kv_memory_);        // hybrid models: the recurrent states (cuda_backend_hybrid.h)
     stepped_ = true;
     batch_ = {};
     slots_ = nullptr;
@@ -395,6 +397,7 @@ class CudaBackend final : public Backend {
     mix(uint64_t(batch_.max_prefix_kv));
     mix(uint64_t(reinterpret_cast<uintptr_t>(plan_.store)));
     mix(ctx_.scratch_generation());
+    mix(hybrid_.generation());
     GraphEntry& e = graphs_[key];
     if (e.exec) {
       POLYKV_CUDA_CHECK(cudaGraphLaunch(e.exec, ctx_.stream()));
@@ -455,6 +458,29 @@ class CudaBackend final : public Backend {
       return;
     }
     cuda::attention(layer_device(layer), p, batch_, q, out, ctx_);
+  }
+
+  // ---- hybrid models (cuda_backend_hybrid.h) --------------------------------------------------
+  void deinterleave(const float* src, int rows, int groups, int a, int b, float* dst_a, float* dst_b) override {
+    drop_acts();
+    bind();
+    hybrid_.deinterleave(src, rows, groups, a, b, dst_a, dst_b);
+  }
+  void sigmoid_mul(float* x, const float* gate, int64_t n) override {
+    drop_acts();
+    bind();
+    hybrid_.sigmoid_mul(x, gate, n);
+  }
+  void ssm_conv(int state_layer, const float* w, int kernel, const float* x, float* out, int channels) override {
+    drop_acts();
+    bind();
+    hybrid_.ssm_conv(state_layer, w, kernel, x, out, channels);
+  }
+  void gated_delta_rule(int state_layer, const GdnParams& p, const float* qkv, const float* alpha,
+                        const float* beta_logit, const float* dt_bias, const float* a, float* out) override {
+    drop_acts();
+    bind();
+    hybrid_.gated_delta_rule(state_layer, p, qkv, alpha, beta_logit, dt_bias, a, out);
   }
 
  private:
@@ -565,6 +591,7 @@ class CudaBackend final : public Backend {
 
   cuda::CudaContext ctx_;  // first member: destroyed last (its stream outlives the rest)
   cuda::CudaKvMemory kv_memory_;
+  cuda::CudaHybrid hybrid_{ctx_};
   std::string describe_;
   std::vector<void*> owned_;  // device copies made by upload_matrix / upload_floats
 

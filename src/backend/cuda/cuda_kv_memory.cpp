@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_kv_memory.h"
 
+#include "backend/cuda/gdn_cuda.h"
+
 namespace polykv::cuda {
 
 CudaKvMemory::CudaKvMemory(int device, cudaStream_t stream)
@@ -27,6 +29,18 @@ void CudaKvMemory::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   POLYKV_CUDA_CHECK(cudaSetDevice(device_));
   POLYKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaKvMemory::zero_floats(float* p, size_t n) {
+  if (n == 0) return;
+  POLYKV_CUDA_CHECK(cudaSetDevice(device_));
+  POLYKV_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream_));
+}
+
+void CudaKvMemory::replay_recurrent(const RecurrentShape& shape, const float* from, float* to, const float* log,
+                                    int n_rows) {
+  POLYKV_CUDA_CHECK(cudaSetDevice(device_));
+  gdn_replay(gdn_shape(shape), from, to, log, n_rows, stream_);
 }
 
 }  // namespace polykv::cuda

@@ -1,14 +1,17 @@
 // The CUDA backend's KvMemory (kv/kv_memory.h): a KV pool's bytes in device memory. Host code never
-// reads them (host_accessible() is false); only the kernels of backend/cuda do.
+// reads them (host_accessible() is false); only the kernels of backend/cuda do. Hybrid models'
+// recurrent states of the pool's sequences live here too (RecurrentStateOps: zeroed and replayed by
+// the kernels of gdn_cuda.h).
 #pragma once
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "kv/kv_memory.h"
+#include "kv/recurrent_state.h"
 
 namespace polykv::cuda {
 
-class CudaKvMemory final : public KvMemory {
+class CudaKvMemory final : public KvMemory, public RecurrentStateOps {
  public:
   // Blocks on `device`; copies are issued on `stream` (the backend's one stream, so a copy-on-write
   // block copy runs in order with the kernels around it).
@@ -22,6 +25,11 @@ class CudaKvMemory final : public KvMemory {
   void copy(void* dst, const void* src, size_t bytes) override;
   bool host_accessible() const override { return false; }
   const char* name() const override { return name_.c_str(); }
+
+  // RecurrentStateOps, asynchronous on the stream.
+  void zero_floats(float* p, size_t n) override;
+  void replay_recurrent(const RecurrentShape& shape, const float* from, float* to, const float* log,
+                        int n_rows) override;
 
  private:
   int device_;

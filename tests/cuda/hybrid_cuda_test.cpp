@@ -1,0 +1,228 @@
+// The Gated DeltaNet hybrid (qwen35 random fixture, ../shared/fixtures/models/random) on the CUDA
+// backend: transformers' logits (the full 48 tokens in one pass; the 40-token prompt then 8 single-token
+// steps, whose decode steps run eagerly, get recorded into a CUDA graph and replayed), the CPU backend's
+// logits, two sequences sharing a prefix (KV blocks shared, state copied) in one batched step against
+// each run alone, and a speculative rollback (a 4-row verify step truncated to 2) against the plain run.
+// Bounds: wrong hybrid features move log-probs by 0.6 to 12 (fixtures README), so 5e-2 separates; the
+// measured figures are printed.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "cuda_test_util.h"
+#include "engine/sequence_kv.h"
+#include "kv/kv_block_store.h"
+#include "kv/paged_kv.h"
+#include "kv/recurrent_state.h"
+#include "model/model.h"
+#include "../test_util.h"
+
+namespace polykv {
+namespace {
+
+constexpr int kVocab = 8000, kPositions = 48, kPrompt = 40;
+
+std::string dir() { return test::fixtures_dir() + "/models/random"; }
+
+std::vector<int32_t> ids() {
+  std::ifstream in(dir() + "/qwen35.ref.json");
+  return nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
+}
+
+struct Diff {
+  double max_logprob = 0;  // max |log-softmax difference|
+  int top1 = 0, rows = 0;
+  int worst_row = -1;
+};
+
+Diff compare(const std::vector<float>& got, const std::vector<float>& ref) {
+  Diff d;
+  d.rows = int(ref.size() / kVocab);
+  for (int t = 0; t < d.rows; ++t) {
+    const float* g = got.data() + size_t(t) * kVocab;
+    const float* r = ref.data() + size_t(t) * kVocab;
+    d.top1 += std::max_element(g, g + kVocab) - g == std::max_element(r, r + kVocab) - r;
+    double mg = -INFINITY, mr = -INFINITY, sg = 0, sr = 0;
+    for (int i = 0; i < kVocab; ++i) {
+      if (!std::isfinite(g[i])) {
+        d.max_logprob = INFINITY;
+        d.worst_row = t;
+        return d;
+      }
+      mg = std::max(mg, double(g[i])), mr = std::max(mr, double(r[i]));
+    }
+    for (int i = 0; i < kVocab; ++i) sg += std::exp(g[i] - mg), sr += std::exp(r[i] - mr);
+    const double lg = mg + std::log(sg), lr = mr + std::log(sr);
+    for (int i = 0; i < kVocab; ++i) {
+      const double e = std::abs((g[i] - lg) - (r[i] - lr));
+      if (e > d.max_logprob) d.max_logprob = e, d.worst_row = t;
+    }
+  }
+  return d;
+}
+
+void report(const char* what, const Diff& d) {
+  std::printf("  %s: max |d logprob| %.3g (worst row %d), top-1 %d/%d\n", what, d.max_logprob, d.worst_row, d.top1,
+              d.rows);
+}
+
+SequenceKvOptions kv_options(const char* type) {
+  SequenceKvOptions o;
+  o.k_type = o.v_type = type;
+  o.max_tokens = 128;
+  o.block_tokens = 16;
+  return o;
+}
+
+// Full pass and prompt + single steps of the fixture's ids on `model`.
+std::pair<std::vector<float>, std::vector<float>> run(Model& model, const char* kv_type) {
+  const auto t = ids();
+  std::vector<float> full(size_t(kPositions) * kVocab, NAN), inc(full.size(), NAN);
+  {
+    auto kv = make_sequence_kv(model, kv_options(kv_type));
+    model.forward(t, *kv, full.data(), true);
+  }
+  auto kv = make_sequence_kv(model, kv_options(kv_type));
+  model.forward(std::span(t).first(kPrompt), *kv, inc.data(), true);
+  for (int i = kPrompt; i < kPositions; ++i) {
+    std::fprintf(stderr, "[qwen35 cuda] decode step %d\n", i - kPrompt);
+    model.forward(std::span(t).subspan(size_t(i), 1), *kv, inc.data() + size_t(i) * kVocab, false);
+  }
+  return {full, inc};
+}
+
+TEST(HybridCuda, Qwen35MatchesTransformersAndTheCpu) {
+  POLYKV_REQUIRE_GPU();
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  auto gpu = make_backend({"cuda", 0});
+  auto cpu = make_backend({"cpu", 2});
+  auto gm = Model::load(dir() + "/qwen35.gguf", *gpu);
+  auto cm = Model::load(dir() + "/qwen35.gguf", *cpu);
+  const auto ref_full = test::read_f32(dir() + "/qwen35.logits_full.f32");
+  const auto ref_inc = test::read_f32(dir() + "/qwen35.logits_kvcache.f32");
+  for (const char* type : {"f32", "f16"}) {
+    SCOPED_TRACE(type);
+    std::printf("qwen35 on CUDA, %s KV\n", type);
+    const auto [gf, gi] = run(*gm, type);
+    const auto [cf, ci] = run(*cm, type);
+    const Diff a = compare(gf, ref_full), b = compare(gi, ref_inc), c = compare(gf, cf), e = compare(gi, ci);
+    report("GPU full pass vs transformers", a);
+    report("GPU prompt + decode vs transformers", b);
+    report("GPU full pass vs CPU backend", c);
+    report("GPU prompt + decode vs CPU backend", e);
+    EXPECT_LE(a.max_logprob, 5e-2);
+    EXPECT_LE(b.max_logprob, 5e-2);
+    EXPECT_LE(c.max_logprob, 5e-2);
+    EXPECT_LE(e.max_logprob, 5e-2);
+    EXPECT_GE(a.top1, kPositions - 2);
+    EXPECT_GE(b.top1, kPositions - 2);
+  }
+}
+
+// Relative L2 error of one logits row.
+double rel_l2(const float* got, const float* want) {
+  double e2 = 0, r2 = 0;
+  for (int i = 0; i < kVocab; ++i) {
+    e2 += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    r2 += double(want[i]) * want[i];
+  }
+  return std::sqrt(e2 / std::max(r2, 1e-30));
+}
+
+// Two sequences share a 32-token prefix (its two KV blocks, and B's state is a copy of A's at 32), then
+// run their own suffixes in one batched step and one more batched decode step: each gets the logits
+// it gets alone.
+TEST(HybridCuda, SequencesSharingAPrefixMatchThemselvesAlone) {
+  POLYKV_REQUIRE_GPU();
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  auto gpu = make_backend({"cuda", 0});
+  auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
+  const auto t = ids();
+  const std::vector<int32_t> prefix(t.begin(), t.begin() + 32);
+  const std::vector<int32_t> sa(t.begin() + 32, t.begin() + 37), sb(t.begin() + 35, t.begin() + 44);  // 5, 9 rows
+  const int32_t next_a = t[40], next_b = t[45];
+
+  KvBlockStore store(model->kv_shape(), KvType::F16, KvType::F16, 16, 16, gpu->kv_memory());
+  PagedKv a(store, 128), b(store, 128);
+  const std::vector<BlockId> ta = {0, 1, 2, 3, 4}, tb = {0, 1, 5, 6, 7};
+  a.set_blocks(ta);
+  b.set_blocks(tb);
+  model->forward(prefix, a, nullptr, false);
+  b.recurrent_state()->copy_from(*a.recurrent_state());  // the fork: shared blocks, copied state
+  b.reset(32);
+  std::vector<float> la((sa.size() + 1) * kVocab), lb((sb.size() + 1) * kVocab);
+  {
+    const Model::BatchSeq batch[2] = {{sa, &a, la.data(), true}, {sb, &b, lb.data(), true}};
+    model->forward_batch(batch);
+  }
+  {
+    const Model::BatchSeq batch[2] = {{std::span(&next_a, 1), &a, la.data() + sa.size() * kVocab, false},
+                                      {std::span(&next_b, 1), &b, lb.data() + sb.size() * kVocab, false}};
+    model->forward_batch(batch);
+  }
+  auto alone = [&](const std::vector<int32_t>& sfx, int32_t next) {
+    auto kv = make_sequence_kv(*model, kv_options("f16"));
+    std::vector<float> l((sfx.size() + 1) * kVocab);
+    model->forward(prefix, *kv, nullptr, false);
+    model->forward(sfx, *kv, l.data(), true);
+    model->forward(std::span(&next, 1), *kv, l.data() + sfx.size() * kVocab, false);
+    return l;
+  };
+  const auto ra = alone(sa, next_a), rb = alone(sb, next_b);
+  for (auto [got, want, what] : {std::tuple{&la, &ra, "A"}, std::tuple{&lb, &rb, "B"}}) {
+    double worst = 0;
+    int worst_row = -1, top1 = 0;
+    const int rows = int(want->size() / kVocab);
+    for (int r = 0; r < rows; ++r) {
+      const float* g = got->data() + size_t(r) * kVocab;
+      const float* w = want->data() + size_t(r) * kVocab;
+      const double e = rel_l2(g, w);
+      if (!(e <= worst)) worst = e, worst_row = r;
+      top1 += std::max_element(g, g + kVocab) - g == std::max_element(w, w + kVocab) - w;
+    }
+    std::printf("  sequence %s sharing the prefix vs alone: worst relative L2 %.3g (row %d of %d), top-1 %d/%d\n", what,
+                worst, worst_row, rows, top1, rows);
+    EXPECT_LT(worst, 1e-2) << what << " row " << worst_row;
+    EXPECT_EQ(top1, rows) << what;
+  }
+}
+
+// Speculative rollback: after a 4-row verify step, truncate to 2 of them (the device replays the
+// state), then one token: the logits of a run that took only those 2 rows.
+TEST(HybridCuda, RollbackInsideAVerifyStepMatchesThePlainRun) {
+  POLYKV_REQUIRE_GPU();
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  auto gpu = make_backend({"cuda", 0});
+  auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
+  const auto t = ids();
+  const std::span<const int32_t> prompt = std::span(t).first(kPrompt);
+  const std::vector<int32_t> draft = {t[40], t[41], 17, 4242};
+  const int32_t next = t[42];
+  std::vector<float> l1(kVocab), l2(kVocab), verify(4 * size_t(kVocab));
+  auto kv1 = make_sequence_kv(*model, kv_options("f16"));
+  model->forward(prompt, *kv1, nullptr, false);
+  model->forward(draft, *kv1, verify.data(), true);
+  truncate_sequence_kv(*kv1, kPrompt + 2);
+  model->forward(std::span(&next, 1), *kv1, l1.data(), false);
+  auto kv2 = make_sequence_kv(*model, kv_options("f16"));
+  model->forward(prompt, *kv2, nullptr, false);
+  model->forward(std::span(draft).first(2), *kv2, nullptr, false);
+  model->forward(std::span(&next, 1), *kv2, l2.data(), false);
+  const double e = rel_l2(l1.data(), l2.data());
+  std::printf("  rollback 4 -> 2 rows then 1 token vs the plain run: relative L2 %.3g (bit-identical: %s)\n", e,
+              std::equal(l1.begin(), l1.end(), l2.begin()) ? "yes" : "no");
+  EXPECT_LT(e, 1e-4);
+  EXPECT_THROW(truncate_sequence_kv(*kv1, kPrompt - 5), Error);  // before the last step: the state is gone
+}
+
+}  // namespace
+}  // namespace polykv
