@@ -1,4 +1,5 @@
-// matmul(): the mat-vec kernels for few columns, the tensor cores (cuBLAS) for many.
+// matmul(): the mat-vec kernels for few columns, the quantized mat-mul on tensor cores for split-layout
+// weights and POLYKV_CUDA_MMQ_MIN..MAX columns (matmul_cuda_mmq.cu), cuBLAS on f16 tiles for the rest.
 //
 // Tensor-core path (prefill): x is converted to f16 once ([n][n_in], ctx's MatmulActs scratch); the
 // weights are dequantized to f16 in tiles of rows ([tile][n_in], MatmulWeights scratch, at most
@@ -133,8 +134,13 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
   validate_device_weights(w);
   check(n >= 0, "CUDA matmul: negative column count ", n);
   if (n == 0 || w.n_out == 0) return;
-  if (n <= kMatvecMaxCols) {
+  if (n <= kMatvecMaxCols && !mmq_takes(w, n)) {
     matvec(w, x, y, n, ctx);
+    return;
+  }
+  if (mmq_takes(w, n)) {
+    // Split-layout weights, min..max columns: one read of the weights, tensor cores (matmul_cuda_mmq.cu).
+    mmq_launch(w, mmq_prepare_x(x, w.n_in, n, ctx), y, n, ctx);
     return;
   }
   if (!is_float_weight(w.type) && n <= kChunkedMatvecMaxCols) {
@@ -151,6 +157,14 @@ void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, Cuda
   check(n >= 0, "CUDA matmul: negative column count ", n);
   if (n == 0 || parts.empty()) return;
   const WeightMatrix& w0 = *parts[0].w;
+  bool all_mmq = true;
+  for (const MatvecPart& p : parts) all_mmq = all_mmq && mmq_takes(*p.w, n) && p.w->n_in == w0.n_in;
+  if (all_mmq) {
+    // What matmul() does for each part, x converted once.
+    const void* x16 = mmq_prepare_x(x, w0.n_in, n, ctx);
+    for (const MatvecPart& p : parts) mmq_launch(*p.w, x16, p.y, n, ctx);
+    return;
+  }
   const bool matvec_path = n <= kMatvecMaxCols || (!is_float_weight(w0.type) && n <= kChunkedMatvecMaxCols);
   if (matvec_path && parts_stream_together(parts)) {
     // What matmul() does for each part (prepare_acts depends only on the type, n_in and x).
