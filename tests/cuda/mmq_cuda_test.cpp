@@ -64,7 +64,11 @@ void poison(float* y, size_t n) { POLYKV_CUDA_CHECK(cudaMemsetAsync(y, 0xFF, n *
 // The settings of the mmq path for one test; restored after it.
 struct MmqScope {
   bool on = cuda::mmq_enabled();
-  ~MmqScope() { cuda::set_mmq(on); }
+  int tiles = cuda::mmq_tiles_per_warp();
+  ~MmqScope() {
+    cuda::set_mmq(on);
+    cuda::set_mmq_tiles(tiles);
+  }
 };
 
 struct Split {
@@ -191,12 +195,13 @@ TEST(MmqCuda, AgainstTheReferences) {
       const auto dx = upload(x);
       const Ref16 ref = reference16(w.m, x, nmax);
       DeviceBuffer y(size_t(nmax * s.n_out) * 4);
-      for (int n : kCols) {
+      for (int n : kCols) for (int mt : {2, 1}) {
+        cuda::set_mmq_tiles(mt);
         const size_t total = size_t(n * s.n_out);
         poison(y.as<float>(), total);
         cuda::matmul_mmq(d.w, dx->as<float>(), y.as<float>(), n, ctx());
         const auto got = download(y.as<float>(), total);
-        const std::string what = describe(w.m, n, "mmq");
+        const std::string what = describe(w.m, n, "mmq, " + std::to_string(mt) + " m16 tiles per warp");
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " (column " << i / size_t(s.n_out)
                                            << ", row " << i % size_t(s.n_out) << ") not written";
@@ -223,8 +228,10 @@ TEST(MmqCuda, BatchInvariant) {
     const Split d = upload_split(w.m);
     const auto x = cuda_test::normal_floats(size_t(100 * n_in), seed + 1);
     const auto dx = upload(x);
-    for (int splits : {0, 1, 3}) {
-      cuda::set_mmq(true, 0, 0, splits);
+    for (int splits : {0, 1, 3, -1}) {
+      // -1: the automatic split with one m16 tile per warp.
+      cuda::set_mmq_tiles(splits < 0 ? 1 : 2);
+      cuda::set_mmq(true, 0, 0, std::max(splits, 0));
       DeviceBuffer y9(size_t(9 * n_out) * 4), y64(size_t(64 * n_out) * 4), y100(size_t(100 * n_out) * 4);
       cuda::matmul_mmq(d.w, dx->as<float>() + 55 * n_in, y9.as<float>(), 9, ctx());
       cuda::matmul_mmq(d.w, dx->as<float>(), y64.as<float>(), 64, ctx());
@@ -330,8 +337,8 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   }
   std::printf("device-to-device copy: %.0f GB/s (read + write); mmq splits %s\n", copy * 1e-9,
               std::getenv("POLYKV_CUDA_MMQ_SPLITS") ? std::getenv("POLYKV_CUDA_MMQ_SPLITS") : "auto");
-  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %8s %8s %7s %6s\n", "type", "matrix", "n_out", "n_in", "n", "old_us",
-              "mmq_us", "old_GB/s", "mmq_GB/s", "mmq%fl", "ratio");
+  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %8s %8s %7s %6s\n", "type", "matrix", "n_out", "n_in", "n",
+              "old_us", "mmq_us", "mmq1_us", "old_GB/s", "mmq_GB/s", "mmq%fl", "ratio");
   struct BenchShape {
     const char* name;
     int64_t n_out, n_in;
@@ -360,16 +367,18 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
       const auto dx = upload(x);
       DeviceBuffer y(size_t(128 * sh.n_out) * 4);
       for (int n : {16, 32, 64, 128}) {
-        double us[2];
-        for (int k = 0; k < 2; ++k) {
-          cuda::set_mmq(k == 1, 1, 1 << 20, 0);
+        // 0: the old path; 1: mmq (2 m16 tiles per warp, the default); 2: mmq with 1 tile per warp.
+        double us[3];
+        for (int k = 0; k < 3; ++k) {
+          cuda::set_mmq(k > 0, 1, 1 << 20, 0);
+          cuda::set_mmq_tiles(k == 2 ? 1 : 2);
           us[k] = 1e6 * median_per_call([&](int i) {
             cuda::matmul(ws[size_t(i % copies)], dx->as<float>(), y.as<float>(), n, ctx());
           }, copies);
         }
         const double gb[2] = {double(bytes) / us[0] * 1e-3, double(bytes) / us[1] * 1e-3};
-        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %8.0f %8.0f %6.1f%% %6.2f\n", dtype_name(t), sh.name,
-                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], gb[0], gb[1],
+        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %8.0f %8.0f %6.1f%% %6.2f\n", dtype_name(t), sh.name,
+                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], gb[0], gb[1],
                     100.0 * gb[1] * 1e9 / copy, us[0] / us[1]);
         std::fflush(stdout);
       }

@@ -76,6 +76,10 @@ void matmul_mmq(const WeightMatrix& w, const float* x, float* y, int n, CudaCont
 // automatic).
 void set_mmq(bool on, int min_cols = 0, int max_cols = 0, int splits = 0);
 bool mmq_enabled();
+// m16 tiles per warp (2: 128 rows per block, the default; 1: 64 rows, fewer registers);
+// POLYKV_CUDA_MMQ_MT. Results do not depend on it but through the K split (a per-process setting).
+void set_mmq_tiles(int mt);
+int mmq_tiles_per_warp();
 int mmq_min_cols();
 int mmq_max_cols();
 

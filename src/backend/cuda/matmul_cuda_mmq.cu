@@ -56,19 +56,19 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <class T>
+template <class T, int NR>
 struct RowUnits {
-  uint32_t q[4][hd::Split<T>::kUnitWords];
-  uint32_t h[4][hd::Split<T>::kHeadWords];
+  uint32_t q[NR][hd::Split<T>::kUnitWords];
+  uint32_t h[NR][hd::Split<T>::kHeadWords];
 };
 
-// Unit u of the thread's 4 rows (zeros past the row's last unit).
-template <class T>
-__device__ __forceinline__ void load_units(const uint8_t* const (&rows)[4], const hd::SplitGeom& geom, int64_t u,
-                                           RowUnits<T>& r) {
+// Unit u of the thread's NR rows (zeros past the row's last unit).
+template <class T, int NR>
+__device__ __forceinline__ void load_units(const uint8_t* const (&rows)[NR], const hd::SplitGeom& geom, int64_t u,
+                                           RowUnits<T, NR>& r) {
   using S = hd::Split<T>;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < NR; ++i) {
     if (u < geom.n_units) {
       hd::split_load_unit<T>(rows[i], geom, u, r.q[i], r.h[i]);
     } else {
@@ -80,17 +80,20 @@ __device__ __forceinline__ void load_units(const uint8_t* const (&rows)[4], cons
   }
 }
 
-template <class T, int NT>
+// MT m16 tiles per warp, NT n8 tiles.
+template <class T, int MT, int NT>
 __global__ void __launch_bounds__(kThreads) mmq_kernel(const MmqArgs a) {
   using S = hd::Split<T>;
+  constexpr int NR = 2 * MT;  // rows per thread
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
   const int g = lane / 4, t = lane % 4;
-  const int64_t row_base = int64_t(blockIdx.x) * hd::kMmqRows + int64_t(warp) * hd::kMmqRowsPerWarp;
+  const int64_t row_base =
+      int64_t(blockIdx.x) * hd::mmq_rows_per_block(MT) + int64_t(warp) * hd::mmq_rows_per_warp(MT);
   if (row_base >= a.n_out) return;  // the whole warp
   // Row i of the thread: row_base + 8 i + g (m tile i / 2; i % 2: the fragment's upper 8 rows).
-  const uint8_t* rows[4];
+  const uint8_t* rows[NR];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) rows[i] = a.w + size_t(min(row_base + 8 * i + g, a.n_out - 1)) * a.stride;
+  for (int i = 0; i < NR; ++i) rows[i] = a.w + size_t(min(row_base + 8 * i + g, a.n_out - 1)) * a.stride;
   // Column g of n tile nt (extra columns repeat the last one; they are not stored).
   const __half* xcol[NT];
 #pragma unroll
@@ -98,18 +101,18 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(const MmqArgs a) {
 
   const int64_t c_begin = int64_t(blockIdx.y) * a.chunks_per_split;
   const int64_t c_end = min(c_begin + a.chunks_per_split, a.n_chunks);
-  float acc[2][NT][4] = {};
-  RowUnits<T> cur;
-  load_units<T>(rows, a.geom, hd::kMmqUnitsPerChunk * c_begin + t, cur);
+  float acc[MT][NT][4] = {};
+  RowUnits<T, NR> cur;
+  load_units<T, NR>(rows, a.geom, hd::kMmqUnitsPerChunk * c_begin + t, cur);
   for (int64_t c = c_begin; c < c_end; ++c) {
     const int64_t u = hd::kMmqUnitsPerChunk * c + t;  // this thread's unit
     const bool has = u < a.geom.n_units;
     const int64_t blk = u / T::kParts;
     const int part = int(u % T::kParts);
-    typename T::Unit wu[4];
+    typename T::Unit wu[NR];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) S::decode(cur.q[i], cur.h[i], part, wu[i]);
-    if (c + 1 < c_end) load_units<T>(rows, a.geom, u + hd::kMmqUnitsPerChunk, cur);  // the next chunk, in flight
+    for (int i = 0; i < NR; ++i) S::decode(cur.q[i], cur.h[i], part, wu[i]);
+    if (c + 1 < c_end) load_units<T, NR>(rows, a.geom, u + hd::kMmqUnitsPerChunk, cur);  // the next chunk, in flight
 #pragma unroll
     for (int j = 0; j < hd::kMmqStepsPerChunk; ++j) {
       const int64_t pos = hd::mmq_value_pos<T>(blk, part, j, 0);
@@ -125,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(const MmqArgs a) {
         }
       }
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+      for (int mt = 0; mt < MT; ++mt) {
         float lo[4], hi[4];
         hd::unit_word_values(wu[2 * mt], j, lo);
         hd::unit_word_values(wu[2 * mt + 1], j, hi);
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(const MmqArgs a) {
   }
   float* out = a.out + int64_t(blockIdx.y) * a.ncols * a.n_out;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -177,6 +180,7 @@ struct MmqSettings {
   bool read = false;
   bool on = true;
   int min_cols = kMmqDefaultMinCols, max_cols = kMmqDefaultMaxCols, splits = 0;
+  int tiles = hd::kMmqDefaultTiles;  // m16 tiles per warp
   int env_min = kMmqDefaultMinCols, env_max = kMmqDefaultMaxCols, env_splits = 0;  // what the environment set
 };
 MmqSettings g_mmq;
@@ -197,6 +201,7 @@ MmqSettings& settings() {
     g_mmq.min_cols = std::max(1, env_int("POLYKV_CUDA_MMQ_MIN", kMmqDefaultMinCols));
     g_mmq.max_cols = env_int("POLYKV_CUDA_MMQ_MAX", kMmqDefaultMaxCols);
     g_mmq.splits = std::clamp(env_int("POLYKV_CUDA_MMQ_SPLITS", 0), 0, hd::kMmqMaxSplits);
+    g_mmq.tiles = env_int("POLYKV_CUDA_MMQ_MT", hd::kMmqDefaultTiles) == 1 ? 1 : 2;
     g_mmq.env_min = g_mmq.min_cols;
     g_mmq.env_max = g_mmq.max_cols;
     g_mmq.env_splits = g_mmq.splits;
@@ -204,10 +209,11 @@ MmqSettings& settings() {
   return g_mmq;
 }
 
-template <class T>
+template <class T, int MT>
 void launch_mmq_type(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
-  const hd::MmqPlan plan = hd::mmq_plan(w.n_out, geom.n_units, ctx.sm_count(), settings().splits);
+  const hd::MmqPlan plan =
+      hd::mmq_plan(w.n_out, geom.n_units, ctx.sm_count(), settings().splits, hd::mmq_rows_per_block(MT));
   const cudaStream_t s = ctx.stream();
   for (int c0 = 0; c0 < n; c0 += hd::kMmqMaxCols) {
     const int ncols = std::min(hd::kMmqMaxCols, n - c0);
@@ -228,10 +234,10 @@ void launch_mmq_type(const WeightMatrix& w, const __half* x16, float* y, int n, 
     a.n_chunks = plan.n_chunks;
     const dim3 grid(unsigned(plan.row_blocks), unsigned(plan.splits));
     switch (hd::mmq_tiles(ncols)) {
-      case 1: mmq_kernel<T, 1><<<grid, kThreads, 0, s>>>(a); break;
-      case 2: mmq_kernel<T, 2><<<grid, kThreads, 0, s>>>(a); break;
-      case 4: mmq_kernel<T, 4><<<grid, kThreads, 0, s>>>(a); break;
-      default: mmq_kernel<T, 8><<<grid, kThreads, 0, s>>>(a); break;
+      case 1: mmq_kernel<T, MT, 1><<<grid, kThreads, 0, s>>>(a); break;
+      case 2: mmq_kernel<T, MT, 2><<<grid, kThreads, 0, s>>>(a); break;
+      case 4: mmq_kernel<T, MT, 4><<<grid, kThreads, 0, s>>>(a); break;
+      default: mmq_kernel<T, MT, 8><<<grid, kThreads, 0, s>>>(a); break;
     }
     POLYKV_CUDA_LAUNCHED();
     if (plan.splits > 1) {
@@ -246,6 +252,9 @@ void launch_mmq_type(const WeightMatrix& w, const __half* x16, float* y, int n, 
 bool mmq_enabled() { return settings().on; }
 int mmq_min_cols() { return settings().min_cols; }
 int mmq_max_cols() { return settings().max_cols; }
+
+void set_mmq_tiles(int mt) { settings().tiles = mt == 1 ? 1 : 2; }
+int mmq_tiles_per_warp() { return settings().tiles; }
 
 void set_mmq(bool on, int min_cols, int max_cols, int splits) {
   MmqSettings& m = settings();
@@ -281,7 +290,12 @@ void mmq_launch(const WeightMatrix& w, const void* x16, float* y, int n, CudaCon
   if (w.n_out == 0) return;
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
-    if constexpr (hd::mmq_type<T>()) launch_mmq_type<T>(w, static_cast<const __half*>(x16), y, n, ctx);
+    if constexpr (hd::mmq_type<T>()) {
+      if (settings().tiles == 1)
+        launch_mmq_type<T, 1>(w, static_cast<const __half*>(x16), y, n, ctx);
+      else
+        launch_mmq_type<T, 2>(w, static_cast<const __half*>(x16), y, n, ctx);
+    }
   });
   check(done, "CUDA mmq: no kernel for ", dtype_name(w.type));
 }

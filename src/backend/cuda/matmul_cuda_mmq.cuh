@@ -6,10 +6,10 @@
 // from device memory once per call (per 64 columns) and dequantizes in registers; nothing is written
 // but y (and, with a split K, small f32 partial sums).
 //
-// Fragments. A warp owns 32 rows (two m16 tiles) and all the call's columns (NT n8 tiles). The K
-// dimension is walked in chunks of 4 units (the split layout's units: 32 values each, kRuns = 2 runs
-// of 16); in a chunk, the thread with threadID_in_group t (lane % 4) loads unit 4 c + t of each of
-// its four rows (rows g, g + 8, g + 16, g + 24 of the warp, g = lane / 4). An mma's 16 k slots may
+// Fragments. A warp owns 32 rows (two m16 tiles; 16 with MT = 1) and all the call's columns (NT n8
+// tiles). The K dimension is walked in chunks of 4 units (the split layout's units: 32 values each,
+// kRuns = 2 runs of 16); in a chunk, the thread with threadID_in_group t (lane % 4) loads unit 4 c + t
+// of each of its rows (rows g, g + 8, g + 16, g + 24 of the warp, g = lane / 4). An mma's 16 k slots may
 // stand for any 16 values as long as A and B agree: in k-step j (0..7) of a chunk, slots 2t, 2t+1,
 // 2t+8, 2t+9 hold values 4 (j % 4) .. + 3 of run j / 4 of thread t's unit, i.e. word j of the decoded
 // hd::QUnit (mmq_value_pos). So a thread's A registers come from its own unit, and its B registers
@@ -34,8 +34,12 @@
 namespace polykv::cuda::hd {
 
 constexpr int kMmqWarps = 4;                   // warps per thread block
-constexpr int kMmqRowsPerWarp = 32;            // two m16 tiles
-constexpr int kMmqRows = kMmqWarps * kMmqRowsPerWarp;  // rows per thread block
+// m16 tiles per warp (MT): 2 (the default: 32 rows per warp, 128 per block) or 1 (16 / 64; half the
+// registers, POLYKV_CUDA_MMQ_MT=1). A row's result does not depend on MT; the K split may.
+constexpr int kMmqDefaultTiles = 2;
+POLYKV_HDC constexpr int mmq_rows_per_warp(int mt) { return 16 * mt; }
+POLYKV_HDC constexpr int mmq_rows_per_block(int mt) { return kMmqWarps * 16 * mt; }
+constexpr int kMmqRows = kMmqWarps * 16 * kMmqDefaultTiles;  // rows per thread block (default MT)
 constexpr int kMmqUnitsPerChunk = 4;           // one unit per threadID_in_group
 constexpr int kMmqStepsPerChunk = 8;           // k16 steps per chunk (8 words of a unit)
 constexpr int kMmqMaxCols = 64;                // columns per launch (8 n tiles)
@@ -81,9 +85,10 @@ struct MmqPlan {
   int splits = 0;
 };
 
-inline MmqPlan mmq_plan(int64_t n_out, int64_t n_units, int sm_count, int forced_splits) {
+inline MmqPlan mmq_plan(int64_t n_out, int64_t n_units, int sm_count, int forced_splits,
+                        int rows_per_block = kMmqRows) {
   MmqPlan p;
-  p.row_blocks = (n_out + kMmqRows - 1) / kMmqRows;
+  p.row_blocks = (n_out + rows_per_block - 1) / rows_per_block;
   p.n_chunks = (n_units + kMmqUnitsPerChunk - 1) / kMmqUnitsPerChunk;
   // About one thread block per SM at least: small matrices (4096 rows: 32 blocks) split K.
   int64_t s = forced_splits > 0 ? forced_splits : (int64_t(sm_count) + p.row_blocks - 1) / p.row_blocks;
