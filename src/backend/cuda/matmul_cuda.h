@@ -83,6 +83,10 @@ int mmq_tiles_per_warp();
 int mmq_min_cols();
 int mmq_max_cols();
 
+// cuBLAS GEMMs issued so far by matmul() / matmul_parts() (process-wide): the backend records a step in a
+// CUDA graph only if its eager run issued none (cuBLAS may allocate its workspace while captured).
+uint64_t cublas_call_count();
+
 // Whether kernels on ctx's stream launch with programmatic dependent launch (sm_90 and on, unless
 // turned off: set_matvec_pdl, POLYKV_CUDA_PDL=0): the mat-vec kernels, their activation kernels and
 // the decoder's fused ops (ops_cuda_fused.h, ops_cuda_acts.h) take it as their `pdl` argument.

@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -92,9 +93,12 @@ void dequantize_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, __ha
 
 // y[:, o0 : o0 + rows] = A[rows][k] · x[n][k]^T in cuBLAS's column-major terms: C (rows x n, ldc =
 // n_out) = op(A) (rows x k) · B (k x n), A stored as k x rows with lda, transposed.
+std::atomic<uint64_t> g_cublas_calls{0};
+
 void gemm(CudaContext& ctx, int64_t rows, int n, int64_t k, const void* a, cudaDataType at, int64_t lda, const void* b,
           cudaDataType bt, float* c, int64_t ldc) {
   const float alpha = 1.0f, beta = 0.0f;
+  g_cublas_calls.fetch_add(1, std::memory_order_relaxed);
   POLYKV_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n, int(k), &alpha, a, at,
                                    int(lda), b, bt, int(k), &beta, c, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
@@ -127,6 +131,8 @@ void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n,
 }
 
 }  // namespace
+
+uint64_t cublas_call_count() { return g_cublas_calls.load(std::memory_order_relaxed); }
 
 void set_prefill_tile_bytes(size_t bytes) { g_tile_bytes = bytes ? bytes : kDefaultTileBytes; }
 
