@@ -192,9 +192,16 @@ TEST(MatvecSplitCuda, BatchInvariant) {
 }
 
 // More columns: the chunked mat-vec (20) and the tensor cores (40; the same f16 tiles, so the same
-// bits), split vs old.
+// bits), split vs old, with the mmq path off (it takes split weights from 9 columns on:
+// tests/cuda/mmq_cuda_test.cpp).
 TEST(MatvecSplitCuda, ChunkedAndPrefillSameBits) {
   POLYKV_REQUIRE_GPU();
+  const bool mmq_was = cuda::mmq_enabled();
+  cuda::set_mmq(false);
+  struct Restore {
+    bool on;
+    ~Restore() { cuda::set_mmq(on); }
+  } restore{mmq_was};
   uint32_t seed = 3000;
   for (DType t : kSplitTypes) {
     const int64_t n_in = dtype_info(t).block_size == 256 ? 1280 : 1056, n_out = 200;

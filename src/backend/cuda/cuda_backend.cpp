@@ -58,6 +58,8 @@ class CudaBackend final : public Backend {
     // POLYKV_MATVEC_ROWS=1 / 4: the mat-vec stream kernel's rows per warp forced (1, or the type's
     // widest), for comparisons (the bits are the same); unset: chosen per matrix.
     if (const char* mr = std::getenv("POLYKV_MATVEC_ROWS")) cuda::set_matvec_rows_per_warp(std::atoi(mr));
+    // POLYKV_CUDA_GRAPH_ROWS=r: steps of up to r rows are recorded (default kGraphMaxRows; 0: none).
+    if (const char* gr = std::getenv("POLYKV_CUDA_GRAPH_ROWS")) graph_max_rows_ = std::max(0, std::atoi(gr));
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
     // POLYKV_CUDA_PROFILE_ROWS=R[:SKIP[:COUNT]]: a profiler window (cudaProfilerStart/Stop) around
@@ -381,12 +383,15 @@ class CudaBackend final : public Backend {
   // ---- step graphs ----------------------------------------------------------------------------
   // A key is replayed once recorded; recorded the second time it is seen (its first, eager run has
   // grown every scratch buffer it needs, so recording allocates nothing); run eagerly the first time.
-  // Only small steps (decode, speculative verification): prefill steps are long enough that launch
-  // overhead does not matter, and they use cuBLAS.
+  // Only steps of up to graph_max_rows_ rows (decode of up to 128 sequences, speculative verification,
+  // short chunks: their ~40 launches a layer cost more than their kernels; a 64-row step ran 1285
+  // launches eagerly, ~19 ms of a 60 ms forward, H200 2026-12-01), and never a key whose eager run
+  // called cuBLAS (cuBLAS may allocate its workspace while captured): those stay eager.
   bool replay_step(uint64_t model_key) override {
     drop_acts();  // a replay runs ops this bookkeeping never saw
     capturing_ = false;
-    if (!graphs_enabled_ || plan_.total_rows == 0 || plan_.total_rows > kGraphMaxRows) return false;
+    eager_first_ = false;
+    if (!graphs_enabled_ || plan_.total_rows == 0 || plan_.total_rows > graph_max_rows_) return false;
     uint64_t key = model_key;
     auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
     mix(uint64_t(batch_.max_kv));
@@ -403,7 +408,13 @@ class CudaBackend final : public Backend {
       POLYKV_CUDA_CHECK(cudaGraphLaunch(e.exec, ctx_.stream()));
       return true;
     }
-    if (e.seen++ == 0) return false;  // first sight: eager
+    if (e.eager_only) return false;
+    if (e.seen++ == 0) {  // first sight: eager; end_step_ops sees whether it called cuBLAS
+      eager_first_ = true;
+      eager_key_ = key;
+      eager_cublas_ = cuda::cublas_call_count();
+      return false;
+    }
     if (graphs_.size() > kMaxGraphs) evict_graphs(key);
     POLYKV_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
@@ -416,6 +427,13 @@ class CudaBackend final : public Backend {
   }
 
   void end_step_ops() override {
+    if (eager_first_) {
+      eager_first_ = false;
+      if (cuda::cublas_call_count() != eager_cublas_) {
+        auto it = graphs_.find(eager_key_);
+        if (it != graphs_.end()) it->second.eager_only = true;
+      }
+    }
     if (!capturing_) return;
     capturing_ = false;
     if (!graph_pdl_) cuda::set_pdl_enabled(pdl_before_capture_);
@@ -484,7 +502,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  static constexpr int kGraphMaxRows = 8;
+  static constexpr int kGraphMaxRows = 128;
   // POLYKV_CUDA_PROFILE_ROWS (constructor): the profiler window over steps of profile_rows_ rows.
   int profile_rows_ = 0, profile_skip_ = 8, profile_count_ = 2, profile_seen_ = 0;
   void profile_window() {
@@ -603,9 +621,13 @@ class CudaBackend final : public Backend {
 
   struct GraphEntry {
     int seen = 0;
+    bool eager_only = false;  // its eager run called cuBLAS: never recorded
     cudaGraphExec_t exec = nullptr;
   };
   bool graphs_enabled_ = false;
+  int graph_max_rows_ = kGraphMaxRows;
+  bool eager_first_ = false;  // this step is its key's first, eager run
+  uint64_t eager_key_ = 0, eager_cublas_ = 0;
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
   bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)

@@ -2,7 +2,8 @@
 // the rows, same layout and row_stride as on the host).
 //   y[t][o] = sum_i W[o][i] * x[t][i];  W: [n_out][n_in], x: [n][n_in] f32, y: [n][n_out] f32.
 // n <= 8: mat-vec kernels reading each weight byte once for all n columns (decode, speculative
-// verification); quantized weights and n <= 32: the same kernels, 8 columns per pass; larger n:
+// verification); split-layout weights and 9..128 columns: the quantized mat-mul on tensor cores (mmq
+// below); other quantized weights and n <= 32: the mat-vec kernels, 8 columns per pass; larger n:
 // prefill, through tensor cores (tiles of rows dequantized to f16 in ctx's scratch + cuBLAS, f32
 // accumulation). Every weight type of core/dtype.h that the CPU backend's matmul takes is supported.
 //
@@ -54,6 +55,37 @@ void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
 // beyond kMatvecMaxCols).
 constexpr int kMatvecMaxCols = 8;
 constexpr int kChunkedMatvecMaxCols = 32;
+
+// The quantized mat-mul on tensor cores (matmul_cuda_mmq.cu, docs/CUDA_MMQ.md): weights in the split
+// layout (q4_0, q8_0, q4_K, q6_K) and min_cols <= n <= max_cols read each weight byte once per 64
+// columns, dequantize it to f16 in registers and multiply f16 activations with mma.sync (f32 sums).
+// matmul() and matmul_parts() take it where mmq_takes(w, n); the defaults are tunable by
+// POLYKV_CUDA_MMQ_MIN / POLYKV_CUDA_MMQ_MAX, POLYKV_CUDA_MMQ=0 turns it off, POLYKV_CUDA_MMQ_SPLITS=s
+// forces the K split (0: automatic). Below min_cols the mat-vec kernels run, above max_cols cuBLAS.
+// Batch invariant within its range (a column's bits do not depend on the other columns, whatever their
+// number); not the same bits as the mat-vec path (f16 instead of 8-bit activations).
+constexpr int kMmqDefaultMinCols = 9;
+constexpr int kMmqDefaultMaxCols = 128;
+bool mmq_takes(const WeightMatrix& w, int n);
+// Whether w is a matrix the kernel takes (layout, type), whatever n.
+bool mmq_supports(const WeightMatrix& w);
+// The kernel alone, any n >= 1 (tests and benchmarks).
+void matmul_mmq(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
+// Tests and benchmarks (not thread-safe; set while no matmul runs): the switch, the column range and
+// the forced K split (0: what the environment or the defaults set; splits from the environment or
+// automatic).
+void set_mmq(bool on, int min_cols = 0, int max_cols = 0, int splits = 0);
+bool mmq_enabled();
+// m16 tiles per warp (2: 128 rows per block, the default; 1: 64 rows, fewer registers);
+// POLYKV_CUDA_MMQ_MT. Results do not depend on it but through the K split (a per-process setting).
+void set_mmq_tiles(int mt);
+int mmq_tiles_per_warp();
+int mmq_min_cols();
+int mmq_max_cols();
+
+// cuBLAS GEMMs issued so far by matmul() / matmul_parts() (process-wide): the backend records a step in a
+// CUDA graph only if its eager run issued none (cuBLAS may allocate its workspace while captured).
+uint64_t cublas_call_count();
 
 // Whether kernels on ctx's stream launch with programmatic dependent launch (sm_90 and on, unless
 // turned off: set_matvec_pdl, POLYKV_CUDA_PDL=0): the mat-vec kernels, their activation kernels and

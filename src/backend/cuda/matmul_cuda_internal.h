@@ -64,6 +64,12 @@ bool matvec_pdl(const CudaContext& ctx);
 // small matrices run in several tiles. Not thread-safe; set it while no matmul runs.
 void set_prefill_tile_bytes(size_t bytes);
 
+// The mmq path in two steps (matmul_parts converts x once): x [n][n_in] f32 to f16 in ctx's
+// MatmulActs scratch (returned), then y = w . x16 for mmq_supports(w) (K-split partials in the
+// MatmulWeights scratch).
+const void* mmq_prepare_x(const float* x, int64_t n_in, int n, CudaContext& ctx);
+void mmq_launch(const WeightMatrix& w, const void* x16, float* y, int n, CudaContext& ctx);
+
 // True for f32 / f16 / bf16 weights.
 bool is_float_weight(DType t);
 

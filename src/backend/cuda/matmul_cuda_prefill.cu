@@ -1,4 +1,5 @@
-// matmul(): the mat-vec kernels for few columns, the tensor cores (cuBLAS) for many.
+// matmul(): the mat-vec kernels for few columns, the quantized mat-mul on tensor cores for split-layout
+// weights and POLYKV_CUDA_MMQ_MIN..MAX columns (matmul_cuda_mmq.cu), cuBLAS on f16 tiles for the rest.
 //
 // Tensor-core path (prefill): x is converted to f16 once ([n][n_in], ctx's MatmulActs scratch); the
 // weights are dequantized to f16 in tiles of rows ([tile][n_in], MatmulWeights scratch, at most
@@ -9,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -91,9 +93,12 @@ void dequantize_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, __ha
 
 // y[:, o0 : o0 + rows] = A[rows][k] · x[n][k]^T in cuBLAS's column-major terms: C (rows x n, ldc =
 // n_out) = op(A) (rows x k) · B (k x n), A stored as k x rows with lda, transposed.
+std::atomic<uint64_t> g_cublas_calls{0};
+
 void gemm(CudaContext& ctx, int64_t rows, int n, int64_t k, const void* a, cudaDataType at, int64_t lda, const void* b,
           cudaDataType bt, float* c, int64_t ldc) {
   const float alpha = 1.0f, beta = 0.0f;
+  g_cublas_calls.fetch_add(1, std::memory_order_relaxed);
   POLYKV_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n, int(k), &alpha, a, at,
                                    int(lda), b, bt, int(k), &beta, c, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
@@ -127,14 +132,21 @@ void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n,
 
 }  // namespace
 
+uint64_t cublas_call_count() { return g_cublas_calls.load(std::memory_order_relaxed); }
+
 void set_prefill_tile_bytes(size_t bytes) { g_tile_bytes = bytes ? bytes : kDefaultTileBytes; }
 
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
   validate_device_weights(w);
   check(n >= 0, "CUDA matmul: negative column count ", n);
   if (n == 0 || w.n_out == 0) return;
-  if (n <= kMatvecMaxCols) {
+  if (n <= kMatvecMaxCols && !mmq_takes(w, n)) {
     matvec(w, x, y, n, ctx);
+    return;
+  }
+  if (mmq_takes(w, n)) {
+    // Split-layout weights, min..max columns: one read of the weights, tensor cores (matmul_cuda_mmq.cu).
+    mmq_launch(w, mmq_prepare_x(x, w.n_in, n, ctx), y, n, ctx);
     return;
   }
   if (!is_float_weight(w.type) && n <= kChunkedMatvecMaxCols) {
@@ -151,6 +163,14 @@ void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, Cuda
   check(n >= 0, "CUDA matmul: negative column count ", n);
   if (n == 0 || parts.empty()) return;
   const WeightMatrix& w0 = *parts[0].w;
+  bool all_mmq = true;
+  for (const MatvecPart& p : parts) all_mmq = all_mmq && mmq_takes(*p.w, n) && p.w->n_in == w0.n_in;
+  if (all_mmq) {
+    // What matmul() does for each part, x converted once.
+    const void* x16 = mmq_prepare_x(x, w0.n_in, n, ctx);
+    for (const MatvecPart& p : parts) mmq_launch(*p.w, x16, p.y, n, ctx);
+    return;
+  }
   const bool matvec_path = n <= kMatvecMaxCols || (!is_float_weight(w0.type) && n <= kChunkedMatvecMaxCols);
   if (matvec_path && parts_stream_together(parts)) {
     // What matmul() does for each part (prepare_acts depends only on the type, n_in and x).

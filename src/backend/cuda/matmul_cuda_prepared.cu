@@ -20,7 +20,9 @@ ActView view_of(const ActsOut& o) {
 }  // namespace
 
 bool prepared_matmul_ok(const WeightMatrix& w, int n) {
-  return !is_float_weight(w.type) && n >= 1 && n <= kChunkedMatvecMaxCols && w.n_in % hd::kActBlock == 0;
+  // Not where matmul() takes the mmq path (f16 activations): the prepared 8-bit ones would differ.
+  return !is_float_weight(w.type) && n >= 1 && n <= kChunkedMatvecMaxCols && w.n_in % hd::kActBlock == 0 &&
+         !mmq_takes(w, n);
 }
 
 void matmul_prepared(const WeightMatrix& w, const ActsOut& o, float* y, int n, CudaContext& ctx) {

@@ -1,0 +1,392 @@
+// GPU tests of the quantized mat-mul on tensor cores (backend/cuda/matmul_cuda_mmq.cu; skip without a
+// GPU): for q4_0, q8_0, q4_K and q6_K in the split layout, awkward n_out / n_in and n = 9, 16, 17, 33,
+// 64, 100 columns:
+//  - against the exact dot of the f16-rounded weights and activations (what the tensor cores
+//    multiply; f32 sums, truncating in the tensor core: |err| <= 1e-4 x sum |w x| + 1e-6) and against
+//    matmul_ref (NMSE <= 1e-5, f16 rounding of both operands), every output written;
+//  - batch invariance: a column gives the same bits alone in a 9-column call, in a 64- and in a
+//    100-column call, and with any K split forced alike;
+//  - routing: matmul() and matmul_parts() take it for 9..max columns (same bits as matmul_mmq), and
+//    not when switched off.
+// Every failure prints the type, shape, n, first bad (column, row), got / want, count and NMSE.
+// CudaMmqBench.DISABLED_VsOldPath times it against the old path (chunked mat-vec / cuBLAS tiles).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/matmul_cuda.h"
+#include "backend/cuda/matmul_cuda_split.h"
+#include "core/fp16.h"
+#include "cuda_test_util.h"
+#include "matmul_cuda_test_util.h"
+
+namespace polykv {
+namespace {
+
+cuda::CudaContext& ctx() {
+  static std::unique_ptr<cuda::CudaContext> c = std::make_unique<cuda::CudaContext>(0);
+  return *c;
+}
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(size_t n) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 16))); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+template <class T>
+std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& v) {
+  auto b = std::make_unique<DeviceBuffer>(v.size() * sizeof(T));
+  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return b;
+}
+
+std::vector<float> download(const float* d, size_t n) {
+  POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
+  std::vector<float> v(n);
+  POLYKV_CUDA_CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+void poison(float* y, size_t n) { POLYKV_CUDA_CHECK(cudaMemsetAsync(y, 0xFF, n * sizeof(float), ctx().stream())); }
+
+// The settings of the mmq path for one test; restored after it.
+struct MmqScope {
+  bool on = cuda::mmq_enabled();
+  int tiles = cuda::mmq_tiles_per_warp();
+  ~MmqScope() {
+    cuda::set_mmq(on);
+    cuda::set_mmq_tiles(tiles);
+  }
+};
+
+struct Split {
+  std::unique_ptr<DeviceBuffer> buf;
+  WeightMatrix w;
+};
+
+Split upload_split(const WeightMatrix& host) {
+  Split s;
+  s.buf = std::make_unique<DeviceBuffer>(cuda::split_row_stride(host.type, host.n_in) * size_t(host.n_out));
+  s.w = cuda::upload_split(host, s.buf->p, ctx().stream());
+  return s;
+}
+
+std::string describe(const WeightMatrix& w, int64_t n, const std::string& what) {
+  std::ostringstream s;
+  s << what << ": " << dtype_name(w.type) << " n_out=" << w.n_out << " n_in=" << w.n_in << " n=" << n;
+  return s.str();
+}
+
+float f16_round(float v) { return fp16_to_f32(f32_to_fp16(v)); }
+
+// What the tensor cores multiply: f16 weights and activations, exact products; y [n][n_out] in double
+// and Σ |w x|.
+struct Ref16 {
+  std::vector<double> y, abs;
+};
+
+Ref16 reference16(const WeightMatrix& host, const std::vector<float>& x, int64_t n) {
+  const int64_t n_in = host.n_in, n_out = host.n_out;
+  std::vector<float> w16(size_t(n_out * n_in)), x16(size_t(n * n_in));
+  for (int64_t o = 0; o < n_out; ++o) {
+    dequantize_row_ref(host.type, static_cast<const uint8_t*>(host.data) + size_t(o) * host.row_stride,
+                       w16.data() + o * n_in, n_in);
+  }
+  for (auto& v : w16) v = f16_round(v);
+  for (size_t i = 0; i < x16.size(); ++i) x16[i] = f16_round(x[i]);
+  Ref16 r;
+  r.y.assign(size_t(n * n_out), 0);
+  r.abs.assign(size_t(n * n_out), 0);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t o = 0; o < n_out; ++o) {
+      double s = 0, a = 0;
+      const float* wr = w16.data() + o * n_in;
+      const float* xc = x16.data() + c * n_in;
+      for (int64_t i = 0; i < n_in; ++i) {
+        const double p = double(wr[i]) * double(xc[i]);
+        s += p;
+        a += std::fabs(p);
+      }
+      r.y[size_t(c * n_out + o)] = s;
+      r.abs[size_t(c * n_out + o)] = a;
+    }
+  return r;
+}
+
+// got (the first n columns) against ref (computed for >= n columns of the same x).
+void expect_near_ref16(const std::vector<float>& got, const Ref16& ref, int64_t n, int64_t n_out, const std::string& what) {
+  size_t bad = 0, first = 0;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < size_t(n * n_out); ++i) {
+    const double want = ref.y[i], err = std::fabs(double(got[i]) - want);
+    num += err * err;
+    den += want * want;
+    if (!(err <= 1e-4 * ref.abs[i] + 1e-6) && bad++ == 0) first = i;
+  }
+  if (bad)
+    ADD_FAILURE() << what << ": " << bad << " of " << n * n_out << " outputs off the f16 reference; first at " << first
+                  << " (column " << first / size_t(n_out) << ", row " << first % size_t(n_out) << "): got "
+                  << got[first] << ", want " << ref.y[first] << " (sum |w x| " << ref.abs[first]
+                  << "), NMSE " << (den > 0 ? num / den : num);
+}
+
+void expect_nmse_vs_matmul_ref(const std::vector<float>& got, const WeightMatrix& host, const std::vector<float>& x,
+                               int64_t n, const std::string& what) {
+  std::vector<float> y(size_t(n * host.n_out));
+  matmul_ref(host, x.data(), y.data(), n);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = double(got[i]) - double(y[i]);
+    num += d * d;
+    den += double(y[i]) * double(y[i]);
+  }
+  const double nmse = den > 0 ? num / den : num;
+  EXPECT_LE(nmse, 1e-5) << what << ": NMSE against matmul_ref";
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
+                      int64_t n_out) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], 4) != 0 && bad++ == 0) first = i;
+  if (bad)
+    ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " outputs differ; first at " << first
+                  << " (column " << first / size_t(n_out) << ", row " << first % size_t(n_out) << "): got "
+                  << got[first] << ", want " << want[first];
+}
+
+struct Shape {
+  int64_t n_out, n_in;
+};
+
+std::vector<Shape> shapes_for(DType t) {
+  if (dtype_info(t).block_size == 256) return {{1000, 4096}, {4097, 1280}, {129, 14336}, {37, 256}, {300, 768}};
+  return {{1000, 4096}, {4097, 1056}, {129, 14336}, {37, 96}, {300, 4128}};
+}
+
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const int kCols[] = {9, 16, 17, 33, 64, 100};
+
+TEST(MmqCuda, AgainstTheReferences) {
+  POLYKV_REQUIRE_GPU();
+  MmqScope scope;
+  uint32_t seed = 100;
+  for (DType t : kTypes) {
+    for (const Shape& s : shapes_for(t)) {
+      ++seed;
+      const auto w = cuda_test::make_weights(t, s.n_in, s.n_out, seed, seed % 2 == 0);
+      const Split d = upload_split(w.m);
+      ASSERT_TRUE(cuda::mmq_supports(d.w)) << dtype_name(t);
+      const int64_t nmax = 100;
+      const auto x = cuda_test::normal_floats(size_t(nmax * s.n_in), seed + 3);
+      const auto dx = upload(x);
+      const Ref16 ref = reference16(w.m, x, nmax);
+      DeviceBuffer y(size_t(nmax * s.n_out) * 4);
+      for (const int n : kCols) {
+        for (const int mt : {2, 1}) {
+          cuda::set_mmq_tiles(mt);
+          const size_t total = size_t(n * s.n_out);
+          poison(y.as<float>(), total);
+          cuda::matmul_mmq(d.w, dx->as<float>(), y.as<float>(), n, ctx());
+          const auto got = download(y.as<float>(), total);
+          const std::string what = describe(w.m, n, "mmq, " + std::to_string(mt) + " m16 tiles per warp");
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " (column " << i / size_t(s.n_out)
+                                             << ", row " << i % size_t(s.n_out) << ") not written";
+          expect_near_ref16(got, ref, n, s.n_out, what);
+          if ((n == 17 || n == 100) && mt == 2) {
+            const std::vector<float> xn(x.begin(), x.begin() + n * s.n_in);
+            expect_nmse_vs_matmul_ref(got, w.m, xn, n, what);
+          }
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Column k of a 9-column call = column k of a 64- and a 100-column call over the same x, bit for bit
+// (the 9 columns are placed at 55..63 of the wider calls), for the automatic and forced K splits.
+TEST(MmqCuda, BatchInvariant) {
+  POLYKV_REQUIRE_GPU();
+  MmqScope scope;
+  uint32_t seed = 200;
+  for (DType t : kTypes) {
+    const int64_t n_in = dtype_info(t).block_size == 256 ? 4352 : 4128, n_out = 1000;
+    const auto w = cuda_test::make_weights(t, n_in, n_out, ++seed, true);
+    const Split d = upload_split(w.m);
+    const auto x = cuda_test::normal_floats(size_t(100 * n_in), seed + 1);
+    const auto dx = upload(x);
+    for (int splits : {0, 1, 3, -1}) {
+      // -1: the automatic split with one m16 tile per warp.
+      cuda::set_mmq_tiles(splits < 0 ? 1 : 2);
+      cuda::set_mmq(true, 0, 0, std::max(splits, 0));
+      DeviceBuffer y9(size_t(9 * n_out) * 4), y64(size_t(64 * n_out) * 4), y100(size_t(100 * n_out) * 4);
+      cuda::matmul_mmq(d.w, dx->as<float>() + 55 * n_in, y9.as<float>(), 9, ctx());
+      cuda::matmul_mmq(d.w, dx->as<float>(), y64.as<float>(), 64, ctx());
+      cuda::matmul_mmq(d.w, dx->as<float>(), y100.as<float>(), 100, ctx());
+      const auto a9 = download(y9.as<float>(), size_t(9 * n_out));
+      const auto a64 = download(y64.as<float>(), size_t(64 * n_out));
+      const auto a100 = download(y100.as<float>(), size_t(100 * n_out));
+      const std::vector<float> c64(a64.begin() + 55 * n_out, a64.end());
+      const std::vector<float> c100(a100.begin() + 55 * n_out, a100.begin() + 64 * n_out);
+      const std::string tag = " (splits " + std::to_string(splits) + ")";
+      expect_same_bits(a9, c64, describe(w.m, 9, "columns 55..63 alone vs in 64 columns" + tag), n_out);
+      expect_same_bits(a9, c100, describe(w.m, 9, "columns 55..63 alone vs in 100 columns" + tag), n_out);
+      // One column alone in a 9-column call of copies of another column: still the same bits.
+      std::vector<float> xs(size_t(9 * n_in));
+      for (int c = 0; c < 9; ++c)
+        std::copy_n(x.begin() + (c == 4 ? 60 : 3) * n_in, n_in, xs.begin() + c * n_in);
+      const auto dxs = upload(xs);
+      cuda::matmul_mmq(d.w, dxs->as<float>(), y9.as<float>(), 9, ctx());
+      const auto b9 = download(y9.as<float>(), size_t(9 * n_out));
+      expect_same_bits(std::vector<float>(b9.begin() + 4 * n_out, b9.begin() + 5 * n_out),
+                       std::vector<float>(a64.begin() + 60 * n_out, a64.begin() + 61 * n_out),
+                       describe(w.m, 9, "column 60 among other columns vs in 64 columns" + tag), n_out);
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// matmul() and matmul_parts() route 9..max columns of split weights to it (same bits), not when off.
+TEST(MmqCuda, Routing) {
+  POLYKV_REQUIRE_GPU();
+  MmqScope scope;
+  cuda::set_mmq(true, 9, 128, 0);
+  const int64_t n_in = 2048;
+  const auto wq = cuda_test::make_weights(DType::Q4_0, n_in, 300, 301, true);
+  const auto wk = cuda_test::make_weights(DType::Q4_0, n_in, 77, 302, true);
+  const Split dq = upload_split(wq.m), dk = upload_split(wk.m);
+  const auto x = cuda_test::normal_floats(size_t(130 * n_in), 303);
+  const auto dx = upload(x);
+  DeviceBuffer ya(size_t(130 * 300) * 4), yb(size_t(130 * 300) * 4), yk(size_t(130 * 77) * 4);
+  for (int n : {8, 9, 33, 128, 129}) {
+    cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), n, ctx());
+    cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+    const auto a = download(ya.as<float>(), size_t(n * 300)), b = download(yb.as<float>(), size_t(n * 300));
+    const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    EXPECT_EQ(same, n >= 9 && n <= 128) << "matmul() with " << n << " columns "
+                                        << (same ? "took" : "did not take") << " the mmq path";
+    const cuda::MatvecPart parts[] = {{&dq.w, ya.as<float>()}, {&dk.w, yk.as<float>()}};
+    cuda::matmul_parts(parts, dx->as<float>(), n, ctx());
+    cuda::matmul(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+    expect_same_bits(download(ya.as<float>(), size_t(n * 300)), download(yb.as<float>(), size_t(n * 300)),
+                     describe(dq.w, n, "matmul_parts part 0 vs matmul"), 300);
+    cuda::matmul(dk.w, dx->as<float>(), yb.as<float>(), n, ctx());
+    expect_same_bits(download(yk.as<float>(), size_t(n * 77)), download(yb.as<float>(), size_t(n * 77)),
+                     describe(dk.w, n, "matmul_parts part 1 vs matmul"), 77);
+  }
+  cuda::set_mmq(false);
+  EXPECT_FALSE(cuda::mmq_takes(dq.w, 64));
+  cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), 64, ctx());
+  cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), 64, ctx());
+  const auto a = download(ya.as<float>(), size_t(64 * 300)), b = download(yb.as<float>(), size_t(64 * 300));
+  EXPECT_NE(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "switched off, matmul() still took the mmq path";
+}
+
+// ---- benchmark ----
+
+template <class Fn>
+double median_per_call(Fn&& fn, int per, int reps = 15) {
+  cudaStream_t s = ctx().stream();
+  for (int i = 0; i < per; ++i) fn(i);
+  cudaEvent_t a, b;
+  POLYKV_CUDA_CHECK(cudaEventCreate(&a));
+  POLYKV_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    POLYKV_CUDA_CHECK(cudaEventRecord(a, s));
+    for (int i = 0; i < per; ++i) fn(i);
+    POLYKV_CUDA_CHECK(cudaEventRecord(b, s));
+    POLYKV_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    POLYKV_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e-3 / per);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// llama-3.1-8b's matrices (q/o 4096x4096, qkv 6144x4096, gate+up 28672x4096, down 4096x14336) at 16, 32,
+// 64 and 128 columns: matmul() with the mmq path and with it off (the chunked mat-vec up to 32 columns,
+// cuBLAS on f16 tiles above), over enough copies of the matrix (>= 256 MiB) that L2 holds none.
+// GB/s = weight bytes / time; mmq%fl = that / the copy bandwidth (read + write, ~4.3 TB/s on an H200).
+TEST(CudaMmqBench, DISABLED_VsOldPath) {
+  POLYKV_REQUIRE_GPU();
+  MmqScope scope;
+  double copy = 0;
+  {
+    const size_t n = size_t(1) << 30;
+    DeviceBuffer a(n), b(n);
+    copy = 2.0 * double(n) / median_per_call([&](int) {
+      POLYKV_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, n, cudaMemcpyDeviceToDevice, ctx().stream()));
+    }, 1, 7);
+  }
+  std::printf("device-to-device copy: %.0f GB/s (read + write); mmq splits %s\n", copy * 1e-9,
+              std::getenv("POLYKV_CUDA_MMQ_SPLITS") ? std::getenv("POLYKV_CUDA_MMQ_SPLITS") : "auto");
+  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %8s %8s %7s %6s\n", "type", "matrix", "n_out", "n_in", "n",
+              "old_us", "mmq_us", "mmq1_us", "old_GB/s", "mmq_GB/s", "mmq%fl", "ratio");
+  struct BenchShape {
+    const char* name;
+    int64_t n_out, n_in;
+  };
+  const BenchShape shapes[] = {{"q/o", 4096, 4096}, {"qkv", 6144, 4096}, {"gate+up", 28672, 4096}, {"down", 4096, 14336}};
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
+    for (const BenchShape& sh : shapes) {
+      const size_t stride = cuda::split_row_stride(t, sh.n_in);
+      const size_t bytes = stride * size_t(sh.n_out);
+      const int copies = int(std::max<size_t>(2, ((size_t(256) << 20) + bytes - 1) / bytes));
+      std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+      std::vector<WeightMatrix> ws;
+      for (int c = 0; c < copies; ++c) {
+        bufs.push_back(std::make_unique<DeviceBuffer>(bytes));
+        POLYKV_CUDA_CHECK(cudaMemset(bufs.back()->p, 0x11, bytes));  // every f16 scale 5.6e-4
+        WeightMatrix w;
+        w.type = t;
+        w.n_in = sh.n_in;
+        w.n_out = sh.n_out;
+        w.row_stride = stride;
+        w.layout = WeightLayout::CudaSplit;
+        w.data = bufs.back()->p;
+        ws.push_back(w);
+      }
+      const auto x = cuda_test::normal_floats(size_t(128 * sh.n_in), 2);
+      const auto dx = upload(x);
+      DeviceBuffer y(size_t(128 * sh.n_out) * 4);
+      for (int n : {16, 32, 64, 128}) {
+        // 0: the old path; 1: mmq (2 m16 tiles per warp, the default); 2: mmq with 1 tile per warp.
+        double us[3];
+        for (int k = 0; k < 3; ++k) {
+          cuda::set_mmq(k > 0, 1, 1 << 20, 0);
+          cuda::set_mmq_tiles(k == 2 ? 1 : 2);
+          us[k] = 1e6 * median_per_call([&](int i) {
+            cuda::matmul(ws[size_t(i % copies)], dx->as<float>(), y.as<float>(), n, ctx());
+          }, copies);
+        }
+        const double gb[2] = {double(bytes) / us[0] * 1e-3, double(bytes) / us[1] * 1e-3};
+        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %8.0f %8.0f %6.1f%% %6.2f\n", dtype_name(t), sh.name,
+                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], gb[0], gb[1],
+                    100.0 * gb[1] * 1e9 / copy, us[0] / us[1]);
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace polykv
