@@ -23,6 +23,7 @@
 #pragma once
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/kv_decode_scaled.cuh"
+#include "backend/cuda/kv_decode_trellis.cuh"
 
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
@@ -109,8 +110,27 @@ __device__ void fold_slots(const Args& a, const Work& w, int ns, float* Qs, int 
   write_outputs<HD>(a, w, R, Qs, ld, qrow);
 }
 
-// MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks).
-template <int HD, int MINB>
+// f(std::integral_constant<KvType, t>{}) for the runtime type t when TI < 0 (every type compiled in); for
+// TI >= 0 the kernel is specialized for type KvType(TI) (the launcher only runs it on rows of that type)
+// and f sees it at compile time.
+template <int TI, class F>
+__device__ __forceinline__ void decode8_type(KvType t, F&& f) {
+  if constexpr (TI < 0) kv_type_dispatch(t, f);
+  else f(std::integral_constant<KvType, KvType(TI)>{});
+}
+// A piece of a K or V row as v[k] * (returned scale): decode8s, or with PACKED the packed trellis decoder
+// (kv_decode_trellis.cuh; the same floats, fewer instructions for turbo*t).
+template <KvType T, bool PACKED>
+__device__ __forceinline__ float decode8_piece(const uint8_t* row, int c, const float* lut, float* v, int hd) {
+  if constexpr (PACKED) return decode8s_packed<T>(row, c, hd, lut, v);
+  else return decode8s<T>(row, c, hd, lut, v);
+}
+
+// MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks, or
+// decode8_fixed_min_blocks for the specialized kernels). KTI / VTI: -1 (any K / V type, dispatched per
+// tile), or the KvType the kernel is specialized for (attention_cuda_decode8_fixed.cuh). PACKED: the
+// packed trellis decoder.
+template <int HD, int MINB, int KTI = -1, int VTI = -1, bool PACKED = false>
 __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   using Sh = Decode8Shape<HD>;
   constexpr int R = Sh::R, LD = HD + 4, LPK = Sh::LPK, KPW = Sh::KPW, NS = Sh::NS, KU = Sh::KU, TK = Sh::TK;
@@ -201,13 +221,13 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
 
     // Partial dots of this lane's 8 dims: s[u R + r] for key i0 + u, row r.
     float s[NP];
-    kv_type_dispatch(a.k_type, [&](auto tag) {
+    decode8_type<KTI>(a.k_type, [&](auto tag) {
       constexpr KvType T = decltype(tag)::value;
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
         float kv[8], sc = 0.0f;
         if (i0 + u < nk) {
-          sc = decode8s<T>(kbuf + size_t(i0 + u) * a.k_row_bytes, pl, HD, lutk, kv);
+          sc = decode8_piece<T, PACKED>(kbuf + size_t(i0 + u) * a.k_row_bytes, pl, lutk, kv, HD);
         } else {
 #pragma unroll
           for (int k = 0; k < 8; ++k) kv[k] = 0.0f;
@@ -252,14 +272,14 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc[jr][k] *= al[jr];
 
-    kv_type_dispatch(a.v_type, [&](auto tag) {
+    decode8_type<VTI>(a.v_type, [&](auto tag) {
       constexpr KvType T = decltype(tag)::value;
 #pragma unroll
       for (int ju = 0; ju < KU; ++ju) {
         const int i = i0 + (ju ^ pu);  // pairs ju R + jr of rel are key ju ^ pu, rows jr ^ pr
         if (i >= nk) continue;       // past the tile (its probabilities are 0; its bytes are junk)
         float v[8];
-        const float sc = decode8s<T>(vbuf + size_t(i) * a.v_row_bytes, pl, HD, lutv, v);
+        const float sc = decode8_piece<T, PACKED>(vbuf + size_t(i) * a.v_row_bytes, pl, lutv, v, HD);
 #pragma unroll
         for (int jr = 0; jr < R; ++jr) {
           const float ps = rel[ju * R + jr] * sc;
