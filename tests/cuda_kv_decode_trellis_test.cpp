@@ -95,5 +95,17 @@ TEST(CudaKvDecodeTrellis, PackedIsDecode8s) {
   EXPECT_EQ(checked, 8 * 5 * 4 + 3 * 5 * 6);
 }
 
+TEST(CudaKvDecodeTrellis, ConstantRowBytesAreKvHeadBytes) {
+  int checked = 0;
+  for (KvType t : kAllKvTypes)
+    for (int hd : {32, 64, 128, 256, 512}) {
+      if (!head_dim_ok(t, hd)) continue;
+      EXPECT_EQ(size_t(cuda::kv_row_bytes_const(t, hd)), kv_head_bytes(t, hd)) << kv_type_name(t) << " hd " << hd;
+      ++checked;
+    }
+  EXPECT_EQ(checked, 11 * 5);
+  static_assert(cuda::kv_row_bytes_const(KvType::Turbo3T, 128) == 50 && cuda::kv_row_bytes_const(KvType::Q8_0, 128) == 136);
+}
+
 }  // namespace
 }  // namespace polykv

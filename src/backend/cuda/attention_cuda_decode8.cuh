@@ -202,6 +202,9 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       q[r][k] = Qs[r * LD + 8 * pl + k];
       acc[r][k] = 0.0f;
     }
+  // Row strides: compile-time constants in the specialized kernels.
+  const size_t krb = KTI < 0 ? a.k_row_bytes : size_t(kv_row_bytes_const(KvType(KTI < 0 ? 0 : KTI), HD));
+  const size_t vrb = VTI < 0 ? a.v_row_bytes : size_t(kv_row_bytes_const(KvType(VTI < 0 ? 0 : VTI), HD));
   const uint32_t subset_word = g_tables.subset_word;
   for (int i = tid; i < kScaledLutSize; i += kThreads) {  // read after the first tile's barrier
     lutk[i] = scaled_lut_entry(a.k_type, lvk, subset_word, i);
@@ -227,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       for (int u = 0; u < KU; ++u) {
         float kv[8], sc = 0.0f;
         if (i0 + u < nk) {
-          sc = decode8_piece<T, PACKED>(kbuf + size_t(i0 + u) * a.k_row_bytes, pl, lutk, kv, HD);
+          sc = decode8_piece<T, PACKED>(kbuf + size_t(i0 + u) * krb, pl, lutk, kv, HD);
         } else {
 #pragma unroll
           for (int k = 0; k < 8; ++k) kv[k] = 0.0f;
@@ -279,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
         const int i = i0 + (ju ^ pu);  // pairs ju R + jr of rel are key ju ^ pu, rows jr ^ pr
         if (i >= nk) continue;       // past the tile (its probabilities are 0; its bytes are junk)
         float v[8];
-        const float sc = decode8_piece<T, PACKED>(vbuf + size_t(i) * a.v_row_bytes, pl, lutv, v, HD);
+        const float sc = decode8_piece<T, PACKED>(vbuf + size_t(i) * vrb, pl, lutv, v, HD);
 #pragma unroll
         for (int jr = 0; jr < R; ++jr) {
           const float ps = rel[ju * R + jr] * sc;

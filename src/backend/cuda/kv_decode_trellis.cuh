@@ -23,6 +23,17 @@
 
 namespace polykv::cuda {
 
+// Bytes of one (token, KV head) row of type t and head_dim values, as a compile-time constant (the
+// specialized decode kernels' row strides); equal to kv_head_bytes (tests/cuda_kv_decode_trellis_test.cpp).
+POLYKV_HD constexpr int kv_row_bytes_const(KvType t, int head_dim) {
+  if (t == KvType::F32) return 4 * head_dim;
+  if (t == KvType::F16 || t == KvType::BF16) return 2 * head_dim;
+  if (t == KvType::Q8_0) return 34 * (head_dim / 32);
+  if (t == KvType::Q4_0) return 18 * (head_dim / 32);
+  const int b = kv_turbo_bits(t) ? kv_turbo_bits(t) : kv_trellis_bits(t), n = turbo_group_of(head_dim);
+  return (head_dim / n) * (2 + n * b / 8);
+}
+
 // The float at byte offset `off` (a multiple of 4) of the table lut.
 POLYKV_HD float lut_at_byte(const float* lut, uint32_t off) {
   return *reinterpret_cast<const float*>(reinterpret_cast<const unsigned char*>(lut) + off);
