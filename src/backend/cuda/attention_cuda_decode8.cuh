@@ -162,14 +162,26 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   const size_t head_row = size_t(w.g) * size_t(bt);
   // The producer, as decode_kernel's: one commit group per call (empty past ke).
   int p_tiles = 0, p_key = kb;
+  // The specialized kernels (KTI >= 0) keep the producer's pool block (p_bi, its end p_bend) and stage
+  // (p_st) incrementally instead of a division and a remainder per tile: a tile never crosses a pool
+  // block, so p_key reaches p_bend exactly when the block is done. The generic kernel stays as it was.
+  constexpr bool kIncremental = KTI >= 0;
+  int p_bi = kIncremental ? kb / bt : 0, p_bend = kIncremental ? (p_bi + 1) * bt : 0, p_st = 0;
   const auto issue = [&]() {
     if (p_key < ke) {
-      const int bi = p_key / bt, t1 = min(min(p_key + TK, ke), (bi + 1) * bt), nk = t1 - p_key;
+      if constexpr (kIncremental) {
+        if (p_key >= p_bend) {
+          ++p_bi;
+          p_bend += bt;
+        }
+      }
+      const int bi = kIncremental ? p_bi : p_key / bt;
+      const int t1 = min(min(p_key + TK, ke), kIncremental ? p_bend : (bi + 1) * bt), nk = t1 - p_key;
       const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
       const size_t row = head_row + size_t(p_key - bi * bt);
       const uint8_t* ks = base + row * a.k_row_bytes;
       const uint8_t* vs = base + a.v_offset + row * a.v_row_bytes;
-      const int st = p_tiles % S;
+      const int st = kIncremental ? p_st : p_tiles % S;
       uint8_t* dst = stages + size_t(st) * spart;
       stage_copy(dst, ks, size_t(nk) * a.k_row_bytes);
       stage_copy(dst + kpart, vs, size_t(nk) * a.v_row_bytes);
@@ -182,6 +194,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       p_key = t1;
     }
     ++p_tiles;
+    if constexpr (kIncremental) p_st = p_st + 1 == S ? 0 : p_st + 1;
     stage_commit();
   };
   for (int i = 0; i < S - 1; ++i) issue();
@@ -211,11 +224,11 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
     lutv[i] = scaled_lut_entry(a.v_type, lvv, subset_word, i);
   }
 
-  for (int it = 0, key = kb; key < ke; ++it) {
+  for (int it = 0, c_st = 0, key = kb; key < ke; ++it, c_st = c_st + 1 == S ? 0 : c_st + 1) {
     stage_wait(S - 2);
     __syncthreads();
     issue();
-    const int st = it % S;
+    const int st = kIncremental ? c_st : it % S;
     const int t0 = st_t0[st], nk = st_nk[st];
     key = t0 + nk;
     const uint8_t* kbuf = stages + size_t(st) * spart + st_ko[st];
