@@ -183,6 +183,7 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
+#include "backend/cuda/attention_cuda_decode8_fixed.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_prefix_mma.cuh"
@@ -213,7 +214,12 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
   if (P.kernel == attn::Kernel::Decode) {
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant != attn::DecodeVariant::Slots) {  // Lanes8 and Lanes8x4: the same code (launch bounds aside)
-        run_grid(gx, gy, gz, P.smem, [&] { attn::decode8_kernel<HD, 4>(a); });
+        // Lanes8: the kernel the launcher picks (specialized per type pair where there is one).
+        const attn::Decode8Kernels mode =
+            P.variant == attn::DecodeVariant::Lanes8 ? attn::decode8_kernels() : attn::Decode8Kernels::Generic;
+        attn::decode8_pick<HD>(a.k_type, a.v_type, mode, &attn::decode8_kernel<HD, 4>, [&](auto kernel) {
+          run_grid(gx, gy, gz, P.smem, [&] { kernel(a); });
+        });
         return;
       }
     }
@@ -316,7 +322,7 @@ void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
     // per item rounded down): with more than half a wave of work items there is no split.
     const bool filled = r.plan.kernel == attn::Kernel::Decode && r.plan.variant != attn::DecodeVariant::Slots &&
                         2 * int64_t(r.plan.grid_y) * r.plan.grid_z >
-                            attn::decode8_min_blocks(r.plan.variant, c.head_dim) * kEmulatedSms;
+                            attn::decode8_plan_blocks(r.plan.variant, c.head_dim, c.kt, c.vt) * kEmulatedSms;
     // Decode launches bounded by attn::one_split_keys() keys read them in one split (no merge).
     int bound = 0;
     for (const SeqSpec& q : c.seqs) bound = std::max(bound, q.pos0 + q.n_q);
@@ -432,7 +438,7 @@ TEST(CudaAttentionEmulation, Lanes8SplitsFillOneWave) {
     for (attn::DecodeVariant v : {attn::DecodeVariant::Lanes8, attn::DecodeVariant::Lanes8x4}) {
       const VariantScope scope(v);
       const attn::Plan P = attn::plan_attention(L, p, b, kSms);
-      const int slots = attn::decode8_min_blocks(v, 128) * kSms, blocks = P.n_splits * kHeadKv;
+      const int slots = attn::decode8_plan_blocks(v, 128, L.k_type, L.v_type) * kSms, blocks = P.n_splits * kHeadKv;
       EXPECT_LE(blocks, slots) << n_kv << " keys: " << plan_name(P);
       if (n_kv == 131072) EXPECT_GE(blocks, slots * 9 / 10) << plan_name(P);
       EXPECT_GE(int64_t(P.chunk) * P.n_splits, n_kv) << plan_name(P);
@@ -624,6 +630,72 @@ TEST(CudaAttentionEmulation, PrefixPlansAtTheAgentsBenchShape) {
       EXPECT_LE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms) << plan_name(P);
       EXPECT_GE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms * 9 / 10) << plan_name(P);
     }
+  }
+}
+
+// The lanes8 kernel specialized per (K, V) pair at head size 128 (attention_cuda_decode8_fixed.cuh) in each
+// mode of attn::decode8_kernels(): generic (the runtime-dispatch kernel), fixed (specialized, decode8s) and
+// packed (specialized, packed trellis decoder): every specialized pair plus one without a specialization,
+// several sequences, splits, a window and softcap, odd block sizes; each mode must pick the kernel it names
+// and stay within the bound. Plans of specialized kernels fill one wave at their 4 blocks per multiprocessor.
+struct D8Scope {
+  attn::Decode8Kernels saved = attn::decode8_kernels();
+  explicit D8Scope(attn::Decode8Kernels k) { attn::decode8_kernels() = k; }
+  ~D8Scope() { attn::decode8_kernels() = saved; }
+};
+
+TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
+  std::vector<std::pair<KvType, KvType>> pairs;
+  for (const attn::Decode8Pair& p : attn::kDecode8FixedPairs) pairs.push_back({p.k, p.v});
+  pairs.push_back({KvType::Turbo4T, KvType::Turbo2T});  // no specialization: generic in every mode
+  uint32_t seed = 3100;
+  for (attn::Decode8Kernels mode : {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Fixed,
+                                    attn::Decode8Kernels::Packed}) {
+    const D8Scope d8(mode);
+    const VariantScope vs(attn::DecodeVariant::Lanes8);
+    for (const auto& [kt, vt] : pairs)
+      for (int shape = 0; shape < 2; ++shape) {
+        if (mode == attn::Decode8Kernels::Generic && shape == 1) continue;  // the generic kernel's own tests cover it
+        Case c;
+        c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+        if (shape == 0) {
+          c.block_tokens = 16;
+          c.seqs = {{0, 1}, {37, 1}, {290, 1}};
+        } else {
+          c.block_tokens = 24;
+          c.seqs = {{420, 1}};
+          c.window = 150;
+          c.softcap = 30.0f;
+        }
+        const Ran r = run_case(c);
+        const bool fixed = attn::decode8_fixed(128, kt, vt, mode);
+        const bool picked = attn::decode8_pick<128>(kt, vt, mode, &attn::decode8_kernel<128, 4>, [](auto) {});
+        const std::string what = attn_test::describe(c) + " mode " + std::to_string(int(mode)) +
+                                 "\n  plan: " + plan_name(r.plan);
+        EXPECT_EQ(picked, fixed) << what;
+        EXPECT_EQ(fixed, mode != attn::Decode8Kernels::Generic && kt != KvType::Turbo4T) << what;
+        EXPECT_EQ(r.plan.variant, attn::DecodeVariant::Lanes8) << what;
+        EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+      }
+  }
+}
+
+// One wave at the specialized kernels' occupancy: q8_0/turbo3t at 131072 keys on an H200 (132
+// multiprocessors, 8 KV heads) plans 66 splits (528 blocks: 4 per multiprocessor), the generic kernel 49.
+TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
+  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
+                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 131072};
+  const VariantScope vs(attn::DecodeVariant::Lanes8);
+  for (attn::Decode8Kernels mode : {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Packed}) {
+    const D8Scope d8(mode);
+    const attn::Plan P = attn::plan_attention(L, p, b, 132);
+    const int per_sm = mode == attn::Decode8Kernels::Generic ? 3 : 4;
+    EXPECT_LE(P.n_splits * 8, per_sm * 132) << plan_name(P);
+    EXPECT_GE(P.n_splits * 8, per_sm * 132 * 9 / 10) << plan_name(P);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
+#include "backend/cuda/attention_cuda_decode8_fixed.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
@@ -35,6 +36,7 @@ void allow_smem_hd() {
     constexpr size_t smem = std::max(attn::kDecode8SmemCap, attn::decode8_fold_bytes(HD));
     allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, smem);
     allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, smem);
+    if constexpr (HD == 128) attn::decode8_fixed_for_each([&](auto kernel) { allow_smem(kernel, smem); });
   }
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
@@ -95,9 +97,10 @@ template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
   if (P.kernel == attn::Kernel::Decode) {
     if constexpr (attn::decode8_supports(HD)) {
-      if (P.variant == attn::DecodeVariant::Lanes8) {
-        launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, a, P,
-                      P.smem, stream, pdl);
+      if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one
+        attn::decode8_pick<HD>(a.k_type, a.v_type, attn::decode8_kernels(),
+                               attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>,
+                               [&](auto kernel) { launch_kernel(kernel, a, P, P.smem, stream, pdl); });
         return;
       }
       if (P.variant == attn::DecodeVariant::Lanes8x4) {

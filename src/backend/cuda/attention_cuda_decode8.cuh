@@ -23,6 +23,7 @@
 #pragma once
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/kv_decode_scaled.cuh"
+#include "backend/cuda/kv_decode_trellis.cuh"
 
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
@@ -109,8 +110,27 @@ __device__ void fold_slots(const Args& a, const Work& w, int ns, float* Qs, int 
   write_outputs<HD>(a, w, R, Qs, ld, qrow);
 }
 
-// MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks).
-template <int HD, int MINB>
+// f(std::integral_constant<KvType, t>{}) for the runtime type t when TI < 0 (every type compiled in); for
+// TI >= 0 the kernel is specialized for type KvType(TI) (the launcher only runs it on rows of that type)
+// and f sees it at compile time.
+template <int TI, class F>
+__device__ __forceinline__ void decode8_type(KvType t, F&& f) {
+  if constexpr (TI < 0) kv_type_dispatch(t, f);
+  else f(std::integral_constant<KvType, KvType(TI)>{});
+}
+// A piece of a K or V row as v[k] * (returned scale): decode8s, or with PACKED the packed trellis decoder
+// (kv_decode_trellis.cuh; the same floats, fewer instructions for turbo*t).
+template <KvType T, bool PACKED>
+__device__ __forceinline__ float decode8_piece(const uint8_t* row, int c, const float* lut, float* v, int hd) {
+  if constexpr (PACKED) return decode8s_packed<T>(row, c, hd, lut, v);
+  else return decode8s<T>(row, c, hd, lut, v);
+}
+
+// MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks, or
+// decode8_fixed_min_blocks for the specialized kernels). KTI / VTI: -1 (any K / V type, dispatched per
+// tile), or the KvType the kernel is specialized for (attention_cuda_decode8_fixed.cuh). PACKED: the
+// packed trellis decoder.
+template <int HD, int MINB, int KTI = -1, int VTI = -1, bool PACKED = false>
 __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   using Sh = Decode8Shape<HD>;
   constexpr int R = Sh::R, LD = HD + 4, LPK = Sh::LPK, KPW = Sh::KPW, NS = Sh::NS, KU = Sh::KU, TK = Sh::TK;
@@ -142,14 +162,26 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   const size_t head_row = size_t(w.g) * size_t(bt);
   // The producer, as decode_kernel's: one commit group per call (empty past ke).
   int p_tiles = 0, p_key = kb;
+  // The specialized kernels (KTI >= 0) keep the producer's pool block (p_bi, its end p_bend) and stage
+  // (p_st) incrementally instead of a division and a remainder per tile: a tile never crosses a pool
+  // block, so p_key reaches p_bend exactly when the block is done. The generic kernel stays as it was.
+  constexpr bool kIncremental = KTI >= 0;
+  int p_bi = kIncremental ? kb / bt : 0, p_bend = kIncremental ? (p_bi + 1) * bt : 0, p_st = 0;
   const auto issue = [&]() {
     if (p_key < ke) {
-      const int bi = p_key / bt, t1 = min(min(p_key + TK, ke), (bi + 1) * bt), nk = t1 - p_key;
+      if constexpr (kIncremental) {
+        if (p_key >= p_bend) {
+          ++p_bi;
+          p_bend += bt;
+        }
+      }
+      const int bi = kIncremental ? p_bi : p_key / bt;
+      const int t1 = min(min(p_key + TK, ke), kIncremental ? p_bend : (bi + 1) * bt), nk = t1 - p_key;
       const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
       const size_t row = head_row + size_t(p_key - bi * bt);
       const uint8_t* ks = base + row * a.k_row_bytes;
       const uint8_t* vs = base + a.v_offset + row * a.v_row_bytes;
-      const int st = p_tiles % S;
+      const int st = kIncremental ? p_st : p_tiles % S;
       uint8_t* dst = stages + size_t(st) * spart;
       stage_copy(dst, ks, size_t(nk) * a.k_row_bytes);
       stage_copy(dst + kpart, vs, size_t(nk) * a.v_row_bytes);
@@ -162,6 +194,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       p_key = t1;
     }
     ++p_tiles;
+    if constexpr (kIncremental) p_st = p_st + 1 == S ? 0 : p_st + 1;
     stage_commit();
   };
   for (int i = 0; i < S - 1; ++i) issue();
@@ -182,17 +215,20 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       q[r][k] = Qs[r * LD + 8 * pl + k];
       acc[r][k] = 0.0f;
     }
+  // Row strides: compile-time constants in the specialized kernels.
+  const size_t krb = KTI < 0 ? a.k_row_bytes : size_t(kv_row_bytes_const(KvType(KTI < 0 ? 0 : KTI), HD));
+  const size_t vrb = VTI < 0 ? a.v_row_bytes : size_t(kv_row_bytes_const(KvType(VTI < 0 ? 0 : VTI), HD));
   const uint32_t subset_word = g_tables.subset_word;
   for (int i = tid; i < kScaledLutSize; i += kThreads) {  // read after the first tile's barrier
     lutk[i] = scaled_lut_entry(a.k_type, lvk, subset_word, i);
     lutv[i] = scaled_lut_entry(a.v_type, lvv, subset_word, i);
   }
 
-  for (int it = 0, key = kb; key < ke; ++it) {
+  for (int it = 0, c_st = 0, key = kb; key < ke; ++it, c_st = c_st + 1 == S ? 0 : c_st + 1) {
     stage_wait(S - 2);
     __syncthreads();
     issue();
-    const int st = it % S;
+    const int st = kIncremental ? c_st : it % S;
     const int t0 = st_t0[st], nk = st_nk[st];
     key = t0 + nk;
     const uint8_t* kbuf = stages + size_t(st) * spart + st_ko[st];
@@ -201,13 +237,13 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
 
     // Partial dots of this lane's 8 dims: s[u R + r] for key i0 + u, row r.
     float s[NP];
-    kv_type_dispatch(a.k_type, [&](auto tag) {
+    decode8_type<KTI>(a.k_type, [&](auto tag) {
       constexpr KvType T = decltype(tag)::value;
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
         float kv[8], sc = 0.0f;
         if (i0 + u < nk) {
-          sc = decode8s<T>(kbuf + size_t(i0 + u) * a.k_row_bytes, pl, HD, lutk, kv);
+          sc = decode8_piece<T, PACKED>(kbuf + size_t(i0 + u) * krb, pl, lutk, kv, HD);
         } else {
 #pragma unroll
           for (int k = 0; k < 8; ++k) kv[k] = 0.0f;
@@ -252,14 +288,14 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc[jr][k] *= al[jr];
 
-    kv_type_dispatch(a.v_type, [&](auto tag) {
+    decode8_type<VTI>(a.v_type, [&](auto tag) {
       constexpr KvType T = decltype(tag)::value;
 #pragma unroll
       for (int ju = 0; ju < KU; ++ju) {
         const int i = i0 + (ju ^ pu);  // pairs ju R + jr of rel are key ju ^ pu, rows jr ^ pr
         if (i >= nk) continue;       // past the tile (its probabilities are 0; its bytes are junk)
         float v[8];
-        const float sc = decode8s<T>(vbuf + size_t(i) * a.v_row_bytes, pl, HD, lutv, v);
+        const float sc = decode8_piece<T, PACKED>(vbuf + size_t(i) * vrb, pl, lutv, v, HD);
 #pragma unroll
         for (int jr = 0; jr < R; ++jr) {
           const float ps = rel[ju * R + jr] * sc;

@@ -69,6 +69,41 @@ inline DecodeVariant& decode_variant() {
   return v;
 }
 
+// The lanes8 kernel specialized per (K, V) type pair at head size 128 (attention_cuda_decode8_fixed.cuh):
+// POLYKV_CUDA_ATTN_D8 = generic (the runtime-dispatch kernel, the old path) | fixed (specialized, decode8s)
+// | packed (specialized, packed trellis decoder; unset or other). Process-wide, like decode_variant.
+enum class Decode8Kernels { Generic, Fixed, Packed };
+inline Decode8Kernels& decode8_kernels() {
+  static Decode8Kernels k = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_D8");
+    const std::string s = e ? e : "";
+    return s == "generic" ? Decode8Kernels::Generic : s == "fixed" ? Decode8Kernels::Fixed : Decode8Kernels::Packed;
+  }();
+  return k;
+}
+struct Decode8Pair {
+  KvType k, v;
+};
+constexpr Decode8Pair kDecode8FixedPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
+                                              {KvType::Turbo3T, KvType::Turbo3T}, {KvType::F16, KvType::F16},
+                                              {KvType::Q8_0, KvType::Turbo3}};
+constexpr int kDecode8FixedCount = int(sizeof(kDecode8FixedPairs) / sizeof(kDecode8FixedPairs[0]));
+// Blocks per multiprocessor the specialized kernels' registers allow (their __launch_bounds__; ptxas sm_90:
+// no spills at this bound, docs/CUDA_ATTENTION.md), where the generic kernel at head size 128 gets 3.
+constexpr int kDecode8FixedMinBlocks = 4;
+// Whether a lanes8 plan of head size hd and these types runs a specialized kernel under `mode`.
+constexpr bool decode8_fixed(int hd, KvType k, KvType v, Decode8Kernels mode) {
+  if (hd != 128 || mode == Decode8Kernels::Generic) return false;
+  for (const Decode8Pair& p : kDecode8FixedPairs)
+    if (p.k == k && p.v == v) return true;
+  return false;
+}
+// Blocks per multiprocessor of a lanes8 plan's kernel (its splits fill one wave at this occupancy).
+inline int decode8_plan_blocks(DecodeVariant v, int hd, KvType k, KvType vt) {
+  return v == DecodeVariant::Lanes8 && decode8_fixed(hd, k, vt, decode8_kernels()) ? kDecode8FixedMinBlocks
+                                                                                    : decode8_min_blocks(v, hd);
+}
+
 // Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
 // kernel (attention_cuda_mma.cuh) instead of the f32 tiled kernel. Process-wide, like decode_variant.
 // On unless POLYKV_CUDA_ATTN_MMA=0: 2-4x faster than the f32 kernel on the H200 and within the same
@@ -272,7 +307,7 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   if (P.kernel == Kernel::Decode && b.max_kv <= one_split_keys())
     ;  // one split (n_splits 1, chunk covers every key): the kernel writes the outputs
   else if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
-    plan_splits(P, b.max_kv, sm_count, hd, decode8_min_blocks(P.variant, hd), true);
+    plan_splits(P, b.max_kv, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true);
   else
     plan_splits(P, b.max_kv, sm_count, hd);
   if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
