@@ -27,9 +27,11 @@
 #include "core/fp16.h"
 
 namespace emu {
-// One block at a time: its 128 threads are fibers (ucontext) on the calling thread, run round-robin;
-// a fiber runs until it waits at a barrier. Barriers count the fibers still running.
-constexpr int kFibers = 128;
+// One block at a time: its 128 (or 256: the 256-row prefix kernel) threads are fibers (ucontext) on
+// the calling thread, run round-robin; a fiber runs until it waits at a barrier. Barriers count the
+// fibers still running.
+constexpr int kFibers = 256, kWarps = kFibers / 32;
+inline int n_fibers = 128;  // threads of the blocks being run
 constexpr size_t kStackBytes = 256 * 1024;
 
 struct Idx {
@@ -46,9 +48,9 @@ inline ucontext_t scheduler;
 inline Fiber fibers[kFibers];
 inline int current = 0;
 inline const std::function<void()>* body = nullptr;
-inline int alive = 0, block_arrived = 0, warp_alive[4], warp_arrived[4];
-inline uint64_t block_gen = 0, warp_gen[4];
-inline float shfl_buf[4][32];
+inline int alive = 0, block_arrived = 0, warp_alive[kWarps], warp_arrived[kWarps];
+inline uint64_t block_gen = 0, warp_gen[kWarps];
+inline float shfl_buf[kWarps][32];
 inline std::vector<float4> dyn_smem;
 
 inline void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
@@ -86,7 +88,7 @@ inline float shfl_xor(float v, int o) {
 // mma.sync.m16n8k16 (f16 inputs, f32 accumulation) across the 32 fibers of a warp: each lane
 // posts its fragments, then computes its D elements from everyone's (the PTX ISA's fragment layout,
 // as spelled in attention_cuda_mma.cuh). Called in warp-uniform code only.
-inline uint32_t mma_a[4][32][4], mma_b[4][32][2];
+inline uint32_t mma_a[kWarps][32][4], mma_b[kWarps][32][2];
 inline float half_of(uint32_t reg, int upper) { return ::polykv::fp16_to_f32(uint16_t(reg >> (16 * upper))); }
 inline void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   const int lane = current % 32, w = current / 32;
@@ -111,6 +113,23 @@ inline void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
   for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
+// ldmatrix.x4 (.trans) across the 32 fibers of a warp: each lane posts its row address, then takes
+// its registers from everyone's (matrix i's rows at lanes 8 i .. 8 i + 7; register i of lane l:
+// row l / 4, elements 2 (l % 4), +1; trans: column l / 4, rows 2 (l % 4), +1). Warp-uniform code only.
+inline const uint16_t* ldsm_ptr[kWarps][32];
+inline void ldsm_x4(uint32_t (&r)[4], const uint16_t* p, bool trans) {
+  const int lane = current % 32, w = current / 32;
+  ldsm_ptr[w][lane] = p;
+  warp_sync();
+  for (int i = 0; i < 4; ++i) {
+    uint32_t e[2];
+    for (int k = 0; k < 2; ++k)
+      e[k] = trans ? ldsm_ptr[w][8 * i + 2 * (lane % 4) + k][lane / 4] : ldsm_ptr[w][8 * i + lane / 4][2 * (lane % 4) + k];
+    r[i] = e[0] | (e[1] << 16);
+  }
+  warp_sync();
+}
+
 inline void fiber_main() {
   const int i = current;
   (*body)();
@@ -126,9 +145,9 @@ inline void fiber_main() {
 // Runs f as every thread of one block.
 inline void run_block(const std::function<void()>& f) {
   body = &f;
-  alive = kFibers, block_arrived = 0;
-  for (int w = 0; w < 4; ++w) warp_alive[w] = 32, warp_arrived[w] = 0;
-  for (int i = 0; i < kFibers; ++i) {
+  alive = n_fibers, block_arrived = 0;
+  for (int w = 0; w < kWarps; ++w) warp_alive[w] = w < n_fibers / 32 ? 32 : 0, warp_arrived[w] = 0;
+  for (int i = 0; i < n_fibers; ++i) {
     Fiber& fb = fibers[i];
     fb.stack.resize(kStackBytes);
     fb.done = false;
@@ -139,7 +158,7 @@ inline void run_block(const std::function<void()>& f) {
     makecontext(&fb.ctx, fiber_main, 0);
   }
   while (alive > 0)
-    for (int i = 0; i < kFibers; ++i) {
+    for (int i = 0; i < n_fibers; ++i) {
       if (fibers[i].done) continue;
       current = i;
       thread_idx = {unsigned(i), 0, 0};
@@ -181,11 +200,13 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
 #define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
+#define POLYKV_EMU_LDSM(r, p, trans) ::emu::ldsm_x4(r, p, trans)
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_decode8_fixed.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
+#include "backend/cuda/attention_cuda_prefix256.cuh"
 #include "backend/cuda/attention_cuda_prefix_mma.cuh"
 
 namespace polykv {
@@ -195,8 +216,10 @@ using attn_test::Case;
 using attn_test::SeqSpec;
 namespace attn = cuda::attn;
 
-// Runs body() as every thread of every block of the grid, one block at a time.
-void run_grid(unsigned gx, unsigned gy, unsigned gz, size_t smem_bytes, const std::function<void()>& body) {
+// Runs body() as every thread (threads per block) of every block of the grid, one block at a time.
+void run_grid(unsigned gx, unsigned gy, unsigned gz, size_t smem_bytes, const std::function<void()>& body,
+              int threads = attn::kThreads) {
+  emu::n_fibers = threads;
   emu::grid_dim = {gx, gy, gz};
   emu::dyn_smem.assign(smem_bytes / sizeof(float4) + 1,
                        make_float4(NAN, NAN, NAN, NAN));  // unwritten shared memory reads as NaN
@@ -224,6 +247,10 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
       }
     }
     run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
+  } else if (P.rows == attn::kPrefix256Rows) {
+    if constexpr (attn::mma_supports(HD))
+      run_grid(gx, gy, gz, attn::prefix256_smem_bytes(HD), [&] { attn::attention_prefix256_kernel<HD>(a); },
+               attn::kPrefix256Threads);
   } else if (P.rows == attn::kPrefixRows) {
     if constexpr (attn::mma_supports(HD))
       run_grid(gx, gy, gz, attn::prefix_mma_smem_bytes(HD), [&] { attn::attention_prefix_mma_kernel<HD>(a); });
@@ -283,7 +310,8 @@ Ran run_case(const Case& c) {
 }
 
 std::string plan_name(const attn::Plan& P) {
-  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.rows == attn::kPrefixRows ? "prefix (wide mma)"
+  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.rows == attn::kPrefix256Rows ? "prefix (256-row mma)"
+                                                          : P.rows == attn::kPrefixRows ? "prefix (wide mma)"
                                                           : P.mma                      ? "tiled (mma)"
                                                                                        : "tiled (f32)")
                        : P.variant == attn::DecodeVariant::Slots ? "decode (slots)"
@@ -556,7 +584,7 @@ struct PrefixScope {
   ~PrefixScope() { attn::prefix_kernel() = saved; }
 };
 const char* prefix_kernel_name(attn::PrefixKernel k) {
-  return k == attn::PrefixKernel::F32 ? "f32" : k == attn::PrefixKernel::Mma ? "mma64" : "wide";
+  return k == attn::PrefixKernel::F32 ? "f32" : k == attn::PrefixKernel::Mma ? "mma64" : k == attn::PrefixKernel::Wide ? "wide128" : "wide256";
 }
 
 // n sequences sharing the first `blocks` blocks of sequence 0 (one group), n_q queries each, private
@@ -571,17 +599,24 @@ Case prefix_case(KvType kt, KvType vt, int hd, int n, int blocks, int n_q, uint3
   return c;
 }
 
-void expect_prefix_ok(const Case& c) {
+constexpr attn::PrefixKernel kAllPrefixKernels[] = {attn::PrefixKernel::F32, attn::PrefixKernel::Mma,
+                                                    attn::PrefixKernel::Wide, attn::PrefixKernel::Wide256};
+void expect_prefix_ok(const Case& c, const std::vector<attn::PrefixKernel>& kernels = {std::begin(kAllPrefixKernels),
+                                                                                       std::end(kAllPrefixKernels)}) {
   int rows = 0;  // rows sharing the prefix per KV head
   for (const SeqSpec& q : c.seqs) rows += q.n_q * c.group;
-  for (attn::PrefixKernel k : {attn::PrefixKernel::F32, attn::PrefixKernel::Mma, attn::PrefixKernel::Wide}) {
+  for (attn::PrefixKernel k : kernels) {
     const PrefixScope scope(k);
     const Ran r = run_case(c);
     const std::string what = attn_test::describe(c) + "\n  prefix kernel " + prefix_kernel_name(k) +
                              ", prefix plan: " + plan_name(r.prefix_plan) + "\n  plan: " + plan_name(r.plan);
     EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
-    const bool wide = k == attn::PrefixKernel::Wide && rows > attn::large_rows(c.head_dim);
+    // Wide256: beyond 128 rows the 256-row kernel, beyond 64 the 128-row one; Wide: beyond 64 the 128-row.
+    const bool w256 = k == attn::PrefixKernel::Wide256 && rows > attn::kPrefixRows;
+    const bool wide = !w256 && (k == attn::PrefixKernel::Wide || k == attn::PrefixKernel::Wide256) &&
+                      rows > attn::large_rows(c.head_dim);
     EXPECT_EQ(r.prefix_plan.rows == attn::kPrefixRows, wide) << what;
+    EXPECT_EQ(r.prefix_plan.rows == attn::kPrefix256Rows, w256) << what;
     if (k == attn::PrefixKernel::F32) EXPECT_FALSE(r.prefix_plan.mma) << what;
     if (k != attn::PrefixKernel::F32 && rows > attn::kSmallRows) EXPECT_TRUE(r.prefix_plan.mma) << what;
   }
@@ -596,6 +631,20 @@ TEST(CudaAttentionEmulation, PrefixPassManySequences) {
   expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 64, 16, 20, 1, 602));
   expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Q8_0, 64, 5, 20, 1, 603));
   expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Q8_0, 64, 2, 20, 1, 604));
+}
+
+// The 256-row kernel at head size 128 (the others run these shapes in the tests above): 40 sequences
+// x GQA 4 = 160 rows (warps 5..7 without rows), 301 shared keys in splits of 128 (4 tiles: both
+// stages, the tile-ahead addresses, a partial last tile); f16 K and V (the 2-product path), then
+// q8_0 / turbo3t with a window and softcap (the masked path), then 40 x 2 tokens = 320 rows (2 query
+// tiles, the second partly empty) with turbo K (queries rotated in the prologue's parts).
+TEST(CudaAttentionEmulation, PrefixPass256Rows) {
+  const std::vector<attn::PrefixKernel> k256 = {attn::PrefixKernel::Wide256};
+  expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 128, 40, 43, 1, 620), k256);
+  Case c = prefix_case(KvType::Q8_0, KvType::Turbo3T, 128, 40, 43, 1, 621);
+  c.window = 100, c.softcap = 30.0f;
+  expect_prefix_ok(c, k256);
+  expect_prefix_ok(prefix_case(KvType::Turbo3T, KvType::Q8_0, 128, 40, 20, 2, 622), k256);
 }
 
 TEST(CudaAttentionEmulation, PrefixPassWideHeadSize128WindowSoftcap) {
@@ -629,6 +678,21 @@ TEST(CudaAttentionEmulation, PrefixPlansAtTheAgentsBenchShape) {
       EXPECT_EQ(P.grid_y * P.grid_z, kHeadKv * 2) << plan_name(P);
       EXPECT_LE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms) << plan_name(P);
       EXPECT_GE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms * 9 / 10) << plan_name(P);
+    }
+  }
+  // The default (Wide256): 64 agents take the 256-row kernel, one block per KV head and split, one
+  // wave at one block per multiprocessor (8 x 16 splits of 2048 keys = 128 blocks); 16 agents as before.
+  const PrefixScope scope256(attn::PrefixKernel::Wide256);
+  for (int agents : {16, 64}) {
+    cuda::AttentionBatchDevice b{agents, nullptr, nullptr, nullptr, nullptr, nullptr, agents, 1, kKeys + 64};
+    b.n_prefix = 1, b.max_prefix_q = agents, b.max_prefix_kv = kKeys;
+    const attn::Plan P = attn::plan_prefix(L, p, b, kSms);
+    EXPECT_EQ(P.rows, agents == 16 ? attn::large_rows(128) : attn::kPrefix256Rows) << agents << " agents: " << plan_name(P);
+    EXPECT_GE(int64_t(P.chunk) * P.n_splits, kKeys) << plan_name(P);
+    if (agents == 64) {
+      EXPECT_EQ(P.grid_y * P.grid_z, kHeadKv) << plan_name(P);
+      EXPECT_LE(P.n_splits * P.grid_y * P.grid_z, kSms) << plan_name(P);
+      EXPECT_GE(P.n_splits * P.grid_y * P.grid_z, kSms * 9 / 10) << plan_name(P);
     }
   }
 }

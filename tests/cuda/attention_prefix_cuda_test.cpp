@@ -53,9 +53,12 @@ struct PrefixScope {
   ~PrefixScope() { attn::prefix_kernel() = saved; }
 };
 constexpr attn::PrefixKernel kPrefixKernels[] = {attn::PrefixKernel::F32, attn::PrefixKernel::Mma,
-                                                 attn::PrefixKernel::Wide};
+                                                 attn::PrefixKernel::Wide, attn::PrefixKernel::Wide256};
 const char* prefix_kernel_name(attn::PrefixKernel k) {
-  return k == attn::PrefixKernel::F32 ? "f32 tiled" : k == attn::PrefixKernel::Mma ? "mma 64 rows" : "wide mma 128 rows";
+  return k == attn::PrefixKernel::F32   ? "f32 tiled"
+         : k == attn::PrefixKernel::Mma ? "mma 64 rows"
+         : k == attn::PrefixKernel::Wide ? "wide mma 128 rows"
+                                         : "mma 256 rows (256 threads)";
 }
 
 // Builds the case, uploads it, runs the CUDA attention with each prefix kernel and checks each
@@ -121,15 +124,16 @@ TEST(CudaAttentionPrefix, ManySequencesSharingAPrefix) {
   for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
                                std::pair{KvType::Q8_0, KvType::Q8_0}})
     for (const auto& [bt, blocks] : {std::pair{8, 125}, std::pair{17, 241}})  // 1000 and 4097 shared keys
-      for (int n : {2, 5, 16, 64}) expect_ok(prefix_case(kt, vt, bt, blocks, n, 1, seed++));
+      for (int n : {2, 5, 16, 40, 64}) expect_ok(prefix_case(kt, vt, bt, blocks, n, 1, seed++));
 }
 
-// Multi-token steps of many sequences (16 x 4 tokens x GQA 4 = 256 rows), windows and softcap, turbo K
-// (queries rotated by the prologue in two halves).
+// Multi-token steps of many sequences (16 x 4 tokens x GQA 4 = 256 rows; 70 x 4 = 1120 rows: 5 query
+// tiles of the 256-row kernel), windows and softcap, turbo K (queries rotated by the prologue in parts).
 TEST(CudaAttentionPrefix, MultiTokenWindowsTurboK) {
   POLYKV_REQUIRE_GPU();
   uint32_t seed = 1300;
   expect_ok(prefix_case(KvType::Q8_0, KvType::Turbo3T, 17, 241, 16, 4, seed++));
+  expect_ok(prefix_case(KvType::Turbo3T, KvType::F16, 8, 125, 70, 4, seed++));
   Case c = prefix_case(KvType::Turbo3T, KvType::Turbo3T, 8, 125, 33, 1, seed++);
   expect_ok(c);
   c.window = 300, c.softcap = 30.0f, c.seed = seed++;
@@ -138,13 +142,18 @@ TEST(CudaAttentionPrefix, MultiTokenWindowsTurboK) {
 
 // Agents on one shared context of 32768 keys (Llama-3.1-8B's attention: head_dim 128, 8 KV heads,
 // 32 query heads), one decode token each plus a private block: the whole call (per-sequence pass,
-// prefix pass, merge) with each prefix kernel, µs per layer (median of 20), and the prefix pass's
-// products as TFLOP/s (4 x agents x 32 heads x 32768 x 128 flops) of the whole call's time.
+// prefix pass, merge) with each prefix kernel, µs per layer (interleaved rounds, median), the prefix
+// pass's products as TFLOP/s (4 x agents x 32 heads x 32768 x 128 flops) and the shared KV's GB/s of
+// the whole call's time (the per-sequence pass and the merge, ~60 us on the H200, are included).
 TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
   POLYKV_REQUIRE_GPU();
   constexpr int kHd = 128, kHeadKv = 8, kHeads = 32, kBt = 64, kShared = 32768 / kBt, kDistinct = 4096;
-  std::printf("%-18s %7s %14s %14s %14s %10s %10s\n", "K/V", "agents", "f32 us", "mma64 us", "wide us", "TFLOP/s",
-              "f32/wide");
+  // Per row: the whole call's us per layer with each prefix kernel (f32 tiled, mma64, wide128 = the
+  // 128-row kernel, w256 = the 256-row kernel), w256's spread over the rounds, the prefix products
+  // (4 x agents x 32 heads x 32768 keys x 128) as TFLOP/s of the whole call with wide128 and w256,
+  // the shared KV bytes / w256's time, and the speedups wide128 / w256 and mma64 / w256.
+  std::printf("%-16s %6s %10s %10s %10s %10s %9s %9s %9s %9s %9s %9s\n", "K/V", "agents", "f32 us", "mma64 us",
+              "wide128us", "w256 us", "spread", "TF wide", "TF w256", "KV GB/s", "w128/w256", "m64/w256");
   for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
                                std::pair{KvType::Q8_0, KvType::Q8_0}})
     for (int agents : {16, 64}) {
@@ -199,32 +208,43 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
       p.n_head = kHeads;
       p.scale = 1.0f / std::sqrt(float(kHd));
 
-      double sec[3];
-      for (int i = 0; i < 3; ++i) {
-        const PrefixScope scope(kPrefixKernels[i]);
-        cudaEvent_t e0, e1;
-        POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
-        POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
-        for (int w = 0; w < 3; ++w) cuda::attention(L, p, b, dq.p, dout.p, context());
-        std::vector<float> ms;
-        for (int r = 0; r < 20; ++r) {
-          POLYKV_CUDA_CHECK(cudaEventRecord(e0, context().stream()));
-          cuda::attention(L, p, b, dq.p, dout.p, context());
-          POLYKV_CUDA_CHECK(cudaEventRecord(e1, context().stream()));
-          POLYKV_CUDA_CHECK(cudaEventSynchronize(e1));
-          float t = 0;
-          POLYKV_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-          ms.push_back(t);
+      // Interleaved: 3 rounds of (every kernel: median of 20 calls); per kernel the median round.
+      constexpr int kKernels = 4, kRounds = 3;
+      double sec[kKernels][kRounds];
+      cudaEvent_t e0, e1;
+      POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
+      POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
+      for (int round = 0; round < kRounds; ++round)
+        for (int i = 0; i < kKernels; ++i) {
+          const PrefixScope scope(kPrefixKernels[i]);
+          for (int w = 0; w < 3; ++w) cuda::attention(L, p, b, dq.p, dout.p, context());
+          std::vector<float> ms;
+          for (int r = 0; r < 20; ++r) {
+            POLYKV_CUDA_CHECK(cudaEventRecord(e0, context().stream()));
+            cuda::attention(L, p, b, dq.p, dout.p, context());
+            POLYKV_CUDA_CHECK(cudaEventRecord(e1, context().stream()));
+            POLYKV_CUDA_CHECK(cudaEventSynchronize(e1));
+            float t = 0;
+            POLYKV_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+            ms.push_back(t);
+          }
+          std::sort(ms.begin(), ms.end());
+          sec[i][round] = ms[ms.size() / 2] * 1e-3;
         }
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        std::sort(ms.begin(), ms.end());
-        sec[i] = ms[ms.size() / 2] * 1e-3;
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      double med[kKernels], spread[kKernels];
+      for (int i = 0; i < kKernels; ++i) {
+        std::sort(sec[i], sec[i] + kRounds);
+        med[i] = sec[i][kRounds / 2];
+        spread[i] = (sec[i][kRounds - 1] - sec[i][0]) / med[i];
       }
       const double flops = 4.0 * agents * kHeads * double(kShared * kBt) * kHd;
+      const double kv_bytes = double(kShared * kBt) * kHeadKv * double(kb + vb);  // the shared keys, read once
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-18s %7d %14.1f %14.1f %14.1f %10.2f %10.2f\n", name.c_str(), agents, sec[0] * 1e6, sec[1] * 1e6,
-                  sec[2] * 1e6, flops / sec[2] / 1e12, sec[0] / sec[2]);
+      std::printf("%-16s %6d %10.1f %10.1f %10.1f %10.1f %8.1f%% %9.2f %9.2f %9.1f %9.2f %9.2f\n", name.c_str(), agents,
+                  med[0] * 1e6, med[1] * 1e6, med[2] * 1e6, med[3] * 1e6, spread[3] * 100, flops / med[2] / 1e12,
+                  flops / med[3] / 1e12, kv_bytes / med[3] / 1e9, med[2] / med[3], med[1] / med[3]);
     }
 }
 

@@ -11,6 +11,7 @@
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
+#include "backend/cuda/attention_cuda_prefix256.cuh"
 #include "backend/cuda/attention_cuda_prefix_mma.cuh"
 #include "backend/cuda/kv_cuda.h"
 #include "backend/cuda/matmul_cuda.h"
@@ -44,6 +45,14 @@ void allow_smem_hd() {
   if constexpr (attn::mma_supports(HD)) {
     allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
     allow_smem(attn::attention_prefix_mma_kernel<HD>, attn::prefix_mma_smem_bytes(HD));
+    // The 256-row prefix kernel where the device's opt-in limit holds it with its static arrays
+    // (else plan_prefix keeps the 128-row kernel).
+    int dev = 0, optin = 0;
+    POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
+    POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    constexpr size_t smem = attn::prefix256_smem_bytes(HD);
+    attn::prefix256_fits(HD) = smem + 8 * 1024 <= size_t(optin);
+    if (attn::prefix256_fits(HD)) allow_smem(attn::attention_prefix256_kernel<HD>, smem);
   }
 }
 
@@ -93,6 +102,17 @@ void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t sm
   launch_pdl(kernel, dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z)), smem, stream, pdl, a);
 }
 
+// The 256-thread launch of the 256-row prefix kernel (no PDL: like the 128-row one it has no wait).
+template <class Kernel>
+void launch_256(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z));
+  cfg.blockDim = dim3(unsigned(attn::kPrefix256Threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  POLYKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
+}
+
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
   if (P.kernel == attn::Kernel::Decode) {
@@ -110,6 +130,9 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
       }
     }
     launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream, pdl);
+  } else if (P.rows == attn::kPrefix256Rows) {  // plan_prefix only (head sizes 64 and 128)
+    if constexpr (attn::mma_supports(HD))
+      launch_256(attn::attention_prefix256_kernel<HD>, a, P, attn::prefix256_smem_bytes(HD), stream);
   } else if (P.rows == attn::kPrefixRows) {  // plan_prefix only (head sizes 64 and 128); no PDL wait inside
     if constexpr (attn::mma_supports(HD))
       launch_kernel(attn::attention_prefix_mma_kernel<HD>, a, P, attn::prefix_mma_smem_bytes(HD), stream, false);
@@ -144,9 +167,9 @@ void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::P
 void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
                float* out, CudaContext& ctx) {
   if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
+  init_device(ctx.stream());  // first: it sets which prefix kernels the device's shared memory allows
   const attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
   const attn::Plan Pp = b.n_prefix > 0 ? attn::plan_prefix(L, p, b, ctx.sm_count()) : attn::Plan{};
-  init_device(ctx.stream());
   const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
   float* part = own + pre > 0 ? static_cast<float*>(ctx.scratch(Scratch::AttentionPartials, (own + pre) * sizeof(float)))
                               : nullptr;

@@ -159,14 +159,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 // registers: stages h < V pair values of one lane, stages h >= V pair lane l with lane l ^ (h / V)
 // through a shuffle (the lane whose values have bit h set holds the "j + h" side). One barrier
 // instead of one per stage (2026-12-01c: nine per call at n = 128).
-template <int HD>
+// NTH: the block's threads (kThreads, or kPrefix256Threads for the 256-row prefix kernel).
+template <int HD, int NTH = kThreads>
 __device__ void fwht_rows(float* x, int ld, int nrows, bool rotate) {
   constexpr int n = turbo_group_of(HD), slot = group_slot(n), V = HD / 32;
   static_assert(V >= 1 && HD % 32 == 0 && n % V == 0);
   const float* sign = g_tables.signs[slot];
   const float scale = g_tables.fwht_scale[slot];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, e0 = lane * V;
-  for (int r = warp; r < nrows; r += kThreads / 32) {  // warp-uniform: the shuffles see the whole warp
+  for (int r = warp; r < nrows; r += NTH / 32) {  // warp-uniform: the shuffles see the whole warp
     float* row = x + r * ld;
     float v[V];
 #pragma unroll

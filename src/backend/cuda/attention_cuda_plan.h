@@ -144,21 +144,36 @@ inline bool& attention_pdl() {
 
 // The prefix pass of shared prefixes (plan_prefix): which kernel scores a group's query rows against
 // its shared keys. F32: the tiled kernel's f32 shapes (the cascade as first written); Mma: the
-// tiled plan's shapes, tensor cores for its large shape (64 rows per block); Wide (default): as Mma,
-// but when a KV head has more than 64 sharing rows the 128-row tensor-core kernel
-// (attention_cuda_prefix_mma.cuh), which decodes each K/V tile once per 128 rows instead of per 64.
-// Starts from POLYKV_CUDA_PREFIX_MMA=0|mma64 (unset or other: Wide). Process-wide, like decode_variant.
-enum class PrefixKernel { F32, Mma, Wide };
+// tiled plan's shapes, tensor cores for its large shape (64 rows per block); Wide: as Mma, but when
+// a KV head has more than 64 sharing rows the 128-row tensor-core kernel
+// (attention_cuda_prefix_mma.cuh), which decodes each K/V tile once per 128 rows instead of per 64;
+// Wide256 (default): as Wide, but beyond 128 rows the 256-thread kernel of 256 rows
+// (attention_cuda_prefix256.cuh: one decode per tile for all rows, two stages, ldmatrix).
+// Starts from POLYKV_CUDA_PREFIX_MMA=0|mma64|wide128 (unset or other: Wide256). Process-wide, like
+// decode_variant.
+enum class PrefixKernel { F32, Mma, Wide, Wide256 };
 inline PrefixKernel& prefix_kernel() {
   static PrefixKernel k = [] {
     const char* e = std::getenv("POLYKV_CUDA_PREFIX_MMA");
     const std::string s = e ? e : "";
-    return s == "0" ? PrefixKernel::F32 : s == "mma64" ? PrefixKernel::Mma : PrefixKernel::Wide;
+    return s == "0"         ? PrefixKernel::F32
+           : s == "mma64"   ? PrefixKernel::Mma
+           : s == "wide128" ? PrefixKernel::Wide
+                            : PrefixKernel::Wide256;
   }();
   return k;
 }
 constexpr int kPrefixRows = 128;  // rows per block of the wide prefix kernel (4 warps x 2 x 16)
 constexpr int kPrefixBlocksPerSm = 2;  // its occupancy (~106 KB of shared memory at head size 128)
+constexpr int kPrefix256Rows = 256;     // rows per block of the 256-row prefix kernel (8 warps x 2 x 16)
+constexpr int kPrefix256Threads = 256;  // its threads (one block per multiprocessor: ~205 KB at hd 128)
+// Whether the device's shared memory per block allows the 256-row kernel (set by the launcher's
+// per-device init from cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KB on sm_90, 163 KB on sm_80 and
+// 99 KB on sm_86 / sm_89 are too little at head size 128). Process-wide; true until a device says no.
+inline bool& prefix256_fits(int hd) {
+  static bool fits[2] = {true, true};
+  return fits[hd == 64 ? 0 : 1];
+}
 
 constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small multi-token steps
 // Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
@@ -328,9 +343,14 @@ inline Plan plan_prefix(const KvLayerDevice& L, const AttentionParams& p, const 
   // that does not grow with the rows) and the B-fragment loads are shared by twice the rows.
   const PrefixKernel k = prefix_kernel();
   if (P.rows == large_rows(hd)) P.mma = k != PrefixKernel::F32 && mma_supports(hd);
-  const bool wide = P.mma && k == PrefixKernel::Wide && int64_t(P.group) * b.max_prefix_q > large_rows(hd);
-  if (wide) {
-    P.rows = kPrefixRows;
+  const int64_t rows_kv = int64_t(P.group) * b.max_prefix_q;  // rows sharing a KV head's prefix
+  // Beyond 128 rows, 256 per block (each K/V tile decoded once for all of them; a block whose rows
+  // are fewer skips the MMAs of its empty warps).
+  const bool w256 = P.mma && k == PrefixKernel::Wide256 && rows_kv > kPrefixRows && prefix256_fits(hd);
+  const bool wide = !w256 && P.mma && (k == PrefixKernel::Wide || k == PrefixKernel::Wide256) &&
+                    rows_kv > large_rows(hd);
+  if (wide || w256) {
+    P.rows = w256 ? kPrefix256Rows : kPrefixRows;
     P.gj = std::min(P.group, P.rows);
     P.hparts = (P.group + P.gj - 1) / P.gj;
     P.qt = P.rows / P.gj;
@@ -341,7 +361,9 @@ inline Plan plan_prefix(const KvLayerDevice& L, const AttentionParams& p, const 
         " x ", grid_z, " blocks)");
   P.grid_y = int(grid_y);
   P.grid_z = int(grid_z);
-  if (wide)
+  if (w256)
+    plan_splits(P, b.max_prefix_kv, sm_count, hd, 1, true);  // one block per multiprocessor, one wave
+  else if (wide)
     plan_splits(P, b.max_prefix_kv, sm_count, hd, kPrefixBlocksPerSm, true);
   else
     plan_splits(P, b.max_prefix_kv, sm_count, hd);

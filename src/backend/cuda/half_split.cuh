@@ -26,11 +26,21 @@ POLYKV_HD void split_half(float x, uint32_t& hi, uint32_t& lo) {
 POLYKV_HD uint32_t pack_halves(uint32_t x0, uint32_t x1) { return x0 | (x1 << 16); }
 // Two floats as the hi and lo registers of an f16 pair.
 POLYKV_HD void split_pair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+#if defined(__CUDA_ARCH__)
+  // The same roundings (to nearest even, each half) with the paired conversions: one cvt packs
+  // both halves, so ~6 instructions instead of ~12 (the prefix and prefill kernels' P and K / V splits).
+  const __half2 h = __floats2half2_rn(x0, x1);
+  const float2 hf = __half22float2(h);
+  const __half2 l = __floats2half2_rn(x0 - hf.x, x1 - hf.y);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = *reinterpret_cast<const uint32_t*>(&l);
+#else
   uint32_t h0, l0, h1, l1;
   split_half(x0, h0, l0);
   split_half(x1, h1, l1);
   hi = pack_halves(h0, h1);
   lo = pack_halves(l0, l1);
+#endif
 }
 
 }  // namespace polykv::cuda
