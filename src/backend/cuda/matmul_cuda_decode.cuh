@@ -329,7 +329,7 @@ struct DecQ6_K {  // ql[128], qh[64], scales[16] (int8), d (f16); x = d * sc * (
 // aligned words holding qs's bytes, i.e. up to 3 bytes past the block (never past the aligned word
 // of its last byte); CUDA uploads of mxfp4 rows keep 16 bytes of slack after the last row for that.
 POLYKV_HD float mxfp4_scale_hd(uint32_t e) {
-  return bits_to_f32(e >= 2 ? (e - 1) << 23 : 0x00100000u << e);
+  return bits_to_f32(e >= 2 ? (e - 1) << 23 : 0x00200000u << e);  // 2^-128 = 2^21 * 2^-149
 }
 
 // Four nibbles (the low 4 bits of each byte of v, upper bits zero) to the signed bytes
