@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -28,7 +29,7 @@
 namespace polykv {
 namespace {
 
-constexpr int kBlockTokens = 16, kMaxTokens = 128, kBlocksPerSeq = kMaxTokens / kBlockTokens;
+constexpr int kBlockTokens = 16, kMaxTokens = 528, kBlocksPerSeq = kMaxTokens / kBlockTokens;
 
 struct Case {
   int d, nk, nv, K;
@@ -350,6 +351,80 @@ TEST(GdnCuda, DeinterleaveAndSigmoidMulMatchCpu) {
     gpu->sigmoid_mul(xd.p, gd.p, n);
     cpu->sigmoid_mul(x.data(), g.data(), n);
     expect_close(xd.get(), x, 1e-6, "sigmoid_mul n " + std::to_string(n));
+  }
+}
+
+// Timing at Qwen3.5-9B's GDN shape (16 key / 32 value heads of 128, K = 4), one layer: decode steps
+// of 1, 8 and 64 sequences (state bytes read + written per step: 2 x 32 x 128^2 x 4 B per sequence)
+// and one 512-row prompt step (token-sequential). Prints; asserts nothing. Run by name
+// (--gtest_also_run_disabled_tests --gtest_filter='GdnCuda.DISABLED_*').
+TEST(GdnCuda, DISABLED_DecodeAndPrefillSpeed) {
+  POLYKV_REQUIRE_GPU();
+  const Case c{128, 16, 32, 4};
+  for (int n_seq : {1, 8, 64}) {
+    Harness h(c, n_seq, 1, 5u);
+    Backend& be = h.gpu();
+    const int C = h.channels();
+    std::mt19937 rng(1);
+    const auto w = randn(size_t(C) * c.K, rng, 0.5f);
+    std::vector<float> a(size_t(c.nv), -0.5f), dt(size_t(c.nv), 0.1f);
+    Dev wd(be, w), ad(be, a), dtd(be, dt), x(be, randn(size_t(n_seq) * C, rng)), cv(be, size_t(n_seq) * C),
+        al(be, randn(size_t(n_seq) * c.nv, rng)), bl(be, randn(size_t(n_seq) * c.nv, rng)),
+        out(be, size_t(n_seq) * c.nv * c.d);
+    GdnParams p;
+    p.n_k_heads = c.nk;
+    p.n_v_heads = c.nv;
+    p.head_dim = c.d;
+    p.q_scale = 1.0f / std::sqrt(float(c.d));
+    auto step = [&] {
+      std::vector<StepSeq> seqs;
+      for (int i = 0; i < n_seq; ++i) seqs.push_back({&h.gpu_seq(i), h.gpu_seq(i).n_tokens(), 1, i});
+      be.begin_step(seqs);
+      be.ssm_conv(0, wd.p, c.K, x.p, cv.p, C);
+      be.gated_delta_rule(0, p, cv.p, al.p, bl.p, dtd.p, ad.p, out.p);
+      for (auto& s : seqs) s.kv->commit(s.pos0 + 1);
+    };
+    for (int i = 0; i < 3; ++i) step();
+    be.synchronize();
+    const int iters = 50;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) step();
+    be.synchronize();
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    const double bytes = 2.0 * n_seq * c.nv * double(c.d) * c.d * 4;
+    std::printf("decode, %d sequences: %.1f us per layer step (host begin_step included), state %.1f MB -> %.0f GB/s\n",
+                n_seq, us, bytes / 1e6, bytes / us / 1e3);
+  }
+  {
+    Harness h(c, 1, 1, 6u);
+    Backend& be = h.gpu();
+    const int C = h.channels(), n = 512;
+    std::mt19937 rng(2);
+    std::vector<float> a(size_t(c.nv), -0.5f), dt(size_t(c.nv), 0.1f);
+    Dev wd(be, randn(size_t(C) * c.K, rng, 0.5f)), ad(be, a), dtd(be, dt), x(be, randn(size_t(n) * C, rng)),
+        cv(be, size_t(n) * C), al(be, randn(size_t(n) * c.nv, rng)), bl(be, randn(size_t(n) * c.nv, rng)),
+        out(be, size_t(n) * c.nv * c.d);
+    GdnParams p;
+    p.n_k_heads = c.nk;
+    p.n_v_heads = c.nv;
+    p.head_dim = c.d;
+    p.q_scale = 1.0f / std::sqrt(float(c.d));
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      PagedKv& kv = h.gpu_seq(0);
+      kv.reset(0);
+      const StepSeq s{&kv, 0, n, 0};
+      be.synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      be.begin_step(std::span(&s, 1));
+      be.ssm_conv(0, wd.p, c.K, x.p, cv.p, C);
+      be.gated_delta_rule(0, p, cv.p, al.p, bl.p, dtd.p, ad.p, out.p);
+      be.synchronize();
+      best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      kv.commit(n);
+    }
+    std::printf("prefill, one sequence of %d rows: %.0f us per layer (token-sequential), %.2f us per row\n", n, best,
+                best / n);
   }
 }
 
