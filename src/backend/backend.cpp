@@ -3,6 +3,7 @@
 #include "backend/backend.h"
 
 #include <cctype>
+#include <cstdlib>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
@@ -28,6 +29,14 @@ int cuda_index(const std::string& device) {
 }
 
 }  // namespace
+
+void* Backend::allocate_host(size_t bytes) {
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  check(p != nullptr, "cannot allocate ", bytes, " bytes of host memory");
+  return p;
+}
+
+void Backend::release_host(void* p) { std::free(p); }
 
 bool cuda_available() {
 #ifdef POLYKV_HAVE_CUDA

@@ -56,6 +56,10 @@ class Backend {
   virtual void upload(void* dst, const void* src_host, size_t bytes) = 0;
   virtual void download(void* dst_host, const void* src, size_t bytes) = 0;  // waits for prior ops
   virtual void synchronize() = 0;
+  // Host memory that download() fills fastest (CUDA: page-locked, so one copy runs at the bus's speed
+  // with no staging); the default is plain heap memory. Throws Error when it cannot be had.
+  virtual void* allocate_host(size_t bytes);
+  virtual void release_host(void* p);
   // Where a KV pool for this backend keeps its blocks (KvBlockStore's memory).
   virtual KvMemory& kv_memory() = 0;
   // Measured bandwidth of the memory the weights and KV are read from, in bytes/s (CPU: a

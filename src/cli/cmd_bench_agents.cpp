@@ -47,6 +47,10 @@ struct RunResult {
   double decode_tok_s = 0, decode_window_s = 0;
   size_t kv_peak_bytes = 0;
   int64_t tokens = 0;
+  // The engine's own account of phase 2 (decode): steps, rows, wall seconds of its steps and of the
+  // model's forward passes inside them (the rest of a step is host work: scheduling, sampling).
+  int64_t steps = 0, step_rows = 0;
+  double step_s = 0, forward_s = 0;
 };
 
 RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool share, int context, int suffix,
@@ -147,7 +151,13 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
       r.ttft_rest_max = std::max(r.ttft_rest_max, ttft);
     }
   }
+  const ServiceMetrics m0 = engine.metrics();
   run_phase(gen, submitted, false);
+  const ServiceMetrics m1 = engine.metrics();
+  r.steps = m1.steps_total - m0.steps_total;
+  r.step_rows = m1.step_rows_total - m0.step_rows_total;
+  r.step_s = m1.step_seconds_total - m0.step_seconds_total;
+  r.forward_s = m1.forward_seconds_total - m0.forward_seconds_total;
   polling = false;
   poller.join();
   r.kv_peak_bytes = peak;
@@ -225,7 +235,9 @@ int cmd_bench_agents(int argc, char** argv) {
                                     {"kv_peak_bytes", r.kv_peak_bytes}, {"pool_prefill_s", r.pool_prefill_s},
                                     {"ttft_first_s", r.ttft_first}, {"ttft_rest_mean_s", r.ttft_rest_mean},
                                     {"ttft_rest_max_s", r.ttft_rest_max}, {"decode_tok_s", r.decode_tok_s},
-                                    {"decode_window_s", r.decode_window_s}, {"tokens", r.tokens}};
+                                    {"decode_window_s", r.decode_window_s}, {"tokens", r.tokens},
+                                    {"decode_steps", r.steps}, {"decode_step_rows", r.step_rows},
+                                    {"decode_step_s", r.step_s}, {"decode_forward_s", r.forward_s}};
           std::printf("%s\n", j.dump().c_str());
         } else {
           std::printf("| %d | %s | %.1f | %.3f | %.3f / %.3f | %.2f |\n", n, on ? "on" : "off",

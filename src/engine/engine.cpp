@@ -658,7 +658,13 @@ void Engine::step() {
   if (batch.empty()) return;
 
   const int n_vocab = model_.config().n_vocab;
-  std::vector<std::vector<float>> logits(batch.size());
+  // The step's logit rows, one after the other in batch order in one host buffer kept from step to step
+  // (Backend::allocate_host: page-locked on CUDA, so the model downloads them in one copy; a fresh 0.5 MB
+  // vector per sequence and step cost page faults and zero-fill at 128k vocabularies).
+  constexpr size_t kNoLogits = ~size_t(0);
+  std::vector<size_t> logits_at(batch.size(), kNoLogits);  // offset in floats, or kNoLogits
+  size_t logits_floats = 0;
+  std::vector<float*> logits(batch.size(), nullptr);
   std::vector<std::vector<int32_t>> spec_feed(batch.size());  // [last, drafts...] of speculating sequences
   std::vector<int> p0s(batch.size());
   std::vector<std::vector<float>> hidden(batch.size());  // [n_feed][n_embd] for drafters that read them (MTP)
@@ -672,13 +678,20 @@ void Engine::step() {
     }
     const bool spec = s.drafter && n_feed[i] == 1 + int(s.drafts.size()) && p0 + 1 == int(s.tokens.size());
     const bool last = spec || p0 + n_feed[i] == int(s.tokens.size());
-    if (last && !s.is_pool) logits[i].resize(size_t(spec ? n_feed[i] : 1) * size_t(n_vocab));
+    if (last && !s.is_pool) {
+      logits_at[i] = logits_floats;
+      logits_floats += size_t(spec ? n_feed[i] : 1) * size_t(n_vocab);
+    }
     const std::span<const int32_t> toks =
         spec ? std::span<const int32_t>(spec_feed[i]) : std::span<const int32_t>(s.tokens).subspan(size_t(p0), size_t(n_feed[i]));
     if (s.drafter && s.drafter->needs_target_hidden() && !s.is_pool)
       hidden[i].resize(toks.size() * size_t(model_.config().n_embd));
-    fb.push_back({toks, s.kv.get(), logits[i].empty() ? nullptr : logits[i].data(), spec,
-                  hidden[i].empty() ? nullptr : hidden[i].data()});
+    fb.push_back({toks, s.kv.get(), nullptr, spec, hidden[i].empty() ? nullptr : hidden[i].data()});
+  }
+  if (logits_floats > 0) {
+    float* base = step_logits_.get(model_.backend(), logits_floats);
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (logits_at[i] != kNoLogits) fb[i].logits = logits[i] = base + logits_at[i];
   }
   const auto tf = Clock::now();
   const double cf = process_cpu_seconds();
@@ -704,7 +717,7 @@ void Engine::step() {
     if (!hidden[i].empty()) s.drafter->target_hidden(hidden[i].data(), int(fb[i].tokens.size()), p0s[i]);
     if (s.drafter && fb[i].all_logits) {
       try {
-        verify_and_emit(s, logits[i].data(), p0s[i]);
+        verify_and_emit(s, logits[i], p0s[i]);
       } catch (const std::exception& e) {
         finish(s, FinishReason::Error, e.what());
       }
@@ -716,7 +729,7 @@ void Engine::step() {
       if (s.kv->n_tokens() == int(s.tokens.size())) finish(s, FinishReason::Stop);
       continue;
     }
-    if (!logits[i].empty()) {
+    if (logits[i]) {
       try {
         // A draft model's prompt is not prefilled here, one sequence at a time: its first draft catches
         // up, batched with the other sequences' (draft_with_model).
@@ -725,7 +738,7 @@ void Engine::step() {
           s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
           draft_s += seconds_since(td);
         }
-        sample_and_emit(s, logits[i].data());
+        sample_and_emit(s, logits[i]);
       } catch (const std::exception& e) {
         finish(s, FinishReason::Error, e.what());
       }

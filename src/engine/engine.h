@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/host_buffer.h"
 #include "engine/service.h"
 #include "engine/spec/make_drafter.h"
 #include "engine/spec/spec_policy.h"
@@ -119,6 +120,7 @@ class Engine final : public InferenceService {
   KvSequenceManager mgr_;  // touched by the step thread only (and by constructors before it starts)
   BlockHash hash_seed_ = 0;
   bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: see admit_locked
+  HostFloats step_logits_;  // step(): the step's logit rows, reused from step to step (step thread)
   StepCostFit step_cost_;  // adaptive speculation: target step seconds against rows (step thread)
   std::map<std::string, double> draft_seconds_per_token_;  // per drafter name, moving average (step thread)
 

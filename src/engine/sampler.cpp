@@ -64,6 +64,22 @@ int32_t Sampler::prepare(const float* logits, int32_t n_vocab, std::span<const i
   inf_ = false;
   total = 0.0;
 
+  // Greedy without a penalty: one pass, no candidate list (a 128k vocabulary's list cost ~0.3 ms a token,
+  // which a 64-agent step paid 64 times). The same choice as the general path below: NaN never wins, the
+  // first maximum in id order (+inf included) wins, and all-NaN/-inf is the same error.
+  const bool penalty = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0 && !history.empty();
+  if (params_.temperature <= 0.0f && !penalty) {
+    int32_t best = -1;
+    float best_logit = -kInf;
+    for (int32_t i = 0; i < n_vocab; ++i)
+      if (logits[i] > best_logit) {  // false for NaN
+        best_logit = logits[i];
+        best = i;
+      }
+    check(best >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
+    return best;
+  }
+
   // Candidates in id order; NaN becomes -inf (never drawn).
   cands_.resize(size_t(n_vocab));
   for (int32_t i = 0; i < n_vocab; ++i) cands_[size_t(i)] = {std::isnan(logits[i]) ? -kInf : logits[i], i};

@@ -173,6 +173,20 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     return;
   }
   if (direct_logits) return;
+  // The callers' rows one after the other (the engine's step buffer): one download for all of them.
+  float* first = nullptr;
+  const float* next = nullptr;
+  bool contiguous = true;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    if (!batch[s].logits) continue;
+    if (!first) first = batch[s].logits;
+    else contiguous = contiguous && batch[s].logits == next;
+    next = batch[s].logits + (batch[s].all_logits ? size_t(steps[s].n) : 1) * size_t(c.n_vocab);
+  }
+  if (contiguous) {
+    be.download(first, ws_.logits, size_t(n_out) * size_t(c.n_vocab) * sizeof(float));
+    return;
+  }
   for (size_t s = 0, i = 0; s < batch.size(); ++s) {
     if (!batch[s].logits) continue;
     const size_t n_rows = batch[s].all_logits ? size_t(steps[s].n) : 1;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <vector>
 
@@ -59,6 +60,16 @@ class CudaBackend final : public Backend {
     if (const char* gr = std::getenv("POLYKV_CUDA_GRAPH_ROWS")) graph_max_rows_ = std::max(0, std::atoi(gr));
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
+    // POLYKV_CUDA_PROFILE_ROWS=R[:SKIP[:COUNT]]: a profiler window (cudaProfilerStart/Stop) around
+    // COUNT (default 2) steps of exactly R rows after SKIP (default 8) such steps, so that
+    // `ncu --profile-from-start off` times the kernels of a chosen step kind (e.g. the 64-agent decode step).
+    if (const char* pr = std::getenv("POLYKV_CUDA_PROFILE_ROWS")) {
+      profile_rows_ = std::atoi(pr);
+      if (const char* c1 = std::strchr(pr, ':')) {
+        profile_skip_ = std::atoi(c1 + 1);
+        if (const char* c2 = std::strchr(c1 + 1, ':')) profile_count_ = std::atoi(c2 + 1);
+      }
+    }
     cudaDeviceProp prop{};
     POLYKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     describe_ = cat("cuda:", device, " ", prop.name, " (sm_", prop.major, prop.minor, ", ",
@@ -111,6 +122,20 @@ class CudaBackend final : public Backend {
     bind();
     POLYKV_CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, ctx_.stream()));
     POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+  }
+
+  void* allocate_host(size_t bytes) override {
+    bind();
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, bytes == 0 ? 1 : bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      fail("CUDA: cannot allocate ", bytes, " bytes of page-locked host memory: ", cudaGetErrorString(err));
+    }
+    return p;
+  }
+  void release_host(void* p) override {
+    if (p) cudaFreeHost(p);
   }
 
   void download(void* dst_host, const void* src, size_t bytes) override {
@@ -268,6 +293,7 @@ class CudaBackend final : public Backend {
     drop_acts();
     bind();
     plan_ = cuda::plan_step(seqs, kv_memory_);  // throws before anything is issued
+    if (profile_rows_ > 0) profile_window();
     stepped_ = true;
     batch_ = {};
     slots_ = nullptr;
@@ -404,6 +430,20 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr int kGraphMaxRows = 128;
+  // POLYKV_CUDA_PROFILE_ROWS (constructor): the profiler window over steps of profile_rows_ rows.
+  int profile_rows_ = 0, profile_skip_ = 8, profile_count_ = 2, profile_seen_ = 0;
+  void profile_window() {
+    if (profile_seen_ == profile_skip_ + profile_count_ && profile_count_ >= 0) {
+      cudaDeviceSynchronize();
+      cudaProfilerStop();
+      profile_count_ = -1;  // once
+    }
+    if (plan_.total_rows != profile_rows_ || profile_count_ < 0) return;
+    if (profile_seen_++ == profile_skip_) {
+      cudaDeviceSynchronize();
+      cudaProfilerStart();
+    }
+  }
   static constexpr size_t kMaxGraphs = 256;
 
   // Bucket of a step's largest context for the attention launch: powers of two up to 4096, then
