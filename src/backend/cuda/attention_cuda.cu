@@ -37,7 +37,14 @@ void allow_smem_hd() {
     constexpr size_t smem = std::max(attn::kDecode8SmemCap, attn::decode8_fold_bytes(HD));
     allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, smem);
     allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, smem);
-    if constexpr (HD == 128) attn::decode8_fixed_for_each([&](auto kernel) { allow_smem(kernel, smem); });
+    // The specialized kernels plan their splits for 4 blocks per multiprocessor (4 x ~52 KB of shared
+    // memory): ask for the largest shared-memory carveout so the driver never picks one that fits 3.
+    if constexpr (HD == 128)
+      attn::decode8_fixed_for_each([&](auto kernel) {
+        allow_smem(kernel, smem);
+        POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                               int(cudaSharedmemCarveoutMaxShared)));
+      });
   }
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
