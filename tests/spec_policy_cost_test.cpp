@@ -134,20 +134,24 @@ TEST(SpecPolicyCost, RecoversAfterProbingWhenDraftsStartLanding) {
   // sequence: as soon as the estimate says drafts land, it drafts n-max.
   const int k_max = 3, switch_at = 300;
   SpecSeqState s;
-  int drafted_before = 0, first_full = -1;
+  int drafted_before = 0, first_landed = -1, first_full = -1;
   for (int step = 0; step < 600; ++step) {
     const DraftCandidate c{s.acceptance.rate, k_max, 0.05e-3, 0, s.probe_due()};
     const int k = plan_drafts(kOneSeq, 1, 1, std::span(&c, 1))[0];
     const int accepted = step < switch_at ? 0 : k;
     if (step < switch_at) drafted_before += k;
+    if (step >= switch_at && k > 0 && first_landed < 0) first_landed = step;  // the first probe that lands
     if (step >= switch_at && k == k_max && first_full < 0) first_full = step;
     s.after_step(k, accepted);
   }
   EXPECT_GT(drafted_before, 0);                 // it probed ...
   EXPECT_LT(drafted_before, switch_at / 8);     // ... rarely (back-off) while nothing lands
-  ASSERT_GE(first_full, 0);                     // and drafts n-max again once drafts land,
-  // Within one long probe interval (the back-off reached), then short ones (a landed probe resets it).
-  EXPECT_LE(first_full, switch_at + SpecSeqState::kProbeMax + 3 * SpecSeqState::kProbeEvery);
+  ASSERT_GE(first_landed, 0);
+  EXPECT_LE(first_landed, switch_at + SpecSeqState::kProbeMax);  // within the backed-off interval
+  ASSERT_GE(first_full, 0);
+  // A landed probe resets the interval, so the next probes come kProbeEvery apart and n-max drafting
+  // resumes within two of them (before 2026-12-01d the interval stayed at kProbeMax: 64 steps more).
+  EXPECT_LE(first_full - first_landed, 2 * SpecSeqState::kProbeEvery);
 }
 
 }  // namespace

@@ -628,9 +628,9 @@ void Engine::step() {
   std::stable_partition(order.begin(), order.end(),
                         [](Seq* s) { return int(s->tokens.size()) - s->kv->n_tokens() == 1; });
   plan_speculation(order);
-  // The adaptive policy's clock is the wall clock, the clock of tokens per second: process CPU time
-  // (used before 2026-12-01d) also counts the HTTP threads streaming the previous step's tokens while
-  // the step thread drafts, which made a 0.2 ms draft look several times dearer (docs/SPECULATIVE.md).
+  // The adaptive policy's clock is the wall clock, the clock of tokens per second. Process CPU time
+  // (used before 2026-12-01d) also counts other threads of the process, e.g. the HTTP threads
+  // streaming the previous step's tokens while the step thread drafts a 0.2 ms draft.
   auto cost_clock = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
   double draft_s = 0;  // seconds drafting this step
   struct Drafting {

@@ -110,7 +110,8 @@ int DraftModelDrafter::draft_many(std::span<const DraftJob> jobs) {
   }
   for (Live& l : live) {
     DraftModelDrafter& d = *l.job->drafter;
-    d.last_catch_up_ = int(l.fed);
+    d.last_catch_up_ = int(l.fed) + d.copied_;
+    d.copied_ = 0;
     const std::span<const int32_t> ctx = l.job->context;
     d.kv_tokens_.insert(d.kv_tokens_.end(), ctx.begin() + std::ptrdiff_t(d.kv_tokens_.size()), ctx.end());
   }
@@ -173,6 +174,7 @@ int DraftModelDrafter::copy_prefix_from(const DraftModelDrafter& src, std::span<
   }
   to->commit(int(n));
   kv_tokens_.assign(context.begin(), context.begin() + std::ptrdiff_t(n));
+  copied_ = int(n);
   return int(n);
 }
 
