@@ -33,7 +33,8 @@ def spec_counters(base):
     out = {}
     for k in ("spec_steps_total", "spec_drafted_tokens_total", "spec_accepted_tokens_total", "generated_tokens_total",
               "spec_draft_forwards_total", "steps_total", "step_seconds_total", "step_rows_total", "step_seqs_total",
-              "forward_seconds_total", "forward_cpu_seconds_total", "spec_draft_seconds_total"):
+              "forward_seconds_total", "forward_cpu_seconds_total", "spec_draft_seconds_total",
+              "spec_draft_shared_tokens_total"):
         r = re.search(r"^polykv_%s\s+(\S+)" % k, m, re.M)
         out[k] = float(r.group(1)) if r else float("nan")
     return out
@@ -102,6 +103,8 @@ def one_run(base, suffixes, mode, k, gen):
         "accepted": d["spec_accepted_tokens_total"],
         # Draft-model forward passes (absent from older servers: nan).
         "draft_forwards": d["spec_draft_forwards_total"],
+        # Draft-model KV positions copied from the pool's shared draft KV (2026-12-01d; older servers: nan).
+        "draft_shared_tokens": d["spec_draft_shared_tokens_total"],
         "acceptance_rate": d["spec_accepted_tokens_total"] / d["spec_drafted_tokens_total"] if d["spec_drafted_tokens_total"] else None,
         # Emitted tokens per verify step: accepted drafts + the target's own token.
         "tokens_per_step": (d["spec_accepted_tokens_total"] + d["spec_steps_total"]) / d["spec_steps_total"] if d["spec_steps_total"] else None,

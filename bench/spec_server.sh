@@ -8,14 +8,14 @@
 # Environment: BIN (build/polykv), MODEL, DRAFT, MTP (the shipped files), AGENTS (1,8), REPS (3),
 #   MODES (none,ngram,draft,mtp,ngram:fixed,draft:fixed: "X:fixed" is drafter X with "spec_policy": "fixed"),
 #   CONTEXT (1536: the pool's tokens; the embedded model's context is 2048), GEN (128), K (3),
-#   THREADS (2), PORT (8093), OUT (docs/results/spec-2026-12-01c/spec_server.json)
+#   THREADS (2), PORT (8093), OUT (docs/results/spec-2026-12-01d/spec_server.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/polykv}
 MODEL=${MODEL:-models/polykv-code-26m-q8_0.gguf}
 DRAFT=${DRAFT:-models/polykv-draft-q8_0.gguf}
 MTP=${MTP:-models/polykv-code-26m-mtp-head-q8_0.gguf}
-OUT=${OUT:-docs/results/spec-2026-12-01c/spec_server.json}
+OUT=${OUT:-docs/results/spec-2026-12-01d/spec_server.json}
 FIXTURES=${POLYKV_FIXTURES:-../shared/fixtures}
 exec /usr/bin/python3 bench/spec_server.py --binary "$BIN" --model "$MODEL" --draft "$DRAFT" --mtp "$MTP" \
   --agents "${AGENTS:-1,8}" --modes "${MODES:-none,ngram,draft,mtp,ngram:fixed,draft:fixed}" --reps "${REPS:-3}" --context "${CONTEXT:-1536}" --gen "${GEN:-128}" \

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include "core/error.h"
@@ -59,6 +61,7 @@ struct Engine::Seq {
   GenerationRequest req;
   std::string pool;              // the pool this sequence continues, or (is_pool) creates
   bool is_pool = false;
+  int n_pool = 0;                // an agent: the pool's tokens at the start of `tokens`
   std::vector<int32_t> tokens;   // context (pool + prompt), then generated tokens
   int n_context = 0;
   int n_cached = -1;             // context tokens served from cache at first admission (-1: not yet)
@@ -97,8 +100,8 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
         return KvBlockStore(shape, kt, vt, n_blocks, opts.block_tokens, model.backend().kv_memory());
       }()),
       mgr_(store_.n_blocks(), opts.block_tokens),
-      step_cost_(opts.spec_cost_per_row > 0 ? StepCostFit::exact(opts.spec_cost_fixed, opts.spec_cost_per_row)
-                                            : StepCostFit{}) {
+      step_cost_(opts.spec_cost_per_row > 0 ? StepCostModel::exact(opts.spec_cost_fixed, opts.spec_cost_per_row)
+                                            : StepCostModel{}) {
   check(opts.parallel >= 1, "--parallel must be at least 1");
   check(opts.step_tokens >= 1, "the step token budget must be at least 1");
   const int pool_tokens = store_.n_blocks() * store_.block_tokens();
@@ -153,6 +156,7 @@ uint64_t Engine::submit(GenerationRequest req) {
     check(it != pools_.end() && it->second.ready, "unknown pool '", req.pool, "'");
     s->tokens = it->second.tokens;
     s->pool = req.pool;
+    s->n_pool = int(s->tokens.size());
   }
   check(!req.prompt.empty() || !s->tokens.empty(), "the prompt is empty");
   for (int32_t t : req.prompt)
@@ -502,8 +506,11 @@ void Engine::plan_speculation(const std::vector<Seq*>& order) {
         DraftCandidate c;
         c.acceptance = s->spec_state.acceptance.rate;
         c.k_max = std::max(0, draft_limit(*s, budget));
-        auto d = draft_seconds_per_token_.find(s->drafter->name());
-        c.draft_seconds = d == draft_seconds_per_token_.end() ? 0.0 : d->second;
+        auto d = draft_cost_.find(s->drafter->name());
+        if (d != draft_cost_.end()) {
+          c.draft_seconds = d->second.per_token();
+          c.draft_call_seconds = d->second.per_call();
+        }
         c.probe = s->spec_state.probe_due();
         cands.push_back(c);
         who.push_back(s);
@@ -514,8 +521,22 @@ void Engine::plan_speculation(const std::vector<Seq*>& order) {
     budget -= n;
   }
   if (cands.empty()) return;
-  const std::vector<int> k = plan_drafts(step_cost_, base_rows, base_tokens, cands);
+  // The step's cost as measured for steps with as many decoding sequences.
+  const std::vector<int> k = plan_drafts(step_cost_.fit(base_tokens), base_rows, base_tokens, cands);
   for (size_t i = 0; i < who.size(); ++i) who[i]->k_plan = k[i];
+  // POLYKV_SPEC_TRACE=1: one stderr line per plan (the fit and each candidate's inputs and k), to see
+  // why the policy drafts what it drafts (docs/SPECULATIVE.md).
+  static const bool trace = std::getenv("POLYKV_SPEC_TRACE") != nullptr;
+  if (trace) {
+    const StepCostFit& f = step_cost_.fit(base_tokens);
+    std::fprintf(stderr, "spec plan: seqs %d rows %d fixed %.3f per_row %.3f ms |", base_tokens, base_rows,
+                 1e3 * f.fixed(), 1e3 * f.per_row());
+    for (size_t i = 0; i < cands.size(); ++i)
+      std::fprintf(stderr, " a %.2f call %.3f tok %.3f ms k_max %d probe %d -> %d;", cands[i].acceptance,
+                   1e3 * cands[i].draft_call_seconds, 1e3 * cands[i].draft_seconds, cands[i].k_max,
+                   int(cands[i].probe), k[i]);
+    std::fprintf(stderr, "\n");
+  }
 }
 
 // Before the batch is built: the drafts of every decoding sequence whose drafter is the draft model,
@@ -536,7 +557,10 @@ void Engine::draft_with_model(const std::vector<Seq*>& order) {
     if (n == 1 && s->drafter) {
       const int k = draft_limit(*s, budget);
       if (k > 0) {
-        if (auto* d = dynamic_cast<DraftModelDrafter*>(s->drafter.get())) jobs.push_back({d, s->tokens, k, &s->drafts});
+        if (auto* d = dynamic_cast<DraftModelDrafter*>(s->drafter.get())) {
+          if (d->cached_tokens().empty() && s->n_pool >= 2) share_pool_draft(*s, *d);
+          jobs.push_back({d, s->tokens, k, &s->drafts});
+        }
         n += k;
       }
     }
@@ -546,6 +570,21 @@ void Engine::draft_with_model(const std::vector<Seq*>& order) {
   const int n_forward = DraftModelDrafter::draft_many(jobs);
   std::lock_guard<std::mutex> lk(mu_);
   m_.spec_draft_forwards_total += n_forward;
+}
+
+void Engine::share_pool_draft(Seq& s, DraftModelDrafter& d) {
+  const std::span<const int32_t> pool = std::span<const int32_t>(s.tokens).first(size_t(s.n_pool));
+  std::unique_ptr<DraftModelDrafter>& shared = pool_drafts_[s.pool];
+  if (!shared || !std::ranges::equal(shared->cached_tokens(), pool)) {  // first use, or a new pool of that name
+    DraftModelOptions o;
+    o.max_tokens = opts_.n_ctx + kMaxSpecNMax + 1;  // as make_drafter's
+    shared = std::make_unique<DraftModelDrafter>(*opts_.draft_model, o);
+    shared->extend(pool);
+  }
+  // All but the last context token: draft() feeds that one for its logits.
+  const int n = d.copy_prefix_from(*shared, s.tokens, s.tokens.size() - 1);
+  std::lock_guard<std::mutex> lk(mu_);
+  m_.spec_draft_shared_tokens_total += n;
 }
 
 void Engine::step() {
@@ -579,6 +618,7 @@ void Engine::step() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     admit_locked();
+    std::erase_if(pool_drafts_, [&](const auto& p) { return !pools_.contains(p.first); });  // deleted pools
   }
   if (running_.empty()) return;
 
@@ -588,28 +628,31 @@ void Engine::step() {
   std::stable_partition(order.begin(), order.end(),
                         [](Seq* s) { return int(s->tokens.size()) - s->kv->n_tokens() == 1; });
   plan_speculation(order);
-  // The adaptive policy's clock: process CPU seconds on the CPU backend, wall seconds elsewhere
-  // (see the step-cost sample below); drafting and the target's passes are timed alike.
-  const bool cpu_cost = model_.backend().kind() == DeviceKind::Cpu;
-  auto cost_clock = [cpu_cost] {
-    return cpu_cost ? process_cpu_seconds() : std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-  };
+  // The adaptive policy's clock is the wall clock, the clock of tokens per second. Process CPU time
+  // (used before 2026-12-01d) also counts other threads of the process, e.g. the HTTP threads
+  // streaming the previous step's tokens while the step thread drafts a 0.2 ms draft.
+  auto cost_clock = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
   double draft_s = 0;  // seconds drafting this step
-  std::map<std::string, std::pair<double, int>> drafting;  // per drafter name: seconds, drafted tokens
+  struct Drafting {
+    double seconds = 0;
+    int calls = 0, tokens = 0;
+  };
+  std::map<std::string, Drafting> drafting;  // per drafter name, steady drafts only
   {
     const auto td = Clock::now();
     const double cd = cost_clock();
     draft_with_model(order);
     draft_s += seconds_since(td);
     const double t = cost_clock() - cd;
-    int n = 0;
+    int n = 0, calls = 0;
     bool steady = true;  // no drafter caught up more than a step's worth (a first draft's prefill)
     for (Seq* s : order)
       if (s->drafter && s->drafter->name() == "draft" && !s->drafts.empty()) {
         n += int(s->drafts.size());
+        ++calls;
         steady = steady && s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp;
       }
-    if (n > 0 && steady) drafting["draft"] = {t, n};
+    if (n > 0 && steady) drafting["draft"] = {t, calls, n};
   }
   std::vector<Seq*> batch;
   std::vector<int> n_feed;
@@ -627,10 +670,11 @@ void Engine::step() {
         s->drafter->draft(s->tokens, k, s->drafts, nullptr);
         draft_s += seconds_since(td);
         const double t = cost_clock() - cd;
-        if (s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp) {
-          auto& dk = drafting[s->drafter->name()];
-          dk.first += t;
-          dk.second += int(s->drafts.size());
+        if (s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp && !s->drafts.empty()) {
+          Drafting& dk = drafting[s->drafter->name()];
+          dk.seconds += t;
+          ++dk.calls;
+          dk.tokens += int(s->drafts.size());
         }
       }
       if (int(s->drafts.size()) > k) s->drafts.resize(size_t(std::max(0, k)));
@@ -698,20 +742,16 @@ void Engine::step() {
   model_.forward_batch(fb);
   const double forward_s = seconds_since(tf), forward_cpu_s = process_cpu_seconds() - cf;
   int64_t n_rows = 0;
+  int n_decoding = 0;
   bool decode_only = true;  // every row decodes or verifies (no prompt chunk): a sample of the step cost
   for (size_t i = 0; i < fb.size(); ++i) {
     n_rows += int64_t(fb[i].tokens.size());
     decode_only = decode_only && !batch[i]->is_pool && p0s[i] + 1 == int(batch[i]->tokens.size());
+    ++n_decoding;
   }
-  // The cost sample: process CPU seconds on the CPU backend (its threads compute or spin through the
-  // whole pass, so CPU time is threads x wall on a quiet machine, and other processes on the machine
-  // do not disturb it), wall seconds elsewhere (a GPU's host thread waits).
-  if (decode_only) step_cost_.add(int(n_rows), cpu_cost ? forward_cpu_s : forward_s);
-  for (const auto& [name, d] : drafting) {
-    if (d.second <= 0) continue;
-    auto [it, fresh] = draft_seconds_per_token_.try_emplace(name, d.first / d.second);
-    if (!fresh) it->second = 0.8 * it->second + 0.2 * (d.first / d.second);
-  }
+  // The cost sample, in wall seconds (see cost_clock); per number of decoding sequences.
+  if (decode_only) step_cost_.add(n_decoding, int(n_rows), forward_s);
+  for (const auto& [name, d] : drafting) draft_cost_[name].add(d.calls, d.tokens, d.seconds);
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
     if (!hidden[i].empty()) s.drafter->target_hidden(hidden[i].data(), int(fb[i].tokens.size()), p0s[i]);

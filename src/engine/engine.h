@@ -31,6 +31,7 @@
 
 #include "backend/host_buffer.h"
 #include "engine/service.h"
+#include "engine/spec/draft_model_drafter.h"
 #include "engine/spec/make_drafter.h"
 #include "engine/spec/spec_policy.h"
 #include "kv/kv_block_store.h"
@@ -111,6 +112,8 @@ class Engine final : public InferenceService {
   void plan_speculation(const std::vector<Seq*>& order);
   // The draft-model drafts of this step, all sequences together (see engine.cpp).
   void draft_with_model(const std::vector<Seq*>& order);
+  // An agent's first draft-model draft: fills its draft KV from its pool's shared one (made on first use).
+  void share_pool_draft(Seq& s, DraftModelDrafter& d);
   PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;
 
   Model& model_;
@@ -121,8 +124,11 @@ class Engine final : public InferenceService {
   BlockHash hash_seed_ = 0;
   bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: see admit_locked
   HostFloats step_logits_;  // step(): the step's logit rows, reused from step to step (step thread)
-  StepCostFit step_cost_;  // adaptive speculation: target step seconds against rows (step thread)
-  std::map<std::string, double> draft_seconds_per_token_;  // per drafter name, moving average (step thread)
+  StepCostModel step_cost_;  // adaptive speculation: target step seconds against rows (step thread)
+  std::map<std::string, DraftCostFit> draft_cost_;  // per drafter name: seconds per call and per token (step thread)
+  // Per pool name, a draft-model KV holding the pool's tokens, prefilled once and copied into every
+  // agent's draft KV on its first draft (step thread; dropped with the pool).
+  std::map<std::string, std::unique_ptr<DraftModelDrafter>> pool_drafts_;
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

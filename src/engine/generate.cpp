@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 
 #include "core/error.h"
 #include "engine/sequence_kv.h"
@@ -21,12 +20,6 @@ const char* stop_reason_text(StopReason r) {
 }
 
 namespace {
-
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 // One forward pass of one sequence that also hands its rows' final hidden states to the drafter
 // when it asks for them (the MTP drafter): rows at positions kv.n_tokens() ... .
@@ -62,36 +55,30 @@ void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vec
   auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   SpecSeqState state;   // adaptive: acceptance, probes
   StepCostFit cost;     // adaptive: verify-step seconds against rows
-  double draft_s = -1;  // adaptive: the drafter's seconds per drafted token (moving average; -1: none yet)
+  DraftCostFit draft_cost;  // adaptive: the drafter's seconds per call and per drafted token
   for (;;) {
     // Rows that fit the context, drafts that could still be emitted.
     int k = std::min(k_max, kv.max_tokens() - kv.n_tokens() - 1);
     if (opts.n_predict >= 0) k = std::min(k, opts.n_predict - st.n_generated - 1);
     if (opts.spec_adaptive && k > 0) {
-      const DraftCandidate c{state.acceptance.rate, k, std::max(0.0, draft_s), state.probe_due()};
+      const DraftCandidate c{state.acceptance.rate, k, draft_cost.per_token(), draft_cost.per_call(), state.probe_due()};
       k = plan_drafts(cost, 1, 1, std::span(&c, 1))[0];
     }
     drafts.clear();
-    const bool cpu = model.backend().kind() == DeviceKind::Cpu;
+    // The policy's clock is the wall clock (as the engine's): the clock of tokens per second.
     if (k > 0) {
       const auto t = clock::now();
-      const double c0 = cpu ? process_cpu_seconds() : 0;
       drafter.draft(history, k, drafts, nullptr);
       if (int(drafts.size()) > k) drafts.resize(size_t(k));
-      if (!drafts.empty() && drafter.last_catch_up() <= Drafter::kSteadyCatchUp) {
-        const double per = (cpu ? process_cpu_seconds() - c0 : since(t)) / double(drafts.size());
-        draft_s = draft_s < 0 ? per : 0.8 * draft_s + 0.2 * per;
-      }
+      if (!drafts.empty() && drafter.last_catch_up() <= Drafter::kSteadyCatchUp)
+        draft_cost.add(1, int(drafts.size()), since(t));
     }
     feed.assign(1, history.back());
     feed.insert(feed.end(), drafts.begin(), drafts.end());
     const int n0 = kv.n_tokens();
-    // The cost sample: process CPU seconds on the CPU backend (as the engine: robust to other
-    // processes), wall seconds elsewhere.
     const auto tf = clock::now();
-    const double cf = cpu ? process_cpu_seconds() : 0;
     forward_feeding_drafter(model, kv, feed, rows.data(), true, &drafter, hidden);
-    cost.add(int(feed.size()), cpu ? process_cpu_seconds() - cf : since(tf));
+    cost.add(int(feed.size()), since(tf));
     const VerifyResult r = verify_drafts(sampler, rows.data(), n_vocab, drafts, history);
     state.after_step(int(drafts.size()), r.n_accepted);
     if (r.n_accepted < int(drafts.size())) truncate_sequence_kv(kv, n0 + 1 + r.n_accepted);

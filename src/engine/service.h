@@ -81,6 +81,7 @@ struct ServiceMetrics {
   // Speculative decoding: verify steps of sequences with a drafter, tokens drafted, of which accepted.
   int64_t spec_steps_total = 0, spec_drafted_tokens_total = 0, spec_accepted_tokens_total = 0;
   int64_t spec_draft_forwards_total = 0;  // draft-model forward passes (batched over the step's sequences)
+  int64_t spec_draft_shared_tokens_total = 0;  // draft-model KV positions copied from a pool's shared draft KV
   int kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_shared = 0, kv_blocks_cached_idle = 0;
   int kv_block_tokens = 0;
   size_t kv_bytes_per_block = 0;

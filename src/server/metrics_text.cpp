@@ -63,6 +63,9 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
   e.metric("spec_draft_forwards_total", "counter",
            "Draft-model forward passes (one per draft position for all the step's sequences drafting with it).",
            double(m.spec_draft_forwards_total));
+  e.metric("spec_draft_shared_tokens_total", "counter",
+           "Draft-model KV positions copied from a pool's shared draft KV instead of prefilled per agent.",
+           double(m.spec_draft_shared_tokens_total));
   e.metric("kv_blocks_total", "gauge", "KV blocks in the pool.", double(m.kv_blocks_total));
   e.metric("kv_blocks_used", "gauge", "KV blocks in use.", double(m.kv_blocks_used));
   e.metric("kv_blocks_shared", "gauge", "KV blocks used by more than one sequence.", double(m.kv_blocks_shared));

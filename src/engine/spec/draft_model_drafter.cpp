@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "engine/sequence_kv.h"
+#include "kv/kv_cache.h"
 
 namespace polykv {
 
@@ -108,7 +110,8 @@ int DraftModelDrafter::draft_many(std::span<const DraftJob> jobs) {
   }
   for (Live& l : live) {
     DraftModelDrafter& d = *l.job->drafter;
-    d.last_catch_up_ = int(l.fed);
+    d.last_catch_up_ = int(l.fed) + d.copied_;
+    d.copied_ = 0;
     const std::span<const int32_t> ctx = l.job->context;
     d.kv_tokens_.insert(d.kv_tokens_.end(), ctx.begin() + std::ptrdiff_t(d.kv_tokens_.size()), ctx.end());
   }
@@ -133,6 +136,46 @@ int DraftModelDrafter::draft_many(std::span<const DraftJob> jobs) {
     ++n_forward;
   }
   return n_forward;
+}
+
+int DraftModelDrafter::copy_prefix_from(const DraftModelDrafter& src, std::span<const int32_t> context, size_t limit) {
+  if (!kv_tokens_.empty() || &src.model_ != &model_) return 0;
+  const auto* from = dynamic_cast<const KvCache*>(src.kv_.get());
+  auto* to = dynamic_cast<KvCache*>(kv_.get());
+  if (!from || !to || from->k_type() != KvType::F16 || from->v_type() != KvType::F16 || to->k_type() != KvType::F16 ||
+      to->v_type() != KvType::F16)
+    return 0;
+  const KvShape& shape = from->shape();
+  if (shape.recurrent.n_layer > 0) return 0;
+  for (int w : shape.layer_window)
+    if (w != 0) return 0;
+  size_t n = 0;
+  const size_t m = std::min({src.kv_tokens_.size(), context.size(), limit, size_t(to->max_tokens())});
+  while (n < m && src.kv_tokens_[n] == context[n]) ++n;
+  if (n == 0) return 0;
+  const int hk = shape.n_head_kv, dk = shape.head_dim, dv = shape.head_dim_v;
+  constexpr int kChunk = 256;  // positions per store()
+  std::vector<float> k(size_t(kChunk) * size_t(hk * dk)), v(size_t(kChunk) * size_t(hk * dv));  // [chunk][hk * d]
+  auto decode = [](const uint8_t* row, int d, float* out) {
+    const auto* h = reinterpret_cast<const uint16_t*>(row);
+    for (int i = 0; i < d; ++i) out[i] = fp16_to_f32(h[i]);
+  };
+  for (int layer = 0; layer < shape.n_layer; ++layer) {
+    const KvLayerView view = from->view(layer);
+    for (int p0 = 0; p0 < int(n); p0 += kChunk) {
+      const int c = std::min(kChunk, int(n) - p0);
+      for (int p = 0; p < c; ++p)
+        for (int g = 0; g < hk; ++g) {
+          decode(view.k_row(p0 + p, g), dk, &k[(size_t(p) * size_t(hk) + size_t(g)) * size_t(dk)]);
+          decode(view.v_row(p0 + p, g), dv, &v[(size_t(p) * size_t(hk) + size_t(g)) * size_t(dv)]);
+        }
+      to->store(layer, p0, c, k.data(), v.data());
+    }
+  }
+  to->commit(int(n));
+  kv_tokens_.assign(context.begin(), context.begin() + std::ptrdiff_t(n));
+  copied_ = int(n);
+  return int(n);
 }
 
 void DraftModelDrafter::accept(std::span<const int32_t> context, int n_accepted) {

@@ -59,6 +59,18 @@ class DraftModelDrafter final : public Drafter {
   // over the jobs still drafting, each with one token. Returns the number of forward_batch calls.
   static int draft_many(std::span<const DraftJob> jobs);
 
+  // Sharing a prefix (agents on one pool: the pool's tokens are fed to the draft model once, not once
+  // per agent). The tokens the KV holds now:
+  std::span<const int32_t> cached_tokens() const { return kv_tokens_; }
+  // Feeds `tokens` after what the KV holds (no logits): fills a pool's shared draft KV.
+  void extend(std::span<const int32_t> tokens) { feed(tokens, false); }
+  // Into this drafter's empty KV, copies src's KV over the longest prefix that src holds and `context`
+  // starts with, at most `limit` tokens. Returns the tokens copied: 0 when this KV is not empty or the
+  // KVs cannot be copied (only host KvCaches with f16 K and V and full-attention layers can; the copy
+  // is exact: f16 -> f32 -> f16). The next draft() catches up from there, and its last_catch_up()
+  // counts the copied tokens too (a copy is not steady drafting for the policy's cost).
+  int copy_prefix_from(const DraftModelDrafter& src, std::span<const int32_t> context, size_t limit);
+
  private:
   // Rolls the KV back to its longest prefix shared with `context`, keeping at most `limit` tokens.
   void rollback(std::span<const int32_t> context, size_t limit);
@@ -70,7 +82,8 @@ class DraftModelDrafter final : public Drafter {
   std::unique_ptr<KvSequence> kv_;
   std::vector<int32_t> kv_tokens_;
   std::vector<float> logits_;  // [n_vocab]
-  int last_catch_up_ = 0;      // context tokens the last draft fed before drafting
+  int last_catch_up_ = 0;      // context tokens the last draft fed before drafting (copied ones included)
+  int copied_ = 0;             // tokens copy_prefix_from put in the KV since the last draft
 };
 
 }  // namespace polykv

@@ -63,10 +63,13 @@ class Drafter {
   // at positions pos0 .. pos0 + n_rows - 1 that the target has just computed. Only called when
   // needs_target_hidden().
   // Tokens of the context the last draft() had to feed before drafting (a drafter with its own KV
-  // catching up: the whole prompt or pool on a first draft, 1-2 tokens while drafting every step).
-  // The adaptive policy (spec_policy.h) learns a drafter's cost per drafted token only from drafts
-  // that caught up at most kSteadyCatchUp tokens, so a first draft's prefill does not count as it.
-  static constexpr int kSteadyCatchUp = 2;
+  // catching up: the whole prompt or pool on a first draft, 1-2 tokens while drafting every step, the
+  // steps since its last draft on a probe). The adaptive policy (spec_policy.h) learns a drafter's
+  // cost only from drafts that caught up at most kSteadyCatchUp tokens, so a first draft's prefill
+  // does not count as drafting, while probes after up to 16 steps without drafts still do (before
+  // 2026-12-01d the bound was 2: a sequence that stopped drafting never measured its drafter again
+  // and kept a stale, possibly far too high, cost).
+  static constexpr int kSteadyCatchUp = 24;
   virtual int last_catch_up() const { return 0; }
 
   virtual bool needs_target_hidden() const { return false; }

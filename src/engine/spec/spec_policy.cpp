@@ -13,6 +13,7 @@ void AcceptanceEma::update(int drafted, int accepted) {
 
 void StepCostFit::add(int rows, double seconds) {
   if (exact_ || rows <= 0 || !(seconds >= 0) || !std::isfinite(seconds)) return;
+  if (w_ >= kClipAfter) seconds = std::min(seconds, kClip * cost(rows));  // a preempted pass: an outlier
   const double r = rows;
   w_ = kDecay * w_ + 1;
   sr_ = kDecay * sr_ + r;
@@ -51,30 +52,128 @@ double StepCostFit::fixed() const {
   return std::max(0.0, st_ / w_ - per_row() * (sr_ / w_));
 }
 
+int StepCostModel::bucket(int seqs) {
+  if (seqs <= 1) return 0;
+  if (seqs == 2) return 1;
+  if (seqs <= 4) return 2;
+  if (seqs <= 8) return 3;
+  if (seqs <= 16) return 4;
+  return 5;
+}
+
+const StepCostFit& StepCostModel::fit(int seqs) const {
+  const int b = bucket(seqs);
+  for (int d = 0; d < kBuckets; ++d) {
+    if (b - d >= 0 && !fits_[size_t(b - d)].empty()) return fits_[size_t(b - d)];
+    if (b + d < kBuckets && !fits_[size_t(b + d)].empty()) return fits_[size_t(b + d)];
+  }
+  return fits_[size_t(b)];
+}
+
+StepCostModel StepCostModel::exact(double fixed, double per_row) {
+  StepCostModel m;
+  for (auto& f : m.fits_) f = StepCostFit::exact(fixed, per_row);
+  return m;
+}
+
+void DraftCostFit::add(int calls, int tokens, double seconds) {
+  if (exact_ || calls <= 0 || tokens <= 0 || !(seconds >= 0) || !std::isfinite(seconds)) return;
+  if (w_ >= kClipAfter) {  // a preempted draft: an outlier
+    const double pred = per_call() * calls + per_token() * tokens;
+    if (pred > 0) seconds = std::min(seconds, kClip * pred);
+  }
+  const double c = calls, n = tokens;
+  w_ = kDecay * w_ + 1;
+  scc_ = kDecay * scc_ + c * c;
+  scn_ = kDecay * scn_ + c * n;
+  snn_ = kDecay * snn_ + n * n;
+  sct_ = kDecay * sct_ + c * seconds;
+  snt_ = kDecay * snt_ + n * seconds;
+}
+
+DraftCostFit DraftCostFit::exact(double per_call, double per_token) {
+  DraftCostFit f;
+  f.exact_ = true;
+  f.a_ = std::max(0.0, per_call);
+  f.b_ = std::max(0.0, per_token);
+  return f;
+}
+
+// Normal equations of min sum w (t - a c - b n)^2 + kRidge * Scc * a^2:
+//   [Scc (1 + ridge), Scn; Scn, Snn] [a; b] = [Sct; Snt]. A negative part refits the other alone.
+void DraftCostFit::solve(double& a, double& b) const {
+  if (exact_) {
+    a = a_, b = b_;
+    return;
+  }
+  a = b = 0;
+  if (w_ <= 0 || snn_ <= 0) return;
+  const double m11 = scc_ * (1 + kRidge), det = m11 * snn_ - scn_ * scn_;
+  if (det > 1e-12 * m11 * snn_) {
+    a = (sct_ * snn_ - scn_ * snt_) / det;
+    b = (m11 * snt_ - scn_ * sct_) / det;
+  } else {
+    a = -1;  // collinear beyond the ridge: all on the tokens
+  }
+  if (a < 0) a = 0, b = snt_ / snn_;
+  if (b < 0) b = 0, a = sct_ / m11;
+  a = std::max(0.0, a), b = std::max(0.0, b);
+}
+
+double DraftCostFit::per_call() const {
+  double a, b;
+  solve(a, b);
+  return a;
+}
+
+double DraftCostFit::per_token() const {
+  double a, b;
+  solve(a, b);
+  return b;
+}
+
 std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_tokens,
                              std::span<const DraftCandidate> cands) {
-  std::vector<int> k(cands.size(), 0);
+  const size_t n = cands.size();
+  std::vector<int> k(n, 0);
   const double per_row = cost.per_row();
-  double tokens = std::max(1, base_tokens), seconds = cost.cost(std::max(1, base_rows));
-  std::vector<double> next_gain(cands.size());  // a^(k+1) of each candidate's next draft
-  for (size_t i = 0; i < cands.size(); ++i) next_gain[i] = std::clamp(cands[i].acceptance, 0.0, 1.0);
-  for (;;) {
-    // The next draft with the highest gain per second (ties: the lower index).
-    int best = -1;
-    double best_value = 0;
-    for (size_t i = 0; i < cands.size(); ++i) {
-      if (k[i] >= cands[i].k_max) continue;
-      const double value = next_gain[i] / (per_row + std::max(0.0, cands[i].draft_seconds));
-      if (best < 0 || value > best_value) best = int(i), best_value = value;
+  const double t0 = std::max(1, base_tokens), s0 = cost.cost(std::max(1, base_rows));
+  // gain[i][j], price[i][j]: expected extra tokens and seconds of candidate i drafting j tokens.
+  std::vector<std::vector<double>> gain(n), price(n);
+  for (size_t i = 0; i < n; ++i) {
+    const DraftCandidate& c = cands[i];
+    const double a = std::clamp(c.acceptance, 0.0, 1.0), tok = std::max(0.0, c.draft_seconds),
+                 call = std::max(0.0, c.draft_call_seconds);
+    const int kmax = std::max(0, c.k_max);
+    gain[i].assign(size_t(kmax) + 1, 0.0);
+    price[i].assign(size_t(kmax) + 1, 0.0);
+    double p = 1;
+    for (int j = 1; j <= kmax; ++j) {
+      p *= a;
+      gain[i][size_t(j)] = gain[i][size_t(j) - 1] + p;
+      price[i][size_t(j)] = call + j * (per_row + tok);
     }
-    if (best < 0 || !(best_value * seconds > tokens)) break;  // it would lower tokens per second
-    const DraftCandidate& c = cands[size_t(best)];
-    tokens += next_gain[size_t(best)];
-    seconds += per_row + std::max(0.0, c.draft_seconds);
-    next_gain[size_t(best)] *= std::clamp(c.acceptance, 0.0, 1.0);
-    ++k[size_t(best)];
   }
-  for (size_t i = 0; i < cands.size(); ++i)
+  // Dinkelbach: lambda rises strictly each round until the plan is optimal (finitely many plans).
+  double lambda = t0 / s0;
+  for (int round = 0; round < 64; ++round) {
+    double tokens = t0, seconds = s0;
+    std::vector<int> next(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      double best = 0;  // k = 0: nothing gained, nothing paid
+      for (size_t j = 1; j < gain[i].size(); ++j) {
+        const double v = gain[i][j] - lambda * price[i][j];
+        if (v > best * (1 + 1e-12) + 1e-300) best = v, next[i] = int(j);
+      }
+      tokens += gain[i][size_t(next[i])];
+      seconds += price[i][size_t(next[i])];
+    }
+    const double ratio = tokens / seconds;
+    if (!(ratio > lambda * (1 + 1e-12))) break;  // no plan beats the current one
+    k = std::move(next);
+    lambda = ratio;
+  }
+  for (size_t i = 0; i < n; ++i)
     if (cands[i].probe && k[i] == 0 && cands[i].k_max > 0) k[i] = 1;
   return k;
 }
@@ -84,8 +183,8 @@ void SpecSeqState::after_step(int drafted, int accepted) {
     const bool probe = probe_due();  // drafted after probe_interval - 1 steps without drafts
     acceptance.update(drafted, accepted);
     steps_without_drafts = 0;
-    if (!probe) probe_interval = kProbeEvery;
-    else if (accepted < drafted) probe_interval = std::min(kProbeMax, 2 * probe_interval);
+    if (!probe || accepted == drafted) probe_interval = kProbeEvery;  // drafted on merit, or the probe landed
+    else probe_interval = std::min(kProbeMax, 2 * probe_interval);
   } else {
     ++steps_without_drafts;
   }

@@ -1,28 +1,32 @@
 // Adaptive speculation (issue #10): how many tokens each sequence drafts this step, from its recent
-// acceptance and a cost model of the target's step, so that speculation never costs more than it
-// earns (down to no drafts while it does not pay). `--spec-n-max` stays the upper bound.
+// acceptance and measured costs, so that speculation never costs more than it earns (down to no
+// drafts while it does not pay). `--spec-n-max` stays the upper bound.
 //
-// Model. A step with R target rows costs T(R) = fixed + per_row * R seconds (StepCostFit: on a CPU
-// the step's cost grows with the total rows of the batch; `fixed` is what a one-row step pays once:
-// reading the weights, per-op overheads). A sequence with per-draft acceptance probability a (the
-// probability that a draft is accepted given the earlier ones were) that drafts k tokens emits
-// 1 + a + a^2 + ... + a^k tokens in expectation; its j-th draft costs per_row + draft_cost (the
-// drafter's own seconds per drafted token). plan_drafts() maximises the step's expected tokens per
-// second: starting from the step without drafts (every decoding sequence emits 1 token, R = base
-// rows), it adds drafts in order of gain per cost (a^j / (per_row + draft_cost)) while each one
-// raises the ratio, i.e. while a^j / cost_j > tokens / seconds so far. Gains fall with j, so the
-// first draft that does not pay ends the plan. Deterministic: equal inputs give equal plans (ties go
-// to the lower index).
+// Model. A step with R target rows costs T(R) = fixed + per_row * R seconds (StepCostFit), fitted
+// separately per number of decoding sequences in the step (StepCostModel: one sequence on a CPU pays
+// a large fixed part per pass, a batch of eight mostly its rows; one line through both is wrong for
+// both). A sequence with per-draft acceptance probability a (the probability that a draft is accepted
+// given the earlier ones were) that drafts k tokens emits 1 + a + a^2 + ... + a^k tokens in
+// expectation and costs k * per_row more target seconds plus its drafter's seconds,
+// D(k) = per_call + per_token * k for k > 0, 0 for k = 0 (DraftCostFit, learned from measured
+// drafting: a draft model pays a catch-up pass per call and a pass per token, the n-gram drafter
+// almost nothing). plan_drafts() maximises the step's expected tokens per second exactly (Dinkelbach's
+// iteration: for a ratio lambda, each sequence independently takes the k in [0, k_max] maximising
+// gain(k) - lambda * cost(k); lambda becomes the plan's ratio; repeat until it stops rising). k = 0 for
+// a sequence is an ordinary one-token step for it. Deterministic: equal inputs give equal plans (ties
+// go to the smaller k).
 //
 // Consequences: one sequence on a CPU (fixed >> per_row) drafts the full n-max from modest
-// acceptance; a batch of many decoding sequences (per_row * R comparable to fixed) drafts only
-// where acceptance is high; low acceptance gives k = 0 (an ordinary one-token step).
+// acceptance when drafting is cheap; a batch of many decoding sequences (per_row * R comparable to
+// fixed) drafts only where acceptance is high; low acceptance or a drafter dearer than what its
+// accepted tokens save gives k = 0.
 //
 // Learning while not drafting: a sequence that has not drafted for `probe_interval` steps drafts one
 // token (a probe), so its acceptance estimate follows the text and drafting resumes when drafts
 // start landing again. A rejected probe doubles the interval (kProbeEvery .. kProbeMax steps: on a
-// text where drafts rarely land, probes cost less than one row in kProbeMax); a step that drafts
-// on its own merit resets it.
+// text where drafts rarely land, probes cost less than one row in kProbeMax); a probe that lands, or
+// a step that drafts on its own merit, resets it (so recovery takes one long interval, then short
+// ones). Probes also give the step-cost fit rows that vary.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -48,6 +52,9 @@ class StepCostFit {
  public:
   static constexpr double kDecay = 0.97;
   static constexpr double kPriorFixedRows = 4.0;
+  // Once the fit has kClipAfter samples' weight, a sample is clipped to kClip x its prediction (wall
+  // times of a loaded machine: a pass preempted for a time slice must not undo the fit).
+  static constexpr double kClipAfter = 4, kClip = 3;
   void add(int rows, double seconds);
   bool empty() const { return w_ <= 0; }
   double fixed() const;    // seconds, >= 0
@@ -62,16 +69,58 @@ class StepCostFit {
   double fixed_ = 0, per_row_ = 0;
 };
 
+// Step-cost fits per number of decoding sequences in the step (buckets 1, 2, 3-4, 5-8, 9-16, 17+).
+// fit(n) is n's bucket once it has samples, else the nearest bucket with samples (the smaller one on a
+// tie), else an empty fit (its prior).
+class StepCostModel {
+ public:
+  static constexpr int kBuckets = 6;
+  static int bucket(int seqs);
+  void add(int seqs, int rows, double seconds) { fits_[size_t(bucket(seqs))].add(rows, seconds); }
+  const StepCostFit& fit(int seqs) const;
+  // Every bucket exactly this (tests, EngineOptions::spec_cost_*).
+  static StepCostModel exact(double fixed, double per_row);
+
+ private:
+  StepCostFit fits_[kBuckets];
+};
+
+// A drafter's seconds: D(k) = per_call + per_token * k for a call drafting k > 0 tokens, fitted to
+// samples (calls, tokens, seconds) of steps (several sequences may draft in one sample) by
+// exponentially weighted least squares without intercept, t = per_call * calls + per_token * tokens.
+// A small ridge pulls per_call towards 0, so samples whose tokens per call never vary (a fixed k) put
+// the cost on the tokens; both stay >= 0. Samples are steady drafts only (see Drafter::last_catch_up).
+class DraftCostFit {
+ public:
+  static constexpr double kDecay = 0.9;   // about the last 10 samples count
+  static constexpr double kRidge = 1e-3;  // per_call's pull towards 0, relative to the calls' weight
+  static constexpr double kClipAfter = 4, kClip = 3;  // as StepCostFit's
+  void add(int calls, int tokens, double seconds);
+  bool empty() const { return !exact_ && w_ <= 0; }
+  double per_call() const;
+  double per_token() const;
+  double cost(int k) const { return k > 0 ? per_call() + per_token() * k : 0.0; }
+  static DraftCostFit exact(double per_call, double per_token);
+
+ private:
+  void solve(double& a, double& b) const;  // a: per call, b: per token
+  double w_ = 0, scc_ = 0, scn_ = 0, snn_ = 0, sct_ = 0, snt_ = 0;  // weighted sums of c^2, cn, n^2, ct, nt
+  bool exact_ = false;
+  double a_ = 0, b_ = 0;
+};
+
 // One decoding sequence with a drafter, as plan_drafts sees it.
 struct DraftCandidate {
   double acceptance = AcceptanceEma::kPrior;  // per-draft acceptance probability
   int k_max = 0;                               // drafts allowed (n-max, budget, context, tokens left)
   double draft_seconds = 0;                    // the drafter's cost per drafted token
+  double draft_call_seconds = 0;               // the drafter's cost per call (k > 0), on top
   bool probe = false;                          // draft at least one token (see above) when k_max > 0
 };
 
 // base_rows: the step's rows without drafts (decode rows of every sequence, prompt chunks);
-// base_tokens: tokens the step emits without drafts (its decoding sequences). Returns k per candidate.
+// base_tokens: tokens the step emits without drafts (its decoding sequences). Returns k per candidate,
+// the plan of the highest expected tokens per second (then probes: at least 1 where due).
 std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_tokens,
                              std::span<const DraftCandidate> cands);
 
