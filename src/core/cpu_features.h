@@ -17,7 +17,6 @@ struct CpuFeatures {
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5, Sapphire Rapids); not part of any set
   // ARM64. ASIMD (NEON) itself is part of every AArch64 CPU; these are the extras inside the neon set.
   bool asimd_dot = false;  // SDOT/UDOT (FEAT_DotProd, HWCAP_ASIMDDP): Cortex-A55/A76+, Apple M1+, Graviton 2+
-  bool avx512vbmi = false;  // x86 vpermb / vpermi2b (Ice Lake+, Zen 4+); not part of any set (last: layout-stable)
 
   bool has_avx2_set() const { return avx2 && fma && f16c; }
   bool has_avx512_set() const { return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq && avx512vnni; }

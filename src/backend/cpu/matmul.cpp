@@ -55,21 +55,18 @@ PackedDotFn pick_packed_kernel(Isa isa, DType type) {
 // 64-byte boundary: qs [n_in] int8, d [n_blocks] f32, sums [n_blocks] i32 (Q8_32) or
 // bsums [n_in/16] i16 (Q8_K).
 struct ActLayout {
-  size_t off_d = 0, off_sums = 0, off_tq1p = 0, stride = 0;
+  size_t off_d = 0, off_sums = 0, stride = 0;
 };
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-// tq1p: plus ActRow::tq1p (Q8_K for the VBMI TQ1_0 kernel, ternary_kernels.h) at off_tq1p.
-ActLayout act_layout(ActFormat fmt, int64_t n_in, bool tq1p = false) {
+ActLayout act_layout(ActFormat fmt, int64_t n_in) {
   ActLayout l;
   const size_t n = size_t(n_in);
   const size_t n_blocks = fmt == ActFormat::Q8_32 ? n / 32 : n / 256;
   l.off_d = round64(n);
   l.off_sums = l.off_d + round64(n_blocks * sizeof(float));
   l.stride = l.off_sums + round64(fmt == ActFormat::Q8_32 ? n_blocks * 4 : (n / 16) * 2);
-  l.off_tq1p = l.stride;
-  if (tq1p) l.stride += round64(tq1p_bytes(n_in));
   return l;
 }
 
@@ -128,8 +125,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
   if (fmt == ActFormat::F32) {
     for (int64_t t = 0; t < n_tokens; ++t) acts[size_t(t)].f32 = x + t * n_in;
   } else {
-    const bool tq1p = fmt == ActFormat::Q8_K && ternary_wants_tq1p(active_isa(), w.type);
-    const ActLayout l = act_layout(fmt, n_in, tq1p);
+    const ActLayout l = act_layout(fmt, n_in);
     thread_local std::vector<uint8_t> scratch;  // reused across calls by the calling thread
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
@@ -150,9 +146,6 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
           q8_32(x + t * n_in, n_in, qs, d, reinterpret_cast<int32_t*>(p + l.off_sums));
         else
           q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
-        if (tq1p)
-          tq1_0_vbmi_act(qs, reinterpret_cast<const int16_t*>(p + l.off_sums), n_in,
-                         reinterpret_cast<int8_t*>(p + l.off_tq1p));
       }
     });
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -162,7 +155,6 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
       a.d = reinterpret_cast<const float*>(p + l.off_d);
       if (fmt == ActFormat::Q8_32) a.sum = reinterpret_cast<const int32_t*>(p + l.off_sums);
       else a.bsums = reinterpret_cast<const int16_t*>(p + l.off_sums);
-      if (tq1p) a.tq1p = reinterpret_cast<const int8_t*>(p + l.off_tq1p);
     }
   }
 

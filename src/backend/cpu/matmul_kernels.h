@@ -32,7 +32,6 @@ struct ActRow {
   const float* d = nullptr;        // [n_in / 32] or [n_in/256] (Q8_32, Q8_K)
   const int32_t* sum = nullptr;    // [n_in / 32]               (Q8_32)
   const int16_t* bsums = nullptr;  // [n_in / 16]               (Q8_K)
-  const int8_t* tq1p = nullptr;    // [tq1p_bytes(n_in)]         (Q8_K, TQ1_0 VBMI: ternary_kernels.h)
 };
 
 // Σ_i W[i] * x[i] over one weight row of n_in values (a whole number of the type's blocks).

@@ -1,8 +1,6 @@
 // Scalar dot kernels for the ternary weight types (the definition the SIMD kernels agree with up to
 // float rounding: the integer block sums are the same, exactly), and the ISA dispatch.
 #include "backend/cpu/ternary_kernels.h"
-
-#include <cstring>
 #include "core/fp16.h"
 #include "quant/ternary.h"
 
@@ -68,31 +66,9 @@ RowDotFn ternary_row_dot_scalar(DType type) {
 RowDotFn ternary_row_dot(Isa isa, DType type) {
   if (!is_ternary(type)) return nullptr;
   RowDotFn f = nullptr;
-  if (isa == Isa::Avx512) f = ternary_row_dot_avx512vbmi(type);
-  if (!f && isa == Isa::Avx512) f = ternary_row_dot_avx512(type);
+  if (isa == Isa::Avx512) f = ternary_row_dot_avx512(type);
   if (!f && isa_has_avx2(isa)) f = ternary_row_dot_avx2(type);
   return f ? f : ternary_row_dot_scalar(type);
-}
-
-bool ternary_wants_tq1p(Isa isa, DType type) {
-  return isa == Isa::Avx512 && ternary_row_dot_avx512vbmi(type) != nullptr;
-}
-
-void tq1_0_vbmi_act(const int8_t* qs, const int16_t* bsums, int64_t n_in, int8_t* out) {
-  for (int64_t b = 0; b < n_in / 256; ++b) {
-    const int8_t* q = qs + 256 * b;
-    int8_t* o = out + 384 * b;
-    std::memset(o, 0, 384);
-    for (int n = 0; n < 5; ++n)
-      for (int m = 0; m < 52; ++m) {
-        const int v = m < 32 ? 32 * n + m : m < 48 ? 160 + 16 * n + (m - 32) : n < 4 ? 240 + 4 * n + (m - 48) : -1;
-        if (v >= 0) o[64 * n + m] = q[v];
-      }
-    int32_t s = 0;
-    for (int j = 0; j < 16; ++j) s += bsums[16 * b + j];
-    s = -s;
-    std::memcpy(o + 320, &s, sizeof s);
-  }
 }
 
 }  // namespace polykv::cpu

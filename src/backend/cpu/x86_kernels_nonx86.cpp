@@ -30,7 +30,6 @@ RowDotFn row_dot_avx2(DType) { return nullptr; }
 RowDotFn row_dot_avx512(DType) { return nullptr; }
 RowDotFn ternary_row_dot_avx2(DType) { return nullptr; }
 RowDotFn ternary_row_dot_avx512(DType) { return nullptr; }
-RowDotFn ternary_row_dot_avx512vbmi(DType) { return nullptr; }
 PackedDotFn packed_dot_avx512(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2_maddubs(DType) { return nullptr; }
