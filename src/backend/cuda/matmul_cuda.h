@@ -65,7 +65,10 @@ constexpr int kChunkedMatvecMaxCols = 32;
 // Batch invariant within its range (a column's bits do not depend on the other columns, whatever their
 // number); not the same bits as the mat-vec path (f16 instead of 8-bit activations).
 constexpr int kMmqDefaultMinCols = 9;
-constexpr int kMmqDefaultMaxCols = 128;
+// 64: on the H200 (CudaMmqBench.DISABLED_VsOldPath, 2026-12-01d) this kernel beats dequantize + cuBLAS at
+// 16 and 32 columns for every matrix, at 64 over a whole llama-3.1-8b layer (q4_0 434 vs 470 us, q8_0 428 vs
+// 481, q4_K 424 vs 897), and loses at 128 (0.42-0.98x).
+constexpr int kMmqDefaultMaxCols = 64;
 bool mmq_takes(const WeightMatrix& w, int n);
 // Whether w is a matrix the kernel takes (layout, type), whatever n.
 bool mmq_supports(const WeightMatrix& w);
