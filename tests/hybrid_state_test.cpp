@@ -2,6 +2,8 @@
 // step (truncate(n) inside the last step gives, bit for bit, the state and logits of a run that stopped
 // at n), what cannot be rolled back, a reset by truncate(0), and a copied state continuing like the original.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include <cstring>
@@ -123,7 +125,10 @@ TEST(HybridState, CopiedStateContinuesLikeTheOriginal) {
 TEST(HybridState, DeviceBackendWithoutHybridOpsRefusesClearly) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   test::CountingBackend dev(1, DeviceKind::Cuda);
+  EXPECT_THROW(Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev), Error);  // not opted in
+  setenv("POLYKV_CUDA_HYBRID", "1", 1);
   auto model = Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev);
+  unsetenv("POLYKV_CUDA_HYBRID");
   KvCache kv(model->kv_shape(), KvType::F32, KvType::F32, 64, 16);
   const int32_t tok = 1;
   std::vector<float> logits(size_t(model->config().n_vocab));

@@ -7,6 +7,8 @@
 // Bounds: wrong hybrid features move log-probs by 0.6 to 12 (fixtures README), so 5e-2 separates; the
 // measured figures are printed.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -34,6 +36,9 @@ namespace polykv {
 namespace {
 
 constexpr int kVocab = 8000, kPositions = 48, kPrompt = 40;
+
+// Hybrids on CUDA are opt-in (model/moe_ffn.cpp check_backend_runs): these tests opt in.
+const bool kHybridOptIn = (setenv("POLYKV_CUDA_HYBRID", "1", 1), true);
 
 std::string dir() { return test::fixtures_dir() + "/models/random"; }
 
