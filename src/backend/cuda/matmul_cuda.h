@@ -67,7 +67,7 @@ constexpr int kChunkedMatvecMaxCols = 32;
 constexpr int kMmqDefaultMinCols = 9;
 // 64: on the H200 (CudaMmqBench.DISABLED_VsOldPath, 2026-12-01d) this kernel beats dequantize + cuBLAS at
 // 16 and 32 columns for every matrix, at 64 over a whole llama-3.1-8b layer (q4_0 434 vs 470 us, q8_0 428 vs
-// 481, q4_K 424 vs 897), and loses at 128 (0.42-0.98x).
+// 481, q4_K 424 vs 897); at 128 q4_0 and q8_0 lose (856 vs 496, 839 vs 507), q4_K still gains (836 vs 925).
 constexpr int kMmqDefaultMaxCols = 64;
 bool mmq_takes(const WeightMatrix& w, int n);
 // Whether w is a matrix the kernel takes (layout, type), whatever n.
