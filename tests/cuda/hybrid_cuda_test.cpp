@@ -37,8 +37,12 @@ namespace {
 
 constexpr int kVocab = 8000, kPositions = 48, kPrompt = 40;
 
-// Hybrids on CUDA are opt-in (model/moe_ffn.cpp check_backend_runs): these tests opt in.
-const bool kHybridOptIn = (setenv("POLYKV_CUDA_HYBRID", "1", 1), true);
+// Hybrids on CUDA are opt-in (model/moe_ffn.cpp check_backend_runs): each test opts in for its own body
+// (not at static initialization, which would opt in every test of the binary).
+struct HybridOptIn {
+  HybridOptIn() { setenv("POLYKV_CUDA_HYBRID", "1", 1); }
+  ~HybridOptIn() { unsetenv("POLYKV_CUDA_HYBRID"); }
+};
 
 std::string dir() { return test::fixtures_dir() + "/models/random"; }
 
@@ -111,6 +115,7 @@ std::pair<std::vector<float>, std::vector<float>> run(Model& model, const char* 
 
 TEST(HybridCuda, Qwen35MatchesTransformersAndTheCpu) {
   POLYKV_REQUIRE_GPU();
+  const HybridOptIn opt_in;
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   auto gpu = make_backend({"cuda", 0});
   auto cpu = make_backend({"cpu", 2});
@@ -152,6 +157,7 @@ double rel_l2(const float* got, const float* want) {
 // it gets alone.
 TEST(HybridCuda, SequencesSharingAPrefixMatchThemselvesAlone) {
   POLYKV_REQUIRE_GPU();
+  const HybridOptIn opt_in;
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   auto gpu = make_backend({"cuda", 0});
   auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
@@ -209,6 +215,7 @@ TEST(HybridCuda, SequencesSharingAPrefixMatchThemselvesAlone) {
 // state), then one token: the logits of a run that took only those 2 rows.
 TEST(HybridCuda, RollbackInsideAVerifyStepMatchesThePlainRun) {
   POLYKV_REQUIRE_GPU();
+  const HybridOptIn opt_in;
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   auto gpu = make_backend({"cuda", 0});
   auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
@@ -240,6 +247,7 @@ TEST(HybridCuda, RollbackInsideAVerifyStepMatchesThePlainRun) {
 // not all, must match; a wrong state flips nearly all).
 TEST(HybridCuda, EngineAgentsOnOnePoolMatchTheirPromptsAlone) {
   POLYKV_REQUIRE_GPU();
+  const HybridOptIn opt_in;
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   auto gpu = make_backend({"cuda", 0});
   auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
