@@ -17,8 +17,8 @@ def short(name):
     return name.replace("void ", "").strip()[:70]
 
 
-def main():
-    path, label = sys.argv[1], sys.argv[2]
+def read_kernels(path):
+    """The profiled kernels of an Nsight Compute raw CSV in launch order: (short name, us, bytes read, grid)."""
     rows = list(csv.reader(open(path, newline="")))
     hdr_i = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
     hdr = rows[hdr_i]
@@ -33,6 +33,12 @@ def main():
         b = float(r[bi].replace(",", "")) * bscale
         grid = r[hdr.index("Grid Size")] if "Grid Size" in hdr else ""
         ks.append((short(r[ki]), t, b, grid))
+    return ks
+
+
+def main():
+    path, label = sys.argv[1], sys.argv[2]
+    ks = read_kernels(path)
     if not ks:
         print(f"{label}: no kernels in {path}")
         return
@@ -59,4 +65,5 @@ def main():
         print(f"   {name:60s} {t:8.2f} {b / 1e6:9.3f} {grid}")
 
 
-main()
+if __name__ == "__main__":
+    main()
