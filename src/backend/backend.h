@@ -117,7 +117,7 @@ class Backend {
   virtual void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols);
 
   // ---- fused ops (optional): each default issues the plain ops above, and a backend that fuses
-  // them must give the same bits (CpuBackend keeps the defaults) ----------------------------------
+  // them must give the same bits (CpuBackend: add_rmsnorm and rope_qk, the same per-row code) ---------
   // parts[i].y = parts[i].w · x for every i (matrices of the same n_in reading the same x: q, k, v;
   // gate, up); y: [n][w.n_out]. A backend may compute them in one pass over x.
   struct MatmulOut {

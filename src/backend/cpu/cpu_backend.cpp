@@ -65,25 +65,11 @@ void CpuBackend::embed(const WeightMatrix& table, const int32_t* tokens, int n, 
 
 void CpuBackend::matmul(const WeightMatrix& w, const float* x, float* y, int n) { polykv::matmul(w, x, y, n, *pool_); }
 
-void CpuBackend::rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps) {
-  polykv::rmsnorm(x, w, out, rows, cols, eps);
-}
-
 void CpuBackend::add_bias(float* x, const float* b, int rows, int cols) {
   for (int r = 0; r < rows; ++r) add_inplace(x + int64_t(r) * cols, b, cols);
 }
 
 void CpuBackend::add(float* x, const float* y, int64_t n) { add_inplace(x, y, n); }
-
-void CpuBackend::rope(float* x, int rows, int n_heads, int head_dim, int n_rot, const int32_t* pos,
-                      const float* inv_freq, float scale, RopeStyle style) {
-  const int64_t row = int64_t(n_heads) * head_dim;
-  for (int r = 0; r < rows; ++r) polykv::rope(x + r * row, n_heads, head_dim, n_rot, pos[r], inv_freq, scale, style);
-}
-
-void CpuBackend::gated_activation(float* gate, const float* up, int64_t n, Activation act) {
-  polykv::gated_activation(gate, up, n, act);
-}
 
 void CpuBackend::softcap(float* x, int64_t n, float cap) { polykv::softcap(x, n, cap); }
 

@@ -1,6 +1,7 @@
 #include "backend/cpu/ops.h"
 
 #include <cmath>
+#include <vector>
 
 namespace polykv {
 
@@ -15,15 +16,21 @@ void rmsnorm(const float* x, const float* w, float* out, int n_rows, int n, floa
   }
 }
 
-void rope(float* x, int n_heads, int head_dim, int n_rot, int pos, const float* inv_freq, float scale,
-          RopeStyle style) {
+void rope_angles(int pos, int n_rot, const float* inv_freq, float scale, float* cs) {
   const float p = float(pos) / scale;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const float angle = p * inv_freq[i];
+    cs[2 * i] = std::cos(angle);
+    cs[2 * i + 1] = std::sin(angle);
+  }
+}
+
+void rope_apply(float* x, int n_heads, int head_dim, int n_rot, const float* cs, RopeStyle style) {
   const int half = n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + int64_t(h) * head_dim;
     for (int i = 0; i < half; ++i) {
-      const float angle = p * inv_freq[i];
-      const float c = std::cos(angle), s = std::sin(angle);
+      const float c = cs[2 * i], s = cs[2 * i + 1];
       const int a = style == RopeStyle::Norm ? 2 * i : i;
       const int b = style == RopeStyle::Norm ? 2 * i + 1 : i + half;
       const float x0 = v[a], x1 = v[b];
@@ -31,6 +38,14 @@ void rope(float* x, int n_heads, int head_dim, int n_rot, int pos, const float* 
       v[b] = x0 * s + x1 * c;
     }
   }
+}
+
+void rope(float* x, int n_heads, int head_dim, int n_rot, int pos, const float* inv_freq, float scale,
+          RopeStyle style) {
+  thread_local std::vector<float> cs;  // [n_rot / 2][cos, sin], shared by the heads
+  cs.resize(size_t(n_rot));
+  rope_angles(pos, n_rot, inv_freq, scale, cs.data());
+  rope_apply(x, n_heads, head_dim, n_rot, cs.data(), style);
 }
 
 void gated_activation(float* gate, const float* up, int64_t n, Activation act) {
