@@ -19,7 +19,9 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
+#include "backend/cuda/matmul_cuda.h"
 #include "cuda_test_util.h"
+#include "matmul_cuda_test_util.h"
 #include "quant/mxfp4.h"
 #include "quant/quant.h"
 
@@ -311,6 +313,15 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The MXFP4 mat-vec (1..8 columns, direct and stream kernels) and prefill matmul (37 columns: tiles
 // dequantized to f16 + cuBLAS) against the scalar reference matmul_ref (double accumulation).
+// The MXFP4 matmul against matmul_ref (exact activations, double sums), element by element within the
+// rigorous bound of what the path rounds: the mat-vec (n <= 8) multiplies 8-bit activations, so
+// |y - matmul_ref| <= sum_i |w_i| amax_32(i) / 254 (1 % slack) + f32 rounding, and y equals the exact dot
+// with those activations (cuda_test::reference, the host twin of the device's quantizer) within f32
+// rounding (2e-5 sum_i |w_i x_i|), which pins the E8M0 scales and the e2m1 table; the prefill (n = 37:
+// x and the weights in f16 tiles, cuBLAS) within 1.2e-3 sum_i |w_i x_i| (x's f16 rounding, 2^-11).
+// NMSE <= 1e-4 only over >= 256 outputs: the 1e-4 bound held over 1 or 5 outputs failed on the H200
+// (2026-12-01d: NMSE 1.3e-4..4.1e-4 at n_out 1) because a single dot's relative error has no averaging
+// (a dot that cancels has a large one); the 8-bit activations' NMSE is ~3e-5 on average.
 TEST(MxfpCuda, MatmulMatchesTheScalarReference) {
   POLYKV_REQUIRE_GPU();
   auto gpu = make_backend({"cuda", 0});
@@ -329,18 +340,38 @@ TEST(MxfpCuda, MatmulMatchesTheScalarReference) {
       hw.row_stride = row_bytes(DType::MXFP4, n_in);
       const WeightMatrix dwm = gpu->upload_matrix(hw);
       for (int n : {1, 2, 3, 5, 8, 37}) {
+        const std::string what = "n_in " + std::to_string(n_in) + " n_out " + std::to_string(n_out) + " n " +
+                                 std::to_string(n);
         const auto x = normal(size_t(n) * n_in, uint32_t(n * 31 + n_in), 1.0f);
         std::vector<float> want(size_t(n) * n_out);
         matmul_ref(hw, x.data(), want.data(), n);
+        const cuda_test::Reference ref = cuda_test::reference(hw, x, n);
         Dev dx(*gpu, x.data(), x.size() * 4), dy(*gpu, want.size() * 4);
         gpu->matmul(dwm, dx.as<float>(), dy.as<float>(), n);
         const auto got = down<float>(*gpu, dy.p, want.size());
-        // 8-bit activations (mat-vec) or f16 activations (prefill): ~0.3 % relative, NMSE ~1e-5.
+        const bool matvec = n <= cuda::kMatvecMaxCols;
+        int bad = 0;
+        for (size_t i = 0; i < got.size() && bad < 3; ++i) {
+          const double tol_f32 = 2e-5 * ref.abs_dot[i] + 1e-30;
+          const double err = std::fabs(double(got[i]) - want[i]);
+          const double bound = matvec ? 1.01 * ref.act_err[i] + tol_f32 : 1.2e-3 * ref.abs_dot[i] + 1e-30;
+          if (!(err <= bound)) {
+            ++bad;
+            ADD_FAILURE() << what << ": y[" << i / size_t(n_out) << "][" << i % size_t(n_out) << "] = " << got[i]
+                          << ", matmul_ref " << want[i] << ", |diff| " << err << " > bound " << bound
+                          << (matvec ? " (8-bit activations)" : " (f16 prefill)");
+          }
+          if (matvec && !(std::fabs(double(got[i]) - ref.exact_q[i]) <= tol_f32)) {
+            ++bad;
+            ADD_FAILURE() << what << ": y[" << i / size_t(n_out) << "][" << i % size_t(n_out) << "] = " << got[i]
+                          << ", the exact dot with the 8-bit activations " << ref.exact_q[i] << " (tol " << tol_f32
+                          << "): the decode of the weights or the activations differ";
+          }
+        }
         const Err e = compare(got, want, 0.05);
-        EXPECT_LT(e.nmse, 1e-4) << "n_in " << n_in << " n_out " << n_out << " n " << n << ": first bad "
-                                << e.first_bad << " got " << e.got << " want " << e.want;
-        EXPECT_LT(e.first_bad, 0) << "n_in " << n_in << " n_out " << n_out << " n " << n << ": first bad "
-                                  << e.first_bad << " got " << e.got << " want " << e.want << " NMSE " << e.nmse;
+        if (got.size() >= 256)
+          EXPECT_LT(e.nmse, 1e-4) << what << ": first element off by 5 % of the RMS: " << e.first_bad << " got "
+                                  << e.got << " want " << e.want;
       }
     }
   }

@@ -7,8 +7,11 @@
 // Tolerances: the CPU measures max |Δ log-softmax| 3.7e-6 (f32 KV) / 1.9e-3 (f16 KV) against these
 // references. The GPU adds its own rounding (float experts and f32 dense mat-vecs in another order;
 // prefill's dense matmuls round x to f16, ~3e-4 relative), so both KV types get the CPU's f16 bound
-// (2e-2) and top-1 at all rows but one; a router choice flipped by rounding would move a row by ~1
-// (the fixture's near-ties), far past it.
+// (2e-2), top-1 at all rows but one, under the near-tie rule of tests/moe_router_probe.h: a row whose
+// routing is near-tied in the CPU's run (top-k gap < kRouterTieGap in some layer) may pick another
+// expert on the GPU, which moves it by ~1 (the fixture's row 35 with f16 KV: 0.73 on the H200,
+// 2026-12-01d, reproduced on the CPU by emulating the f16 rounding: tests/moe_router_ties_test.cpp), so
+// it gets no log-prob bound and later rows (which attend to its K/V) get kAfterTieBound.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +26,7 @@
 #include "cuda_test_util.h"
 #include "engine/sequence_kv.h"
 #include "model/model.h"
+#include "../moe_router_probe.h"
 #include "../test_util.h"
 
 namespace polykv {
@@ -42,26 +46,33 @@ std::vector<double> log_softmax(const float* x, int n) {
   return out;
 }
 
-// Max |Δ log-softmax| over all rows and the rows whose top-1 agrees; prints the worst row.
+// Max |Δ log-softmax| over the rows with a bound (bound[t] < 0: none) and the rows whose top-1 agrees;
+// prints the worst bounded row and the near-tied rows' largest difference.
 void compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref, int V,
-             double max_diff, int min_top1) {
+             const std::vector<double>& bound, int min_top1) {
   ASSERT_EQ(got.size(), ref.size());
-  double worst = 0;
-  int worst_row = -1, agree = 0;
+  double worst = 0, worst_tied = 0, worst_excess = 0;
+  int worst_row = -1, agree = 0, excess_row = -1;
   for (int t = 0; t < kPositions; ++t) {
     const float* g = got.data() + size_t(t) * V;
     const float* r = ref.data() + size_t(t) * V;
     for (int i = 0; i < V; ++i) ASSERT_TRUE(std::isfinite(g[i])) << what << ": row " << t << " logit " << i << " = " << g[i];
     agree += std::max_element(g, g + V) - g == std::max_element(r, r + V) - r;
     const auto lg = log_softmax(g, V), lr = log_softmax(r, V);
-    for (int i = 0; i < V; ++i) {
-      const double d = std::abs(lg[size_t(i)] - lr[size_t(i)]);
-      if (d > worst) worst = d, worst_row = t;
+    double d = 0;
+    for (int i = 0; i < V; ++i) d = std::max(d, std::abs(lg[size_t(i)] - lr[size_t(i)]));
+    const double b = bound[size_t(t)];
+    if (b < 0) {
+      worst_tied = std::max(worst_tied, d);
+      continue;
     }
+    if (d > worst) worst = d, worst_row = t;
+    if (d - b > worst_excess) worst_excess = d - b, excess_row = t;
   }
-  std::printf("  %-44s max |dlogprob| = %.2e (row %d), top-1 %d/%d\n", what.c_str(), worst, worst_row, agree,
-              kPositions);
-  EXPECT_LE(worst, max_diff) << what << ": worst row " << worst_row;
+  std::printf("  %-44s max |dlogprob| = %.2e (row %d; near-tied rows %.2e), top-1 %d/%d\n", what.c_str(), worst,
+              worst_row, worst_tied, agree, kPositions);
+  EXPECT_EQ(excess_row, -1) << what << ": row " << excess_row << " exceeds its bound "
+                            << (excess_row >= 0 ? bound[size_t(excess_row)] : 0.0) << " by " << worst_excess;
   EXPECT_GE(agree, min_top1) << what << ": top-1 agrees at " << agree << "/" << kPositions;
 }
 
@@ -104,8 +115,15 @@ TEST(MoeModelCuda, Qwen3MoeMatchesTransformers) {
     const int V = int(gf.size() / kPositions);
     const std::string tag = name + " cuda " + kv + "/" + kv;
     // The CPU's f16-KV bound for both: the GPU's prefill rounds x to f16 in the dense matmuls
-    // whatever the KV type. Top-1: all rows but at most one near-tie.
-    const double bound = 2e-2;
+    // whatever the KV type. Near-tied rows of the CPU's routing: the rule of moe_router_probe.h.
+    const std::vector<int32_t> ids = test::fixture_ref_ids(dir() + "/" + name + ".ref.json");
+    const test::ProbeRun probe = test::probe_run(dir() + "/" + name + ".gguf", ids, kv, false);
+    const std::vector<float> gap = test::min_router_gap(probe.calls, kPositions);
+    for (int t = 0; t < kPositions; ++t)
+      if (gap[size_t(t)] < test::kRouterTieGap)
+        std::printf("  row %d: near-tied routing on the CPU (top-k gap %.2e): no log-prob bound, %.2f after it\n", t,
+                    gap[size_t(t)], test::kAfterTieBound);
+    const std::vector<double> bound = test::row_bounds(gap, 2e-2);
     const int top1 = kPositions - 1;
     compare(tag + " full vs transformers", gf, test::read_f32(dir() + "/" + name + ".logits_full.f32"), V, bound,
             top1);

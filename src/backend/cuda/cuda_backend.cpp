@@ -60,6 +60,10 @@ class CudaBackend final : public Backend {
     if (const char* mr = std::getenv("POLYKV_MATVEC_ROWS")) cuda::set_matvec_rows_per_warp(std::atoi(mr));
     // POLYKV_CUDA_GRAPH_ROWS=r: steps of up to r rows are recorded (default kGraphMaxRows; 0: none).
     if (const char* gr = std::getenv("POLYKV_CUDA_GRAPH_ROWS")) graph_max_rows_ = std::max(0, std::atoi(gr));
+    // POLYKV_CUDA_GRAPH_KEY=host: the graph key of before 2026-12-01e (the KV store's host address, no
+    // drop on release), which replays graphs over freed KV bytes; only to show that CudaGraphKv.* catch it.
+    const char* gk = std::getenv("POLYKV_CUDA_GRAPH_KEY");
+    old_graph_key_ = gk && std::strcmp(gk, "host") == 0;
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
     // POLYKV_CUDA_PROFILE_ROWS=R[:SKIP[:COUNT]]: a profiler window (cudaProfilerStart/Stop) around
@@ -108,6 +112,9 @@ class CudaBackend final : public Backend {
   void release(void* p) override {
     if (!p) return;
     bind();
+    // A recorded graph may hold p (a workspace, a freed model's buffers): no graph recorded before
+    // this release is replayed again (replay_step drops them all).
+    ++releases_;
     // Called from destructors: report, never throw.
     const cudaError_t err = cudaFree(p);
     if (err != cudaSuccess) {
@@ -392,6 +399,10 @@ class CudaBackend final : public Backend {
     capturing_ = false;
     eager_first_ = false;
     if (!graphs_enabled_ || plan_.total_rows == 0 || plan_.total_rows > graph_max_rows_) return false;
+    if (graphs_releases_ != releases_ && !old_graph_key_) {  // device memory was freed since they were recorded
+      drop_graphs();
+      graphs_releases_ = releases_;
+    }
     uint64_t key = model_key;
     auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
     mix(uint64_t(batch_.max_kv));
@@ -400,7 +411,8 @@ class CudaBackend final : public Backend {
     mix(uint64_t(batch_.n_prefix));
     mix(uint64_t(batch_.max_prefix_q));
     mix(uint64_t(batch_.max_prefix_kv));
-    mix(uint64_t(reinterpret_cast<uintptr_t>(plan_.store)));
+    // The KV bytes' device address and layout, never the store's host address (cuda_backend_plan.h).
+    mix(old_graph_key_ ? uint64_t(reinterpret_cast<uintptr_t>(plan_.store)) : plan_.store_key);
     mix(ctx_.scratch_generation());
     mix(hybrid_.generation());
     GraphEntry& e = graphs_[key];
@@ -529,6 +541,15 @@ class CudaBackend final : public Backend {
     return b;
   }
 
+  // Drops every recorded graph (none may be running: the stream is drained first).
+  void drop_graphs() {
+    if (graphs_.empty()) return;
+    POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+    for (auto& [key, entry] : graphs_)
+      if (entry.exec) cudaGraphExecDestroy(entry.exec);
+    graphs_.clear();
+  }
+
   // Drops every recorded graph but `keep` (the table is small; a workload cycling through more
   // step shapes than kMaxGraphs re-records).
   void evict_graphs(uint64_t keep) {
@@ -638,6 +659,8 @@ class CudaBackend final : public Backend {
   bool graph_pdl_ = true;            // POLYKV_CUDA_GRAPH_PDL
   bool pdl_before_capture_ = true;   // restored by end_step_ops when !graph_pdl_
   uint64_t capture_key_ = 0;
+  bool old_graph_key_ = false;  // POLYKV_CUDA_GRAPH_KEY=host (tests only)
+  uint64_t releases_ = 0, graphs_releases_ = 0;  // release() calls: now, and when graphs_ was last valid
   std::unordered_map<uint64_t, GraphEntry> graphs_;
 };
 

@@ -7,6 +7,25 @@
 
 namespace polykv::cuda {
 
+uint64_t store_key(const KvBlockStore& s) {
+  uint64_t key = 1469598103934665603ull;  // FNV-1a over the fields
+  auto mix = [&key](uint64_t v) { key = (key ^ v) * 1099511628211ull; };
+  mix(uint64_t(reinterpret_cast<uintptr_t>(s.data())));
+  mix(uint64_t(s.k_type()));
+  mix(uint64_t(s.v_type()));
+  mix(uint64_t(s.n_blocks()));
+  mix(uint64_t(s.block_tokens()));
+  mix(uint64_t(s.shape().n_layer));
+  mix(uint64_t(s.shape().n_head_kv));
+  mix(uint64_t(s.shape().head_dim));
+  mix(uint64_t(s.shape().head_dim_v));
+  mix(uint64_t(s.k_head_bytes()));
+  mix(uint64_t(s.v_head_bytes()));
+  mix(uint64_t(s.k_part_bytes()));
+  mix(uint64_t(s.layer_bytes()));
+  return key == 0 ? 1 : key;
+}
+
 StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory) {
   StepPlan plan;
   std::vector<int32_t> starts, pos0, n_q, row0, tables;
@@ -57,6 +76,7 @@ StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory)
   }
   plan.n_seq = int(pos0.size());
   plan.total_rows = next_row;
+  if (plan.store != nullptr) plan.store_key = store_key(*plan.store);
   plan.tables_len = tables.size();
 
   // Shared prefixes: a run of consecutive sequences whose tables agree on their first k blocks, k

@@ -20,6 +20,13 @@ namespace polykv::cuda {
 
 struct StepPlan {
   const KvBlockStore* store = nullptr;  // the one pool every sequence's blocks are in (null: no rows)
+  // What the step's kernels take from `store` by value (and a recorded CUDA graph therefore keeps): its
+  // bytes' device address and its layout (types, shape, strides). 0 when there are no rows. A graph's
+  // key must use this, never the store object's host address: a store freed and another made in its
+  // place (a fresh KV per request) often lands at the same host address with its bytes elsewhere,
+  // and a replay would write and read the freed bytes (EngineCuda.AgentsOnOnePoolInGpuMemory's
+  // intermittent "illegal memory access", 2026-12-01).
+  uint64_t store_key = 0;
   std::vector<int32_t> slots;           // [total_rows]
   std::vector<int32_t> tables;          // the layout above
   int n_seq = 0;                        // sequences with rows (those with n == 0 are left out)
@@ -49,5 +56,8 @@ struct StepPlan {
 // the others, K equalization off, rows contiguous from 0 in order (row0), pos0 + n within its context,
 // and a block table covering pos0 + n positions with ids inside the store.
 StepPlan plan_step(std::span<const StepSeq> seqs, const KvMemory& device_memory);
+
+// StepPlan::store_key of a store: a hash of data() and of every layout field the kernels read; never 0.
+uint64_t store_key(const KvBlockStore& store);
 
 }  // namespace polykv::cuda
