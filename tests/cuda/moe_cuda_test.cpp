@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/moe_cuda.h"
 #include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "quant/mxfp4.h"
@@ -281,8 +282,12 @@ TEST_P(MoeExpertsCuda, MatchesTheCpuAndIsBatchInvariant) {
                                     << "): got " << e.got << " want " << e.want;
       EXPECT_LT(e.first_bad, 0) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                 << "): got " << e.got << " want " << e.want << ", NMSE " << e.nmse;
-      // Rows 0..2 are the same bits alone and in every batch.
-      for (int t = 0; t < std::min(n, 3); ++t)
+      // Rows 0..2 are the same bits alone and in every batch of the same path (with
+      // POLYKV_CUDA_MOE_KERNEL=v2, split-layout experts take the tensor-core path from ~4 tokens per
+      // expert on: other bits, like the dense mmq boundary).
+      const bool same_path = dw.gate[0].layout != WeightLayout::CudaSplit ||
+                             cuda::moe_uses_mma(n, k, c.n_expert) == cuda::moe_uses_mma(1, k, c.n_expert);
+      for (int t = 0; t < (same_path ? std::min(n, 3) : 0); ++t)
         for (int i = 0; i < c.n_embd; ++i) {
           const float a = got[size_t(t) * c.n_embd + i], b = alone[size_t(t)][size_t(i)];
           ASSERT_EQ(std::memcmp(&a, &b, 4), 0)
