@@ -283,7 +283,7 @@ TEST_P(MoeExpertsCuda, MatchesTheCpuAndIsBatchInvariant) {
       EXPECT_LT(e.first_bad, 0) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                 << "): got " << e.got << " want " << e.want << ", NMSE " << e.nmse;
       // Rows 0..2 are the same bits alone and in every batch of the same path (with
-      // POLYKV_CUDA_MOE_KERNEL=v2, split-layout experts take the tensor-core path from ~4 tokens per
+      // POLYKV_CUDA_MOE_KERNEL=v2, split-layout experts take the tensor-core path from ~8 tokens per
       // expert on: other bits, like the dense mmq boundary).
       const bool same_path = dw.gate[0].layout != WeightLayout::CudaSplit ||
                              cuda::moe_uses_mma(n, k, c.n_expert) == cuda::moe_uses_mma(1, k, c.n_expert);

@@ -2,7 +2,7 @@
 // 8 experts top 2) in q4_0 and q4_K, a 40-token prompt then 8 single-token steps (the decode steps
 // recorded into CUDA graphs), with the experts uploaded v1 (ggml rows) and v2 (split layout):
 //  - v2 with the tensor cores off gives the v1 logits bit for bit (the split mat-vec is the v1 bits);
-//  - v2 as it runs by default (the prompt's 40 rows x 2 experts >= 4 x 8: tensor cores) stays within
+//  - v2 as it runs by default (the prompt's 40 rows x 2 experts >= 8 x 8: tensor cores) stays within
 //    rounding of v1: max |Δ log-softmax| <= 2e-2 and the same top-1 at every row.
 #include <gtest/gtest.h>
 

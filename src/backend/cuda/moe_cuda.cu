@@ -398,7 +398,7 @@ bool moe_uses_mma(int n, int k, int n_expert) {
   if (m == 0) {
     if (g_mma_min < 0) {
       const char* e = std::getenv("POLYKV_CUDA_MOE_MMA_MIN_SLOTS_PER_EXPERT");
-      g_mma_min = (e && *e) ? std::max(1, std::atoi(e)) : 4;
+      g_mma_min = (e && *e) ? std::max(1, std::atoi(e)) : 8;
     }
     m = g_mma_min;
   }
