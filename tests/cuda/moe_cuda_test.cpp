@@ -233,7 +233,13 @@ TEST_P(MoeExpertsCuda, MatchesTheCpuAndIsBatchInvariant) {
   cw.down = cpu.upload_experts(h.slices.down);
   // 8-bit activations on both sides (different rounding details) for quantized weights; f16 is
   // f32 math on the GPU.
-  const double nmse_bound = c.type == DType::F16 ? 1e-6 : 2e-4;
+  // k-quants: the CPU quantizes activations to Q8_K (one scale per 256 values), the GPU per 32 values:
+  // on the H200 (2026-12-01e) every GPU path (v1, v2, f16 tensor cores) measured NMSE 3-4e-4 against
+  // the CPU for q4_K / q6_K while q4_0 / q8_0 / mxfp4 (Q8_32 on both sides) agree to 1e-13; the
+  // exact-layer comparison is tests/cuda/moe_cuda_v2_test.cpp's. Hence the looser k-quant bounds.
+  const bool kquant = c.type == DType::Q4_K || c.type == DType::Q6_K;
+  const double nmse_bound = c.type == DType::F16 ? 1e-6 : kquant ? 1e-3 : 2e-4;
+  const double first_bad_tol = kquant ? 0.25 : 0.05;
   // Row t's input and routing depend on t only; every third row takes experts 0..k-1 (so that they
   // get many rows), the others random distinct experts.
   auto row_data = [&](int t, int k, std::vector<float>& x, std::vector<int32_t>& ids, std::vector<float>& wts) {
@@ -276,14 +282,14 @@ TEST_P(MoeExpertsCuda, MatchesTheCpuAndIsBatchInvariant) {
       std::vector<float> want(x.size());
       cpu.moe_experts(cw, x.data(), ids.data(), wts.data(), n, k, want.data());
       const auto got = run_gpu(x, ids, wts, n, k);
-      const Err e = compare(got, want, 0.05);
+      const Err e = compare(got, want, first_bad_tol);
       std::printf("%s n %d k %d: NMSE %.3g\n", name(c).c_str(), n, k, e.nmse);
       EXPECT_LT(e.nmse, nmse_bound) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                     << "): got " << e.got << " want " << e.want;
       EXPECT_LT(e.first_bad, 0) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                 << "): got " << e.got << " want " << e.want << ", NMSE " << e.nmse;
       // Rows 0..2 are the same bits alone and in every batch of the same path (with
-      // POLYKV_CUDA_MOE_KERNEL=v2, split-layout experts take the tensor-core path from ~8 tokens per
+      // POLYKV_CUDA_MOE_KERNEL=v2, split-layout experts take the tensor-core path from ~2 tokens per
       // expert on: other bits, like the dense mmq boundary).
       const bool same_path = dw.gate[0].layout != WeightLayout::CudaSplit ||
                              cuda::moe_uses_mma(n, k, c.n_expert) == cuda::moe_uses_mma(1, k, c.n_expert);

@@ -3,9 +3,11 @@
 // q6_K down), mxfp4 (stays on the v1 kernels under v2: checked to still work), n = 1, 3, 17, 64 tokens
 // (and 300), many experts with zero tokens:
 //  - the split mat-vec path (tensor cores off) gives the SAME BITS as the v1 kernels on ggml rows
-//    (moe_cuda_v2.cuh: same units, same order), and matches the CPU backend (NMSE, first bad);
-//  - the tensor-core path (forced for every n) matches the CPU backend (f16 weights and activations:
-//    NMSE <= 2e-4, no element off by more than 5 % of the RMS) and is batch invariant within itself
+//    (moe_cuda_v2.cuh: same units, same order), and is within its 8-bit activations of the exact
+//    layer (dequantized weights, double sums; NMSE <= 5e-4, no element off by 25 % of the RMS; the CPU
+//    backend is no reference for k-quants: its Q8_K activations have one scale per 256 values);
+//  - the tensor-core path (forced for every n) is within f16 rounding of the exact layer (NMSE <= 1e-5,
+//    no element off by 3 % of the RMS) and is batch invariant within itself
 //    (rows 0..2 alone in a 1-row step on that path = in every step).
 // Every failure prints the case, path, first bad index (row), got / want and the NMSE.
 // MoeCudaBench.DISABLED_Qwen3Layer times one MoE layer of qwen3-30b-a3b's shape, v1 against v2.
@@ -24,7 +26,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/moe_cuda.h"
@@ -202,16 +203,78 @@ std::vector<float> run(Backend& be, const MoeExperts& w, const std::vector<float
   return down_f(be, dout.p, x.size());
 }
 
+// The exact layer: weights dequantized (dequantize_row_ref), x as given, double sums and activation,
+// biases, the slot sum in double. The GPU's deviations are its activations' rounding only: 8-bit
+// per 32 values (mat-vec) or f16 (tensor cores; weights to f16 too).
+struct ExactLayer {
+  std::vector<float> g, u, d;  // [ne][n_out][n_in] dequantized
+  const Case* c = nullptr;
+  const HostLayer* h = nullptr;
+};
+
+std::vector<float> dequant_stack(const Stack& st) {
+  const WeightMatrix& w0 = st.slices[0];
+  std::vector<float> out(st.slices.size() * size_t(w0.n_out) * size_t(w0.n_in));
+  for (size_t e = 0; e < st.slices.size(); ++e)
+    for (int64_t o = 0; o < w0.n_out; ++o)
+      dequantize_row_ref(w0.type, static_cast<const uint8_t*>(st.slices[e].data) + size_t(o) * w0.row_stride,
+                         out.data() + (e * size_t(w0.n_out) + size_t(o)) * size_t(w0.n_in), w0.n_in);
+  return out;
+}
+
+std::vector<float> exact_layer(const ExactLayer& L, const std::vector<float>& x, const std::vector<int32_t>& ids,
+                               const std::vector<float>& wts, int n) {
+  const Case& c = *L.c;
+  const int E = c.n_embd, F = c.n_ff, k = c.k;
+  std::vector<float> out(size_t(n) * size_t(E));
+  std::vector<double> hbuf(static_cast<size_t>(F)), acc(static_cast<size_t>(E));
+  for (int t = 0; t < n; ++t) {
+    const float* xt = x.data() + size_t(t) * E;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int j = 0; j < k; ++j) {
+      const int e = ids[size_t(t * k + j)];
+      for (int f = 0; f < F; ++f) {
+        const float* gr = L.g.data() + (size_t(e) * F + f) * size_t(E);
+        const float* ur = L.u.data() + (size_t(e) * F + f) * size_t(E);
+        double g = 0, u = 0;
+        for (int i = 0; i < E; ++i) {
+          g += double(gr[i]) * xt[i];
+          u += double(ur[i]) * xt[i];
+        }
+        if (c.biases) {
+          g += L.h->bg[size_t(e) * F + f];
+          u += L.h->bu[size_t(e) * F + f];
+        }
+        if (c.act == MoeActivation::SwiGLUClamped) {
+          const double lim = L.h->host.limit, alpha = L.h->host.alpha;
+          const double gc = std::min(g, lim), uc = std::min(std::max(u, -lim), lim);
+          hbuf[size_t(f)] = (uc + 1.0) * gc / (1.0 + std::exp(-alpha * gc));
+        } else {
+          hbuf[size_t(f)] = g / (1.0 + std::exp(-g)) * u;
+        }
+      }
+      for (int o = 0; o < E; ++o) {
+        const float* dr = L.d.data() + (size_t(e) * E + o) * size_t(F);
+        double y = 0;
+        for (int f = 0; f < F; ++f) y += double(dr[f]) * hbuf[size_t(f)];
+        if (c.biases) y += L.h->bd[size_t(e) * E + o];
+        acc[size_t(o)] += double(wts[size_t(t * k + j)]) * y;
+      }
+    }
+    for (int o = 0; o < E; ++o) out[size_t(t) * E + o] = float(acc[size_t(o)]);
+  }
+  return out;
+}
+
 bool is_split_type(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K; }
 
 class MoeV2Cuda : public ::testing::TestWithParam<Case> {};
 
-TEST_P(MoeV2Cuda, MatchesV1BitsAndTheCpu) {
+TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
   POLYKV_REQUIRE_GPU();
   SwitchScope scope;
   const Case c = GetParam();
   auto gpu = make_backend({"cuda", 0});
-  CpuBackend cpu(2);
   HostLayer h;
   make_layer(c, h, false);
   cuda::set_moe_kernel(1);
@@ -222,12 +285,16 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheCpu) {
   ASSERT_EQ(w2.gate[0].layout == WeightLayout::CudaSplit, is_split_type(c.gate_type)) << name(c);
   ASSERT_EQ(w2.down[0].layout == WeightLayout::CudaSplit, is_split_type(c.down_type)) << name(c);
   ASSERT_EQ(w1.gate[0].layout, WeightLayout::Rows) << name(c);
-  MoeExperts cw = h.host;
-  cw.gate = cpu.upload_experts(h.host.gate);
-  cw.up = cpu.upload_experts(h.host.up);
-  cw.down = cpu.upload_experts(h.host.down);
+  ExactLayer L;
+  L.g = dequant_stack(h.gate);
+  L.u = dequant_stack(h.up);
+  L.d = dequant_stack(h.down);
+  L.c = &c;
+  L.h = &h;
   const int used = std::max(c.k, c.n_expert / 2);  // experts used..n_expert-1 get zero tokens
+  const bool small = int64_t(c.n_embd) * c.n_ff <= (int64_t(1) << 18);  // the exact layer's cost
   for (int n : {1, 3, 17, 64, 300}) {
+    if (n == 300 && !small) continue;
     std::vector<float> x, wts;
     std::vector<int32_t> ids;
     for (int t = 0; t < n; ++t) {
@@ -235,8 +302,7 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheCpu) {
       x.insert(x.end(), xr.begin(), xr.end());
       route_row(t, c.k, used, ids, wts);
     }
-    std::vector<float> want(x.size());
-    cpu.moe_experts(cw, x.data(), ids.data(), wts.data(), n, c.k, want.data());
+    const std::vector<float> want = exact_layer(L, x, ids, wts, n);
     // v1 (ggml rows) and v2 with the mat-vec path: the same bits.
     cuda::set_moe_mma_min(cuda::kMoeMmaNever);
     const auto got1 = run(*gpu, w1, x, ids, wts, n, c.k);
@@ -251,18 +317,24 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheCpu) {
           << tag << ": v2 mat-vec differs from v1 at index " << i << " (row " << i / size_t(c.n_embd) << "): v2 "
           << got2[i] << " v1 " << got1[i];
     }
-    const double bound = 2e-4;
-    const Err e2 = compare(got2, want, 0.05), e3 = compare(got3, want, 0.05);
-    std::printf("%s: v2 mat-vec NMSE %.3g, v2 %s NMSE %.3g\n", tag.c_str(), e2.nmse, split ? "mma" : "(mat-vec)",
-                e3.nmse);
-    EXPECT_LT(e2.nmse, bound) << tag << " mat-vec: first bad " << e2.first_bad << " (row "
-                              << e2.first_bad / c.n_embd << ") got " << e2.got << " want " << e2.want;
+    // Against the exact layer. Mat-vec: 8-bit activations of x and h (H200: NMSE ~1e-4 against the
+    // CPU's identical arithmetic for q4_0); tensor cores: f16 weights and activations (~1e-7).
+    // First bad: an element off by more than tol x the output RMS (many sigma of the noise).
+    const double nmse_mv = 5e-4, tol_mv = 0.25;
+    const double nmse_tc = split ? 1e-5 : nmse_mv, tol_tc = split ? 0.03 : tol_mv;
+    const Err e2 = compare(got2, want, tol_mv), e3 = compare(got3, want, tol_tc);
+    std::printf("%s: vs exact: v2 mat-vec NMSE %.3g, v2 %s NMSE %.3g\n", tag.c_str(), e2.nmse,
+                split ? "tensor cores" : "(mat-vec)", e3.nmse);
+    EXPECT_LT(e2.nmse, nmse_mv) << tag << " mat-vec: first bad " << e2.first_bad << " (row "
+                                << e2.first_bad / c.n_embd << ") got " << e2.got << " want " << e2.want;
     EXPECT_LT(e2.first_bad, 0) << tag << " mat-vec: first bad " << e2.first_bad << " (row "
-                               << e2.first_bad / c.n_embd << ") got " << e2.got << " want " << e2.want;
-    EXPECT_LT(e3.nmse, bound) << tag << " mma: first bad " << e3.first_bad << " (row " << e3.first_bad / c.n_embd
-                              << ") got " << e3.got << " want " << e3.want;
-    EXPECT_LT(e3.first_bad, 0) << tag << " mma: first bad " << e3.first_bad << " (row " << e3.first_bad / c.n_embd
-                               << ") got " << e3.got << " want " << e3.want << " NMSE " << e3.nmse;
+                               << e2.first_bad / c.n_embd << ") got " << e2.got << " want " << e2.want << " NMSE "
+                               << e2.nmse;
+    EXPECT_LT(e3.nmse, nmse_tc) << tag << " tensor cores: first bad " << e3.first_bad << " (row "
+                                << e3.first_bad / c.n_embd << ") got " << e3.got << " want " << e3.want;
+    EXPECT_LT(e3.first_bad, 0) << tag << " tensor cores: first bad " << e3.first_bad << " (row "
+                               << e3.first_bad / c.n_embd << ") got " << e3.got << " want " << e3.want << " NMSE "
+                               << e3.nmse;
     // The tensor-core path is batch invariant within itself: rows 0..2 alone (a 1-row step forced
     // onto it) give the bits they have in this step.
     if (split) {
@@ -275,7 +347,7 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheCpu) {
         for (int i = 0; i < c.n_embd; ++i) {
           const float a = got3[size_t(t) * c.n_embd + i], b = alone[size_t(i)];
           ASSERT_EQ(std::memcmp(&a, &b, 4), 0)
-              << tag << " mma: row " << t << " value " << i << " in the step: " << a << ", alone: " << b;
+              << tag << " tensor cores: row " << t << " value " << i << " in the step: " << a << ", alone: " << b;
         }
       }
       cuda::set_moe_mma_min(0);

@@ -398,7 +398,7 @@ bool moe_uses_mma(int n, int k, int n_expert) {
   if (m == 0) {
     if (g_mma_min < 0) {
       const char* e = std::getenv("POLYKV_CUDA_MOE_MMA_MIN_SLOTS_PER_EXPERT");
-      g_mma_min = (e && *e) ? std::max(1, std::atoi(e)) : 8;
+      g_mma_min = (e && *e) ? std::max(1, std::atoi(e)) : 2;
     }
     m = g_mma_min;
   }
@@ -465,7 +465,13 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   const bool mma = all_split && moe_uses_mma(n, k, ne);
   // Column width of the mat-vecs: an expert gets at most n pairs (a token picks it once); items of
   // the mma path hold up to kMoeMmaCols pairs.
-  const int width = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
+  // Also no wider than the expected pairs per expert need: an item's kernel computes all its width's
+  // columns (the extra ones repeat the last), so 8 columns for experts of 1-2 pairs multiplied the
+  // dot work by 4-8 (H200, qwen3-30b-a3b at n = 8: slower than reading the weights). Width is
+  // pow2(ceil(n k / n_expert) + 1); the width never changes a result.
+  const int64_t avg = (n_slots + ne - 1) / ne;
+  const int want = avg + 1 <= 1 ? 1 : avg + 1 <= 2 ? 2 : avg + 1 <= 4 ? 4 : 8;
+  const int width = std::min(n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8, want);
   const int chunk = mma ? kMoeMmaCols : width;
   const int64_t max_items = hd::moe_items_bound(n_slots, ne, chunk);
 

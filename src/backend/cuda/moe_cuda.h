@@ -16,7 +16,7 @@
 // experts some row chose are read, each once per item (items of one expert hold C pairs each).
 // v2 (POLYKV_CUDA_MOE_KERNEL=v2, moe_kernel_version): q4_0 / q8_0 / q4_K / q6_K experts are stored in
 // the split layout and steps 3 and 5 run moe_cuda_v2.cu's kernels: the split mat-vec (16-byte
-// streaming loads, 4 rows per warp; the v1 bits), or, from ~8 tokens per expert on (moe_uses_mma),
+// streaming loads, 4 rows per warp; the v1 bits), or, from ~2 tokens per expert on (moe_uses_mma),
 // tensor cores on items of up to 64 columns (x and h in f16; other bits, invariant within the path).
 // Invariance: a (row, column) dot is the mat-vec kernels' fixed sequence (matmul_cuda_dot.cuh) for any
 // column width or grouping, and the slot sum has a fixed order, so a token's output is the same bits
@@ -67,10 +67,11 @@ bool moe_split_upload(const WeightMatrix& host);
 size_t expert_split_stride(const WeightMatrix& host);
 
 // Whether a step of n rows, k experts per token, over n_expert split-layout experts runs on the
-// tensor-core path (v2): n * k >= POLYKV_CUDA_MOE_MMA_MIN_SLOTS_PER_EXPERT (default 8) * n_expert,
-// i.e. at least ~8 tokens per expert on average (below, the 8-column mat-vec reads each expert about
-// once already). Depends on n, never on the routing, so the bits of a row are the same in every step
-// of the same path (not across the two paths: 8-bit activations vs f16, like the dense mmq boundary,
+// tensor-core path (v2): n * k >= POLYKV_CUDA_MOE_MMA_MIN_SLOTS_PER_EXPERT (default 2) * n_expert,
+// i.e. at least ~2 tokens per expert on average (H200, qwen3-30b-a3b q4_0: tensor cores 138 us per
+// layer at n = 8 against 220-249 for the mat-vecs, 275 against 551-614 at n = 64). Depends on n,
+// never on the routing, so the bits of a row are the same in every step of the same path (not
+// across the two paths: 8-bit activations vs f16, like the dense mmq boundary,
 // docs/CUDA_MMQ.md).
 bool moe_uses_mma(int n, int k, int n_expert);
 // Tests and benchmarks: the threshold in slots per expert; 0: back to the environment's choice;
