@@ -494,10 +494,14 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   uint8_t* h = p + sz_perm + sz_items + sz_n + 2 * sz_gu;
   auto* y = reinterpret_cast<float*>(h + sz_hq);
 
-  // 1. grouping
-  moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, chunk, perm,
-                                                                            items, n_items);
-  POLYKV_CUDA_LAUNCHED();
+  // 1. grouping (none for one token on split stacks: the v2 mat-vec takes the k slots as items)
+  const bool direct = all_split && !mma && n == 1;
+  const int64_t grid_items = direct ? k : max_items;
+  if (!direct) {
+    moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, chunk, perm,
+                                                                              items, n_items);
+    POLYKV_CUDA_LAUNCHED();
+  }
   // 2. x's activations (before anything writes out, which may alias x)
   MatArgs a{};
   if (mma) {
@@ -514,6 +518,8 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   a.items = items;
   a.n_items = n_items;
   a.col_div = k;
+  a.direct_ids = direct ? ids : nullptr;
+  a.n_expert = ne;
   const bool together = same_geometry(gs, us);
   auto gate_up = [&](auto&& launch) {
     if (together) {
@@ -545,7 +551,7 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
     gate_up([&](const ExpertStack& st, const MatArgs& b) { launch_moe_split_mma(st, b, max_items, s); });
   } else {
     by_width(width, [&](auto nc) {
-      gate_up([&](const ExpertStack& st, const MatArgs& b) { launch_any<decltype(nc)::value>(st, b, max_items, s); });
+      gate_up([&](const ExpertStack& st, const MatArgs& b) { launch_any<decltype(nc)::value>(st, b, grid_items, s); });
     });
   }
   // 4. activation -> the down mat-vec's input
@@ -555,6 +561,8 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   d.items = items;
   d.n_items = n_items;
   d.col_div = 1;
+  d.direct_ids = a.direct_ids;
+  d.n_expert = ne;
   d.n_parts = 1;
   d.base[0] = d.base[1] = ds.base;
   d.bias[0] = d.bias[1] = w.down_bias;
@@ -584,7 +592,7 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   if (mma)
     launch_moe_split_mma(ds, d, max_items, s);
   else
-    by_width(width, [&](auto nc) { launch_any<decltype(nc)::value>(ds, d, max_items, s); });
+    by_width(width, [&](auto nc) { launch_any<decltype(nc)::value>(ds, d, grid_items, s); });
   // 6. the slot sum
   const int64_t total = int64_t(n) * E;
   moe_slot_sum_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(y, ids, weights, n, k, ne, E, out);

@@ -30,6 +30,11 @@ struct MoeMatArgs {
   const hd::MoeItem* items;
   const int32_t* n_items;
   int col_div;
+  // v2 mat-vec, one-token steps (n = 1): the items are the k slots themselves (item j = expert
+  // direct_ids[j], slot j; no grouping kernel); an expert outside [0, n_expert) leaves its slot
+  // unwritten (the slot sum makes the row NaN). nullptr: items / perm.
+  const int32_t* direct_ids;
+  int n_expert;
 };
 
 // The split-layout mat-vec (v2) of stack st over up to max_items items of at most `width` (1, 2, 4

@@ -47,10 +47,17 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>()) moe_split_matvec_k
   using Cfg = hd::MoeSplitCfg<T, NC>;
   using S = hd::Split<T>;
   constexpr int R = Cfg::kR, U = Cfg::kU, QW = S::kUnitWords, HW = S::kHeadWords;
-  if (int(blockIdx.y) >= *a.n_items) return;
+  hd::MoeItem it;
+  if (a.direct_ids) {
+    const int e = a.direct_ids[blockIdx.y];
+    if (e < 0 || e >= a.n_expert) return;
+    it = {e, int(blockIdx.y), 1, 0};
+  } else {
+    if (int(blockIdx.y) >= *a.n_items) return;
+    it = a.items[blockIdx.y];
+  }
   const int64_t gw = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (gw >= groups_per_part * a.n_parts) return;  // the whole warp
-  const hd::MoeItem it = a.items[blockIdx.y];
   const int part = gw >= groups_per_part ? 1 : 0;
   const int64_t row0 = (gw - part * groups_per_part) * R;
   const int nrows = int(a.n_out - row0 < R ? a.n_out - row0 : R);
@@ -62,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>()) moe_split_matvec_k
   int64_t arow[NC];
 #pragma unroll
   for (int c = 0; c < NC; ++c) {
-    slot[c] = a.perm[it.first + min(c, it.count - 1)];  // columns past count repeat the last
+    slot[c] = a.direct_ids ? it.first : a.perm[it.first + min(c, it.count - 1)];  // past count: the last
     arow[c] = slot[c] / a.col_div;
   }
   const int lane = int(threadIdx.x % 32);
