@@ -282,9 +282,14 @@ TEST_P(MoeExpertsCuda, MatchesTheCpuAndIsBatchInvariant) {
       std::vector<float> want(x.size());
       cpu.moe_experts(cw, x.data(), ids.data(), wts.data(), n, k, want.data());
       const auto got = run_gpu(x, ids, wts, n, k);
-      const Err e = compare(got, want, first_bad_tol);
-      std::printf("%s n %d k %d: NMSE %.3g\n", name(c).c_str(), n, k, e.nmse);
-      EXPECT_LT(e.nmse, nmse_bound) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
+      // The v2 tensor-core path (split experts, many tokens per expert) has f16 activations, the
+      // CPU 8-bit ones: their difference is the CPU's own error (NMSE 1.3e-4 against the exact layer
+      // for q4_0), measured 1.1-1.7e-4 on the H200; hence a wider bound on that path.
+      const bool tc = dw.gate[0].layout == WeightLayout::CudaSplit && cuda::moe_uses_mma(n, k, c.n_expert);
+      const double bound = tc ? std::max(nmse_bound, 5e-4) : nmse_bound;
+      const Err e = compare(got, want, tc ? std::max(first_bad_tol, 0.15) : first_bad_tol);
+      std::printf("%s n %d k %d%s: NMSE %.3g\n", name(c).c_str(), n, k, tc ? " (tensor cores)" : "", e.nmse);
+      EXPECT_LT(e.nmse, bound) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                     << "): got " << e.got << " want " << e.want;
       EXPECT_LT(e.first_bad, 0) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                 << "): got " << e.got << " want " << e.want << ", NMSE " << e.nmse;

@@ -376,7 +376,7 @@ int moe_kernel_version() {
   if (g_moe_kernel_forced) return g_moe_kernel_forced;
   if (g_moe_kernel == 0) {
     const char* e = std::getenv("POLYKV_CUDA_MOE_KERNEL");
-    g_moe_kernel = (e && std::strcmp(e, "v2") == 0) ? 2 : 1;
+    g_moe_kernel = (e && std::strcmp(e, "v1") == 0) ? 1 : 2;
   }
   return g_moe_kernel;
 }

@@ -14,7 +14,7 @@
 //   6. out[t] = Σ_j w[t][j] y[t k + j] in slot order.
 // Decode and prefill run the same kernels (C = the kernel's column width, 8 for n >= 5): only the
 // experts some row chose are read, each once per item (items of one expert hold C pairs each).
-// v2 (POLYKV_CUDA_MOE_KERNEL=v2, moe_kernel_version): q4_0 / q8_0 / q4_K / q6_K experts are stored in
+// v2 (the default; POLYKV_CUDA_MOE_KERNEL=v1 for the old kernels): q4_0 / q8_0 / q4_K / q6_K experts are stored in
 // the split layout and steps 3 and 5 run moe_cuda_v2.cu's kernels: the split mat-vec (16-byte
 // streaming loads, 4 rows per warp; the v1 bits), or, from ~2 tokens per expert on (moe_uses_mma),
 // tensor cores on items of up to 64 columns (x and h in f16; other bits, invariant within the path).
@@ -54,7 +54,7 @@ ExpertStack expert_stack(const std::vector<WeightMatrix>& experts);
 size_t expert_stack_stride(const WeightMatrix& host);
 constexpr size_t kExpertStackSlack = 16;
 
-// Which expert kernels run (POLYKV_CUDA_MOE_KERNEL=v1|v2, read once; set_moe_kernel overrides it
+// Which expert kernels run (POLYKV_CUDA_MOE_KERNEL=v1|v2, default v2, read once; set_moe_kernel overrides it
 // for tests and benchmarks). The choice is made at upload: with v2, upload_experts repacks q4_0,
 // q8_0, q4_K and q6_K experts into the split layout (matmul_cuda_split.cuh) and moe_experts runs
 // the v2 kernels on them (moe_cuda_v2.cu); other types (mxfp4, floats) keep the ggml rows and the
