@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/moe_cuda.h"
 #include "core/dtype.h"
 #include "backend/cuda/matmul_cuda.h"
 #include "cuda_test_util.h"
@@ -234,7 +235,13 @@ TEST_P(MoeExpertsCuda, MatchesTheCpuAndIsBatchInvariant) {
   cw.down = cpu.upload_experts(h.slices.down);
   // 8-bit activations on both sides (different rounding details) for quantized weights; f16 is
   // f32 math on the GPU.
-  const double nmse_bound = c.type == DType::F16 ? 1e-6 : 2e-4;
+  // k-quants: the CPU quantizes activations to Q8_K (one scale per 256 values), the GPU per 32 values:
+  // on the H200 (2026-12-01e) every GPU path (v1, v2, f16 tensor cores) measured NMSE 3-4e-4 against
+  // the CPU for q4_K / q6_K while q4_0 / q8_0 / mxfp4 (Q8_32 on both sides) agree to 1e-13; the
+  // exact-layer comparison is tests/cuda/moe_cuda_v2_test.cpp's. Hence the looser k-quant bounds.
+  const bool kquant = c.type == DType::Q4_K || c.type == DType::Q6_K;
+  const double nmse_bound = c.type == DType::F16 ? 1e-6 : kquant ? 1e-3 : 2e-4;
+  const double first_bad_tol = kquant ? 0.25 : 0.05;
   // Row t's input and routing depend on t only; every third row takes experts 0..k-1 (so that they
   // get many rows), the others random distinct experts.
   auto row_data = [&](int t, int k, std::vector<float>& x, std::vector<int32_t>& ids, std::vector<float>& wts) {
@@ -277,14 +284,23 @@ TEST_P(MoeExpertsCuda, MatchesTheCpuAndIsBatchInvariant) {
       std::vector<float> want(x.size());
       cpu.moe_experts(cw, x.data(), ids.data(), wts.data(), n, k, want.data());
       const auto got = run_gpu(x, ids, wts, n, k);
-      const Err e = compare(got, want, 0.05);
-      std::printf("%s n %d k %d: NMSE %.3g\n", name(c).c_str(), n, k, e.nmse);
-      EXPECT_LT(e.nmse, nmse_bound) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
+      // The v2 tensor-core path (split experts, many tokens per expert) has f16 activations, the
+      // CPU 8-bit ones: their difference is the CPU's own error (NMSE 1.3e-4 against the exact layer
+      // for q4_0), measured 1.1-1.7e-4 on the H200; hence a wider bound on that path.
+      const bool tc = dw.gate[0].layout == WeightLayout::CudaSplit && cuda::moe_uses_mma(n, k, c.n_expert);
+      const double bound = tc ? std::max(nmse_bound, 5e-4) : nmse_bound;
+      const Err e = compare(got, want, tc ? std::max(first_bad_tol, 0.15) : first_bad_tol);
+      std::printf("%s n %d k %d%s: NMSE %.3g\n", name(c).c_str(), n, k, tc ? " (tensor cores)" : "", e.nmse);
+      EXPECT_LT(e.nmse, bound) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                     << "): got " << e.got << " want " << e.want;
       EXPECT_LT(e.first_bad, 0) << "first bad index " << e.first_bad << " (row " << e.first_bad / c.n_embd
                                 << "): got " << e.got << " want " << e.want << ", NMSE " << e.nmse;
-      // Rows 0..2 are the same bits alone and in every batch.
-      for (int t = 0; t < std::min(n, 3); ++t)
+      // Rows 0..2 are the same bits alone and in every batch of the same path (with
+      // POLYKV_CUDA_MOE_KERNEL=v2, split-layout experts take the tensor-core path from ~2 tokens per
+      // expert on: other bits, like the dense mmq boundary).
+      const bool same_path = dw.gate[0].layout != WeightLayout::CudaSplit ||
+                             cuda::moe_uses_mma(n, k, c.n_expert) == cuda::moe_uses_mma(1, k, c.n_expert);
+      for (int t = 0; t < (same_path ? std::min(n, 3) : 0); ++t)
         for (int i = 0; i < c.n_embd; ++i) {
           const float a = got[size_t(t) * c.n_embd + i], b = alone[size_t(t)][size_t(i)];
           ASSERT_EQ(std::memcmp(&a, &b, 4), 0)

@@ -256,8 +256,9 @@ class CudaBackend final : public Backend {
   }
 
   // ---- mixture of experts (moe_cuda.h) ------------------------------------------------------
-  // One allocation per expert tensor, ggml rows (never the split layout: the expert kernels decode
-  // ggml blocks), expert e at e * expert_stack_stride, with slack after the last for mxfp4's loads.
+  // One allocation per expert tensor, expert e at e * stride, with slack after the last for mxfp4's
+  // loads: in the split layout (moe_cuda.h: the v2 kernels, q4_0 / q8_0 / q4_K / q6_K) or ggml rows
+  // (POLYKV_CUDA_MOE_KERNEL=v1, and every other type).
   std::vector<WeightMatrix> upload_experts(std::span<const WeightMatrix> host) override {
     std::vector<WeightMatrix> out;
     if (host.empty()) return out;
@@ -269,12 +270,19 @@ class CudaBackend final : public Backend {
       check(h.type == h0.type && h.n_in == h0.n_in && h.n_out == h0.n_out && h.row_stride == h0.row_stride &&
                 h.data != nullptr && h.row_stride >= rb && h.n_out > 0,
             "upload_experts: the experts differ in type or shape, or have no rows");
-    const size_t stride = cuda::expert_stack_stride(h0);
+    const bool split = cuda::moe_split_upload(h0);
+    const size_t stride = split ? cuda::expert_split_stride(h0) : cuda::expert_stack_stride(h0);
     drop_acts();
     auto* base = static_cast<uint8_t*>(allocate(stride * host.size() + cuda::kExpertStackSlack));
     owned_.push_back(base);
     const size_t bytes = h0.row_stride * size_t(h0.n_out);
     for (size_t e = 0; e < host.size(); ++e) {
+      if (split) {
+        WeightMatrix hr = host[e];
+        hr.layout = WeightLayout::Rows;
+        out.push_back(cuda::upload_split(hr, base + e * stride, ctx_.stream()));
+        continue;
+      }
       upload(base + e * stride, host[e].data, bytes);
       WeightMatrix d = host[e];
       d.packed = nullptr;

@@ -6,8 +6,13 @@
 
 #include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
+#include "backend/cuda/matmul_cuda_split.h"
 #include "backend/cuda/moe_cuda_hd.cuh"
+#include "backend/cuda/moe_cuda_internal.h"
 #include "core/error.h"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace polykv::cuda {
 namespace {
@@ -78,7 +83,8 @@ __global__ void add_sigmoid_gated_kernel(float* __restrict__ x, const float* __r
 
 // ---- grouping ------------------------------------------------------------------------------
 
-// One block: counts per expert, items of up to `chunk` pairs, and perm (slots grouped by expert; the
+// One block: counts per expert, items of up to `chunk` pairs (in expert order; warp 0 scans the counts
+// 32 experts at a time), and perm (slots grouped by expert; the
 // order inside an expert is whatever the atomics give: no result depends on it, each column of a
 // mat-vec being computed on its own). Slots with an expert out of range are left out.
 __global__ void moe_group_kernel(const int32_t* __restrict__ ids, int n_slots, int ne, int chunk,
@@ -94,14 +100,31 @@ __global__ void moe_group_kernel(const int32_t* __restrict__ ids, int n_slots, i
     if (e >= 0 && e < ne) atomicAdd(&cnt[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {  // warp 0: exclusive scans of the counts and item counts, 32 experts a round
+    const int lane = int(threadIdx.x);
     int off = 0, ni = 0;
-    for (int e = 0; e < ne; ++e) {
-      pos[e] = off;
-      for (int c = 0; c < cnt[e]; c += chunk) items[ni++] = {e, off + c, min(chunk, cnt[e] - c), 0};
-      off += cnt[e];
+    for (int e0 = 0; e0 < ne; e0 += 32) {
+      const int e = e0 + lane;
+      const int c = e < ne ? cnt[e] : 0;
+      const int m = (c + chunk - 1) / chunk;  // this expert's items
+      int sc = c, sm_ = m;                    // inclusive scans over the lanes
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int oc = __shfl_up_sync(0xffffffffu, sc, d), om = __shfl_up_sync(0xffffffffu, sm_, d);
+        if (lane >= d) {
+          sc += oc;
+          sm_ += om;
+        }
+      }
+      if (e < ne) {
+        const int p0 = off + sc - c, i0 = ni + sm_ - m;
+        pos[e] = p0;
+        for (int j = 0; j < m; ++j) items[i0 + j] = {e, p0 + j * chunk, min(chunk, c - j * chunk), 0};
+      }
+      off += __shfl_sync(0xffffffffu, sc, 31);
+      ni += __shfl_sync(0xffffffffu, sm_, 31);
     }
-    *n_items = ni;
+    if (lane == 0) *n_items = ni;
   }
   __syncthreads();
   for (int s = int(threadIdx.x); s < n_slots; s += int(blockDim.x)) {
@@ -112,25 +135,7 @@ __global__ void moe_group_kernel(const int32_t* __restrict__ ids, int n_slots, i
 
 // ---- expert mat-vecs -------------------------------------------------------------------------
 
-// One launch over up to two matrices of the same shape and type (gate and up; or down alone): part
-// p's expert e rows at base[p] + e * expert_stride. Item it's column c is slot perm[it.first + c];
-// its activations are row slot / col_div of xq/xs (quantized) or xf (float); y[p][slot][n_out].
-struct MatArgs {
-  const uint8_t* base[2];
-  const float* bias[2];  // [n_expert][n_out] or nullptr
-  float* y[2];
-  int n_parts;
-  size_t expert_stride, row_stride;
-  int64_t n_out, n_in;
-  const int8_t* xq;
-  const hd::ActScale* xs;
-  const float* xf;
-  int64_t ldx;
-  const int32_t* perm;
-  const hd::MoeItem* items;
-  const int32_t* n_items;
-  int col_div;
-};
+using MatArgs = MoeMatArgs;  // moe_cuda_internal.h
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -332,8 +337,22 @@ void launch_mat(const ExpertStack& st, MatArgs a, int64_t max_items, cudaStream_
 
 bool same_geometry(const ExpertStack& a, const ExpertStack& b) {
   return a.type == b.type && a.n_in == b.n_in && a.n_out == b.n_out && a.row_stride == b.row_stride &&
-         a.expert_stride == b.expert_stride && a.n_expert == b.n_expert;
+         a.expert_stride == b.expert_stride && a.n_expert == b.n_expert && a.layout == b.layout;
 }
+
+// The mat-vec of one stack, v1 (ggml rows) or v2 (split layout) by the stack's layout.
+template <int NC>
+void launch_any(const ExpertStack& st, const MatArgs& a, int64_t max_items, cudaStream_t s) {
+  if (st.layout == WeightLayout::CudaSplit)
+    launch_moe_split_matvec(st, a, max_items, NC, s);
+  else
+    launch_mat<NC>(st, a, max_items, s);
+}
+
+// POLYKV_CUDA_MOE_KERNEL: 0 not read yet; 1 or 2. Forced by set_moe_kernel.
+int g_moe_kernel = 0, g_moe_kernel_forced = 0;
+// POLYKV_CUDA_MOE_MMA_MIN_SLOTS_PER_EXPERT: -1 not read yet.
+int g_mma_min = -1, g_mma_min_forced = 0;
 
 }  // namespace
 
@@ -353,6 +372,41 @@ void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int c
   POLYKV_CUDA_LAUNCHED();
 }
 
+int moe_kernel_version() {
+  if (g_moe_kernel_forced) return g_moe_kernel_forced;
+  if (g_moe_kernel == 0) {
+    const char* e = std::getenv("POLYKV_CUDA_MOE_KERNEL");
+    g_moe_kernel = (e && std::strcmp(e, "v1") == 0) ? 1 : 2;
+  }
+  return g_moe_kernel;
+}
+
+void set_moe_kernel(int version) { g_moe_kernel_forced = version == 1 || version == 2 ? version : 0; }
+
+bool moe_split_upload(const WeightMatrix& host) {
+  return moe_kernel_version() == 2 && host.layout == WeightLayout::Rows && split_layout_fits(host) &&
+         host.n_in % hd::kActBlock == 0;
+}
+
+size_t expert_split_stride(const WeightMatrix& host) {
+  return round_up(split_row_stride(host.type, host.n_in) * size_t(host.n_out), 16);
+}
+
+bool moe_uses_mma(int n, int k, int n_expert) {
+  int m = g_mma_min_forced;
+  if (m < 0) return true;
+  if (m == 0) {
+    if (g_mma_min < 0) {
+      const char* e = std::getenv("POLYKV_CUDA_MOE_MMA_MIN_SLOTS_PER_EXPERT");
+      g_mma_min = (e && *e) ? std::max(1, std::atoi(e)) : 2;
+    }
+    m = g_mma_min;
+  }
+  return int64_t(n) * k >= int64_t(m) * n_expert;
+}
+
+void set_moe_mma_min(int slots_per_expert) { g_mma_min_forced = slots_per_expert < 0 ? -1 : slots_per_expert; }
+
 size_t expert_stack_stride(const WeightMatrix& host) { return round_up(host.row_stride * size_t(host.n_out), 16); }
 
 ExpertStack expert_stack(const std::vector<WeightMatrix>& experts) {
@@ -365,6 +419,7 @@ ExpertStack expert_stack(const std::vector<WeightMatrix>& experts) {
   st.row_stride = w0.row_stride;
   st.base = static_cast<const uint8_t*>(w0.data);
   st.n_expert = int(experts.size());
+  st.layout = w0.layout;
   st.expert_stride = experts.size() > 1 ? size_t(static_cast<const uint8_t*>(experts[1].data) - st.base) : 0;
   check(has_weight_kernels(st.type), "CUDA moe_experts: no kernels for ", dtype_name(st.type), " experts");
   check(st.n_in > 0 && st.n_out > 0 && st.n_in % dtype_info(st.type).block_size == 0,
@@ -373,10 +428,17 @@ ExpertStack expert_stack(const std::vector<WeightMatrix>& experts) {
         " is not a multiple of 32");
   for (size_t e = 0; e < experts.size(); ++e) {
     const WeightMatrix& w = experts[e];
-    check(w.layout == WeightLayout::Rows && w.type == st.type && w.n_in == st.n_in && w.n_out == st.n_out &&
+    check(w.layout == st.layout && w.type == st.type && w.n_in == st.n_in && w.n_out == st.n_out &&
               w.row_stride == st.row_stride && static_cast<const uint8_t*>(w.data) == st.base + e * st.expert_stride,
           "CUDA moe_experts: the experts are not one stack (upload them with Backend::upload_experts)");
   }
+  if (st.layout == WeightLayout::CudaSplit) {
+    check(split_layout_fits(w0) && st.row_stride == split_row_stride(st.type, st.n_in) &&
+              reinterpret_cast<uintptr_t>(st.base) % 16 == 0 && st.expert_stride % 16 == 0,
+          "CUDA moe_experts: bad split-layout expert stack");
+    return st;
+  }
+  check(st.layout == WeightLayout::Rows, "CUDA moe_experts: unknown expert layout");
   const int need = st.type == DType::F32 ? 4 : st.type == DType::MXFP4 ? 1 : 2;
   check(hd::common_alignment(reinterpret_cast<uintptr_t>(st.base), st.row_stride) >= need &&
             (st.expert_stride % 16) == 0,
@@ -397,18 +459,31 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   check(ne <= 8192, "CUDA moe_experts: at most 8192 experts (", ne, ")");
   const cudaStream_t s = ctx.stream();
   const int64_t n_slots = int64_t(n) * k;
-  // Column width of the mat-vecs: an expert gets at most n pairs (a token picks it once).
-  const int width = n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
-  const int64_t max_items = hd::moe_items_bound(n_slots, ne, width);
+  // The tensor-core path (v2): every stack in the split layout and many tokens per expert.
+  const bool all_split = gs.layout == WeightLayout::CudaSplit && us.layout == WeightLayout::CudaSplit &&
+                         ds.layout == WeightLayout::CudaSplit;
+  const bool mma = all_split && moe_uses_mma(n, k, ne);
+  // Column width of the mat-vecs: an expert gets at most n pairs (a token picks it once); items of
+  // the mma path hold up to kMoeMmaCols pairs.
+  // Also no wider than the expected pairs per expert need: an item's kernel computes all its width's
+  // columns (the extra ones repeat the last), so 8 columns for experts of 1-2 pairs multiplied the
+  // dot work by 4-8 (H200, qwen3-30b-a3b at n = 8: slower than reading the weights). Width is
+  // pow2(ceil(n k / n_expert) + 1); the width never changes a result.
+  const int64_t avg = (n_slots + ne - 1) / ne;
+  const int want = avg + 1 <= 1 ? 1 : avg + 1 <= 2 ? 2 : avg + 1 <= 4 ? 4 : 8;
+  const int width = std::min(n == 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8, want);
+  const int chunk = mma ? kMoeMmaCols : width;
+  const int64_t max_items = hd::moe_items_bound(n_slots, ne, chunk);
 
   // Scratch (Scratch::Moe): perm, items, n_items, g, u, h (down's activations), y.
   const bool down_f = is_float_weight(ds.type);
   const int64_t ldh = int64_t(round_up(size_t(F), 8));
   const size_t sz_perm = round_up(size_t(n_slots) * 4, 256), sz_items = round_up(size_t(max_items) * 16, 256),
                sz_n = 256, sz_gu = round_up(size_t(n_slots) * size_t(F) * 4, 256),
-               sz_hq = down_f ? round_up(size_t(n_slots) * size_t(ldh) * 4, 256)
-                              : round_up(size_t(n_slots) * size_t(F), 256) +
-                                    round_up(size_t(n_slots) * size_t(F / hd::kActBlock) * sizeof(hd::ActScale), 256),
+               sz_hq = mma      ? round_up(size_t(n_slots) * size_t(F) * 2, 256)
+                       : down_f ? round_up(size_t(n_slots) * size_t(ldh) * 4, 256)
+                                : round_up(size_t(n_slots) * size_t(F), 256) +
+                                      round_up(size_t(n_slots) * size_t(F / hd::kActBlock) * sizeof(hd::ActScale), 256),
                sz_y = round_up(size_t(n_slots) * size_t(E) * 4, 256);
   uint8_t* p = static_cast<uint8_t*>(ctx.scratch(Scratch::Moe, sz_perm + sz_items + sz_n + 2 * sz_gu + sz_hq + sz_y));
   auto* perm = reinterpret_cast<int32_t*>(p);
@@ -419,25 +494,34 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   uint8_t* h = p + sz_perm + sz_items + sz_n + 2 * sz_gu;
   auto* y = reinterpret_cast<float*>(h + sz_hq);
 
-  // 1. grouping
-  moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, width, perm,
-                                                                            items, n_items);
-  POLYKV_CUDA_LAUNCHED();
+  // 1. grouping (none for one token on split stacks: the v2 mat-vec takes the k slots as items)
+  const bool direct = all_split && !mma && n == 1;
+  const int64_t grid_items = direct ? k : max_items;
+  if (!direct) {
+    moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, chunk, perm,
+                                                                              items, n_items);
+    POLYKV_CUDA_LAUNCHED();
+  }
   // 2. x's activations (before anything writes out, which may alias x)
-  const ActView ax = prepare_acts(w.gate[0], x, n, ctx);
-  // 3. gate and up
   MatArgs a{};
-  a.xq = ax.qs;
-  a.xs = ax.s;
-  a.xf = ax.xf;
-  a.ldx = ax.ldx;
+  if (mma) {
+    a.x16 = mmq_prepare_x(x, E, n, ctx);
+  } else {
+    const ActView ax = prepare_acts(w.gate[0], x, n, ctx);
+    a.xq = ax.qs;
+    a.xs = ax.s;
+    a.xf = ax.xf;
+    a.ldx = ax.ldx;
+  }
+  // 3. gate and up
   a.perm = perm;
   a.items = items;
   a.n_items = n_items;
   a.col_div = k;
+  a.direct_ids = direct ? ids : nullptr;
+  a.n_expert = ne;
   const bool together = same_geometry(gs, us);
-  by_width(width, [&](auto nc) {
-    constexpr int NC = decltype(nc)::value;
+  auto gate_up = [&](auto&& launch) {
     if (together) {
       MatArgs b = a;
       b.n_parts = 2;
@@ -447,22 +531,29 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
       b.bias[1] = w.up_bias;
       b.y[0] = g;
       b.y[1] = u;
-      launch_mat<NC>(gs, b, max_items, s);
+      launch(gs, b);
     } else {
       MatArgs b = a;
       b.n_parts = 1;
       b.base[0] = b.base[1] = gs.base;
       b.bias[0] = b.bias[1] = w.gate_bias;
       b.y[0] = b.y[1] = g;
-      launch_mat<NC>(gs, b, max_items, s);
+      launch(gs, b);
       MatArgs c = a;  // x's activations serve both (both quantized: the same 8-bit blocks; or both float)
       c.n_parts = 1;
       c.base[0] = c.base[1] = us.base;
       c.bias[0] = c.bias[1] = w.up_bias;
       c.y[0] = c.y[1] = u;
-      launch_mat<NC>(us, c, max_items, s);
+      launch(us, c);
     }
-  });
+  };
+  if (mma) {
+    gate_up([&](const ExpertStack& st, const MatArgs& b) { launch_moe_split_mma(st, b, max_items, s); });
+  } else {
+    by_width(width, [&](auto nc) {
+      gate_up([&](const ExpertStack& st, const MatArgs& b) { launch_any<decltype(nc)::value>(st, b, grid_items, s); });
+    });
+  }
   // 4. activation -> the down mat-vec's input
   const bool clamped = w.act == MoeActivation::SwiGLUClamped;
   MatArgs d{};
@@ -470,15 +561,21 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   d.items = items;
   d.n_items = n_items;
   d.col_div = 1;
+  d.direct_ids = a.direct_ids;
+  d.n_expert = ne;
   d.n_parts = 1;
   d.base[0] = d.base[1] = ds.base;
   d.bias[0] = d.bias[1] = w.down_bias;
   d.y[0] = d.y[1] = y;
-  if (down_f) {
+  if (mma) {
+    launch_moe_act_f16(g, u, n_slots * F, clamped, w.alpha, w.limit, h, s);
+    d.x16 = h;
+  } else if (down_f) {
     auto* hf = reinterpret_cast<float*>(h);
     const int64_t total = n_slots * ldh;
     moe_act_f_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(g, u, F, ldh, total, clamped, w.alpha, w.limit,
                                                                     hf);
+    POLYKV_CUDA_LAUNCHED();
     d.xf = hf;
     d.ldx = ldh;
   } else {
@@ -487,12 +584,15 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
     const int64_t n_blocks = n_slots * (F / hd::kActBlock);
     moe_act_q_kernel<<<unsigned((n_blocks + kWarps - 1) / kWarps), kThreads, 0, s>>>(g, u, n_blocks, clamped,
                                                                                        w.alpha, w.limit, hq, hs);
+    POLYKV_CUDA_LAUNCHED();
     d.xq = hq;
     d.xs = hs;
   }
-  POLYKV_CUDA_LAUNCHED();
   // 5. down
-  by_width(width, [&](auto nc) { launch_mat<decltype(nc)::value>(ds, d, max_items, s); });
+  if (mma)
+    launch_moe_split_mma(ds, d, max_items, s);
+  else
+    by_width(width, [&](auto nc) { launch_any<decltype(nc)::value>(ds, d, grid_items, s); });
   // 6. the slot sum
   const int64_t total = int64_t(n) * E;
   moe_slot_sum_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(y, ids, weights, n, k, ne, E, out);

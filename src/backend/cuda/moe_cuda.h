@@ -14,6 +14,10 @@
 //   6. out[t] = Σ_j w[t][j] y[t k + j] in slot order.
 // Decode and prefill run the same kernels (C = the kernel's column width, 8 for n >= 5): only the
 // experts some row chose are read, each once per item (items of one expert hold C pairs each).
+// v2 (the default; POLYKV_CUDA_MOE_KERNEL=v1 for the old kernels): q4_0 / q8_0 / q4_K / q6_K experts are stored in
+// the split layout and steps 3 and 5 run moe_cuda_v2.cu's kernels: the split mat-vec (16-byte
+// streaming loads, 4 rows per warp; the v1 bits), or, from ~2 tokens per expert on (moe_uses_mma),
+// tensor cores on items of up to 64 columns (x and h in f16; other bits, invariant within the path).
 // Invariance: a (row, column) dot is the mat-vec kernels' fixed sequence (matmul_cuda_dot.cuh) for any
 // column width or grouping, and the slot sum has a fixed order, so a token's output is the same bits
 // whatever else is in the step; and the same bits as cuda::matvec on that expert's rows.
@@ -41,6 +45,7 @@ struct ExpertStack {
   size_t row_stride = 0, expert_stride = 0;
   const uint8_t* base = nullptr;
   int n_expert = 0;
+  WeightLayout layout = WeightLayout::Rows;  // Rows (v1 kernels) or CudaSplit (v2 kernels)
 };
 // Throws Error unless the slices are such a stack of a type the kernels take (upload_expert_stack's
 // layout).
@@ -48,6 +53,31 @@ ExpertStack expert_stack(const std::vector<WeightMatrix>& experts);
 // Byte distance between experts in an uploaded stack (a multiple of 16) and the slack after the last.
 size_t expert_stack_stride(const WeightMatrix& host);
 constexpr size_t kExpertStackSlack = 16;
+
+// Which expert kernels run (POLYKV_CUDA_MOE_KERNEL=v1|v2, default v2, read once; set_moe_kernel overrides it
+// for tests and benchmarks). The choice is made at upload: with v2, upload_experts repacks q4_0,
+// q8_0, q4_K and q6_K experts into the split layout (matmul_cuda_split.cuh) and moe_experts runs
+// the v2 kernels on them (moe_cuda_v2.cu); other types (mxfp4, floats) keep the ggml rows and the
+// v1 kernels whatever the switch. v1: every type in ggml rows (the kernels before 2026-12-01e).
+int moe_kernel_version();
+void set_moe_kernel(int version);  // 1 or 2; 0: back to the environment's choice
+// Whether upload_experts stores host (ggml rows) in the split layout under the current switch.
+bool moe_split_upload(const WeightMatrix& host);
+// Bytes between experts of a split stack of host's shape (a multiple of 16).
+size_t expert_split_stride(const WeightMatrix& host);
+
+// Whether a step of n rows, k experts per token, over n_expert split-layout experts runs on the
+// tensor-core path (v2): n * k >= POLYKV_CUDA_MOE_MMA_MIN_SLOTS_PER_EXPERT (default 2) * n_expert,
+// i.e. at least ~2 tokens per expert on average (H200, qwen3-30b-a3b q4_0: tensor cores 138 us per
+// layer at n = 8 against 220-249 for the mat-vecs, 275 against 551-614 at n = 64). Depends on n,
+// never on the routing, so the bits of a row are the same in every step of the same path (not
+// across the two paths: 8-bit activations vs f16, like the dense mmq boundary,
+// docs/CUDA_MMQ.md).
+bool moe_uses_mma(int n, int k, int n_expert);
+// Tests and benchmarks: the threshold in slots per expert; 0: back to the environment's choice;
+// kMoeMmaAlways: every step of split-layout experts; kMoeMmaNever: none.
+constexpr int kMoeMmaAlways = -1, kMoeMmaNever = 1 << 30;
+void set_moe_mma_min(int slots_per_expert);
 
 // backend.h moe_experts: x, out device [n][w.n_embd] (out may alias x), ids / weights device [n][k].
 // An expert index outside [0, n_expert) makes that token's row NaN.
