@@ -50,8 +50,8 @@ TEST(FuseDecCudaBench, DISABLED_OutputProjections) {
     const cuda_test::Weights hw = cuda_test::make_weights(c.t, c.n_in, c.n_out, 5, /*quantized=*/false);
     const size_t bytes = cuda::split_row_stride(c.t, c.n_in) * size_t(c.n_out);
     const int copies = int(std::max<size_t>(2, (size_t(256) << 20) / bytes + 1));
-    std::vector<void*> bufs(size_t(copies));
-    std::vector<WeightMatrix> w(size_t(copies));
+    std::vector<void*> bufs(static_cast<size_t>(copies));
+    std::vector<WeightMatrix> w(static_cast<size_t>(copies));
     for (int i = 0; i < copies; ++i) {
       POLYKV_CUDA_CHECK(cudaMalloc(&bufs[size_t(i)], bytes + 256));
       w[size_t(i)] = cuda::upload_split(hw.m, bufs[size_t(i)], ctx.stream());
