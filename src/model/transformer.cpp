@@ -283,8 +283,7 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
   } else {
     const Backend::MatmulOut gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
-    be.matmul_multi(gate_up, h, n);
-    be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
+    be.matmul_gated(gate_up, h, n, c.activation);  // gate = act(h·Wg) * (h·Wu)
     if (!c.sandwich_norm) {
       // x += down; h = the next layer's attn_norm(x) (or only the add after the last layer).
       be.matmul_add_rmsnorm(l.w_down, gate, h, x, next_attn_norm, h, n, c.rms_eps);

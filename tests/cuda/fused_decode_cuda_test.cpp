@@ -10,8 +10,11 @@
 //    epilogue) = matmul_multi, then rope_qk, bit for bit, and = the CPU within a relative L2 bound;
 //    Llama-3.1-8B's heads, partial rotation, head_dim 64-256, positions up to 131071, Neox and
 //    non-split types (fall back);
-//  - the embedded model's logits with POLYKV_CUDA_FUSE_NORM / POLYKV_CUDA_FUSE_ROPE on and off (graphs
-//    and PDL on): same bits.
+//  - Backend::matmul_gated (gate, up in one split mat-vec launch with the gated activation and down's
+//    activations in its epilogue; opt-in POLYKV_CUDA_FUSE_GATED=1) = matmul_multi, then
+//    gated_activation, bit for bit, and the down mat-vec on its activations = on the plain ones;
+//  - the embedded model's logits with POLYKV_CUDA_FUSE_NORM / _ROPE / _GATED in all combinations
+//    (graphs and PDL on): same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,7 +85,7 @@ struct Outputs {
   std::vector<float> x, h, next;
 };
 
-// Two calls of matmul_add_rmsnorm in a row (x accumulates), then (norm on) a q8_0 mat-vec of h.
+// Two calls of matmul_add_rmsnorm in a row (x accumulates), then (norm on) the `next` mat-vec of h.
 // fused: be's override; else the seam's default composition on the same backend. prepared: `in` comes
 // from a gated activation (which writes its activations for the mat-vec), else it is uploaded.
 Outputs run(Backend& be, bool fused, const WeightMatrix& w, const WeightMatrix& next, bool norm, bool prepared,
@@ -112,7 +115,9 @@ Outputs run(Backend& be, bool fused, const WeightMatrix& w, const WeightMatrix& 
 
 TEST(FuseDecCuda, MatmulAddRmsnormEqualsPlainOps) {
   POLYKV_REQUIRE_GPU();
+  setenv("POLYKV_CUDA_FUSE_NORM", "1", 1);  // opt-in
   auto gpu = make_backend({"cuda", 0});
+  unsetenv("POLYKV_CUDA_FUSE_NORM");
   auto cpu = make_backend({"cpu", 2});
   uint32_t seed = 900;
   struct Shape {
@@ -125,7 +130,9 @@ TEST(FuseDecCuda, MatmulAddRmsnormEqualsPlainOps) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
     for (const Shape& s : shapes) {
       const cuda_test::Weights hw = cuda_test::make_weights(t, s.n_in, s.n_out, ++seed, /*quantized=*/true);
-      const cuda_test::Weights hn = cuda_test::make_weights(DType::Q8_0, s.n_out, 64, ++seed, /*quantized=*/true);
+      // The next mat-vec (64 rows of n_out): q8_0 needs n_out % 32 == 0; f16 otherwise.
+      const DType tn = s.n_out % 32 == 0 ? DType::Q8_0 : DType::F16;
+      const cuda_test::Weights hn = cuda_test::make_weights(tn, s.n_out, 64, ++seed, /*quantized=*/true);
       const WeightMatrix w = gpu->upload_matrix(hw.m), next = gpu->upload_matrix(hn.m);
       const WeightMatrix wc = cpu->upload_matrix(hw.m), nextc = cpu->upload_matrix(hn.m);
       for (int mode = 0; mode < 4; ++mode) {
@@ -237,12 +244,81 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
   }
 }
 
-std::vector<std::vector<float>> model_steps(bool fuse_norm, bool fuse_rope, const char* ctv) {
+// gate, up by matmul_gated (fused: the override, with POLYKV_CUDA_FUSE_GATED=1 in be's environment;
+// else the seam's default), then (fused activations) a down mat-vec reading gate's activations.
+struct Gated {
+  std::vector<float> gate, up, down;
+};
+Gated run_gated(Backend& be, bool fused, const WeightMatrix& wg, const WeightMatrix& wu, const WeightMatrix& wd,
+                Activation act, bool prepared, const std::vector<float>& x0, const std::vector<float>& nw0) {
+  const size_t n_ff = size_t(wg.n_out);
+  Buf x(be, x0), nw(be, nw0), h(be, x0.size()), g(be, n_ff), u(be, n_ff), d(be, size_t(wd.n_out));
+  const float* in = x.p;
+  if (prepared) {
+    be.rmsnorm(x.p, nw.p, h.p, 1, int(x0.size()), 1e-5f);
+    in = h.p;
+  }
+  const Backend::MatmulOut parts[] = {{&wg, g.p}, {&wu, u.p}};
+  if (fused)
+    be.matmul_gated(parts, in, 1, act);
+  else
+    be.Backend::matmul_gated(parts, in, 1, act);
+  be.matmul(wd, g.p, d.p, 1);
+  return {g.get(), u.get(), d.get()};
+}
+
+TEST(FuseDecCuda, MatmulGatedEqualsPlainOps) {
+  POLYKV_REQUIRE_GPU();
+  setenv("POLYKV_CUDA_FUSE_GATED", "1", 1);
+  auto gpu = make_backend({"cuda", 0});
+  unsetenv("POLYKV_CUDA_FUSE_GATED");
+  auto cpu = make_backend({"cpu", 2});
+  uint32_t seed = 7000;
+  struct Shape {
+    int64_t n_ff, n_in;
+  };
+  // Llama-3.1-8B (14336 x 4096); one block of 32; 1408 (the embedded model); 11008 x 256; 100 (falls back).
+  const Shape shapes[] = {{14336, 4096}, {32, 256}, {1408, 512}, {11008, 256}, {100, 256}};
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    for (const Shape& s : shapes) {
+      const cuda_test::Weights hg = cuda_test::make_weights(t, s.n_in, s.n_ff, ++seed, /*quantized=*/true);
+      const cuda_test::Weights hu = cuda_test::make_weights(t, s.n_in, s.n_ff, ++seed, /*quantized=*/true);
+      // down: 64 rows of n_ff (q8_0 needs n_ff % 32; 100 takes f16)
+      const DType td = s.n_ff % 32 == 0 ? DType::Q8_0 : DType::F16;
+      const cuda_test::Weights hd = cuda_test::make_weights(td, s.n_ff, 64, ++seed, /*quantized=*/true);
+      const WeightMatrix wg = gpu->upload_matrix(hg.m), wu = gpu->upload_matrix(hu.m), wd = gpu->upload_matrix(hd.m);
+      const WeightMatrix cg = cpu->upload_matrix(hg.m), cu = cpu->upload_matrix(hu.m), cd = cpu->upload_matrix(hd.m);
+      for (Activation act : {Activation::SiLU, Activation::GeluTanh}) {
+        for (bool prepared : {false, true}) {
+          const std::string what = std::string(dtype_name(t)) + " n_ff " + std::to_string(s.n_ff) + " n_in " +
+                                   std::to_string(s.n_in) + (act == Activation::SiLU ? " silu" : " gelu") +
+                                   (prepared ? " prepared" : " own activations");
+          const auto x0 = randn(size_t(s.n_in), ++seed, 1.0f), nw0 = randn(size_t(s.n_in), ++seed, 1.0f);
+          const Gated f = run_gated(*gpu, true, wg, wu, wd, act, prepared, x0, nw0);
+          const Gated p = run_gated(*gpu, false, wg, wu, wd, act, prepared, x0, nw0);
+          EXPECT_TRUE(bits(f.gate, p.gate, what + ": gate"));
+          EXPECT_TRUE(bits(f.up, p.up, what + ": up"));
+          EXPECT_TRUE(bits(f.down, p.down, what + ": the down mat-vec (on the activations the op wrote)"));
+          if (!prepared) {  // against the CPU (the reference)
+            const Gated c = run_gated(*cpu, false, cg, cu, cd, act, prepared, x0, nw0);
+            EXPECT_LT(rel_l2(f.gate, c.gate), 2e-2) << what << ": gate against the CPU backend, relative L2 error";
+            EXPECT_LT(rel_l2(f.down, c.down), 3e-2) << what << ": down against the CPU backend, relative L2 error";
+          }
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+std::vector<std::vector<float>> model_steps(bool fuse_norm, bool fuse_rope, const char* ctv, bool fuse_gated = false) {
   setenv("POLYKV_CUDA_FUSE_NORM", fuse_norm ? "1" : "0", 1);
   setenv("POLYKV_CUDA_FUSE_ROPE", fuse_rope ? "1" : "0", 1);
+  setenv("POLYKV_CUDA_FUSE_GATED", fuse_gated ? "1" : "0", 1);
   auto backend = make_backend({"cuda", 0});
   unsetenv("POLYKV_CUDA_FUSE_NORM");
   unsetenv("POLYKV_CUDA_FUSE_ROPE");
+  unsetenv("POLYKV_CUDA_FUSE_GATED");
   auto model = Model::load(test::embedded_model(), *backend);
   const int n_vocab = model->config().n_vocab;
   SequenceKvOptions o;
@@ -272,13 +348,14 @@ TEST(FuseDecCuda, ModelLogitsSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
   for (const char* ctv : {"f16", "turbo3t"}) {
     const auto plain = model_steps(false, false, ctv);
-    for (int variant = 1; variant < 4; ++variant) {  // norm | rope fused
-      const bool norm = variant & 1, rope = variant & 2;
-      const auto fused = model_steps(norm, rope, ctv);
+    for (int variant = 1; variant < 8; ++variant) {  // norm | rope | gated fused
+      const bool norm = variant & 1, rope = variant & 2, gated = variant & 4;
+      const auto fused = model_steps(norm, rope, ctv, gated);
       ASSERT_EQ(plain.size(), fused.size());
       for (size_t s = 0; s < plain.size(); ++s)
         EXPECT_TRUE(bits(fused[s], plain[s], std::string("v ") + ctv + (norm ? " FUSE_NORM" : "") +
-                                                 (rope ? " FUSE_ROPE" : "") + ", step " + std::to_string(s) +
+                                                 (rope ? " FUSE_ROPE" : "") + (gated ? " FUSE_GATED" : "") +
+                                                 ", step " + std::to_string(s) +
                                                  " (0: prefill, 1-8: decode, last: 3 rows)"));
     }
   }

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_dot.cuh"
+#include "core/layer_kinds.h"
 
 namespace polykv::cuda {
 
@@ -114,6 +115,21 @@ struct SplitRope {
 bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
 bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a, const SplitRope& rope,
                               CudaContext& ctx);
+// gate = gated(gate_w · x, up_w · x) (act), up = up_w · x for one column, with gate's activations
+// (qs != nullptr): the bits of matmul_parts over {gate, up}, then gated_activation_acts.
+struct SplitGated {
+  const uint8_t* gate_w = nullptr;  // set by the launcher
+  const uint8_t* up_w = nullptr;
+  float* gate = nullptr;            // device [n_ff]
+  float* up = nullptr;              // device [n_ff]
+  int8_t* qs = nullptr;             // gate's activations: [n_ff] and [n_ff / 32] scales; nullptr: none
+  hd::ActScale* sc = nullptr;
+  Activation act = Activation::SiLU;
+};
+// Both split with one type, n_in, stride and rows, rows a multiple of 32.
+bool matvec_split_gated_ok(const WeightMatrix& gate, const WeightMatrix& up);
+void launch_matvec_split_gated(const WeightMatrix& gate, const WeightMatrix& up, const ActView& a, SplitGated gt,
+                               CudaContext& ctx);
 // Rows [row0, row0 + rows) of split w to f16 (dst: device __half [rows][w.n_in]).
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s);
 // dequantize_rows() for split w.

@@ -68,4 +68,29 @@ void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const Acts
   check(launch_matvec_split_rope(qkv, av, r, ctx), "CUDA matmul_qkv_rope: not launched");
 }
 
+bool matmul_gated_ok(const WeightMatrix& gate, const WeightMatrix& up, int n) {
+  return n == 1 && matvec_split_gated_ok(gate, up) && prepared_matmul_ok(gate, 1) && prepared_matmul_ok(up, 1);
+}
+
+void matmul_gated(const WeightMatrix& w_gate, const WeightMatrix& w_up, const float* x, const ActsOut* prepared,
+                  float* gate, float* up, Activation act, ActsOut acts, CudaContext& ctx) {
+  validate_device_weights(w_gate);
+  validate_device_weights(w_up);
+  check(matmul_gated_ok(w_gate, w_up, 1), "CUDA matmul_gated: matrices it does not take");
+  ActView av;
+  if (prepared != nullptr) {
+    av.qs = prepared->qs;
+    av.s = static_cast<const hd::ActScale*>(prepared->scales);
+  } else {
+    av = prepare_acts(w_gate, x, 1, ctx);
+  }
+  SplitGated g;
+  g.gate = gate;
+  g.up = up;
+  g.qs = acts.qs;
+  g.sc = static_cast<hd::ActScale*>(acts.scales);
+  g.act = act;
+  launch_matvec_split_gated(w_gate, w_up, av, g, ctx);
+}
+
 }  // namespace polykv::cuda

@@ -11,6 +11,7 @@
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/ops_cuda_acts.h"
+#include "core/layer_kinds.h"
 
 namespace polykv::cuda {
 
@@ -38,5 +39,15 @@ bool matmul_qkv_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot
 // x's activations: `prepared` when not null, else computed here. pos: device [1]; inv_freq: device [n_rot / 2].
 void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const ActsOut* prepared, int head_dim, int n_rot,
                      const int32_t* pos, const float* inv_freq, float scale, CudaContext& ctx);
+
+// gate, up = w_gate · x, w_up · x for one column with gate = act(gate) * up and gate's activations
+// (acts.qs set) in the same launch (Backend::matmul_gated on the GPU): the bits of matmul_parts, then
+// gated_activation(_acts). matmul_gated_ok: both split with one type, n_in, stride and rows, rows a
+// multiple of 32; prepared_matmul_ok for one column. x's activations: `prepared` when not null.
+// `acts` must not be the buffer of `prepared` (blocks write it while others read theirs):
+// cuda_backend.cpp takes it from Scratch::FusedActsGated.
+bool matmul_gated_ok(const WeightMatrix& gate, const WeightMatrix& up, int n);
+void matmul_gated(const WeightMatrix& w_gate, const WeightMatrix& w_up, const float* x, const ActsOut* prepared,
+                  float* gate, float* up, Activation act, ActsOut acts, CudaContext& ctx);
 
 }  // namespace polykv::cuda

@@ -99,20 +99,15 @@ __host__ __device__ constexpr int split_min_blocks() { return NC == 1 ? 3 : 2; }
 // rope_qk after the mat-vec: rope_pair's operations on the same two floats).
 enum class Epi { Store, Add, Rope };
 
-template <class T, int NC, Epi kEpi>
-__device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
-  using Cfg = SplitCfg<T, NC>;
+// The dot products of R rows (rows[r], r < nrows; the others are not loaded and stay 0) with the
+// activations of every column: lane `lane`'s partial sums in acc (warp_sum adds the lanes'). Waits
+// for the previous grid (PDL) after issuing the first chunk's weight loads.
+template <class T, int NC, int R, int U>
+__device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* const (&rows)[R], int nrows, int lane,
+                                           float (&acc)[R][NC]) {
   using S = hd::Split<T>;
-  constexpr int R = Cfg::kR, U = Cfg::kU, QW = S::kUnitWords, HW = S::kHeadWords;
-  const GroupPart gp = group_part(a, g);
-  const int64_t row0 = (g - gp.gbegin) * R;  // in the part
-  const int nrows = int(gp.rows - row0 < R ? gp.rows - row0 : R);
-  const uint8_t* rows[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) rows[r] = gp.w + size_t(row0 + min(r, nrows - 1)) * a.stride;
+  constexpr int QW = S::kUnitWords, HW = S::kHeadWords;
   const int64_t n_units = a.geom.n_units, n_steps = (n_units + 31) / 32;
-
-  float acc[R][NC] = {};
   bool waited = false;
   for (int64_t j0 = 0; j0 < n_steps; j0 += U) {
     uint32_t q[U][R][QW], h[U][R][HW];
@@ -148,6 +143,20 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
       }
     }
   }
+}
+
+template <class T, int NC, Epi kEpi>
+__device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
+  using Cfg = SplitCfg<T, NC>;
+  constexpr int R = Cfg::kR, U = Cfg::kU;
+  const GroupPart gp = group_part(a, g);
+  const int64_t row0 = (g - gp.gbegin) * R;  // in the part
+  const int nrows = int(gp.rows - row0 < R ? gp.rows - row0 : R);
+  const uint8_t* rows[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) rows[r] = gp.w + size_t(row0 + min(r, nrows - 1)) * a.stride;
+  float acc[R][NC] = {};
+  split_dots<T, NC, R, U>(a, rows, nrows, lane, acc);
   // Every lane holds every (r, c) sum after warp_sum (the same bits in every lane: the butterfly's
   // adds are commutative); lane (r * NC + c) % 32 stores it.
   if constexpr (kEpi == Epi::Rope) {
@@ -205,12 +214,54 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   split_group<T, 1, Epi::Rope>(a, g, lane, rope);
 }
 
+// ---- gate and up with the gated activation and down's activations (matvec_split_gated) -----------
+// One column. Block b owns outputs i = 32 b .. 32 b + 31 (n_ff % 32 == 0): warp w the four pairs
+// (gate row i, up row i) for i = 32 b + 4 w + r, r < 4, as 8 rows of one warp (the dots are the
+// same bits whatever the rows per warp: each row's sums run over its units in the same order). The
+// epilogue computes gated(g, u) (gated_acts_kernel's function), stores gate and up as the plain path
+// leaves them, and warp 0 quantizes the block's 32 values with quantize_act_block_warp.
+constexpr int kGatedPairs = 4;
+
+template <class T>
+__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
+    matvec_split_gated_kernel(const SplitArgs a, const SplitGated gt) {
+  constexpr int P = kGatedPairs, R = 2 * P;
+  constexpr int U = 8 / (R * hd::Split<T>::kLoadsPerUnit) > 0 ? 8 / (R * hd::Split<T>::kLoadsPerUnit) : 1;
+  static_assert(kSplitWarps * P == hd::kActBlock, "a block owns one activation block");
+  __shared__ float vals[hd::kActBlock];
+  allow_next_grid();
+  const int t = int(threadIdx.x), lane = t % 32, warp = t / 32;
+  const int64_t i0 = int64_t(blockIdx.x) * hd::kActBlock + warp * P;
+  const uint8_t* rows[R];
+#pragma unroll
+  for (int r = 0; r < P; ++r) {
+    rows[r] = gt.gate_w + size_t(i0 + r) * a.stride;
+    rows[P + r] = gt.up_w + size_t(i0 + r) * a.stride;
+  }
+  float acc[R][1] = {};
+  split_dots<T, 1, R, U>(a, rows, R, lane, acc);
+#pragma unroll
+  for (int r = 0; r < P; ++r) {
+    const float g = warp_sum(acc[r][0]), u = warp_sum(acc[P + r][0]);
+    const float v = math::gated(g, u, gt.act);
+    if (lane == r) {
+      gt.gate[i0 + r] = v;
+      gt.up[i0 + r] = u;
+      vals[warp * P + r] = v;
+    }
+  }
+  if (gt.qs == nullptr) return;  // (uniform)
+  __syncthreads();
+  if (warp == 0)
+    quantize_act_block_warp(vals[lane], lane, gt.qs + int64_t(blockIdx.x) * hd::kActBlock, gt.sc + blockIdx.x);
+}
+
 // ---- the mat-vec with the residual add and the next rmsnorm (matvec_split_add_rmsnorm) ----------
 // One column (decode). Every block adds its rows' dot products into x (split_group<kAdd>); the last
 // block to finish (a device counter, reset by that block for the next launch and graph replays) then
 // runs the rmsnorm of x with kSplitThreads == kRmsThreads threads: rms_row.cuh's arithmetic in
 // rmsnorm_acts_kernel's order, so out and the activations are the bits of add_rmsnorm /
-// rmsnorm_acts on the same x. J = 0: only the add (no norm, no counter).
+// rmsnorm_acts on the same x. J = 0: only the add (no norm, no counter); J = 1: the norm tail.
 static_assert(kSplitThreads == math::kRmsThreads, "the norm tail runs rms_row.cuh with the mat-vec's block");
 
 template <class T, int J>
@@ -235,26 +286,24 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     wait_for_previous_grid();  // (done already by the block's working warps; every thread of the tail too)
     __threadfence();
     if (t == 0) *tl.counter = 0;  // every block has counted: ready for the next launch
-    const int cols = int(tl.cols);
-    float wv[J], v[J];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {  // from L2 (other blocks wrote these values): never a stale L1 line
-      const int i = t + math::kRmsThreads * j;
-      v[j] = i < cols ? __ldcg(tl.x + i) : 0.0f;
+    // Few registers here (the GPU showed the mat-vec loop slower with the row held in registers for
+    // the tail: spills): thread t's values are read twice from L2, once for its sum of squares (in
+    // ascending index, as rms::row_inv), once for the outputs; each warp quantizes its blocks one by
+    // one (quantize_act_block_warp: the same bits as several side by side).
+    const int cols = int(tl.cols);  // a multiple of 32
+    double s = 0;
+#pragma unroll 4
+    for (int i = t; i < cols; i += math::kRmsThreads) {  // from L2 (other blocks wrote x): no stale L1 line
+      const float v = __ldcg(tl.x + i);
+      s = math::dadd_rn(s, math::dmul_rn(double(v), double(v)));
     }
-    // The weights after the sum (fewer registers live across the mat-vec's loop and the reduction:
-    // the tail spilled ~20 bytes with them loaded first).
-    const float in = rms::row_inv(v, cols, tl.eps, t, partials, &inv);
-    rms::load_weights(tl.w, cols, t, wv);
-#pragma unroll
-    for (int j = 0; j < J; ++j) v[j] = math::rms_out(v[j], in, wv[j]);
-    rms::store_row(tl.out, cols, t, v);
-    if (tl.qs != nullptr) {
-      const int first = t - lane;
-      const int n_blocks = first < cols ? (cols - first + math::kRmsThreads - 1) / math::kRmsThreads : 0;
-      const int64_t b0 = first / hd::kActBlock;
-      quantize_act_blocks_warp<J>(v, n_blocks, lane, tl.qs + b0 * hd::kActBlock, tl.sc + b0,
-                                  math::kRmsThreads / hd::kActBlock);
+    const float in = rms::row_inv_of_partial(s, cols, tl.eps, t, partials, &inv);
+#pragma unroll 4
+    for (int first = t - lane; first < cols; first += math::kRmsThreads) {  // warp-uniform
+      const int i = first + lane;
+      const float v = math::rms_out(__ldcg(tl.x + i), in, tl.w[i]);
+      tl.out[i] = v;
+      if (tl.qs != nullptr) quantize_act_block_warp(v, lane, tl.qs + first, tl.sc + first / hd::kActBlock);
     }
   }
 }
@@ -490,6 +539,35 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
   });
 }
 
+bool matvec_split_gated_ok(const WeightMatrix& gate, const WeightMatrix& up) {
+  return gate.layout == WeightLayout::CudaSplit && up.layout == WeightLayout::CudaSplit && hd::has_split(gate.type) &&
+         gate.type == up.type && gate.n_in == up.n_in && gate.row_stride == up.row_stride &&
+         gate.n_out == up.n_out && gate.n_out > 0 && gate.n_out % hd::kActBlock == 0;
+}
+
+void launch_matvec_split_gated(const WeightMatrix& gate, const WeightMatrix& up, const ActView& av, SplitGated gt,
+                               CudaContext& ctx) {
+  check(matvec_split_gated_ok(gate, up), "CUDA matvec_split_gated: ", dtype_name(gate.type), " ", gate.n_out, "x",
+        gate.n_in, " and ", dtype_name(up.type), " ", up.n_out, "x", up.n_in);
+  gt.gate_w = static_cast<const uint8_t*>(gate.data);
+  gt.up_w = static_cast<const uint8_t*>(up.data);
+  const bool done = hd::visit_split_decoder(gate.type, [&](auto dec) {
+    using T = decltype(dec);
+    SplitArgs a{};
+    a.n_parts = 1;
+    a.stride = gate.row_stride;
+    a.n_in = gate.n_in;
+    a.geom = hd::split_geom<T>(gate.n_in);
+    a.xq = av.qs;
+    a.xs = av.s;
+    a.ncols = 1;
+    const unsigned grid = unsigned(gate.n_out / hd::kActBlock);
+    launch_kernel(matvec_split_gated_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
+                  gt);
+  });
+  check(done, "CUDA matvec_split_gated: no split kernel for ", dtype_name(gate.type));
+}
+
 bool matvec_split_add_rmsnorm_ok(const WeightMatrix& w, int n) {
   return w.layout == WeightLayout::CudaSplit && hd::has_split(w.type) && n == 1 && w.n_out > 0 &&
          w.n_out % hd::kActBlock == 0 && w.n_out <= int64_t(math::kRmsThreads) * 32;
@@ -520,9 +598,7 @@ void launch_matvec_split_add_rmsnorm(const WeightMatrix& w, const ActView& av, c
     a.xs = av.s;
     a.ncols = 1;
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
-    const auto kernel = tail.w == nullptr ? matvec_split_norm_kernel<T, 0>
-                        : w.n_out <= int64_t(math::kRmsThreads) * 16 ? matvec_split_norm_kernel<T, 16>
-                                                                      : matvec_split_norm_kernel<T, 32>;
+    const auto kernel = tail.w == nullptr ? matvec_split_norm_kernel<T, 0> : matvec_split_norm_kernel<T, 1>;
     launch_kernel(kernel, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a, tail);
   });
   check(done, "CUDA matvec_add_rmsnorm: no split kernel for ", dtype_name(w.type));
