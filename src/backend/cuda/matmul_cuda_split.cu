@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -221,9 +222,13 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
 // epilogue computes gated(g, u) (gated_acts_kernel's function), stores gate and up as the plain path
 // leaves them, and warp 0 quantizes the block's 32 values with quantize_act_block_warp.
 constexpr int kGatedPairs = 4;
+// 8 rows per warp fit the 80 registers of 3 blocks per SM for q4_0 only (-Xptxas -v: q8_0, q4_K, q6_K
+// spilled 150-180 bytes); the others get 2 blocks per SM (128 registers).
+template <class T>
+__host__ __device__ constexpr int gated_min_blocks() { return std::is_same_v<T, hd::DecQ4_0> ? 3 : 2; }
 
 template <class T>
-__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
+__global__ void __launch_bounds__(kSplitThreads, gated_min_blocks<T>())
     matvec_split_gated_kernel(const SplitArgs a, const SplitGated gt) {
   constexpr int P = kGatedPairs, R = 2 * P;
   constexpr int U = 8 / (R * hd::Split<T>::kLoadsPerUnit) > 0 ? 8 / (R * hd::Split<T>::kLoadsPerUnit) : 1;
