@@ -224,14 +224,22 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
   float *x = ws.x, *h = ws.h, *q = ws.q, *k = ws.k, *v = ws.v, *att = ws.att, *gate = ws.gate, *up = ws.up;
   hws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
   if (!h_ready) be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
+  bool mixer_added = false;  // the mixer's output projection already did x += ...; h = ffn_norm(x)
   if (lc.kind == LayerKind::GatedDeltaNet) {
     gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
   } else {
+    bool roped = false;  // q and k rotated by matmul_qkv_rope
     if (c.attn_output_gate) {  // attn_q rows per head: query | gate
       be.matmul(l.wq, h, hws_.qg, n);
       be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
       const Backend::MatmulOut kv_parts[] = {{&l.wk, k}, {&l.wv, v}};
       be.matmul_multi(kv_parts, h, n);
+    } else if (!c.qkv_bias && !c.qk_norm) {
+      // q, k, v and the rope of q and k in one op (a backend may rotate in the mat-vec's epilogue).
+      const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
+      be.matmul_qkv_rope(qkv, h, n, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
+                         c.rope_style);
+      roped = true;
     } else {
       const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
       be.matmul_multi(qkv, h, n);
@@ -245,8 +253,9 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
       be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
       be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
     }
-    be.rope_qk(q, c.n_head, k, c.n_head_kv, n, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
-               c.rope_style);
+    if (!roped)
+      be.rope_qk(q, c.n_head, k, c.n_head_kv, n, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
+                 c.rope_style);
     AttentionParams ap;
     ap.n_head = c.n_head;
     ap.scale = c.attn_scale;
@@ -258,18 +267,28 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     be.store_kv(kv_layer, k, v);
     be.attention(kv_layer, ap, q, att);
     if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
-    be.matmul(l.wo, att, h, n);
-    if (c.o_bias) be.add_bias(h, l.bo, n, E);
-    if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
+    if (!c.o_bias && !c.sandwich_norm) {
+      // x += att·Wo; h = ffn_norm(x), in one op (a backend may fold the add and the norm into the mat-vec).
+      be.matmul_add_rmsnorm(l.wo, att, h, x, l.ffn_norm, h, n, c.rms_eps);
+      mixer_added = true;
+    } else {
+      be.matmul(l.wo, att, h, n);
+      if (c.o_bias) be.add_bias(h, l.bo, n, E);
+      if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
+    }
   }
-  be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
+  if (!mixer_added) be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
   if (c.moe.enabled()) {
     moe_ws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
     moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
   } else {
     const Backend::MatmulOut gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
-    be.matmul_multi(gate_up, h, n);
-    be.gated_activation(gate, up, int64_t(n) * c.n_ff, c.activation);
+    be.matmul_gated(gate_up, h, n, c.activation);  // gate = act(h·Wg) * (h·Wu)
+    if (!c.sandwich_norm) {
+      // x += down; h = the next layer's attn_norm(x) (or only the add after the last layer).
+      be.matmul_add_rmsnorm(l.w_down, gate, h, x, next_attn_norm, h, n, c.rms_eps);
+      return;
+    }
     be.matmul(l.w_down, gate, h, n);
   }
   if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);

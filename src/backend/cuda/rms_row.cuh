@@ -64,6 +64,10 @@ __device__ __forceinline__ void store_row(float* dst, int cols, int t, const flo
 
 // 1 / sqrt(mean(x^2) + eps) of the block's row, the same in every thread. `partials` is the block's
 // shared [kRmsThreads] doubles, `inv` a shared float.
+// row_inv from thread t's own sum of squares s (its values' squares added in ascending index).
+__device__ __forceinline__ float row_inv_of_partial(double s, int cols, float eps, int t, double* partials,
+                                                    float* inv);
+
 template <int J>
 __device__ __forceinline__ float row_inv(const float (&v)[J], int cols, float eps, int t, double* partials,
                                          float* inv) {
@@ -71,6 +75,11 @@ __device__ __forceinline__ float row_inv(const float (&v)[J], int cols, float ep
 #pragma unroll
   for (int j = 0; j < J; ++j)
     if (t + kRmsThreads * j < cols) s = math::dadd_rn(s, math::dmul_rn(double(v[j]), double(v[j])));
+  return row_inv_of_partial(s, cols, eps, t, partials, inv);
+}
+
+__device__ __forceinline__ float row_inv_of_partial(double s, int cols, float eps, int t, double* partials,
+                                                    float* inv) {
   partials[t] = s;
   __syncthreads();
 #pragma unroll

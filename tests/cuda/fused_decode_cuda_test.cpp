@@ -1,0 +1,365 @@
+// GPU tests of the fused decode ops of issue #9's fifth session (docs/CUDA_DECODE.md, "Fused output
+// projections"; skip without a GPU):
+//  - Backend::matmul_add_rmsnorm on the CUDA backend (one split mat-vec launch that adds into the
+//    residual and norms it in its last block) = the seam's default composition on the same backend
+//    (matmul, then add_rmsnorm / add) bit for bit, and = the CPU backend's composition within a
+//    relative L2 bound; awkward sizes, every split type, shapes that fall back, prepared and own
+//    activations, two calls in a row (the block counter must be reset), and the next mat-vec reading
+//    the activations the fused op wrote;
+//  - Backend::matmul_qkv_rope (q, k, v in one split mat-vec launch with the RoPE of q and k in its
+//    epilogue) = matmul_multi, then rope_qk, bit for bit, and = the CPU within a relative L2 bound;
+//    Llama-3.1-8B's heads, partial rotation, head_dim 64-256, positions up to 131071, Neox and
+//    non-split types (fall back);
+//  - Backend::matmul_gated (gate, up in one split mat-vec launch with the gated activation and down's
+//    activations in its epilogue; opt-in POLYKV_CUDA_FUSE_GATED=1) = matmul_multi, then
+//    gated_activation, bit for bit, and the down mat-vec on its activations = on the plain ones;
+//  - the embedded model's logits with POLYKV_CUDA_FUSE_NORM / _ROPE / _GATED in all combinations
+//    (graphs and PDL on): same bits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cuda_test_util.h"
+#include "engine/sequence_kv.h"
+#include "matmul_cuda_test_util.h"
+#include "model/model.h"
+#include "../test_util.h"
+
+namespace polykv {
+namespace {
+
+// Backend memory holding a copy of host floats (or `n` uninitialized floats), released with it.
+struct Buf {
+  Backend& be;
+  float* p = nullptr;
+  size_t n = 0;
+  Buf(Backend& b, const std::vector<float>& host) : be(b), n(host.size()) {
+    p = static_cast<float*>(be.allocate(n * sizeof(float)));
+    be.upload(p, host.data(), n * sizeof(float));
+  }
+  Buf(Backend& b, size_t count) : be(b), n(count) {
+    p = static_cast<float*>(be.allocate(n * sizeof(float)));
+    const std::vector<float> nan(n, std::nanf(""));
+    be.upload(p, nan.data(), n * sizeof(float));
+  }
+  ~Buf() { be.release(p); }
+  std::vector<float> get() const {
+    std::vector<float> v(n);
+    be.download(v.data(), p, n * sizeof(float));
+    return v;
+  }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale) { return cuda_test::normal_floats(n, seed, scale); }
+
+::testing::AssertionResult bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes differ";
+  size_t n_bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], 4) != 0 && n_bad++ == 0) first = i;
+  if (n_bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << n_bad << " of " << got.size() << " differ; first at " << first
+                                       << ": fused " << got[first] << ", plain " << want[first];
+}
+
+// Relative L2 error of got against want.
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    e += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    r += double(want[i]) * want[i];
+  }
+  return std::sqrt(e / std::max(r, 1e-30));
+}
+
+struct Outputs {
+  std::vector<float> x, h, next;
+};
+
+// Two calls of matmul_add_rmsnorm in a row (x accumulates), then (norm on) the `next` mat-vec of h.
+// fused: be's override; else the seam's default composition on the same backend. prepared: `in` comes
+// from a gated activation (which writes its activations for the mat-vec), else it is uploaded.
+Outputs run(Backend& be, bool fused, const WeightMatrix& w, const WeightMatrix& next, bool norm, bool prepared,
+            const std::vector<float>& x0, const std::vector<float>& in0, const std::vector<float>& up0,
+            const std::vector<float>& nw0) {
+  Buf x(be, x0), in(be, in0), up(be, up0), nw(be, nw0), h(be, x0.size()), y(be, size_t(next.n_out));
+  const float eps = 1e-5f;
+  for (int call = 0; call < 2; ++call) {
+    if (prepared) {
+      be.upload(in.p, in0.data(), in0.size() * sizeof(float));
+      be.gated_activation(in.p, up.p, int64_t(in0.size()), Activation::SiLU);
+    }
+    if (fused)
+      be.matmul_add_rmsnorm(w, in.p, h.p, x.p, norm ? nw.p : nullptr, h.p, 1, eps);
+    else
+      be.Backend::matmul_add_rmsnorm(w, in.p, h.p, x.p, norm ? nw.p : nullptr, h.p, 1, eps);
+  }
+  if (norm) be.matmul(next, h.p, y.p, 1);
+  Outputs o;
+  o.x = x.get();
+  if (norm) {
+    o.h = h.get();
+    o.next = y.get();
+  }
+  return o;
+}
+
+TEST(FuseDecCuda, MatmulAddRmsnormEqualsPlainOps) {
+  POLYKV_REQUIRE_GPU();
+  setenv("POLYKV_CUDA_FUSE_NORM", "1", 1);  // opt-in
+  auto gpu = make_backend({"cuda", 0});
+  unsetenv("POLYKV_CUDA_FUSE_NORM");
+  auto cpu = make_backend({"cpu", 2});
+  uint32_t seed = 900;
+  struct Shape {
+    int64_t n_out, n_in;
+  };
+  // n_out: 32 (one block of the tail), 96, 4064, 4096, 5120 (16 / 32 values per thread), 8192 (the
+  // largest fused), 100 and 8224 (fall back: not a multiple of 32 / too long for the tail).
+  const Shape shapes[] = {{32, 256},    {96, 4096},  {4064, 512},  {4096, 4096}, {4096, 14336},
+                          {5120, 256},  {8192, 768}, {100, 256},   {8224, 256}};
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    for (const Shape& s : shapes) {
+      const cuda_test::Weights hw = cuda_test::make_weights(t, s.n_in, s.n_out, ++seed, /*quantized=*/true);
+      // The next mat-vec (64 rows of n_out): q8_0 needs n_out % 32 == 0; f16 otherwise.
+      const DType tn = s.n_out % 32 == 0 ? DType::Q8_0 : DType::F16;
+      const cuda_test::Weights hn = cuda_test::make_weights(tn, s.n_out, 64, ++seed, /*quantized=*/true);
+      const WeightMatrix w = gpu->upload_matrix(hw.m), next = gpu->upload_matrix(hn.m);
+      const WeightMatrix wc = cpu->upload_matrix(hw.m), nextc = cpu->upload_matrix(hn.m);
+      for (int mode = 0; mode < 4; ++mode) {
+        const bool norm = mode < 2, prepared = mode % 2 == 1;
+        const std::string what = std::string(dtype_name(t)) + " " + std::to_string(s.n_out) + "x" +
+                                 std::to_string(s.n_in) + (norm ? " add+rmsnorm" : " add only") +
+                                 (prepared ? ", prepared activations" : ", own activations");
+        const auto x0 = randn(size_t(s.n_out), ++seed, 0.5f), in0 = randn(size_t(s.n_in), ++seed, 1.0f),
+                   up0 = randn(size_t(s.n_in), ++seed, 1.0f), nw0 = randn(size_t(s.n_out), ++seed, 1.0f);
+        const Outputs f = run(*gpu, true, w, next, norm, prepared, x0, in0, up0, nw0);
+        const Outputs p = run(*gpu, false, w, next, norm, prepared, x0, in0, up0, nw0);
+        const Outputs c = run(*cpu, false, wc, nextc, norm, prepared, x0, in0, up0, nw0);
+        EXPECT_TRUE(bits(f.x, p.x, what + ": x"));
+        if (norm) {
+          EXPECT_TRUE(bits(f.h, p.h, what + ": out"));
+          EXPECT_TRUE(bits(f.next, p.next, what + ": the next mat-vec (on the activations the op wrote)"));
+        }
+        // Against the CPU (the reference): int8 activations and another reduction order.
+        const double ex = rel_l2(f.x, c.x), eh = norm ? rel_l2(f.h, c.h) : 0.0;
+        EXPECT_LT(ex, 2e-2) << what << ": x against the CPU backend, relative L2 error";
+        EXPECT_LT(eh, 2e-2) << what << ": out against the CPU backend, relative L2 error";
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// q, k, v by matmul_qkv_rope (fused: the backend's override; else the seam's default on the same
+// backend) at position pos; prepared: x normed by rmsnorm first (which writes its activations).
+struct Qkv {
+  std::vector<float> q, k, v;
+};
+Qkv run_qkv(Backend& be, bool fused, const WeightMatrix* w, int n_head, int n_head_kv, int head_dim, int n_rot,
+            int32_t pos, const std::vector<float>& inv_freq, RopeStyle style, bool prepared, const std::vector<float>& x0,
+            const std::vector<float>& nw0) {
+  Buf x(be, x0), nw(be, nw0), h(be, x0.size()), q(be, size_t(w[0].n_out)), k(be, size_t(w[1].n_out)),
+      v(be, size_t(w[2].n_out)), f(be, inv_freq.empty() ? std::vector<float>{0.0f} : inv_freq);
+  auto* p = static_cast<int32_t*>(be.allocate(sizeof(int32_t)));
+  be.upload(p, &pos, sizeof pos);
+  const float* in = x.p;
+  if (prepared) {
+    be.rmsnorm(x.p, nw.p, h.p, 1, int(x0.size()), 1e-5f);
+    in = h.p;
+  }
+  const Backend::MatmulOut parts[] = {{&w[0], q.p}, {&w[1], k.p}, {&w[2], v.p}};
+  if (fused)
+    be.matmul_qkv_rope(parts, in, 1, n_head, n_head_kv, head_dim, n_rot, p, f.p, 1.0f, style);
+  else
+    be.Backend::matmul_qkv_rope(parts, in, 1, n_head, n_head_kv, head_dim, n_rot, p, f.p, 1.0f, style);
+  Qkv o{q.get(), k.get(), v.get()};
+  be.release(p);
+  return o;
+}
+
+TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
+  POLYKV_REQUIRE_GPU();
+  auto gpu = make_backend({"cuda", 0});
+  auto cpu = make_backend({"cpu", 2});
+  uint32_t seed = 3000;
+  struct Shape {
+    int n_head, n_head_kv, head_dim, n_rot;
+    int64_t n_in;
+  };
+  // Llama-3.1-8B; small GQA; partial rotation (n_rot < head_dim); head_dim 256 and 96; no rotation.
+  const Shape shapes[] = {{32, 8, 128, 128, 4096}, {4, 2, 64, 64, 256}, {6, 2, 96, 32, 512},
+                          {3, 1, 256, 256, 768},   {5, 5, 64, 0, 256}};
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    for (const Shape& s : shapes) {
+      const int64_t rows[3] = {int64_t(s.n_head) * s.head_dim, int64_t(s.n_head_kv) * s.head_dim,
+                               int64_t(s.n_head_kv) * s.head_dim};
+      std::vector<cuda_test::Weights> hw;
+      hw.reserve(3);  // m.data points into each one's bytes
+      WeightMatrix wg[3], wc[3];
+      for (int i = 0; i < 3; ++i) hw.push_back(cuda_test::make_weights(t, s.n_in, rows[i], ++seed, /*quantized=*/true));
+      for (int i = 0; i < 3; ++i) {
+        wg[i] = gpu->upload_matrix(hw[size_t(i)].m);
+        wc[i] = cpu->upload_matrix(hw[size_t(i)].m);
+      }
+      std::vector<float> inv_freq(size_t(s.n_rot / 2));
+      for (int i = 0; i < s.n_rot / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(500000.0f, float(2 * i) / float(s.n_rot));
+      for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
+        for (int32_t pos : {0, 7, 1000, 131071}) {
+          for (bool prepared : {false, true}) {
+            const std::string what = std::string(dtype_name(t)) + " heads " + std::to_string(s.n_head) + "/" +
+                                     std::to_string(s.n_head_kv) + " head_dim " + std::to_string(s.head_dim) +
+                                     " n_rot " + std::to_string(s.n_rot) + " n_in " + std::to_string(s.n_in) +
+                                     (style == RopeStyle::Norm ? " norm" : " neox") + " pos " + std::to_string(pos) +
+                                     (prepared ? " prepared" : " own activations");
+            const auto x0 = randn(size_t(s.n_in), ++seed, 1.0f), nw0 = randn(size_t(s.n_in), ++seed, 1.0f);
+            const Qkv f = run_qkv(*gpu, true, wg, s.n_head, s.n_head_kv, s.head_dim, s.n_rot, pos, inv_freq, style,
+                                  prepared, x0, nw0);
+            const Qkv p = run_qkv(*gpu, false, wg, s.n_head, s.n_head_kv, s.head_dim, s.n_rot, pos, inv_freq, style,
+                                  prepared, x0, nw0);
+            EXPECT_TRUE(bits(f.q, p.q, what + ": q"));
+            EXPECT_TRUE(bits(f.k, p.k, what + ": k"));
+            EXPECT_TRUE(bits(f.v, p.v, what + ": v"));
+            if (pos == 1000) {  // against the CPU (the reference), once per shape and style
+              const Qkv c = run_qkv(*cpu, false, wc, s.n_head, s.n_head_kv, s.head_dim, s.n_rot, pos, inv_freq, style,
+                                    prepared, x0, nw0);
+              EXPECT_LT(rel_l2(f.q, c.q), 2e-2) << what << ": q against the CPU backend, relative L2 error";
+              EXPECT_LT(rel_l2(f.k, c.k), 2e-2) << what << ": k against the CPU backend, relative L2 error";
+              EXPECT_LT(rel_l2(f.v, c.v), 2e-2) << what << ": v against the CPU backend, relative L2 error";
+            }
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// gate, up by matmul_gated (fused: the override, with POLYKV_CUDA_FUSE_GATED=1 in be's environment;
+// else the seam's default), then (fused activations) a down mat-vec reading gate's activations.
+struct Gated {
+  std::vector<float> gate, up, down;
+};
+Gated run_gated(Backend& be, bool fused, const WeightMatrix& wg, const WeightMatrix& wu, const WeightMatrix& wd,
+                Activation act, bool prepared, const std::vector<float>& x0, const std::vector<float>& nw0) {
+  const size_t n_ff = size_t(wg.n_out);
+  Buf x(be, x0), nw(be, nw0), h(be, x0.size()), g(be, n_ff), u(be, n_ff), d(be, size_t(wd.n_out));
+  const float* in = x.p;
+  if (prepared) {
+    be.rmsnorm(x.p, nw.p, h.p, 1, int(x0.size()), 1e-5f);
+    in = h.p;
+  }
+  const Backend::MatmulOut parts[] = {{&wg, g.p}, {&wu, u.p}};
+  if (fused)
+    be.matmul_gated(parts, in, 1, act);
+  else
+    be.Backend::matmul_gated(parts, in, 1, act);
+  be.matmul(wd, g.p, d.p, 1);
+  return {g.get(), u.get(), d.get()};
+}
+
+TEST(FuseDecCuda, MatmulGatedEqualsPlainOps) {
+  POLYKV_REQUIRE_GPU();
+  setenv("POLYKV_CUDA_FUSE_GATED", "1", 1);
+  auto gpu = make_backend({"cuda", 0});
+  unsetenv("POLYKV_CUDA_FUSE_GATED");
+  auto cpu = make_backend({"cpu", 2});
+  uint32_t seed = 7000;
+  struct Shape {
+    int64_t n_ff, n_in;
+  };
+  // Llama-3.1-8B (14336 x 4096); one block of 32; 1408 (the embedded model); 11008 x 256; 100 (falls back).
+  const Shape shapes[] = {{14336, 4096}, {32, 256}, {1408, 512}, {11008, 256}, {100, 256}};
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    for (const Shape& s : shapes) {
+      const cuda_test::Weights hg = cuda_test::make_weights(t, s.n_in, s.n_ff, ++seed, /*quantized=*/true);
+      const cuda_test::Weights hu = cuda_test::make_weights(t, s.n_in, s.n_ff, ++seed, /*quantized=*/true);
+      // down: 64 rows of n_ff (q8_0 needs n_ff % 32; 100 takes f16)
+      const DType td = s.n_ff % 32 == 0 ? DType::Q8_0 : DType::F16;
+      const cuda_test::Weights hd = cuda_test::make_weights(td, s.n_ff, 64, ++seed, /*quantized=*/true);
+      const WeightMatrix wg = gpu->upload_matrix(hg.m), wu = gpu->upload_matrix(hu.m), wd = gpu->upload_matrix(hd.m);
+      const WeightMatrix cg = cpu->upload_matrix(hg.m), cu = cpu->upload_matrix(hu.m), cd = cpu->upload_matrix(hd.m);
+      for (Activation act : {Activation::SiLU, Activation::GeluTanh}) {
+        for (bool prepared : {false, true}) {
+          const std::string what = std::string(dtype_name(t)) + " n_ff " + std::to_string(s.n_ff) + " n_in " +
+                                   std::to_string(s.n_in) + (act == Activation::SiLU ? " silu" : " gelu") +
+                                   (prepared ? " prepared" : " own activations");
+          const auto x0 = randn(size_t(s.n_in), ++seed, 1.0f), nw0 = randn(size_t(s.n_in), ++seed, 1.0f);
+          const Gated f = run_gated(*gpu, true, wg, wu, wd, act, prepared, x0, nw0);
+          const Gated p = run_gated(*gpu, false, wg, wu, wd, act, prepared, x0, nw0);
+          EXPECT_TRUE(bits(f.gate, p.gate, what + ": gate"));
+          EXPECT_TRUE(bits(f.up, p.up, what + ": up"));
+          EXPECT_TRUE(bits(f.down, p.down, what + ": the down mat-vec (on the activations the op wrote)"));
+          if (!prepared) {  // against the CPU (the reference)
+            const Gated c = run_gated(*cpu, false, cg, cu, cd, act, prepared, x0, nw0);
+            EXPECT_LT(rel_l2(f.gate, c.gate), 2e-2) << what << ": gate against the CPU backend, relative L2 error";
+            EXPECT_LT(rel_l2(f.down, c.down), 3e-2) << what << ": down against the CPU backend, relative L2 error";
+          }
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+std::vector<std::vector<float>> model_steps(bool fuse_norm, bool fuse_rope, const char* ctv, bool fuse_gated = false) {
+  setenv("POLYKV_CUDA_FUSE_NORM", fuse_norm ? "1" : "0", 1);
+  setenv("POLYKV_CUDA_FUSE_ROPE", fuse_rope ? "1" : "0", 1);
+  setenv("POLYKV_CUDA_FUSE_GATED", fuse_gated ? "1" : "0", 1);
+  auto backend = make_backend({"cuda", 0});
+  unsetenv("POLYKV_CUDA_FUSE_NORM");
+  unsetenv("POLYKV_CUDA_FUSE_ROPE");
+  unsetenv("POLYKV_CUDA_FUSE_GATED");
+  auto model = Model::load(test::embedded_model(), *backend);
+  const int n_vocab = model->config().n_vocab;
+  SequenceKvOptions o;
+  o.k_type = "q8_0";
+  o.v_type = ctv;
+  o.max_tokens = 256;
+  auto kv = make_sequence_kv(*model, o);
+  std::vector<std::vector<float>> out;
+  const std::vector<int32_t> prompt = {1, 42, 7, 300, 5, 99, 12, 8, 77, 3, 150, 2, 9, 31, 4, 60, 18};
+  std::vector<float> logits(prompt.size() * size_t(n_vocab));
+  model->forward(prompt, *kv, logits.data(), true);
+  out.push_back(logits);
+  for (int step = 0; step < 8; ++step) {  // steps 3+ of one shape are replayed from a CUDA graph
+    const int32_t t = int32_t((step * 37 + 11) % n_vocab);
+    std::vector<float> l(static_cast<size_t>(n_vocab));
+    model->forward(std::span(&t, 1), *kv, l.data(), false);
+    out.push_back(std::move(l));
+  }
+  const std::vector<int32_t> three = {5, 6, 7};
+  std::vector<float> l3(3 * size_t(n_vocab));
+  model->forward(three, *kv, l3.data(), true);
+  out.push_back(std::move(l3));
+  return out;
+}
+
+TEST(FuseDecCuda, ModelLogitsSameBitsWithFusedOps) {
+  POLYKV_REQUIRE_GPU();
+  for (const char* ctv : {"f16", "turbo3t"}) {
+    const auto plain = model_steps(false, false, ctv);
+    for (int variant = 1; variant < 8; ++variant) {  // norm | rope | gated fused
+      const bool norm = variant & 1, rope = variant & 2, gated = variant & 4;
+      const auto fused = model_steps(norm, rope, ctv, gated);
+      ASSERT_EQ(plain.size(), fused.size());
+      for (size_t s = 0; s < plain.size(); ++s)
+        EXPECT_TRUE(bits(fused[s], plain[s], std::string("v ") + ctv + (norm ? " FUSE_NORM" : "") +
+                                                 (rope ? " FUSE_ROPE" : "") + (gated ? " FUSE_GATED" : "") +
+                                                 ", step " + std::to_string(s) +
+                                                 " (0: prefill, 1-8: decode, last: 3 rows)"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace polykv
