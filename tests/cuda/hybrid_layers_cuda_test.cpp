@@ -66,7 +66,8 @@ constexpr Variant kVariants[] = {{"default", nullptr},
                                  {"POLYKV_CUDA_GRAPHS=0", "POLYKV_CUDA_GRAPHS"},
                                  {"POLYKV_CUDA_FUSED=0", "POLYKV_CUDA_FUSED"},
                                  {"POLYKV_CUDA_FUSED_ACTS=0", "POLYKV_CUDA_FUSED_ACTS"},
-                                 {"POLYKV_CUDA_PDL=0", "POLYKV_CUDA_PDL"}};
+                                 {"POLYKV_CUDA_PDL=0", "POLYKV_CUDA_PDL"},
+                                 {"POLYKV_CUDA_CASCADE=0", "POLYKV_CUDA_CASCADE"}};
 
 std::unique_ptr<Backend> make_gpu(const Variant& v) {
   if (v.env) setenv(v.env, "0", 1);
