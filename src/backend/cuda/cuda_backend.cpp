@@ -401,6 +401,15 @@ class CudaBackend final : public Backend {
     mix(uint64_t(batch_.max_prefix_q));
     mix(uint64_t(batch_.max_prefix_kv));
     mix(uint64_t(reinterpret_cast<uintptr_t>(plan_.store)));
+    // What the recorded kernels bake in of the pool: its device address (layer_device), its types (the
+    // kernels chosen) and block geometry. A pool freed and another made at the same host address (a new
+    // sequence's OwnedPagedKv) must not replay a graph of the old one: with another KV type or another
+    // device allocation it would write and read the old pool's bytes (qwen35 f16 KV decode after f32 KV
+    // replayed the f32 graph, H200 2026-12-01d).
+    mix(uint64_t(reinterpret_cast<uintptr_t>(plan_.store->data())));
+    mix(uint64_t(plan_.store->k_type()) << 8 | uint64_t(plan_.store->v_type()));
+    mix(uint64_t(plan_.store->block_tokens()));
+    mix(uint64_t(plan_.store->block_bytes()));
     mix(ctx_.scratch_generation());
     mix(hybrid_.generation());
     GraphEntry& e = graphs_[key];
