@@ -45,6 +45,15 @@ constexpr int kPositions = 48, kPrompt = 40;
 
 std::string dir() { return test::fixtures_dir() + "/models/random"; }
 
+// Whether the fixture's files are there (a GPU machine may carry only some fixtures): absent ones are
+// reported and skipped, not failed.
+bool have_fixture(const std::string& name) {
+  const bool ok =
+      std::ifstream(dir() + "/" + name + ".gguf").good() && std::ifstream(dir() + "/" + name + ".ref.json").good();
+  if (!ok) std::printf("  %s: fixture absent (%s), skipped\n", name.c_str(), dir().c_str());
+  return ok;
+}
+
 std::vector<int32_t> ids_of(const std::string& name) {
   std::ifstream in(dir() + "/" + name + ".ref.json");
   return nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
@@ -168,6 +177,7 @@ TEST(HybridCudaLayers, FirstDivergenceLayerByLayer) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   test::CudaRoundingBackend cpu(make_backend({"cpu", 2}), /*round_prefill=*/true);
   for (const std::string name : {"qwen35", "qwen35moe"}) {
+    if (!have_fixture(name)) continue;
     const double kDiverge = diverge_bound(name);
     const auto t = ids_of(name);
     auto cm = Model::load(dir() + "/" + name + ".gguf", cpu);

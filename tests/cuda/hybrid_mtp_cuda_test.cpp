@@ -64,6 +64,10 @@ TEST(HybridMtpCuda, HeadMatchesTheCpuAndMtpRef) {
     SCOPED_TRACE(name);
     const std::string path = test::fixtures_dir() + "/models/random/" + name + ".gguf";
     std::ifstream in(test::fixtures_dir() + "/models/random/" + name + ".ref.json");
+    if (!in.good() || !std::ifstream(path).good()) {  // a GPU machine may carry only some fixtures
+      std::printf("  %s: fixture absent, skipped\n", name.c_str());
+      continue;
+    }
     const nlohmann::json j = nlohmann::json::parse(in);
     const auto ids = j["ref"]["ids"].get<std::vector<int32_t>>();
     const auto argmax = j["mtp_ref"]["argmax"].get<std::vector<int>>();
