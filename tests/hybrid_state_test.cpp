@@ -125,10 +125,10 @@ TEST(HybridState, CopiedStateContinuesLikeTheOriginal) {
 TEST(HybridState, DeviceBackendWithoutHybridOpsRefusesClearly) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   test::CountingBackend dev(1, DeviceKind::Cuda);
-  EXPECT_THROW(Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev), Error);  // not opted in
-  setenv("POLYKV_CUDA_HYBRID", "1", 1);
-  auto model = Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev);
+  setenv("POLYKV_CUDA_HYBRID", "0", 1);  // the opt-out
+  EXPECT_THROW(Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev), Error);
   unsetenv("POLYKV_CUDA_HYBRID");
+  auto model = Model::load(test::fixtures_dir() + "/models/random/qwen35.gguf", dev);  // the default: runs
   KvCache kv(model->kv_shape(), KvType::F32, KvType::F32, 64, 16);
   const int32_t tok = 1;
   std::vector<float> logits(size_t(model->config().n_vocab));

@@ -62,6 +62,11 @@ class Model {
   // one step thread; the CLI commands, eval and tests call from one thread.
   void forward_batch(std::span<const BatchSeq> batch);
 
+  // Diagnostics: forward passes run only the first n layers (0: all; more than n_layer: all), so the
+  // hidden states (BatchSeq::hidden) are layer n-1's output after output_norm, and logits are computed
+  // from it. What tests compare between backends layer by layer (tests/cuda/hybrid_layers_cuda_test.cpp).
+  void set_layer_limit(int n) { layer_limit_ = n; }
+
   // One decoder layer's ops over rows [0, n) of `ws` (ws.x in, ws.x out; the other buffers scratch):
   // the main layers' code, also what runs the MTP block (model/mtp_head.h). `kv_layer` is the layer
   // index in the step sequences' KV; pos: [n] backend memory; begin_step already done.
@@ -91,6 +96,7 @@ class Model {
   HybridWorkspace hws_;                       // hybrid models' extra activations (grow-only)
   MoeWorkspace moe_ws_;                       // the MoE FFN's activations (MoE models only)
   std::atomic<bool> busy_{false};             // a forward_batch is running
+  int layer_limit_ = 0;                       // set_layer_limit (0: every layer)
 };
 
 }  // namespace polykv

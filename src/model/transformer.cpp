@@ -152,6 +152,11 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   mix(uint64_t(reinterpret_cast<uintptr_t>(ws_.logits)));
   mix(uint64_t(n_hid));
   mix(uint64_t(reinterpret_cast<uintptr_t>(ws_.hidden)));
+  mix(uint64_t(layer_limit_));
+  // The hybrid and MoE workspaces grow on their own (the MTP block's issue_layer_ops reserves them too):
+  // a recorded step must not replay into a released buffer.
+  mix(uint64_t(reinterpret_cast<uintptr_t>(hws_.qg)));
+  mix(uint64_t(reinterpret_cast<uintptr_t>(moe_ws_.logits)));
   for (size_t s = 0; s < batch.size(); ++s)
     mix((uint64_t(steps[s].n) << 3) | (batch[s].hidden ? 4u : 0u) | (batch[s].logits ? 2u : 0u) |
         (batch[s].all_logits ? 1u : 0u));
@@ -202,10 +207,11 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
   float* x = ws_.x;
   float* h = ws_.h;
   be.embed(w.token_embd, tokens, n, c.embed_scale ? std::sqrt(float(E)) : 1.0f, x);
-  for (int il = 0; il < c.n_layer; ++il) {
+  const int n_layer = layer_limit_ > 0 ? std::min(layer_limit_, c.n_layer) : c.n_layer;  // set_layer_limit
+  for (int il = 0; il < n_layer; ++il) {
     const LayerConfig& lc = c.layers[size_t(il)];
     // Layer il > 0 finds h = attn_norm(x) written by the previous layer's last add_rmsnorm.
-    const float* next_attn_norm = il + 1 < c.n_layer ? w.layers[size_t(il) + 1].attn_norm : nullptr;
+    const float* next_attn_norm = il + 1 < n_layer ? w.layers[size_t(il) + 1].attn_norm : nullptr;
     issue_layer_ops(w.layers[size_t(il)], lc, lc.kv_layer, n, pos, ws_, /*h_ready=*/il > 0, next_attn_norm);
   }
   if (n_out == 0) return;
