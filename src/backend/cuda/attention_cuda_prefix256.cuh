@@ -84,18 +84,31 @@ POLYKV_HD constexpr size_t prefix256_smem_bytes(int hd) {
   return 2 * size_t(kPrefix256Rows) * mma_ldq(hd) * 2 + prefix256_stages_bytes(hd);
 }
 
-// Decodes keys [0, nk) of a tile (row addresses rows[key]) of type KT into hi / lo [kTileKeys][LQ]
-// f16 (zeros for keys nk .. kTileKeys - 1); with `exact` (f16: every value is an f16) only hi.
-template <KvType KT, int HD, int NTH>
-__device__ __forceinline__ void prefix256_decode(const uint64_t* rows, int nk, const float* lv, uint32_t subset_word,
+// The rows of a tile: an array of row addresses (the prefix kernels), or rows at a fixed stride from
+// a base (a tile staged contiguously in shared memory: the tensor-core decode kernel).
+__device__ __forceinline__ const uint8_t* tile_row(const uint64_t* rows, int key) {
+  return reinterpret_cast<const uint8_t*>(rows[key]);
+}
+struct StridedRows {
+  const uint8_t* base;
+  size_t stride;
+};
+__device__ __forceinline__ const uint8_t* tile_row(const StridedRows& rows, int key) {
+  return rows.base + size_t(key) * rows.stride;
+}
+
+// Decodes keys [0, nk) of a tile of TK keys (rows: tile_row) of type KT into hi / lo [TK][LQ] f16
+// (zeros for keys nk .. TK - 1); with `exact` (f16: every value is an f16) only hi. NTH threads.
+template <KvType KT, int HD, int NTH, int TK = kTileKeys, class Rows>
+__device__ __forceinline__ void prefix256_decode(const Rows& rows, int nk, const float* lv, uint32_t subset_word,
                                                  uint16_t* hi, uint16_t* lo) {
   constexpr int P = HD / 8, LQ = mma_ldq(HD);
   constexpr bool exact = KT == KvType::F16;
-  for (int i = threadIdx.x; i < kTileKeys * P; i += NTH) {
+  for (int i = threadIdx.x; i < TK * P; i += NTH) {
     const int key = i / P, c = i - key * P;
     float v[8];
     if (key < nk) {
-      decode8<KT>(reinterpret_cast<const uint8_t*>(rows[key]), c, HD, lv, subset_word, v);
+      decode8<KT>(tile_row(rows, key), c, HD, lv, subset_word, v);
     } else {
 #pragma unroll
       for (int k = 0; k < 8; ++k) v[k] = 0.0f;
