@@ -236,7 +236,13 @@ template <int HD>
 void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
   if (P.kernel == attn::Kernel::DecodeMma) {
-    if constexpr (attn::decode_mma_supports(HD)) run_grid(gx, gy, gz, P.smem, [&] { attn::decode_mma_kernel<HD>(a); });
+    if constexpr (attn::decode_mma_tr_supports(HD)) {
+      if (P.decode_tr) {
+        run_grid(gx, gy, gz, P.smem, [&] { attn::decode_mma_kernel<HD, true>(a); });
+        return;
+      }
+    }
+    if constexpr (attn::decode_mma_supports(HD)) run_grid(gx, gy, gz, P.smem, [&] { attn::decode_mma_kernel<HD, false>(a); });
     return;
   }
   if (P.kernel == attn::Kernel::Decode) {
@@ -862,26 +868,34 @@ namespace {
 struct MmaDecodeScope {
   int saved_min = attn::decode_mma_min_keys(), saved_chunk = attn::decode_mma_chunk();
   size_t saved_ring = attn::decode_mma_ring_bytes();
-  explicit MmaDecodeScope(int chunk, size_t ring = 24 * 1024) {
+  bool saved_tr = attn::decode_mma_transposed();
+  explicit MmaDecodeScope(int chunk, size_t ring = 24 * 1024, bool tr = false) {
     attn::decode_mma_min_keys() = 0;
     attn::decode_mma_chunk() = chunk;
     attn::decode_mma_ring_bytes() = ring;
+    attn::decode_mma_transposed() = tr;
   }
   ~MmaDecodeScope() {
     attn::decode_mma_min_keys() = saved_min;
     attn::decode_mma_chunk() = saved_chunk;
     attn::decode_mma_ring_bytes() = saved_ring;
+    attn::decode_mma_transposed() = saved_tr;
   }
 };
 
+// Both layouts (the transposed one where it applies: head sizes 64 and 128).
 void expect_mma_ok(const Case& c, int chunk, bool split) {
-  const MmaDecodeScope scope(chunk);
-  const Ran r = run_case(c);
-  const std::string what = attn_test::describe(c) + "\n  chunk " + std::to_string(chunk) + ", plan: " + plan_name(r.plan) +
-                           " stages " + std::to_string(r.plan.stages) + " smem " + std::to_string(r.plan.smem);
-  EXPECT_EQ(r.plan.kernel, attn::Kernel::DecodeMma) << what;
-  EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
-  EXPECT_EQ(r.plan.n_splits > 1, split) << what;
+  for (bool tr : {false, true}) {
+    const MmaDecodeScope scope(chunk, 24 * 1024, tr);
+    const Ran r = run_case(c);
+    const std::string what = attn_test::describe(c) + "\n  chunk " + std::to_string(chunk) + ", plan: " +
+                             plan_name(r.plan) + (r.plan.decode_tr ? " transposed" : "") + " stages " +
+                             std::to_string(r.plan.stages) + " smem " + std::to_string(r.plan.smem);
+    EXPECT_EQ(r.plan.kernel, attn::Kernel::DecodeMma) << what;
+    EXPECT_EQ(r.plan.decode_tr, tr && c.head_dim <= 128) << what;
+    EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+    EXPECT_EQ(r.plan.n_splits > 1, split) << what;
+  }
 }
 
 TEST(CudaAttentionEmulation, DecodeMmaEveryKTypeAndVType) {
@@ -972,8 +986,9 @@ std::vector<float> run_batch(const attn_test::Fixture& f, const cuda::AttentionB
 }
 
 TEST(CudaAttentionEmulation, DecodeMmaBitIdenticalAloneBatchedAndVerify) {
-  const MmaDecodeScope scope(128);
+  for (bool tr : {false, true})
   for (int window : {0, 100}) {
+    const MmaDecodeScope scope(128, 24 * 1024, tr);
     Case c;
     c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 64, c.n_head_kv = 1, c.group = 4, c.block_tokens = 64;
     c.window = window, c.seed = 7400 + uint32_t(window);
@@ -987,14 +1002,14 @@ TEST(CudaAttentionEmulation, DecodeMmaBitIdenticalAloneBatchedAndVerify) {
     const std::vector<float> alone = run_batch(*f, b);
     for (size_t i = 0; i < 5 * rf; ++i)
       ASSERT_EQ(std::memcmp(&alone[r0 * rf + i], &all[r0 * rf + i], 4), 0)
-          << "window " << window << ": alone vs batched differ at token " << i / rf << " value " << i % rf;
+          << "tr " << tr << " window " << window << ": alone vs batched differ at token " << i / rf << " value " << i % rf;
     const int32_t pos = 304, nq = 1, row = f->row0[0] + 4;  // the last token decoded alone
     b.pos0 = &pos, b.n_q = &nq, b.row0 = &row, b.total_rows = 1, b.max_n_q = 1;
     const std::vector<float> dec = run_batch(*f, b);
     for (size_t i = 0; i < rf; ++i)
       ASSERT_EQ(std::memcmp(&dec[(r0 + 4) * rf + i], &all[(r0 + 4) * rf + i], 4), 0)
-          << "window " << window << ": decode vs verify token differ at value " << i << ": " << dec[(r0 + 4) * rf + i]
-          << " vs " << all[(r0 + 4) * rf + i];
+          << "tr " << tr << " window " << window << ": decode vs verify token differ at value " << i << ": "
+          << dec[(r0 + 4) * rf + i] << " vs " << all[(r0 + 4) * rf + i];
   }
 }
 

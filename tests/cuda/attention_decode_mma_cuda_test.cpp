@@ -57,23 +57,27 @@ cuda::CudaContext& ctx() {
 }
 
 // The mma kernel for every decode length (chunk: keys per split), or off (lanes8 / slots as before).
+// tr: the transposed layout (attn::decode_mma_transposed; head sizes 64 and 128).
 struct MmaScope {
   int saved_min = attn::decode_mma_min_keys(), saved_chunk = attn::decode_mma_chunk();
   size_t saved_ring = attn::decode_mma_ring_bytes();
-  MmaScope(bool on, int chunk = 1024, size_t ring = 24 * 1024) {
+  bool saved_tr = attn::decode_mma_transposed();
+  MmaScope(bool on, int chunk = 1024, size_t ring = 24 * 1024, bool tr = false) {
     attn::decode_mma_min_keys() = on ? 0 : 0x7fffffff;
     attn::decode_mma_chunk() = chunk;
     attn::decode_mma_ring_bytes() = ring;
+    attn::decode_mma_transposed() = tr;
   }
   ~MmaScope() {
     attn::decode_mma_min_keys() = saved_min;
     attn::decode_mma_chunk() = saved_chunk;
     attn::decode_mma_ring_bytes() = saved_ring;
+    attn::decode_mma_transposed() = saved_tr;
   }
 };
 
 std::string plan_text(const attn::Plan& P) {
-  return std::string(P.kernel == attn::Kernel::DecodeMma ? "decode mma" : P.kernel == attn::Kernel::Decode ? "decode" : "tiled") +
+  return std::string(P.kernel == attn::Kernel::DecodeMma ? (P.decode_tr ? "decode mma (transposed)" : "decode mma") : P.kernel == attn::Kernel::Decode ? "decode" : "tiled") +
          " rows " + std::to_string(P.rows) + " splits " + std::to_string(P.n_splits) + " chunk " +
          std::to_string(P.chunk) + " stages " + std::to_string(P.stages) + " smem " + std::to_string(P.smem) +
          " head parts " + std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles);
@@ -132,17 +136,21 @@ struct Device {
   }
 };
 
-// Runs the case with the mma kernel forced on (chunk keys per split); checks plan and bound.
+// Runs the case with the mma kernel forced on (chunk keys per split), both layouts (the transposed one
+// at head sizes 64 and 128); checks plan and bound.
 void expect_mma_ok(const Case& c, int chunk = 1024) {
   const auto f = attn_test::build(c);
   Device d(*f);
-  const MmaScope scope(true, chunk);
-  attn::Plan P;
-  const std::vector<float> got = d.run_all(&P);
-  const attn_test::Result r = attn_test::check_outputs(*f, got);
-  const std::string what = attn_test::describe(c) + "\n  plan: " + plan_text(P);
-  EXPECT_EQ(P.kernel, attn::Kernel::DecodeMma) << what;
-  EXPECT_LE(r.worst, attn_test::kBound) << what << "\n  worst row: " << r.where;
+  for (bool tr : {false, true}) {
+    const MmaScope scope(true, chunk, 24 * 1024, tr);
+    attn::Plan P;
+    const std::vector<float> got = d.run_all(&P);
+    const attn_test::Result r = attn_test::check_outputs(*f, got);
+    const std::string what = attn_test::describe(c) + "\n  plan: " + plan_text(P);
+    EXPECT_EQ(P.kernel, attn::Kernel::DecodeMma) << what;
+    EXPECT_EQ(P.decode_tr, tr && c.head_dim <= 128) << what;
+    EXPECT_LE(r.worst, attn_test::kBound) << what << "\n  worst row: " << r.where;
+  }
 }
 
 TEST(CudaAttentionDecodeMma, EveryKTypeWithTheMainVTypes) {
@@ -225,6 +233,7 @@ TEST(CudaAttentionDecodeMma, VerifyStepsWindowsSinksSoftcap) {
 // points; tiles at multiples of 32 keys; rows computed independently). With and without a window.
 TEST(CudaAttentionDecodeMma, BitIdenticalAloneBatchedAndVerify) {
   POLYKV_REQUIRE_GPU();
+  for (bool tr : {false, true})
   for (int window : {0, 500}) {
     Case c;
     c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.block_tokens = 64;
@@ -232,7 +241,7 @@ TEST(CudaAttentionDecodeMma, BitIdenticalAloneBatchedAndVerify) {
     c.seqs = {{3000, 5}, {9000, 1}, {77, 3}};
     const auto f = attn_test::build(c);
     Device d(*f);
-    const MmaScope scope(true);
+    const MmaScope scope(true, 1024, 24 * 1024, tr);
     const std::vector<float> all = d.run_all();
     EXPECT_LE(attn_test::check_outputs(*f, all).worst, attn_test::kBound) << attn_test::describe(c);
     const size_t rf = f->row_floats, r0 = size_t(f->row0[0]);
@@ -243,14 +252,14 @@ TEST(CudaAttentionDecodeMma, BitIdenticalAloneBatchedAndVerify) {
     const std::vector<float> alone = d.run(b, flat0, {0}, {3000}, {5}, {f->row0[0]});
     for (size_t i = 0; i < 5 * rf; ++i)
       ASSERT_EQ(std::memcmp(&alone[r0 * rf + i], &all[r0 * rf + i], 4), 0)
-          << "window " << window << ": alone vs batched differ at token " << i / rf << " value " << i % rf << ": "
+          << "tr " << tr << " window " << window << ": alone vs batched differ at token " << i / rf << " value " << i % rf << ": "
           << alone[r0 * rf + i] << " vs " << all[r0 * rf + i];
     // Its last token decoded alone (position 3004: the verify step's token 4).
     b.total_rows = 1, b.max_n_q = 1;
     const std::vector<float> dec = d.run(b, flat0, {0}, {3004}, {1}, {f->row0[0] + 4});
     for (size_t i = 0; i < rf; ++i)
       ASSERT_EQ(std::memcmp(&dec[(r0 + 4) * rf + i], &all[(r0 + 4) * rf + i], 4), 0)
-          << "window " << window << ": decode vs verify token differ at value " << i << ": " << dec[(r0 + 4) * rf + i]
+          << "tr " << tr << " window " << window << ": decode vs verify token differ at value " << i << ": " << dec[(r0 + 4) * rf + i]
           << " vs " << all[(r0 + 4) * rf + i];
   }
 }
@@ -358,53 +367,62 @@ TEST(CudaAttentionDecodeMma, DISABLED_Bench) {
   constexpr int kRounds = 3;
   std::printf("decode attention, one token, one layer (32 q heads, 8 KV heads, hd 128), lanes8 vs mma interleaved, "
               "%d rounds (median)\n", kRounds);
-  std::printf("%-16s %7s %8s | %10s %7s | %9s %7s | %7s | %s\n", "K/V", "keys", "KV MB", "lanes8 us", "GB/s", "mma us",
-              "GB/s", "speedup", "mma plan; rel L2 mma vs lanes8");
+  std::printf("%-16s %7s %8s | %10s %7s | %9s %7s %7s | %9s %7s %7s |\n", "K/V", "keys", "KV MB", "lanes8 us", "GB/s",
+              "mma us", "GB/s", "speedup", "mmaT us", "GB/s", "speedup");
   for (const auto& [kt, vt] : pairs)
     for (int n_kv : {8192, 32768, 131072}) {
       const auto B = make_bench(kt, vt, n_kv);
-      std::vector<double> sec[2];
+      // Variants: 0 lanes8, 1 mma, 2 mma transposed.
+      std::vector<double> sec[3];
       for (int round = 0; round < kRounds; ++round)
-        for (int m = 0; m < 2; ++m) {
-          const MmaScope scope(m == 1);
+        for (int m = 0; m < 3; ++m) {
+          const MmaScope scope(m >= 1, 1024, 24 * 1024, m == 2);
           sec[m].push_back(median_call_seconds(*B));
         }
-      double med[2];
-      for (int m = 0; m < 2; ++m) {
+      double med[3];
+      for (int m = 0; m < 3; ++m) {
         std::sort(sec[m].begin(), sec[m].end());
         med[m] = sec[m][kRounds / 2];
       }
-      std::vector<float> o[2];
-      attn::Plan P;
-      for (int m = 0; m < 2; ++m) {
-        const MmaScope scope(m == 1);
+      std::vector<float> o[3];
+      attn::Plan P[3];
+      for (int m = 0; m < 3; ++m) {
+        const MmaScope scope(m >= 1, 1024, 24 * 1024, m == 2);
         o[m] = bench_outputs(*B);
-        if (m == 1) P = attn::plan_attention(B->L, bench_params(), B->b, ctx().sm_count());
+        P[m] = attn::plan_attention(B->L, bench_params(), B->b, ctx().sm_count());
       }
-      double num = 0, den = 0;
-      for (size_t i = 0; i < o[0].size(); ++i) {
-        num += (double(o[1][i]) - o[0][i]) * (double(o[1][i]) - o[0][i]);
-        den += double(o[0][i]) * o[0][i];
+      double err[3] = {0, 0, 0};
+      for (int m = 1; m < 3; ++m) {
+        double num = 0, den = 0;
+        for (size_t i = 0; i < o[0].size(); ++i) {
+          num += (double(o[m][i]) - o[0][i]) * (double(o[m][i]) - o[0][i]);
+          den += double(o[0][i]) * o[0][i];
+        }
+        err[m] = std::sqrt(num / std::max(den, 1e-30));
       }
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-16s %7d %8.1f | %10.1f %7.0f | %9.1f %7.0f | %6.2fx | %s; %.2e\n", name.c_str(), n_kv,
-                  B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6, B->bytes / med[1] / 1e9,
-                  med[0] / med[1], plan_text(P).c_str(), std::sqrt(num / std::max(den, 1e-30)));
+      std::printf("%-16s %7d %8.1f | %10.1f %7.0f | %9.1f %7.0f %6.2fx | %9.1f %7.0f %6.2fx | rel L2 vs lanes8 %.1e %.1e\n",
+                  name.c_str(), n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
+                  B->bytes / med[1] / 1e9, med[0] / med[1], med[2] * 1e6, B->bytes / med[2] / 1e9, med[0] / med[2],
+                  err[1], err[2]);
+      std::printf("    plans: mma %s; transposed %s\n", plan_text(P[1]).c_str(), plan_text(P[2]).c_str());
       std::fflush(stdout);
-      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-3) << name << " " << n_kv;
+      EXPECT_LE(err[1], 1e-3) << name << " " << n_kv;
+      EXPECT_LE(err[2], 1e-3) << name << " " << n_kv;
     }
   // Tuning: the chunk (keys per split) and the raw ring at 131072 keys, q8_0/turbo3t and f16/f16.
   for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16}}) {
     const auto B = make_bench(kt, vt, 131072);
-    for (int chunk : {512, 1024, 2048, 4096})
-      for (int ring_kb : {12, 24, 48}) {
-        const MmaScope scope(true, chunk, size_t(ring_kb) * 1024);
-        const double s = median_call_seconds(*B);
-        const attn::Plan P = attn::plan_attention(B->L, bench_params(), B->b, ctx().sm_count());
-        std::printf("tune %s/%s 131072: chunk %5d ring %2d KB: %7.1f us %6.0f GB/s (%s)\n", kv_type_name(kt),
-                    kv_type_name(vt), chunk, ring_kb, s * 1e6, B->bytes / s / 1e9, plan_text(P).c_str());
-        std::fflush(stdout);
-      }
+    for (bool tr : {false, true})
+      for (int chunk : {512, 1024, 2048, 4096})
+        for (int ring_kb : {12, 24, 48}) {
+          const MmaScope scope(true, chunk, size_t(ring_kb) * 1024, tr);
+          const double s = median_call_seconds(*B);
+          const attn::Plan P = attn::plan_attention(B->L, bench_params(), B->b, ctx().sm_count());
+          std::printf("tune %s/%s 131072: chunk %5d ring %2d KB: %7.1f us %6.0f GB/s (%s)\n", kv_type_name(kt),
+                      kv_type_name(vt), chunk, ring_kb, s * 1e6, B->bytes / s / 1e9, plan_text(P).c_str());
+          std::fflush(stdout);
+        }
   }
 }
 

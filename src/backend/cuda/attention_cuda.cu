@@ -54,9 +54,13 @@ void allow_smem_hd() {
     POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
     POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     attn::decode_mma_smem_limit() = size_t(optin) - 4 * 1024;  // room for the kernel's static arrays
-    allow_smem(attn::decode_mma_kernel<HD>, attn::decode_mma_smem_limit());
-    POLYKV_CUDA_CHECK(cudaFuncSetAttribute(attn::decode_mma_kernel<HD>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           int(cudaSharedmemCarveoutMaxShared)));
+    const auto set = [](auto kernel) {
+      allow_smem(kernel, attn::decode_mma_smem_limit());
+      POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             int(cudaSharedmemCarveoutMaxShared)));
+    };
+    set(attn::decode_mma_kernel<HD, false>);
+    if constexpr (attn::decode_mma_tr_supports(HD)) set(attn::decode_mma_kernel<HD, true>);
   }
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
@@ -135,7 +139,13 @@ void launch_256(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem,
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
   if (P.kernel == attn::Kernel::DecodeMma) {  // plan_decode_mma only (head sizes 64, 128, 256)
-    if constexpr (attn::decode_mma_supports(HD)) launch_kernel(attn::decode_mma_kernel<HD>, a, P, P.smem, stream, pdl);
+    if constexpr (attn::decode_mma_tr_supports(HD)) {
+      if (P.decode_tr) {
+        launch_kernel(attn::decode_mma_kernel<HD, true>, a, P, P.smem, stream, pdl);
+        return;
+      }
+    }
+    if constexpr (attn::decode_mma_supports(HD)) launch_kernel(attn::decode_mma_kernel<HD, false>, a, P, P.smem, stream, pdl);
     return;
   }
   if (P.kernel == attn::Kernel::Decode) {

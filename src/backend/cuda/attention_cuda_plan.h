@@ -125,10 +125,27 @@ constexpr int kDecodeMmaRows = 16;      // rows per block (one m16n8k16 row tile
 constexpr int kDecodeMmaKeys = 32;      // keys per tile (2 key groups of 16, one per pair of warps)
 constexpr int kDecodeMmaMaxTokens = 8;  // query tokens per sequence at most (decode, verify steps)
 constexpr bool decode_mma_supports(int hd) { return hd == 64 || hd == 128 || hd == 256; }
-// Dynamic shared memory besides the ring: Q hi / lo [16][hd + 8] f16, the decoded K hi / lo and V hi /
-// lo tiles [32][hd + 8] f16 (which first hold the f32 queries of the prologue, at the end the fold).
-constexpr size_t decode_mma_fixed_bytes(int hd) {
-  return (2 * size_t(kDecodeMmaRows) + 4 * size_t(kDecodeMmaKeys)) * (size_t(hd) + 8) * 2;
+// The transposed layout (Plan::decode_tr; head sizes 64 and 128): S^T = K Q^T and O^T = V^T P^T with
+// the keys / dims as the mma's 16 M rows and the block's 8 query rows as N; 4 warps x 16 keys = 64
+// keys per tile, each warp its own keys and every dim (no duplicated S; 3x fewer mma per key).
+constexpr int kDecodeMmaTrRows = 8;
+constexpr int kDecodeMmaTrKeys = 64;
+constexpr bool decode_mma_tr_supports(int hd) { return hd == 64 || hd == 128; }
+constexpr int decode_mma_rows(bool tr) { return tr ? kDecodeMmaTrRows : kDecodeMmaRows; }
+constexpr int decode_mma_keys(bool tr) { return tr ? kDecodeMmaTrKeys : kDecodeMmaKeys; }
+// Dynamic shared memory besides the ring: Q hi / lo [rows][hd + 8] f16, the decoded K hi / lo and V hi /
+// lo tiles [keys][hd + 8] f16 (which first hold the f32 queries of the prologue, at the end the fold).
+constexpr size_t decode_mma_fixed_bytes(int hd, bool tr = false) {
+  return (2 * size_t(decode_mma_rows(tr)) + 4 * size_t(decode_mma_keys(tr))) * (size_t(hd) + 8) * 2;
+}
+// Which layout the tensor-core decode plans use where both apply: POLYKV_CUDA_ATTN_MMA_LAYOUT=keys (the
+// transposed one) | rows (unset or other). Process-wide.
+inline bool& decode_mma_transposed() {
+  static bool v = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_MMA_LAYOUT");
+    return e && std::strcmp(e, "keys") == 0;
+  }();
+  return v;
 }
 // Which keys counts take the tensor-core kernel: decode steps (and verify steps of up to
 // kDecodeMmaMaxTokens tokens) whose host bound on the keys is at least this. Process-wide;
@@ -280,6 +297,7 @@ struct Plan {
   DecodeVariant variant = DecodeVariant::Slots;  // decode kernel: which one
   int tile_keys = 0;           // decode kernel: keys per tile (a stage)
   bool mma = false;            // tiled plan: the tensor-core kernel (rows = large_rows(hd))
+  bool decode_tr = false;      // tensor-core decode plan: the transposed layout (decode_mma_transposed)
   int stages = 0;              // decode kernel: pipeline stages
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
@@ -328,17 +346,20 @@ inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
 inline bool plan_decode_mma(Plan& P, const KvLayerDevice& L, const AttentionBatchDevice& b) {
   const int hd = L.head_dim;
   if (!decode_mma_supports(hd) || b.max_n_q > kDecodeMmaMaxTokens || b.max_kv < decode_mma_min_keys()) return false;
-  const size_t stage = stage_part_bytes(kDecodeMmaKeys, L.k_head_bytes) + stage_part_bytes(kDecodeMmaKeys, L.v_head_bytes);
+  const bool tr = decode_mma_transposed() && decode_mma_tr_supports(hd);
+  const int tk = decode_mma_keys(tr);
+  const size_t stage = stage_part_bytes(tk, L.k_head_bytes) + stage_part_bytes(tk, L.v_head_bytes);
   const int stages = int(std::clamp<size_t>(decode_mma_ring_bytes() / stage, 2, kDecodeMaxStages));
-  const size_t smem = decode_mma_fixed_bytes(hd) + size_t(stages) * stage;
+  const size_t smem = decode_mma_fixed_bytes(hd, tr) + size_t(stages) * stage;
   if (smem > decode_mma_smem_limit()) return false;
   P.kernel = Kernel::DecodeMma;
-  P.rows = kDecodeMmaRows;
+  P.decode_tr = tr;
+  P.rows = decode_mma_rows(tr);
   P.gj = std::min(P.group, P.rows);
   P.hparts = (P.group + P.gj - 1) / P.gj;
   P.qt = P.rows / P.gj;
   P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
-  P.tile_keys = kDecodeMmaKeys;
+  P.tile_keys = tk;
   P.stages = stages;
   P.smem = smem;
   const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_seq) * P.qtiles;
