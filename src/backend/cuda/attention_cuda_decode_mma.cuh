@@ -138,6 +138,12 @@ __global__ void __launch_bounds__(kThreads, TR ? 2 : 3) decode_mma_kernel(const 
   const float cap2 = a.softcap * kLog2e, inv_cap2 = a.softcap > 0.0f ? 1.0f / cap2 : 0.0f;
   const uint32_t subset_word = g_tables.subset_word;
   const bool k_exact = a.k_type == KvType::F16, v_exact = a.v_type == KvType::F16;
+  // TR with q8_0 K: the K tile holds the int8 values (exact in f16) and Ksc [T][HD / 32] (in Kl's memory)
+  // the block scales; S^T is summed per 32-dim block (two k-steps) and scaled: 2 products per k-step
+  // and no f16 split of K.
+  const bool k_q8 = TR && a.k_type == KvType::Q8_0;
+  float* Ksc = reinterpret_cast<float*>(Kl);
+  constexpr int NB = HD / 32;
 
   for (int it = 0, key = kb; key < ke; ++it) {
     stage_wait(S - 2);
@@ -148,9 +154,13 @@ __global__ void __launch_bounds__(kThreads, TR ? 2 : 3) decode_mma_kernel(const 
     key = t0 + nk;
     const uint8_t* stage = ring + size_t(st) * spart;
     const StridedRows krows{stage + st_ko[st], a.k_row_bytes}, vrows{stage + kpart + st_vo[st], a.v_row_bytes};
-    kv_type_dispatch(a.k_type, [&](auto tag) {
-      prefix256_decode<decltype(tag)::value, HD, kThreads, T>(krows, nk, lvk, subset_word, Kh, Kl);
-    });
+    if (k_q8) {  // TR only: int8 values (exact) into Kh, block scales into Ksc
+      decode_q8_exact<HD, kThreads, T>(krows, nk, Kh, Ksc);
+    } else {
+      kv_type_dispatch(a.k_type, [&](auto tag) {
+        prefix256_decode<decltype(tag)::value, HD, kThreads, T>(krows, nk, lvk, subset_word, Kh, Kl);
+      });
+    }
     kv_type_dispatch(a.v_type, [&](auto tag) {
       prefix256_decode<decltype(tag)::value, HD, kThreads, T>(vrows, nk, lvv, subset_word, Vh, Vl);
     });
@@ -159,20 +169,46 @@ __global__ void __launch_bounds__(kThreads, TR ? 2 : 3) decode_mma_kernel(const 
     if constexpr (TR) {
       // S^T = K Q^T: keys 16 kg + g (+ 8) x rows 2 t4 (+1) in s[0..1] (s[2..3]).
       float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (k_q8) {
 #pragma unroll
-      for (int ks = 0; ks < HD / 16; ++ks) {
-        // A: keys 16 kg + lane % 16, dims 16 ks + 8 (lane / 16).
-        const int ko = (16 * kg + (lane & 15)) * LQ + 16 * ks + (lane >> 4) * 8;
-        uint32_t ah[4], al[4] = {0, 0, 0, 0};
-        ldsm_x4(ah, Kh + ko);
-        if (!k_exact) ldsm_x4(al, Kl + ko);
-        // B = Q^T: b0 = dims 16 ks + 2 t4 (+1) of row g, b1 = dims + 8.
-        const int qo = g * LQ + 16 * ks + 2 * t4;
-        const uint32_t bh[2] = {*reinterpret_cast<const uint32_t*>(Qh + qo), *reinterpret_cast<const uint32_t*>(Qh + qo + 8)};
-        const uint32_t bl[2] = {*reinterpret_cast<const uint32_t*>(Ql + qo), *reinterpret_cast<const uint32_t*>(Ql + qo + 8)};
-        if (!k_exact) mma16816(s, al, bh);
-        mma16816(s, ah, bl);
-        mma16816(s, ah, bh);
+        for (int b = 0; b < NB; ++b) {
+          float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // block b's sums of int8 x (Q hi + lo)
+#pragma unroll
+          for (int kk = 0; kk < 2; ++kk) {
+            const int ks = 2 * b + kk;
+            const int ko = (16 * kg + (lane & 15)) * LQ + 16 * ks + (lane >> 4) * 8;
+            uint32_t ah[4];
+            ldsm_x4(ah, Kh + ko);
+            const int qo = g * LQ + 16 * ks + 2 * t4;
+            const uint32_t bh[2] = {*reinterpret_cast<const uint32_t*>(Qh + qo),
+                                    *reinterpret_cast<const uint32_t*>(Qh + qo + 8)};
+            const uint32_t bl[2] = {*reinterpret_cast<const uint32_t*>(Ql + qo),
+                                    *reinterpret_cast<const uint32_t*>(Ql + qo + 8)};
+            mma16816(c, ah, bl);
+            mma16816(c, ah, bh);
+          }
+          const float d0 = Ksc[(16 * kg + g) * NB + b], d1 = Ksc[(16 * kg + g + 8) * NB + b];
+          s[0] += d0 * c[0];
+          s[1] += d0 * c[1];
+          s[2] += d1 * c[2];
+          s[3] += d1 * c[3];
+        }
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ++ks) {
+          // A: keys 16 kg + lane % 16, dims 16 ks + 8 (lane / 16).
+          const int ko = (16 * kg + (lane & 15)) * LQ + 16 * ks + (lane >> 4) * 8;
+          uint32_t ah[4], al[4] = {0, 0, 0, 0};
+          ldsm_x4(ah, Kh + ko);
+          if (!k_exact) ldsm_x4(al, Kl + ko);
+          // B = Q^T: b0 = dims 16 ks + 2 t4 (+1) of row g, b1 = dims + 8.
+          const int qo = g * LQ + 16 * ks + 2 * t4;
+          const uint32_t bh[2] = {*reinterpret_cast<const uint32_t*>(Qh + qo), *reinterpret_cast<const uint32_t*>(Qh + qo + 8)};
+          const uint32_t bl[2] = {*reinterpret_cast<const uint32_t*>(Ql + qo), *reinterpret_cast<const uint32_t*>(Ql + qo + 8)};
+          if (!k_exact) mma16816(s, al, bh);
+          mma16816(s, ah, bl);
+          mma16816(s, ah, bh);
+        }
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
