@@ -188,6 +188,19 @@ inline size_t& decode_mma_smem_limit() {
   return v;
 }
 
+// merge_kernel's loops over the splits (2026-12-01e): parallel (default) = every split's (m, l) read by
+// its own thread into shared memory, O summed with the loads unrolled (no branch per split); serial
+// (POLYKV_CUDA_ATTN_MERGE=serial) = the loops as before (one thread reads every split's m, l in turn,
+// a branch per split around each O load). The same sums in the same order either way. The H200 showed
+// ~1.2 us per split of the mma decode plans (docs/CUDA_ATTENTION.md). Process-wide.
+inline bool& merge_parallel() {
+  static bool v = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_MERGE");
+    return !(e && std::strcmp(e, "serial") == 0);
+  }();
+  return v;
+}
+
 // Decode plans whose host bound on the keys (AttentionBatchDevice::max_kv: the CUDA backend's bucket,
 // at least 256) is at most this many read all keys in ONE split: the block writes the normalized
 // output rows itself, with no partials and no merge launch. Before (2026-12-01), a depth-1 decode
@@ -283,6 +296,7 @@ struct Args {
   const int32_t *prefix_seq0, *prefix_n_seq, *prefix_blocks;
   int prefix_pass;
   int stages;  // decode kernel: K/V tiles in flight in shared memory (2 .. kDecodeMaxStages)
+  int merge_parallel;  // merge_kernel: read the splits' (m, l) in parallel and their O unrolled (merge_parallel())
   size_t stage_k_bytes, stage_bytes;  // decode kernel: K part of a stage (decode_part_bytes), whole stage
 };
 
@@ -525,6 +539,7 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.prefix_blocks = b.prefix_blocks;
   a.prefix_pass = prefix_pass;
   a.stages = P.stages;
+  a.merge_parallel = merge_parallel() ? 1 : 0;
   const int tk = P.tile_keys > 0 ? P.tile_keys : decode_tile_keys(L.head_dim);
   a.stage_k_bytes = stage_part_bytes(tk, L.k_head_bytes);
   a.stage_bytes = a.stage_k_bytes + stage_part_bytes(tk, L.v_head_bytes);
