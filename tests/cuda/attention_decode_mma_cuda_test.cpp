@@ -410,6 +410,40 @@ TEST(CudaAttentionDecodeMma, DISABLED_Bench) {
       EXPECT_LE(err[1], 1e-3) << name << " " << n_kv;
       EXPECT_LE(err[2], 1e-3) << name << " " << n_kv;
     }
+  // merge_kernel's loops (attn::merge_parallel): serial (as before 2026-12-01e) vs parallel, for lanes8
+  // and the transposed mma kernel (chunk 1024: 128 splits), 131072 keys.
+  std::printf("merge serial vs parallel, 131072 keys (us per layer, median of %d rounds)\n", kRounds);
+  for (const auto& [kt, vt] : pairs) {
+    const auto B = make_bench(kt, vt, 131072);
+    double med[2][2];
+    for (int kernel = 0; kernel < 2; ++kernel) {
+      std::vector<double> sec[2];
+      for (int round = 0; round < kRounds; ++round)
+        for (int par = 0; par < 2; ++par) {
+          const MmaScope scope(kernel == 1, 1024, 24 * 1024, true);
+          const bool saved = attn::merge_parallel();
+          attn::merge_parallel() = par == 1;
+          sec[par].push_back(median_call_seconds(*B));
+          attn::merge_parallel() = saved;
+        }
+      for (int par = 0; par < 2; ++par) {
+        std::sort(sec[par].begin(), sec[par].end());
+        med[kernel][par] = sec[par][kRounds / 2];
+      }
+    }
+    std::printf("%s/%s: lanes8 %.1f -> %.1f us; mmaT %.1f -> %.1f us\n", kv_type_name(kt), kv_type_name(vt),
+                med[0][0] * 1e6, med[0][1] * 1e6, med[1][0] * 1e6, med[1][1] * 1e6);
+    std::fflush(stdout);
+  }
+  // Tuning: the chunk at 32768 keys (transposed), q8_0/turbo3t.
+  {
+    const auto B = make_bench(KvType::Q8_0, KvType::Turbo3T, 32768);
+    for (int chunk : {1024, 2048, 4096}) {
+      const MmaScope scope(true, chunk, 24 * 1024, true);
+      const double s = median_call_seconds(*B);
+      std::printf("tune q8_0/turbo3t 32768 transposed: chunk %5d: %7.1f us\n", chunk, s * 1e6);
+    }
+  }
   // Tuning: the chunk (keys per split) and the raw ring at 131072 keys, q8_0/turbo3t and f16/f16.
   for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16}}) {
     const auto B = make_bench(kt, vt, 131072);
