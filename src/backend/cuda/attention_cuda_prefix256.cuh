@@ -84,18 +84,41 @@ POLYKV_HD constexpr size_t prefix256_smem_bytes(int hd) {
   return 2 * size_t(kPrefix256Rows) * mma_ldq(hd) * 2 + prefix256_stages_bytes(hd);
 }
 
-// Decodes keys [0, nk) of a tile (row addresses rows[key]) of type KT into hi / lo [kTileKeys][LQ]
-// f16 (zeros for keys nk .. kTileKeys - 1); with `exact` (f16: every value is an f16) only hi.
-template <KvType KT, int HD, int NTH>
-__device__ __forceinline__ void prefix256_decode(const uint64_t* rows, int nk, const float* lv, uint32_t subset_word,
+// The rows of a tile: an array of row addresses (the prefix kernels), or rows at a fixed stride from
+// a base (a tile staged contiguously in shared memory: the tensor-core decode kernel).
+__device__ __forceinline__ const uint8_t* tile_row(const uint64_t* rows, int key) {
+  return reinterpret_cast<const uint8_t*>(rows[key]);
+}
+struct StridedRows {
+  const uint8_t* base;
+  size_t stride;
+};
+__device__ __forceinline__ const uint8_t* tile_row(const StridedRows& rows, int key) {
+  return rows.base + size_t(key) * rows.stride;
+}
+
+// Decodes keys [0, nk) of a tile of TK keys (rows: tile_row) of type KT into hi / lo [TK][LQ] f16
+// (zeros for keys nk .. TK - 1); with `exact` (f16: every value is an f16) only hi. NTH threads.
+template <KvType KT, int HD, int NTH, int TK = kTileKeys, class Rows>
+__device__ __forceinline__ void prefix256_decode(const Rows& rows, int nk, const float* lv, uint32_t subset_word,
                                                  uint16_t* hi, uint16_t* lo) {
   constexpr int P = HD / 8, LQ = mma_ldq(HD);
   constexpr bool exact = KT == KvType::F16;
-  for (int i = threadIdx.x; i < kTileKeys * P; i += NTH) {
+  for (int i = threadIdx.x; i < TK * P; i += NTH) {
     const int key = i / P, c = i - key * P;
+    if constexpr (exact) {  // f16 rows: the stored halves are the hi tile (f16 -> f32 -> f16 is exact)
+      uint32_t h[4] = {0, 0, 0, 0};
+      if (key < nk) {
+        const uint8_t* p = tile_row(rows, key) + 16 * c;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) h[k] = ld_u32(p + 4 * k);
+      }
+      *reinterpret_cast<uint4*>(hi + key * LQ + 8 * c) = make_uint4(h[0], h[1], h[2], h[3]);
+      continue;
+    }
     float v[8];
     if (key < nk) {
-      decode8<KT>(reinterpret_cast<const uint8_t*>(rows[key]), c, HD, lv, subset_word, v);
+      decode8<KT>(tile_row(rows, key), c, HD, lv, subset_word, v);
     } else {
 #pragma unroll
       for (int k = 0; k < 8; ++k) v[k] = 0.0f;
@@ -105,6 +128,32 @@ __device__ __forceinline__ void prefix256_decode(const uint64_t* rows, int nk, c
     for (int k = 0; k < 4; ++k) split_pair(v[2 * k], v[2 * k + 1], h[k], l[k]);
     *reinterpret_cast<uint4*>(hi + key * LQ + 8 * c) = make_uint4(h[0], h[1], h[2], h[3]);
     if (!exact) *reinterpret_cast<uint4*>(lo + key * LQ + 8 * c) = make_uint4(l[0], l[1], l[2], l[3]);
+  }
+}
+
+// q8_0 rows as their int8 values (exact in f16) into hi [TK][LQ] and each 32-value block's scale d into
+// scales [TK][HD / 32] floats (zeros for keys nk .. TK - 1): value = d x hi exactly, so a product with
+// this tile needs no lo tile; the caller applies d to each block's partial sums.
+template <int HD, int NTH, int TK, class Rows>
+__device__ __forceinline__ void decode_q8_exact(const Rows& rows, int nk, uint16_t* hi, float* scales) {
+  constexpr int P = HD / 8, LQ = mma_ldq(HD), NB = HD / 32;
+  for (int i = threadIdx.x; i < TK * P; i += NTH) {
+    const int key = i / P, c = i - key * P;
+    uint32_t h[4] = {0, 0, 0, 0};
+    float d = 0.0f;
+    if (key < nk) {
+      const uint8_t* blk = tile_row(rows, key) + 34 * (c >> 2);
+      uint32_t w[2];
+      ld_u32x2(blk + 2 + 8 * (c & 3), w[0], w[1]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t x = w[k >> 1] >> (16 * (k & 1));
+        h[k] = half2_bits(float(int8_t(uint8_t(x & 0xffu))), float(int8_t(uint8_t((x >> 8) & 0xffu))));
+      }
+      if ((c & 3) == 0) d = half_to_float(ld_u16(blk));
+    }
+    *reinterpret_cast<uint4*>(hi + key * LQ + 8 * c) = make_uint4(h[0], h[1], h[2], h[3]);
+    if ((c & 3) == 0) scales[key * NB + (c >> 2)] = d;
   }
 }
 

@@ -24,6 +24,15 @@ POLYKV_HD void split_half(float x, uint32_t& hi, uint32_t& lo) {
 }
 // A register of two f16: element x0 in the low half.
 POLYKV_HD uint32_t pack_halves(uint32_t x0, uint32_t x1) { return x0 | (x1 << 16); }
+// Two floats rounded to f16 (to nearest even) as one register, x0 in the low half (one cvt on the device).
+POLYKV_HD uint32_t half2_bits(float x0, float x1) {
+#if defined(__CUDA_ARCH__)
+  const __half2 h = __floats2half2_rn(x0, x1);
+  return *reinterpret_cast<const uint32_t*>(&h);
+#else
+  return pack_halves(to_half_bits(x0), to_half_bits(x1));
+#endif
+}
 // Two floats as the hi and lo registers of an f16 pair.
 POLYKV_HD void split_pair(float x0, float x1, uint32_t& hi, uint32_t& lo) {
 #if defined(__CUDA_ARCH__)
