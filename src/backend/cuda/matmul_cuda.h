@@ -83,6 +83,13 @@ bool mmq_enabled();
 // POLYKV_CUDA_MMQ_MT. Results do not depend on it but through the K split (a per-process setting).
 void set_mmq_tiles(int mt);
 int mmq_tiles_per_warp();
+// Which mmq kernel runs: 1 (v1: registers only, matmul_cuda_mmq.cu), 2 (v2: cp.async ring in shared
+// memory, 256 rows per CTA, matmul_cuda_mmq2.cu) or 3 (v2 with q4_0 / q8_0 dequantized by f16
+// arithmetic); POLYKV_CUDA_MMQ_KERNEL=v1|v2|v3. Same values and k order per row; the bits differ only
+// through the K split.
+constexpr int kMmqDefaultKernel = 1;
+void set_mmq_kernel(int k);
+int mmq_kernel();
 int mmq_min_cols();
 int mmq_max_cols();
 
