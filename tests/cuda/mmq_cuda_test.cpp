@@ -6,7 +6,7 @@
 //    matmul_ref (NMSE <= 1e-5, f16 rounding of both operands), every output written;
 //  - batch invariance: a column gives the same bits alone in a 9-column call, in a 64- and in a
 //    100-column call, and with any K split forced alike;
-//  - v2 = v1 bit for bit when both run one K split (same values, same mma order per row);
+//  - v2 and v3 = v1 bit for bit when they run one K split (same values, same mma order per row);
 //  - routing: matmul() and matmul_parts() take it for 9..max columns (same bits as matmul_mmq), and
 //    not when switched off.
 // Every failure prints the type, shape, n, first bad (column, row), got / want, count and NMSE.
@@ -79,7 +79,8 @@ struct Variant {
   int kernel, tiles;
   const char* name;
 };
-const Variant kVariants[] = {{1, 2, "v1 (2 m16 tiles per warp)"}, {1, 1, "v1 (1 m16 tile per warp)"}, {2, 2, "v2"}};
+const Variant kVariants[] = {
+    {1, 2, "v1 (2 m16 tiles per warp)"}, {1, 1, "v1 (1 m16 tile per warp)"}, {2, 2, "v2"}, {3, 2, "v3"}};
 void select(const Variant& v) {
   cuda::set_mmq_kernel(v.kernel);
   cuda::set_mmq_tiles(v.tiles);
@@ -245,9 +246,9 @@ TEST(MmqCuda, BatchInvariant) {
     const auto x = cuda_test::normal_floats(size_t(100 * n_in), seed + 1);
     const auto dx = upload(x);
     static constexpr int kSplits[] = {0, 1, 3, -1};
-    for (int kv = 0; kv < 4 * 2; ++kv) {
+    for (int kv = 0; kv < 4 * 3; ++kv) {
       const int kernel = 1 + kv / 4, splits = kSplits[kv % 4];
-      if (kernel == 2 && splits < 0) continue;  // v2 has one tile count
+      if (kernel >= 2 && splits < 0) continue;  // v2 / v3 have one tile count
       // -1: the automatic split with one m16 tile per warp.
       cuda::set_mmq_kernel(kernel);
       cuda::set_mmq_tiles(splits < 0 ? 1 : 2);
@@ -282,7 +283,7 @@ TEST(MmqCuda, BatchInvariant) {
 // With one K split both kernels run the same mma chain per row over the same f16 values: same bits. With
 // their automatic splits: both near the f16 reference (AgainstTheReferences). Awkward row counts (not
 // multiples of 128 / 256) and a partial last chunk (n_in = 1056: 33 units).
-TEST(MmqCuda, V2SameBitsAsV1OneSplit) {
+TEST(MmqCuda, V2V3SameBitsAsV1OneSplit) {
   POLYKV_REQUIRE_GPU();
   MmqScope scope;
   uint32_t seed = 400;
@@ -298,11 +299,14 @@ TEST(MmqCuda, V2SameBitsAsV1OneSplit) {
         cuda::set_mmq_tiles(2);
         cuda::set_mmq_kernel(1);
         cuda::matmul_mmq(d.w, dx->as<float>(), y1.as<float>(), n, ctx());
-        cuda::set_mmq_kernel(2);
-        poison(y2.as<float>(), size_t(n * s.n_out));
-        cuda::matmul_mmq(d.w, dx->as<float>(), y2.as<float>(), n, ctx());
-        expect_same_bits(download(y2.as<float>(), size_t(n * s.n_out)), download(y1.as<float>(), size_t(n * s.n_out)),
-                         describe(w.m, n, "v2 vs v1, one K split"), s.n_out);
+        const auto want = download(y1.as<float>(), size_t(n * s.n_out));
+        for (int k : {2, 3}) {
+          cuda::set_mmq_kernel(k);
+          poison(y2.as<float>(), size_t(n * s.n_out));
+          cuda::matmul_mmq(d.w, dx->as<float>(), y2.as<float>(), n, ctx());
+          expect_same_bits(download(y2.as<float>(), size_t(n * s.n_out)), want,
+                           describe(w.m, n, "v" + std::to_string(k) + " vs v1, one K split"), s.n_out);
+        }
         if (HasFailure()) {
           cuda::set_mmq(true);
           return;
@@ -394,8 +398,8 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   }
   std::printf("device-to-device copy: %.0f GB/s (read + write); mmq splits %s\n", copy * 1e-9,
               std::getenv("POLYKV_CUDA_MMQ_SPLITS") ? std::getenv("POLYKV_CUDA_MMQ_SPLITS") : "auto");
-  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %8s %8s %6s %6s\n", "type", "matrix", "n_out", "n_in", "n",
-              "old_us", "v1_us", "v2_us", "v1_GB/s", "v2_GB/s", "v2%fl", "v1/v2");
+  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %9s %8s %8s %6s %6s\n", "type", "matrix", "n_out", "n_in", "n",
+              "old_us", "v1_us", "v2_us", "v3_us", "v1_GB/s", "v2_GB/s", "v2%fl", "v1/v2");
   struct BenchShape {
     const char* name;
     int64_t n_out, n_in;
@@ -407,7 +411,7 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   const char* only = std::getenv("POLYKV_MMQ_BENCH_TYPES");
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
-    double layer[4][3] = {};  // [n][path] us
+    double layer[4][4] = {};  // [n][path] us
     double layer_bytes = 0;
     for (const BenchShape& sh : shapes) {
       const size_t stride = cuda::split_row_stride(t, sh.n_in);
@@ -433,28 +437,29 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
       DeviceBuffer y(size_t(128 * sh.n_out) * 4);
       for (int ni = 0; ni < 4; ++ni) {
         const int n = kNs[ni];
-        // 0: the old path; 1: mmq v1 (2 m16 tiles per warp); 2: mmq v2.
-        double us[3];
-        for (int k = 0; k < 3; ++k) {
+        // 0: the old path; 1: mmq v1 (2 m16 tiles per warp); 2: mmq v2; 3: v3 (v2 for q4_K / q6_K).
+        double us[4];
+        for (int k = 0; k < 4; ++k) {
           cuda::set_mmq(k > 0, 1, 1 << 20, 0);
           cuda::set_mmq_tiles(2);
-          cuda::set_mmq_kernel(k == 2 ? 2 : 1);
+          cuda::set_mmq_kernel(std::max(k, 1));
           us[k] = 1e6 * median_per_call([&](int i) {
             cuda::matmul(ws[size_t(i % copies)], dx->as<float>(), y.as<float>(), n, ctx());
           }, copies);
           layer[ni][k] += us[k] * sh.per_layer;
         }
         const double gb[2] = {double(bytes) / us[1] * 1e-3, double(bytes) / us[2] * 1e-3};
-        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %8.0f %8.0f %5.1f%% %6.2f\n", dtype_name(t), sh.name,
-                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], gb[0], gb[1],
+        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %9.1f %8.0f %8.0f %5.1f%% %6.2f\n", dtype_name(t),
+                    sh.name, (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], us[3], gb[0], gb[1],
                     100.0 * gb[1] * 1e9 / copy, us[1] / us[2]);
         std::fflush(stdout);
       }
     }
     for (int ni = 0; ni < 4; ++ni)
-      std::printf("%-5s LAYER n=%-4d old %8.1f us  v1 %8.1f us  v2 %8.1f us  floor %6.1f us  (v2: %.2fx v1, %.2fx old)\n",
-                  dtype_name(t), kNs[ni], layer[ni][0], layer[ni][1], layer[ni][2], 1e6 * layer_bytes / copy,
-                  layer[ni][1] / layer[ni][2], layer[ni][0] / layer[ni][2]);
+      std::printf("%-5s LAYER n=%-4d old %8.1f us  v1 %8.1f us  v2 %8.1f us  v3 %8.1f us  floor %6.1f us  "
+                  "(v2: %.2fx v1, %.2fx old)\n",
+                  dtype_name(t), kNs[ni], layer[ni][0], layer[ni][1], layer[ni][2], layer[ni][3],
+                  1e6 * layer_bytes / copy, layer[ni][1] / layer[ni][2], layer[ni][0] / layer[ni][2]);
     std::fflush(stdout);
   }
 }

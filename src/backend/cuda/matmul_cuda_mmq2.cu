@@ -223,38 +223,49 @@ __global__ void mmq2_reduce_kernel(const float* __restrict__ partial, int splits
 }
 
 template <class T, int NT, bool HALF>
-void launch_nt(const dim3 grid, const Mmq2Args& a, cudaStream_t s) {
+void allow_smem() {
   constexpr int kSmem = hd::kMmq2Stages * hd::mmq2_stage_bytes<T>(NT);
-  static bool attr_set = false;  // per instantiation; the attribute is per function, not per device
-  if (!attr_set) {
-    POLYKV_CUDA_CHECK(
-        cudaFuncSetAttribute(mmq2_kernel<T, NT, HALF>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    attr_set = true;
-  }
-  mmq2_kernel<T, NT, HALF><<<grid, kThreads, kSmem, s>>>(a);
-  POLYKV_CUDA_LAUNCHED();
+  POLYKV_CUDA_CHECK(cudaFuncSetAttribute(mmq2_kernel<T, NT, HALF>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
 }
 
-// CTAs per SM of the widest instance (8 n tiles): the split plan uses it for every column count, so
-// that it does not depend on n (batch invariance).
+template <class T, bool HALF>
+void allow_smem_all() {
+  allow_smem<T, 1, HALF>();
+  allow_smem<T, 2, HALF>();
+  allow_smem<T, 4, HALF>();
+  allow_smem<T, 8, HALF>();
+}
+
+// Once per type (before the first launch, outside any graph capture: the backend's first run of a
+// step is eager): every instance may take its shared memory, and the CTAs per SM of the widest
+// instance (8 n tiles), which the split plan uses for every column count so that it does not depend
+// on n (batch invariance).
 template <class T>
-int ctas_per_sm() {
-  static int v = 0;
-  if (v == 0) {
+int prepare_type() {
+  static int per_sm = 0;
+  if (per_sm == 0) {
+    allow_smem_all<T, false>();
+    if constexpr (hd::mmq_half_dequant<T>()) allow_smem_all<T, true>();
     constexpr int kSmem = hd::kMmq2Stages * hd::mmq2_stage_bytes<T>(8);
-    POLYKV_CUDA_CHECK(
-        cudaFuncSetAttribute(mmq2_kernel<T, 8, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     int n = 0;
     POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmq2_kernel<T, 8, false>, kThreads, kSmem));
-    v = std::max(n, 1);
+    check(n >= 1, "CUDA mmq v2: a kernel of ", T::kBlockBytes, "-byte blocks does not fit an SM");
+    per_sm = n;
   }
-  return v;
+  return per_sm;
+}
+
+template <class T, int NT, bool HALF>
+void launch_nt(const dim3 grid, const Mmq2Args& a, cudaStream_t s) {
+  constexpr int kSmem = hd::kMmq2Stages * hd::mmq2_stage_bytes<T>(NT);
+  mmq2_kernel<T, NT, HALF><<<grid, kThreads, kSmem, s>>>(a);
+  POLYKV_CUDA_LAUNCHED();
 }
 
 template <class T, bool HALF>
 void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
-  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), ctas_per_sm<T>(), forced_splits);
+  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), prepare_type<T>(), forced_splits);
   const cudaStream_t s = ctx.stream();
   for (int c0 = 0; c0 < n; c0 += hd::kMmqMaxCols) {
     const int ncols = std::min(hd::kMmqMaxCols, n - c0);
