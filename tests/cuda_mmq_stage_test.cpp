@@ -247,11 +247,14 @@ TEST(CudaMmqStage, PlanCoversEveryChunkOnce) {
 }
 
 TEST(CudaMmqStage, SharedMemoryFitsAnH200) {
-  // 227 KB of shared memory per block on sm_90; the widest launch (8 n tiles) of every type.
-  EXPECT_LE(hd::kMmq2Stages * hd::mmq2_stage_bytes<hd::DecQ4_0>(8), 227 * 1024);
-  EXPECT_LE(hd::kMmq2Stages * hd::mmq2_stage_bytes<hd::DecQ8_0>(8), 227 * 1024);
-  EXPECT_LE(hd::kMmq2Stages * hd::mmq2_stage_bytes<hd::DecQ4_K>(8), 227 * 1024);
-  EXPECT_LE(hd::kMmq2Stages * hd::mmq2_stage_bytes<hd::DecQ6_K>(8), 227 * 1024);
+  // 227 KB of shared memory per block on sm_90, every type and n tile count.
+  for (int nt : {1, 2, 4, 8}) {
+    EXPECT_LE(hd::mmq2_smem_bytes<hd::DecQ4_0>(nt), 227 * 1024) << nt;
+    EXPECT_LE(hd::mmq2_smem_bytes<hd::DecQ8_0>(nt), 227 * 1024) << nt;
+    EXPECT_LE(hd::mmq2_smem_bytes<hd::DecQ4_K>(nt), 227 * 1024) << nt;
+    EXPECT_LE(hd::mmq2_smem_bytes<hd::DecQ6_K>(nt), 227 * 1024) << nt;
+    EXPECT_GE(hd::mmq2_stages(nt), 3);  // the pipeline needs 2 chunks in flight at least
+  }
   // Region offsets stay 16-byte aligned.
   EXPECT_EQ(hd::kMmq2Rows * hd::MmqStage<hd::DecQ4_0>::kPitchB % 16, 0);
   EXPECT_EQ(hd::kMmq2Rows * hd::MmqStage<hd::DecQ8_0>::kPitchA % 16, 0);

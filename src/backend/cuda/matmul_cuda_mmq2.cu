@@ -5,9 +5,9 @@
 //  - v1 loads every B fragment from global memory (L1/L2) inside the k-step loop, right before its mma:
 //    8 dependent 8-byte loads per k-step and warp, one chunk of weights prefetched in registers, 2 CTAs
 //    of 4 warps per SM: latency-bound (~64 TFLOP/s measured at 64 columns).
-//  - v2: a CTA of 8 warps owns 256 rows and all the launch's columns; kMmq2Stages chunks of weights
+//  - v2: a CTA of 8 warps owns 256 rows and all the launch's columns; 3 or 4 chunks of weights
 //    (the row's unit bytes and heads) and of x (f16, all columns, reordered into fragment order) are
-//    copied by cp.async kMmq2Stages - 1 chunks ahead of the compute; a warp reads its units and its B
+//    copied by cp.async 2 or 3 chunks ahead of the compute (hd::mmq2_stages); a warp reads its units and its B
 //    fragments from shared memory (one 16-byte load per n tile gives two k-steps). x is read from L2
 //    once per 256 rows (v1: per 128 rows).
 // The values and the mma sequence of a row are v1's (the same units, words, f16 roundings, chunk order);
@@ -45,7 +45,8 @@ template <int BYTES>
 __device__ __forceinline__ void cp_async(void* dst, const void* src, bool valid) {
   const int n = valid ? BYTES : 0;
   if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(n) : "memory");
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(n)
+                 : "memory");
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem_addr(dst)), "l"(src), "n"(BYTES), "r"(n)
                  : "memory");
@@ -109,6 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
   using G = hd::MmqStage<T>;
   constexpr int kMT = 2, kNR = 4;  // m16 tiles per warp, rows per thread
   constexpr int kStageBytes = hd::mmq2_stage_bytes<T>(NT);
+  constexpr int kStages = hd::mmq2_stages(NT);
   extern __shared__ __align__(16) uint8_t smem[];
   const int tid = int(threadIdx.x);
   const int lane = tid % 32, warp = tid / 32;
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
 
   // Prologue: chunks 0 .. kStages - 2 of the split in flight (one commit group each, empty or not).
 #pragma unroll
-  for (int s = 0; s < hd::kMmq2Stages - 1; ++s) {
+  for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_my) stage_chunk<T, NT>(a, smem + s * kStageBytes, row_base, c_begin + s, tid);
     cp_async_commit();
   }
@@ -129,16 +131,16 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
   for (int64_t i = 0; i < n_my; ++i) {
     // Chunk i has landed (for this thread; the barrier makes every thread's copies visible, and
     // every warp has finished with chunk i - 1, whose stage is refilled next).
-    cp_async_wait<hd::kMmq2Stages - 2>();
+    cp_async_wait<kStages - 2>();
     __syncthreads();
     {
-      const int64_t nxt = i + hd::kMmq2Stages - 1;
+      const int64_t nxt = i + kStages - 1;
       if (nxt < n_my)
-        stage_chunk<T, NT>(a, smem + int(nxt % hd::kMmq2Stages) * kStageBytes, row_base, c_begin + nxt, tid);
+        stage_chunk<T, NT>(a, smem + int(nxt % kStages) * kStageBytes, row_base, c_begin + nxt, tid);
       cp_async_commit();
     }
     const int64_t c = c_begin + i;
-    const uint8_t* st = smem + int(i % hd::kMmq2Stages) * kStageBytes;
+    const uint8_t* st = smem + int(i % kStages) * kStageBytes;
     const uint8_t* sa = st;
     const uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
     const uint8_t* sx = sb + hd::kMmq2Rows * G::kPitchB;
@@ -224,7 +226,7 @@ __global__ void mmq2_reduce_kernel(const float* __restrict__ partial, int splits
 
 template <class T, int NT, bool HALF>
 void allow_smem() {
-  constexpr int kSmem = hd::kMmq2Stages * hd::mmq2_stage_bytes<T>(NT);
+  constexpr int kSmem = hd::mmq2_smem_bytes<T>(NT);
   POLYKV_CUDA_CHECK(cudaFuncSetAttribute(mmq2_kernel<T, NT, HALF>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
 }
 
@@ -246,7 +248,7 @@ int prepare_type() {
   if (per_sm == 0) {
     allow_smem_all<T, false>();
     if constexpr (hd::mmq_half_dequant<T>()) allow_smem_all<T, true>();
-    constexpr int kSmem = hd::kMmq2Stages * hd::mmq2_stage_bytes<T>(8);
+    constexpr int kSmem = hd::mmq2_smem_bytes<T>(8);
     int n = 0;
     POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmq2_kernel<T, 8, false>, kThreads, kSmem));
     check(n >= 1, "CUDA mmq v2: a kernel of ", T::kBlockBytes, "-byte blocks does not fit an SM");
@@ -257,7 +259,7 @@ int prepare_type() {
 
 template <class T, int NT, bool HALF>
 void launch_nt(const dim3 grid, const Mmq2Args& a, cudaStream_t s) {
-  constexpr int kSmem = hd::kMmq2Stages * hd::mmq2_stage_bytes<T>(NT);
+  constexpr int kSmem = hd::mmq2_smem_bytes<T>(NT);
   mmq2_kernel<T, NT, HALF><<<grid, kThreads, kSmem, s>>>(a);
   POLYKV_CUDA_LAUNCHED();
 }

@@ -31,7 +31,6 @@ namespace polykv::cuda::hd {
 
 constexpr int kMmq2Warps = 8;                       // warps per CTA, 32 rows each (two m16 tiles)
 constexpr int kMmq2Rows = kMmq2Warps * 32;          // rows per CTA
-constexpr int kMmq2Stages = 3;                      // cp.async ring depth
 constexpr int kMmq2XPitch = 320;                    // bytes per staged column (128 f16 + 64 B skew)
 constexpr int kMmq2XSlots = 16;                     // 16-byte slots per staged column
 // Most K splits: a 1024-row k / v projection is 4 row blocks; 16 splits make 64 CTAs.
@@ -239,5 +238,11 @@ template <class T>
 POLYKV_HDC constexpr int mmq2_stage_bytes(int nt) {
   return kMmq2Rows * (MmqStage<T>::kPitchA + MmqStage<T>::kPitchB) + 8 * nt * kMmq2XPitch;
 }
+
+// cp.async ring depth (chunks in flight + the one computed): 3 with 8 n tiles (174 KB for q8_0), 4 with
+// fewer (memory-bound: more bytes in flight; <= 196 KB). The math does not depend on it.
+POLYKV_HDC constexpr int mmq2_stages(int nt) { return nt >= 8 ? 3 : 4; }
+template <class T>
+POLYKV_HDC constexpr int mmq2_smem_bytes(int nt) { return mmq2_stages(nt) * mmq2_stage_bytes<T>(nt); }
 
 }  // namespace polykv::cuda::hd
