@@ -31,6 +31,12 @@ void stage_row(const uint8_t* row, const hd::SplitGeom& g, int64_t c, std::vecto
   for (int k = 0; k < G::kPieces; ++k) {
     const hd::MmqPiece p = G::piece(g, c, k);
     ASSERT_TRUE(p.bytes == 4 || p.bytes == 8 || p.bytes == 16) << "piece " << k;
+    // The kernel copies the first kPiecesA pieces as 16 bytes of region A at 16 k, the rest as they say.
+    ASSERT_EQ(k < G::kPiecesA, p.region == 0) << "piece " << k;
+    if (k < G::kPiecesA) {
+      ASSERT_EQ(p.bytes, 16) << "piece " << k;
+      ASSERT_EQ(p.dst, 16 * k) << "piece " << k;
+    }
     ASSERT_EQ(p.dst % p.bytes, 0) << "piece " << k;
     ASSERT_EQ(p.dst % 4, 0);
     std::vector<uint8_t>& r = p.region == 0 ? a : b;

@@ -70,19 +70,28 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Issues the copies of chunk c into stage `st`: thread `tid` copies row row_base + tid (clamped to the
-// last row: its results are not stored) and its share of the 8 NT x 16 activation slots.
+// Issues the copies of chunk c into stage `st`. Region A: piece i = k kThreads + tid (k < kPiecesA) is
+// piece i % kPiecesA of CTA row i / kPiecesA, so consecutive lanes read consecutive 16 bytes of a row
+// (whole sectors); region B: thread tid copies CTA row tid's other pieces. A row past n_out reads the
+// last row (its results are not stored). Then the thread's share of the 8 NT x 16 activation slots.
 template <class T, int NT>
 __device__ __forceinline__ void stage_chunk(const Mmq2Args& a, uint8_t* st, int64_t row_base, int64_t c, int tid) {
   using G = hd::MmqStage<T>;
   uint8_t* sa = st;
   uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
   uint8_t* sx = sb + hd::kMmq2Rows * G::kPitchB;
+#pragma unroll
+  for (int k = 0; k < G::kPiecesA; ++k) {
+    const int i = k * kThreads + tid, r = i / G::kPiecesA, pk = i % G::kPiecesA;
+    const uint8_t* row = a.w + size_t(min(row_base + r, a.n_out - 1)) * a.stride;
+    const hd::MmqPiece p = G::piece(a.geom, c, pk);
+    cp_async<16>(sa + r * G::kPitchA + 16 * pk, p.valid ? row + p.src : row, p.valid);
+  }
   const uint8_t* row = a.w + size_t(min(row_base + tid, a.n_out - 1)) * a.stride;
 #pragma unroll
-  for (int k = 0; k < G::kPieces; ++k) {
+  for (int k = G::kPiecesA; k < G::kPieces; ++k) {
     const hd::MmqPiece p = G::piece(a.geom, c, k);
-    uint8_t* dst = (p.region == 0 ? sa + tid * G::kPitchA : sb + tid * G::kPitchB) + p.dst;
+    uint8_t* dst = sb + tid * G::kPitchB + p.dst;
     const uint8_t* src = p.valid ? row + p.src : row;
     if (p.bytes == 16)
       cp_async<16>(dst, src, p.valid);

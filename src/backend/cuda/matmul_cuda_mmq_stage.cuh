@@ -10,8 +10,10 @@
 //                  q8_0: 4 x 32 B, pitch 144 so that rows g and g + 1 fall in other banks);
 //   B[r][kPitchB]: the rest: q4_0 / q8_0 the 4 blocks' d (8 B); q4_K the block's 16-byte head; q6_K the
 //                  4 units' repacked qh (32 B), scale pairs (8 B) and the 4-byte word holding d.
-// Each region is copied with `kPieces` cp.async of 4, 8 or 16 bytes per row (mmq_piece); a unit past the
-// row's last one is zero-filled (its A fragment is also forced to 0 by the kernel). Reading unit t
+// Each region is copied with `kPieces` cp.async of 4, 8 or 16 bytes per row (MmqStage<T>::piece): the
+// first kPiecesA are region A's, 16 bytes each, at dst 16 k (the kernel spreads them over consecutive
+// lanes, so that a warp reads whole 32-byte sectors); a unit past the row's last one is zero-filled
+// (its A fragment is also forced to 0 by the kernel). Reading unit t
 // back (mmq_stage_unit) gives Split<T>::load's words exactly (tested).
 //
 // Activations of stage c, per column: the 128 f16 values x[col][128 c .. 128 c + 127] reordered so that
@@ -54,7 +56,7 @@ POLYKV_HD bool mmq_unit_valid(const SplitGeom& g, int64_t c, int k) { return 4 *
 
 template <>
 struct MmqStage<DecQ4_0> {
-  static constexpr int kPitchA = 64, kPitchB = 8, kPieces = 5;
+  static constexpr int kPitchA = 64, kPitchB = 8, kPieces = 5, kPiecesA = 4;
   POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
     MmqPiece p;
     if (k < 4) {
@@ -68,7 +70,7 @@ struct MmqStage<DecQ4_0> {
 
 template <>
 struct MmqStage<DecQ8_0> {
-  static constexpr int kPitchA = 144, kPitchB = 8, kPieces = 9;
+  static constexpr int kPitchA = 144, kPitchB = 8, kPieces = 9, kPiecesA = 8;
   POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
     MmqPiece p;
     if (k < 8) {
@@ -82,7 +84,7 @@ struct MmqStage<DecQ8_0> {
 
 template <>
 struct MmqStage<DecQ4_K> {  // 8 units a block: a chunk is half a block, always whole
-  static constexpr int kPitchA = 64, kPitchB = 16, kPieces = 5;
+  static constexpr int kPitchA = 64, kPitchB = 16, kPieces = 5, kPiecesA = 4;
   POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
     MmqPiece p;
     if (k < 4) {
@@ -96,7 +98,7 @@ struct MmqStage<DecQ4_K> {  // 8 units a block: a chunk is half a block, always 
 
 template <>
 struct MmqStage<DecQ6_K> {  // 8 units a block: chunks always whole
-  static constexpr int kPitchA = 64, kPitchB = 48, kPieces = 8;
+  static constexpr int kPitchA = 64, kPitchB = 48, kPieces = 8, kPiecesA = 4;
   POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
     using S = Split<DecQ6_K>;
     MmqPiece p;
