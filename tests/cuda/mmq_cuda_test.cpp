@@ -329,21 +329,24 @@ TEST(MmqCuda, Routing) {
   const auto x = cuda_test::normal_floats(size_t(130 * n_in), 303);
   const auto dx = upload(x);
   DeviceBuffer ya(size_t(130 * 300) * 4), yb(size_t(130 * 300) * 4), yk(size_t(130 * 77) * 4);
-  for (int n : {8, 9, 33, 128, 129}) {
-    cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), n, ctx());
-    cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
-    const auto a = download(ya.as<float>(), size_t(n * 300)), b = download(yb.as<float>(), size_t(n * 300));
-    const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-    EXPECT_EQ(same, n >= 9 && n <= 128) << "matmul() with " << n << " columns "
-                                        << (same ? "took" : "did not take") << " the mmq path";
-    const cuda::MatvecPart parts[] = {{&dq.w, ya.as<float>()}, {&dk.w, yk.as<float>()}};
-    cuda::matmul_parts(parts, dx->as<float>(), n, ctx());
-    cuda::matmul(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
-    expect_same_bits(download(ya.as<float>(), size_t(n * 300)), download(yb.as<float>(), size_t(n * 300)),
-                     describe(dq.w, n, "matmul_parts part 0 vs matmul"), 300);
-    cuda::matmul(dk.w, dx->as<float>(), yb.as<float>(), n, ctx());
-    expect_same_bits(download(yk.as<float>(), size_t(n * 77)), download(yb.as<float>(), size_t(n * 77)),
-                     describe(dk.w, n, "matmul_parts part 1 vs matmul"), 77);
+  for (int kernel : {1, 3}) {  // v1 and v3 (matmul_parts shares one f16 x among the parts)
+    cuda::set_mmq_kernel(kernel);
+    for (int n : {8, 9, 33, 128, 129}) {
+      cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), n, ctx());
+      cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+      const auto a = download(ya.as<float>(), size_t(n * 300)), b = download(yb.as<float>(), size_t(n * 300));
+      const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+      EXPECT_EQ(same, n >= 9 && n <= 128) << "kernel " << kernel << ": matmul() with " << n << " columns "
+                                          << (same ? "took" : "did not take") << " the mmq path";
+      const cuda::MatvecPart parts[] = {{&dq.w, ya.as<float>()}, {&dk.w, yk.as<float>()}};
+      cuda::matmul_parts(parts, dx->as<float>(), n, ctx());
+      cuda::matmul(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+      expect_same_bits(download(ya.as<float>(), size_t(n * 300)), download(yb.as<float>(), size_t(n * 300)),
+                       describe(dq.w, n, "matmul_parts part 0 vs matmul, kernel " + std::to_string(kernel)), 300);
+      cuda::matmul(dk.w, dx->as<float>(), yb.as<float>(), n, ctx());
+      expect_same_bits(download(yk.as<float>(), size_t(n * 77)), download(yb.as<float>(), size_t(n * 77)),
+                       describe(dk.w, n, "matmul_parts part 1 vs matmul, kernel " + std::to_string(kernel)), 77);
+    }
   }
   cuda::set_mmq(false);
   EXPECT_FALSE(cuda::mmq_takes(dq.w, 64));
