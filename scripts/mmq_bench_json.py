@@ -16,7 +16,7 @@ def parse(text):
     if m:
         out["copy_GBps"] = int(m.group(1))
     row = re.compile(r"^(\S+)\s+(q/o|k/v|gate/up|down)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s")
-    layer = re.compile(r"^(\S+) LAYER n=(\d+)\s+old\s+([\d.]+) us\s+v1\s+([\d.]+) us\s+v2\s+([\d.]+) us\s+v3\s+([\d.]+) us\s+"
+    layer = re.compile(r"^(\S+)\s+LAYER n=(\d+)\s+old\s+([\d.]+) us\s+v1\s+([\d.]+) us\s+v2\s+([\d.]+) us\s+v3\s+([\d.]+) us\s+"
                        r"floor\s+([\d.]+) us")
     for line in text.splitlines():
         r = row.match(line)

@@ -65,10 +65,10 @@ constexpr int kChunkedMatvecMaxCols = 32;
 // Batch invariant within its range (a column's bits do not depend on the other columns, whatever their
 // number); not the same bits as the mat-vec path (f16 instead of 8-bit activations).
 constexpr int kMmqDefaultMinCols = 9;
-// 64: on the H200 (CudaMmqBench.DISABLED_VsOldPath, 2026-12-01d) this kernel beats dequantize + cuBLAS at
-// 16 and 32 columns for every matrix, at 64 over a whole llama-3.1-8b layer (q4_0 434 vs 470 us, q8_0 428 vs
-// 481, q4_K 424 vs 897); at 128 q4_0 and q8_0 lose (856 vs 496, 839 vs 507), q4_K still gains (836 vs 925).
-constexpr int kMmqDefaultMaxCols = 64;
+// 128: on the H200 (CudaMmqBench.DISABLED_VsOldPath, 2026-12-01e) kernel v3 beats dequantize + cuBLAS over a
+// llama-3.1-8b layer at 16..128 columns for every split type (at 128: q4_0 421 vs 520 us, q8_0 448 vs 531,
+// q4_K 579 vs 951, q6_K 587 vs 623). (v1 lost at 128 for q4_0 / q8_0: the range was 9..64.)
+constexpr int kMmqDefaultMaxCols = 128;
 bool mmq_takes(const WeightMatrix& w, int n);
 // Whether w is a matrix the kernel takes (layout, type), whatever n.
 bool mmq_supports(const WeightMatrix& w);
@@ -87,7 +87,9 @@ int mmq_tiles_per_warp();
 // memory, 256 rows per CTA, matmul_cuda_mmq2.cu) or 3 (v2 with q4_0 / q8_0 dequantized by f16
 // arithmetic); POLYKV_CUDA_MMQ_KERNEL=v1|v2|v3. Same values and k order per row; the bits differ only
 // through the K split.
-constexpr int kMmqDefaultKernel = 1;
+// Default v3 (H200, 2026-12-01e, per layer at 64 columns: q4_0 221 us vs v1 481, q8_0 238 vs 469, q4_K 300
+// vs 469, q6_K 307 vs 347; MmqCuda.* passed for every kernel).
+constexpr int kMmqDefaultKernel = 3;
 void set_mmq_kernel(int k);
 int mmq_kernel();
 int mmq_min_cols();
