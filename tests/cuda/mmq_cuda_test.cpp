@@ -80,7 +80,8 @@ struct Variant {
   const char* name;
 };
 const Variant kVariants[] = {
-    {1, 2, "v1 (2 m16 tiles per warp)"}, {1, 1, "v1 (1 m16 tile per warp)"}, {2, 2, "v2"}, {3, 2, "v3"}};
+    {1, 2, "v1 (2 m16 tiles per warp)"}, {1, 1, "v1 (1 m16 tile per warp)"}, {2, 2, "v2"}, {3, 2, "v3"},
+    {4, 2, "v4 (v3, 16 warps)"}};
 void select(const Variant& v) {
   cuda::set_mmq_kernel(v.kernel);
   cuda::set_mmq_tiles(v.tiles);
@@ -246,9 +247,9 @@ TEST(MmqCuda, BatchInvariant) {
     const auto x = cuda_test::normal_floats(size_t(100 * n_in), seed + 1);
     const auto dx = upload(x);
     static constexpr int kSplits[] = {0, 1, 3, -1};
-    for (int kv = 0; kv < 4 * 3; ++kv) {
+    for (int kv = 0; kv < 4 * 4; ++kv) {
       const int kernel = 1 + kv / 4, splits = kSplits[kv % 4];
-      if (kernel >= 2 && splits < 0) continue;  // v2 / v3 have one tile count
+      if (kernel >= 2 && splits < 0) continue;  // v2..v4 have one tile count
       // -1: the automatic split with one m16 tile per warp.
       cuda::set_mmq_kernel(kernel);
       cuda::set_mmq_tiles(splits < 0 ? 1 : 2);
@@ -300,7 +301,7 @@ TEST(MmqCuda, V2V3SameBitsAsV1OneSplit) {
         cuda::set_mmq_kernel(1);
         cuda::matmul_mmq(d.w, dx->as<float>(), y1.as<float>(), n, ctx());
         const auto want = download(y1.as<float>(), size_t(n * s.n_out));
-        for (int k : {2, 3}) {
+        for (int k : {2, 3, 4}) {
           cuda::set_mmq_kernel(k);
           poison(y2.as<float>(), size_t(n * s.n_out));
           cuda::matmul_mmq(d.w, dx->as<float>(), y2.as<float>(), n, ctx());
@@ -401,8 +402,8 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   }
   std::printf("device-to-device copy: %.0f GB/s (read + write); mmq splits %s\n", copy * 1e-9,
               std::getenv("POLYKV_CUDA_MMQ_SPLITS") ? std::getenv("POLYKV_CUDA_MMQ_SPLITS") : "auto");
-  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %9s %8s %8s %6s %6s\n", "type", "matrix", "n_out", "n_in", "n",
-              "old_us", "v1_us", "v2_us", "v3_us", "v1_GB/s", "v2_GB/s", "v2%fl", "v1/v2");
+  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %9s %9s %8s %8s %6s %6s\n", "type", "matrix", "n_out", "n_in", "n",
+              "old_us", "v1_us", "v2_us", "v3_us", "v4_us", "v1_GB/s", "v2_GB/s", "v2%fl", "v1/v2");
   struct BenchShape {
     const char* name;
     int64_t n_out, n_in;
@@ -414,7 +415,7 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   const char* only = std::getenv("POLYKV_MMQ_BENCH_TYPES");
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
-    double layer[4][4] = {};  // [n][path] us
+    double layer[4][5] = {};  // [n][path] us
     double layer_bytes = 0;
     for (const BenchShape& sh : shapes) {
       const size_t stride = cuda::split_row_stride(t, sh.n_in);
@@ -440,9 +441,9 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
       DeviceBuffer y(size_t(128 * sh.n_out) * 4);
       for (int ni = 0; ni < 4; ++ni) {
         const int n = kNs[ni];
-        // 0: the old path; 1: mmq v1 (2 m16 tiles per warp); 2: mmq v2; 3: v3 (v2 for q4_K / q6_K).
-        double us[4];
-        for (int k = 0; k < 4; ++k) {
+        // 0: the old path; 1: mmq v1 (2 m16 tiles per warp); 2: mmq v2; 3: v3 (v2 for q4_K / q6_K); 4: v4.
+        double us[5];
+        for (int k = 0; k < 5; ++k) {
           cuda::set_mmq(k > 0, 1, 1 << 20, 0);
           cuda::set_mmq_tiles(2);
           cuda::set_mmq_kernel(std::max(k, 1));
@@ -452,16 +453,17 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
           layer[ni][k] += us[k] * sh.per_layer;
         }
         const double gb[2] = {double(bytes) / us[1] * 1e-3, double(bytes) / us[2] * 1e-3};
-        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %9.1f %8.0f %8.0f %5.1f%% %6.2f\n", dtype_name(t),
-                    sh.name, (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], us[3], gb[0], gb[1],
+        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %9.1f %9.1f %8.0f %8.0f %5.1f%% %6.2f\n",
+                    dtype_name(t), sh.name, (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], us[3], us[4],
+                    gb[0], gb[1],
                     100.0 * gb[1] * 1e9 / copy, us[1] / us[2]);
         std::fflush(stdout);
       }
     }
     for (int ni = 0; ni < 4; ++ni)
-      std::printf("%-5s LAYER n=%-4d old %8.1f us  v1 %8.1f us  v2 %8.1f us  v3 %8.1f us  floor %6.1f us  "
+      std::printf("%-5s LAYER n=%-4d old %8.1f us  v1 %8.1f us  v2 %8.1f us  v3 %8.1f us  v4 %8.1f us  floor %6.1f us  "
                   "(v2: %.2fx v1, %.2fx old)\n",
-                  dtype_name(t), kNs[ni], layer[ni][0], layer[ni][1], layer[ni][2], layer[ni][3],
+                  dtype_name(t), kNs[ni], layer[ni][0], layer[ni][1], layer[ni][2], layer[ni][3], layer[ni][4],
                   1e6 * layer_bytes / copy, layer[ni][1] / layer[ni][2], layer[ni][0] / layer[ni][2]);
     std::fflush(stdout);
   }

@@ -84,11 +84,9 @@ bool mmq_enabled();
 void set_mmq_tiles(int mt);
 int mmq_tiles_per_warp();
 // Which mmq kernel runs: 1 (v1: registers only, matmul_cuda_mmq.cu), 2 (v2: cp.async ring in shared
-// memory, 256 rows per CTA, matmul_cuda_mmq2.cu) or 3 (v2 with q4_0 / q8_0 dequantized by f16
-// arithmetic); POLYKV_CUDA_MMQ_KERNEL=v1|v2|v3. Same values and k order per row; the bits differ only
-// through the K split.
-// Default v3 (H200, 2026-12-01e, per layer at 64 columns: q4_0 221 us vs v1 481, q8_0 238 vs 469, q4_K 300
-// vs 469, q6_K 307 vs 347; MmqCuda.* passed for every kernel).
+// memory, 256 rows per CTA, matmul_cuda_mmq2.cu), 3 (v2 with q4_0 / q8_0 dequantized by f16 arithmetic)
+// or 4 (v3 with 16 warps of 16 rows per CTA: twice the warps per SM; experimental, unmeasured);
+// POLYKV_CUDA_MMQ_KERNEL=v1..v4. Same values and k order per row; the bits differ only through the K split.
 constexpr int kMmqDefaultKernel = 3;
 void set_mmq_kernel(int k);
 int mmq_kernel();

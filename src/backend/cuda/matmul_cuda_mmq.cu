@@ -182,7 +182,7 @@ struct MmqSettings {
   bool on = true;
   int min_cols = kMmqDefaultMinCols, max_cols = kMmqDefaultMaxCols, splits = 0;
   int tiles = hd::kMmqDefaultTiles;  // m16 tiles per warp
-  int kernel = kMmqDefaultKernel;     // 1: v1 (this file), 2: v2, 3: v2 + f16 dequant (matmul_cuda_mmq2.cu)
+  int kernel = kMmqDefaultKernel;     // 1: v1 (this file), 2: v2, 3: v2 + f16 dequant, 4: v3 with 16 warps (mmq2.cu)
   int env_min = kMmqDefaultMinCols, env_max = kMmqDefaultMaxCols, env_splits = 0;  // what the environment set
 };
 MmqSettings g_mmq;
@@ -208,6 +208,7 @@ MmqSettings& settings() {
       if (std::strcmp(k, "v1") == 0 || std::strcmp(k, "1") == 0) g_mmq.kernel = 1;
       if (std::strcmp(k, "v2") == 0 || std::strcmp(k, "2") == 0) g_mmq.kernel = 2;
       if (std::strcmp(k, "v3") == 0 || std::strcmp(k, "3") == 0) g_mmq.kernel = 3;
+      if (std::strcmp(k, "v4") == 0 || std::strcmp(k, "4") == 0) g_mmq.kernel = 4;
     }
     g_mmq.env_min = g_mmq.min_cols;
     g_mmq.env_max = g_mmq.max_cols;
@@ -261,7 +262,7 @@ int mmq_min_cols() { return settings().min_cols; }
 int mmq_max_cols() { return settings().max_cols; }
 
 void set_mmq_tiles(int mt) { settings().tiles = mt == 1 ? 1 : 2; }
-void set_mmq_kernel(int k) { settings().kernel = k == 2 || k == 3 ? k : 1; }
+void set_mmq_kernel(int k) { settings().kernel = k >= 2 && k <= 4 ? k : 1; }
 int mmq_kernel() { return settings().kernel; }
 int mmq_tiles_per_warp() { return settings().tiles; }
 
@@ -298,7 +299,8 @@ void mmq_launch(const WeightMatrix& w, const void* x16, float* y, int n, CudaCon
   check(n >= 1, "CUDA mmq: ", n, " columns");
   if (w.n_out == 0) return;
   if (settings().kernel >= 2) {
-    mmq2_launch(w, static_cast<const __half*>(x16), y, n, ctx, settings().splits, settings().kernel == 3);
+    mmq2_launch(w, static_cast<const __half*>(x16), y, n, ctx, settings().splits, settings().kernel >= 3,
+                settings().kernel == 4);
     return;
   }
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {

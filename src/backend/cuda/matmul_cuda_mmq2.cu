@@ -24,8 +24,10 @@
 namespace polykv::cuda {
 namespace {
 
-constexpr int kThreads = 32 * hd::kMmq2Warps;
-static_assert(kThreads == hd::kMmq2Rows, "one staged row per thread");
+// Threads of a CTA with MT m16 tiles per warp: 256 rows = (8 warps x 2 tiles) or (16 warps x 1 tile).
+template <int MT>
+__host__ __device__ constexpr int threads_for() { return hd::kMmq2Rows / (16 * MT) * 32; }
+static_assert(threads_for<2>() == hd::kMmq2Rows && threads_for<1>() == 2 * hd::kMmq2Rows, "256 rows per CTA");
 
 struct Mmq2Args {
   const uint8_t* w;   // split rows
@@ -74,14 +76,14 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 // piece i % kPiecesA of CTA row i / kPiecesA, so consecutive lanes read consecutive 16 bytes of a row
 // (whole sectors); region B: thread tid copies CTA row tid's other pieces. A row past n_out reads the
 // last row (its results are not stored). Then the thread's share of the 8 NT x 16 activation slots.
-template <class T, int NT>
+template <class T, int NT, int kThreads>
 __device__ __forceinline__ void stage_chunk(const Mmq2Args& a, uint8_t* st, int64_t row_base, int64_t c, int tid) {
   using G = hd::MmqStage<T>;
   uint8_t* sa = st;
   uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
   uint8_t* sx = sb + hd::kMmq2Rows * G::kPitchB;
 #pragma unroll
-  for (int k = 0; k < G::kPiecesA; ++k) {
+  for (int k = 0; k < G::kPiecesA * hd::kMmq2Rows / kThreads; ++k) {
     const int i = k * kThreads + tid, r = i / G::kPiecesA, pk = i % G::kPiecesA;
     const uint8_t* row = a.w + size_t(min(row_base + r, a.n_out - 1)) * a.stride;
     const hd::MmqPiece p = G::piece(a.geom, c, pk);
@@ -90,6 +92,7 @@ __device__ __forceinline__ void stage_chunk(const Mmq2Args& a, uint8_t* st, int6
   const uint8_t* row = a.w + size_t(min(row_base + tid, a.n_out - 1)) * a.stride;
 #pragma unroll
   for (int k = G::kPiecesA; k < G::kPieces; ++k) {
+    if (kThreads > hd::kMmq2Rows && tid >= hd::kMmq2Rows) continue;  // 16 warps: threads 0..255 copy region B
     const hd::MmqPiece p = G::piece(a.geom, c, k);
     uint8_t* dst = sb + tid * G::kPitchB + p.dst;
     const uint8_t* src = p.valid ? row + p.src : row;
@@ -112,12 +115,13 @@ __device__ __forceinline__ void stage_chunk(const Mmq2Args& a, uint8_t* st, int6
 
 // 256 rows (8 warps x two m16 tiles) x 8 NT columns, K chunks of grid y's split. HALF (q4_0 / q8_0
 // only): A fragments by f16 arithmetic (hd::mmq_half_pair, the same f16 values).
-template <class T, int NT, bool HALF>
-__global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
+template <class T, int NT, bool HALF, int MT>
+__global__ void __launch_bounds__(threads_for<MT>(), 1) mmq2_kernel(const Mmq2Args a) {
   static_assert(!HALF || hd::mmq_half_dequant<T>(), "f16 dequantization for q4_0 / q8_0 only");
   using S = hd::Split<T>;
   using G = hd::MmqStage<T>;
-  constexpr int kMT = 2, kNR = 4;  // m16 tiles per warp, rows per thread
+  constexpr int kMT = MT, kNR = 2 * MT;  // m16 tiles per warp, rows per thread
+  constexpr int kThreads = threads_for<MT>();
   constexpr int kStageBytes = hd::mmq2_stage_bytes<T>(NT);
   constexpr int kStages = hd::mmq2_stages(NT);
   extern __shared__ __align__(16) uint8_t smem[];
@@ -132,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
   // Prologue: chunks 0 .. kStages - 2 of the split in flight (one commit group each, empty or not).
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_my) stage_chunk<T, NT>(a, smem + s * kStageBytes, row_base, c_begin + s, tid);
+    if (s < n_my) stage_chunk<T, NT, kThreads>(a, smem + s * kStageBytes, row_base, c_begin + s, tid);
     cp_async_commit();
   }
 
@@ -145,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
     {
       const int64_t nxt = i + kStages - 1;
       if (nxt < n_my)
-        stage_chunk<T, NT>(a, smem + int(nxt % kStages) * kStageBytes, row_base, c_begin + nxt, tid);
+        stage_chunk<T, NT, kThreads>(a, smem + int(nxt % kStages) * kStageBytes, row_base, c_begin + nxt, tid);
       cp_async_commit();
     }
     const int64_t c = c_begin + i;
@@ -160,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
     uint32_t d2[kNR];  // HALF: the unit's f16 d twice (0 for a unit past the row's end)
 #pragma unroll
     for (int r = 0; r < kNR; ++r) {
-      const int lr = warp * 32 + 8 * r + g;  // row 8 r + g of the warp: m tile r / 2, upper half r % 2
+      const int lr = warp * 16 * kMT + 8 * r + g;  // row 8 r + g of the warp: m tile r / 2, upper half r % 2
       uint32_t q[S::kUnitWords], h[S::kHeadWords];
       hd::mmq_stage_unit<T>(sa + lr * G::kPitchA, sb + lr * G::kPitchB, c, t, q, h);
       S::decode(q, h, part, wu[r]);
@@ -207,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
   }
   cp_async_wait<0>();
 
-  const int64_t wrow = row_base + 32 * warp;
+  const int64_t wrow = row_base + 16 * kMT * warp;
   float* out = a.out + int64_t(blockIdx.y) * a.ncols * a.n_out;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
@@ -233,50 +237,52 @@ __global__ void mmq2_reduce_kernel(const float* __restrict__ partial, int splits
   }
 }
 
-template <class T, int NT, bool HALF>
+template <class T, int NT, bool HALF, int MT>
 void allow_smem() {
   constexpr int kSmem = hd::mmq2_smem_bytes<T>(NT);
-  POLYKV_CUDA_CHECK(cudaFuncSetAttribute(mmq2_kernel<T, NT, HALF>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  POLYKV_CUDA_CHECK(
+      cudaFuncSetAttribute(mmq2_kernel<T, NT, HALF, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
 }
 
-template <class T, bool HALF>
+template <class T, bool HALF, int MT>
 void allow_smem_all() {
-  allow_smem<T, 1, HALF>();
-  allow_smem<T, 2, HALF>();
-  allow_smem<T, 4, HALF>();
-  allow_smem<T, 8, HALF>();
+  allow_smem<T, 1, HALF, MT>();
+  allow_smem<T, 2, HALF, MT>();
+  allow_smem<T, 4, HALF, MT>();
+  allow_smem<T, 8, HALF, MT>();
 }
 
 // Once per type (before the first launch, outside any graph capture: the backend's first run of a
 // step is eager): every instance may take its shared memory, and the CTAs per SM of the widest
 // instance (8 n tiles), which the split plan uses for every column count so that it does not depend
 // on n (batch invariance).
-template <class T>
+template <class T, int MT>
 int prepare_type() {
   static int per_sm = 0;
   if (per_sm == 0) {
-    allow_smem_all<T, false>();
-    if constexpr (hd::mmq_half_dequant<T>()) allow_smem_all<T, true>();
+    allow_smem_all<T, false, MT>();
+    if constexpr (hd::mmq_half_dequant<T>()) allow_smem_all<T, true, MT>();
     constexpr int kSmem = hd::mmq2_smem_bytes<T>(8);
     int n = 0;
-    POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmq2_kernel<T, 8, false>, kThreads, kSmem));
+    POLYKV_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmq2_kernel<T, 8, false, MT>, threads_for<MT>(), kSmem));
     check(n >= 1, "CUDA mmq v2: a kernel of ", T::kBlockBytes, "-byte blocks does not fit an SM");
     per_sm = n;
   }
   return per_sm;
 }
 
-template <class T, int NT, bool HALF>
+template <class T, int NT, bool HALF, int MT>
 void launch_nt(const dim3 grid, const Mmq2Args& a, cudaStream_t s) {
   constexpr int kSmem = hd::mmq2_smem_bytes<T>(NT);
-  mmq2_kernel<T, NT, HALF><<<grid, kThreads, kSmem, s>>>(a);
+  mmq2_kernel<T, NT, HALF, MT><<<grid, threads_for<MT>(), kSmem, s>>>(a);
   POLYKV_CUDA_LAUNCHED();
 }
 
-template <class T, bool HALF>
+template <class T, bool HALF, int MT>
 void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
-  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), prepare_type<T>(), forced_splits);
+  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), prepare_type<T, MT>(), forced_splits);
   const cudaStream_t s = ctx.stream();
   for (int c0 = 0; c0 < n; c0 += hd::kMmqMaxCols) {
     const int ncols = std::min(hd::kMmqMaxCols, n - c0);
@@ -297,10 +303,10 @@ void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, Cuda
     a.n_chunks = plan.n_chunks;
     const dim3 grid(unsigned(plan.row_blocks), unsigned(plan.splits));
     switch (hd::mmq_tiles(ncols)) {
-      case 1: launch_nt<T, 1, HALF>(grid, a, s); break;
-      case 2: launch_nt<T, 2, HALF>(grid, a, s); break;
-      case 4: launch_nt<T, 4, HALF>(grid, a, s); break;
-      default: launch_nt<T, 8, HALF>(grid, a, s); break;
+      case 1: launch_nt<T, 1, HALF, MT>(grid, a, s); break;
+      case 2: launch_nt<T, 2, HALF, MT>(grid, a, s); break;
+      case 4: launch_nt<T, 4, HALF, MT>(grid, a, s); break;
+      default: launch_nt<T, 8, HALF, MT>(grid, a, s); break;
     }
     if (plan.splits > 1) {
       const unsigned blocks = unsigned(std::clamp<int64_t>((total + 255) / 256, 1, 65535));
@@ -313,17 +319,25 @@ void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, Cuda
 }  // namespace
 
 void mmq2_launch(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits,
-                 bool half_dequant) {
+                 bool half_dequant, bool sixteen_warps) {
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
     if constexpr (hd::mmq_type<T>()) {
+      if (sixteen_warps) {
+        if constexpr (hd::mmq_half_dequant<T>()) {
+          launch_type<T, true, 1>(w, x16, y, n, ctx, forced_splits);
+          return;
+        }
+        launch_type<T, false, 1>(w, x16, y, n, ctx, forced_splits);
+        return;
+      }
       if constexpr (hd::mmq_half_dequant<T>()) {
         if (half_dequant) {
-          launch_type<T, true>(w, x16, y, n, ctx, forced_splits);
+          launch_type<T, true, 2>(w, x16, y, n, ctx, forced_splits);
           return;
         }
       }
-      launch_type<T, false>(w, x16, y, n, ctx, forced_splits);
+      launch_type<T, false, 2>(w, x16, y, n, ctx, forced_splits);
     }
   });
   check(done, "CUDA mmq v2: no kernel for ", dtype_name(w.type));
