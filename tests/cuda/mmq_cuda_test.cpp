@@ -1,11 +1,12 @@
-// GPU tests of the quantized mat-mul on tensor cores (backend/cuda/matmul_cuda_mmq.cu; skip without a
-// GPU): for q4_0, q8_0, q4_K and q6_K in the split layout, awkward n_out / n_in and n = 9, 16, 17, 33,
-// 64, 100 columns:
+// GPU tests of the quantized mat-mul on tensor cores (backend/cuda/matmul_cuda_mmq.cu: kernel v1, and
+// matmul_cuda_mmq2.cu: kernel v2; skip without a GPU): for q4_0, q8_0, q4_K and q6_K in the split layout,
+// awkward n_out / n_in and n = 9, 16, 17, 33, 63, 64, 100, 128 columns, each kernel:
 //  - against the exact dot of the f16-rounded weights and activations (what the tensor cores
 //    multiply; f32 sums, truncating in the tensor core: |err| <= 1e-4 x sum |w x| + 1e-6) and against
 //    matmul_ref (NMSE <= 1e-5, f16 rounding of both operands), every output written;
 //  - batch invariance: a column gives the same bits alone in a 9-column call, in a 64- and in a
 //    100-column call, and with any K split forced alike;
+//  - v2 and v3 = v1 bit for bit when they run one K split (same values, same mma order per row);
 //  - routing: matmul() and matmul_parts() take it for 9..max columns (same bits as matmul_mmq), and
 //    not when switched off.
 // Every failure prints the type, shape, n, first bad (column, row), got / want, count and NMSE.
@@ -65,11 +66,26 @@ void poison(float* y, size_t n) { POLYKV_CUDA_CHECK(cudaMemsetAsync(y, 0xFF, n *
 struct MmqScope {
   bool on = cuda::mmq_enabled();
   int tiles = cuda::mmq_tiles_per_warp();
+  int kernel = cuda::mmq_kernel();
   ~MmqScope() {
     cuda::set_mmq(on);
     cuda::set_mmq_tiles(tiles);
+    cuda::set_mmq_kernel(kernel);
   }
 };
+
+// The kernel variants the tests run: v1 with 2 and 1 m16 tiles per warp, v2.
+struct Variant {
+  int kernel, tiles;
+  const char* name;
+};
+const Variant kVariants[] = {
+    {1, 2, "v1 (2 m16 tiles per warp)"}, {1, 1, "v1 (1 m16 tile per warp)"}, {2, 2, "v2"}, {3, 2, "v3"},
+    {4, 2, "v4 (v3, 16 warps)"}};
+void select(const Variant& v) {
+  cuda::set_mmq_kernel(v.kernel);
+  cuda::set_mmq_tiles(v.tiles);
+}
 
 struct Split {
   std::unique_ptr<DeviceBuffer> buf;
@@ -178,7 +194,7 @@ std::vector<Shape> shapes_for(DType t) {
 }
 
 const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
-const int kCols[] = {9, 16, 17, 33, 64, 100};
+const int kCols[] = {9, 16, 17, 33, 63, 64, 100, 128};
 
 TEST(MmqCuda, AgainstTheReferences) {
   POLYKV_REQUIRE_GPU();
@@ -190,24 +206,24 @@ TEST(MmqCuda, AgainstTheReferences) {
       const auto w = cuda_test::make_weights(t, s.n_in, s.n_out, seed, seed % 2 == 0);
       const Split d = upload_split(w.m);
       ASSERT_TRUE(cuda::mmq_supports(d.w)) << dtype_name(t);
-      const int64_t nmax = 100;
+      const int64_t nmax = 128;
       const auto x = cuda_test::normal_floats(size_t(nmax * s.n_in), seed + 3);
       const auto dx = upload(x);
       const Ref16 ref = reference16(w.m, x, nmax);
       DeviceBuffer y(size_t(nmax * s.n_out) * 4);
       for (const int n : kCols) {
-        for (const int mt : {2, 1}) {
-          cuda::set_mmq_tiles(mt);
+        for (const Variant& v : kVariants) {
+          select(v);
           const size_t total = size_t(n * s.n_out);
           poison(y.as<float>(), total);
           cuda::matmul_mmq(d.w, dx->as<float>(), y.as<float>(), n, ctx());
           const auto got = download(y.as<float>(), total);
-          const std::string what = describe(w.m, n, "mmq, " + std::to_string(mt) + " m16 tiles per warp");
+          const std::string what = describe(w.m, n, std::string("mmq ") + v.name);
           for (size_t i = 0; i < got.size(); ++i)
             ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " (column " << i / size_t(s.n_out)
                                              << ", row " << i % size_t(s.n_out) << ") not written";
           expect_near_ref16(got, ref, n, s.n_out, what);
-          if ((n == 17 || n == 100) && mt == 2) {
+          if ((n == 17 || n == 100) && v.tiles == 2) {
             const std::vector<float> xn(x.begin(), x.begin() + n * s.n_in);
             expect_nmse_vs_matmul_ref(got, w.m, xn, n, what);
           }
@@ -230,8 +246,12 @@ TEST(MmqCuda, BatchInvariant) {
     const Split d = upload_split(w.m);
     const auto x = cuda_test::normal_floats(size_t(100 * n_in), seed + 1);
     const auto dx = upload(x);
-    for (int splits : {0, 1, 3, -1}) {
+    static constexpr int kSplits[] = {0, 1, 3, -1};
+    for (int kv = 0; kv < 4 * 4; ++kv) {
+      const int kernel = 1 + kv / 4, splits = kSplits[kv % 4];
+      if (kernel >= 2 && splits < 0) continue;  // v2..v4 have one tile count
       // -1: the automatic split with one m16 tile per warp.
+      cuda::set_mmq_kernel(kernel);
       cuda::set_mmq_tiles(splits < 0 ? 1 : 2);
       cuda::set_mmq(true, 0, 0, std::max(splits, 0));
       DeviceBuffer y9(size_t(9 * n_out) * 4), y64(size_t(64 * n_out) * 4), y100(size_t(100 * n_out) * 4);
@@ -243,7 +263,7 @@ TEST(MmqCuda, BatchInvariant) {
       const auto a100 = download(y100.as<float>(), size_t(100 * n_out));
       const std::vector<float> c64(a64.begin() + 55 * n_out, a64.end());
       const std::vector<float> c100(a100.begin() + 55 * n_out, a100.begin() + 64 * n_out);
-      const std::string tag = " (splits " + std::to_string(splits) + ")";
+      const std::string tag = " (kernel v" + std::to_string(kernel) + ", splits " + std::to_string(splits) + ")";
       expect_same_bits(a9, c64, describe(w.m, 9, "columns 55..63 alone vs in 64 columns" + tag), n_out);
       expect_same_bits(a9, c100, describe(w.m, 9, "columns 55..63 alone vs in 100 columns" + tag), n_out);
       // One column alone in a 9-column call of copies of another column: still the same bits.
@@ -261,6 +281,43 @@ TEST(MmqCuda, BatchInvariant) {
   }
 }
 
+// With one K split both kernels run the same mma chain per row over the same f16 values: same bits. With
+// their automatic splits: both near the f16 reference (AgainstTheReferences). Awkward row counts (not
+// multiples of 128 / 256) and a partial last chunk (n_in = 1056: 33 units).
+TEST(MmqCuda, V2V3SameBitsAsV1OneSplit) {
+  POLYKV_REQUIRE_GPU();
+  MmqScope scope;
+  uint32_t seed = 400;
+  for (DType t : kTypes) {
+    for (const Shape& s : shapes_for(t)) {
+      const auto w = cuda_test::make_weights(t, s.n_in, s.n_out, ++seed, true);
+      const Split d = upload_split(w.m);
+      const auto x = cuda_test::normal_floats(size_t(128 * s.n_in), seed + 1);
+      const auto dx = upload(x);
+      DeviceBuffer y1(size_t(128 * s.n_out) * 4), y2(size_t(128 * s.n_out) * 4);
+      for (const int n : {9, 63, 128}) {
+        cuda::set_mmq(true, 0, 0, 1);
+        cuda::set_mmq_tiles(2);
+        cuda::set_mmq_kernel(1);
+        cuda::matmul_mmq(d.w, dx->as<float>(), y1.as<float>(), n, ctx());
+        const auto want = download(y1.as<float>(), size_t(n * s.n_out));
+        for (int k : {2, 3, 4}) {
+          cuda::set_mmq_kernel(k);
+          poison(y2.as<float>(), size_t(n * s.n_out));
+          cuda::matmul_mmq(d.w, dx->as<float>(), y2.as<float>(), n, ctx());
+          expect_same_bits(download(y2.as<float>(), size_t(n * s.n_out)), want,
+                           describe(w.m, n, "v" + std::to_string(k) + " vs v1, one K split"), s.n_out);
+        }
+        if (HasFailure()) {
+          cuda::set_mmq(true);
+          return;
+        }
+      }
+    }
+  }
+  cuda::set_mmq(true);
+}
+
 // matmul() and matmul_parts() route 9..max columns of split weights to it (same bits), not when off.
 TEST(MmqCuda, Routing) {
   POLYKV_REQUIRE_GPU();
@@ -273,21 +330,24 @@ TEST(MmqCuda, Routing) {
   const auto x = cuda_test::normal_floats(size_t(130 * n_in), 303);
   const auto dx = upload(x);
   DeviceBuffer ya(size_t(130 * 300) * 4), yb(size_t(130 * 300) * 4), yk(size_t(130 * 77) * 4);
-  for (int n : {8, 9, 33, 128, 129}) {
-    cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), n, ctx());
-    cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
-    const auto a = download(ya.as<float>(), size_t(n * 300)), b = download(yb.as<float>(), size_t(n * 300));
-    const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-    EXPECT_EQ(same, n >= 9 && n <= 128) << "matmul() with " << n << " columns "
-                                        << (same ? "took" : "did not take") << " the mmq path";
-    const cuda::MatvecPart parts[] = {{&dq.w, ya.as<float>()}, {&dk.w, yk.as<float>()}};
-    cuda::matmul_parts(parts, dx->as<float>(), n, ctx());
-    cuda::matmul(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
-    expect_same_bits(download(ya.as<float>(), size_t(n * 300)), download(yb.as<float>(), size_t(n * 300)),
-                     describe(dq.w, n, "matmul_parts part 0 vs matmul"), 300);
-    cuda::matmul(dk.w, dx->as<float>(), yb.as<float>(), n, ctx());
-    expect_same_bits(download(yk.as<float>(), size_t(n * 77)), download(yb.as<float>(), size_t(n * 77)),
-                     describe(dk.w, n, "matmul_parts part 1 vs matmul"), 77);
+  for (int kernel : {1, 3}) {  // v1 and v3 (matmul_parts shares one f16 x among the parts)
+    cuda::set_mmq_kernel(kernel);
+    for (int n : {8, 9, 33, 128, 129}) {
+      cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), n, ctx());
+      cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+      const auto a = download(ya.as<float>(), size_t(n * 300)), b = download(yb.as<float>(), size_t(n * 300));
+      const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+      EXPECT_EQ(same, n >= 9 && n <= 128) << "kernel " << kernel << ": matmul() with " << n << " columns "
+                                          << (same ? "took" : "did not take") << " the mmq path";
+      const cuda::MatvecPart parts[] = {{&dq.w, ya.as<float>()}, {&dk.w, yk.as<float>()}};
+      cuda::matmul_parts(parts, dx->as<float>(), n, ctx());
+      cuda::matmul(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+      expect_same_bits(download(ya.as<float>(), size_t(n * 300)), download(yb.as<float>(), size_t(n * 300)),
+                       describe(dq.w, n, "matmul_parts part 0 vs matmul, kernel " + std::to_string(kernel)), 300);
+      cuda::matmul(dk.w, dx->as<float>(), yb.as<float>(), n, ctx());
+      expect_same_bits(download(yk.as<float>(), size_t(n * 77)), download(yb.as<float>(), size_t(n * 77)),
+                       describe(dk.w, n, "matmul_parts part 1 vs matmul, kernel " + std::to_string(kernel)), 77);
+    }
   }
   cuda::set_mmq(false);
   EXPECT_FALSE(cuda::mmq_takes(dq.w, 64));
@@ -322,10 +382,13 @@ double median_per_call(Fn&& fn, int per, int reps = 15) {
   return t[t.size() / 2];
 }
 
-// llama-3.1-8b's matrices (q/o 4096x4096, qkv 6144x4096, gate+up 28672x4096, down 4096x14336) at 16, 32,
-// 64 and 128 columns: matmul() with the mmq path and with it off (the chunked mat-vec up to 32 columns,
-// cuBLAS on f16 tiles above), over enough copies of the matrix (>= 256 MiB) that L2 holds none.
-// GB/s = weight bytes / time; mmq%fl = that / the copy bandwidth (read + write, ~4.3 TB/s on an H200).
+// llama-3.1-8b's matrices as the decoder multiplies them (matmul_parts launches q, k, v and gate, up one
+// by one): q/o 4096x4096, k/v 1024x4096, gate/up 14336x4096, down 4096x14336, at 16, 32, 64 and 128
+// columns, for q4_0, q8_0, q4_K and q6_K: matmul() with mmq off (the old path: chunked mat-vec up to 32
+// columns, dequantize + cuBLAS above), mmq kernel v1 and kernel v2, each over enough copies of the matrix
+// (>= 256 MiB) that L2 holds none. GB/s = weight bytes / time; %fl = that / the copy bandwidth (read +
+// write). Then per layer (2 q/o + 2 k/v + 2 gate/up + down) and its floor (weight bytes / copy bandwidth).
+// POLYKV_MMQ_BENCH_TYPES=q4_0,q6_K limits the types.
 TEST(CudaMmqBench, DISABLED_VsOldPath) {
   POLYKV_REQUIRE_GPU();
   MmqScope scope;
@@ -339,17 +402,25 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   }
   std::printf("device-to-device copy: %.0f GB/s (read + write); mmq splits %s\n", copy * 1e-9,
               std::getenv("POLYKV_CUDA_MMQ_SPLITS") ? std::getenv("POLYKV_CUDA_MMQ_SPLITS") : "auto");
-  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %8s %8s %7s %6s\n", "type", "matrix", "n_out", "n_in", "n",
-              "old_us", "mmq_us", "mmq1_us", "old_GB/s", "mmq_GB/s", "mmq%fl", "ratio");
+  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %9s %9s %8s %8s %6s %6s\n", "type", "matrix", "n_out", "n_in", "n",
+              "old_us", "v1_us", "v2_us", "v3_us", "v4_us", "v1_GB/s", "v2_GB/s", "v2%fl", "v1/v2");
   struct BenchShape {
     const char* name;
     int64_t n_out, n_in;
+    int per_layer;
   };
-  const BenchShape shapes[] = {{"q/o", 4096, 4096}, {"qkv", 6144, 4096}, {"gate+up", 28672, 4096}, {"down", 4096, 14336}};
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
+  const BenchShape shapes[] = {
+      {"q/o", 4096, 4096, 2}, {"k/v", 1024, 4096, 2}, {"gate/up", 14336, 4096, 2}, {"down", 4096, 14336, 1}};
+  const int kNs[] = {16, 32, 64, 128};
+  const char* only = std::getenv("POLYKV_MMQ_BENCH_TYPES");
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    if (only && !std::strstr(only, dtype_name(t))) continue;
+    double layer[4][5] = {};  // [n][path] us
+    double layer_bytes = 0;
     for (const BenchShape& sh : shapes) {
       const size_t stride = cuda::split_row_stride(t, sh.n_in);
       const size_t bytes = stride * size_t(sh.n_out);
+      layer_bytes += double(bytes) * sh.per_layer;
       const int copies = int(std::max<size_t>(2, ((size_t(256) << 20) + bytes - 1) / bytes));
       std::vector<std::unique_ptr<DeviceBuffer>> bufs;
       std::vector<WeightMatrix> ws;
@@ -368,23 +439,33 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
       const auto x = cuda_test::normal_floats(size_t(128 * sh.n_in), 2);
       const auto dx = upload(x);
       DeviceBuffer y(size_t(128 * sh.n_out) * 4);
-      for (int n : {16, 32, 64, 128}) {
-        // 0: the old path; 1: mmq (2 m16 tiles per warp, the default); 2: mmq with 1 tile per warp.
-        double us[3];
-        for (int k = 0; k < 3; ++k) {
+      for (int ni = 0; ni < 4; ++ni) {
+        const int n = kNs[ni];
+        // 0: the old path; 1: mmq v1 (2 m16 tiles per warp); 2: mmq v2; 3: v3 (v2 for q4_K / q6_K); 4: v4.
+        double us[5];
+        for (int k = 0; k < 5; ++k) {
           cuda::set_mmq(k > 0, 1, 1 << 20, 0);
-          cuda::set_mmq_tiles(k == 2 ? 1 : 2);
+          cuda::set_mmq_tiles(2);
+          cuda::set_mmq_kernel(std::max(k, 1));
           us[k] = 1e6 * median_per_call([&](int i) {
             cuda::matmul(ws[size_t(i % copies)], dx->as<float>(), y.as<float>(), n, ctx());
           }, copies);
+          layer[ni][k] += us[k] * sh.per_layer;
         }
-        const double gb[2] = {double(bytes) / us[0] * 1e-3, double(bytes) / us[1] * 1e-3};
-        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %8.0f %8.0f %6.1f%% %6.2f\n", dtype_name(t), sh.name,
-                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], gb[0], gb[1],
-                    100.0 * gb[1] * 1e9 / copy, us[0] / us[1]);
+        const double gb[2] = {double(bytes) / us[1] * 1e-3, double(bytes) / us[2] * 1e-3};
+        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %9.1f %9.1f %8.0f %8.0f %5.1f%% %6.2f\n",
+                    dtype_name(t), sh.name, (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], us[3], us[4],
+                    gb[0], gb[1],
+                    100.0 * gb[1] * 1e9 / copy, us[1] / us[2]);
         std::fflush(stdout);
       }
     }
+    for (int ni = 0; ni < 4; ++ni)
+      std::printf("%-5s LAYER n=%-4d old %8.1f us  v1 %8.1f us  v2 %8.1f us  v3 %8.1f us  v4 %8.1f us  floor %6.1f us  "
+                  "(v2: %.2fx v1, %.2fx old)\n",
+                  dtype_name(t), kNs[ni], layer[ni][0], layer[ni][1], layer[ni][2], layer[ni][3], layer[ni][4],
+                  1e6 * layer_bytes / copy, layer[ni][1] / layer[ni][2], layer[ni][0] / layer[ni][2]);
+    std::fflush(stdout);
   }
 }
 

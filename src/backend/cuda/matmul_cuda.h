@@ -65,10 +65,10 @@ constexpr int kChunkedMatvecMaxCols = 32;
 // Batch invariant within its range (a column's bits do not depend on the other columns, whatever their
 // number); not the same bits as the mat-vec path (f16 instead of 8-bit activations).
 constexpr int kMmqDefaultMinCols = 9;
-// 64: on the H200 (CudaMmqBench.DISABLED_VsOldPath, 2026-12-01d) this kernel beats dequantize + cuBLAS at
-// 16 and 32 columns for every matrix, at 64 over a whole llama-3.1-8b layer (q4_0 434 vs 470 us, q8_0 428 vs
-// 481, q4_K 424 vs 897); at 128 q4_0 and q8_0 lose (856 vs 496, 839 vs 507), q4_K still gains (836 vs 925).
-constexpr int kMmqDefaultMaxCols = 64;
+// 128: on the H200 (CudaMmqBench.DISABLED_VsOldPath, 2026-12-01e) kernel v3 beats dequantize + cuBLAS over a
+// llama-3.1-8b layer at 16..128 columns for every split type (at 128: q4_0 421 vs 520 us, q8_0 448 vs 531,
+// q4_K 579 vs 951, q6_K 587 vs 623). (v1 lost at 128 for q4_0 / q8_0: the range was 9..64.)
+constexpr int kMmqDefaultMaxCols = 128;
 bool mmq_takes(const WeightMatrix& w, int n);
 // Whether w is a matrix the kernel takes (layout, type), whatever n.
 bool mmq_supports(const WeightMatrix& w);
@@ -83,6 +83,13 @@ bool mmq_enabled();
 // POLYKV_CUDA_MMQ_MT. Results do not depend on it but through the K split (a per-process setting).
 void set_mmq_tiles(int mt);
 int mmq_tiles_per_warp();
+// Which mmq kernel runs: 1 (v1: registers only, matmul_cuda_mmq.cu), 2 (v2: cp.async ring in shared
+// memory, 256 rows per CTA, matmul_cuda_mmq2.cu), 3 (v2 with q4_0 / q8_0 dequantized by f16 arithmetic)
+// or 4 (v3 with 16 warps of 16 rows per CTA: twice the warps per SM; experimental, unmeasured);
+// POLYKV_CUDA_MMQ_KERNEL=v1..v4. Same values and k order per row; the bits differ only through the K split.
+constexpr int kMmqDefaultKernel = 3;
+void set_mmq_kernel(int k);
+int mmq_kernel();
 int mmq_min_cols();
 int mmq_max_cols();
 

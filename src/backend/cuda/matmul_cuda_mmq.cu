@@ -23,6 +23,7 @@
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_mmq.cuh"
+#include "backend/cuda/matmul_cuda_mmq2.h"
 #include "backend/cuda/matmul_cuda_split.h"
 #include "core/error.h"
 
@@ -181,6 +182,7 @@ struct MmqSettings {
   bool on = true;
   int min_cols = kMmqDefaultMinCols, max_cols = kMmqDefaultMaxCols, splits = 0;
   int tiles = hd::kMmqDefaultTiles;  // m16 tiles per warp
+  int kernel = kMmqDefaultKernel;     // 1: v1 (this file), 2: v2, 3: v2 + f16 dequant, 4: v3 with 16 warps (mmq2.cu)
   int env_min = kMmqDefaultMinCols, env_max = kMmqDefaultMaxCols, env_splits = 0;  // what the environment set
 };
 MmqSettings g_mmq;
@@ -202,6 +204,12 @@ MmqSettings& settings() {
     g_mmq.max_cols = env_int("POLYKV_CUDA_MMQ_MAX", kMmqDefaultMaxCols);
     g_mmq.splits = std::clamp(env_int("POLYKV_CUDA_MMQ_SPLITS", 0), 0, hd::kMmqMaxSplits);
     g_mmq.tiles = env_int("POLYKV_CUDA_MMQ_MT", hd::kMmqDefaultTiles) == 1 ? 1 : 2;
+    if (const char* k = std::getenv("POLYKV_CUDA_MMQ_KERNEL")) {
+      if (std::strcmp(k, "v1") == 0 || std::strcmp(k, "1") == 0) g_mmq.kernel = 1;
+      if (std::strcmp(k, "v2") == 0 || std::strcmp(k, "2") == 0) g_mmq.kernel = 2;
+      if (std::strcmp(k, "v3") == 0 || std::strcmp(k, "3") == 0) g_mmq.kernel = 3;
+      if (std::strcmp(k, "v4") == 0 || std::strcmp(k, "4") == 0) g_mmq.kernel = 4;
+    }
     g_mmq.env_min = g_mmq.min_cols;
     g_mmq.env_max = g_mmq.max_cols;
     g_mmq.env_splits = g_mmq.splits;
@@ -254,6 +262,8 @@ int mmq_min_cols() { return settings().min_cols; }
 int mmq_max_cols() { return settings().max_cols; }
 
 void set_mmq_tiles(int mt) { settings().tiles = mt == 1 ? 1 : 2; }
+void set_mmq_kernel(int k) { settings().kernel = k >= 2 && k <= 4 ? k : 1; }
+int mmq_kernel() { return settings().kernel; }
 int mmq_tiles_per_warp() { return settings().tiles; }
 
 void set_mmq(bool on, int min_cols, int max_cols, int splits) {
@@ -288,6 +298,11 @@ void mmq_launch(const WeightMatrix& w, const void* x16, float* y, int n, CudaCon
   check(mmq_supports(w), "CUDA mmq: ", dtype_name(w.type), " weights (layout ", int(w.layout), ") not supported");
   check(n >= 1, "CUDA mmq: ", n, " columns");
   if (w.n_out == 0) return;
+  if (settings().kernel >= 2) {
+    mmq2_launch(w, static_cast<const __half*>(x16), y, n, ctx, settings().splits, settings().kernel >= 3,
+                settings().kernel == 4);
+    return;
+  }
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
     if constexpr (hd::mmq_type<T>()) {

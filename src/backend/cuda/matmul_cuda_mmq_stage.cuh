@@ -1,0 +1,250 @@
+// Shared-memory staging of the second quantized mat-mul kernel ("mmq v2", matmul_cuda_mmq2.cu),
+// host and device code, tested on the CPU by tests/cuda_mmq_stage_test.cpp.
+//
+// v2 keeps v1's fragments (matmul_cuda_mmq.cuh: a chunk = 4 units = 128 values of a row, thread t of a
+// quad takes unit 4 c + t, word j of the decoded unit fills k-step j) and its values (unit_word_values
+// rounded to f16), but feeds them from shared memory filled by cp.async, several chunks ahead:
+//
+// Weights of stage (chunk c), per CTA row r (kMmq2Rows rows), two regions:
+//   A[r][kPitchA]: the 4 units' quant bytes in unit order (q4_0 / q4_K / q6_K ql: 4 x 16 B, pitch 64;
+//                  q8_0: 4 x 32 B, pitch 144 so that rows g and g + 1 fall in other banks);
+//   B[r][kPitchB]: the rest: q4_0 / q8_0 the 4 blocks' d (8 B); q4_K the block's 16-byte head; q6_K the
+//                  4 units' repacked qh (32 B), scale pairs (8 B) and the 4-byte word holding d.
+// Each region is copied with `kPieces` cp.async of 4, 8 or 16 bytes per row (MmqStage<T>::piece): the
+// first kPiecesA are region A's, 16 bytes each, at dst 16 k (the kernel spreads them over consecutive
+// lanes, so that a warp reads whole 32-byte sectors); a unit past the row's last one is zero-filled
+// (its A fragment is also forced to 0 by the kernel). Reading unit t
+// back (mmq_stage_unit) gives Split<T>::load's words exactly (tested).
+//
+// Activations of stage c, per column: the 128 f16 values x[col][128 c .. 128 c + 127] reordered so that
+// the 8 values a thread needs for k-steps 2 jp and 2 jp + 1 of unit t (mmq_value_pos(.., 2 jp, 0), 8
+// consecutive values) are the 16 bytes at slot 4 jp + t: one 16-byte cp.async per slot, one 16-byte
+// shared load per (n tile, jp) giving both B fragments. Column pitch 320 B (256 + 64): the 8 lanes of a
+// quarter warp (g = 0, 1; t = 0..3) hit 8 different 16-byte bank groups.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cuda/matmul_cuda_mmq.cuh"
+#include "backend/cuda/matmul_cuda_split.cuh"
+#include "core/fp16.h"
+
+namespace polykv::cuda::hd {
+
+constexpr int kMmq2Warps = 8;                       // warps per CTA, 32 rows each (two m16 tiles)
+constexpr int kMmq2Rows = kMmq2Warps * 32;          // rows per CTA
+constexpr int kMmq2XPitch = 320;                    // bytes per staged column (128 f16 + 64 B skew)
+constexpr int kMmq2XSlots = 16;                     // 16-byte slots per staged column
+// Most K splits: a 1024-row k / v projection is 4 row blocks; 16 splits make 64 CTAs.
+constexpr int kMmq2MaxSplits = 16;
+
+// One cp.async of a row's chunk: `bytes` from row offset `src` to region (0: A, 1: B) offset `dst`;
+// `valid` false: zero-fill (a unit past the row's end).
+struct MmqPiece {
+  int64_t src = 0;
+  int dst = 0;
+  int bytes = 0;
+  int region = 0;
+  bool valid = true;
+};
+
+template <class T>
+struct MmqStage;
+
+// Chunk c's units 4c .. 4c+3 (valid while < n_units).
+POLYKV_HD bool mmq_unit_valid(const SplitGeom& g, int64_t c, int k) { return 4 * c + k < g.n_units; }
+
+template <>
+struct MmqStage<DecQ4_0> {
+  static constexpr int kPitchA = 64, kPitchB = 8, kPieces = 5, kPiecesA = 4;
+  POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
+    MmqPiece p;
+    if (k < 4) {
+      p.src = 16 * (4 * c + k), p.dst = 16 * k, p.bytes = 16, p.region = 0, p.valid = mmq_unit_valid(g, c, k);
+    } else {  // the 4 blocks' d: 8 bytes, inside the padded row even past the last block
+      p.src = g.head_offset + 8 * c, p.dst = 0, p.bytes = 8, p.region = 1;
+    }
+    return p;
+  }
+};
+
+template <>
+struct MmqStage<DecQ8_0> {
+  static constexpr int kPitchA = 144, kPitchB = 8, kPieces = 9, kPiecesA = 8;
+  POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
+    MmqPiece p;
+    if (k < 8) {
+      p.src = 32 * (4 * c) + 16 * k, p.dst = 16 * k, p.bytes = 16, p.region = 0, p.valid = mmq_unit_valid(g, c, k / 2);
+    } else {
+      p.src = g.head_offset + 8 * c, p.dst = 0, p.bytes = 8, p.region = 1;
+    }
+    return p;
+  }
+};
+
+template <>
+struct MmqStage<DecQ4_K> {  // 8 units a block: a chunk is half a block, always whole
+  static constexpr int kPitchA = 64, kPitchB = 16, kPieces = 5, kPiecesA = 4;
+  POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
+    MmqPiece p;
+    if (k < 4) {
+      p.src = 16 * (4 * c + k), p.dst = 16 * k, p.bytes = 16, p.region = 0, p.valid = mmq_unit_valid(g, c, k);
+    } else {
+      p.src = g.head_offset + 16 * (c / 2), p.dst = 0, p.bytes = 16, p.region = 1;
+    }
+    return p;
+  }
+};
+
+template <>
+struct MmqStage<DecQ6_K> {  // 8 units a block: chunks always whole
+  static constexpr int kPitchA = 64, kPitchB = 48, kPieces = 8, kPiecesA = 4;
+  POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
+    using S = Split<DecQ6_K>;
+    MmqPiece p;
+    if (k < 4) {
+      p.src = 16 * (4 * c + k), p.dst = 16 * k, p.bytes = 16, p.region = 0, p.valid = mmq_unit_valid(g, c, k);
+    } else if (k < 6) {  // qh: 8 B per unit
+      p.src = S::qh_offset(g) + 32 * c + 16 * (k - 4), p.dst = 16 * (k - 4), p.bytes = 16, p.region = 1;
+    } else if (k == 6) {  // scale pairs: 2 B per unit
+      p.src = S::sc_offset(g) + 8 * c, p.dst = 32, p.bytes = 8, p.region = 1;
+    } else {  // the aligned word holding block c / 2's d (blocks 2 i and 2 i + 1)
+      p.src = g.head_offset + 4 * (c / 4), p.dst = 40, p.bytes = 4, p.region = 1;
+    }
+    return p;
+  }
+};
+
+// Plain reads of staged bytes (shared memory on the device; p aligned to the size).
+POLYKV_HD void st_ld16(const uint8_t* p, uint32_t* w) {
+#ifdef __CUDA_ARCH__
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+#else
+  std::memcpy(w, p, 16);
+#endif
+}
+POLYKV_HD uint32_t st_ld32(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#endif
+}
+POLYKV_HD uint32_t st_ld16bit(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const uint16_t*>(p);
+#else
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+#endif
+}
+
+// Unit t (0..3) of chunk c of a staged row (a: its A bytes, b: its B bytes): Split<T>::load's words.
+template <class T>
+POLYKV_HD void mmq_stage_unit(const uint8_t* a, const uint8_t* b, int64_t c, int t,
+                              uint32_t (&q)[Split<T>::kUnitWords], uint32_t (&h)[Split<T>::kHeadWords]) {
+  if constexpr (T::kBlockValues == 32 && Split<T>::kUnitBytes == 16) {  // q4_0
+    st_ld16(a + 16 * t, q);
+    h[0] = st_ld16bit(b + 2 * t);
+  } else if constexpr (T::kBlockValues == 32) {  // q8_0
+    st_ld16(a + 32 * t, q);
+    st_ld16(a + 32 * t + 16, q + 4);
+    h[0] = st_ld16bit(b + 2 * t);
+  } else if constexpr (Split<T>::kHeadBytes == 16) {  // q4_K
+    st_ld16(a + 16 * t, q);
+    st_ld16(b, h);
+  } else {  // q6_K
+    st_ld16(a + 16 * t, q);
+    q[4] = st_ld32(b + 8 * t);
+    q[5] = st_ld32(b + 8 * t + 4);
+    q[6] = st_ld16bit(b + 32 + 2 * t);
+    h[0] = st_ld16bit(b + 40 + 2 * ((c / 2) % 2));
+  }
+}
+
+// Activations: staged slot s (0..15) = 4 jp + t holds the 8 values of x at chunk-relative position
+// mmq_x_slot_pos(c, s) (k-steps 2 jp, 2 jp + 1 of unit 4 c + t).
+template <class T>
+POLYKV_HD int64_t mmq_x_slot_pos(int64_t c, int s) {
+  const int jp = s / 4, t = s % 4;
+  const int64_t u = 4 * c + t;
+  return mmq_value_pos<T>(u / T::kParts, int(u % T::kParts), 2 * jp, 0);
+}
+
+// ---- f16 dequantization of q4_0 / q8_0 (kernel v3 = v2 with it) ----
+// A q4_0 value is f16(d * (q - 8)), a q8_0 value f16(d * q) (unit_word_values then pack_half2: the f32
+// product is exact, one rounding to f16). The same f16 comes from f16 arithmetic: the byte b (q4_0: the
+// nibble q; q8_0: q + 128) placed under the exponent of 1024 (0x6400 | b = 1024 + b, exact), minus
+// 1032 (q4_0) / 1152 (q8_0) (exact: a small integer), times d (one rounding of the exact product).
+// So 3 instructions (byte permute, HADD2, HMUL2) per pair of values instead of 7 (2 x (permute, FADD,
+// FFMA) + F2F). A zero may get the other sign (d < 0, q = 8), which no f32 sum of the mma sees.
+template <class T>
+POLYKV_HDC constexpr bool mmq_half_dequant() {
+  return T::kBlockValues == 32 && T::kParts == 1 && T::kGroups == 1 && (T::kBlockBytes == 18 || T::kBlockBytes == 34);
+}
+
+// The byte word the permute reads for word w of a decoded q4_0 / q8_0 unit (q8_0: bytes biased by 128).
+template <class T, class U>
+POLYKV_HD uint32_t mmq_half_bytes(const U& u, int w) {
+  return T::kBlockBytes == 34 ? (u.q[w] ^ 0x80808080u) : u.q[w];
+}
+// 1024 + the bias: the f16 subtrahend.
+template <class T>
+POLYKV_HDC constexpr float mmq_half_bias() { return T::kBlockBytes == 34 ? 1152.0f : 1032.0f; }
+
+// f16x2 (low half: byte 2 p, high half: byte 2 p + 1 of `bytes`, p = 0 or 1) of d * (byte - bias + 1024)
+// where d16 is the block's f16 d (bits). Device: PRMT, HSUB2, HMUL2; host: the same roundings.
+template <class T>
+POLYKV_HD uint32_t mmq_half_pair(uint32_t bytes, int p, uint32_t d2) {
+#ifdef __CUDA_ARCH__
+  const uint32_t magic = __byte_perm(bytes, 0x64646464u, p == 0 ? 0x4140u : 0x4342u);
+  const __half2 bias = __float2half2_rn(mmq_half_bias<T>());
+  const __half2 v = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&magic), bias),
+                            *reinterpret_cast<const __half2*>(&d2));
+  return *reinterpret_cast<const uint32_t*>(&v);
+#else
+  uint32_t out = 0;
+  for (int e = 0; e < 2; ++e) {
+    const uint32_t b = (bytes >> (8 * (2 * p + e))) & 0xFF;
+    const float m = half_to_f32(uint16_t(0x6400u | b));       // 1024 + b
+    const float q = m - mmq_half_bias<T>();                    // exact (f16-exact small integer)
+    const float d = half_to_f32(uint16_t(e == 0 ? d2 & 0xFFFF : d2 >> 16));
+    out |= uint32_t(f32_to_fp16(d * q)) << (16 * e);           // d * q exact in f32, one rounding
+  }
+  return out;
+#endif
+}
+
+// v2's K split: row blocks of kMmq2Rows times `splits`, about one wave of CTAs (ctas_per_sm per SM):
+// floor(SMs x ctas_per_sm / row blocks), 1..kMmq2MaxSplits, each split non-empty. Depends on the matrix
+// and the device only.
+inline MmqPlan mmq2_plan(int64_t n_out, int64_t n_units, int sm_count, int ctas_per_sm, int forced_splits) {
+  MmqPlan p;
+  p.row_blocks = (n_out + kMmq2Rows - 1) / kMmq2Rows;
+  p.n_chunks = (n_units + kMmqUnitsPerChunk - 1) / kMmqUnitsPerChunk;
+  int64_t s = forced_splits > 0 ? forced_splits : int64_t(sm_count) * ctas_per_sm / p.row_blocks;
+  if (s > kMmq2MaxSplits) s = kMmq2MaxSplits;
+  if (s > p.n_chunks) s = p.n_chunks;
+  if (s < 1) s = 1;
+  p.chunks_per_split = (p.n_chunks + s - 1) / s;
+  p.splits = int((p.n_chunks + p.chunks_per_split - 1) / p.chunks_per_split);
+  return p;
+}
+
+// Shared memory of one stage: A, B (kMmq2Rows rows) and 8 * nt columns of x.
+template <class T>
+POLYKV_HDC constexpr int mmq2_stage_bytes(int nt) {
+  return kMmq2Rows * (MmqStage<T>::kPitchA + MmqStage<T>::kPitchB) + 8 * nt * kMmq2XPitch;
+}
+
+// cp.async ring depth (chunks in flight + the one computed): 3 with 8 n tiles (174 KB for q8_0), 4 with
+// fewer (memory-bound: more bytes in flight; <= 196 KB). The math does not depend on it.
+POLYKV_HDC constexpr int mmq2_stages(int nt) { return nt >= 8 ? 3 : 4; }
+template <class T>
+POLYKV_HDC constexpr int mmq2_smem_bytes(int nt) { return mmq2_stages(nt) * mmq2_stage_bytes<T>(nt); }
+
+}  // namespace polykv::cuda::hd
