@@ -150,10 +150,16 @@ TEST(FuseDecCuda, MatmulAddRmsnormEqualsPlainOps) {
           EXPECT_TRUE(bits(f.h, p.h, what + ": out"));
           EXPECT_TRUE(bits(f.next, p.next, what + ": the next mat-vec (on the activations the op wrote)"));
         }
-        // Against the CPU (the reference): int8 activations and another reduction order.
+        // Against the CPU (the reference): int8 activations and another reduction order. The CPU quantizes
+        // a k-quant's activations with one scale per 256 values (q8_K), the GPU per 32: on its own that puts
+        // the CPU ~1.9e-2 (relative L2; NMSE 3.5e-4, measured 2026-12-01e) from the exact product for q4_K, so the two
+        // may differ by more than 2e-2 there (H200 2026-12-01e: 2.09e-2 on q4_K 4064x512); the fused op's
+        // own claim is the bit identity with the plain path above.
+        const bool kq = t == DType::Q4_K || t == DType::Q6_K;
+        const double bound = kq ? 3e-2 : 2e-2;
         const double ex = rel_l2(f.x, c.x), eh = norm ? rel_l2(f.h, c.h) : 0.0;
-        EXPECT_LT(ex, 2e-2) << what << ": x against the CPU backend, relative L2 error";
-        EXPECT_LT(eh, 2e-2) << what << ": out against the CPU backend, relative L2 error";
+        EXPECT_LT(ex, bound) << what << ": x against the CPU backend, relative L2 error";
+        EXPECT_LT(eh, bound) << what << ": out against the CPU backend, relative L2 error";
         if (HasFailure()) return;
       }
     }
