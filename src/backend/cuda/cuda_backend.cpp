@@ -73,10 +73,6 @@ class CudaBackend final : public Backend {
     if (const char* mr = std::getenv("POLYKV_MATVEC_ROWS")) cuda::set_matvec_rows_per_warp(std::atoi(mr));
     // POLYKV_CUDA_GRAPH_ROWS=r: steps of up to r rows are recorded (default kGraphMaxRows; 0: none).
     if (const char* gr = std::getenv("POLYKV_CUDA_GRAPH_ROWS")) graph_max_rows_ = std::max(0, std::atoi(gr));
-    // POLYKV_CUDA_GRAPH_KEY=host: the graph key of before 2026-12-01e (the KV store's host address, no
-    // drop on release), which replays graphs over freed KV bytes; only to show that CudaGraphKv.* catch it.
-    const char* gk = std::getenv("POLYKV_CUDA_GRAPH_KEY");
-    old_graph_key_ = gk && std::strcmp(gk, "host") == 0;
     const char* cc = std::getenv("POLYKV_CUDA_CASCADE");
     cascade_enabled_ = !(cc && std::strcmp(cc, "0") == 0);
     // POLYKV_CUDA_PROFILE_ROWS=R[:SKIP[:COUNT]]: a profiler window (cudaProfilerStart/Stop) around
@@ -469,7 +465,7 @@ class CudaBackend final : public Backend {
     capturing_ = false;
     eager_first_ = false;
     if (!graphs_enabled_ || plan_.total_rows == 0 || plan_.total_rows > graph_max_rows_) return false;
-    if (graphs_releases_ != releases_ && !old_graph_key_) {  // device memory was freed since they were recorded
+    if (graphs_releases_ != releases_) {  // device memory was freed since they were recorded
       drop_graphs();
       graphs_releases_ = releases_;
     }
@@ -482,7 +478,7 @@ class CudaBackend final : public Backend {
     mix(uint64_t(batch_.max_prefix_q));
     mix(uint64_t(batch_.max_prefix_kv));
     // The KV bytes' device address and layout, never the store's host address (cuda_backend_plan.h).
-    mix(old_graph_key_ ? uint64_t(reinterpret_cast<uintptr_t>(plan_.store)) : plan_.store_key);
+    mix(plan_.store_key);
     mix(ctx_.scratch_generation());
     mix(hybrid_.generation());
     GraphEntry& e = graphs_[key];
@@ -733,7 +729,6 @@ class CudaBackend final : public Backend {
   bool graph_pdl_ = true;            // POLYKV_CUDA_GRAPH_PDL
   bool pdl_before_capture_ = true;   // restored by end_step_ops when !graph_pdl_
   uint64_t capture_key_ = 0;
-  bool old_graph_key_ = false;  // POLYKV_CUDA_GRAPH_KEY=host (tests only)
   uint64_t releases_ = 0, graphs_releases_ = 0;  // release() calls: now, and when graphs_ was last valid
   std::unordered_map<uint64_t, GraphEntry> graphs_;
 };
