@@ -74,6 +74,7 @@ struct Engine::Seq {
   int k_plan = 0;                    // drafts planned for this step (plan_speculation)
   std::vector<int32_t> drafts;       // this step's drafts (their ids are also in the manager's tokens)
   int n_generated = 0;
+  std::vector<float> pool_hidden;  // a pool with mtp_pools_: its rows' hidden states so far [n][n_embd]
   Clock::time_point t_submit = Clock::now();
   double ttft = 0;
   bool finished = false;
@@ -109,6 +110,7 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
   opts_.n_ctx = std::min(opts_.n_ctx, pool_tokens);
   hash_seed_ = prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, "");
   hybrid_ = store_.shape().recurrent.n_layer > 0;
+  mtp_pools_ = !opts_.spec.mtp_path.empty() || model_.config().n_nextn > 0;
   m_.kv_blocks_total = store_.n_blocks();
   m_.kv_block_tokens = store_.block_tokens();
   m_.kv_bytes_per_block = store_.block_bytes();
@@ -334,6 +336,7 @@ void Engine::finish(Seq& s, FinishReason r, const std::string& error) {
         copy->copy_from(*r);
         p.state = std::move(copy);
       }
+      if (!s.pool_hidden.empty()) p.hidden = std::make_shared<const std::vector<float>>(std::move(s.pool_hidden));
       p.ready = true;
     } else if (!s.pool.empty() && !s.is_pool) {
       auto it = pools_.find(s.pool);
@@ -402,6 +405,9 @@ void Engine::admit_locked() {
       r->copy_from(*pool->second.state);
     }
     s->kv->reset(n_computed);
+    if (pool != pools_.end() && pool->second.hidden && s->drafter && s->drafter->needs_target_hidden() &&
+        pool->second.hidden->size() == size_t(n_computed) * size_t(model_.config().n_embd))
+      s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);  // MTP: the pool's rows
     running_.push_back(std::move(s));
   }
 }
@@ -728,7 +734,7 @@ void Engine::step() {
     }
     const std::span<const int32_t> toks =
         spec ? std::span<const int32_t>(spec_feed[i]) : std::span<const int32_t>(s.tokens).subspan(size_t(p0), size_t(n_feed[i]));
-    if (s.drafter && s.drafter->needs_target_hidden() && !s.is_pool)
+    if ((s.drafter && s.drafter->needs_target_hidden() && !s.is_pool) || (s.is_pool && mtp_pools_))
       hidden[i].resize(toks.size() * size_t(model_.config().n_embd));
     fb.push_back({toks, s.kv.get(), nullptr, spec, hidden[i].empty() ? nullptr : hidden[i].data()});
   }
@@ -754,7 +760,12 @@ void Engine::step() {
   for (const auto& [name, d] : drafting) draft_cost_[name].add(d.calls, d.tokens, d.seconds);
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
-    if (!hidden[i].empty()) s.drafter->target_hidden(hidden[i].data(), int(fb[i].tokens.size()), p0s[i]);
+    if (!hidden[i].empty() && s.is_pool) {  // rows at p0: the pool's chunks come in order
+      s.pool_hidden.resize(size_t(p0s[i]) * size_t(model_.config().n_embd));
+      s.pool_hidden.insert(s.pool_hidden.end(), hidden[i].begin(), hidden[i].end());
+    } else if (!hidden[i].empty()) {
+      s.drafter->target_hidden(hidden[i].data(), int(fb[i].tokens.size()), p0s[i]);
+    }
     if (s.drafter && fb[i].all_logits) {
       try {
         verify_and_emit(s, logits[i], p0s[i]);

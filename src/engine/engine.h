@@ -92,6 +92,9 @@ class Engine final : public InferenceService {
     bool ready = false;
     // Hybrid models: the recurrent state at the pool's end (its checkpoint), copied into every agent.
     std::shared_ptr<const RecurrentState> state;
+    // MTP (mtp_pools_): the target's final hidden states of the pool's rows, [tokens][n_embd], handed to
+    // every MTP agent's drafter at admission (its head needs every earlier row; docs/SPECULATIVE.md).
+    std::shared_ptr<const std::vector<float>> hidden;
   };
 
   void step_loop();
@@ -123,6 +126,7 @@ class Engine final : public InferenceService {
   KvSequenceManager mgr_;  // touched by the step thread only (and by constructors before it starts)
   BlockHash hash_seed_ = 0;
   bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: see admit_locked
+  bool mtp_pools_ = false;  // requests may draft with an MTP head: pools keep their rows' hidden states
   HostFloats step_logits_;  // step(): the step's logit rows, reused from step to step (step thread)
   StepCostModel step_cost_;  // adaptive speculation: target step seconds against rows (step thread)
   std::map<std::string, DraftCostFit> draft_cost_;  // per drafter name: seconds per call and per token (step thread)
