@@ -111,12 +111,14 @@ int run_bench_spec(const BenchSpecArgs& a) {
   std::vector<double> base_reps, spec_reps, ratio_reps;
   SpecStats total;
   bool lossless = true;
+  std::vector<int32_t> last_out;  // the plain greedy tokens of the last repetition
   for (int r = 0; r < a.reps; ++r) {  // interleaved: base, spec, base, spec, ...
     truncate_sequence_kv(*kv, a.depth);
     const Run base = decode(*model, *kv, context, prompt, a.n_gen, nullptr, 1);
     truncate_sequence_kv(*kv, a.depth);
     const Run spec = decode(*model, *kv, context, prompt, a.n_gen, drafter.get(), a.spec.spec.n_max, a.spec.spec.adaptive());
     lossless = lossless && base.out == spec.out;
+    last_out = base.out;
     base_reps.push_back(base.st.n_generated / std::max(1e-9, base.st.decode_seconds));
     spec_reps.push_back(spec.st.n_generated / std::max(1e-9, spec.st.decode_seconds));
     ratio_reps.push_back(spec_reps.back() / base_reps.back());
@@ -154,6 +156,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
       {"tokens_per_step", total.tokens_per_step()},
       {"lossless", lossless},
   };
+  if (a.json) j["output_ids"] = last_out;  // the greedy continuation (for offline drafter studies)
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
