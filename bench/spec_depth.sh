@@ -36,7 +36,7 @@ for depth in $DEPTHS; do
     echo "== $drafter depth $depth" >&2
     "$BIN" bench -m "$MODEL" --spec "$drafter" --spec-n-max "$NMAX" --spec-policy fixed "${extra[@]}" \
       --text "$WORK/$TEXT.txt" -d "$depth" -p "$NPROMPT" -n "$NGEN" -r 1 -t "$THREADS" --json >"$WORK/cell.json"
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({k: j[k] for k in ("spec","depth","spec_n_max","drafted","accepted","acceptance_rate","tokens_per_step","steps","lossless")}))' \
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(json.dumps({k: j[k] for k in ("spec","depth","n_prompt","spec_n_max","drafted","accepted","acceptance_rate","tokens_per_step","steps","lossless","output_ids")}))' \
       "$WORK/cell.json" | tee -a "$WORK/cells.jsonl" >&2
   done
 done
