@@ -1,6 +1,7 @@
-// NgramDrafter with the default range (2026-12-01f): the earlier occurrence whose match with the
-// context's end is longest (up to 32 tokens) wins over newer, shorter ones; against a linear scan on
-// long random contexts with repeats (a small alphabet and copied stretches).
+// NgramDrafter as a longest-match lookup (2026-12-01f: per-token follower lists, a bounded scan): with
+// a long cap (32) the earlier occurrence whose match with the context's end is longest wins over newer,
+// shorter ones; against a linear scan on long random contexts with repeats (a small alphabet and
+// copied stretches), for the cap 32 and the default 1..3.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,28 +32,30 @@ std::vector<int32_t> reference(const std::vector<int32_t>& ctx, int n_max, int m
 }
 
 TEST(SpecNgramLongest, LongestMatchBeatsNewerShorterOnes) {
-  NgramDrafter d;
+  NgramDrafter d(1, 32);
   // "1 2 3 4 5 -> 6" (a 5-token match) is older than "3 4 5 -> 9" (3 tokens, newer): 6 wins. With
-  // the range 1..3 used before 2026-12-01f both matched 3 tokens and the newer 9 won.
+  // the default range 1..3 both match 3 tokens and the newer 9 wins.
   const std::vector<int32_t> ctx{1, 2, 3, 4, 5, 6, 0, 3, 4, 5, 9, 0, 1, 2, 3, 4, 5};
   EXPECT_EQ(drafts_of(d, ctx, 1), (std::vector<int32_t>{6}));
-  NgramDrafter old(1, 3);
+  NgramDrafter old;
   EXPECT_EQ(drafts_of(old, ctx, 1), (std::vector<int32_t>{9}));
 }
 
 TEST(SpecNgramLongest, MatchesTheLinearScanOnLongContexts) {
-  std::mt19937 g(11);
-  NgramDrafter d;
-  std::vector<int32_t> ctx;
-  for (int step = 0; step < 1500; ++step) {
-    if (g() % 8 == 0 && ctx.size() > 40) {  // copy an earlier stretch: long matches
-      const size_t from = g() % (ctx.size() - 40), n = 5 + g() % 35;
-      for (size_t i = 0; i < n; ++i) ctx.push_back(ctx[from + i]);
-    } else {
-      ctx.push_back(int32_t(g() % 5));
+  for (int cap : {32, NgramDrafter::kDefaultNMax}) {
+    std::mt19937 g(11);
+    NgramDrafter d(1, cap);
+    std::vector<int32_t> ctx;
+    for (int step = 0; step < 1500; ++step) {
+      if (g() % 8 == 0 && ctx.size() > 40) {  // copy an earlier stretch: long matches
+        const size_t from = g() % (ctx.size() - 40), n = 5 + g() % 35;
+        for (size_t i = 0; i < n; ++i) ctx.push_back(ctx[from + i]);
+      } else {
+        ctx.push_back(int32_t(g() % 5));
+      }
+      const int max_n = 1 + int(g() % 6);
+      ASSERT_EQ(drafts_of(d, ctx, max_n), reference(ctx, cap, max_n)) << "cap " << cap << " length " << ctx.size();
     }
-    const int max_n = 1 + int(g() % 6);
-    ASSERT_EQ(drafts_of(d, ctx, max_n), reference(ctx, NgramDrafter::kDefaultNMax, max_n)) << "length " << ctx.size();
   }
 }
 

@@ -21,9 +21,9 @@ namespace polykv {
 
 class NgramDrafter final : public Drafter {
  public:
-  // Defaults chosen by measurement (docs/SPECULATIVE.md, 2026-12-01f: the longest match up to 32
-  // tokens drafts as often as 1..3 and is accepted more often on repetitive text).
-  static constexpr int kDefaultNMin = 1, kDefaultNMax = 32;
+  // Defaults chosen by measurement (docs/SPECULATIVE.md): 1..3. Longer caps (8..32, 2026-12-01f,
+  // bench/spec_ngram_sim.py) gain on some texts and lose on others: no consistent gain.
+  static constexpr int kDefaultNMin = 1, kDefaultNMax = 3;
   static constexpr int kMaxScan = 1024;  // occurrences of the last token examined per draft
   explicit NgramDrafter(int n_min = kDefaultNMin, int n_max = kDefaultNMax);
 
