@@ -10,6 +10,10 @@
 
 namespace polykv::cpu {
 
+// PTQ1_0 reads Q8_K activations (a scale per 256, as TQ1_0) when its rows are a whole number of 256
+// values, else Q8_32 (act_format() gives the latter; matmul() asks this).
+inline bool ptq1_0_reads_q8_K(int64_t n_in) { return n_in % 256 == 0; }
+
 // The kernel for a ternary type at this ISA (the widest available at or below it), or nullptr if
 // `type` is not ternary.
 RowDotFn ternary_row_dot(Isa isa, DType type);

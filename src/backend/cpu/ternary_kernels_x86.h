@@ -20,6 +20,7 @@
 //                                                          maddubs, which saturates int16 pairs)
 // Include only from an ISA TU. Internal linkage (see x86_common.h).
 #pragma once
+#include <cstdlib>
 #include <type_traits>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -106,6 +107,25 @@ inline void states_ptq1_0(const BlockPTQ1_0& x, __m256i a[4], __m256i b[4]) {
   b[3] = mul3_epi8(a[3]);
 }
 
+// Software prefetch of the weights kTqPrefetchBytes ahead of the block being read (into the rows the
+// thread reads next: its rows are consecutive). Why: without it a core streamed TQ2_0 from DRAM at
+// 5.5..6.1 GB/s against 14.3 from L2 and 8.3..9.3 for a plain read loop, i.e. the memory time and the
+// arithmetic did not overlap (the out-of-order window of ~45 instructions per 64 bytes holds too few
+// cache misses, and the hardware prefetchers did not make up for it). With 4 KiB: 9.8..10.1 GB/s,
+// TQ1_0 4.6 -> 6.0..6.2 (now near its L2 figure), PTQ1_0 2.95 -> 3.2; L2-resident figures unchanged
+// (one core, thread CPU time, docs/TERNARY.md). POLYKV_TQ_PREFETCH=<bytes> overrides (0: off), for
+// A/B runs; read once.
+inline int tq_prefetch_bytes() {
+  static const int v = [] {
+    const char* e = std::getenv("POLYKV_TQ_PREFETCH");
+    return e ? std::atoi(e) : 4096;
+  }();
+  return v;
+}
+inline void prefetch_ahead(const void* p, int dist) {
+  if (dist) _mm_prefetch(static_cast<const char*>(p) + dist, _MM_HINT_T0);
+}
+
 // Codes of a block from its states: u[g] = digit0(a[g]).
 template <typename Ops, int G>
 inline void codes_from_states(const __m256i a[G], __m256i u[G]) {
@@ -126,6 +146,29 @@ constexpr bool use_states() {
   return Ops::kStateDot && NT <= 2;
 }
 
+// Σ code * q per int32 lane over G groups of 32 values (codes u[g], or states u[g] and sb[g] when
+// kStates) against the activation bytes q[0 .. 32G). Two independent product chains per sum (even /
+// odd groups), so that the latency of one block's chain does not limit how many blocks are in
+// flight; integer sums: order-free, and the states give the same lanes as the codes.
+template <typename Ops, bool kStates, int G>
+inline __m256i code_lanes(const __m256i u[G], const __m256i sb[G], const int8_t* q) {
+  if constexpr (kStates) {
+    __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, sbb[2] = {sa[0], sa[0]};
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      const __m256i s = load256(q + 32 * g);
+      sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], s);
+      sbb[g & 1] = Ops::dot_u8s8(sbb[g & 1], sb[g], s);
+    }
+    return state_lanes(_mm256_add_epi32(sa[0], sa[1]), _mm256_add_epi32(sbb[0], sbb[1]));
+  } else {
+    __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], load256(q + 32 * g));
+    return _mm256_add_epi32(sa[0], sa[1]);
+  }
+}
+
 // TQ1_0 / TQ2_0 against Q8_K activations.
 template <typename Ops, DType kType>
 struct TernaryQ8K {
@@ -139,7 +182,9 @@ struct TernaryQ8K {
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     constexpr bool kStates = kType == DType::TQ1_0 && use_states<Ops, NT>();
     __m256i u[8], sb[8];
+    const int pf = tq_prefetch_bytes();
     for (int64_t b = 0; b < n / 256; ++b) {
+      prefetch_ahead(w + b, pf);
       if constexpr (kType == DType::TQ1_0) {
         states_tq1_0(w[b], u, sb);
         if constexpr (!kStates) codes_from_states<Ops, 8>(u, u);
@@ -150,24 +195,7 @@ struct TernaryQ8K {
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* q = a[t].qs + b * 256;
-        // Two independent product chains per sum (even / odd groups), so that the latency of one
-        // block's chain does not limit how many blocks are in flight; integer sums: order-free.
-        __m256i isum;
-        if constexpr (kStates) {
-          __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, sbb[2] = {sa[0], sa[0]};
-#pragma GCC unroll 8
-          for (int g = 0; g < 8; ++g) {
-            const __m256i s = load256(q + 32 * g);
-            sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], s);
-            sbb[g & 1] = Ops::dot_u8s8(sbb[g & 1], sb[g], s);
-          }
-          isum = state_lanes(_mm256_add_epi32(sa[0], sa[1]), _mm256_add_epi32(sbb[0], sbb[1]));
-        } else {
-          __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-#pragma GCC unroll 8
-          for (int g = 0; g < 8; ++g) sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], load256(q + 32 * g));
-          isum = _mm256_add_epi32(sa[0], sa[1]);
-        }
+        __m256i isum = code_lanes<Ops, kStates, 8>(u, sb, q);
         isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(load256(a[t].bsums + 16 * b), ones16));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
       }
@@ -177,13 +205,45 @@ struct TernaryQ8K {
   }
 };
 
-// PTQ1_0 against Q8_32 activations (blocks of 32: four per weight block). Per block and token the
+// PTQ1_0 against Q8_K activations (rows of whole 256s, act_format(PTQ1_0, n_in)): a weight block is
+// half an activation block, so per block and token one integer sum of 8 lanes, corrected by its 8
+// activation bsums and scaled by d * d_act with one FMA, as TQ1_0 (states for 1..2 tokens on VNNI).
+// Against Q8_32 this removes the per-32 reduction (three vphaddd) and scaling.
+template <typename Ops>
+struct Ptq1Q8K {
+  template <int NT>
+  static void run(const BlockPTQ1_0* w, const ActRow* a, int64_t n, float* out) {
+    __m256 acc[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    constexpr bool kStates = use_states<Ops, NT>();
+    __m256i u[4], sb[4];
+    const int pf = tq_prefetch_bytes();
+    for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
+      if (b % 2 == 0) prefetch_ahead(w + b, pf);
+      states_ptq1_0(w[b], u, sb);
+      if constexpr (!kStates) codes_from_states<Ops, 4>(u, u);
+      const float d = half_to_f32(w[b].d);
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        __m256i isum = code_lanes<Ops, kStates, 4>(u, sb, a[t].qs + b * kQK_PTQ1_0);
+        isum = _mm256_sub_epi32(isum, _mm256_cvtepi16_epi32(load128(a[t].bsums + 8 * b)));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * a[t].d[b / 2]), acc[t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) out[t] = hsum_ps(acc[t]);
+  }
+};
+
+// PTQ1_0 against Q8_32 activations (rows not a whole number of 256 values; the others go to Ptq1Q8K) (blocks of 32: four per weight block). Per block and token the
 // four integer sums are gathered into one int32x4 (horizontal adds), corrected by the activation sums,
 // scaled by the four activation scales and added to the token's f32x4 accumulator with one FMA.
 template <typename Ops>
 struct Ptq1Q8_32 {
   template <int NT>
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
+    if (ptq1_0_reads_q8_K(n)) return run_q8_K<NT>(w_row, a, n, out);
     const BlockPTQ1_0* w = static_cast<const BlockPTQ1_0*>(w_row);
     __m128 acc[NT];
 #pragma GCC unroll 8
@@ -193,7 +253,9 @@ struct Ptq1Q8_32 {
     // branch stays compiled out; removing it and the unused b[] changed the inlining and cost 7 %.
     constexpr bool kStates = false;
     __m256i u[4], sb[4];
+    const int pf = tq_prefetch_bytes();
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
+      if (b % 2 == 0) prefetch_ahead(w + b, pf);
       states_ptq1_0(w[b], u, sb);
       if constexpr (!kStates) codes_from_states<Ops, 4>(u, u);
       const __m128 d = _mm_set1_ps(half_to_f32(w[b].d));
@@ -220,6 +282,10 @@ struct Ptq1Q8_32 {
       __m128 v = _mm_add_ps(acc[t], _mm_movehl_ps(acc[t], acc[t]));
       out[t] = _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
     }
+  }
+  template <int NT>
+  static void run_q8_K(const void* w_row, const ActRow* a, int64_t n, float* out) {
+    Ptq1Q8K<Ops>::template run<NT>(static_cast<const BlockPTQ1_0*>(w_row), a, n, out);
   }
 };
 
