@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/ternary_kernels.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/sysinfo.h"
@@ -135,6 +136,7 @@ int main(int argc, char** argv) {
   int64_t n_in = 4096, n_out = 14336;
   size_t mib = 512;
   bool cold = true;  // --cold 0 skips the one-core DRAM figures
+  bool ab = true;    // --ab 0 skips the old kernels
   std::string types = "tq1_0,tq2_0,ptq1_0";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -146,6 +148,7 @@ int main(int argc, char** argv) {
     else if (a == "--mib") mib = size_t(std::atoll(v.c_str()));
     else if (a == "--types") types = v;
     else if (a == "--cold") cold = std::atoi(v.c_str()) != 0;
+    else if (a == "--ab") ab = std::atoi(v.c_str()) != 0;
     else return std::fprintf(stderr, "unknown option %s\n", a.c_str()), 2;
   }
   std::vector<int> tokens;  // batch sizes besides 1
@@ -170,6 +173,10 @@ int main(int argc, char** argv) {
 
   std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": \"1,%s\",\n",
               matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens_list.c_str());
+  // Variants: "" = the current kernels, "old_" = as before 2026-12-01f (set_ternary_old_kernels), run
+  // one after the other within every repetition (--ab 0: the current ones only).
+  std::vector<std::pair<const char*, bool>> variants = {{"", false}};
+  if (ab) variants.push_back({"old_", true});
   std::printf(" \"reps\": [\n");
   for (int r = 0; r < reps; ++r) {
     const double bw = measure_read_bandwidth(pool) / 1e9;
@@ -177,36 +184,46 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < all.size(); ++k) {
       const Copies& c = all[k];
       const double total = double(c.matrix_bytes) * double(c.ws.size());
-      const double s1 = sweep_seconds(c, x, y, 1, pool, 2);
-      std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu, \"gbs_1tok\": %.2f, \"frac_bw_1tok\": %.3f",
-                  k ? "," : "", dtype_name(c.type), double(c.matrix_bytes) / 1048576.0, c.ws.size(), total / s1 / 1e9,
-                  total / s1 / 1e9 / bw);
-      for (int nt : tokens) {  // GB/s of weights: a batch reads each weight once
-        const double sn = sweep_seconds(c, x, y, nt, pool, 1);
-        std::printf(", \"gbs_%dtok\": %.2f, \"frac_bw_%dtok\": %.3f", nt, total / sn / 1e9, nt, total / sn / 1e9 / bw);
+      std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu", k ? "," : "", dtype_name(c.type),
+                  double(c.matrix_bytes) / 1048576.0, c.ws.size());
+      for (const auto& [pre, old] : variants) {
+        cpu::set_ternary_old_kernels(old);
+        const double s1 = sweep_seconds(c, x, y, 1, pool, 2);
+        std::printf(", \"%sgbs_1tok\": %.2f, \"%sfrac_bw_1tok\": %.3f", pre, total / s1 / 1e9, pre, total / s1 / 1e9 / bw);
+        for (int nt : tokens) {  // GB/s of weights: a batch reads each weight once
+          const double sn = sweep_seconds(c, x, y, nt, pool, 1);
+          std::printf(", \"%sgbs_%dtok\": %.2f, \"%sfrac_bw_%dtok\": %.3f", pre, nt, total / sn / 1e9, pre, nt,
+                      total / sn / 1e9 / bw);
+        }
       }
+      cpu::set_ternary_old_kernels(false);
       std::printf("}");
     }
     std::printf("}}%s\n", r + 1 < reps ? "," : "");
     std::fflush(stdout);
   }
-  // Compute ceilings per batch size ("hot_core_gbs": {"tq1_0": {"1": .., "2": ..}}).
-  std::printf(" ],\n \"hot_core_gbs\": {");
-  for (size_t k = 0; k < all.size(); ++k) {
-    std::printf("%s\"%s\": {\"1\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
-    for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, hot_core_gbs(all[k], x, y, nt));
-    std::printf("}");
-  }
-  std::printf("}");
-  if (cold) {  // one core from DRAM, thread CPU time ("cold_core_gbs": {"read": .., "tq1_0": {"1": ..}})
-    std::printf(",\n \"cold_core_gbs\": {\"read\": %.2f", cold_core_read_gbs());
-    for (const Copies& c : all) {
-      std::printf(", \"%s\": {\"1\": %.2f", dtype_name(c.type), cold_core_gbs(c, x, y, 1, 2));
-      for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, cold_core_gbs(c, x, y, nt, 1));
+  // Compute ceilings per batch size ("hot_core_gbs": {"tq1_0": {"1": .., "2": ..}}, "old_hot_core_gbs").
+  std::printf(" ]");
+  for (const auto& [pre, old] : variants) {
+    cpu::set_ternary_old_kernels(old);
+    std::printf(",\n \"%shot_core_gbs\": {", pre);
+    for (size_t k = 0; k < all.size(); ++k) {
+      std::printf("%s\"%s\": {\"1\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+      for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, hot_core_gbs(all[k], x, y, nt));
       std::printf("}");
     }
     std::printf("}");
+    if (cold) {  // one core from DRAM, thread CPU time ("cold_core_gbs": {"read": .., "tq1_0": {"1": ..}})
+      std::printf(",\n \"%scold_core_gbs\": {\"read\": %.2f", pre, cold_core_read_gbs());
+      for (const Copies& c : all) {
+        std::printf(", \"%s\": {\"1\": %.2f", dtype_name(c.type), cold_core_gbs(c, x, y, 1, 2));
+        for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, cold_core_gbs(c, x, y, nt, 1));
+        std::printf("}");
+      }
+      std::printf("}");
+    }
   }
+  cpu::set_ternary_old_kernels(false);
   std::printf("}\n");
   return 0;
 }

@@ -1,6 +1,11 @@
 // Scalar dot kernels for the ternary weight types (the definition the SIMD kernels agree with up to
 // float rounding: the integer block sums are the same, exactly), and the ISA dispatch.
 #include "backend/cpu/ternary_kernels.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+
 #include "core/fp16.h"
 #include "quant/ternary.h"
 
@@ -68,6 +73,22 @@ struct Ptq1Q8_32 {
 };
 
 }  // namespace
+
+namespace {
+std::atomic<bool>& old_flag() {
+  static std::atomic<bool> v{[] {
+    const char* e = std::getenv("POLYKV_TQ_OLD");
+    return e != nullptr && std::string_view(e) == "1";
+  }()};
+  return v;
+}
+}  // namespace
+
+void set_ternary_old_kernels(bool old) { old_flag().store(old, std::memory_order_relaxed); }
+bool ternary_old_kernels() { return old_flag().load(std::memory_order_relaxed); }
+
+// 4 KiB: see ternary_kernels_x86.h (prefetch_ahead).
+int ternary_prefetch_bytes() { return ternary_old_kernels() ? 0 : 4096; }
 
 RowDotFn ternary_row_dot_scalar(DType type) {
   switch (type) {

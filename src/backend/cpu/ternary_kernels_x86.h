@@ -20,10 +20,10 @@
 //                                                          maddubs, which saturates int16 pairs)
 // Include only from an ISA TU. Internal linkage (see x86_common.h).
 #pragma once
-#include <cstdlib>
 #include <type_traits>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/ternary_kernels.h"
 #include "backend/cpu/x86_common.h"
 #include "quant/ternary.h"
 
@@ -107,21 +107,13 @@ inline void states_ptq1_0(const BlockPTQ1_0& x, __m256i a[4], __m256i b[4]) {
   b[3] = mul3_epi8(a[3]);
 }
 
-// Software prefetch of the weights kTqPrefetchBytes ahead of the block being read (into the rows the
-// thread reads next: its rows are consecutive). Why: without it a core streamed TQ2_0 from DRAM at
-// 5.5..6.1 GB/s against 14.3 from L2 and 8.3..9.3 for a plain read loop, i.e. the memory time and the
-// arithmetic did not overlap (the out-of-order window of ~45 instructions per 64 bytes holds too few
-// cache misses, and the hardware prefetchers did not make up for it). With 4 KiB: 9.8..10.1 GB/s,
-// TQ1_0 4.6 -> 6.0..6.2 (now near its L2 figure), PTQ1_0 2.95 -> 3.2; L2-resident figures unchanged
-// (one core, thread CPU time, docs/TERNARY.md). POLYKV_TQ_PREFETCH=<bytes> overrides (0: off), for
-// A/B runs; read once.
-inline int tq_prefetch_bytes() {
-  static const int v = [] {
-    const char* e = std::getenv("POLYKV_TQ_PREFETCH");
-    return e ? std::atoi(e) : 4096;
-  }();
-  return v;
-}
+// Software prefetch of the weights ternary_prefetch_bytes() (4 KiB) ahead of the block being read (into
+// the rows the thread reads next: its rows are consecutive). Why: without it one core streamed TQ2_0
+// from DRAM at 5.5..6.1 GB/s against 14.3 from L2 and 8.3..9.3 for a plain read loop, i.e. the memory
+// time and the arithmetic did not overlap (the out-of-order window, ~45 instructions per 64 bytes of
+// weights, holds too few cache misses, and the hardware prefetchers did not make up for it). With
+// 4 KiB: 9.8..10.1 GB/s, TQ1_0 4.6 -> 6.0..6.2 (about its L2 figure), PTQ1_0 2.95 -> 3.2; the
+// L2-resident figures unchanged (one core, thread CPU time; 1 and 2 KiB gave less, 8 KiB no more).
 inline void prefetch_ahead(const void* p, int dist) {
   if (dist) _mm_prefetch(static_cast<const char*>(p) + dist, _MM_HINT_T0);
 }
@@ -182,7 +174,7 @@ struct TernaryQ8K {
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     constexpr bool kStates = kType == DType::TQ1_0 && use_states<Ops, NT>();
     __m256i u[8], sb[8];
-    const int pf = tq_prefetch_bytes();
+    const int pf = ternary_prefetch_bytes();
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead(w + b, pf);
       if constexpr (kType == DType::TQ1_0) {
@@ -218,7 +210,7 @@ struct Ptq1Q8K {
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     constexpr bool kStates = use_states<Ops, NT>();
     __m256i u[4], sb[4];
-    const int pf = tq_prefetch_bytes();
+    const int pf = ternary_prefetch_bytes();
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
       if (b % 2 == 0) prefetch_ahead(w + b, pf);
       states_ptq1_0(w[b], u, sb);
@@ -253,7 +245,7 @@ struct Ptq1Q8_32 {
     // branch stays compiled out; removing it and the unused b[] changed the inlining and cost 7 %.
     constexpr bool kStates = false;
     __m256i u[4], sb[4];
-    const int pf = tq_prefetch_bytes();
+    const int pf = ternary_prefetch_bytes();
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
       if (b % 2 == 0) prefetch_ahead(w + b, pf);
       states_ptq1_0(w[b], u, sb);
