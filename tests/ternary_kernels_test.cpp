@@ -34,6 +34,13 @@ struct IsaGuard {
   ~IsaGuard() { cpu::clear_isa_override(); }
 };
 
+// Selects the current or the pre-2026-12-01f kernels (the benchmark's switch) for a scope.
+struct OldKernelsGuard {
+  explicit OldKernelsGuard(bool old) : was(cpu::ternary_old_kernels()) { cpu::set_ternary_old_kernels(old); }
+  ~OldKernelsGuard() { cpu::set_ternary_old_kernels(was); }
+  bool was;
+};
+
 std::vector<Isa> isas() {
   std::vector<Isa> out;
   for (int i = 0; i <= int(cpu::detected_isa()); ++i) out.push_back(Isa(i));
@@ -73,6 +80,7 @@ double ptq1_0_q8_K_dot(const uint8_t* row, int64_t n_in, const float* x) {
 }
 
 TEST(TernaryKernels, Ptq1_0WholeRowsReadQ8K) {
+  OldKernelsGuard current(false);
   EXPECT_TRUE(cpu::ptq1_0_reads_q8_K(256));
   EXPECT_TRUE(cpu::ptq1_0_reads_q8_K(4096));
   EXPECT_FALSE(cpu::ptq1_0_reads_q8_K(128));
@@ -101,10 +109,14 @@ TEST(TernaryKernels, Ptq1_0WholeRowsReadQ8K) {
 }
 
 // Both PTQ1_0 paths (whole 256s or not) and the two other types: every ISA against the scalar kernels
-// to float rounding (same integer block sums), 1..8 tokens, awkward row counts.
+// to float rounding (same integer block sums), 1..8 tokens, awkward row counts; the current kernels
+// and the old ones (the benchmark's switch: no prefetch, PTQ1_0 always on Q8_32).
 TEST(TernaryKernels, IsasAgreeWithScalarOnAwkwardShapes) {
   if (cpu::detected_isa() == Isa::Scalar) GTEST_SKIP() << "no SIMD";
   ThreadPool pool(2);
+  for (bool old : {false, true}) {
+  OldKernelsGuard kernels(old);
+  SCOPED_TRACE(old ? "old kernels" : "current kernels");
   struct Case { DType t; int64_t n_in; };
   const Case cases[] = {{DType::PTQ1_0, 128},  {DType::PTQ1_0, 384},  {DType::PTQ1_0, 768}, {DType::PTQ1_0, 4096},
                         {DType::TQ1_0, 256},   {DType::TQ1_0, 1792},  {DType::TQ2_0, 256},  {DType::TQ2_0, 2304}};
@@ -130,6 +142,7 @@ TEST(TernaryKernels, IsasAgreeWithScalarOnAwkwardShapes) {
         }
       }
     }
+  }
 }
 
 // A matrix whose last byte is the last byte of a mapped page, the next page unmapped: the kernels

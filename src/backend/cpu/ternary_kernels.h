@@ -16,8 +16,9 @@ namespace polykv::cpu {
 void set_ternary_old_kernels(bool old);
 bool ternary_old_kernels();
 
-// Bytes ahead of the block being read that the kernels prefetch (ternary_kernels_x86.h); 0 when old.
-int ternary_prefetch_bytes();
+// Bytes ahead of the block being read that the x86 kernels prefetch (ternary_kernels_x86.h; none when
+// ternary_old_kernels()).
+constexpr int kTernaryPrefetchBytes = 4096;
 
 // PTQ1_0 reads Q8_K activations (a scale per 256, as TQ1_0) when its rows are a whole number of 256
 // values, else Q8_32 (act_format() gives the latter; matmul() asks this).

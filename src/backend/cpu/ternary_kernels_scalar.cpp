@@ -87,8 +87,6 @@ std::atomic<bool>& old_flag() {
 void set_ternary_old_kernels(bool old) { old_flag().store(old, std::memory_order_relaxed); }
 bool ternary_old_kernels() { return old_flag().load(std::memory_order_relaxed); }
 
-// 4 KiB: see ternary_kernels_x86.h (prefetch_ahead).
-int ternary_prefetch_bytes() { return ternary_old_kernels() ? 0 : 4096; }
 
 RowDotFn ternary_row_dot_scalar(DType type) {
   switch (type) {

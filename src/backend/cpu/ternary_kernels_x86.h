@@ -107,15 +107,18 @@ inline void states_ptq1_0(const BlockPTQ1_0& x, __m256i a[4], __m256i b[4]) {
   b[3] = mul3_epi8(a[3]);
 }
 
-// Software prefetch of the weights ternary_prefetch_bytes() (4 KiB) ahead of the block being read (into
+// Software prefetch of the weights kPf = kTernaryPrefetchBytes (4 KiB) ahead of the block being read (into
 // the rows the thread reads next: its rows are consecutive). Why: without it one core streamed TQ2_0
 // from DRAM at 5.5..6.1 GB/s against 14.3 from L2 and 8.3..9.3 for a plain read loop, i.e. the memory
 // time and the arithmetic did not overlap (the out-of-order window, ~45 instructions per 64 bytes of
 // weights, holds too few cache misses, and the hardware prefetchers did not make up for it). With
 // 4 KiB: 9.8..10.1 GB/s, TQ1_0 4.6 -> 6.0..6.2 (about its L2 figure), PTQ1_0 2.95 -> 3.2; the
 // L2-resident figures unchanged (one core, thread CPU time; 1 and 2 KiB gave less, 8 KiB no more).
-inline void prefetch_ahead(const void* p, int dist) {
-  if (dist) _mm_prefetch(static_cast<const char*>(p) + dist, _MM_HINT_T0);
+// A compile-time distance (a kernel template parameter; 0 = none, the old kernels): a run-time one cost
+// a register, and the 4-token TQ1_0 kernel lost 35 % on L2-resident rows to the spills that followed.
+template <int kPf>
+inline void prefetch_ahead(const void* p) {
+  if constexpr (kPf > 0) _mm_prefetch(static_cast<const char*>(p) + kPf, _MM_HINT_T0);
 }
 
 // Codes of a block from its states: u[g] = digit0(a[g]).
@@ -138,14 +141,18 @@ constexpr bool use_states() {
   return Ops::kStateDot && NT <= 2;
 }
 
-// Σ code * q per int32 lane over G groups of 32 values (codes u[g], or states u[g] and sb[g] when
-// kStates) against the activation bytes q[0 .. 32G). Two independent product chains per sum (even /
-// odd groups), so that the latency of one block's chain does not limit how many blocks are in
-// flight; integer sums: order-free, and the states give the same lanes as the codes.
+// Σ code * q - corr per int32 lane over G groups of 32 values (codes u[g], or states u[g] and sb[g]
+// when kStates) against the activation bytes q[0 .. 32G); corr = the activation sums (Σ q of each
+// lane's values), which turn Σ code * q into Σ t * q. The correction starts a product chain (kStates:
+// 256 * corr in the sb chain, so that (3 SA - SB) / 256 comes out corrected, exactly) instead of a
+// zero and a subtraction. Two independent product chains per sum (even / odd groups), so that the
+// latency of one block's chain does not limit how many blocks are in flight; integer sums: order-free,
+// and the states give the same lanes as the codes.
 template <typename Ops, bool kStates, int G>
-inline __m256i code_lanes(const __m256i u[G], const __m256i sb[G], const int8_t* q) {
+inline __m256i code_lanes(const __m256i u[G], const __m256i sb[G], const int8_t* q, __m256i corr) {
   if constexpr (kStates) {
-    __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, sbb[2] = {sa[0], sa[0]};
+    __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i sbb[2] = {_mm256_slli_epi32(corr, 8), _mm256_setzero_si256()};
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       const __m256i s = load256(q + 32 * g);
@@ -154,7 +161,7 @@ inline __m256i code_lanes(const __m256i u[G], const __m256i sb[G], const int8_t*
     }
     return state_lanes(_mm256_add_epi32(sa[0], sa[1]), _mm256_add_epi32(sbb[0], sbb[1]));
   } else {
-    __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i sa[2] = {_mm256_sub_epi32(_mm256_setzero_si256(), corr), _mm256_setzero_si256()};
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], load256(q + 32 * g));
     return _mm256_add_epi32(sa[0], sa[1]);
@@ -162,7 +169,7 @@ inline __m256i code_lanes(const __m256i u[G], const __m256i sb[G], const int8_t*
 }
 
 // TQ1_0 / TQ2_0 against Q8_K activations.
-template <typename Ops, DType kType>
+template <typename Ops, DType kType, int kPf>
 struct TernaryQ8K {
   using Block = std::conditional_t<kType == DType::TQ1_0, BlockTQ1_0, BlockTQ2_0>;
   template <int NT>
@@ -174,9 +181,12 @@ struct TernaryQ8K {
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     constexpr bool kStates = kType == DType::TQ1_0 && use_states<Ops, NT>();
     __m256i u[8], sb[8];
-    const int pf = ternary_prefetch_bytes();
+    // TQ1_0 decode kernels (3..8 tokens) without the prefetch: with it their L2-resident throughput
+    // fell from 3.3 to 2.06 GB/s at 4 tokens whatever the distance (2..6 KiB) or hint (T0, T1, NTA),
+    // and from DRAM too (2.5..2.9 -> 1.3..2.1); not understood (code layout?), measured only.
+    constexpr int kPfNT = kType == DType::TQ1_0 && NT > 2 ? 0 : kPf;
     for (int64_t b = 0; b < n / 256; ++b) {
-      prefetch_ahead(w + b, pf);
+      prefetch_ahead<kPfNT>(w + b);
       if constexpr (kType == DType::TQ1_0) {
         states_tq1_0(w[b], u, sb);
         if constexpr (!kStates) codes_from_states<Ops, 8>(u, u);
@@ -187,8 +197,16 @@ struct TernaryQ8K {
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int8_t* q = a[t].qs + b * 256;
-        __m256i isum = code_lanes<Ops, kStates, 8>(u, sb, q);
-        isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(load256(a[t].bsums + 16 * b), ones16));
+        __m256i isum;
+        if constexpr (kStates) {
+          isum = code_lanes<Ops, kStates, 8>(u, sb, q, _mm256_madd_epi16(load256(a[t].bsums + 16 * b), ones16));
+        } else {  // (as before 2026-12-01f: through code_lanes this path ran 35 % slower with 4 tokens)
+          __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+          for (int g = 0; g < 8; ++g) sa[g & 1] = Ops::dot_u8s8(sa[g & 1], u[g], load256(q + 32 * g));
+          isum = _mm256_add_epi32(sa[0], sa[1]);
+          isum = _mm256_sub_epi32(isum, _mm256_madd_epi16(load256(a[t].bsums + 16 * b), ones16));
+        }
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
       }
     }
@@ -201,7 +219,7 @@ struct TernaryQ8K {
 // half an activation block, so per block and token one integer sum of 8 lanes, corrected by its 8
 // activation bsums and scaled by d * d_act with one FMA, as TQ1_0 (states for 1..2 tokens on VNNI).
 // Against Q8_32 this removes the per-32 reduction (three vphaddd) and scaling.
-template <typename Ops>
+template <typename Ops, int kPf>
 struct Ptq1Q8K {
   template <int NT>
   static void run(const BlockPTQ1_0* w, const ActRow* a, int64_t n, float* out) {
@@ -210,16 +228,15 @@ struct Ptq1Q8K {
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     constexpr bool kStates = use_states<Ops, NT>();
     __m256i u[4], sb[4];
-    const int pf = ternary_prefetch_bytes();
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
-      if (b % 2 == 0) prefetch_ahead(w + b, pf);
+      if (b % 2 == 0) prefetch_ahead<kPf>(w + b);
       states_ptq1_0(w[b], u, sb);
       if constexpr (!kStates) codes_from_states<Ops, 4>(u, u);
       const float d = half_to_f32(w[b].d);
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
-        __m256i isum = code_lanes<Ops, kStates, 4>(u, sb, a[t].qs + b * kQK_PTQ1_0);
-        isum = _mm256_sub_epi32(isum, _mm256_cvtepi16_epi32(load128(a[t].bsums + 8 * b)));
+        const __m256i corr = _mm256_cvtepi16_epi32(load128(a[t].bsums + 8 * b));
+        const __m256i isum = code_lanes<Ops, kStates, 4>(u, sb, a[t].qs + b * kQK_PTQ1_0, corr);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * a[t].d[b / 2]), acc[t]);
       }
     }
@@ -231,7 +248,7 @@ struct Ptq1Q8K {
 // PTQ1_0 against Q8_32 activations (rows not a whole number of 256 values; the others go to Ptq1Q8K) (blocks of 32: four per weight block). Per block and token the
 // four integer sums are gathered into one int32x4 (horizontal adds), corrected by the activation sums,
 // scaled by the four activation scales and added to the token's f32x4 accumulator with one FMA.
-template <typename Ops>
+template <typename Ops, int kPf>
 struct Ptq1Q8_32 {
   template <int NT>
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
@@ -245,9 +262,8 @@ struct Ptq1Q8_32 {
     // branch stays compiled out; removing it and the unused b[] changed the inlining and cost 7 %.
     constexpr bool kStates = false;
     __m256i u[4], sb[4];
-    const int pf = ternary_prefetch_bytes();
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
-      if (b % 2 == 0) prefetch_ahead(w + b, pf);
+      if (b % 2 == 0) prefetch_ahead<kPf>(w + b);
       states_ptq1_0(w[b], u, sb);
       if constexpr (!kStates) codes_from_states<Ops, 4>(u, u);
       const __m128 d = _mm_set1_ps(half_to_f32(w[b].d));
@@ -277,16 +293,27 @@ struct Ptq1Q8_32 {
   }
   template <int NT>
   static void run_q8_K(const void* w_row, const ActRow* a, int64_t n, float* out) {
-    Ptq1Q8K<Ops>::template run<NT>(static_cast<const BlockPTQ1_0*>(w_row), a, n, out);
+    Ptq1Q8K<Ops, kPf>::template run<NT>(static_cast<const BlockPTQ1_0*>(w_row), a, n, out);
   }
 };
 
+template <typename Ops, int kPf>
+RowDotFn ternary_kernel_pf(DType type) {
+  switch (type) {
+    case DType::TQ1_0: return by_tokens<TernaryQ8K<Ops, DType::TQ1_0, kPf>>;
+    case DType::TQ2_0: return by_tokens<TernaryQ8K<Ops, DType::TQ2_0, kPf>>;
+    case DType::PTQ1_0: return by_tokens<Ptq1Q8_32<Ops, kPf>>;
+    default: return nullptr;
+  }
+}
+
+// The kernels for `type`, or nullptr; without the prefetch when ternary_old_kernels().
 template <typename Ops>
 RowDotFn ternary_kernel(DType type) {
   switch (type) {
-    case DType::TQ1_0: return by_tokens<TernaryQ8K<Ops, DType::TQ1_0>>;
-    case DType::TQ2_0: return by_tokens<TernaryQ8K<Ops, DType::TQ2_0>>;
-    case DType::PTQ1_0: return by_tokens<Ptq1Q8_32<Ops>>;
+    case DType::TQ1_0: case DType::TQ2_0: case DType::PTQ1_0:
+      return ternary_old_kernels() ? ternary_kernel_pf<Ops, 0>(type)
+                                   : ternary_kernel_pf<Ops, kTernaryPrefetchBytes>(type);
     default: return nullptr;
   }
 }
