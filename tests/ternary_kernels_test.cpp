@@ -115,33 +115,33 @@ TEST(TernaryKernels, IsasAgreeWithScalarOnAwkwardShapes) {
   if (cpu::detected_isa() == Isa::Scalar) GTEST_SKIP() << "no SIMD";
   ThreadPool pool(2);
   for (bool old : {false, true}) {
-  OldKernelsGuard kernels(old);
-  SCOPED_TRACE(old ? "old kernels" : "current kernels");
-  struct Case { DType t; int64_t n_in; };
-  const Case cases[] = {{DType::PTQ1_0, 128},  {DType::PTQ1_0, 384},  {DType::PTQ1_0, 768}, {DType::PTQ1_0, 4096},
-                        {DType::TQ1_0, 256},   {DType::TQ1_0, 1792},  {DType::TQ2_0, 256},  {DType::TQ2_0, 2304}};
-  for (const Case& c : cases)
-    for (int64_t n_out : {1, 5, 31}) {
-      const auto w = random_rows(c.t, c.n_in, n_out, uint32_t(c.n_in * 7 + n_out));
-      const WeightMatrix m{c.t, w.data(), c.n_in, n_out, row_bytes(c.t, c.n_in)};
-      for (int64_t n_tok = 1; n_tok <= 8; ++n_tok) {
-        const auto x = test::random_floats(size_t(c.n_in * n_tok), uint32_t(n_tok * 5 + n_out));
-        std::vector<float> scalar(size_t(n_out * n_tok));
-        {
-          IsaGuard g(Isa::Scalar);
-          matmul(m, x.data(), scalar.data(), n_tok, pool);
-        }
-        for (Isa isa : isas()) {
-          SCOPED_TRACE(testing::Message() << dtype_name(c.t) << " " << cpu::isa_name(isa) << " n_in=" << c.n_in
-                                          << " n_out=" << n_out << " n_tok=" << n_tok);
-          IsaGuard g(isa);
-          std::vector<float> y(scalar.size(), NAN);
-          matmul(m, x.data(), y.data(), n_tok, pool);
-          for (size_t i = 0; i < y.size(); ++i)
-            ASSERT_NEAR(y[i], scalar[i], 2e-5 * (1.0 + std::fabs(scalar[i]))) << "index " << i;
+    OldKernelsGuard kernels(old);
+    SCOPED_TRACE(old ? "old kernels" : "current kernels");
+    struct Case { DType t; int64_t n_in; };
+    const Case cases[] = {{DType::PTQ1_0, 128},  {DType::PTQ1_0, 384},  {DType::PTQ1_0, 768}, {DType::PTQ1_0, 4096},
+                          {DType::TQ1_0, 256},   {DType::TQ1_0, 1792},  {DType::TQ2_0, 256},  {DType::TQ2_0, 2304}};
+    for (const Case& c : cases)
+      for (int64_t n_out : {1, 5, 31}) {
+        const auto w = random_rows(c.t, c.n_in, n_out, uint32_t(c.n_in * 7 + n_out));
+        const WeightMatrix m{c.t, w.data(), c.n_in, n_out, row_bytes(c.t, c.n_in)};
+        for (int64_t n_tok = 1; n_tok <= 8; ++n_tok) {
+          const auto x = test::random_floats(size_t(c.n_in * n_tok), uint32_t(n_tok * 5 + n_out));
+          std::vector<float> scalar(size_t(n_out * n_tok));
+          {
+            IsaGuard g(Isa::Scalar);
+            matmul(m, x.data(), scalar.data(), n_tok, pool);
+          }
+          for (Isa isa : isas()) {
+            SCOPED_TRACE(testing::Message() << dtype_name(c.t) << " " << cpu::isa_name(isa) << " n_in=" << c.n_in
+                                            << " n_out=" << n_out << " n_tok=" << n_tok);
+            IsaGuard g(isa);
+            std::vector<float> y(scalar.size(), NAN);
+            matmul(m, x.data(), y.data(), n_tok, pool);
+            for (size_t i = 0; i < y.size(); ++i)
+              ASSERT_NEAR(y[i], scalar[i], 2e-5 * (1.0 + std::fabs(scalar[i]))) << "index " << i;
+          }
         }
       }
-    }
   }
 }
 
