@@ -18,6 +18,7 @@
 //   __m256i digit0(__m256i q)                              per byte: (3q) >> 8 (0, 1 or 2)
 //   static constexpr bool kStateDot                        dot_u8s8 is exact for all u8 (vpdpbusd; not
 //                                                          maddubs, which saturates int16 pairs)
+//   static constexpr bool kMasks                           AVX-512 BW/VL masked byte ops may be used
 // Include only from an ISA TU. Internal linkage (see x86_common.h).
 #pragma once
 #include <type_traits>
@@ -64,7 +65,10 @@ constexpr Pow3Table kPow3{};
 //   Σ_j code_j * s_j = (3 * Σ_j a_j s_j - Σ_j b_j s_j) / 256       (per int32 lane, exactly)
 // which lets VNNI kernels skip the digit extraction: two u8 x s8 products per 32 values instead of a
 // decode (4 ops) and one product (use_states). The decode kernels take digit0(a[g]).
-// TQ1_0: 8 groups of 32 values.
+// TQ1_0: 8 groups of 32 values. With AVX-512 masks (Ops::kMasks) the 16-byte stage's [s | 3s] and the
+// qh powers take masked adds (broadcast, then x3 on the lanes that need it) instead of inserts and blends:
+// 2 + 6 instructions instead of 3 + 9.
+template <typename Ops>
 inline void states_tq1_0(const BlockTQ1_0& x, __m256i a[8], __m256i b[8]) {
   __m256i q = load256(x.qs);  // 32-byte stage: digit n of byte m is value 32n + m
 #pragma GCC unroll 5
@@ -73,8 +77,14 @@ inline void states_tq1_0(const BlockTQ1_0& x, __m256i a[8], __m256i b[8]) {
     q = mul3_epi8(q);
     b[n] = q;
   }
-  const __m128i s = load128(x.qs + 32);  // 16-byte stage: digit n of byte m is value 160 + 16n + m
-  a[5] = join128(s, mul3_epi8(s));       // digits 0 | 1: values 160..191
+  // 16-byte stage: digit n of byte m is value 160 + 16n + m.
+  if constexpr (Ops::kMasks) {
+    const __m256i ss = _mm256_broadcastsi128_si256(load128(x.qs + 32));
+    a[5] = _mm256_mask_add_epi8(ss, __mmask32(0xFFFF0000u), ss, _mm256_add_epi8(ss, ss));  // [s | 3s]
+  } else {
+    const __m128i s = load128(x.qs + 32);
+    a[5] = join128(s, mul3_epi8(s));  // digits 0 | 1: values 160..191
+  }
   b[5] = mul3_epi8(a[5]);
   a[6] = mul3_epi8(b[5]);                // digits 2 | 3: values 192..223
   b[6] = mul3_epi8(a[6]);                // [digit-3 state | digit-4 state: values 224..239]
@@ -82,8 +92,15 @@ inline void states_tq1_0(const BlockTQ1_0& x, __m256i a[8], __m256i b[8]) {
   // (Powers by adds and blends: the 4x4 byte transpose of kPow3 entries was faster for one token
   // but much slower for four, 2.1 against 3.3 GB/s on one core.)
   const __m128i h0 = _mm_set1_epi32(int32_t(load_u32(x.qh)));
-  const __m128i h1 = mul3_epi8(h0), h2 = mul3_epi8(h1), h3 = mul3_epi8(h2);
-  const __m128i hv = _mm_blend_epi32(_mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), h2, 0x4), h3, 0x8);
+  __m128i hv;
+  if constexpr (Ops::kMasks) {  // x3 on lanes 1..3, then 2..3, then 3
+    hv = _mm_mask_add_epi8(h0, __mmask16(0xFFF0), h0, _mm_add_epi8(h0, h0));
+    hv = _mm_mask_add_epi8(hv, __mmask16(0xFF00), hv, _mm_add_epi8(hv, hv));
+    hv = _mm_mask_add_epi8(hv, __mmask16(0xF000), hv, _mm_add_epi8(hv, hv));
+  } else {
+    const __m128i h1 = mul3_epi8(h0), h2 = mul3_epi8(h1), h3 = mul3_epi8(h2);
+    hv = _mm_blend_epi32(_mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), h2, 0x4), h3, 0x8);
+  }
   a[7] = _mm256_permute2x128_si256(b[6], _mm256_castsi128_si256(hv), 0x21);  // [b6 high | hv]
   b[7] = mul3_epi8(a[7]);
 }
@@ -143,16 +160,18 @@ constexpr bool use_states() {
 
 // Σ code * q - corr per int32 lane over G groups of 32 values (codes u[g], or states u[g] and sb[g]
 // when kStates) against the activation bytes q[0 .. 32G); corr = the activation sums (Σ q of each
-// lane's values), which turn Σ code * q into Σ t * q. The correction starts a product chain (kStates:
-// 256 * corr in the sb chain, so that (3 SA - SB) / 256 comes out corrected, exactly) instead of a
-// zero and a subtraction. Two independent product chains per sum (even / odd groups), so that the
-// latency of one block's chain does not limit how many blocks are in flight; integer sums: order-free,
-// and the states give the same lanes as the codes.
+// lane's values), which turn Σ code * q into Σ t * q, and corr256 = 256 * corr (the caller may form it
+// for free, e.g. a madd of the int16 bsums by 256: |.| <= 2 * 2032 * 256 < 2^31). The correction starts
+// a product chain (kStates: corr256 in the sb chain, so that (3 SA - SB) / 256 comes out corrected,
+// exactly) instead of a zero and a subtraction. Two independent product chains per sum (even / odd
+// groups), so that the latency of one block's chain does not limit how many blocks are in flight;
+// integer sums: order-free, and the states give the same lanes as the codes.
 template <typename Ops, bool kStates, int G>
-inline __m256i code_lanes(const __m256i u[G], const __m256i sb[G], const int8_t* q, __m256i corr) {
+inline __m256i code_lanes(const __m256i u[G], const __m256i sb[G], const int8_t* q, __m256i corr,
+                          __m256i corr256) {
   if constexpr (kStates) {
     __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    __m256i sbb[2] = {_mm256_slli_epi32(corr, 8), _mm256_setzero_si256()};
+    __m256i sbb[2] = {corr256, _mm256_setzero_si256()};
 #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       const __m256i s = load256(q + 32 * g);
@@ -175,7 +194,7 @@ struct TernaryQ8K {
   template <int NT>
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
     const Block* w = static_cast<const Block*>(w_row);
-    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256i ones16 = _mm256_set1_epi16(1), k256 = _mm256_set1_epi16(256);
     __m256 acc[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -188,7 +207,7 @@ struct TernaryQ8K {
     for (int64_t b = 0; b < n / 256; ++b) {
       prefetch_ahead<kPfNT>(w + b);
       if constexpr (kType == DType::TQ1_0) {
-        states_tq1_0(w[b], u, sb);
+        states_tq1_0<Ops>(w[b], u, sb);
         if constexpr (!kStates) codes_from_states<Ops, 8>(u, u);
       } else {
         unpack_tq2_0(w[b], u);
@@ -199,7 +218,8 @@ struct TernaryQ8K {
         const int8_t* q = a[t].qs + b * 256;
         __m256i isum;
         if constexpr (kStates) {
-          isum = code_lanes<Ops, kStates, 8>(u, sb, q, _mm256_madd_epi16(load256(a[t].bsums + 16 * b), ones16));
+          isum = code_lanes<Ops, kStates, 8>(u, sb, q, _mm256_madd_epi16(load256(a[t].bsums + 16 * b), ones16),
+                                             _mm256_madd_epi16(load256(a[t].bsums + 16 * b), k256));
         } else {  // (as before 2026-12-01f: through code_lanes this path ran 35 % slower with 4 tokens)
           __m256i sa[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
@@ -236,7 +256,8 @@ struct Ptq1Q8K {
 #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const __m256i corr = _mm256_cvtepi16_epi32(load128(a[t].bsums + 8 * b));
-        const __m256i isum = code_lanes<Ops, kStates, 4>(u, sb, a[t].qs + b * kQK_PTQ1_0, corr);
+        const __m256i isum =
+            code_lanes<Ops, kStates, 4>(u, sb, a[t].qs + b * kQK_PTQ1_0, corr, _mm256_slli_epi32(corr, 8));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * a[t].d[b / 2]), acc[t]);
       }
     }
