@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/ternary_kernels.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/sysinfo.h"
@@ -32,7 +33,7 @@ namespace {
 
 struct Copies {
   DType type;
-  size_t matrix_bytes = 0;
+  size_t matrix_bytes = 0;  // file bytes of one copy (a packed copy has as many): the floor's byte count
   std::vector<uint8_t> bytes;
   std::vector<WeightMatrix> ws;
 };
@@ -53,8 +54,17 @@ Copies make_copies(DType t, int64_t n_in, int64_t n_out, size_t total_bytes) {
   const uint16_t d = f32_to_fp16(0.01f);
   for (size_t b = 0; b < c.bytes.size() / size_t(info.type_size); ++b)  // the scale is each block's last field
     std::memcpy(&c.bytes[(b + 1) * size_t(info.type_size) - 2], &d, 2);
-  for (size_t k = 0; k < n; ++k) c.ws.push_back({t, c.bytes.data() + k * c.matrix_bytes, n_in, n_out, rb});
+  for (size_t k = 0; k < n; ++k) {
+    c.ws.push_back({t, c.bytes.data() + k * c.matrix_bytes, n_in, n_out, rb});
+    pack_for_matmul(c.ws.back());  // as the engine does (q4_0 / q8_0 ...; no-op for the ternary types)
+  }
   return c;
+}
+
+double thread_cpu_now() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 // Seconds for one pass over every copy, n_tok tokens each; the best of `sweeps` passes.
@@ -76,11 +86,7 @@ double hot_core_gbs(const Copies& c, const std::vector<float>& x, std::vector<fl
   ThreadPool one(1);
   WeightMatrix w = c.ws[0];
   w.n_out = std::min<int64_t>(w.n_out, 512);
-  auto cpu_now = [] {
-    timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-  };
+  auto cpu_now = thread_cpu_now;
   matmul(w, x.data(), y.data(), n_tok, one);
   double best = 1e30;
   for (int r = 0; r < 20; ++r) {
@@ -91,6 +97,37 @@ double hot_core_gbs(const Copies& c, const std::vector<float>& x, std::vector<fl
   return double(w.row_stride) * double(w.n_out) / best / 1e9;
 }
 
+// One core streaming from DRAM, timed by the thread's CPU time (so usable on a loaded machine as long
+// as the others do not use the memory bandwidth): GB/s of weights over every copy, n_tok tokens, best
+// of `sweeps`. The one-thread pool runs the work on the calling thread.
+double cold_core_gbs(const Copies& c, const std::vector<float>& x, std::vector<float>& y, int n_tok, int sweeps) {
+  ThreadPool one(1);
+  double best = 1e30;
+  for (int s = 0; s < sweeps; ++s) {
+    const double t0 = thread_cpu_now();
+    for (const WeightMatrix& w : c.ws) matmul(w, x.data(), y.data(), n_tok, one);
+    best = std::min(best, thread_cpu_now() - t0);
+  }
+  return double(c.matrix_bytes) * double(c.ws.size()) / best / 1e9;
+}
+
+// The same for a plain read of 1 GiB (measure_read_bandwidth's loop) on one core.
+double cold_core_read_gbs() {
+  const size_t n = (size_t(1) << 30) / 8;
+  std::vector<uint64_t> buf(n);
+  for (size_t i = 0; i < n; ++i) buf[i] = i;
+  double best = 1e30;
+  volatile uint64_t sink = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const double t0 = thread_cpu_now();
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
+    sink = sink + (a0 ^ a1 ^ a2 ^ a3);
+    best = std::min(best, thread_cpu_now() - t0);
+  }
+  return double(n * 8) / best / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,6 +135,8 @@ int main(int argc, char** argv) {
   std::string tokens_list = "2,4,8";
   int64_t n_in = 4096, n_out = 14336;
   size_t mib = 512;
+  bool cold = true;  // --cold 0 skips the one-core DRAM figures
+  bool ab = true;    // --ab 0 skips the old kernels
   std::string types = "tq1_0,tq2_0,ptq1_0";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -108,6 +147,8 @@ int main(int argc, char** argv) {
     else if (a == "--n-out") n_out = std::atoll(v.c_str());
     else if (a == "--mib") mib = size_t(std::atoll(v.c_str()));
     else if (a == "--types") types = v;
+    else if (a == "--cold") cold = std::atoi(v.c_str()) != 0;
+    else if (a == "--ab") ab = std::atoi(v.c_str()) != 0;
     else return std::fprintf(stderr, "unknown option %s\n", a.c_str()), 2;
   }
   std::vector<int> tokens;  // batch sizes besides 1
@@ -132,6 +173,10 @@ int main(int argc, char** argv) {
 
   std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": \"1,%s\",\n",
               matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens_list.c_str());
+  // Variants: "" = the current kernels, "old_" = as before 2026-12-01f (set_ternary_old_kernels), run
+  // one after the other within every repetition (--ab 0: the current ones only).
+  std::vector<std::pair<const char*, bool>> variants = {{"", false}};
+  if (ab) variants.push_back({"old_", true});
   std::printf(" \"reps\": [\n");
   for (int r = 0; r < reps; ++r) {
     const double bw = measure_read_bandwidth(pool) / 1e9;
@@ -139,26 +184,46 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < all.size(); ++k) {
       const Copies& c = all[k];
       const double total = double(c.matrix_bytes) * double(c.ws.size());
-      const double s1 = sweep_seconds(c, x, y, 1, pool, 2);
-      std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu, \"gbs_1tok\": %.2f, \"frac_bw_1tok\": %.3f",
-                  k ? "," : "", dtype_name(c.type), double(c.matrix_bytes) / 1048576.0, c.ws.size(), total / s1 / 1e9,
-                  total / s1 / 1e9 / bw);
-      for (int nt : tokens) {  // GB/s of weights: a batch reads each weight once
-        const double sn = sweep_seconds(c, x, y, nt, pool, 1);
-        std::printf(", \"gbs_%dtok\": %.2f, \"frac_bw_%dtok\": %.3f", nt, total / sn / 1e9, nt, total / sn / 1e9 / bw);
+      std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu", k ? "," : "", dtype_name(c.type),
+                  double(c.matrix_bytes) / 1048576.0, c.ws.size());
+      for (const auto& [pre, old] : variants) {
+        cpu::set_ternary_old_kernels(old);
+        const double s1 = sweep_seconds(c, x, y, 1, pool, 2);
+        std::printf(", \"%sgbs_1tok\": %.2f, \"%sfrac_bw_1tok\": %.3f", pre, total / s1 / 1e9, pre, total / s1 / 1e9 / bw);
+        for (int nt : tokens) {  // GB/s of weights: a batch reads each weight once
+          const double sn = sweep_seconds(c, x, y, nt, pool, 1);
+          std::printf(", \"%sgbs_%dtok\": %.2f, \"%sfrac_bw_%dtok\": %.3f", pre, nt, total / sn / 1e9, pre, nt,
+                      total / sn / 1e9 / bw);
+        }
       }
+      cpu::set_ternary_old_kernels(false);
       std::printf("}");
     }
     std::printf("}}%s\n", r + 1 < reps ? "," : "");
     std::fflush(stdout);
   }
-  // Compute ceilings per batch size ("hot_core_gbs": {"tq1_0": {"1": .., "2": ..}}).
-  std::printf(" ],\n \"hot_core_gbs\": {");
-  for (size_t k = 0; k < all.size(); ++k) {
-    std::printf("%s\"%s\": {\"1\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
-    for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, hot_core_gbs(all[k], x, y, nt));
+  // Compute ceilings per batch size ("hot_core_gbs": {"tq1_0": {"1": .., "2": ..}}, "old_hot_core_gbs").
+  std::printf(" ]");
+  for (const auto& [pre, old] : variants) {
+    cpu::set_ternary_old_kernels(old);
+    std::printf(",\n \"%shot_core_gbs\": {", pre);
+    for (size_t k = 0; k < all.size(); ++k) {
+      std::printf("%s\"%s\": {\"1\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
+      for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, hot_core_gbs(all[k], x, y, nt));
+      std::printf("}");
+    }
     std::printf("}");
+    if (cold) {  // one core from DRAM, thread CPU time ("cold_core_gbs": {"read": .., "tq1_0": {"1": ..}})
+      std::printf(",\n \"%scold_core_gbs\": {\"read\": %.2f", pre, cold_core_read_gbs());
+      for (const Copies& c : all) {
+        std::printf(", \"%s\": {\"1\": %.2f", dtype_name(c.type), cold_core_gbs(c, x, y, 1, 2));
+        for (int nt : tokens) std::printf(", \"%d\": %.2f", nt, cold_core_gbs(c, x, y, nt, 1));
+        std::printf("}");
+      }
+      std::printf("}");
+    }
   }
-  std::printf("}}\n");
+  cpu::set_ternary_old_kernels(false);
+  std::printf("}\n");
   return 0;
 }

@@ -95,6 +95,12 @@ ActFormat act_format(DType t) {
   }
 }
 
+// The activation format matmul() gives a row kernel: act_format(), except PTQ1_0 rows of whole 256s
+// (ternary_kernels.h: Q8_K).
+static ActFormat act_format_for(DType t, int64_t n_in) {
+  return t == DType::PTQ1_0 && ptq1_0_reads_q8_K(n_in) ? ActFormat::Q8_K : act_format(t);
+}
+
 int64_t token_tile(DType weight_type, int64_t n_in) {
   // As many tokens as fit kActTileBytes of activations (they stay in L2 while the rows stream by; the
   // weights are read once per tile), never fewer than 8 so that decode batches are a single pass over
@@ -102,7 +108,7 @@ int64_t token_tile(DType weight_type, int64_t n_in) {
   // 512 KiB, half of a Zen 4 L2, leaves room for a row group's weights (measured against 256 and
   // 768 KiB: f16 prefill +8 %, q4_0 / q8_0 within noise).
   const size_t kActTileBytes = size_t(512) << 10;
-  const ActFormat fmt = act_format(weight_type);
+  const ActFormat fmt = act_format_for(weight_type, n_in);
   const size_t act_row_bytes =
       fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float) : act_layout(fmt, n_in).stride;
   return std::max<int64_t>(8, int64_t(kActTileBytes / act_row_bytes) / 8 * 8);
@@ -117,7 +123,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
   validate(w);
   if (n_tokens <= 0 || w.n_out == 0) return;
   const RowDotFn dot = pick_kernel(active_isa(), w.type);
-  const ActFormat fmt = act_format(w.type);
+  const ActFormat fmt = act_format_for(w.type, w.n_in);
   const int64_t n_in = w.n_in;
 
   // Activations, quantized once per matmul (in parallel over tokens) for the integer kernels.

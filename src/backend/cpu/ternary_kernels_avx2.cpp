@@ -9,6 +9,7 @@ namespace {
 
 struct Avx2TernaryOps {
   static constexpr bool kStateDot = false;
+  static constexpr bool kMasks = false;
   // maddubs: u8*s8 pairs -> int16 (u <= 3: no saturation); madd by 1 -> int32.
   static __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));

@@ -12,6 +12,7 @@ namespace {
 
 struct VnniTernaryOps {
   static constexpr bool kStateDot = true;
+  static constexpr bool kMasks = true;
   static __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i digit0(__m256i q) {
     const __mmask32 ge86 = _mm256_cmpge_epu8_mask(q, _mm256_set1_epi8(86));

@@ -1,6 +1,11 @@
 // Scalar dot kernels for the ternary weight types (the definition the SIMD kernels agree with up to
 // float rounding: the integer block sums are the same, exactly), and the ISA dispatch.
 #include "backend/cpu/ternary_kernels.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+
 #include "core/fp16.h"
 #include "quant/ternary.h"
 
@@ -30,13 +35,28 @@ struct TernaryQ8K {
   }
 };
 
-// PTQ1_0 against Q8_32: four activation blocks per weight block.
+// PTQ1_0 against Q8_32: four activation blocks per weight block; against Q8_K (rows of whole 256s,
+// ptq1_0_reads_q8_K): half an activation block per weight block.
 struct Ptq1Q8_32 {
   template <int NT>
   static void run(const void* w_row, const ActRow* a, int64_t n, float* out) {
     const BlockPTQ1_0* w = static_cast<const BlockPTQ1_0*>(w_row);
     float acc[NT] = {};
     int8_t t[kQK_PTQ1_0];
+    if (ptq1_0_reads_q8_K(n)) {
+      for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
+        ternary_block_values(DType::PTQ1_0, &w[b], t);
+        const float d = fp16_to_f32(w[b].d);
+        for (int k = 0; k < NT; ++k) {
+          const int8_t* q = a[k].qs + b * kQK_PTQ1_0;
+          int32_t s = 0;
+          for (int i = 0; i < kQK_PTQ1_0; ++i) s += int32_t(t[i]) * q[i];
+          acc[k] += d * a[k].d[b / 2] * float(s);
+        }
+      }
+      for (int k = 0; k < NT; ++k) out[k] = acc[k];
+      return;
+    }
     for (int64_t b = 0; b < n / kQK_PTQ1_0; ++b) {
       ternary_block_values(DType::PTQ1_0, &w[b], t);
       const float d = fp16_to_f32(w[b].d);
@@ -53,6 +73,20 @@ struct Ptq1Q8_32 {
 };
 
 }  // namespace
+
+namespace {
+std::atomic<bool>& old_flag() {
+  static std::atomic<bool> v{[] {
+    const char* e = std::getenv("POLYKV_TQ_OLD");
+    return e != nullptr && std::string_view(e) == "1";
+  }()};
+  return v;
+}
+}  // namespace
+
+void set_ternary_old_kernels(bool old) { old_flag().store(old, std::memory_order_relaxed); }
+bool ternary_old_kernels() { return old_flag().load(std::memory_order_relaxed); }
+
 
 RowDotFn ternary_row_dot_scalar(DType type) {
   switch (type) {
