@@ -204,7 +204,6 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_decode8_fixed.cuh"
-#include "backend/cuda/attention_cuda_decode_mma.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_prefix256.cuh"
@@ -235,16 +234,6 @@ void run_grid(unsigned gx, unsigned gy, unsigned gz, size_t smem_bytes, const st
 template <int HD>
 void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
-  if (P.kernel == attn::Kernel::DecodeMma) {
-    if constexpr (attn::decode_mma_tr_supports(HD)) {
-      if (P.decode_tr) {
-        run_grid(gx, gy, gz, P.smem, [&] { attn::decode_mma_kernel<HD, true>(a); });
-        return;
-      }
-    }
-    if constexpr (attn::decode_mma_supports(HD)) run_grid(gx, gy, gz, P.smem, [&] { attn::decode_mma_kernel<HD, false>(a); });
-    return;
-  }
   if (P.kernel == attn::Kernel::Decode) {
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant != attn::DecodeVariant::Slots) {  // Lanes8 and Lanes8x4: the same code (launch bounds aside)
@@ -321,8 +310,7 @@ Ran run_case(const Case& c) {
 }
 
 std::string plan_name(const attn::Plan& P) {
-  const char* kernel = P.kernel == attn::Kernel::DecodeMma ? "decode (mma)"
-                       : P.kernel == attn::Kernel::Tiled ? (P.rows == attn::kPrefix256Rows ? "prefix (256-row mma)"
+  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.rows == attn::kPrefix256Rows ? "prefix (256-row mma)"
                                                           : P.rows == attn::kPrefixRows ? "prefix (wide mma)"
                                                           : P.mma                      ? "tiled (mma)"
                                                                                        : "tiled (f32)")
@@ -854,186 +842,6 @@ TEST(CudaAttentionEmulation, SinksSharedPrefix) {
   p.sinks = true;
   p.window = 7;
   expect_prefix_ok(p);
-}
-
-}  // namespace
-}  // namespace polykv
-
-namespace polykv {
-namespace {
-
-// ---- The tensor-core decode kernel (attention_cuda_decode_mma.cuh) -------------------------------
-// Forced on for every decode length (decode_mma_min_keys 0) with small fixed chunks so that short
-// emulated contexts still split; each case must plan the mma kernel and meet kBound.
-struct MmaDecodeScope {
-  int saved_min = attn::decode_mma_min_keys(), saved_chunk = attn::decode_mma_chunk();
-  size_t saved_ring = attn::decode_mma_ring_bytes();
-  bool saved_tr = attn::decode_mma_transposed();
-  explicit MmaDecodeScope(int chunk, size_t ring = 24 * 1024, bool tr = false) {
-    attn::decode_mma_min_keys() = 0;
-    attn::decode_mma_chunk() = chunk;
-    attn::decode_mma_ring_bytes() = ring;
-    attn::decode_mma_transposed() = tr;
-  }
-  ~MmaDecodeScope() {
-    attn::decode_mma_min_keys() = saved_min;
-    attn::decode_mma_chunk() = saved_chunk;
-    attn::decode_mma_ring_bytes() = saved_ring;
-    attn::decode_mma_transposed() = saved_tr;
-  }
-};
-
-// Both layouts (the transposed one where it applies: head sizes 64 and 128).
-void expect_mma_ok(const Case& c, int chunk, bool split) {
-  for (bool tr : {false, true}) {
-    const MmaDecodeScope scope(chunk, 24 * 1024, tr);
-    const Ran r = run_case(c);
-    const std::string what = attn_test::describe(c) + "\n  chunk " + std::to_string(chunk) + ", plan: " +
-                             plan_name(r.plan) + (r.plan.decode_tr ? " transposed" : "") + " stages " +
-                             std::to_string(r.plan.stages) + " smem " + std::to_string(r.plan.smem);
-    EXPECT_EQ(r.plan.kernel, attn::Kernel::DecodeMma) << what;
-    EXPECT_EQ(r.plan.decode_tr, tr && c.head_dim <= 128) << what;
-    EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
-    EXPECT_EQ(r.plan.n_splits > 1, split) << what;
-  }
-}
-
-TEST(CudaAttentionEmulation, DecodeMmaEveryKTypeAndVType) {
-  uint32_t seed = 7000;
-  const int n = int(std::size(kAllKvTypes));
-  for (int i = 0; i < n; ++i) {
-    Case c;  // every type as K (with turbo3t V) and as V (with q8_0 K); split and unsplit lengths
-    c.kt = kAllKvTypes[i], c.vt = KvType::Turbo3T, c.head_dim = 64, c.n_head_kv = 2, c.seed = seed++;
-    c.block_tokens = i % 2 ? 64 : 40;  // whole 32-key tiles (both key groups), tiles cut by pool blocks
-    c.seqs = {{0, 1}, {36, 1}, {200, 1}};
-    expect_mma_ok(c, 64, true);
-    c.kt = KvType::Q8_0, c.vt = kAllKvTypes[i], c.seed = seed++;
-    c.seqs = {{0, 1}, {99, 1}};
-    expect_mma_ok(c, 1024, false);
-  }
-}
-
-TEST(CudaAttentionEmulation, DecodeMmaHeadSizesAndGqa) {
-  uint32_t seed = 7100;
-  for (int hd : {128, 256})
-    for (int group : {1, 4, 8}) {
-      Case c;
-      c.kt = hd == 128 ? KvType::Q8_0 : KvType::Turbo3T, c.vt = hd == 128 ? KvType::Turbo3T : KvType::F16;
-      c.head_dim = hd, c.n_head_kv = group == 1 ? 3 : 1, c.group = group, c.seed = seed++;
-      c.block_tokens = 64;
-      c.seqs = {{140, 1}, {5, 1}};
-      expect_mma_ok(c, 64, true);
-    }
-  Case c;  // GQA 32 at head size 128: two head parts of 16
-  c.kt = KvType::F16, c.vt = KvType::Q4_0, c.head_dim = 128, c.n_head_kv = 1, c.group = 32, c.seed = seed++;
-  c.block_tokens = 17;
-  c.seqs = {{70, 1}};
-  expect_mma_ok(c, 64, true);
-}
-
-// Verify steps (several tokens per sequence: causal inside the step, 16 / group tokens per query
-// tile), windows, softcap, sinks, odd pool blocks, loose host bounds, shared prefixes.
-TEST(CudaAttentionEmulation, DecodeMmaVerifyWindowsSinksPrefixes) {
-  uint32_t seed = 7200;
-  Case c;
-  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 64, c.n_head_kv = 1, c.group = 4, c.seed = seed++;
-  c.block_tokens = 64;
-  c.seqs = {{150, 8}, {3, 5}};  // 8 tokens x 4 heads: two query tiles
-  expect_mma_ok(c, 64, true);
-  c.window = 40, c.softcap = 25.0f, c.seed = seed++;
-  expect_mma_ok(c, 64, true);
-  c.window = 7, c.softcap = 0.0f, c.group = 8, c.sinks = true, c.block_tokens = 5, c.seed = seed++;
-  c.seqs = {{0, 1}, {177, 2}, {33, 1}};
-  expect_mma_ok(c, 64, true);
-  expect_mma_ok(c, 4096, false);  // one split: the kernel writes the rows (sinks in its row_norm)
-  c.window = 0, c.block_tokens = 48, c.extra_kv_bound = 900, c.seed = seed++;  // lengths from the device
-  expect_mma_ok(c, 128, true);
-  c.extra_kv_bound = 0, c.sinks = false, c.group = 4, c.block_tokens = 32, c.seed = seed++;
-  c.seqs = {{229, 1}, {200, 1, 0, 6}, {192, 1, 0, 6}, {40, 1}};
-  c.prefix = {{0, 3, 6}};
-  expect_mma_ok(c, 64, true);
-}
-
-// A 2-stage ring (the minimum) and large f32 rows.
-TEST(CudaAttentionEmulation, DecodeMmaSmallRing) {
-  Case c;
-  c.kt = KvType::F32, c.vt = KvType::BF16, c.head_dim = 128, c.n_head_kv = 1, c.group = 2, c.seed = 7300;
-  c.block_tokens = 32;
-  c.seqs = {{300, 1}};
-  const MmaDecodeScope scope(128, 1024);
-  const Ran r = run_case(c);
-  EXPECT_EQ(r.plan.kernel, attn::Kernel::DecodeMma) << plan_name(r.plan);
-  EXPECT_EQ(r.plan.stages, 2) << plan_name(r.plan);
-  EXPECT_LE(r.result.worst, attn_test::kBound) << attn_test::describe(c) << "\n  worst row: " << r.result.where;
-}
-
-// Bits (docs/CUDA_ATTENTION.md, invariance): sequence 0 (a 5-token verify step) alone and batched with
-// longer and shorter sequences, and its last token decoded alone, give the same output bits, with and
-// without a window (pool blocks of 64: tiles at multiples of 32 keys; fixed split points).
-std::vector<float> run_batch(const attn_test::Fixture& f, const cuda::AttentionBatchDevice& b) {
-  attn::g_tables = cuda::make_kv_decode_tables();
-  const attn::Plan P = attn::plan_attention(f.L, f.p, b, kEmulatedSms);
-  std::vector<float> part(P.partial_o_floats + P.partial_ml_floats, NAN);
-  std::vector<float> out(f.out_floats());
-  attn_test::poison(out.data(), out.size());
-  const attn::Args a = attn::make_args(f.L, f.p, b, P, f.q.data(), out.data(), part.empty() ? nullptr : part.data());
-  EXPECT_EQ(P.kernel, attn::Kernel::DecodeMma) << plan_name(P);
-  switch (f.c.head_dim) {
-    case 64: run_kernels<64>(a, P, a, attn::Plan{}); break;
-    default: run_kernels<128>(a, P, a, attn::Plan{}); break;
-  }
-  return out;
-}
-
-TEST(CudaAttentionEmulation, DecodeMmaBitIdenticalAloneBatchedAndVerify) {
-  for (bool tr : {false, true})
-  for (int window : {0, 100}) {
-    const MmaDecodeScope scope(128, 24 * 1024, tr);
-    Case c;
-    c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 64, c.n_head_kv = 1, c.group = 4, c.block_tokens = 64;
-    c.window = window, c.seed = 7400 + uint32_t(window);
-    c.seqs = {{300, 5}, {700, 1}, {20, 3}};
-    const auto f = attn_test::build(c);
-    const std::vector<float> all = run_batch(*f, f->b);
-    EXPECT_LE(attn_test::check_outputs(*f, all).worst, attn_test::kBound) << attn_test::describe(c);
-    const size_t rf = f->row_floats, r0 = size_t(f->row0[0]);
-    cuda::AttentionBatchDevice b = f->b;  // sequence 0 alone (its table is first in flat), own bounds
-    b.n_seq = 1, b.total_rows = 5, b.max_n_q = 5, b.max_kv = 305;
-    const std::vector<float> alone = run_batch(*f, b);
-    for (size_t i = 0; i < 5 * rf; ++i)
-      ASSERT_EQ(std::memcmp(&alone[r0 * rf + i], &all[r0 * rf + i], 4), 0)
-          << "tr " << tr << " window " << window << ": alone vs batched differ at token " << i / rf << " value " << i % rf;
-    const int32_t pos = 304, nq = 1, row = f->row0[0] + 4;  // the last token decoded alone
-    b.pos0 = &pos, b.n_q = &nq, b.row0 = &row, b.total_rows = 1, b.max_n_q = 1;
-    const std::vector<float> dec = run_batch(*f, b);
-    for (size_t i = 0; i < rf; ++i)
-      ASSERT_EQ(std::memcmp(&dec[(r0 + 4) * rf + i], &all[(r0 + 4) * rf + i], 4), 0)
-          << "tr " << tr << " window " << window << ": decode vs verify token differ at value " << i << ": "
-          << dec[(r0 + 4) * rf + i] << " vs " << all[(r0 + 4) * rf + i];
-  }
-}
-
-// The plan at Llama-3.1-8B's shape on an H200 (8 KV heads, GQA 4, head size 128, 132 SMs): fixed
-// 1024-key splits (128 at 131072 keys: 1024 blocks), 4 ring stages for q8_0/turbo3t, under 76 KB of
-// shared memory (3 blocks per multiprocessor); the same chunk whatever the batch's bound below
-// kMaxSplits x 1024 keys (batch invariance of the split points).
-TEST(CudaAttentionEmulation, DecodeMmaPlanAtLlamaShape) {
-  const MmaDecodeScope scope(1024);
-  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
-                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
-  AttentionParams p;
-  p.n_head = 32;
-  p.scale = 0.088f;
-  for (int n_kv : {8192, 32768, 131072, 200000}) {
-    const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, n_kv};
-    const attn::Plan P = attn::plan_attention(L, p, b, 132);
-    EXPECT_EQ(P.kernel, attn::Kernel::DecodeMma) << plan_name(P);
-    EXPECT_EQ(P.chunk, 1024) << n_kv << ": " << plan_name(P);
-    EXPECT_EQ(P.n_splits, (n_kv + 1023) / 1024) << plan_name(P);
-    EXPECT_EQ(P.stages, 4) << plan_name(P);
-    EXPECT_LE(P.smem, size_t(75) * 1024) << plan_name(P);
-    EXPECT_EQ(P.grid_y, 8) << plan_name(P);
-  }
 }
 
 }  // namespace
