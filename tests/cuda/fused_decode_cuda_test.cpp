@@ -51,26 +51,11 @@ struct Buf {
 
 std::vector<float> randn(size_t n, uint32_t seed, float scale) { return cuda_test::normal_floats(n, seed, scale); }
 
+// "got" is the fused op's, "want" the plain ops'.
 ::testing::AssertionResult bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes differ";
-  size_t n_bad = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], 4) != 0 && n_bad++ == 0) first = i;
-  if (n_bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << n_bad << " of " << got.size() << " differ; first at " << first
-                                       << ": fused " << got[first] << ", plain " << want[first];
+  return cuda_test::same_bits(got, want, what);
 }
-
-// Relative L2 error of got against want.
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double e = 0, r = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    e += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    r += double(want[i]) * want[i];
-  }
-  return std::sqrt(e / std::max(r, 1e-30));
-}
+using cuda_test::rel_l2;
 
 // q, k, v by matmul_qkv_rope (fused: the backend's override; else the seam's default on the same
 // backend) at position pos; prepared: x normed by rmsnorm first (which writes its activations).
