@@ -35,20 +35,7 @@ namespace attn = cuda::attn;
 using attn_test::Case;
 
 template <class T>
-struct Buf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Buf(size_t count) : n(count) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T))); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  ~Buf() { cudaFree(p); }
-  void upload(const T* src, size_t count) {
-    POLYKV_CUDA_CHECK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  void download(T* dst, size_t count) const {
-    POLYKV_CUDA_CHECK(cudaMemcpy(dst, p, count * sizeof(T), cudaMemcpyDeviceToHost));
-  }
-};
+using Buf = cuda_test::DevBuf<T>;
 
 cuda::CudaContext& ctx() {
   static cuda::CudaContext c(0);

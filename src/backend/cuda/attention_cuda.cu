@@ -8,7 +8,6 @@
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_decode8_fixed.cuh"
-#include "backend/cuda/attention_cuda_decode_mma.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
@@ -46,21 +45,6 @@ void allow_smem_hd() {
         POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                                int(cudaSharedmemCarveoutMaxShared)));
       });
-  }
-  if constexpr (attn::decode_mma_supports(HD)) {
-    // Up to the device's opt-in limit (plan_decode_mma keeps plans within decode_mma_smem_limit, set
-    // below from the same attribute); the largest carveout so that 3 blocks of ~68 KB fit.
-    int dev = 0, optin = 0;
-    POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
-    POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    attn::decode_mma_smem_limit() = size_t(optin) - 4 * 1024;  // room for the kernel's static arrays
-    const auto set = [](auto kernel) {
-      allow_smem(kernel, attn::decode_mma_smem_limit());
-      POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             int(cudaSharedmemCarveoutMaxShared)));
-    };
-    set(attn::decode_mma_kernel<HD, false>);
-    if constexpr (attn::decode_mma_tr_supports(HD)) set(attn::decode_mma_kernel<HD, true>);
   }
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
@@ -138,16 +122,6 @@ void launch_256(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem,
 
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
-  if (P.kernel == attn::Kernel::DecodeMma) {  // plan_decode_mma only (head sizes 64, 128, 256)
-    if constexpr (attn::decode_mma_tr_supports(HD)) {
-      if (P.decode_tr) {
-        launch_kernel(attn::decode_mma_kernel<HD, true>, a, P, P.smem, stream, pdl);
-        return;
-      }
-    }
-    if constexpr (attn::decode_mma_supports(HD)) launch_kernel(attn::decode_mma_kernel<HD, false>, a, P, P.smem, stream, pdl);
-    return;
-  }
   if (P.kernel == attn::Kernel::Decode) {
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one

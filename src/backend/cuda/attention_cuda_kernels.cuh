@@ -550,39 +550,25 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   };
   const int n = n_own + n_pre;
   float M = -INFINITY, L = 0.0f;
-  if (a.merge_parallel) {
-    // Every split's (m, l) by its own thread; then the same max and sums, in the same order, from
-    // shared memory; O with the loads unrolled (a split of weight 0 adds 0: its O is finite, written by a
-    // block that ran, or 0 for rows it did not see).
-    __shared__ float ms[2 * kMaxSplits], ls[2 * kMaxSplits];
-    for (int e = threadIdx.x; e < n; e += kThreads) ms[e] = m_of(e), ls[e] = l_of(e);
-    __syncthreads();
-    for (int e = 0; e < n; ++e) M = fmaxf(M, ms[e]);
-    for (int e = threadIdx.x; e < n; e += kThreads) wts[e] = ms[e] == -INFINITY ? 0.0f : expf(ms[e] - M);
-    __syncthreads();
-    for (int e = 0; e < n; ++e) L += wts[e] * ls[e];
-  } else {
-    for (int e = 0; e < n; ++e) M = fmaxf(M, m_of(e));
-    for (int e = threadIdx.x; e < n; e += kThreads) {
-      const float m = m_of(e);
-      wts[e] = m == -INFINITY ? 0.0f : expf(m - M);
-    }
-    __syncthreads();
-    for (int e = 0; e < n; ++e) L += wts[e] * l_of(e);
-  }
+  // Every split's (m, l) by its own thread; then the max and the sums in split order from shared
+  // memory; O with the loads unrolled (a split of weight 0 adds 0: its O is finite, written by a block
+  // that ran, or 0 for rows it did not see). Since 2026-12-01e; the serial loops before it (one thread
+  // reading every split's m, l in turn) made the same sums in the same order.
+  __shared__ float ms[2 * kMaxSplits], ls[2 * kMaxSplits];
+  for (int e = threadIdx.x; e < n; e += kThreads) ms[e] = m_of(e), ls[e] = l_of(e);
+  __syncthreads();
+  for (int e = 0; e < n; ++e) M = fmaxf(M, ms[e]);
+  for (int e = threadIdx.x; e < n; e += kThreads) wts[e] = ms[e] == -INFINITY ? 0.0f : expf(ms[e] - M);
+  __syncthreads();
+  for (int e = 0; e < n; ++e) L += wts[e] * ls[e];
   const int h = w.g * a.group + w.j0 + jj;
   const float inv = row_norm(a, h, M, L);  // the sink, if any: once, here (partials never hold it)
   for (int d = threadIdx.x; d < HD; d += kThreads) {
     float sum = 0.0f;
-    if (a.merge_parallel) {
 #pragma unroll 8
-      for (int e = 0; e < n; ++e) {
-        const float x = wts[e] * o_of(e, d);
-        sum += wts[e] != 0.0f ? x : 0.0f;
-      }
-    } else {
-      for (int e = 0; e < n; ++e)
-        if (wts[e] != 0.0f) sum += wts[e] * o_of(e, d);
+    for (int e = 0; e < n; ++e) {
+      const float x = wts[e] * o_of(e, d);
+      sum += wts[e] != 0.0f ? x : 0.0f;
     }
     o[d] = sum * inv;
   }
