@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
+#include <thread>
 
 #include "core/error.h"
 #include "engine/spec/draft_model_drafter.h"
@@ -58,6 +60,17 @@ void fill_logprobs(const float* logits, int n_vocab, int k, TokenEvent& ev) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
   for (int i = 0; i < k; ++i) ev.top.push_back({ids[size_t(i)], float(double(logits[ids[size_t(i)]]) - lz)});
+}
+
+// Threads that sample a step's decode rows (Engine::sample_pool_): POLYKV_ENGINE_SAMPLE_THREADS if set
+// (0 or 1: none); else none on a CPU backend (its forward pass owns the cores, and sampling is small
+// beside it) and up to 8 on a GPU backend, whose host cores idle while the step thread reads 64 rows
+// of 128k logits one after the other (0.5 MB each: memory-bound). POLYKV_ENGINE_STEP=old: none.
+int sample_threads(DeviceKind kind) {
+  if (engine_step_old()) return 0;
+  if (const char* v = std::getenv("POLYKV_ENGINE_SAMPLE_THREADS"); v && *v) return std::max(0, std::atoi(v));
+  if (kind == DeviceKind::Cpu) return 0;
+  return int(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
 }
 
 }  // namespace
@@ -119,6 +132,7 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
   m_.kv_blocks_total = store_.n_blocks();
   m_.kv_block_tokens = store_.block_tokens();
   m_.kv_bytes_per_block = store_.block_bytes();
+  if (const int n = sample_threads(model_.backend().kind()); n > 1) sample_pool_ = std::make_unique<ThreadPool>(n);
   thread_ = std::thread([this] { step_loop(); });
 }
 
@@ -765,6 +779,30 @@ void Engine::step() {
   // The cost sample, in wall seconds (see cost_clock); per number of decoding sequences.
   if (decode_only) step_cost_.add(n_decoding, int(n_rows), forward_s);
   for (const auto& [name, d] : drafting) draft_cost_[name].add(d.calls, d.tokens, d.seconds);
+  // The rows sample_and_emit will sample (a plain last row: no pool, no verify), sampled in parallel
+  // when there is a pool and enough of them. Each sequence's Sampler, logits and tokens are its own and
+  // nothing below changes them before its emit, so the tokens are those of the serial loop.
+  constexpr int32_t kNotSampled = -2;
+  std::vector<int32_t> sampled(batch.size(), kNotSampled);
+  std::vector<std::exception_ptr> sample_error(batch.size());
+  if (sample_pool_) {
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (logits[i] && !batch[i]->is_pool && !(batch[i]->drafter && fb[i].all_logits)) rows.push_back(i);
+    if (rows.size() >= 4)
+      sample_pool_->parallel_for(int64_t(rows.size()), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const size_t i = rows[size_t(r)];
+          Seq& s = *batch[i];
+          try {
+            sampled[i] = s.sampler->sample(logits[i], n_vocab, s.tokens);
+          } catch (...) {
+            sample_error[i] = std::current_exception();
+            sampled[i] = -1;
+          }
+        }
+      });
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
     if (!hidden[i].empty()) s.drafter->target_hidden(hidden[i].data(), int(fb[i].tokens.size()), p0s[i]);
@@ -791,7 +829,12 @@ void Engine::step() {
           s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
           draft_s += seconds_since(td);
         }
-        sample_and_emit(s, logits[i]);
+        if (sampled[i] == kNotSampled) {
+          sample_and_emit(s, logits[i]);
+        } else {
+          if (sample_error[i]) std::rethrow_exception(sample_error[i]);
+          emit(s, sampled[i], logits[i], false);
+        }
       } catch (const std::exception& e) {
         finish(s, FinishReason::Error, e.what());
       }
