@@ -54,10 +54,14 @@ struct ModeScope {
     attn::decode_variant() = saved_v;
   }
 };
+// The bench times the first three; the correctness tests run all four (pairs: kv_decode_pairs.cuh).
 constexpr attn::Decode8Kernels kModes[] = {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Fixed,
-                                           attn::Decode8Kernels::Packed};
+                                           attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs};
 const char* mode_name(attn::Decode8Kernels m) {
-  return m == attn::Decode8Kernels::Generic ? "generic" : m == attn::Decode8Kernels::Fixed ? "fixed" : "packed";
+  return m == attn::Decode8Kernels::Generic ? "generic"
+         : m == attn::Decode8Kernels::Fixed ? "fixed"
+         : m == attn::Decode8Kernels::Pairs ? "pairs"
+                                            : "packed";
 }
 
 // Runs the case on the GPU in each mode; the worst row over the modes, named.

@@ -140,6 +140,10 @@ struct Ran {
   attn::Plan prefix_plan;  // the prefix pass's (empty without shared prefixes)
 };
 
+// Args::early for the cases run by run_case (the lanes8 kernel's early-start path; its griddepcontrol
+// waits are no-ops here, the path's bookkeeping and exits run).
+inline int g_emu_early = 0;
+
 inline Ran run_case(const Case& c) {
   attn::g_tables = cuda::make_kv_decode_tables();
   const auto f = attn_test::build(c);
@@ -149,7 +153,8 @@ inline Ran run_case(const Case& c) {
   std::vector<float> part(own + pre, NAN);
   std::vector<float> out(f->out_floats());
   attn_test::poison(out.data(), out.size());
-  const attn::Args a = attn::make_args(f->L, f->p, f->b, P, f->q.data(), out.data(), part.empty() ? nullptr : part.data());
+  attn::Args a = attn::make_args(f->L, f->p, f->b, P, f->q.data(), out.data(), part.empty() ? nullptr : part.data());
+  a.early = P.kernel == attn::Kernel::Decode && P.variant != attn::DecodeVariant::Slots && f->b.n_prefix == 0 ? g_emu_early : 0;
   const attn::Args ap =
       f->b.n_prefix > 0 ? attn::make_args(f->L, f->p, f->b, Pp, f->q.data(), out.data(), part.data() + own, true) : a;
   switch (c.head_dim) {

@@ -172,17 +172,27 @@ void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::P
 }  // namespace
 
 void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
-               float* out, CudaContext& ctx) {
+               float* out, CudaContext& ctx, bool after_store) {
   if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
   init_device(ctx.stream());  // first: it sets which prefix kernels the device's shared memory allows
-  const attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
+  const bool pdl = attn::attention_pdl() && pdl_enabled(ctx);
+  attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
+  // Early start (attn::attention_early()): one sequence, no shared prefix, the lanes8 kernel, launched
+  // with PDL right after this layer's kv_store. Its splits leave room for the store's blocks (4 warps
+  // each, one per K or V unit of a row and head), which run beside the attention's one wave.
+  const bool early = after_store && pdl && attn::attention_early() && b.n_seq == 1 && b.n_prefix == 0 &&
+                     P.kernel == attn::Kernel::Decode && P.variant != attn::DecodeVariant::Slots;
+  if (early) {
+    const int store_units = 2 * b.total_rows * L.n_head_kv * std::max(1, L.head_dim / turbo_group_of(L.head_dim));
+    P = attn::plan_attention(L, p, b, ctx.sm_count(), (store_units + 3) / 4 + 1);
+  }
   const attn::Plan Pp = b.n_prefix > 0 ? attn::plan_prefix(L, p, b, ctx.sm_count()) : attn::Plan{};
   const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
   float* part = own + pre > 0 ? static_cast<float*>(ctx.scratch(Scratch::AttentionPartials, (own + pre) * sizeof(float)))
                               : nullptr;
-  const Args a = attn::make_args(L, p, b, P, q, out, part);
+  Args a = attn::make_args(L, p, b, P, q, out, part);
+  a.early = early ? 1 : 0;
   const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
-  const bool pdl = attn::attention_pdl() && pdl_enabled(ctx);
   switch (L.head_dim) {
     case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream(), pdl); break;
     case 128: launch_hd<128>(a, P, ap, Pp, ctx.stream(), pdl); break;

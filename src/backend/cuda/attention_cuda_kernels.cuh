@@ -270,7 +270,15 @@ __device__ void block_prologue(const Args& a, const Work& w, int rows, float* Qs
     const int r = i / (HD / 4), d4 = i - r * (HD / 4);
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (qrow[r] >= 0) {
-      v = reinterpret_cast<const float4*>(a.q + (size_t(qrow[r]) * a.n_head + h0 + r % a.gj) * HD)[d4];
+      // Through L2 only (ld.global.cg): with the lanes8 kernel's early start (Args::early) q is read
+      // before this grid's griddepcontrol.wait; the kernel that wrote it completed before the kv_store
+      // between them let this grid launch, and L2 is where its writes are visible to every SM.
+      const float4* qp = reinterpret_cast<const float4*>(a.q + (size_t(qrow[r]) * a.n_head + h0 + r % a.gj) * HD) + d4;
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__)
+      v = __ldcg(qp);
+#else
+      v = *qp;
+#endif
       v.x *= a.scale, v.y *= a.scale, v.z *= a.scale, v.w *= a.scale;
     }
     reinterpret_cast<float4*>(Qs + r * ld)[d4] = v;

@@ -71,15 +71,35 @@ inline DecodeVariant& decode_variant() {
 
 // The lanes8 kernel specialized per (K, V) type pair at head size 128 (attention_cuda_decode8_fixed.cuh):
 // POLYKV_CUDA_ATTN_D8 = generic (the runtime-dispatch kernel, the old path) | fixed (specialized, decode8s)
-// | packed (specialized, packed trellis decoder; unset or other). Process-wide, like decode_variant.
-enum class Decode8Kernels { Generic, Fixed, Packed };
+// | packed (specialized, packed trellis decoder; unset or other) | pairs (specialized, the turbo / trellis
+// pair tables of kv_decode_pairs.cuh: two values per shared load). Process-wide, like decode_variant.
+enum class Decode8Kernels { Generic, Fixed, Packed, Pairs };
 inline Decode8Kernels& decode8_kernels() {
   static Decode8Kernels k = [] {
     const char* e = std::getenv("POLYKV_CUDA_ATTN_D8");
     const std::string s = e ? e : "";
-    return s == "generic" ? Decode8Kernels::Generic : s == "fixed" ? Decode8Kernels::Fixed : Decode8Kernels::Packed;
+    return s == "generic" ? Decode8Kernels::Generic
+           : s == "fixed" ? Decode8Kernels::Fixed
+           : s == "pairs" ? Decode8Kernels::Pairs
+                          : Decode8Kernels::Packed;
   }();
   return k;
+}
+// The piece decoder of a decode8_kernel instantiation (its DEC parameter).
+constexpr int kDec8Plain = 0, kDec8Packed = 1, kDec8Pairs = 2;
+constexpr int decode8_dec(Decode8Kernels m) {
+  return m == Decode8Kernels::Pairs ? kDec8Pairs : m == Decode8Kernels::Packed ? kDec8Packed : kDec8Plain;
+}
+
+// Early start of the lanes8 decode kernel after the step's kv_store (Args::early; attention_cuda_decode8.cuh):
+// POLYKV_CUDA_ATTN_EARLY=1 turns it on (off by default until the H200 has run CudaAttentionEarly.*).
+// Process-wide, like decode_variant.
+inline bool& attention_early() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_EARLY");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  return on;
 }
 struct Decode8Pair {
   KvType k, v;
@@ -213,6 +233,10 @@ struct Args {
   int prefix_pass;
   int stages;  // decode kernel: K/V tiles in flight in shared memory (2 .. kDecodeMaxStages)
   size_t stage_k_bytes, stage_bytes;  // decode kernel: K part of a stage (decode_part_bytes), whole stage
+  // 1: the lanes8 decode kernel starts before the kv_store launched just before it completes and waits
+  // for it only before staging keys at or past its sequence's pos0 (attention_early(); set by the
+  // launcher for single-sequence decode plans without shared prefixes); 0: it waits first (pdl_enter).
+  int early;
 };
 
 enum class Kernel { Decode, Tiled };
@@ -234,9 +258,12 @@ struct Plan {
 // Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
 // least four tiles of keys and at most kMaxSplits splits; none when the work items alone fill the GPU.
 // one_wave: blocks_per_sm blocks per multiprocessor at most (the kernel's occupancy: no second,
-// mostly idle wave), rounding the splits per item down.
-inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd, int blocks_per_sm = 4, bool one_wave = false) {
-  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = blocks_per_sm * int64_t(std::max(sm_count, 1));
+// mostly idle wave), rounding the splits per item down. reserve: block slots left free for another grid
+// running at the same time (the early start's kv_store).
+inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd, int blocks_per_sm = 4, bool one_wave = false,
+                        int reserve = 0) {
+  const int64_t items = int64_t(P.grid_y) * P.grid_z,
+                target = std::max<int64_t>(1, blocks_per_sm * int64_t(std::max(sm_count, 1)) - reserve);
   if (items < target && max_kv > 4 * kTileKeys) {
     const int64_t want = one_wave ? std::max<int64_t>(1, target / items) : (target + items - 1) / items;
     int64_t chunk = std::max<int64_t>((max_kv + want - 1) / want, 4 * kTileKeys);
@@ -270,8 +297,10 @@ inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
 
 // Checks the arguments (throws Error) and plans the per-sequence launch. sm_count: multiprocessors of
 // the device. With shared prefixes its blocks always write partials (plan_prefix plans the rest).
+// reserve_blocks: block slots the lanes8 splits leave free (early start: the kv_store's blocks, which run
+// beside the attention's one wave).
 inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
-                           int sm_count) {
+                           int sm_count, int reserve_blocks = 0) {
   const int hd = L.head_dim;
   check(hd == 64 || hd == 128 || hd == 256 || hd == 512, "CUDA attention: head size ", hd,
         " is not supported (64, 128, 256 or 512)");
@@ -322,7 +351,8 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   if (P.kernel == Kernel::Decode && b.max_kv <= one_split_keys())
     ;  // one split (n_splits 1, chunk covers every key): the kernel writes the outputs
   else if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
-    plan_splits(P, b.max_kv, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true);
+    plan_splits(P, b.max_kv, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true,
+                reserve_blocks);
   else
     plan_splits(P, b.max_kv, sm_count, hd);
   if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);

@@ -497,12 +497,18 @@ class CudaBackend final : public Backend {
     bind();
     if (!has_rows("store_kv")) return;
     cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    store_layer_ = layer;
+    store_bind_ = binds_;
   }
 
   void attention(int layer, const AttentionParams& p, float* q, float* out) override {
     drop_acts();
     bind();
     if (!has_rows("attention")) return;
+    // The kernel just before is this layer's kv_store when no op bound the device since (cuda::attention's
+    // early start).
+    const bool after_store = store_layer_ == layer && store_bind_ + 1 == binds_;
+    store_layer_ = -1;
     if (p.window > 0 && batch_.n_prefix > 0) {
       // A sliding window may hide part of a shared prefix from some queries: no cascade there.
       cuda::AttentionBatchDevice plain = batch_;
@@ -510,7 +516,7 @@ class CudaBackend final : public Backend {
       cuda::attention(layer_device(layer), p, plain, q, out, ctx_);
       return;
     }
-    cuda::attention(layer_device(layer), p, batch_, q, out, ctx_);
+    cuda::attention(layer_device(layer), p, batch_, q, out, ctx_, after_store);
   }
 
   // ---- hybrid models (cuda_backend_hybrid.h) --------------------------------------------------
@@ -614,6 +620,7 @@ class CudaBackend final : public Backend {
 
   // Makes this backend's device current on the calling thread (the engine may call from any thread).
   void bind() const {
+    ++binds_;  // every op that launches calls bind() first (attention's after_store test)
     int cur = -1;
     if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx_.device()) POLYKV_CUDA_CHECK(cudaSetDevice(ctx_.device()));
   }
@@ -680,6 +687,9 @@ class CudaBackend final : public Backend {
   int64_t acts_total_ = 0;         // its values (rows x n_in)
   cuda::ActsOut acts_;
   bool capturing_ = false;
+  mutable uint64_t binds_ = 0;  // bind() calls so far
+  int store_layer_ = -1;        // the layer of the last store_kv, -1 once an attention consumed it
+  uint64_t store_bind_ = 0;     // binds_ right after that store_kv
   bool graph_pdl_ = true;            // POLYKV_CUDA_GRAPH_PDL
   bool pdl_before_capture_ = true;   // restored by end_step_ops when !graph_pdl_
   uint64_t capture_key_ = 0;
