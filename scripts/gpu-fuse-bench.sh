@@ -26,7 +26,7 @@ if [[ ! -s $MODEL ]]; then
   stage "synth llama-3.1-8b q4_0" 120 "$OUT/fuse-bench.log" \
     $BIN/polykv synth --shape llama-3.1-8b --type q4_0 -o "$MODEL" --threads 8 || rm -f "$MODEL"
 fi
-VARIANTS=${VARIANTS:-"default= norm=POLYKV_CUDA_FUSE_NORM=1 gated=POLYKV_CUDA_FUSE_GATED=1 nofuserope=POLYKV_CUDA_FUSE_ROPE=0 plain=POLYKV_CUDA_FUSED=0"}
+VARIANTS=${VARIANTS:-"default= nofuserope=POLYKV_CUDA_FUSE_ROPE=0 plain=POLYKV_CUDA_FUSED=0"}
 part=$(mktemp)
 for r in $(seq 1 "$ROUNDS"); do
   for kv in f16/f16 q8_0/turbo3t; do

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """CudaMmqBench.DISABLED_VsOldPath's output (gtest stdout) -> JSON.
 
-Usage: scripts/mmq_bench_json.py BENCH.log > docs/results/mmq-2026-12-01e/mmq-bench.json
-Keeps the copy bandwidth line, every per-matrix row (type, matrix, n_out, n_in, n, old/v1/v2/v3 us) and
-every LAYER row (type, n, old/v1/v2/v3/floor us).
+Usage: scripts/mmq_bench_json.py BENCH.log > docs/results/<topic>/mmq-bench.json
+Keeps the copy bandwidth line, every per-matrix row (type, matrix, n_out, n_in, n, old/mmq us) and every
+LAYER row (type, n, old/mmq/floor us). Logs of 2026-12-01e and before (columns old/v1/v2/v3[/v4], the
+kernels then selectable) are read too, with those keys.
 """
 import json
 import re
@@ -19,7 +20,21 @@ def parse(text):
                      r"(?:\s*([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+%)?")
     layer = re.compile(r"^(\S+)\s+LAYER n=(\d+)\s+old\s+([\d.]+) us\s+v1\s+([\d.]+) us\s+v2\s+([\d.]+) us\s+v3\s+([\d.]+) us\s+"
                        r"(?:v4\s+([\d.]+) us\s+)?floor\s+([\d.]+) us")
+    row_new = re.compile(r"^(\S+)\s+(q/o|k/v|gate/up|down)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+"
+                         r"[\d.]+%\s+[\d.]+\s*$")
+    layer_new = re.compile(r"^(\S+)\s+LAYER n=(\d+)\s+old\s+([\d.]+) us\s+mmq\s+([\d.]+) us\s+floor\s+([\d.]+) us")
     for line in text.splitlines():
+        r = row_new.match(line)
+        if r:
+            out["matrices"].append({"type": r.group(1), "matrix": r.group(2), "n_out": int(r.group(3)),
+                                    "n_in": int(r.group(4)), "n": int(r.group(5)), "old_us": float(r.group(6)),
+                                    "mmq_us": float(r.group(7))})
+            continue
+        r = layer_new.match(line)
+        if r:
+            out["layers"].append({"type": r.group(1), "n": int(r.group(2)), "old_us": float(r.group(3)),
+                                  "mmq_us": float(r.group(4)), "floor_us": float(r.group(5))})
+            continue
         r = row.match(line)
         if r:
             out["matrices"].append({"type": r.group(1), "matrix": r.group(2), "n_out": int(r.group(3)),

@@ -1,9 +1,10 @@
-// The shared-memory staging of mmq v2 (backend/cuda/matmul_cuda_mmq_stage.cuh) on the CPU (runs in CI):
+// The shared-memory staging of the mmq kernel (backend/cuda/matmul_cuda_mmq_stage.cuh) on the CPU (runs in CI):
 // the cp.async pieces of a chunk stay inside the split row and their regions, are aligned to their size,
 // and the staged bytes read back give Split<T>::load's words for every unit; the activation slots
 // hold each value of a chunk exactly once at the positions the A fragments use; an emulation of the
 // kernel's fragment pairing (staged units x staged activation slots) reproduces the reference dot
-// product; the v2 split plan covers every chunk once.
+// product; the f16 dequantization of q4_0 / q8_0 (mma_fragments.cuh) gives the f16 weights; the split
+// plan covers every chunk once.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/matmul_cuda_mmq_stage.cuh"
+#include "backend/cuda/mma_fragments.cuh"
 #include "core/fp16.h"
 #include "cuda/matmul_cuda_test_util.h"
 
@@ -178,7 +180,7 @@ TEST(CudaMmqStage, EmulatedFragmentsGiveTheDot) {
   }
 }
 
-// Kernel v3's f16 dequantization of q4_0 / q8_0 (host emulation of PRMT, HSUB2, HMUL2) gives v1's f16
+// The f16 dequantization of q4_0 / q8_0 (host emulation of PRMT, HSUB2, HMUL2) gives the f32 path's f16
 // weights: f16(unit_word_values) for every byte and a spread of d (subnormal results, large d, both
 // signs), up to the sign of a zero.
 template <class T>

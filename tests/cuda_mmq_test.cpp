@@ -2,14 +2,16 @@
 // (runs in CI): the values a thread puts in its A fragments (word j of its decoded unit, via
 // hd::unit_word_values) are dequantize_row_ref's values at hd::mmq_value_pos, every value of a row
 // exactly once, for every split type (so the B fragments, loaded at the same positions, pair each
-// weight with its activation); and hd::mmq_plan cuts K into non-empty splits that cover every chunk
-// once, independently of the column count.
+// weight with its activation); and the A fragment builders of mma_fragments.cuh put those values, as
+// f16, in the registers the mma expects.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
 #include "backend/cuda/matmul_cuda_mmq.cuh"
+#include "backend/cuda/mma_fragments.cuh"
+#include "core/fp16.h"
 #include "cuda/matmul_cuda_test_util.h"
 
 namespace polykv {
@@ -67,30 +69,59 @@ TEST(CudaMmqHost, FragmentValuesAreTheDequantizedRow) {
   }
 }
 
-TEST(CudaMmqHost, PlanCoversEveryChunkOnce) {
-  for (int64_t n_out : {1, 127, 128, 129, 1000, 4096, 4097, 14336, 28672, 128256}) {
-    for (int64_t n_units : {1, 3, 4, 5, 33, 128, 448, 1000}) {
-      for (int sms : {1, 78, 132}) {
-        for (int forced : {0, 1, 3, 8, 20}) {
-          const cuda::hd::MmqPlan p = cuda::hd::mmq_plan(n_out, n_units, sms, forced);
-          SCOPED_TRACE(testing::Message() << "n_out " << n_out << " units " << n_units << " SMs " << sms << " forced "
-                                          << forced);
-          ASSERT_EQ(p.row_blocks * cuda::hd::kMmqRows >= n_out, true);
-          ASSERT_LT((p.row_blocks - 1) * cuda::hd::kMmqRows, n_out);
-          ASSERT_EQ(p.n_chunks, (n_units + 3) / 4);
-          ASSERT_GE(p.splits, 1);
-          ASSERT_LE(p.splits, cuda::hd::kMmqMaxSplits);
-          // Splits [s cps, min((s + 1) cps, n_chunks)) cover [0, n_chunks), none empty.
-          ASSERT_GE(int64_t(p.splits) * p.chunks_per_split, p.n_chunks);
-          ASSERT_LT(int64_t(p.splits - 1) * p.chunks_per_split, p.n_chunks);
-          if (forced > 0) EXPECT_LE(p.splits, forced);
+// The A fragment builders (mma_fragments.cuh) on the CPU: register r of k-step j holds the f16 of word j's
+// values of row g (lo) for r = 0, 2 and of row g + 8 (hi) for r = 1, 3, values (0, 1) in registers 0 and 1
+// and (2, 3) in 2 and 3, the lower value in the low half; a unit past the row's end gives zeros; the f16
+// arithmetic of q4_0 / q8_0 gives the same registers (up to the sign of a zero).
+TEST(CudaMmqHost, AFragmentsHoldTheF16WeightsInMmaOrder) {
+  uint32_t seed = 21;
+  for (DType t : kSplitTypes) {
+    const int64_t n_in = dtype_info(t).block_size == 256 ? 512 : 256, n_out = 2;
+    const auto w = cuda_test::make_weights(t, n_in, n_out, ++seed, true);
+    cuda::hd::visit_split_decoder(t, [&](auto dec) {
+      using T = decltype(dec);
+      using S = cuda::hd::Split<T>;
+      const cuda::hd::SplitGeom g = cuda::hd::split_geom<T>(n_in);
+      std::vector<uint8_t> split(g.row_bytes * size_t(n_out));
+      cuda::hd::split_pack_rows<T>(static_cast<const uint8_t*>(w.m.data), w.m.row_stride, n_in, n_out, split.data());
+      for (int64_t u = 0; u < g.n_units; ++u) {
+        const int part = int(u % T::kParts);
+        cuda::hd::RowUnits<T, 2> ru;
+        const uint8_t* rows[2] = {split.data(), split.data() + g.row_bytes};
+        cuda::hd::load_row_units<T, 2>(rows, g, u, ru);
+        typename T::Unit lo, hi;
+        S::decode(ru.q[0], ru.h[0], part, lo);
+        S::decode(ru.q[1], ru.h[1], part, hi);
+        for (int j = 0; j < cuda::hd::kMmqStepsPerChunk; ++j) {
+          float vl[4], vh[4];
+          cuda::hd::unit_word_values(lo, j, vl);
+          cuda::hd::unit_word_values(hi, j, vh);
+          const uint16_t want[4][2] = {{f32_to_fp16(vl[0]), f32_to_fp16(vl[1])}, {f32_to_fp16(vh[0]), f32_to_fp16(vh[1])},
+                                       {f32_to_fp16(vl[2]), f32_to_fp16(vl[3])}, {f32_to_fp16(vh[2]), f32_to_fp16(vh[3])}};
+          uint32_t af[4], none[4];
+          cuda::hd::mmq_a_fragment(lo, hi, j, true, af);
+          cuda::hd::mmq_a_fragment(lo, hi, j, false, none);
+          for (int r = 0; r < 4; ++r) {
+            EXPECT_EQ(none[r], 0u) << dtype_name(t) << ": a unit past the row's end gives zeros";
+            for (int e = 0; e < 2; ++e)
+              ASSERT_EQ(uint16_t(af[r] >> (16 * e)), want[r][e])
+                  << dtype_name(t) << " unit " << u << " step " << j << " register " << r << " half " << e;
+          }
+          if constexpr (cuda::hd::mmq_half_dequant<T>()) {
+            const uint32_t dl = (ru.h[0][0] & 0xFFFFu) * 0x10001u, dh = (ru.h[1][0] & 0xFFFFu) * 0x10001u;
+            uint32_t hf[4];
+            cuda::hd::mmq_a_fragment_half<T>(lo, hi, j, dl, dh, hf);
+            for (int r = 0; r < 4; ++r)
+              for (int e = 0; e < 2; ++e) {
+                const uint16_t a = uint16_t(hf[r] >> (16 * e)), b = want[r][e];
+                ASSERT_TRUE(a == b || ((a | b) & 0x7FFF) == 0)
+                    << dtype_name(t) << " (f16 arithmetic) unit " << u << " step " << j << " register " << r;
+              }
+          }
         }
       }
-    }
+    });
   }
-  // Small matrices split K so that ~one block per SM runs; large ones do not.
-  EXPECT_EQ(cuda::hd::mmq_plan(4096, 128, 132, 0).splits, 5);
-  EXPECT_EQ(cuda::hd::mmq_plan(28672, 128, 132, 0).splits, 1);
 }
 
 TEST(CudaMmqHost, TilesHoldTheColumns) {

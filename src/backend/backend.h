@@ -147,23 +147,6 @@ class Backend {
     matmul_multi(qkv, x, n);
     rope_qk(qkv[0].y, n_head, qkv[1].y, n_head_kv, n, head_dim, n_rot, pos, inv_freq, scale, style);
   }
-  // matmul_multi over gate_up = {gate, up} ([n][n_ff] each), then gated_activation(gate, up) (act).
-  virtual void matmul_gated(std::span<const MatmulOut> gate_up, const float* x, int n, Activation act) {
-    matmul_multi(gate_up, x, n);
-    gated_activation(gate_up[0].y, gate_up[1].y, int64_t(n) * gate_up[0].w->n_out, act);
-  }
-  // h = w · in; x += h; then out = rmsnorm(x) * norm_w, or nothing more when norm_w is null (matmul,
-  // then add_rmsnorm / add): a mixer's or FFN's output projection with the residual add and the next
-  // norm. in: [n][w.n_in]; h: [n][w.n_out] (= x's cols); x, out: [n][w.n_out]. out may alias h; when it
-  // does not, h's contents afterwards are unspecified (a backend may add w · in into x directly).
-  virtual void matmul_add_rmsnorm(const WeightMatrix& w, const float* in, float* h, float* x, const float* norm_w,
-                                  float* out, int n, float eps) {
-    matmul(w, in, h, n);
-    if (norm_w != nullptr)
-      add_rmsnorm(x, h, norm_w, out, n, int(w.n_out), eps);
-    else
-      add(x, h, int64_t(n) * w.n_out);
-  }
 
   // ---- KV and attention ---------------------------------------------------------------------
   // The sequences of this forward step (host memory, valid until the next begin_step). store_kv and

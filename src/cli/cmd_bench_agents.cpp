@@ -28,6 +28,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/step_switch.h"
 #include "model/model.h"
 
 namespace polykv::cli {
@@ -51,6 +52,10 @@ struct RunResult {
   // model's forward passes inside them (the rest of a step is host work: scheduling, sampling).
   int64_t steps = 0, step_rows = 0;
   double step_s = 0, forward_s = 0;
+  // The same over decode-only steps (no prompt chunk), and their seconds after the forward pass
+  // (sampling, emitting): (step_s - forward_s) / seqs is the host time per agent and step.
+  int64_t dec_steps = 0, dec_seqs = 0;
+  double dec_step_s = 0, dec_forward_s = 0, dec_post_s = 0, dec_host_cpu_s = 0;
 };
 
 RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool share, int context, int suffix,
@@ -82,8 +87,11 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
     q.sampling.temperature = 0;
     q.on_token = [&, a](const TokenEvent&) {
       std::lock_guard<std::mutex> lk(mu);
-      logs[size_t(a)].token_times.push_back(Clock::now());
-      cv.notify_all();  // a staggered arrival waits for the previous agent's first token
+      std::vector<Clock::time_point>& t = logs[size_t(a)].token_times;
+      t.push_back(Clock::now());
+      // A staggered arrival waits for the previous agent's first token; nothing waits for later ones
+      // (a wake-up per token cost the step thread futex calls and mutex hand-offs: docs/ENGINE_STEP.md).
+      if (t.size() == 1 || engine_step_old()) cv.notify_all();
       return true;
     };
     q.on_done = [&, a](const FinishInfo& fi) {
@@ -120,7 +128,10 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
     prompts.push_back(std::move(prompt));
   }
   auto run_phase = [&](int max_tokens, std::vector<Clock::time_point>& submitted, bool one_by_one) {
-    for (auto& l : logs) l = AgentLog{};
+    for (auto& l : logs) {
+      l = AgentLog{};
+      l.token_times.reserve(size_t(max_tokens));
+    }
     for (int a = 0; a < n_agents; ++a) {
       GenerationRequest q = request(a, prompts[size_t(a)]);
       q.max_tokens = max_tokens;
@@ -158,6 +169,12 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
   r.step_rows = m1.step_rows_total - m0.step_rows_total;
   r.step_s = m1.step_seconds_total - m0.step_seconds_total;
   r.forward_s = m1.forward_seconds_total - m0.forward_seconds_total;
+  r.dec_steps = m1.decode_steps_total - m0.decode_steps_total;
+  r.dec_seqs = m1.decode_step_seqs_total - m0.decode_step_seqs_total;
+  r.dec_step_s = m1.decode_step_seconds_total - m0.decode_step_seconds_total;
+  r.dec_forward_s = m1.decode_forward_seconds_total - m0.decode_forward_seconds_total;
+  r.dec_post_s = m1.decode_post_seconds_total - m0.decode_post_seconds_total;
+  r.dec_host_cpu_s = m1.decode_host_cpu_seconds_total - m0.decode_host_cpu_seconds_total;
   polling = false;
   poller.join();
   r.kv_peak_bytes = peak;
@@ -237,7 +254,13 @@ int cmd_bench_agents(int argc, char** argv) {
                                     {"ttft_rest_max_s", r.ttft_rest_max}, {"decode_tok_s", r.decode_tok_s},
                                     {"decode_window_s", r.decode_window_s}, {"tokens", r.tokens},
                                     {"decode_steps", r.steps}, {"decode_step_rows", r.step_rows},
-                                    {"decode_step_s", r.step_s}, {"decode_forward_s", r.forward_s}};
+                                    {"decode_step_s", r.step_s}, {"decode_forward_s", r.forward_s},
+                                    {"decode_only_steps", r.dec_steps}, {"decode_only_seqs", r.dec_seqs},
+                                    {"decode_only_step_s", r.dec_step_s}, {"decode_only_forward_s", r.dec_forward_s},
+                                    {"decode_only_post_s", r.dec_post_s}, {"decode_only_host_cpu_s", r.dec_host_cpu_s},
+                                    {"host_ms_per_agent_step",
+                                     r.dec_seqs > 0 ? 1e3 * (r.dec_step_s - r.dec_forward_s) / double(r.dec_seqs) : 0.0},
+                                    {"engine_step", engine_step_old() ? "old" : "new"}};
           std::printf("%s\n", j.dump().c_str());
         } else {
           std::printf("| %d | %s | %.1f | %.3f | %.3f / %.3f | %.2f |\n", n, on ? "on" : "off",

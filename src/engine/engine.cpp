@@ -6,10 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
+#include <thread>
 
 #include "core/error.h"
 #include "engine/spec/draft_model_drafter.h"
 #include "engine/spec/speculative.h"
+#include "engine/step_switch.h"
 #include "kv/kv_cache.h"
 #include "kv/paged_kv.h"
 
@@ -19,6 +22,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 double process_cpu_seconds() {
   timespec ts{};
@@ -51,6 +60,17 @@ void fill_logprobs(const float* logits, int n_vocab, int k, TokenEvent& ev) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
   for (int i = 0; i < k; ++i) ev.top.push_back({ids[size_t(i)], float(double(logits[ids[size_t(i)]]) - lz)});
+}
+
+// Threads that sample a step's decode rows (Engine::sample_pool_): POLYKV_ENGINE_SAMPLE_THREADS if set
+// (0 or 1: none); else none on a CPU backend (its forward pass owns the cores, and sampling is small
+// beside it) and up to 8 on a GPU backend, whose host cores idle while the step thread reads 64 rows
+// of 128k logits one after the other (0.5 MB each: memory-bound). POLYKV_ENGINE_STEP=old: none.
+int sample_threads(DeviceKind kind) {
+  if (engine_step_old()) return 0;
+  if (const char* v = std::getenv("POLYKV_ENGINE_SAMPLE_THREADS"); v && *v) return std::max(0, std::atoi(v));
+  if (kind == DeviceKind::Cpu) return 0;
+  return int(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
 }
 
 }  // namespace
@@ -114,6 +134,7 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
   m_.kv_blocks_total = store_.n_blocks();
   m_.kv_block_tokens = store_.block_tokens();
   m_.kv_bytes_per_block = store_.block_bytes();
+  if (const int n = sample_threads(model_.backend().kind()); n > 1) sample_pool_ = std::make_unique<ThreadPool>(n);
   thread_ = std::thread([this] { step_loop(); });
 }
 
@@ -429,7 +450,11 @@ bool Engine::make_room(Seq& s, int n, std::vector<Seq*>& batch) {
     preempt(*victim);
   }
   for (const auto& c : copies) store_.copy_block(c.src, c.dst);
-  s.kv->set_blocks(mgr_.block_table(s.sid));
+  // PagedKv::set_blocks rebuilds n_layer x n_blocks row pointers (32 x 513 pairs for an 8B model at
+  // 32k): only when the table changed (a new block every block_tokens decode steps, a copy on write),
+  // not at every step of every sequence. The pointers are a function of the ids, so equal ids, equal pointers.
+  const std::span<const BlockId> table = mgr_.block_table(s.sid);
+  if (engine_step_old() || !std::ranges::equal(table, s.kv->block_table())) s.kv->set_blocks(table);
   return true;
 }
 
@@ -595,6 +620,7 @@ void Engine::share_pool_draft(Seq& s, DraftModelDrafter& d) {
 
 void Engine::step() {
   const auto t0 = Clock::now();
+  const double c0 = thread_cpu_seconds();
   std::vector<uint64_t> cancelled;
   std::vector<KvSequenceManager::SeqId> pools_to_free;
   std::vector<std::unique_ptr<Seq>> dropped;  // cancelled before they ran
@@ -744,9 +770,10 @@ void Engine::step() {
       if (logits_at[i] != kNoLogits) fb[i].logits = logits[i] = base + logits_at[i];
   }
   const auto tf = Clock::now();
-  const double cf = process_cpu_seconds();
+  const double cf = process_cpu_seconds(), tcf = thread_cpu_seconds();
   model_.forward_batch(fb);
   const double forward_s = seconds_since(tf), forward_cpu_s = process_cpu_seconds() - cf;
+  const double forward_thread_cpu_s = thread_cpu_seconds() - tcf;
   int64_t n_rows = 0;
   int n_decoding = 0;
   bool decode_only = true;  // every row decodes or verifies (no prompt chunk): a sample of the step cost
@@ -758,6 +785,30 @@ void Engine::step() {
   // The cost sample, in wall seconds (see cost_clock); per number of decoding sequences.
   if (decode_only) step_cost_.add(n_decoding, int(n_rows), forward_s);
   for (const auto& [name, d] : drafting) draft_cost_[name].add(d.calls, d.tokens, d.seconds);
+  // The rows sample_and_emit will sample (a plain last row: no pool, no verify), sampled in parallel
+  // when there is a pool and enough of them. Each sequence's Sampler, logits and tokens are its own and
+  // nothing below changes them before its emit, so the tokens are those of the serial loop.
+  constexpr int32_t kNotSampled = -2;
+  std::vector<int32_t> sampled(batch.size(), kNotSampled);
+  std::vector<std::exception_ptr> sample_error(batch.size());
+  if (sample_pool_) {
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (logits[i] && !batch[i]->is_pool && !(batch[i]->drafter && fb[i].all_logits)) rows.push_back(i);
+    if (rows.size() >= 4)
+      sample_pool_->parallel_for(int64_t(rows.size()), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          const size_t i = rows[size_t(r)];
+          Seq& s = *batch[i];
+          try {
+            sampled[i] = s.sampler->sample(logits[i], n_vocab, s.tokens);
+          } catch (...) {
+            sample_error[i] = std::current_exception();
+            sampled[i] = -1;
+          }
+        }
+      });
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     Seq& s = *batch[i];
     if (!hidden[i].empty() && s.is_pool) {  // rows at p0: the pool's chunks come in order
@@ -789,12 +840,18 @@ void Engine::step() {
           s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
           draft_s += seconds_since(td);
         }
-        sample_and_emit(s, logits[i]);
+        if (sampled[i] == kNotSampled) {
+          sample_and_emit(s, logits[i]);
+        } else {
+          if (sample_error[i]) std::rethrow_exception(sample_error[i]);
+          emit(s, sampled[i], logits[i], false);
+        }
       } catch (const std::exception& e) {
         finish(s, FinishReason::Error, e.what());
       }
     }
   }
+  const double post_s = seconds_since(tf) - forward_s;
   if (opts_.check_invariants) {
     mgr_.pool().verify();
     for (const auto& s : running_)
@@ -805,6 +862,7 @@ void Engine::step() {
               s->tokens.size(), " tokens");
   }
   const double dt = seconds_since(t0);
+  const double host_cpu_s = thread_cpu_seconds() - c0 - forward_thread_cpu_s;
   std::lock_guard<std::mutex> lk(mu_);
   ++m_.steps_total;
   m_.step_seconds_total += dt;
@@ -814,6 +872,14 @@ void Engine::step() {
   m_.forward_cpu_seconds_total += forward_cpu_s;
   m_.draft_seconds_total += draft_s;
   m_.last_step_seconds = dt;
+  if (decode_only) {
+    ++m_.decode_steps_total;
+    m_.decode_step_seqs_total += int64_t(batch.size());
+    m_.decode_step_seconds_total += dt;
+    m_.decode_forward_seconds_total += forward_s;
+    m_.decode_post_seconds_total += post_s;
+    m_.decode_host_cpu_seconds_total += host_cpu_s;
+  }
 }
 
 void Engine::refresh_kv_stats() {

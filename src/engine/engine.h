@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backend/host_buffer.h"
+#include "core/thread_pool.h"
 #include "engine/service.h"
 #include "engine/spec/draft_model_drafter.h"
 #include "engine/spec/make_drafter.h"
@@ -128,6 +129,9 @@ class Engine final : public InferenceService {
   bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: see admit_locked
   bool mtp_pools_ = false;  // requests may draft with an MTP head: pools keep their rows' hidden states
   HostFloats step_logits_;  // step(): the step's logit rows, reused from step to step (step thread)
+  // Samples the step's decode rows in parallel (each sequence's own Sampler, so the same tokens as one
+  // after another); null: on the step thread only. See sample_threads() in engine.cpp.
+  std::unique_ptr<ThreadPool> sample_pool_;
   StepCostModel step_cost_;  // adaptive speculation: target step seconds against rows (step thread)
   std::map<std::string, DraftCostFit> draft_cost_;  // per drafter name: seconds per call and per token (step thread)
   // Per pool name, a draft-model KV holding the pool's tokens, prefilled once and copied into every

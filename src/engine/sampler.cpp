@@ -6,6 +6,8 @@
 #include <random>
 
 #include "core/error.h"
+#include "engine/argmax.h"
+#include "engine/step_switch.h"
 
 namespace polykv {
 namespace {
@@ -69,13 +71,8 @@ int32_t Sampler::prepare(const float* logits, int32_t n_vocab, std::span<const i
   // first maximum in id order (+inf included) wins, and all-NaN/-inf is the same error.
   const bool penalty = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0 && !history.empty();
   if (params_.temperature <= 0.0f && !penalty) {
-    int32_t best = -1;
-    float best_logit = -kInf;
-    for (int32_t i = 0; i < n_vocab; ++i)
-      if (logits[i] > best_logit) {  // false for NaN
-        best_logit = logits[i];
-        best = i;
-      }
+    // engine/argmax.h: the same contract, vectorized (POLYKV_ENGINE_STEP=old: the scalar loop).
+    const int32_t best = engine_step_old() ? argmax_first_scalar(logits, n_vocab) : argmax_first(logits, n_vocab);
     check(best >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
     return best;
   }

@@ -95,6 +95,14 @@ struct ServiceMetrics {
   int64_t step_rows_total = 0, step_seqs_total = 0;
   double forward_seconds_total = 0, draft_seconds_total = 0;
   double forward_cpu_seconds_total = 0;  // process CPU time (all threads) inside the target's forward passes
+  // Decode-only steps (every sequence of the step feeds one token or a verify row set; no prompt chunk):
+  // their count, sequences, wall seconds, seconds inside the forward pass, and seconds after it
+  // (sampling and emitting). (step - forward) / seqs is the engine's host time per sequence and step.
+  int64_t decode_steps_total = 0, decode_step_seqs_total = 0;
+  double decode_step_seconds_total = 0, decode_forward_seconds_total = 0, decode_post_seconds_total = 0;
+  // The step thread's CPU time in those steps outside the forward pass: the host work without the
+  // time the thread waited or was descheduled (a loaded machine), for benchmarks.
+  double decode_host_cpu_seconds_total = 0;
 };
 
 struct ModelInfo {

@@ -230,7 +230,6 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
   float *x = ws.x, *h = ws.h, *q = ws.q, *k = ws.k, *v = ws.v, *att = ws.att, *gate = ws.gate, *up = ws.up;
   hws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
   if (!h_ready) be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
-  bool mixer_added = false;  // the mixer's output projection already did x += ...; h = ffn_norm(x)
   if (lc.kind == LayerKind::GatedDeltaNet) {
     gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
   } else {
@@ -273,28 +272,18 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     be.store_kv(kv_layer, k, v);
     be.attention(kv_layer, ap, q, att);
     if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
-    if (!c.o_bias && !c.sandwich_norm) {
-      // x += att·Wo; h = ffn_norm(x), in one op (a backend may fold the add and the norm into the mat-vec).
-      be.matmul_add_rmsnorm(l.wo, att, h, x, l.ffn_norm, h, n, c.rms_eps);
-      mixer_added = true;
-    } else {
-      be.matmul(l.wo, att, h, n);
-      if (c.o_bias) be.add_bias(h, l.bo, n, E);
-      if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
-    }
+    be.matmul(l.wo, att, h, n);
+    if (c.o_bias) be.add_bias(h, l.bo, n, E);
+    if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
   }
-  if (!mixer_added) be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
+  be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
   if (c.moe.enabled()) {
     moe_ws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
     moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
   } else {
     const Backend::MatmulOut gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
-    be.matmul_gated(gate_up, h, n, c.activation);  // gate = act(h·Wg) * (h·Wu)
-    if (!c.sandwich_norm) {
-      // x += down; h = the next layer's attn_norm(x) (or only the add after the last layer).
-      be.matmul_add_rmsnorm(l.w_down, gate, h, x, next_attn_norm, h, n, c.rms_eps);
-      return;
-    }
+    be.matmul_multi(gate_up, h, n);
+    be.gated_activation(gate, up, int64_t(n) * l.w_gate.n_out, c.activation);  // gate = act(h·Wg) * (h·Wu)
     be.matmul(l.w_down, gate, h, n);
   }
   if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);

@@ -35,20 +35,7 @@ namespace attn = cuda::attn;
 using attn_test::Case;
 
 template <class T>
-struct Buf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Buf(size_t count) : n(count) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, n) * sizeof(T))); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  ~Buf() { cudaFree(p); }
-  void upload(const T* src, size_t count) {
-    POLYKV_CUDA_CHECK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  void download(T* dst, size_t count) const {
-    POLYKV_CUDA_CHECK(cudaMemcpy(dst, p, count * sizeof(T), cudaMemcpyDeviceToHost));
-  }
-};
+using Buf = cuda_test::DevBuf<T>;
 
 cuda::CudaContext& ctx() {
   static cuda::CudaContext c(0);
@@ -67,10 +54,14 @@ struct ModeScope {
     attn::decode_variant() = saved_v;
   }
 };
+// The bench times the first three; the correctness tests run all four (pairs: kv_decode_pairs.cuh).
 constexpr attn::Decode8Kernels kModes[] = {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Fixed,
-                                           attn::Decode8Kernels::Packed};
+                                           attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs};
 const char* mode_name(attn::Decode8Kernels m) {
-  return m == attn::Decode8Kernels::Generic ? "generic" : m == attn::Decode8Kernels::Fixed ? "fixed" : "packed";
+  return m == attn::Decode8Kernels::Generic ? "generic"
+         : m == attn::Decode8Kernels::Fixed ? "fixed"
+         : m == attn::Decode8Kernels::Pairs ? "pairs"
+                                            : "packed";
 }
 
 // Runs the case on the GPU in each mode; the worst row over the modes, named.

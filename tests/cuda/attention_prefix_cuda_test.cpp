@@ -29,18 +29,7 @@ namespace {
 using attn_test::Case;
 namespace attn = cuda::attn;
 
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  explicit DevBuf(size_t count) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T))); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  ~DevBuf() { cudaFree(p); }
-  void upload(const T* src, size_t count) { POLYKV_CUDA_CHECK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice)); }
-  void download(T* dst, size_t count) const {
-    POLYKV_CUDA_CHECK(cudaMemcpy(dst, p, count * sizeof(T), cudaMemcpyDeviceToHost));
-  }
-};
+using cuda_test::DevBuf;
 
 cuda::CudaContext& context() {
   static cuda::CudaContext ctx(0);

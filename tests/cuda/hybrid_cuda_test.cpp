@@ -156,14 +156,7 @@ TEST(HybridCuda, Qwen35MatchesTransformersAndTheCpu) {
 }
 
 // Relative L2 error of one logits row.
-double rel_l2(const float* got, const float* want) {
-  double e2 = 0, r2 = 0;
-  for (int i = 0; i < kVocab; ++i) {
-    e2 += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    r2 += double(want[i]) * want[i];
-  }
-  return std::sqrt(e2 / std::max(r2, 1e-30));
-}
+double rel_l2(const float* got, const float* want) { return cuda_test::rel_l2(got, want, size_t(kVocab)); }
 
 // Two sequences share a 32-token prefix (its two KV blocks, and B's state is a copy of A's at 32), then
 // run their own suffixes in one batched step and one more batched decode step: each gets the logits

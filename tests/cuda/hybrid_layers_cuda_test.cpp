@@ -92,15 +92,7 @@ bool finite(const float* p, size_t n) {
   return true;
 }
 
-double rel_l2(const float* got, const float* want, size_t n) {
-  double e2 = 0, r2 = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    e2 += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    r2 += double(want[i]) * want[i];
-  }
-  return std::sqrt(e2 / std::max(r2, 1e-30));
-}
+using cuda_test::rel_l2;
 
 SequenceKvOptions kv_options(const char* type) {
   SequenceKvOptions o;

@@ -35,31 +35,12 @@ cuda::CudaContext& ctx() {
   return *c;
 }
 
-// A device allocation that frees itself.
-struct DeviceBuffer {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t n) : bytes(n) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 16))); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
-
-template <class T>
-std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& v) {
-  auto b = std::make_unique<DeviceBuffer>(v.size() * sizeof(T));
-  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return b;
-}
+using cuda_test::DeviceBuffer;
+using cuda_test::upload;
 
 template <class T>
 std::vector<T> download(const T* d, size_t n) {
-  POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
-  std::vector<T> v(n);
-  POLYKV_CUDA_CHECK(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return v;
+  return cuda_test::download(d, n, ctx().stream());
 }
 
 // The weights on the device at the same offset (mod 256) as on the host, so the rows keep their
@@ -80,7 +61,7 @@ DeviceWeights upload(const cuda_test::Weights& w) {
   return d;
 }
 
-void poison(float* y, size_t n) { POLYKV_CUDA_CHECK(cudaMemsetAsync(y, 0xFF, n * sizeof(float), ctx().stream())); }
+void poison(float* y, size_t n) { cuda_test::poison(y, n, ctx().stream()); }
 
 std::string describe(const WeightMatrix& w, int64_t n, const std::string& what) {
   std::ostringstream s;
@@ -411,44 +392,12 @@ TEST(MatmulCuda, RejectsBadArguments) {
 
 // ---- benchmark (disabled by default) ----
 
-// Random bytes on the device (xorshift on the host, then one copy); the timing does not depend on
-// the values (NaN scales included).
-std::unique_ptr<DeviceBuffer> random_device_bytes(size_t n, uint64_t seed) {
-  std::vector<uint64_t> h((n + 7) / 8);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& v : h) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    v = s;
-  }
-  auto b = std::make_unique<DeviceBuffer>(h.size() * 8);
-  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, h.data(), h.size() * 8, cudaMemcpyHostToDevice));
-  return b;
-}
+using cuda_test::random_device_bytes;
 
 // Median of `reps` timings (CUDA events around each call, after 3 warm-up calls), in seconds.
 template <class Fn>
 double median_seconds(Fn&& fn, int reps = 20) {
-  cudaStream_t s = ctx().stream();
-  for (int i = 0; i < 3; ++i) fn();
-  cudaEvent_t a, b;
-  POLYKV_CUDA_CHECK(cudaEventCreate(&a));
-  POLYKV_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    POLYKV_CUDA_CHECK(cudaEventRecord(a, s));
-    fn();
-    POLYKV_CUDA_CHECK(cudaEventRecord(b, s));
-    POLYKV_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    POLYKV_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return cuda_test::median_seconds(ctx().stream(), fn, reps);
 }
 
 // Device-to-device copy of 1 GiB: bytes read + written per second.

@@ -26,51 +26,13 @@ cuda::CudaContext& ctx() {
   return *c;
 }
 
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t n) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 16))); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-
-// Random bytes (xorshift), one copy to the device.
-std::unique_ptr<DevBuf> random_bytes(size_t n, uint64_t seed) {
-  std::vector<uint64_t> h((n + 7) / 8);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& v : h) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    v = s;
-  }
-  auto b = std::make_unique<DevBuf>(h.size() * 8);
-  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, h.data(), h.size() * 8, cudaMemcpyHostToDevice));
-  return b;
-}
+using DevBuf = cuda_test::DeviceBuffer;
+using cuda_test::random_device_bytes;
 
 // Median of reps timings (events around each call, 3 warm-ups first), seconds.
 template <class Fn>
 double median_s(Fn&& fn, int reps = 30) {
-  cudaStream_t s = ctx().stream();
-  for (int i = 0; i < 3; ++i) fn();
-  cudaEvent_t a, b;
-  POLYKV_CUDA_CHECK(cudaEventCreate(&a));
-  POLYKV_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    POLYKV_CUDA_CHECK(cudaEventRecord(a, s));
-    fn();
-    POLYKV_CUDA_CHECK(cudaEventRecord(b, s));
-    POLYKV_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    POLYKV_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return cuda_test::median_seconds(ctx().stream(), fn, reps);
 }
 
 // Records fn's launches on the context's stream into a graph and returns the time of one replay.
@@ -132,7 +94,7 @@ Mat make_mat(DType t, int64_t n_out, int64_t n_in, uint64_t seed) {
   m.w.n_out = n_out;
   m.w.row_stride = row_bytes(t, n_in);
   m.bytes = m.w.row_stride * size_t(n_out);
-  m.buf = random_bytes(m.bytes, seed);
+  m.buf = random_device_bytes(m.bytes, seed);
   m.w.data = m.buf->p;
   return m;
 }

@@ -36,31 +36,11 @@ cuda::CudaContext& ctx() {
   return *c;
 }
 
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t n) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 16))); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
+using cuda_test::DeviceBuffer;
+using cuda_test::upload;
 
-template <class T>
-std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& v) {
-  auto b = std::make_unique<DeviceBuffer>(v.size() * sizeof(T));
-  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return b;
-}
-
-std::vector<float> download(const float* d, size_t n) {
-  POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
-  std::vector<float> v(n);
-  POLYKV_CUDA_CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
-  return v;
-}
-
-void poison(float* y, size_t n) { POLYKV_CUDA_CHECK(cudaMemsetAsync(y, 0xFF, n * sizeof(float), ctx().stream())); }
+std::vector<float> download(const float* d, size_t n) { return cuda_test::download(d, n, ctx().stream()); }
+void poison(float* y, size_t n) { cuda_test::poison(y, n, ctx().stream()); }
 
 // One host matrix on the device twice: ggml rows (layout Rows, 256-byte aligned) and split.
 struct Both {
@@ -89,14 +69,7 @@ std::string describe(const WeightMatrix& w, int64_t n, const std::string& what) 
 // got == want bit for bit (NaN = NaN when both have the same bits); reports the first mismatch.
 void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
                       int64_t n_out) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], 4) != 0 && bad++ == 0) first = i;
-  if (bad)
-    ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " outputs differ; first at " << first
-                  << " (column " << first / size_t(n_out) << ", row " << first % size_t(n_out) << "): split "
-                  << got[first] << ", want " << want[first];
+  EXPECT_TRUE(cuda_test::same_bits(got, want, what, n_out));
 }
 
 // |y - matmul_ref| within the rigorous bound of the 8-bit activations (as tests/cuda/matmul_cuda_test.cpp).

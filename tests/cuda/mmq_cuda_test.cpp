@@ -1,12 +1,11 @@
-// GPU tests of the quantized mat-mul on tensor cores (backend/cuda/matmul_cuda_mmq.cu: kernel v1, and
-// matmul_cuda_mmq2.cu: kernel v2; skip without a GPU): for q4_0, q8_0, q4_K and q6_K in the split layout,
-// awkward n_out / n_in and n = 9, 16, 17, 33, 63, 64, 100, 128 columns, each kernel:
+// GPU tests of the quantized mat-mul on tensor cores (backend/cuda/matmul_cuda_mmq.cu and
+// matmul_cuda_mmq2.cu; skip without a GPU): for q4_0, q8_0, q4_K and q6_K in the split layout, awkward
+// n_out / n_in and n = 9, 16, 17, 33, 63, 64, 100, 128 columns:
 //  - against the exact dot of the f16-rounded weights and activations (what the tensor cores
 //    multiply; f32 sums, truncating in the tensor core: |err| <= 1e-4 x sum |w x| + 1e-6) and against
 //    matmul_ref (NMSE <= 1e-5, f16 rounding of both operands), every output written;
 //  - batch invariance: a column gives the same bits alone in a 9-column call, in a 64- and in a
 //    100-column call, and with any K split forced alike;
-//  - v2 and v3 = v1 bit for bit when they run one K split (same values, same mma order per row);
 //  - routing: matmul() and matmul_parts() take it for 9..max columns (same bits as matmul_mmq), and
 //    not when switched off.
 // Every failure prints the type, shape, n, first bad (column, row), got / want, count and NMSE.
@@ -36,56 +35,17 @@ cuda::CudaContext& ctx() {
   return *c;
 }
 
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t n) { POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 16))); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
+using cuda_test::DeviceBuffer;
+using cuda_test::upload;
 
-template <class T>
-std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& v) {
-  auto b = std::make_unique<DeviceBuffer>(v.size() * sizeof(T));
-  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return b;
-}
-
-std::vector<float> download(const float* d, size_t n) {
-  POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
-  std::vector<float> v(n);
-  POLYKV_CUDA_CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
-  return v;
-}
-
-void poison(float* y, size_t n) { POLYKV_CUDA_CHECK(cudaMemsetAsync(y, 0xFF, n * sizeof(float), ctx().stream())); }
+std::vector<float> download(const float* d, size_t n) { return cuda_test::download(d, n, ctx().stream()); }
+void poison(float* y, size_t n) { cuda_test::poison(y, n, ctx().stream()); }
 
 // The settings of the mmq path for one test; restored after it.
 struct MmqScope {
   bool on = cuda::mmq_enabled();
-  int tiles = cuda::mmq_tiles_per_warp();
-  int kernel = cuda::mmq_kernel();
-  ~MmqScope() {
-    cuda::set_mmq(on);
-    cuda::set_mmq_tiles(tiles);
-    cuda::set_mmq_kernel(kernel);
-  }
+  ~MmqScope() { cuda::set_mmq(on); }
 };
-
-// The kernel variants the tests run: v1 with 2 and 1 m16 tiles per warp, v2.
-struct Variant {
-  int kernel, tiles;
-  const char* name;
-};
-const Variant kVariants[] = {
-    {1, 2, "v1 (2 m16 tiles per warp)"}, {1, 1, "v1 (1 m16 tile per warp)"}, {2, 2, "v2"}, {3, 2, "v3"},
-    {4, 2, "v4 (v3, 16 warps)"}};
-void select(const Variant& v) {
-  cuda::set_mmq_kernel(v.kernel);
-  cuda::set_mmq_tiles(v.tiles);
-}
 
 struct Split {
   std::unique_ptr<DeviceBuffer> buf;
@@ -174,14 +134,7 @@ void expect_nmse_vs_matmul_ref(const std::vector<float>& got, const WeightMatrix
 
 void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
                       int64_t n_out) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], 4) != 0 && bad++ == 0) first = i;
-  if (bad)
-    ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " outputs differ; first at " << first
-                  << " (column " << first / size_t(n_out) << ", row " << first % size_t(n_out) << "): got "
-                  << got[first] << ", want " << want[first];
+  EXPECT_TRUE(cuda_test::same_bits(got, want, what, n_out));
 }
 
 struct Shape {
@@ -212,23 +165,20 @@ TEST(MmqCuda, AgainstTheReferences) {
       const Ref16 ref = reference16(w.m, x, nmax);
       DeviceBuffer y(size_t(nmax * s.n_out) * 4);
       for (const int n : kCols) {
-        for (const Variant& v : kVariants) {
-          select(v);
-          const size_t total = size_t(n * s.n_out);
-          poison(y.as<float>(), total);
-          cuda::matmul_mmq(d.w, dx->as<float>(), y.as<float>(), n, ctx());
-          const auto got = download(y.as<float>(), total);
-          const std::string what = describe(w.m, n, std::string("mmq ") + v.name);
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " (column " << i / size_t(s.n_out)
-                                             << ", row " << i % size_t(s.n_out) << ") not written";
-          expect_near_ref16(got, ref, n, s.n_out, what);
-          if ((n == 17 || n == 100) && v.tiles == 2) {
-            const std::vector<float> xn(x.begin(), x.begin() + n * s.n_in);
-            expect_nmse_vs_matmul_ref(got, w.m, xn, n, what);
-          }
-          if (HasFailure()) return;
+        const size_t total = size_t(n * s.n_out);
+        poison(y.as<float>(), total);
+        cuda::matmul_mmq(d.w, dx->as<float>(), y.as<float>(), n, ctx());
+        const auto got = download(y.as<float>(), total);
+        const std::string what = describe(w.m, n, "mmq");
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " (column " << i / size_t(s.n_out)
+                                           << ", row " << i % size_t(s.n_out) << ") not written";
+        expect_near_ref16(got, ref, n, s.n_out, what);
+        if (n == 17 || n == 100) {
+          const std::vector<float> xn(x.begin(), x.begin() + n * s.n_in);
+          expect_nmse_vs_matmul_ref(got, w.m, xn, n, what);
         }
+        if (HasFailure()) return;
       }
     }
   }
@@ -246,14 +196,8 @@ TEST(MmqCuda, BatchInvariant) {
     const Split d = upload_split(w.m);
     const auto x = cuda_test::normal_floats(size_t(100 * n_in), seed + 1);
     const auto dx = upload(x);
-    static constexpr int kSplits[] = {0, 1, 3, -1};
-    for (int kv = 0; kv < 4 * 4; ++kv) {
-      const int kernel = 1 + kv / 4, splits = kSplits[kv % 4];
-      if (kernel >= 2 && splits < 0) continue;  // v2..v4 have one tile count
-      // -1: the automatic split with one m16 tile per warp.
-      cuda::set_mmq_kernel(kernel);
-      cuda::set_mmq_tiles(splits < 0 ? 1 : 2);
-      cuda::set_mmq(true, 0, 0, std::max(splits, 0));
+    for (const int splits : {0, 1, 3, 16}) {
+      cuda::set_mmq(true, 0, 0, splits);
       DeviceBuffer y9(size_t(9 * n_out) * 4), y64(size_t(64 * n_out) * 4), y100(size_t(100 * n_out) * 4);
       cuda::matmul_mmq(d.w, dx->as<float>() + 55 * n_in, y9.as<float>(), 9, ctx());
       cuda::matmul_mmq(d.w, dx->as<float>(), y64.as<float>(), 64, ctx());
@@ -263,7 +207,7 @@ TEST(MmqCuda, BatchInvariant) {
       const auto a100 = download(y100.as<float>(), size_t(100 * n_out));
       const std::vector<float> c64(a64.begin() + 55 * n_out, a64.end());
       const std::vector<float> c100(a100.begin() + 55 * n_out, a100.begin() + 64 * n_out);
-      const std::string tag = " (kernel v" + std::to_string(kernel) + ", splits " + std::to_string(splits) + ")";
+      const std::string tag = " (splits " + std::to_string(splits) + ")";
       expect_same_bits(a9, c64, describe(w.m, 9, "columns 55..63 alone vs in 64 columns" + tag), n_out);
       expect_same_bits(a9, c100, describe(w.m, 9, "columns 55..63 alone vs in 100 columns" + tag), n_out);
       // One column alone in a 9-column call of copies of another column: still the same bits.
@@ -281,43 +225,6 @@ TEST(MmqCuda, BatchInvariant) {
   }
 }
 
-// With one K split both kernels run the same mma chain per row over the same f16 values: same bits. With
-// their automatic splits: both near the f16 reference (AgainstTheReferences). Awkward row counts (not
-// multiples of 128 / 256) and a partial last chunk (n_in = 1056: 33 units).
-TEST(MmqCuda, V2V3SameBitsAsV1OneSplit) {
-  POLYKV_REQUIRE_GPU();
-  MmqScope scope;
-  uint32_t seed = 400;
-  for (DType t : kTypes) {
-    for (const Shape& s : shapes_for(t)) {
-      const auto w = cuda_test::make_weights(t, s.n_in, s.n_out, ++seed, true);
-      const Split d = upload_split(w.m);
-      const auto x = cuda_test::normal_floats(size_t(128 * s.n_in), seed + 1);
-      const auto dx = upload(x);
-      DeviceBuffer y1(size_t(128 * s.n_out) * 4), y2(size_t(128 * s.n_out) * 4);
-      for (const int n : {9, 63, 128}) {
-        cuda::set_mmq(true, 0, 0, 1);
-        cuda::set_mmq_tiles(2);
-        cuda::set_mmq_kernel(1);
-        cuda::matmul_mmq(d.w, dx->as<float>(), y1.as<float>(), n, ctx());
-        const auto want = download(y1.as<float>(), size_t(n * s.n_out));
-        for (int k : {2, 3, 4}) {
-          cuda::set_mmq_kernel(k);
-          poison(y2.as<float>(), size_t(n * s.n_out));
-          cuda::matmul_mmq(d.w, dx->as<float>(), y2.as<float>(), n, ctx());
-          expect_same_bits(download(y2.as<float>(), size_t(n * s.n_out)), want,
-                           describe(w.m, n, "v" + std::to_string(k) + " vs v1, one K split"), s.n_out);
-        }
-        if (HasFailure()) {
-          cuda::set_mmq(true);
-          return;
-        }
-      }
-    }
-  }
-  cuda::set_mmq(true);
-}
-
 // matmul() and matmul_parts() route 9..max columns of split weights to it (same bits), not when off.
 TEST(MmqCuda, Routing) {
   POLYKV_REQUIRE_GPU();
@@ -330,24 +237,22 @@ TEST(MmqCuda, Routing) {
   const auto x = cuda_test::normal_floats(size_t(130 * n_in), 303);
   const auto dx = upload(x);
   DeviceBuffer ya(size_t(130 * 300) * 4), yb(size_t(130 * 300) * 4), yk(size_t(130 * 77) * 4);
-  for (int kernel : {1, 3}) {  // v1 and v3 (matmul_parts shares one f16 x among the parts)
-    cuda::set_mmq_kernel(kernel);
-    for (int n : {8, 9, 33, 128, 129}) {
-      cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), n, ctx());
-      cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
-      const auto a = download(ya.as<float>(), size_t(n * 300)), b = download(yb.as<float>(), size_t(n * 300));
-      const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-      EXPECT_EQ(same, n >= 9 && n <= 128) << "kernel " << kernel << ": matmul() with " << n << " columns "
-                                          << (same ? "took" : "did not take") << " the mmq path";
-      const cuda::MatvecPart parts[] = {{&dq.w, ya.as<float>()}, {&dk.w, yk.as<float>()}};
-      cuda::matmul_parts(parts, dx->as<float>(), n, ctx());
-      cuda::matmul(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
-      expect_same_bits(download(ya.as<float>(), size_t(n * 300)), download(yb.as<float>(), size_t(n * 300)),
-                       describe(dq.w, n, "matmul_parts part 0 vs matmul, kernel " + std::to_string(kernel)), 300);
-      cuda::matmul(dk.w, dx->as<float>(), yb.as<float>(), n, ctx());
-      expect_same_bits(download(yk.as<float>(), size_t(n * 77)), download(yb.as<float>(), size_t(n * 77)),
-                       describe(dk.w, n, "matmul_parts part 1 vs matmul, kernel " + std::to_string(kernel)), 77);
-    }
+  for (int n : {8, 9, 33, 128, 129}) {
+    cuda::matmul(dq.w, dx->as<float>(), ya.as<float>(), n, ctx());
+    cuda::matmul_mmq(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+    const auto a = download(ya.as<float>(), size_t(n * 300)), b = download(yb.as<float>(), size_t(n * 300));
+    const bool same = std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    EXPECT_EQ(same, n >= 9 && n <= 128) << "matmul() with " << n << " columns "
+                                        << (same ? "took" : "did not take") << " the mmq path";
+    // matmul_parts shares one f16 x among the parts.
+    const cuda::MatvecPart parts[] = {{&dq.w, ya.as<float>()}, {&dk.w, yk.as<float>()}};
+    cuda::matmul_parts(parts, dx->as<float>(), n, ctx());
+    cuda::matmul(dq.w, dx->as<float>(), yb.as<float>(), n, ctx());
+    expect_same_bits(download(ya.as<float>(), size_t(n * 300)), download(yb.as<float>(), size_t(n * 300)),
+                     describe(dq.w, n, "matmul_parts part 0 vs matmul"), 300);
+    cuda::matmul(dk.w, dx->as<float>(), yb.as<float>(), n, ctx());
+    expect_same_bits(download(yk.as<float>(), size_t(n * 77)), download(yb.as<float>(), size_t(n * 77)),
+                     describe(dk.w, n, "matmul_parts part 1 vs matmul"), 77);
   }
   cuda::set_mmq(false);
   EXPECT_FALSE(cuda::mmq_takes(dq.w, 64));
@@ -385,10 +290,10 @@ double median_per_call(Fn&& fn, int per, int reps = 15) {
 // llama-3.1-8b's matrices as the decoder multiplies them (matmul_parts launches q, k, v and gate, up one
 // by one): q/o 4096x4096, k/v 1024x4096, gate/up 14336x4096, down 4096x14336, at 16, 32, 64 and 128
 // columns, for q4_0, q8_0, q4_K and q6_K: matmul() with mmq off (the old path: chunked mat-vec up to 32
-// columns, dequantize + cuBLAS above), mmq kernel v1 and kernel v2, each over enough copies of the matrix
-// (>= 256 MiB) that L2 holds none. GB/s = weight bytes / time; %fl = that / the copy bandwidth (read +
-// write). Then per layer (2 q/o + 2 k/v + 2 gate/up + down) and its floor (weight bytes / copy bandwidth).
-// POLYKV_MMQ_BENCH_TYPES=q4_0,q6_K limits the types.
+// columns, dequantize + cuBLAS above) and on (the mmq kernel), interleaved, each over enough copies of the
+// matrix (>= 256 MiB) that L2 holds none. GB/s = weight bytes / time; %fl = that / the copy bandwidth
+// (read + write). Then per layer (2 q/o + 2 k/v + 2 gate/up + down) and its floor (weight bytes / copy
+// bandwidth). POLYKV_MMQ_BENCH_TYPES=q4_0,q6_K limits the types; scripts/mmq_bench_json.py makes JSON.
 TEST(CudaMmqBench, DISABLED_VsOldPath) {
   POLYKV_REQUIRE_GPU();
   MmqScope scope;
@@ -402,8 +307,8 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   }
   std::printf("device-to-device copy: %.0f GB/s (read + write); mmq splits %s\n", copy * 1e-9,
               std::getenv("POLYKV_CUDA_MMQ_SPLITS") ? std::getenv("POLYKV_CUDA_MMQ_SPLITS") : "auto");
-  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %9s %9s %8s %8s %6s %6s\n", "type", "matrix", "n_out", "n_in", "n",
-              "old_us", "v1_us", "v2_us", "v3_us", "v4_us", "v1_GB/s", "v2_GB/s", "v2%fl", "v1/v2");
+  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %6s %7s\n", "type", "matrix", "n_out", "n_in", "n", "old_us",
+              "mmq_us", "mmq_GB/s", "mmq%fl", "old/mmq");
   struct BenchShape {
     const char* name;
     int64_t n_out, n_in;
@@ -415,7 +320,7 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   const char* only = std::getenv("POLYKV_MMQ_BENCH_TYPES");
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
-    double layer[4][5] = {};  // [n][path] us
+    double layer[4][2] = {};  // [n][path: old, mmq] us
     double layer_bytes = 0;
     for (const BenchShape& sh : shapes) {
       const size_t stride = cuda::split_row_stride(t, sh.n_in);
@@ -441,30 +346,24 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
       DeviceBuffer y(size_t(128 * sh.n_out) * 4);
       for (int ni = 0; ni < 4; ++ni) {
         const int n = kNs[ni];
-        // 0: the old path; 1: mmq v1 (2 m16 tiles per warp); 2: mmq v2; 3: v3 (v2 for q4_K / q6_K); 4: v4.
-        double us[5];
-        for (int k = 0; k < 5; ++k) {
+        double us[2];  // 0: the old path; 1: mmq
+        for (int k = 0; k < 2; ++k) {
           cuda::set_mmq(k > 0, 1, 1 << 20, 0);
-          cuda::set_mmq_tiles(2);
-          cuda::set_mmq_kernel(std::max(k, 1));
           us[k] = 1e6 * median_per_call([&](int i) {
             cuda::matmul(ws[size_t(i % copies)], dx->as<float>(), y.as<float>(), n, ctx());
           }, copies);
           layer[ni][k] += us[k] * sh.per_layer;
         }
-        const double gb[2] = {double(bytes) / us[1] * 1e-3, double(bytes) / us[2] * 1e-3};
-        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %9.1f %9.1f %8.0f %8.0f %5.1f%% %6.2f\n",
-                    dtype_name(t), sh.name, (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], us[3], us[4],
-                    gb[0], gb[1],
-                    100.0 * gb[1] * 1e9 / copy, us[1] / us[2]);
+        const double gb = double(bytes) / us[1] * 1e-3;
+        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.0f %5.1f%% %7.2f\n", dtype_name(t), sh.name,
+                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], gb, 100.0 * gb * 1e9 / copy,
+                    us[0] / us[1]);
         std::fflush(stdout);
       }
     }
     for (int ni = 0; ni < 4; ++ni)
-      std::printf("%-5s LAYER n=%-4d old %8.1f us  v1 %8.1f us  v2 %8.1f us  v3 %8.1f us  v4 %8.1f us  floor %6.1f us  "
-                  "(v2: %.2fx v1, %.2fx old)\n",
-                  dtype_name(t), kNs[ni], layer[ni][0], layer[ni][1], layer[ni][2], layer[ni][3], layer[ni][4],
-                  1e6 * layer_bytes / copy, layer[ni][1] / layer[ni][2], layer[ni][0] / layer[ni][2]);
+      std::printf("%-5s LAYER n=%-4d old %8.1f us  mmq %8.1f us  floor %6.1f us  (%.2fx old)\n", dtype_name(t),
+                  kNs[ni], layer[ni][0], layer[ni][1], 1e6 * layer_bytes / copy, layer[ni][0] / layer[ni][1]);
     std::fflush(stdout);
   }
 }

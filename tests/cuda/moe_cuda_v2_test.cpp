@@ -37,52 +37,15 @@
 namespace polykv {
 namespace {
 
-std::vector<float> normal(size_t n, uint32_t seed, float sd) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& f : v) f = d(rng);
-  return v;
-}
+std::vector<float> normal(size_t n, uint32_t seed, float sd) { return cuda_test::normal_floats(n, seed, sd); }
 
-struct Dev {
-  Backend& be;
-  void* p = nullptr;
-  Dev(Backend& b, size_t bytes) : be(b), p(b.allocate(std::max<size_t>(bytes, 4))) {}
-  Dev(Backend& b, const void* host, size_t bytes) : Dev(b, bytes) { b.upload(p, host, bytes); }
-  ~Dev() { be.release(p); }
-  template <class T>
-  T* as() const { return static_cast<T*>(p); }
-};
+using Dev = cuda_test::BackendBuf;
 
-std::vector<float> down_f(Backend& be, const void* p, size_t n) {
-  std::vector<float> v(n);
-  be.download(v.data(), p, n * 4);
-  return v;
-}
+std::vector<float> down_f(Backend& be, const void* p, size_t n) { return cuda_test::backend_download<float>(be, p, n); }
 
-struct Err {
-  double nmse = 0;
-  int64_t first_bad = -1;
-  float got = 0, want = 0;
-};
-
-Err compare(const std::vector<float>& got, const std::vector<float>& want, double tol_rel) {
-  Err e;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) den += double(want[i]) * want[i];
-  const double rms = std::sqrt(den / std::max<size_t>(want.size(), 1));
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = double(got[i]) - want[i];
-    num += d * d;
-    if (e.first_bad < 0 && !(std::fabs(d) <= tol_rel * rms)) {
-      e.first_bad = int64_t(i);
-      e.got = got[i];
-      e.want = want[i];
-    }
-  }
-  e.nmse = num / std::max(den, 1e-300);
-  return e;
+using cuda_test::Err;
+inline Err compare(const std::vector<float>& got, const std::vector<float>& want, double tol_rel) {
+  return cuda_test::compare_rms(got, want, tol_rel);
 }
 
 // Restores the switches at scope end.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "cuda_test_util.h"
 
 namespace polykv::test {
 
@@ -124,21 +125,10 @@ inline ::testing::AssertionResult close_to(const std::vector<float>& got, const 
                                        << " (abs_tol " << abs_tol << ", rel_tol " << rel_tol << ")";
 }
 
-// Bit-identical (memcmp per value), with the same diagnostics.
+// Bit-identical (memcmp per value), with the same diagnostics (cuda_test_util.h).
 inline ::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want,
                                             const std::string& what) {
-  if (got.size() == want.size() && std::memcmp(got.data(), want.data(), got.size() * 4) == 0)
-    return ::testing::AssertionSuccess();
-  size_t first = 0, n_bad = 0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
-    if (std::memcmp(&got[i], &want[i], 4) != 0) {
-      if (n_bad++ == 0) first = i;
-    }
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << what << ": " << got.size() << " values, want " << want.size();
-  return ::testing::AssertionFailure() << what << ": " << n_bad << " of " << got.size()
-                                       << " values differ in their bits; first at " << first << ": got "
-                                       << got[first] << ", want " << want[first];
+  return cuda_test::same_bits(got, want, what);
 }
 
 // Floats apart in representation (0: same bits; +0 and -0 are 0 apart); NaNs compare as far.

@@ -8,7 +8,6 @@
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
 #include "backend/cuda/attention_cuda_decode8_fixed.cuh"
-#include "backend/cuda/attention_cuda_decode_mma.cuh"
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/attention_cuda_mma.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
@@ -46,21 +45,6 @@ void allow_smem_hd() {
         POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                                int(cudaSharedmemCarveoutMaxShared)));
       });
-  }
-  if constexpr (attn::decode_mma_supports(HD)) {
-    // Up to the device's opt-in limit (plan_decode_mma keeps plans within decode_mma_smem_limit, set
-    // below from the same attribute); the largest carveout so that 3 blocks of ~68 KB fit.
-    int dev = 0, optin = 0;
-    POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
-    POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    attn::decode_mma_smem_limit() = size_t(optin) - 4 * 1024;  // room for the kernel's static arrays
-    const auto set = [](auto kernel) {
-      allow_smem(kernel, attn::decode_mma_smem_limit());
-      POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             int(cudaSharedmemCarveoutMaxShared)));
-    };
-    set(attn::decode_mma_kernel<HD, false>);
-    if constexpr (attn::decode_mma_tr_supports(HD)) set(attn::decode_mma_kernel<HD, true>);
   }
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
@@ -138,16 +122,6 @@ void launch_256(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem,
 
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
-  if (P.kernel == attn::Kernel::DecodeMma) {  // plan_decode_mma only (head sizes 64, 128, 256)
-    if constexpr (attn::decode_mma_tr_supports(HD)) {
-      if (P.decode_tr) {
-        launch_kernel(attn::decode_mma_kernel<HD, true>, a, P, P.smem, stream, pdl);
-        return;
-      }
-    }
-    if constexpr (attn::decode_mma_supports(HD)) launch_kernel(attn::decode_mma_kernel<HD, false>, a, P, P.smem, stream, pdl);
-    return;
-  }
   if (P.kernel == attn::Kernel::Decode) {
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one
@@ -198,17 +172,27 @@ void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::P
 }  // namespace
 
 void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
-               float* out, CudaContext& ctx) {
+               float* out, CudaContext& ctx, bool after_store) {
   if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
   init_device(ctx.stream());  // first: it sets which prefix kernels the device's shared memory allows
-  const attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
+  const bool pdl = attn::attention_pdl() && pdl_enabled(ctx);
+  attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
+  // Early start (attn::attention_early()): one sequence, no shared prefix, the lanes8 kernel, launched
+  // with PDL right after this layer's kv_store. Its splits leave room for the store's blocks (4 warps
+  // each, one per K or V unit of a row and head), which run beside the attention's one wave.
+  const bool early = after_store && pdl && attn::attention_early() && b.n_seq == 1 && b.n_prefix == 0 &&
+                     P.kernel == attn::Kernel::Decode && P.variant != attn::DecodeVariant::Slots;
+  if (early) {
+    const int store_units = 2 * b.total_rows * L.n_head_kv * std::max(1, L.head_dim / turbo_group_of(L.head_dim));
+    P = attn::plan_attention(L, p, b, ctx.sm_count(), (store_units + 3) / 4 + 1);
+  }
   const attn::Plan Pp = b.n_prefix > 0 ? attn::plan_prefix(L, p, b, ctx.sm_count()) : attn::Plan{};
   const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
   float* part = own + pre > 0 ? static_cast<float*>(ctx.scratch(Scratch::AttentionPartials, (own + pre) * sizeof(float)))
                               : nullptr;
-  const Args a = attn::make_args(L, p, b, P, q, out, part);
+  Args a = attn::make_args(L, p, b, P, q, out, part);
+  a.early = early ? 1 : 0;
   const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
-  const bool pdl = attn::attention_pdl() && pdl_enabled(ctx);
   switch (L.head_dim) {
     case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream(), pdl); break;
     case 128: launch_hd<128>(a, P, ap, Pp, ctx.stream(), pdl); break;

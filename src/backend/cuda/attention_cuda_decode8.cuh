@@ -23,6 +23,7 @@
 #pragma once
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/kv_decode_scaled.cuh"
+#include "backend/cuda/kv_decode_pairs.cuh"
 #include "backend/cuda/kv_decode_trellis.cuh"
 
 namespace polykv::cuda::attn {
@@ -118,36 +119,88 @@ __device__ __forceinline__ void decode8_type(KvType t, F&& f) {
   if constexpr (TI < 0) kv_type_dispatch(t, f);
   else f(std::integral_constant<KvType, KvType(TI)>{});
 }
-// A piece of a K or V row as v[k] * (returned scale): decode8s, or with PACKED the packed trellis decoder
-// (kv_decode_trellis.cuh; the same floats, fewer instructions for turbo*t).
-template <KvType T, bool PACKED>
-__device__ __forceinline__ float decode8_piece(const uint8_t* row, int c, const float* lut, float* v, int hd) {
-  if constexpr (PACKED) return decode8s_packed<T>(row, c, hd, lut, v);
+// A piece of a K or V row as v[k] * (returned scale). DEC (kDec8*): decode8s; the packed trellis decoder
+// (kv_decode_trellis.cuh); or the pair tables (kv_decode_pairs.cuh, plut) for the turbo / trellis types
+// that have one. The same floats in every case, fewer instructions for the turbo types.
+template <KvType T, int DEC>
+__device__ __forceinline__ float decode8_piece(const uint8_t* row, int c, const float* lut, const float* plut,
+                                               float* v, int hd) {
+  if constexpr (DEC == kDec8Pairs) return decode8s_pairs<T>(row, c, hd, lut, plut, v);
+  else if constexpr (DEC == kDec8Packed) return decode8s_packed<T>(row, c, hd, lut, v);
   else return decode8s<T>(row, c, hd, lut, v);
+}
+
+// Pair-table floats (2 per entry) a specialized kernel holds for type TI under DEC (at least 2: no
+// zero-sized arrays), and scaled-table floats (kScaledLutSize, or 1 when the pair table replaces it).
+template <int DEC, int TI>
+POLYKV_HD constexpr int decode8_pair_floats() {
+  return DEC == kDec8Pairs && TI >= 0 && pair_lut_size(KvType(TI < 0 ? 0 : TI)) > 0
+             ? 2 * pair_lut_size(KvType(TI < 0 ? 0 : TI))
+             : 2;
+}
+template <int DEC, int TI>
+POLYKV_HD constexpr int decode8_lut_floats() {
+  return decode8_pair_floats<DEC, TI>() > 2 ? 1 : kScaledLutSize;
+}
+
+// Early start (Args::early, the launcher's choice: docs/CUDA_ATTENTION.md "Early start"): the kernel
+// before this one in the stream is the kv_store of this step's K/V rows, which only writes keys at
+// positions >= the sequence's pos0. The block then waits for that grid (griddepcontrol.wait) only
+// before it stages the first tile holding such a key, or at its end if none, so the store's latency
+// (the trellis Viterbi: ~13 us a layer) overlaps the block's older keys. Every thread waits before it
+// exits: this grid never completes before the store (the kernels after it rely on that order).
+__device__ __forceinline__ void pdl_wait_prev() {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_next() {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 // MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks, or
 // decode8_fixed_min_blocks for the specialized kernels). KTI / VTI: -1 (any K / V type, dispatched per
-// tile), or the KvType the kernel is specialized for (attention_cuda_decode8_fixed.cuh). PACKED: the
-// packed trellis decoder.
-template <int HD, int MINB, int KTI = -1, int VTI = -1, bool PACKED = false>
+// tile), or the KvType the kernel is specialized for (attention_cuda_decode8_fixed.cuh). DEC: the piece
+// decoder (kDec8Plain / kDec8Packed / kDec8Pairs; pairs only in the specialized kernels).
+template <int HD, int MINB, int KTI = -1, int VTI = -1, int DEC = kDec8Plain>
 __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   using Sh = Decode8Shape<HD>;
   constexpr int R = Sh::R, LD = HD + 4, LPK = Sh::LPK, KPW = Sh::KPW, NS = Sh::NS, KU = Sh::KU, TK = Sh::TK;
   constexpr int NP = KU * R;
+  static_assert(DEC != kDec8Pairs || (KTI >= 0 && VTI >= 0), "pair tables only in the specialized kernels");
 
-  pdl_enter();
+  const bool early = a.early != 0;
+  if (early) pdl_launch_next();
+  else pdl_enter();
   prefetch_sequence(a);
   Work w;
-  if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
+  if (!block_work(a, blockIdx.y, blockIdx.z, w)) {
+    if (early) pdl_wait_prev();
+    return;
+  }
   const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);
   const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
-  if (kb >= ke) return;  // this split holds no key of the block (the merge skips it too)
+  if (kb >= ke) {  // this split holds no key of the block (the merge skips it too)
+    if (early) pdl_wait_prev();
+    return;
+  }
+  // Early start: keys from new_lo on may be written by the store still running; waited: done waiting.
+  const int new_lo = early ? w.pos_a - w.qa : 0x7fffffff;
+  bool waited = !early;
 
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
   __shared__ int qhi[R], qlo[R], qrow[R];
   __shared__ float lvk[32], lvv[32];
-  __shared__ float lutk[kScaledLutSize], lutv[kScaledLutSize];  // scaled_lut_entry tables of K and V
+  // scaled_lut_entry tables of K and V; with DEC = kDec8Pairs the pair tables of K and V (one when
+  // K and V share a type) replace those of the types that have one.
+  constexpr int PKF = decode8_pair_floats<DEC, KTI>(), PVF = decode8_pair_floats<DEC, VTI>();
+  constexpr bool kSharePairs = KTI == VTI && PKF > 2;
+  __shared__ float lutk[decode8_lut_floats<DEC, KTI>()], lutv[decode8_lut_floats<DEC, VTI>()];
+  __shared__ __align__(16) float pairk[PKF];
+  __shared__ __align__(16) float pairv_own[kSharePairs ? 2 : PVF];
+  float* const pairv = kSharePairs ? pairk : pairv_own;
   __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
   __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
   POLYKV_DYNAMIC_SHARED(smem4);
@@ -177,6 +230,10 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       }
       const int bi = kIncremental ? p_bi : p_key / bt;
       const int t1 = min(min(p_key + TK, ke), kIncremental ? p_bend : (bi + 1) * bt), nk = t1 - p_key;
+      if (!waited && t1 > new_lo) {  // early start: this tile holds a key the store writes
+        pdl_wait_prev();
+        waited = true;
+      }
       const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
       const size_t row = head_row + size_t(p_key - bi * bt);
       const uint8_t* ks = base + row * a.k_row_bytes;
@@ -219,10 +276,18 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   const size_t krb = KTI < 0 ? a.k_row_bytes : size_t(kv_row_bytes_const(KvType(KTI < 0 ? 0 : KTI), HD));
   const size_t vrb = VTI < 0 ? a.v_row_bytes : size_t(kv_row_bytes_const(KvType(VTI < 0 ? 0 : VTI), HD));
   const uint32_t subset_word = g_tables.subset_word;
-  for (int i = tid; i < kScaledLutSize; i += kThreads) {  // read after the first tile's barrier
-    lutk[i] = scaled_lut_entry(a.k_type, lvk, subset_word, i);
-    lutv[i] = scaled_lut_entry(a.v_type, lvv, subset_word, i);
-  }
+  if constexpr (decode8_lut_floats<DEC, KTI>() == kScaledLutSize)
+    for (int i = tid; i < kScaledLutSize; i += kThreads)  // read after the first tile's barrier
+      lutk[i] = scaled_lut_entry(a.k_type, lvk, subset_word, i);
+  if constexpr (decode8_lut_floats<DEC, VTI>() == kScaledLutSize)
+    for (int i = tid; i < kScaledLutSize; i += kThreads)
+      lutv[i] = scaled_lut_entry(a.v_type, lvv, subset_word, i);
+  if constexpr (PKF > 2)
+    for (int i = tid; i < PKF / 2; i += kThreads)
+      pair_lut_entry(KvType(KTI < 0 ? 0 : KTI), lvk, subset_word, i, pairk[2 * i], pairk[2 * i + 1]);
+  if constexpr (PVF > 2 && !kSharePairs)
+    for (int i = tid; i < PVF / 2; i += kThreads)
+      pair_lut_entry(KvType(VTI < 0 ? 0 : VTI), lvv, subset_word, i, pairv_own[2 * i], pairv_own[2 * i + 1]);
 
   for (int it = 0, c_st = 0, key = kb; key < ke; ++it, c_st = c_st + 1 == S ? 0 : c_st + 1) {
     stage_wait(S - 2);
@@ -243,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       for (int u = 0; u < KU; ++u) {
         float kv[8], sc = 0.0f;
         if (i0 + u < nk) {
-          sc = decode8_piece<T, PACKED>(kbuf + size_t(i0 + u) * krb, pl, lutk, kv, HD);
+          sc = decode8_piece<T, DEC>(kbuf + size_t(i0 + u) * krb, pl, lutk, pairk, kv, HD);
         } else {
 #pragma unroll
           for (int k = 0; k < 8; ++k) kv[k] = 0.0f;
@@ -295,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
         const int i = i0 + (ju ^ pu);  // pairs ju R + jr of rel are key ju ^ pu, rows jr ^ pr
         if (i >= nk) continue;       // past the tile (its probabilities are 0; its bytes are junk)
         float v[8];
-        const float sc = decode8_piece<T, PACKED>(vbuf + size_t(i) * vrb, pl, lutv, v, HD);
+        const float sc = decode8_piece<T, DEC>(vbuf + size_t(i) * vrb, pl, lutv, pairv, v, HD);
 #pragma unroll
         for (int jr = 0; jr < R; ++jr) {
           const float ps = rel[ju * R + jr] * sc;
@@ -309,6 +374,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
 #pragma unroll
   for (int o = R; o < LPK; o *= 2) l += __shfl_xor_sync(0xffffffffu, l, o);
   stage_wait(0);
+  if (!waited) pdl_wait_prev();  // early start, no key of the store in this block: wait before the end
   __syncthreads();  // every thread is done with the stages: the fold reuses their memory
 
 #pragma unroll

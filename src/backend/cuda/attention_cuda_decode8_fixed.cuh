@@ -5,8 +5,9 @@
 // constants, and trellis rows take the packed decoder (kv_decode_trellis.cuh, bit-identical to decode8s).
 //
 // Which kernel runs: decode8_kernels() (attention_cuda_plan.h, with the list of pairs), from POLYKV_CUDA_ATTN_D8 = generic | fixed | packed (unset or
-// other: packed): generic = the runtime-dispatch kernel as before (the old path, for A/B runs); fixed = the
-// specialized kernels with decode8s; packed = the specialized kernels with the packed trellis decoder.
+// other: packed, or pairs): generic = the runtime-dispatch kernel as before (the old path, for A/B runs); fixed = the
+// specialized kernels with decode8s; packed = the specialized kernels with the packed trellis decoder; pairs =
+// the specialized kernels with the turbo / trellis pair tables (kv_decode_pairs.cuh).
 // Pairs without a specialization, and head sizes other than 128, always take the generic kernel.
 // decode8_pick is the one place that chooses; the launcher (attention_cuda.cu) and the CPU emulation test
 // both call it, so the emulation runs exactly the kernel the GPU would.
@@ -17,19 +18,20 @@
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
 
-// The specialized kernel of pair I (packed or not).
-template <int I, bool PACKED>
+// The specialized kernel of pair I with piece decoder DEC (kDec8Plain / kDec8Packed / kDec8Pairs).
+template <int I, int DEC>
 inline auto decode8_fixed_kernel() {
   constexpr Decode8Pair p = kDecode8FixedPairs[I];
-  return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), PACKED>;
+  return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), DEC>;
 }
 
 // f(kernel) for every specialized kernel (the launcher sets their shared memory limits).
 template <int I = 0, class F>
 void decode8_fixed_for_each(F&& f) {
   if constexpr (I < kDecode8FixedCount) {
-    f(decode8_fixed_kernel<I, false>());
-    f(decode8_fixed_kernel<I, true>());
+    f(decode8_fixed_kernel<I, kDec8Plain>());
+    f(decode8_fixed_kernel<I, kDec8Packed>());
+    f(decode8_fixed_kernel<I, kDec8Pairs>());
     decode8_fixed_for_each<I + 1>(f);
   }
 }
@@ -42,8 +44,9 @@ bool decode8_pick(KvType k, KvType v, Decode8Kernels mode, K* generic, F&& f) {
   if constexpr (HD == 128 && I < kDecode8FixedCount) {
     constexpr Decode8Pair p = kDecode8FixedPairs[I];
     if (mode != Decode8Kernels::Generic && k == p.k && v == p.v) {
-      if (mode == Decode8Kernels::Packed) f(decode8_fixed_kernel<I, true>());
-      else f(decode8_fixed_kernel<I, false>());
+      if (mode == Decode8Kernels::Pairs) f(decode8_fixed_kernel<I, kDec8Pairs>());
+      else if (mode == Decode8Kernels::Packed) f(decode8_fixed_kernel<I, kDec8Packed>());
+      else f(decode8_fixed_kernel<I, kDec8Plain>());
       return true;
     }
     return decode8_pick<HD, I + 1>(k, v, mode, generic, f);

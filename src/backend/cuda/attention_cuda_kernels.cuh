@@ -270,7 +270,15 @@ __device__ void block_prologue(const Args& a, const Work& w, int rows, float* Qs
     const int r = i / (HD / 4), d4 = i - r * (HD / 4);
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (qrow[r] >= 0) {
-      v = reinterpret_cast<const float4*>(a.q + (size_t(qrow[r]) * a.n_head + h0 + r % a.gj) * HD)[d4];
+      // Through L2 only (ld.global.cg): with the lanes8 kernel's early start (Args::early) q is read
+      // before this grid's griddepcontrol.wait; the kernel that wrote it completed before the kv_store
+      // between them let this grid launch, and L2 is where its writes are visible to every SM.
+      const float4* qp = reinterpret_cast<const float4*>(a.q + (size_t(qrow[r]) * a.n_head + h0 + r % a.gj) * HD) + d4;
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__)
+      v = __ldcg(qp);
+#else
+      v = *qp;
+#endif
       v.x *= a.scale, v.y *= a.scale, v.z *= a.scale, v.w *= a.scale;
     }
     reinterpret_cast<float4*>(Qs + r * ld)[d4] = v;
@@ -550,39 +558,25 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   };
   const int n = n_own + n_pre;
   float M = -INFINITY, L = 0.0f;
-  if (a.merge_parallel) {
-    // Every split's (m, l) by its own thread; then the same max and sums, in the same order, from
-    // shared memory; O with the loads unrolled (a split of weight 0 adds 0: its O is finite, written by a
-    // block that ran, or 0 for rows it did not see).
-    __shared__ float ms[2 * kMaxSplits], ls[2 * kMaxSplits];
-    for (int e = threadIdx.x; e < n; e += kThreads) ms[e] = m_of(e), ls[e] = l_of(e);
-    __syncthreads();
-    for (int e = 0; e < n; ++e) M = fmaxf(M, ms[e]);
-    for (int e = threadIdx.x; e < n; e += kThreads) wts[e] = ms[e] == -INFINITY ? 0.0f : expf(ms[e] - M);
-    __syncthreads();
-    for (int e = 0; e < n; ++e) L += wts[e] * ls[e];
-  } else {
-    for (int e = 0; e < n; ++e) M = fmaxf(M, m_of(e));
-    for (int e = threadIdx.x; e < n; e += kThreads) {
-      const float m = m_of(e);
-      wts[e] = m == -INFINITY ? 0.0f : expf(m - M);
-    }
-    __syncthreads();
-    for (int e = 0; e < n; ++e) L += wts[e] * l_of(e);
-  }
+  // Every split's (m, l) by its own thread; then the max and the sums in split order from shared
+  // memory; O with the loads unrolled (a split of weight 0 adds 0: its O is finite, written by a block
+  // that ran, or 0 for rows it did not see). Since 2026-12-01e; the serial loops before it (one thread
+  // reading every split's m, l in turn) made the same sums in the same order.
+  __shared__ float ms[2 * kMaxSplits], ls[2 * kMaxSplits];
+  for (int e = threadIdx.x; e < n; e += kThreads) ms[e] = m_of(e), ls[e] = l_of(e);
+  __syncthreads();
+  for (int e = 0; e < n; ++e) M = fmaxf(M, ms[e]);
+  for (int e = threadIdx.x; e < n; e += kThreads) wts[e] = ms[e] == -INFINITY ? 0.0f : expf(ms[e] - M);
+  __syncthreads();
+  for (int e = 0; e < n; ++e) L += wts[e] * ls[e];
   const int h = w.g * a.group + w.j0 + jj;
   const float inv = row_norm(a, h, M, L);  // the sink, if any: once, here (partials never hold it)
   for (int d = threadIdx.x; d < HD; d += kThreads) {
     float sum = 0.0f;
-    if (a.merge_parallel) {
 #pragma unroll 8
-      for (int e = 0; e < n; ++e) {
-        const float x = wts[e] * o_of(e, d);
-        sum += wts[e] != 0.0f ? x : 0.0f;
-      }
-    } else {
-      for (int e = 0; e < n; ++e)
-        if (wts[e] != 0.0f) sum += wts[e] * o_of(e, d);
+    for (int e = 0; e < n; ++e) {
+      const float x = wts[e] * o_of(e, d);
+      sum += wts[e] != 0.0f ? x : 0.0f;
     }
     o[d] = sum * inv;
   }

@@ -23,19 +23,20 @@
 #pragma once
 #include "backend/cuda/attention_cuda_kernels.cuh"
 #include "backend/cuda/half_split.cuh"
+#if !defined(POLYKV_ATTN_EMULATION)
+#include "backend/cuda/mma_fragments.cuh"
+#endif
 
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
 
-// d += A B for one m16n8k16 tile (fragments as above).
+// d += A B for one m16n8k16 tile (fragments as above; mma_fragments.cuh's wrapper, the emulation's
+// warp-wide product in the CPU test).
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
 #if defined(POLYKV_ATTN_EMULATION)
   POLYKV_EMU_MMA(d, a, b);
 #else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  mma::m16n8k16(d, a, b[0], b[1]);
 #endif
 }
 // d += A B with A and B given as hi/lo pairs: the three products that matter.

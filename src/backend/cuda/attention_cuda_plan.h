@@ -71,15 +71,35 @@ inline DecodeVariant& decode_variant() {
 
 // The lanes8 kernel specialized per (K, V) type pair at head size 128 (attention_cuda_decode8_fixed.cuh):
 // POLYKV_CUDA_ATTN_D8 = generic (the runtime-dispatch kernel, the old path) | fixed (specialized, decode8s)
-// | packed (specialized, packed trellis decoder; unset or other). Process-wide, like decode_variant.
-enum class Decode8Kernels { Generic, Fixed, Packed };
+// | packed (specialized, packed trellis decoder; unset or other) | pairs (specialized, the turbo / trellis
+// pair tables of kv_decode_pairs.cuh: two values per shared load). Process-wide, like decode_variant.
+enum class Decode8Kernels { Generic, Fixed, Packed, Pairs };
 inline Decode8Kernels& decode8_kernels() {
   static Decode8Kernels k = [] {
     const char* e = std::getenv("POLYKV_CUDA_ATTN_D8");
     const std::string s = e ? e : "";
-    return s == "generic" ? Decode8Kernels::Generic : s == "fixed" ? Decode8Kernels::Fixed : Decode8Kernels::Packed;
+    return s == "generic" ? Decode8Kernels::Generic
+           : s == "fixed" ? Decode8Kernels::Fixed
+           : s == "pairs" ? Decode8Kernels::Pairs
+                          : Decode8Kernels::Packed;
   }();
   return k;
+}
+// The piece decoder of a decode8_kernel instantiation (its DEC parameter).
+constexpr int kDec8Plain = 0, kDec8Packed = 1, kDec8Pairs = 2;
+constexpr int decode8_dec(Decode8Kernels m) {
+  return m == Decode8Kernels::Pairs ? kDec8Pairs : m == Decode8Kernels::Packed ? kDec8Packed : kDec8Plain;
+}
+
+// Early start of the lanes8 decode kernel after the step's kv_store (Args::early; attention_cuda_decode8.cuh):
+// POLYKV_CUDA_ATTN_EARLY=1 turns it on (off by default until the H200 has run CudaAttentionEarly.*).
+// Process-wide, like decode_variant.
+inline bool& attention_early() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_EARLY");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  return on;
 }
 struct Decode8Pair {
   KvType k, v;
@@ -116,90 +136,6 @@ inline bool& prefill_mma() {
   return on;
 }
 constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }
-
-// ---- The tensor-core decode kernel (attention_cuda_decode_mma.cuh, docs/CUDA_ATTENTION.md "Tensor-core
-// decode"): one block per (KV head x head part, sequence x query tile, key split); the block's 16 rows
-// (GQA heads x tokens, padded) are one m16 tile; K and V tiles of 32 keys staged raw by cp.async in a
-// ring, decoded once per block into f16 hi / lo tiles in shared memory, multiplied with mma.sync.
-constexpr int kDecodeMmaRows = 16;      // rows per block (one m16n8k16 row tile)
-constexpr int kDecodeMmaKeys = 32;      // keys per tile (2 key groups of 16, one per pair of warps)
-constexpr int kDecodeMmaMaxTokens = 8;  // query tokens per sequence at most (decode, verify steps)
-constexpr bool decode_mma_supports(int hd) { return hd == 64 || hd == 128 || hd == 256; }
-// The transposed layout (Plan::decode_tr; head sizes 64 and 128): S^T = K Q^T and O^T = V^T P^T with
-// the keys / dims as the mma's 16 M rows and the block's 8 query rows as N; 4 warps x 16 keys = 64
-// keys per tile, each warp its own keys and every dim (no duplicated S; 3x fewer mma per key).
-constexpr int kDecodeMmaTrRows = 8;
-constexpr int kDecodeMmaTrKeys = 64;
-constexpr bool decode_mma_tr_supports(int hd) { return hd == 64 || hd == 128; }
-constexpr int decode_mma_rows(bool tr) { return tr ? kDecodeMmaTrRows : kDecodeMmaRows; }
-constexpr int decode_mma_keys(bool tr) { return tr ? kDecodeMmaTrKeys : kDecodeMmaKeys; }
-// Dynamic shared memory besides the ring: Q hi / lo [rows][hd + 8] f16, the decoded K hi / lo and V hi /
-// lo tiles [keys][hd + 8] f16 (which first hold the f32 queries of the prologue, at the end the fold).
-constexpr size_t decode_mma_fixed_bytes(int hd, bool tr = false) {
-  return (2 * size_t(decode_mma_rows(tr)) + 4 * size_t(decode_mma_keys(tr))) * (size_t(hd) + 8) * 2;
-}
-// Which layout the tensor-core decode plans use where both apply: POLYKV_CUDA_ATTN_MMA_LAYOUT=keys (the
-// transposed one) | rows (unset or other). Process-wide.
-inline bool& decode_mma_transposed() {
-  static bool v = [] {
-    const char* e = std::getenv("POLYKV_CUDA_ATTN_MMA_LAYOUT");
-    return e && std::strcmp(e, "keys") == 0;
-  }();
-  return v;
-}
-// Which keys counts take the tensor-core kernel: decode steps (and verify steps of up to
-// kDecodeMmaMaxTokens tokens) whose host bound on the keys is at least this. Process-wide;
-// POLYKV_CUDA_ATTN_DECODE=mma turns it on with POLYKV_CUDA_ATTN_MMA_MIN keys (default 16384; 0: every
-// decode step); otherwise off (INT32 max: lanes8 / slots as before).
-inline int& decode_mma_min_keys() {
-  static int v = [] {
-    const char* e = std::getenv("POLYKV_CUDA_ATTN_DECODE");
-    if (!(e && std::strcmp(e, "mma") == 0)) return 0x7fffffff;
-    const char* m = std::getenv("POLYKV_CUDA_ATTN_MMA_MIN");
-    return m && *m ? std::max(0, std::atoi(m)) : 16384;
-  }();
-  return v;
-}
-// Keys per split of the tensor-core decode kernel: a constant (POLYKV_CUDA_ATTN_MMA_CHUNK, default
-// 1024), so a sequence's splits are cut at the same absolute positions whatever else is in the batch
-// (only past kMaxSplits * chunk keys does the chunk grow with the batch's bound). At 131072 keys and 8
-// KV heads: 1024 blocks (~2.6 waves at 3 blocks per multiprocessor on 132).
-inline int& decode_mma_chunk() {
-  static int v = [] {
-    const char* e = std::getenv("POLYKV_CUDA_ATTN_MMA_CHUNK");
-    const int c = e && *e ? std::atoi(e) : 1024;
-    return std::max(64, (c + 63) / 64 * 64);
-  }();
-  return v;
-}
-// Bytes of the raw K/V ring (stages of kDecodeMmaKeys keys, at least 2): POLYKV_CUDA_ATTN_MMA_RING
-// (KB), default 24 KB (q8_0/turbo3t at head size 128: 4 stages; ~68 KB in all, 3 blocks per SM).
-inline size_t& decode_mma_ring_bytes() {
-  static size_t v = [] {
-    const char* e = std::getenv("POLYKV_CUDA_ATTN_MMA_RING");
-    return size_t(e && *e ? std::max(1, std::atoi(e)) : 24) * 1024;
-  }();
-  return v;
-}
-// Dynamic shared memory a launch may use (set by the launcher from the device's opt-in limit, less
-// room for static arrays); a plan needing more keeps the other decode kernels.
-inline size_t& decode_mma_smem_limit() {
-  static size_t v = 200 * 1024;
-  return v;
-}
-
-// merge_kernel's loops over the splits (2026-12-01e): parallel (default) = every split's (m, l) read by
-// its own thread into shared memory, O summed with the loads unrolled (no branch per split); serial
-// (POLYKV_CUDA_ATTN_MERGE=serial) = the loops as before (one thread reads every split's m, l in turn,
-// a branch per split around each O load). The same sums in the same order either way. The H200 showed
-// ~1.2 us per split of the mma decode plans (docs/CUDA_ATTENTION.md). Process-wide.
-inline bool& merge_parallel() {
-  static bool v = [] {
-    const char* e = std::getenv("POLYKV_CUDA_ATTN_MERGE");
-    return !(e && std::strcmp(e, "serial") == 0);
-  }();
-  return v;
-}
 
 // Decode plans whose host bound on the keys (AttentionBatchDevice::max_kv: the CUDA backend's bucket,
 // at least 256) is at most this many read all keys in ONE split: the block writes the normalized
@@ -296,11 +232,14 @@ struct Args {
   const int32_t *prefix_seq0, *prefix_n_seq, *prefix_blocks;
   int prefix_pass;
   int stages;  // decode kernel: K/V tiles in flight in shared memory (2 .. kDecodeMaxStages)
-  int merge_parallel;  // merge_kernel: read the splits' (m, l) in parallel and their O unrolled (merge_parallel())
   size_t stage_k_bytes, stage_bytes;  // decode kernel: K part of a stage (decode_part_bytes), whole stage
+  // 1: the lanes8 decode kernel starts before the kv_store launched just before it completes and waits
+  // for it only before staging keys at or past its sequence's pos0 (attention_early(); set by the
+  // launcher for single-sequence decode plans without shared prefixes); 0: it waits first (pdl_enter).
+  int early;
 };
 
-enum class Kernel { Decode, Tiled, DecodeMma };
+enum class Kernel { Decode, Tiled };
 
 struct Plan {
   Kernel kernel = Kernel::Tiled;
@@ -311,7 +250,6 @@ struct Plan {
   DecodeVariant variant = DecodeVariant::Slots;  // decode kernel: which one
   int tile_keys = 0;           // decode kernel: keys per tile (a stage)
   bool mma = false;            // tiled plan: the tensor-core kernel (rows = large_rows(hd))
-  bool decode_tr = false;      // tensor-core decode plan: the transposed layout (decode_mma_transposed)
   int stages = 0;              // decode kernel: pipeline stages
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
@@ -320,9 +258,12 @@ struct Plan {
 // Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
 // least four tiles of keys and at most kMaxSplits splits; none when the work items alone fill the GPU.
 // one_wave: blocks_per_sm blocks per multiprocessor at most (the kernel's occupancy: no second,
-// mostly idle wave), rounding the splits per item down.
-inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd, int blocks_per_sm = 4, bool one_wave = false) {
-  const int64_t items = int64_t(P.grid_y) * P.grid_z, target = blocks_per_sm * int64_t(std::max(sm_count, 1));
+// mostly idle wave), rounding the splits per item down. reserve: block slots left free for another grid
+// running at the same time (the early start's kv_store).
+inline void plan_splits(Plan& P, int64_t max_kv, int sm_count, int hd, int blocks_per_sm = 4, bool one_wave = false,
+                        int reserve = 0) {
+  const int64_t items = int64_t(P.grid_y) * P.grid_z,
+                target = std::max<int64_t>(1, blocks_per_sm * int64_t(std::max(sm_count, 1)) - reserve);
   if (items < target && max_kv > 4 * kTileKeys) {
     const int64_t want = one_wave ? std::max<int64_t>(1, target / items) : (target + items - 1) / items;
     int64_t chunk = std::max<int64_t>((max_kv + want - 1) / want, 4 * kTileKeys);
@@ -354,50 +295,12 @@ inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
   P.qtiles = (max_q + P.qt - 1) / P.qt;
 }
 
-// The tensor-core decode plan (attention_cuda_decode_mma.cuh) when it applies (decode_mma_min_keys,
-// head size, tokens, shared memory): rows, grid, ring stages, splits of decode_mma_chunk keys,
-// partials. False: the caller plans the other kernels.
-inline bool plan_decode_mma(Plan& P, const KvLayerDevice& L, const AttentionBatchDevice& b) {
-  const int hd = L.head_dim;
-  if (!decode_mma_supports(hd) || b.max_n_q > kDecodeMmaMaxTokens || b.max_kv < decode_mma_min_keys()) return false;
-  const bool tr = decode_mma_transposed() && decode_mma_tr_supports(hd);
-  const int tk = decode_mma_keys(tr);
-  const size_t stage = stage_part_bytes(tk, L.k_head_bytes) + stage_part_bytes(tk, L.v_head_bytes);
-  const int stages = int(std::clamp<size_t>(decode_mma_ring_bytes() / stage, 2, kDecodeMaxStages));
-  const size_t smem = decode_mma_fixed_bytes(hd, tr) + size_t(stages) * stage;
-  if (smem > decode_mma_smem_limit()) return false;
-  P.kernel = Kernel::DecodeMma;
-  P.decode_tr = tr;
-  P.rows = decode_mma_rows(tr);
-  P.gj = std::min(P.group, P.rows);
-  P.hparts = (P.group + P.gj - 1) / P.gj;
-  P.qt = P.rows / P.gj;
-  P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
-  P.tile_keys = tk;
-  P.stages = stages;
-  P.smem = smem;
-  const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_seq) * P.qtiles;
-  check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: batch too large for one launch (", grid_y, " x ",
-        grid_z, " blocks)");
-  P.grid_y = int(grid_y);
-  P.grid_z = int(grid_z);
-  // A fixed chunk: a sequence's splits do not depend on the batch (up to kMaxSplits splits).
-  int64_t chunk = decode_mma_chunk();
-  chunk = std::max<int64_t>(chunk, (int64_t(b.max_kv) + kMaxSplits - 1) / kMaxSplits);
-  chunk = (chunk + 63) / 64 * 64;
-  const int64_t n = (int64_t(b.max_kv) + chunk - 1) / chunk;
-  if (n > 1) {
-    P.n_splits = int(n);
-    P.chunk = int(chunk);
-  }
-  if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
-  return true;
-}
-
 // Checks the arguments (throws Error) and plans the per-sequence launch. sm_count: multiprocessors of
 // the device. With shared prefixes its blocks always write partials (plan_prefix plans the rest).
+// reserve_blocks: block slots the lanes8 splits leave free (early start: the kv_store's blocks, which run
+// beside the attention's one wave).
 inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
-                           int sm_count) {
+                           int sm_count, int reserve_blocks = 0) {
   const int hd = L.head_dim;
   check(hd == 64 || hd == 128 || hd == 256 || hd == 512, "CUDA attention: head size ", hd,
         " is not supported (64, 128, 256 or 512)");
@@ -412,7 +315,6 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   check(b.n_prefix >= 0 && (b.n_prefix == 0 || (b.max_prefix_q > 0 && b.max_prefix_kv > 0)),
         "CUDA attention: invalid shared-prefix bounds");
   P.group = p.n_head / L.n_head_kv;
-  if (plan_decode_mma(P, L, b)) return P;
   // The decode kernel when every sequence's queries fit the rows of its blocks (one token per step, or
   // a few tokens of a small group); else the tiled kernel, small for small multi-token steps.
   const int decode_tokens = std::max(1, kDecodeRows / std::min(P.group, kDecodeRows));
@@ -449,7 +351,8 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   if (P.kernel == Kernel::Decode && b.max_kv <= one_split_keys())
     ;  // one split (n_splits 1, chunk covers every key): the kernel writes the outputs
   else if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
-    plan_splits(P, b.max_kv, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true);
+    plan_splits(P, b.max_kv, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true,
+                reserve_blocks);
   else
     plan_splits(P, b.max_kv, sm_count, hd);
   if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
@@ -539,7 +442,6 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.prefix_blocks = b.prefix_blocks;
   a.prefix_pass = prefix_pass;
   a.stages = P.stages;
-  a.merge_parallel = merge_parallel() ? 1 : 0;
   const int tk = P.tile_keys > 0 ? P.tile_keys : decode_tile_keys(L.head_dim);
   a.stage_k_bytes = stage_part_bytes(tk, L.k_head_bytes);
   a.stage_bytes = a.stage_k_bytes + stage_part_bytes(tk, L.v_head_bytes);

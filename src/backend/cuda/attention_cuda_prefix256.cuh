@@ -35,20 +35,14 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint16_t* p) {
 #if defined(POLYKV_ATTN_EMULATION)
   POLYKV_EMU_LDSM(r, p, false);
 #else
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+  mma::ldmatrix_x4(r, p);
 #endif
 }
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
 #if defined(POLYKV_ATTN_EMULATION)
   POLYKV_EMU_LDSM(r, p, true);
 #else
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+  mma::ldmatrix_x4_trans(r, p);
 #endif
 }
 // 2^x (ex2.approx: ~2 ulp; 2^-inf = 0).

@@ -52,18 +52,9 @@ class CudaBackend final : public Backend {
     // blocks side by side (2026-12-01), the norms writing the next mat-vec's activations decode 1-2%
     // faster on the H200 than each mat-vec quantizing its own (docs/PERFORMANCE.md); before, 2% slower.
     fused_acts_ = fused_ && !(fa && std::strcmp(fa, "0") == 0);
-    // POLYKV_CUDA_FUSE_NORM=1: the output projections (wo, down) as one mat-vec launch that adds into
-    // the residual and norms it in its last block (matmul_cuda_norm.h) instead of a mat-vec, then
-    // add_rmsnorm / add. Opt-in: on the H200 (2026-12-01, call B) it was 7% slower (f16 KV): the
-    // mat-vec's loop ran slower with the register-held tail (down q4_0 19.3 vs 14.0 us).
-    const char* fn = std::getenv("POLYKV_CUDA_FUSE_NORM");
-    fuse_norm_ = fused_ && fn && std::strcmp(fn, "1") == 0;
     // POLYKV_CUDA_FUSE_ROPE=0: q, k, v mat-vec, then rope_qk, instead of the rope in the mat-vec's epilogue.
     const char* fr = std::getenv("POLYKV_CUDA_FUSE_ROPE");
     fuse_rope_ = fused_ && !(fr && std::strcmp(fr, "0") == 0);
-    // POLYKV_CUDA_FUSE_GATED=1: gate,up mat-vec with the gated activation in its epilogue (opt-in).
-    const char* fg = std::getenv("POLYKV_CUDA_FUSE_GATED");
-    fuse_gated_ = fused_ && fg && std::strcmp(fg, "1") == 0;
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
@@ -87,8 +78,6 @@ class CudaBackend final : public Backend {
     }
     cudaDeviceProp prop{};
     POLYKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    const unsigned zero[16] = {};
-    norm_counter_ = static_cast<unsigned*>(upload_owned(zero, sizeof zero));  // matmul_add_rmsnorm's
     describe_ = cat("cuda:", device, " ", prop.name, " (sm_", prop.major, prop.minor, ", ",
                     std::lround(double(prop.totalGlobalMem) / double(1ull << 30)), " GiB)");
   }
@@ -368,38 +357,6 @@ class CudaBackend final : public Backend {
     const bool prepared = take_acts(x, qkv[0].w->n_in, n, true, a);
     cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, ctx_);
   }
-  // One column, gate and up split with one type: one launch with the gated activation and down's
-  // activations in its epilogue. Opt-in (POLYKV_CUDA_FUSE_GATED=1) until the GPU has run its tests.
-  void matmul_gated(std::span<const MatmulOut> gate_up, const float* x, int n, Activation act) override {
-    if (!fuse_gated_ || gate_up.size() != 2 || !cuda::matmul_gated_ok(*gate_up[0].w, *gate_up[1].w, n))
-      return Backend::matmul_gated(gate_up, x, n, act);
-    bind();
-    const WeightMatrix &wg = *gate_up[0].w, &wu = *gate_up[1].w;
-    cuda::ActsOut a;
-    const bool prepared = take_acts(x, wg.n_in, n, true, a);
-    const bool acts = acts_for(n, int(wg.n_out));
-    cuda::ActsOut o;
-    // Not the scratch of `a` (FusedActs or FusedActsOut): blocks write o while others read a.
-    if (acts) o = cuda::fused_acts_buffer(wg.n_out, ctx_, cuda::Scratch::FusedActsGated);
-    cuda::matmul_gated(wg, wu, x, prepared ? &a : nullptr, gate_up[0].y, gate_up[1].y, act, o, ctx_);
-    if (acts) set_acts(gate_up[0].y, wg.n_out, o);
-  }
-  // One column on split weights: one launch that adds w · in into x and norms it (its last block),
-  // writing the next mat-vec's activations (opt-in, POLYKV_CUDA_FUSE_NORM=1; else the default's two ops).
-  void matmul_add_rmsnorm(const WeightMatrix& w, const float* in, float* h, float* x, const float* norm_w, float* out,
-                          int n, float eps) override {
-    if (!fuse_norm_ || !cuda::matmul_add_rmsnorm_ok(w, n) || out == x || in == x)
-      return Backend::matmul_add_rmsnorm(w, in, h, x, norm_w, out, n, eps);
-    bind();
-    cuda::ActsOut a;
-    const bool prepared = take_acts(in, w.n_in, n, cuda::prepared_matmul_ok(w, n), a);
-    const bool acts = norm_w != nullptr && acts_for(n, int(w.n_out));
-    cuda::ActsOut o;
-    // Not FusedActs: `a` may be there (the gated activation's, for down).
-    if (acts) o = cuda::fused_acts_buffer(w.n_out, ctx_, cuda::Scratch::FusedActsOut);
-    cuda::matmul_add_rmsnorm(w, in, prepared ? &a : nullptr, x, norm_w, out, eps, o, norm_counter_, ctx_);
-    if (acts) set_acts(out, w.n_out, o);
-  }
   void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
                const float* inv_freq, float scale, RopeStyle style) override {
     if (!fused_) return Backend::rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style);
@@ -540,12 +497,18 @@ class CudaBackend final : public Backend {
     bind();
     if (!has_rows("store_kv")) return;
     cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    store_layer_ = layer;
+    store_bind_ = binds_;
   }
 
   void attention(int layer, const AttentionParams& p, float* q, float* out) override {
     drop_acts();
     bind();
     if (!has_rows("attention")) return;
+    // The kernel just before is this layer's kv_store when no op bound the device since (cuda::attention's
+    // early start).
+    const bool after_store = store_layer_ == layer && store_bind_ + 1 == binds_;
+    store_layer_ = -1;
     if (p.window > 0 && batch_.n_prefix > 0) {
       // A sliding window may hide part of a shared prefix from some queries: no cascade there.
       cuda::AttentionBatchDevice plain = batch_;
@@ -553,7 +516,7 @@ class CudaBackend final : public Backend {
       cuda::attention(layer_device(layer), p, plain, q, out, ctx_);
       return;
     }
-    cuda::attention(layer_device(layer), p, batch_, q, out, ctx_);
+    cuda::attention(layer_device(layer), p, batch_, q, out, ctx_, after_store);
   }
 
   // ---- hybrid models (cuda_backend_hybrid.h) --------------------------------------------------
@@ -657,6 +620,7 @@ class CudaBackend final : public Backend {
 
   // Makes this backend's device current on the calling thread (the engine may call from any thread).
   void bind() const {
+    ++binds_;  // every op that launches calls bind() first (attention's after_store test)
     int cur = -1;
     if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx_.device()) POLYKV_CUDA_CHECK(cudaSetDevice(ctx_.device()));
   }
@@ -717,15 +681,15 @@ class CudaBackend final : public Backend {
   uint64_t eager_key_ = 0, eager_cublas_ = 0;
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
-  bool fuse_gated_ = false;  // matmul_gated in one launch (POLYKV_CUDA_FUSE_GATED=1: on)
   bool fuse_rope_ = true;  // matmul_qkv_rope in one launch (POLYKV_CUDA_FUSE_ROPE=0: off)
-  bool fuse_norm_ = false;  // matmul_add_rmsnorm in one launch (POLYKV_CUDA_FUSE_NORM=1: on)
-  unsigned* norm_counter_ = nullptr;  // device: its last-block counter (0 between launches)
   bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
   const float* acts_x_ = nullptr;  // the input whose activations acts_ holds (nullptr: none)
   int64_t acts_total_ = 0;         // its values (rows x n_in)
   cuda::ActsOut acts_;
   bool capturing_ = false;
+  mutable uint64_t binds_ = 0;  // bind() calls so far
+  int store_layer_ = -1;        // the layer of the last store_kv, -1 once an attention consumed it
+  uint64_t store_bind_ = 0;     // binds_ right after that store_kv
   bool graph_pdl_ = true;            // POLYKV_CUDA_GRAPH_PDL
   bool pdl_before_capture_ = true;   // restored by end_step_ops when !graph_pdl_
   uint64_t capture_key_ = 0;

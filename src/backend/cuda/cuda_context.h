@@ -11,7 +11,7 @@ namespace polykv::cuda {
 
 // Named scratch slots, so launchers that run in one op do not share a buffer by accident.
 // FusedActs: 8-bit activations written by an op for the next mat-vec (ops_cuda_acts.h). Moe: moe_cuda.h.
-enum class Scratch { MatmulWeights, MatmulActs, MatmulOut, AttentionPartials, AttentionTables, KvSlots, Misc, FusedActs, Moe, FusedActsOut, FusedActsGated, Count };
+enum class Scratch { MatmulWeights, MatmulActs, MatmulOut, AttentionPartials, AttentionTables, KvSlots, Misc, FusedActs, Moe, Count };
 
 class CudaContext {
  public:

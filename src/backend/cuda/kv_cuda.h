@@ -67,7 +67,9 @@ struct AttentionBatchDevice {
 // Causal GQA attention of every sequence's queries over its paged KV (its own rows already stored).
 // q: device [total_rows][n_head][head_dim] f32; out: device [total_rows][n_head][head_dim_v] f32.
 // Long contexts are split across thread blocks and merged by log-sum-exp (split-K).
+// after_store: the last kernel launched on ctx's stream is the kv_store of this step's rows of this layer
+// (and nothing else wrote L's pool since); lets the decode kernel start early (attn::attention_early()).
 void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
-               float* out, CudaContext& ctx);
+               float* out, CudaContext& ctx, bool after_store = false);
 
 }  // namespace polykv::cuda

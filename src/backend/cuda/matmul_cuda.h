@@ -56,7 +56,7 @@ void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
 constexpr int kMatvecMaxCols = 8;
 constexpr int kChunkedMatvecMaxCols = 32;
 
-// The quantized mat-mul on tensor cores (matmul_cuda_mmq.cu, docs/CUDA_MMQ.md): weights in the split
+// The quantized mat-mul on tensor cores (matmul_cuda_mmq.cu, matmul_cuda_mmq2.cu, docs/CUDA_MMQ.md): weights in the split
 // layout (q4_0, q8_0, q4_K, q6_K) and min_cols <= n <= max_cols read each weight byte once per 64
 // columns, dequantize it to f16 in registers and multiply f16 activations with mma.sync (f32 sums).
 // matmul() and matmul_parts() take it where mmq_takes(w, n); the defaults are tunable by
@@ -67,7 +67,7 @@ constexpr int kChunkedMatvecMaxCols = 32;
 constexpr int kMmqDefaultMinCols = 9;
 // 128: on the H200 (CudaMmqBench.DISABLED_VsOldPath, 2026-12-01e) kernel v3 beats dequantize + cuBLAS over a
 // llama-3.1-8b layer at 16..128 columns for every split type (at 128: q4_0 421 vs 520 us, q8_0 448 vs 531,
-// q4_K 579 vs 951, q6_K 587 vs 623). (v1 lost at 128 for q4_0 / q8_0: the range was 9..64.)
+// q4_K 579 vs 951, q6_K 587 vs 623). (The first kernel, v1, lost at 128 for q4_0 / q8_0: the range was 9..64.)
 constexpr int kMmqDefaultMaxCols = 128;
 bool mmq_takes(const WeightMatrix& w, int n);
 // Whether w is a matrix the kernel takes (layout, type), whatever n.
@@ -79,17 +79,6 @@ void matmul_mmq(const WeightMatrix& w, const float* x, float* y, int n, CudaCont
 // automatic).
 void set_mmq(bool on, int min_cols = 0, int max_cols = 0, int splits = 0);
 bool mmq_enabled();
-// m16 tiles per warp (2: 128 rows per block, the default; 1: 64 rows, fewer registers);
-// POLYKV_CUDA_MMQ_MT. Results do not depend on it but through the K split (a per-process setting).
-void set_mmq_tiles(int mt);
-int mmq_tiles_per_warp();
-// Which mmq kernel runs: 1 (v1: registers only, matmul_cuda_mmq.cu), 2 (v2: cp.async ring in shared
-// memory, 256 rows per CTA, matmul_cuda_mmq2.cu), 3 (v2 with q4_0 / q8_0 dequantized by f16 arithmetic)
-// or 4 (v3 with 16 warps of 16 rows per CTA: twice the warps per SM; experimental, unmeasured);
-// POLYKV_CUDA_MMQ_KERNEL=v1..v4. Same values and k order per row; the bits differ only through the K split.
-constexpr int kMmqDefaultKernel = 3;
-void set_mmq_kernel(int k);
-int mmq_kernel();
 int mmq_min_cols();
 int mmq_max_cols();
 

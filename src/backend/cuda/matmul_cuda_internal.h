@@ -81,24 +81,6 @@ void validate_split_weights(const WeightMatrix& w);
 // (nothing launched) unless every part is in the split layout with one type, n_in and stride.
 bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView& a, int col0, int ncols,
                                CudaContext& ctx);
-// One column of y = w · in added into the residual x (x += y, y never stored), then, when w_norm is
-// set, out = rmsnorm(x) * w_norm and out's activations (qs != nullptr) by the grid's last block
-// (matmul_cuda_split.cu): the bits of matvec, add_rmsnorm / add and rmsnorm_acts one after the other.
-struct SplitNormTail {
-  float* x = nullptr;             // device [cols]: the residual
-  const float* w = nullptr;       // device [cols]: norm weights; nullptr: only the add
-  float* out = nullptr;           // device [cols] (may be anything but x and the activations)
-  int8_t* qs = nullptr;           // out's activations: [cols] and [cols / 32] scales; nullptr: none
-  hd::ActScale* sc = nullptr;
-  unsigned* counter = nullptr;    // device counter, 0 between launches (the last block resets it)
-  float eps = 0;
-  int64_t cols = 0;               // = w.n_out
-};
-// Whether launch_matvec_split_add_rmsnorm takes w and n columns: split layout, n == 1, n_out a
-// multiple of 32 and at most kRmsThreads * 32.
-bool matvec_split_add_rmsnorm_ok(const WeightMatrix& w, int n);
-void launch_matvec_split_add_rmsnorm(const WeightMatrix& w, const ActView& a, const SplitNormTail& tail,
-                                     CudaContext& ctx);
 // RoPE (Norm style: pairs of adjacent dims) of q and k, the first two parts of a q, k, v mat-vec
 // (one column), in its epilogue: pair i < n_rot / 2 of every head at angle (pos[0] / scale) *
 // inv_freq[i] (ops_cuda_math.cuh's rope_pair).
@@ -115,21 +97,6 @@ struct SplitRope {
 bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
 bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a, const SplitRope& rope,
                               CudaContext& ctx);
-// gate = gated(gate_w · x, up_w · x) (act), up = up_w · x for one column, with gate's activations
-// (qs != nullptr): the bits of matmul_parts over {gate, up}, then gated_activation_acts.
-struct SplitGated {
-  const uint8_t* gate_w = nullptr;  // set by the launcher
-  const uint8_t* up_w = nullptr;
-  float* gate = nullptr;            // device [n_ff]
-  float* up = nullptr;              // device [n_ff]
-  int8_t* qs = nullptr;             // gate's activations: [n_ff] and [n_ff / 32] scales; nullptr: none
-  hd::ActScale* sc = nullptr;
-  Activation act = Activation::SiLU;
-};
-// Both split with one type, n_in, stride and rows, rows a multiple of 32.
-bool matvec_split_gated_ok(const WeightMatrix& gate, const WeightMatrix& up);
-void launch_matvec_split_gated(const WeightMatrix& gate, const WeightMatrix& up, const ActView& a, SplitGated gt,
-                               CudaContext& ctx);
 // Rows [row0, row0 + rows) of split w to f16 (dst: device __half [rows][w.n_in]).
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s);
 // dequantize_rows() for split w.

@@ -1,20 +1,19 @@
-// The arithmetic and work split of the quantized mat-mul on tensor cores (matmul_cuda_mmq.cu), host
-// and device code (matmul_cuda_hd.cuh), tested on the CPU by tests/cuda_mmq_test.cpp.
+// The fragments of the quantized mat-muls on tensor cores (the dense kernel matmul_cuda_mmq2.cu with its
+// staging in matmul_cuda_mmq_stage.cuh, and the MoE experts' moe_cuda_v2.cu), host and device code
+// (matmul_cuda_hd.cuh), tested on the CPU by tests/cuda_mmq_test.cpp. The PTX wrappers and the fragment
+// builders are in mma_fragments.cuh.
 //
-// The kernel multiplies weights in the split layout (matmul_cuda_split.cuh: q4_0, q8_0, q4_K, q6_K) by
-// 9..64 columns of activations with mma.sync m16n8k16 (f16 x f16 -> f32). It reads each weight byte
-// from device memory once per call (per 64 columns) and dequantizes in registers; nothing is written
-// but y (and, with a split K, small f32 partial sums).
+// The kernels multiply weights in the split layout (matmul_cuda_split.cuh: q4_0, q8_0, q4_K, q6_K) by
+// columns of activations with mma.sync m16n8k16 (f16 x f16 -> f32), dequantizing in registers.
 //
-// Fragments. A warp owns 32 rows (two m16 tiles; 16 with MT = 1) and all the call's columns (NT n8
-// tiles). The K dimension is walked in chunks of 4 units (the split layout's units: 32 values each,
-// kRuns = 2 runs of 16); in a chunk, the thread with threadID_in_group t (lane % 4) loads unit 4 c + t
-// of each of its rows (rows g, g + 8, g + 16, g + 24 of the warp, g = lane / 4). An mma's 16 k slots may
-// stand for any 16 values as long as A and B agree: in k-step j (0..7) of a chunk, slots 2t, 2t+1,
-// 2t+8, 2t+9 hold values 4 (j % 4) .. + 3 of run j / 4 of thread t's unit, i.e. word j of the decoded
-// hd::QUnit (mmq_value_pos). So a thread's A registers come from its own unit, and its B registers
-// (columns g of each n tile) are the 4 consecutive f16 activations at mmq_value_pos(.., j, 0): one
-// 8-byte load.
+// Fragments. A warp owns 32 rows (two m16 tiles) and all the call's columns (NT n8 tiles). The K
+// dimension is walked in chunks of 4 units (the split layout's units: 32 values each, kRuns = 2 runs of
+// 16); in a chunk, the thread with threadID_in_group t (lane % 4) takes unit 4 c + t of each of its rows
+// (rows g, g + 8, g + 16, g + 24 of the warp, g = lane / 4). An mma's 16 k slots may stand for any 16
+// values as long as A and B agree: in k-step j (0..7) of a chunk, slots 2t, 2t+1, 2t+8, 2t+9 hold values
+// 4 (j % 4) .. + 3 of run j / 4 of thread t's unit, i.e. word j of the decoded hd::QUnit
+// (mmq_value_pos). So a thread's A registers come from its own unit, and its B registers (columns g of
+// each n tile) are the 4 consecutive f16 activations at mmq_value_pos(.., j, 0).
 //
 // Values. A weight is unit_value's f32 value (scale * q + min, exact) rounded to f16: the same f16
 // weights as the cuBLAS path's dequantized tiles (matmul_cuda_prefill.cu). x is rounded to f16
@@ -23,8 +22,8 @@
 // Batch invariance: y[c][o] is the sum over the K splits (a count set by the matrix shape and the
 // device, never by the column count), in split order, of the chain of mma's over the split's chunks
 // in increasing order, each seeing row o's and column c's values only. So a column's bits do not
-// depend on the other columns nor on how many there are (9..kMmqMaxCols and beyond: wider calls run
-// in chunks of 64 columns). They differ from the mat-vec path's (8-bit activations, n <= 8).
+// depend on the other columns nor on how many there are (wider calls run in chunks of kMmqMaxCols
+// columns). They differ from the mat-vec path's (8-bit activations, n <= 8).
 #pragma once
 #include <cstdint>
 
@@ -33,17 +32,9 @@
 
 namespace polykv::cuda::hd {
 
-constexpr int kMmqWarps = 4;                   // warps per thread block
-// m16 tiles per warp (MT): 2 (the default: 32 rows per warp, 128 per block) or 1 (16 / 64; half the
-// registers, POLYKV_CUDA_MMQ_MT=1). A row's result does not depend on MT; the K split may.
-constexpr int kMmqDefaultTiles = 2;
-POLYKV_HDC constexpr int mmq_rows_per_warp(int mt) { return 16 * mt; }
-POLYKV_HDC constexpr int mmq_rows_per_block(int mt) { return kMmqWarps * 16 * mt; }
-constexpr int kMmqRows = kMmqWarps * 16 * kMmqDefaultTiles;  // rows per thread block (default MT)
 constexpr int kMmqUnitsPerChunk = 4;           // one unit per threadID_in_group
 constexpr int kMmqStepsPerChunk = 8;           // k16 steps per chunk (8 words of a unit)
 constexpr int kMmqMaxCols = 64;                // columns per launch (8 n tiles)
-constexpr int kMmqMaxSplits = 8;
 
 // Types the kernel takes: split types whose units are 2 runs of 16 values.
 template <class T>
@@ -75,30 +66,15 @@ POLYKV_HD void unit_word_values(const U& u, int w, float (&v)[4]) {
   }
 }
 
-// How a call is cut: blocks of kMmqRows rows (grid x) times `splits` ranges of chunks along K (grid
-// y), each of chunks_per_split chunks (the last may be shorter, none is empty). Depends on the
-// matrix and the device only (batch invariance). forced_splits > 0 asks for that many (clamped).
+// How a call is cut (hd::mmq2_plan): row blocks (grid x) times `splits` ranges of chunks along K (grid
+// y), each of chunks_per_split chunks (the last may be shorter, none is empty). Depends on the matrix
+// and the device only (batch invariance).
 struct MmqPlan {
   int64_t row_blocks = 0;
   int64_t n_chunks = 0;          // chunks of kMmqUnitsPerChunk units per row (the last may be partial)
   int64_t chunks_per_split = 0;
   int splits = 0;
 };
-
-inline MmqPlan mmq_plan(int64_t n_out, int64_t n_units, int sm_count, int forced_splits,
-                        int rows_per_block = kMmqRows) {
-  MmqPlan p;
-  p.row_blocks = (n_out + rows_per_block - 1) / rows_per_block;
-  p.n_chunks = (n_units + kMmqUnitsPerChunk - 1) / kMmqUnitsPerChunk;
-  // About one thread block per SM at least: small matrices (4096 rows: 32 blocks) split K.
-  int64_t s = forced_splits > 0 ? forced_splits : (int64_t(sm_count) + p.row_blocks - 1) / p.row_blocks;
-  if (s > kMmqMaxSplits) s = kMmqMaxSplits;
-  if (s > p.n_chunks) s = p.n_chunks;
-  if (s < 1) s = 1;
-  p.chunks_per_split = (p.n_chunks + s - 1) / s;
-  p.splits = int((p.n_chunks + p.chunks_per_split - 1) / p.chunks_per_split);
-  return p;
-}
 
 // n tiles (of 8 columns) of a launch of ncols (1..kMmqMaxCols) columns: 1, 2, 4 or 8.
 POLYKV_HDC constexpr int mmq_tiles(int ncols) { return ncols <= 8 ? 1 : ncols <= 16 ? 2 : ncols <= 32 ? 4 : 8; }

@@ -1,9 +1,9 @@
-// Shared-memory staging of the second quantized mat-mul kernel ("mmq v2", matmul_cuda_mmq2.cu),
-// host and device code, tested on the CPU by tests/cuda_mmq_stage_test.cpp.
+// Shared-memory staging of the quantized mat-mul kernel ("mmq", matmul_cuda_mmq2.cu), host and device
+// code, tested on the CPU by tests/cuda_mmq_stage_test.cpp.
 //
-// v2 keeps v1's fragments (matmul_cuda_mmq.cuh: a chunk = 4 units = 128 values of a row, thread t of a
-// quad takes unit 4 c + t, word j of the decoded unit fills k-step j) and its values (unit_word_values
-// rounded to f16), but feeds them from shared memory filled by cp.async, several chunks ahead:
+// The kernel's fragments (matmul_cuda_mmq.cuh: a chunk = 4 units = 128 values of a row, thread t of a
+// quad takes unit 4 c + t, word j of the decoded unit fills k-step j) and values (unit_word_values
+// rounded to f16, mma_fragments.cuh) are fed from shared memory filled by cp.async, several chunks ahead:
 //
 // Weights of stage (chunk c), per CTA row r (kMmq2Rows rows), two regions:
 //   A[r][kPitchA]: the 4 units' quant bytes in unit order (q4_0 / q4_K / q6_K ql: 4 x 16 B, pitch 64;
@@ -175,51 +175,7 @@ POLYKV_HD int64_t mmq_x_slot_pos(int64_t c, int s) {
   return mmq_value_pos<T>(u / T::kParts, int(u % T::kParts), 2 * jp, 0);
 }
 
-// ---- f16 dequantization of q4_0 / q8_0 (kernel v3 = v2 with it) ----
-// A q4_0 value is f16(d * (q - 8)), a q8_0 value f16(d * q) (unit_word_values then pack_half2: the f32
-// product is exact, one rounding to f16). The same f16 comes from f16 arithmetic: the byte b (q4_0: the
-// nibble q; q8_0: q + 128) placed under the exponent of 1024 (0x6400 | b = 1024 + b, exact), minus
-// 1032 (q4_0) / 1152 (q8_0) (exact: a small integer), times d (one rounding of the exact product).
-// So 3 instructions (byte permute, HADD2, HMUL2) per pair of values instead of 7 (2 x (permute, FADD,
-// FFMA) + F2F). A zero may get the other sign (d < 0, q = 8), which no f32 sum of the mma sees.
-template <class T>
-POLYKV_HDC constexpr bool mmq_half_dequant() {
-  return T::kBlockValues == 32 && T::kParts == 1 && T::kGroups == 1 && (T::kBlockBytes == 18 || T::kBlockBytes == 34);
-}
-
-// The byte word the permute reads for word w of a decoded q4_0 / q8_0 unit (q8_0: bytes biased by 128).
-template <class T, class U>
-POLYKV_HD uint32_t mmq_half_bytes(const U& u, int w) {
-  return T::kBlockBytes == 34 ? (u.q[w] ^ 0x80808080u) : u.q[w];
-}
-// 1024 + the bias: the f16 subtrahend.
-template <class T>
-POLYKV_HDC constexpr float mmq_half_bias() { return T::kBlockBytes == 34 ? 1152.0f : 1032.0f; }
-
-// f16x2 (low half: byte 2 p, high half: byte 2 p + 1 of `bytes`, p = 0 or 1) of d * (byte - bias + 1024)
-// where d16 is the block's f16 d (bits). Device: PRMT, HSUB2, HMUL2; host: the same roundings.
-template <class T>
-POLYKV_HD uint32_t mmq_half_pair(uint32_t bytes, int p, uint32_t d2) {
-#ifdef __CUDA_ARCH__
-  const uint32_t magic = __byte_perm(bytes, 0x64646464u, p == 0 ? 0x4140u : 0x4342u);
-  const __half2 bias = __float2half2_rn(mmq_half_bias<T>());
-  const __half2 v = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&magic), bias),
-                            *reinterpret_cast<const __half2*>(&d2));
-  return *reinterpret_cast<const uint32_t*>(&v);
-#else
-  uint32_t out = 0;
-  for (int e = 0; e < 2; ++e) {
-    const uint32_t b = (bytes >> (8 * (2 * p + e))) & 0xFF;
-    const float m = half_to_f32(uint16_t(0x6400u | b));       // 1024 + b
-    const float q = m - mmq_half_bias<T>();                    // exact (f16-exact small integer)
-    const float d = half_to_f32(uint16_t(e == 0 ? d2 & 0xFFFF : d2 >> 16));
-    out |= uint32_t(f32_to_fp16(d * q)) << (16 * e);           // d * q exact in f32, one rounding
-  }
-  return out;
-#endif
-}
-
-// v2's K split: row blocks of kMmq2Rows times `splits`, about one wave of CTAs (ctas_per_sm per SM):
+// The K split: row blocks of kMmq2Rows times `splits`, about one wave of CTAs (ctas_per_sm per SM):
 // floor(SMs x ctas_per_sm / row blocks), 1..kMmq2MaxSplits, each split non-empty. Depends on the matrix
 // and the device only.
 inline MmqPlan mmq2_plan(int64_t n_out, int64_t n_units, int sm_count, int ctas_per_sm, int forced_splits) {

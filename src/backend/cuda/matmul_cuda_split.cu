@@ -30,7 +30,6 @@
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/ops_cuda_math.cuh"
-#include "backend/cuda/rms_row.cuh"
 #include "backend/cuda/matmul_cuda_split.cuh"
 #include "backend/cuda/matmul_cuda_split.h"
 #include "core/error.h"
@@ -94,11 +93,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <int NC>
 __host__ __device__ constexpr int split_min_blocks() { return NC == 1 ? 3 : 2; }
 
-// What split_group does with its dot products: store them to y; add them into y (y = add_rn(y, dot):
-// the bits of storing the dot, then add() / add_rmsnorm's add); or (one column, R = 2) rotate the
+// What split_group does with its dot products: store them to y; or (one column, R = 2) rotate the
 // pair of rows (2i, 2i + 1) of parts 0 and 1 (q and k) by RoPE Norm style and store them (the bits of
 // rope_qk after the mat-vec: rope_pair's operations on the same two floats).
-enum class Epi { Store, Add, Rope };
+enum class Epi { Store, Rope };
 
 // The dot products of R rows (rows[r], r < nrows; the others are not loaded and stay 0) with the
 // activations of every column: lane `lane`'s partial sums in acc (warp_sum adds the lanes'). Waits
@@ -180,13 +178,7 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
         const float v = warp_sum(acc[r][c]);
-        if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) {
-          float* dst = gp.y + int64_t(c) * gp.rows + row0 + r;
-          if constexpr (kEpi == Epi::Add)
-            *dst = math::add_rn(*dst, v);
-          else
-            *dst = v;
-        }
+        if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) gp.y[int64_t(c) * gp.rows + row0 + r] = v;
       }
     }
   }
@@ -213,104 +205,6 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;
   split_group<T, 1, Epi::Rope>(a, g, lane, rope);
-}
-
-// ---- gate and up with the gated activation and down's activations (matvec_split_gated) -----------
-// One column. Block b owns outputs i = 32 b .. 32 b + 31 (n_ff % 32 == 0): warp w the four pairs
-// (gate row i, up row i) for i = 32 b + 4 w + r, r < 4, as 8 rows of one warp (the dots are the
-// same bits whatever the rows per warp: each row's sums run over its units in the same order). The
-// epilogue computes gated(g, u) (gated_acts_kernel's function), stores gate and up as the plain path
-// leaves them, and warp 0 quantizes the block's 32 values with quantize_act_block_warp.
-constexpr int kGatedPairs = 4;
-// 8 rows per warp fit the 80 registers of 3 blocks per SM for q4_0 only (-Xptxas -v: q8_0, q4_K, q6_K
-// spilled 150-180 bytes); the others get 2 blocks per SM (128 registers).
-template <class T>
-__host__ __device__ constexpr int gated_min_blocks() { return std::is_same_v<T, hd::DecQ4_0> ? 3 : 2; }
-
-template <class T>
-__global__ void __launch_bounds__(kSplitThreads, gated_min_blocks<T>())
-    matvec_split_gated_kernel(const SplitArgs a, const SplitGated gt) {
-  constexpr int P = kGatedPairs, R = 2 * P;
-  constexpr int U = 8 / (R * hd::Split<T>::kLoadsPerUnit) > 0 ? 8 / (R * hd::Split<T>::kLoadsPerUnit) : 1;
-  static_assert(kSplitWarps * P == hd::kActBlock, "a block owns one activation block");
-  __shared__ float vals[hd::kActBlock];
-  allow_next_grid();
-  const int t = int(threadIdx.x), lane = t % 32, warp = t / 32;
-  const int64_t i0 = int64_t(blockIdx.x) * hd::kActBlock + warp * P;
-  const uint8_t* rows[R];
-#pragma unroll
-  for (int r = 0; r < P; ++r) {
-    rows[r] = gt.gate_w + size_t(i0 + r) * a.stride;
-    rows[P + r] = gt.up_w + size_t(i0 + r) * a.stride;
-  }
-  float acc[R][1] = {};
-  split_dots<T, 1, R, U>(a, rows, R, lane, acc);
-#pragma unroll
-  for (int r = 0; r < P; ++r) {
-    const float g = warp_sum(acc[r][0]), u = warp_sum(acc[P + r][0]);
-    const float v = math::gated(g, u, gt.act);
-    if (lane == r) {
-      gt.gate[i0 + r] = v;
-      gt.up[i0 + r] = u;
-      vals[warp * P + r] = v;
-    }
-  }
-  if (gt.qs == nullptr) return;  // (uniform)
-  __syncthreads();
-  if (warp == 0)
-    quantize_act_block_warp(vals[lane], lane, gt.qs + int64_t(blockIdx.x) * hd::kActBlock, gt.sc + blockIdx.x);
-}
-
-// ---- the mat-vec with the residual add and the next rmsnorm (matvec_split_add_rmsnorm) ----------
-// One column (decode). Every block adds its rows' dot products into x (split_group<kAdd>); the last
-// block to finish (a device counter, reset by that block for the next launch and graph replays) then
-// runs the rmsnorm of x with kSplitThreads == kRmsThreads threads: rms_row.cuh's arithmetic in
-// rmsnorm_acts_kernel's order, so out and the activations are the bits of add_rmsnorm /
-// rmsnorm_acts on the same x. J = 0: only the add (no norm, no counter); J = 1: the norm tail.
-static_assert(kSplitThreads == math::kRmsThreads, "the norm tail runs rms_row.cuh with the mat-vec's block");
-
-template <class T, int J>
-__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
-    matvec_split_norm_kernel(const SplitArgs a, const SplitNormTail tl) {
-  allow_next_grid();
-  const int t = int(threadIdx.x), lane = t % 32;
-  const int64_t g = int64_t(blockIdx.x) * kSplitWarps + t / 32;
-  if constexpr (J == 0) {
-    if (g < a.n_groups) split_group<T, 1, Epi::Add>(a, g, lane, SplitRope{});
-  } else {
-    __shared__ double partials[math::kRmsThreads];
-    __shared__ float inv;
-    __shared__ bool last;
-    if (g < a.n_groups) split_group<T, 1, Epi::Add>(a, g, lane, SplitRope{});
-    // Every thread's x stores are visible device-wide before its block counts itself.
-    __threadfence();
-    __syncthreads();
-    if (t == 0) last = atomicAdd(tl.counter, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    wait_for_previous_grid();  // (done already by the block's working warps; every thread of the tail too)
-    __threadfence();
-    if (t == 0) *tl.counter = 0;  // every block has counted: ready for the next launch
-    // Few registers here (the GPU showed the mat-vec loop slower with the row held in registers for
-    // the tail: spills): thread t's values are read twice from L2, once for its sum of squares (in
-    // ascending index, as rms::row_inv), once for the outputs; each warp quantizes its blocks one by
-    // one (quantize_act_block_warp: the same bits as several side by side).
-    const int cols = int(tl.cols);  // a multiple of 32
-    double s = 0;
-#pragma unroll 4
-    for (int i = t; i < cols; i += math::kRmsThreads) {  // from L2 (other blocks wrote x): no stale L1 line
-      const float v = __ldcg(tl.x + i);
-      s = math::dadd_rn(s, math::dmul_rn(double(v), double(v)));
-    }
-    const float in = rms::row_inv_of_partial(s, cols, tl.eps, t, partials, &inv);
-#pragma unroll 4
-    for (int first = t - lane; first < cols; first += math::kRmsThreads) {  // warp-uniform
-      const int i = first + lane;
-      const float v = math::rms_out(__ldcg(tl.x + i), in, tl.w[i]);
-      tl.out[i] = v;
-      if (tl.qs != nullptr) quantize_act_block_warp(v, lane, tl.qs + first, tl.sc + first / hd::kActBlock);
-    }
-  }
 }
 
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
@@ -542,71 +436,6 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
   });
-}
-
-bool matvec_split_gated_ok(const WeightMatrix& gate, const WeightMatrix& up) {
-  return gate.layout == WeightLayout::CudaSplit && up.layout == WeightLayout::CudaSplit && hd::has_split(gate.type) &&
-         gate.type == up.type && gate.n_in == up.n_in && gate.row_stride == up.row_stride &&
-         gate.n_out == up.n_out && gate.n_out > 0 && gate.n_out % hd::kActBlock == 0;
-}
-
-void launch_matvec_split_gated(const WeightMatrix& gate, const WeightMatrix& up, const ActView& av, SplitGated gt,
-                               CudaContext& ctx) {
-  check(matvec_split_gated_ok(gate, up), "CUDA matvec_split_gated: ", dtype_name(gate.type), " ", gate.n_out, "x",
-        gate.n_in, " and ", dtype_name(up.type), " ", up.n_out, "x", up.n_in);
-  gt.gate_w = static_cast<const uint8_t*>(gate.data);
-  gt.up_w = static_cast<const uint8_t*>(up.data);
-  const bool done = hd::visit_split_decoder(gate.type, [&](auto dec) {
-    using T = decltype(dec);
-    SplitArgs a{};
-    a.n_parts = 1;
-    a.stride = gate.row_stride;
-    a.n_in = gate.n_in;
-    a.geom = hd::split_geom<T>(gate.n_in);
-    a.xq = av.qs;
-    a.xs = av.s;
-    a.ncols = 1;
-    const unsigned grid = unsigned(gate.n_out / hd::kActBlock);
-    launch_kernel(matvec_split_gated_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
-                  gt);
-  });
-  check(done, "CUDA matvec_split_gated: no split kernel for ", dtype_name(gate.type));
-}
-
-bool matvec_split_add_rmsnorm_ok(const WeightMatrix& w, int n) {
-  return w.layout == WeightLayout::CudaSplit && hd::has_split(w.type) && n == 1 && w.n_out > 0 &&
-         w.n_out % hd::kActBlock == 0 && w.n_out <= int64_t(math::kRmsThreads) * 32;
-}
-
-void launch_matvec_split_add_rmsnorm(const WeightMatrix& w, const ActView& av, const SplitNormTail& tail,
-                                     CudaContext& ctx) {
-  check(matvec_split_add_rmsnorm_ok(w, 1), "CUDA matvec_add_rmsnorm: ", dtype_name(w.type), " ", w.n_out, "x",
-        w.n_in);
-  check(tail.x != nullptr && tail.cols == w.n_out, "CUDA matvec_add_rmsnorm: bad residual");
-  check(tail.w == nullptr || tail.counter != nullptr, "CUDA matvec_add_rmsnorm: no counter");
-  const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
-    using T = decltype(dec);
-    constexpr int R = SplitCfg<T, 1>::kR;
-    SplitArgs a{};
-    a.n_parts = 1;
-    for (int i = 0; i < kMaxMatvecParts; ++i) {
-      a.w[i] = static_cast<const uint8_t*>(w.data);
-      a.y[i] = tail.x;  // the dot products are added into x
-      a.part_rows[i] = w.n_out;
-      a.gbegin[i] = 0;
-    }
-    a.n_groups = (w.n_out + R - 1) / R;
-    a.stride = w.row_stride;
-    a.n_in = w.n_in;
-    a.geom = hd::split_geom<T>(w.n_in);
-    a.xq = av.qs;
-    a.xs = av.s;
-    a.ncols = 1;
-    const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
-    const auto kernel = tail.w == nullptr ? matvec_split_norm_kernel<T, 0> : matvec_split_norm_kernel<T, 1>;
-    launch_kernel(kernel, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a, tail);
-  });
-  check(done, "CUDA matvec_add_rmsnorm: no split kernel for ", dtype_name(w.type));
 }
 
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s) {

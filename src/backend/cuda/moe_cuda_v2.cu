@@ -11,7 +11,7 @@
 //
 // Mat-mul on tensor cores (many tokens per expert, moe_uses_mma): items of up to 64 columns; a thread
 // block of 4 warps computes 128 rows of one part of the item's expert: mma.sync m16n8k16, f16 x f16 ->
-// f32, as the dense mmq kernel (matmul_cuda_mmq.cuh: the fragment layout, the f16 weight values), with
+// f32, with the dense mmq kernel's fragments (matmul_cuda_mmq.cuh: the layout; mma_fragments.cuh: the builders), with
 // the columns gathered (column c = activation row perm[first + c] / col_div, f16) and the n8 tiles
 // chosen per item (1, 2, 4 or 8 by its column count); the whole K range in one block (no K split: the
 // items fill the GPU). Each expert's bytes are read once per 64 of its tokens.
@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "backend/cuda/matmul_cuda_mmq.cuh"
+#include "backend/cuda/mma_fragments.cuh"
 #include "backend/cuda/moe_cuda_internal.h"
 #include "backend/cuda/moe_cuda_v2.cuh"
 #include "core/error.h"
@@ -116,43 +117,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>()) moe_split_matvec_k
 
 // ---- tensor cores ------------------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// d += a * b, m16n8k16, f16 inputs, f32 accumulators.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <class T, int NR>
-struct RowUnits {
-  uint32_t q[NR][hd::Split<T>::kUnitWords];
-  uint32_t h[NR][hd::Split<T>::kHeadWords];
-};
-
-template <class T, int NR>
-__device__ __forceinline__ void load_units(const uint8_t* const (&rows)[NR], const hd::SplitGeom& geom, int64_t u,
-                                           RowUnits<T, NR>& r) {
-  using S = hd::Split<T>;
-#pragma unroll
-  for (int i = 0; i < NR; ++i) {
-    if (u < geom.n_units) {
-      hd::split_load_unit<T>(rows[i], geom, u, r.q[i], r.h[i]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < S::kUnitWords; ++k) r.q[i][k] = 0;
-#pragma unroll
-      for (int k = 0; k < S::kHeadWords; ++k) r.h[i][k] = 0;
-    }
-  }
-}
-
 // One warp's 32 rows (two m16 tiles) of the item's expert times its columns (NT n8 tiles).
 template <class T, int NT>
 __device__ __forceinline__ void mma_item(const MoeMatArgs& a, const hd::SplitGeom& geom, const hd::MoeItem& it,
@@ -172,8 +136,8 @@ __device__ __forceinline__ void mma_item(const MoeMatArgs& a, const hd::SplitGeo
     xcol[nt] = x16 + int64_t(a.perm[it.first + min(8 * nt + g, it.count - 1)] / a.col_div) * a.n_in;
   const int64_t n_chunks = (geom.n_units + hd::kMmqUnitsPerChunk - 1) / hd::kMmqUnitsPerChunk;
   float acc[MT][NT][4] = {};
-  RowUnits<T, NR> cur;
-  load_units<T, NR>(rows, geom, t, cur);
+  hd::RowUnits<T, NR> cur;
+  hd::load_row_units<T, NR>(rows, geom, t, cur);
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t u = hd::kMmqUnitsPerChunk * c + t;
     const bool has = u < geom.n_units;
@@ -182,33 +146,19 @@ __device__ __forceinline__ void mma_item(const MoeMatArgs& a, const hd::SplitGeo
     typename T::Unit wu[NR];
 #pragma unroll
     for (int i = 0; i < NR; ++i) S::decode(cur.q[i], cur.h[i], part_u, wu[i]);
-    if (c + 1 < n_chunks) load_units<T, NR>(rows, geom, u + hd::kMmqUnitsPerChunk, cur);  // next chunk in flight
+    if (c + 1 < n_chunks) hd::load_row_units<T, NR>(rows, geom, u + hd::kMmqUnitsPerChunk, cur);  // next chunk in flight
 #pragma unroll
     for (int j = 0; j < hd::kMmqStepsPerChunk; ++j) {
       const int64_t pos = hd::mmq_value_pos<T>(blk, part_u, j, 0);
       uint32_t b[NT][2];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        if (has) {
-          const uint2 v = __ldg(reinterpret_cast<const uint2*>(xcol[nt] + pos));
-          b[nt][0] = v.x;
-          b[nt][1] = v.y;
-        } else {
-          b[nt][0] = b[nt][1] = 0;
-        }
-      }
+      for (int nt = 0; nt < NT; ++nt) mma::mmq_b_global(xcol[nt], pos, has, b[nt]);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        float lo[4], hi[4];
-        hd::unit_word_values(wu[2 * mt], j, lo);
-        hd::unit_word_values(wu[2 * mt + 1], j, hi);
         uint32_t af[4];
-        af[0] = has ? pack_half2(lo[0], lo[1]) : 0u;
-        af[1] = has ? pack_half2(hi[0], hi[1]) : 0u;
-        af[2] = has ? pack_half2(lo[2], lo[3]) : 0u;
-        af[3] = has ? pack_half2(hi[2], hi[3]) : 0u;
+        hd::mmq_a_fragment(wu[2 * mt], wu[2 * mt + 1], j, has, af);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_16816(acc[mt][nt], af, b[nt][0], b[nt][1]);
+        for (int nt = 0; nt < NT; ++nt) mma::m16n8k16(acc[mt][nt], af, b[nt][0], b[nt][1]);
       }
     }
   }
