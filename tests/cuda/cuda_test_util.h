@@ -37,11 +37,21 @@ struct DeviceBuffer {
   T* as() const { return static_cast<T*>(p); }
 };
 
+// bytes from host src to device dst, complete when it returns. A plain cudaMemcpy from pageable memory
+// may return before its DMA has landed, and the kernels under test run on the context's non-blocking
+// stream, which does not wait for the legacy stream: under load a kernel could read part of the old
+// contents (seen once on the H200 with 6 test processes sharing the GPU: MatmulCuda.Matvec*).
+inline void h2d(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  POLYKV_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  POLYKV_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // A copy of v in a new device allocation.
 template <class T>
 std::unique_ptr<DeviceBuffer> upload(const std::vector<T>& v) {
   auto b = std::make_unique<DeviceBuffer>(v.size() * sizeof(T));
-  if (!v.empty()) POLYKV_CUDA_CHECK(cudaMemcpy(b->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  h2d(b->p, v.data(), v.size() * sizeof(T));
   return b;
 }
 
@@ -71,7 +81,7 @@ inline std::unique_ptr<DeviceBuffer> random_device_bytes(size_t n, uint64_t seed
     v = x;
   }
   auto b = std::make_unique<DeviceBuffer>(h.size() * 8);
-  POLYKV_CUDA_CHECK(cudaMemcpy(b->p, h.data(), h.size() * 8, cudaMemcpyHostToDevice));
+  h2d(b->p, h.data(), h.size() * 8);
   return b;
 }
 
@@ -109,7 +119,7 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
   ~DevBuf() { cudaFree(p); }
   void upload(const T* src, size_t count) {
-    if (count > 0) POLYKV_CUDA_CHECK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice));
+    h2d(p, src, count * sizeof(T));
   }
   void download(T* dst, size_t count) const {
     if (count > 0) POLYKV_CUDA_CHECK(cudaMemcpy(dst, p, count * sizeof(T), cudaMemcpyDeviceToHost));

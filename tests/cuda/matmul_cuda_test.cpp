@@ -55,7 +55,7 @@ DeviceWeights upload(const cuda_test::Weights& w) {
   d.buf = std::make_unique<DeviceBuffer>(w.bytes.size() + 256);
   const size_t off = w.offset % 256;
   const size_t n = w.m.row_stride * size_t(w.m.n_out);
-  POLYKV_CUDA_CHECK(cudaMemcpy(d.buf->as<uint8_t>() + off, w.bytes.data() + w.offset, n, cudaMemcpyHostToDevice));
+  cuda_test::h2d(d.buf->as<uint8_t>() + off, w.bytes.data() + w.offset, n);
   d.m = w.m;
   d.m.data = d.buf->as<uint8_t>() + off;
   return d;

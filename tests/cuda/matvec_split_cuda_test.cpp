@@ -52,7 +52,7 @@ Both upload_both(const WeightMatrix& host) {
   Both b;
   const size_t n = host.row_stride * size_t(host.n_out);
   b.old_buf = std::make_unique<DeviceBuffer>(n);
-  POLYKV_CUDA_CHECK(cudaMemcpy(b.old_buf->p, host.data, n, cudaMemcpyHostToDevice));
+  cuda_test::h2d(b.old_buf->p, host.data, n);
   b.old_w = host;
   b.old_w.data = b.old_buf->p;
   b.split_buf = std::make_unique<DeviceBuffer>(cuda::split_row_stride(host.type, host.n_in) * size_t(host.n_out));
