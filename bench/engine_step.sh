@@ -18,13 +18,4 @@ for ((r = 0; r < reps; r++)); do
       grep '^{' | sed "s/^{/{\"rep\": $r, \"uptime\": \"$(uptime | sed 's/.*load average: //')\", /" | tee -a "$out"
   done
 done
-python3 - "$out" <<'PY'
-import json, sys, statistics
-rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| agents | old host ms / agent / step | new | old post ms / agent / step | new |")
-print("|---|---|---|---|---|")
-for n in sorted({r["agents"] for r in rows}):
-    med = lambda mode, key: statistics.median(r[key] for r in rows if r["agents"] == n and r["engine_step"] == mode)
-    print(f"| {n} | {med('old','host_ms_per_agent_step'):.4f} | {med('new','host_ms_per_agent_step'):.4f} "
-          f"| {med('old','post_ms_per_agent_step'):.4f} | {med('new','post_ms_per_agent_step'):.4f} |")
-PY
+python3 bench/engine_step_summary.py "$out"

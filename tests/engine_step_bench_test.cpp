@@ -56,9 +56,10 @@ std::vector<int> env_list(const char* name, const std::string& dflt) {
 }
 
 // llama-3.1-8b's vocabulary and depth, 64 wide (one head of 64): written once per process.
-std::string bench_model(int n_layer, int n_vocab) {
+// weight_std: large enough that attention over the context moves the argmax (a test of the KV).
+std::string bench_model(int n_layer, int n_vocab, float weight_std = 0.02f) {
   const std::string path = (std::filesystem::temp_directory_path() /
-                            ("polykv_engine_step_L" + std::to_string(n_layer) + "_V" + std::to_string(n_vocab) + "_" +
+                            ("polykv_engine_step_L" + std::to_string(n_layer) + "_V" + std::to_string(n_vocab) + "_S" + std::to_string(int(weight_std * 1000)) + "_" +
                              std::to_string(getpid()) + ".gguf"))
                                .string();
   if (std::filesystem::exists(path)) return path;
@@ -73,6 +74,7 @@ std::string bench_model(int n_layer, int n_vocab) {
   o.type = DType::Q8_0;
   o.seed = 5;
   o.n_threads = 2;
+  o.weight_std = weight_std;
   write_synth_model(path, s, o);
   return path;
 }
@@ -127,45 +129,51 @@ double load1() {
 }
 
 TEST(EngineStep, AgentsMatchAloneOverManyBlocks) {
-  // 4 layers, a 1024 vocabulary, blocks of 4: tables grow every 4 decode steps; 6 agents decode 10
-  // tokens on a 70-token pool (a partial last block, copied on write by each agent).
-  const std::string path = bench_model(4, 1024);
+  // 4 layers, a 1024 vocabulary; 6 agents decode 10 tokens on a 70-token pool whose partial last block
+  // each agent copies on write. Blocks of 4 and a suffix of 5: tables grow every 4 decode steps, the
+  // copy comes with new blocks. Blocks of 8 and a suffix of 2: the suffix fits the copied block, so
+  // the table changes at the same length (a rebuild keyed on the length alone would write the pool's
+  // shared block).
+  const std::string path = bench_model(4, 1024, 0.5f);
   const std::unique_ptr<Backend> be = make_backend({"cpu", 2});
   auto model = Model::load(path, *be);
-  const RunOut many = run_agents(*model, 6, 70, 4, 5, 10, 21);
-  ASSERT_EQ(many.tokens.size(), 6u);
-  // Each agent alone (same rng stream: the same pool and suffixes) gives the same tokens: its own
-  // engine, one agent at a time.
-  std::mt19937 rng(21);
-  auto random_tokens = [&](int n) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = int32_t(rng() % 1024u);
-    return t;
-  };
-  const std::vector<int32_t> pool = random_tokens(70);
-  for (int a = 0; a < 6; ++a) {
-    const std::vector<int32_t> sfx = random_tokens(5);
-    EngineOptions o;
-    o.parallel = 1;
-    o.block_tokens = 4;
-    o.k_type = o.v_type = "f16";
-    o.n_ctx = 128;
-    o.kv_tokens = 256;
-    Engine e(*model, nullptr, o);
-    test::Collector c;
-    std::vector<int32_t> prompt = pool;
-    prompt.insert(prompt.end(), sfx.begin(), sfx.end());
-    e.submit(c.request(prompt, 10, "", true));
-    c.wait();
-    EXPECT_EQ(c.ids, many.tokens[size_t(a)]) << "agent " << a;
+  for (const auto [block, suffix] : {std::pair{4, 5}, std::pair{8, 2}}) {
+    SCOPED_TRACE("block " + std::to_string(block) + " suffix " + std::to_string(suffix));
+    const RunOut many = run_agents(*model, 6, 70, block, suffix, 10, 21);
+    ASSERT_EQ(many.tokens.size(), 6u);
+    // Each agent alone (same rng stream: the same pool and suffixes) gives the same tokens: its own
+    // engine, one agent at a time.
+    std::mt19937 rng(21);
+    auto random_tokens = [&](int n) {
+      std::vector<int32_t> t(static_cast<size_t>(n));
+      for (auto& x : t) x = int32_t(rng() % 1024u);
+      return t;
+    };
+    const std::vector<int32_t> pool = random_tokens(70);
+    for (int a = 0; a < 6; ++a) {
+      const std::vector<int32_t> sfx = random_tokens(suffix);
+      EngineOptions o;
+      o.parallel = 1;
+      o.block_tokens = block;
+      o.k_type = o.v_type = "f16";
+      o.n_ctx = 128;
+      o.kv_tokens = 256;
+      Engine e(*model, nullptr, o);
+      test::Collector c;
+      std::vector<int32_t> prompt = pool;
+      prompt.insert(prompt.end(), sfx.begin(), sfx.end());
+      e.submit(c.request(prompt, 10, "", true));
+      c.wait();
+      EXPECT_EQ(c.ids, many.tokens[size_t(a)]) << "agent " << a;
+    }
+    EXPECT_GT(many.m1.decode_steps_total - many.m0.decode_steps_total, 0);
+    // Decode-only steps carry every decoding agent (how many were admitted by then depends on timing).
+    EXPECT_GE(many.m1.decode_step_seqs_total - many.m0.decode_step_seqs_total,
+              many.m1.decode_steps_total - many.m0.decode_steps_total);
+    EXPECT_LE(many.m1.decode_step_seqs_total - many.m0.decode_step_seqs_total,
+              6 * (many.m1.decode_steps_total - many.m0.decode_steps_total));
+    EXPECT_GE(many.m1.decode_host_cpu_seconds_total - many.m0.decode_host_cpu_seconds_total, 0.0);
   }
-  EXPECT_GT(many.m1.decode_steps_total - many.m0.decode_steps_total, 0);
-  // Decode-only steps carry every decoding agent (how many were admitted by then depends on timing).
-  EXPECT_GE(many.m1.decode_step_seqs_total - many.m0.decode_step_seqs_total,
-            many.m1.decode_steps_total - many.m0.decode_steps_total);
-  EXPECT_LE(many.m1.decode_step_seqs_total - many.m0.decode_step_seqs_total,
-            6 * (many.m1.decode_steps_total - many.m0.decode_steps_total));
-  EXPECT_GE(many.m1.decode_host_cpu_seconds_total - many.m0.decode_host_cpu_seconds_total, 0.0);
   std::filesystem::remove(path);
 }
 
