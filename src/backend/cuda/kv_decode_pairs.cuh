@@ -1,5 +1,5 @@
 // A piece decoder of the turbo and trellis KV types for the lanes8 decode attention kernel
-// (attention_cuda_decode8.cuh, POLYKV_CUDA_ATTN_D8=pairs) that looks up TWO values per shared-memory load:
+// (attention_cuda_decode8.cuh; the default, POLYKV_CUDA_ATTN_D8=packed for the previous decoder) that looks up TWO values per shared-memory load:
 // the same 8 floats as decode8s (kv_decode_scaled.cuh), bit for bit, with about half the integer work.
 //
 // Why (docs/CUDA_ATTENTION.md "Pair tables"): decode8s_packed spends per value a half extract, a shared
