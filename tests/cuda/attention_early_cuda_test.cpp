@@ -1,6 +1,6 @@
 // The lanes8 decode kernel's early start (Args::early: it overlaps the step's kv_store and waits for it
-// only before staging the new keys; attn::attention_early(), POLYKV_CUDA_ATTN_EARLY=1) and the pair-table
-// piece decoder (POLYKV_CUDA_ATTN_D8=pairs, kv_decode_pairs.cuh) on the GPU (docs/CUDA_ATTENTION.md
+// only before staging the new keys; attn::attention_early(), on by default) and the pair-table piece
+// decoder (Decode8Kernels::Pairs, the default; kv_decode_pairs.cuh) on the GPU (docs/CUDA_ATTENTION.md
 // "Early start and pair tables").
 //
 // StoreThenAttentionEveryMode: the device pool holds a WRONG (other, valid) row where the new token's K/V

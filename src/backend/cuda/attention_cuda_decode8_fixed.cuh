@@ -4,8 +4,8 @@
 // each behind a per-tile switch (fewer registers: more blocks per multiprocessor), its row strides are
 // constants, and trellis rows take the packed decoder (kv_decode_trellis.cuh, bit-identical to decode8s).
 //
-// Which kernel runs: decode8_kernels() (attention_cuda_plan.h, with the list of pairs), from POLYKV_CUDA_ATTN_D8 = generic | fixed | packed (unset or
-// other: packed, or pairs): generic = the runtime-dispatch kernel as before (the old path, for A/B runs); fixed = the
+// Which kernel runs: decode8_kernels() (attention_cuda_plan.h, with the list of pairs), from POLYKV_CUDA_ATTN_D8 = generic | fixed | packed | pairs (unset or
+// other: pairs): generic = the runtime-dispatch kernel as before (the old path, for A/B runs); fixed = the
 // specialized kernels with decode8s; packed = the specialized kernels with the packed trellis decoder; pairs =
 // the specialized kernels with the turbo / trellis pair tables (kv_decode_pairs.cuh).
 // Pairs without a specialization, and head sizes other than 128, always take the generic kernel.

@@ -71,17 +71,19 @@ inline DecodeVariant& decode_variant() {
 
 // The lanes8 kernel specialized per (K, V) type pair at head size 128 (attention_cuda_decode8_fixed.cuh):
 // POLYKV_CUDA_ATTN_D8 = generic (the runtime-dispatch kernel, the old path) | fixed (specialized, decode8s)
-// | packed (specialized, packed trellis decoder; unset or other) | pairs (specialized, the turbo / trellis
-// pair tables of kv_decode_pairs.cuh: two values per shared load). Process-wide, like decode_variant.
+// | packed (specialized, packed trellis decoder) | pairs (specialized, the turbo / trellis pair tables of
+// kv_decode_pairs.cuh: two values per shared load; unset or other). Pairs by default: on the H200 (call G1,
+// 2026-12-01f) kv_store + attention at 32768 keys took 0.80x (q8_0/turbo3t, with the early start) and
+// every GPU attention test passed with it. Process-wide, like decode_variant.
 enum class Decode8Kernels { Generic, Fixed, Packed, Pairs };
 inline Decode8Kernels& decode8_kernels() {
   static Decode8Kernels k = [] {
     const char* e = std::getenv("POLYKV_CUDA_ATTN_D8");
     const std::string s = e ? e : "";
     return s == "generic" ? Decode8Kernels::Generic
-           : s == "fixed" ? Decode8Kernels::Fixed
-           : s == "pairs" ? Decode8Kernels::Pairs
-                          : Decode8Kernels::Packed;
+           : s == "fixed"  ? Decode8Kernels::Fixed
+           : s == "packed" ? Decode8Kernels::Packed
+                           : Decode8Kernels::Pairs;
   }();
   return k;
 }
@@ -92,12 +94,13 @@ constexpr int decode8_dec(Decode8Kernels m) {
 }
 
 // Early start of the lanes8 decode kernel after the step's kv_store (Args::early; attention_cuda_decode8.cuh):
-// POLYKV_CUDA_ATTN_EARLY=1 turns it on (off by default until the H200 has run CudaAttentionEarly.*).
-// Process-wide, like decode_variant.
+// On by default (POLYKV_CUDA_ATTN_EARLY=0 turns it off): on the H200 (call G1, 2026-12-01f) every GPU
+// attention test and CudaAttentionEarly.* passed with it, and decode at 32768 keys went from 184-193 to
+// 207-214 tok/s (q8_0/turbo3t, with pairs; q8_0/q8_0 201-211). Process-wide, like decode_variant.
 inline bool& attention_early() {
   static bool on = [] {
     const char* e = std::getenv("POLYKV_CUDA_ATTN_EARLY");
-    return e != nullptr && std::string(e) == "1";
+    return !(e != nullptr && std::string(e) == "0");
   }();
   return on;
 }

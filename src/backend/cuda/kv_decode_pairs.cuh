@@ -1,5 +1,5 @@
 // A piece decoder of the turbo and trellis KV types for the lanes8 decode attention kernel
-// (attention_cuda_decode8.cuh, POLYKV_CUDA_ATTN_D8=pairs) that looks up TWO values per shared-memory load:
+// (attention_cuda_decode8.cuh; the default, POLYKV_CUDA_ATTN_D8=packed for the previous decoder) that looks up TWO values per shared-memory load:
 // the same 8 floats as decode8s (kv_decode_scaled.cuh), bit for bit, with about half the integer work.
 //
 // Why (docs/CUDA_ATTENTION.md "Pair tables"): decode8s_packed spends per value a half extract, a shared
@@ -111,9 +111,11 @@ POLYKV_HD float decode8s_pairs(const uint8_t* row, int c, int head_dim, const fl
     // x bit k = trellis bit t_{i-3+k} (t_m = 0 for m < 0), as decode8s.
     const uint32_t prev = i > 0 ? ld_u8(tb + (i >> 3) - 1) >> 5 : 0u;
     const uint32_t x = prev | (ld_u8(tb + (i >> 3)) << 3);
+    // nb == 2: jb = rec + 2 + n / 8 + 2c is even (rows and records have even sizes: 2-byte aligned in the
+    // pool), so one 16-bit load instead of two byte loads, a shift and an or.
     uint32_t js;
     if constexpr (nb == 1) js = ld_u8(jb);
-    else js = ld_u8(jb) | (ld_u8(jb + 1) << 8);
+    else js = ld_u16(jb);
     pair_at_byte(plut, trellis_pair_off<nb, 0>(x, js), v[0], v[1]);
     pair_at_byte(plut, trellis_pair_off<nb, 1>(x, js), v[2], v[3]);
     pair_at_byte(plut, trellis_pair_off<nb, 2>(x, js), v[4], v[5]);
