@@ -161,5 +161,96 @@ TEST(VerifyZeroPoint, MatmulEqualsFormerPathPerToken) {
   }
 }
 
+// q4_K: the strided kernel (tokens at one stride with ActRow::bsp, the mins term from bsp) gives the
+// bits of the former kernel (a pointer per token, the mins from bsums), at every width, for n_in of 1,
+// 3 and 9 super-blocks.
+TEST(VerifyZeroPoint, Q4KStridedKernelEqualsFormerKernel) {
+  if (cpu::detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512";
+  const cpu::PackedDotFn fast = cpu::packed_dot_avx512(DType::Q4_K);
+  ASSERT_NE(fast, nullptr);
+  constexpr int kMaxTok = 8;
+  for (int64_t n_in : {256, 768, 2304}) {
+    const int64_t n_out = 48, nb = n_in / 256;
+    const auto m = random_matrix(DType::Q4_K, n_in, n_out, uint32_t(n_in) + 3);
+    const auto p = cpu::pack_matrix(DType::Q4_K, m.data(), n_in, n_out, row_bytes(DType::Q4_K, n_in));
+    ASSERT_TRUE(p);
+    const auto x = test::random_floats(size_t(n_in * kMaxTok), uint32_t(n_in) + 11, 3.0f);
+    // Record per token: qs [n_in] | d [nb] f32 | bsums [n_in / 16] i16 | bsp [nb][8] i16 | padding.
+    const size_t off_d = size_t(n_in), off_bs = off_d + size_t(nb) * 4, off_bsp = off_bs + size_t(n_in / 16) * 2;
+    const size_t stride = off_bsp + size_t(nb) * 16 + 36;
+    std::vector<uint8_t> buf(stride * kMaxTok);
+    std::vector<ActRow> plain(kMaxTok), strided(kMaxTok);
+    for (int t = 0; t < kMaxTok; ++t) {
+      uint8_t* r = buf.data() + size_t(t) * stride;
+      auto* qs = reinterpret_cast<int8_t*>(r);
+      auto* d = reinterpret_cast<float*>(r + off_d);
+      auto* bs = reinterpret_cast<int16_t*>(r + off_bs);
+      auto* bp = reinterpret_cast<int16_t*>(r + off_bsp);
+      cpu::quantize_act_q8_K(x.data() + t * n_in, n_in, qs, d, bs);
+      const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+      for (int64_t b = 0; b < nb; ++b)
+        for (int i = 0; i < 8; ++i) {
+          const int j = order[i];
+          bp[b * 8 + i] = int16_t(bs[b * 16 + 2 * j] + bs[b * 16 + 2 * j + 1]);
+        }
+      plain[size_t(t)].qs = strided[size_t(t)].qs = qs;
+      plain[size_t(t)].d = strided[size_t(t)].d = d;
+      plain[size_t(t)].bsums = strided[size_t(t)].bsums = bs;
+      strided[size_t(t)].bsp = reinterpret_cast<const int32_t*>(bp);
+    }
+    for (int64_t g = 0; g < p->n_groups; ++g) {
+      float base[kMaxTok][16];
+      for (int t = 0; t < kMaxTok; ++t) fast(*p, g, &plain[size_t(t)], 1, base[t], 16);
+      for (int k = 1; k <= kMaxTok; ++k)
+        for (int t0 = 0; t0 + k <= kMaxTok; ++t0) {
+          float y[kMaxTok][16];
+          fast(*p, g, &strided[size_t(t0)], k, y[0], 16);
+          for (int t = 0; t < k; ++t)
+            ASSERT_EQ(std::memcmp(y[t], base[t0 + t], sizeof y[t]), 0)
+                << "q4_K n_in " << n_in << " group " << g << " k " << k << " token " << t0 + t << ": " << y[t][0]
+                << " vs " << base[t0 + t][0];
+        }
+    }
+  }
+}
+
+// matmul() on q4_K (bsp filled, strided kernel) gives every token the bits of its one-token call of
+// the former kernel, for k = 1..8, with tail rows.
+TEST(VerifyZeroPoint, Q4KMatmulEqualsFormerKernelPerToken) {
+  if (cpu::detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512";
+  ThreadPool pool(2);
+  const int64_t n_in = 512, n_out = 35;
+  auto m = random_matrix(DType::Q4_K, n_in, n_out, 5);
+  WeightMatrix w;
+  w.type = DType::Q4_K;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_stride = row_bytes(DType::Q4_K, n_in);
+  w.data = m.data();
+  pack_for_matmul(w);
+  ASSERT_TRUE(w.packed);
+  const auto x = test::random_floats(size_t(n_in * 8), 23, 2.0f);
+  const cpu::PackedDotFn fast = cpu::packed_dot_avx512(DType::Q4_K);
+  for (int k = 1; k <= 8; ++k) {
+    std::vector<float> y(size_t(k * n_out));
+    matmul(w, x.data(), y.data(), k, pool);
+    for (int t = 0; t < k; ++t) {
+      std::vector<int8_t> qs(static_cast<size_t>(n_in));
+      std::vector<float> d(size_t(n_in / 256));
+      std::vector<int16_t> bs(size_t(n_in / 16));
+      cpu::quantize_act_q8_K(x.data() + t * n_in, n_in, qs.data(), d.data(), bs.data());
+      ActRow a;
+      a.qs = qs.data();
+      a.d = d.data();
+      a.bsums = bs.data();
+      for (int64_t g = 0; g < w.packed->n_groups; ++g) {
+        float r[16];
+        fast(*w.packed, g, &a, 1, r, 16);
+        ASSERT_EQ(std::memcmp(r, y.data() + t * n_out + g * 16, sizeof r), 0) << "q4_K k " << k << " token " << t << " group " << g;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace polykv

@@ -69,12 +69,14 @@ ActLayout act_layout(ActFormat fmt, int64_t n_in, bool with_zp = false) {
   l.off_d = round64(n);
   l.off_sums = l.off_d + round64(n_blocks * sizeof(float));
   l.off_zp = l.off_sums + round64(fmt == ActFormat::Q8_32 ? n_blocks * 4 : (n / 16) * 2);
-  l.stride = l.off_zp + (with_zp ? round64(n_blocks * 4) : 0);
+  // The extra part: zp [n_blocks] i32 (Q8_32) or bsp [n_blocks][4] i32 (Q8_K).
+  l.stride = l.off_zp + (with_zp ? round64(n_blocks * (fmt == ActFormat::Q8_32 ? 4 : 16)) : 0);
   return l;
 }
 
-// POLYKV_PACKED_ZP=off: the packed kernels compute each block's zero-point term from sum (the former
-// code path, for A/B runs: bench/verify_cost.sh); the results are the same bits either way.
+// POLYKV_PACKED_ZP=off: no zp / bsp, so the AVX-512 packed kernels take their former paths (the zero
+// point from sum, q4_K's mins from bsums, a pointer per token; for A/B runs: bench/verify_cost.sh);
+// the results are the same bits either way.
 bool packed_zp_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("POLYKV_PACKED_ZP");
@@ -140,10 +142,12 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
                                      packed_zp_enabled()
                                  ? packed_zero_point(w.type)
                                  : 0;
+  // The AVX-512 packed q4_K kernel takes the mins term from bsp (ActRow::bsp).
+  const bool with_bsp = w.packed && w.type == DType::Q4_K && active_isa() == Isa::Avx512 && packed_zp_enabled();
   if (fmt == ActFormat::F32) {
     for (int64_t t = 0; t < n_tokens; ++t) acts[size_t(t)].f32 = x + t * n_in;
   } else {
-    const ActLayout l = act_layout(fmt, n_in, zero_point != 0);
+    const ActLayout l = act_layout(fmt, n_in, zero_point != 0 || with_bsp);
     thread_local std::vector<uint8_t> scratch;  // reused across calls by the calling thread
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
@@ -168,7 +172,17 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
             for (int64_t b = 0; b < n_in / 32; ++b) zp[b] = -zero_point * sum[b];
           }
         } else {
+          const int16_t* bs = reinterpret_cast<int16_t*>(p + l.off_sums);
           q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
+          if (with_bsp) {  // |bs_j| <= 32 * 127: an int16
+            int16_t* bp = reinterpret_cast<int16_t*>(p + l.off_zp);
+            for (int64_t b = 0; b < n_in / 256; ++b, bs += 16, bp += 8) {
+              int16_t s[8];
+              for (int j = 0; j < 8; ++j) s[j] = int16_t(bs[2 * j] + bs[2 * j + 1]);
+              const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+              for (int i = 0; i < 8; ++i) bp[i] = s[order[i]];
+            }
+          }
         }
       }
     });
@@ -180,6 +194,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
       if (fmt == ActFormat::Q8_32) a.sum = reinterpret_cast<const int32_t*>(p + l.off_sums);
       else a.bsums = reinterpret_cast<const int16_t*>(p + l.off_sums);
       if (zero_point != 0) a.zp = reinterpret_cast<const int32_t*>(p + l.off_zp);
+      if (with_bsp) a.bsp = reinterpret_cast<const int32_t*>(p + l.off_zp);
     }
   }
 

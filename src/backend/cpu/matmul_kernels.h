@@ -37,6 +37,10 @@ struct ActRow {
   // that a kernel starts each (block, token) sum with a broadcast load rather than a multiply and a
   // register broadcast (an ALU uop per token and block, issue #10). Null: the kernel uses sum.
   const int32_t* zp = nullptr;
+  // [n_in / 256][4] (Q8_K, optional; the AVX-512 packed q4_K kernel): per super-block the sums of
+  // 32 values bs_j = bsums[2j] + bsums[2j+1] as int16 pairs (bs0, bs2), (bs1, bs3), (bs4, bs6),
+  // (bs5, bs7) (low half first), so that the mins term takes 4 vpdpwssd per token, not 8.
+  const int32_t* bsp = nullptr;
 };
 
 // The zero point a packed kernel removes from its unsigned quants (q4_0: u = q + 8; q8_0: u = q + 128;
