@@ -9,7 +9,13 @@
 #        suffix, e.g. "before"), CTK / CTV (KV types, default q8_0 / turbo3t), SYNTH_THREADS and
 #        FILL_THREADS (untimed model generation and depth fill; default: all cores), MODEL (a GGUF to
 #        measure instead of the synth models, e.g. models/polykv-code-26m-q8_0.gguf; TYPES is then
-#        ignored and the files are named after the model).
+#        ignored and the files are named after the model), AB (e.g. AB="old new": for each type and
+#        depth, one run per variant in that order, ROUNDS times; variant "old" sets POLYKV_PACKED_ZP=off
+#        (the packed kernels' former paths, docs/VERIFY_KERNELS.md "2026-12-01f"), "new" the defaults;
+#        the files get _old / _new (and _rN for round N > 1) after TAG).
+# The lead's quiet re-run of the 2026-12-01f figures (one command, ~3-4 minutes on a quiet machine):
+#   TAG=quiet AB="old new" KS=1,2,4,8 REPS=3 STEPS=4 bench/verify_cost.sh build/polykv docs/results/verify-2026-12-01f
+#   python3 bench/verify_table.py docs/results/verify-2026-12-01f
 set -euo pipefail
 cd "$(dirname "$0")/.."
 polykv=${1:-build/polykv}
@@ -33,12 +39,21 @@ else
     [ -s "$f" ] || "$polykv" synth --shape llama-3.2-1b --type "$t" -o "$f" --threads "${SYNTH_THREADS:-0}"
   done
 fi
+variants=${AB:-default}
+rounds=${ROUNDS:-1}
 for t in $types; do
   gguf=${MODEL:-$models/llama-3.2-1b-$t.gguf}
   for d in $depths; do
-    j="$out/verify_${t}_d${d}_t${threads}${tag}.json"
-    echo "== $t depth $d threads $threads ($(uptime | sed 's/.*load/load/'))" >&2
-    "$polykv" bench -m "$gguf" -t "$threads" -d "$d" --verify-k "$ks" -r "$reps" \
+  for round in $(seq 1 "$rounds"); do
+  for v in $variants; do
+    suffix=""
+    [ "$v" = default ] || suffix="_$v"
+    [ "$round" = 1 ] || suffix="${suffix}_r$round"
+    j="$out/verify_${t}_d${d}_t${threads}${tag}${suffix}.json"
+    env=()
+    [ "$v" = old ] && env=(POLYKV_PACKED_ZP=off)
+    echo "== $t depth $d threads $threads $v ($(uptime | sed 's/.*load/load/'))" >&2
+    env "${env[@]}" "$polykv" bench -m "$gguf" -t "$threads" -d "$d" --verify-k "$ks" -r "$reps" \
       --verify-steps "$steps" -ctk "$ctk" -ctv "$ctv" --fill-threads "${FILL_THREADS:-0}" --json 2>/dev/null > "$j.tmp"
     python3 - "$j.tmp" "$(uptime)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" > "$j" <<'EOF'
 import json, sys
@@ -54,5 +69,7 @@ r = json.load(open(sys.argv[1]))
 print("| %s | %d | " % (r["weight_type"], r["depth"]) + " | ".join(
     "k=%d %.2fx (%.2f..%.2f) %.1f ms, cpu %.2fx" % (v["k"], v["ratio"], v["ratio_min"], v["ratio_max"], v["step_ms"], v["cpu_ratio"])
     for v in r["verify"]) + " | load %.1f |" % r["load_avg_1m_before"])' "$j"
+  done
+  done
   done
 done

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -53,21 +55,34 @@ PackedDotFn pick_packed_kernel(Isa isa, DType type) {
 
 // Byte layout of one token's quantized activations in the scratch buffer; every part starts on a
 // 64-byte boundary: qs [n_in] int8, d [n_blocks] f32, sums [n_blocks] i32 (Q8_32) or
-// bsums [n_in/16] i16 (Q8_K).
+// bsums [n_in/16] i16 (Q8_K), then (with_zp, Q8_32) zp [n_blocks] i32 (ActRow::zp).
 struct ActLayout {
-  size_t off_d = 0, off_sums = 0, stride = 0;
+  size_t off_d = 0, off_sums = 0, off_zp = 0, stride = 0;
 };
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-ActLayout act_layout(ActFormat fmt, int64_t n_in) {
+ActLayout act_layout(ActFormat fmt, int64_t n_in, bool with_zp = false) {
   ActLayout l;
   const size_t n = size_t(n_in);
   const size_t n_blocks = fmt == ActFormat::Q8_32 ? n / 32 : n / 256;
   l.off_d = round64(n);
   l.off_sums = l.off_d + round64(n_blocks * sizeof(float));
-  l.stride = l.off_sums + round64(fmt == ActFormat::Q8_32 ? n_blocks * 4 : (n / 16) * 2);
+  l.off_zp = l.off_sums + round64(fmt == ActFormat::Q8_32 ? n_blocks * 4 : (n / 16) * 2);
+  // The extra part: zp [n_blocks] i32 (Q8_32) or bsp [n_blocks][4] i32 (Q8_K).
+  l.stride = l.off_zp + (with_zp ? round64(n_blocks * (fmt == ActFormat::Q8_32 ? 4 : 16)) : 0);
   return l;
+}
+
+// POLYKV_PACKED_ZP=off: no zp / bsp, so the AVX-512 packed kernels take their former paths (the zero
+// point from sum, q4_K's mins from bsums, a pointer per token; for A/B runs: bench/verify_cost.sh);
+// the results are the same bits either way.
+bool packed_zp_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("POLYKV_PACKED_ZP");
+    return e == nullptr || std::strcmp(e, "off") != 0;
+  }();
+  return on;
 }
 
 void validate(const WeightMatrix& w) {
@@ -128,10 +143,17 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
 
   // Activations, quantized once per matmul (in parallel over tokens) for the integer kernels.
   std::vector<ActRow> acts(static_cast<size_t>(n_tokens));
+  // The AVX-512 packed kernels of q4_0 / q8_0 / mxfp4 start each block's sum at zp[b] (ActRow::zp).
+  const int32_t zero_point = w.packed && fmt == ActFormat::Q8_32 && active_isa() == Isa::Avx512 &&
+                                     packed_zp_enabled()
+                                 ? packed_zero_point(w.type)
+                                 : 0;
+  // The AVX-512 packed q4_K kernel takes the mins term from bsp (ActRow::bsp).
+  const bool with_bsp = w.packed && w.type == DType::Q4_K && active_isa() == Isa::Avx512 && packed_zp_enabled();
   if (fmt == ActFormat::F32) {
     for (int64_t t = 0; t < n_tokens; ++t) acts[size_t(t)].f32 = x + t * n_in;
   } else {
-    const ActLayout l = act_layout(fmt, n_in);
+    const ActLayout l = act_layout(fmt, n_in, zero_point != 0 || with_bsp);
     thread_local std::vector<uint8_t> scratch;  // reused across calls by the calling thread
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
@@ -148,10 +170,26 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
         uint8_t* p = base + size_t(t) * l.stride;
         int8_t* qs = reinterpret_cast<int8_t*>(p);
         float* d = reinterpret_cast<float*>(p + l.off_d);
-        if (fmt == ActFormat::Q8_32)
-          q8_32(x + t * n_in, n_in, qs, d, reinterpret_cast<int32_t*>(p + l.off_sums));
-        else
+        if (fmt == ActFormat::Q8_32) {
+          int32_t* sum = reinterpret_cast<int32_t*>(p + l.off_sums);
+          q8_32(x + t * n_in, n_in, qs, d, sum);
+          if (zero_point != 0) {  // |sum| <= 32 * 127: the product fits an int32
+            int32_t* zp = reinterpret_cast<int32_t*>(p + l.off_zp);
+            for (int64_t b = 0; b < n_in / 32; ++b) zp[b] = -zero_point * sum[b];
+          }
+        } else {
+          const int16_t* bs = reinterpret_cast<int16_t*>(p + l.off_sums);
           q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
+          if (with_bsp) {  // |bs_j| <= 32 * 127: an int16
+            int16_t* bp = reinterpret_cast<int16_t*>(p + l.off_zp);
+            for (int64_t b = 0; b < n_in / 256; ++b, bs += 16, bp += 8) {
+              int16_t s[8];
+              for (int j = 0; j < 8; ++j) s[j] = int16_t(bs[2 * j] + bs[2 * j + 1]);
+              const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+              for (int i = 0; i < 8; ++i) bp[i] = s[order[i]];
+            }
+          }
+        }
       }
     });
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -161,6 +199,8 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
       a.d = reinterpret_cast<const float*>(p + l.off_d);
       if (fmt == ActFormat::Q8_32) a.sum = reinterpret_cast<const int32_t*>(p + l.off_sums);
       else a.bsums = reinterpret_cast<const int16_t*>(p + l.off_sums);
+      if (zero_point != 0) a.zp = reinterpret_cast<const int32_t*>(p + l.off_zp);
+      if (with_bsp) a.bsp = reinterpret_cast<const int32_t*>(p + l.off_zp);
     }
   }
 

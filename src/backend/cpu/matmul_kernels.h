@@ -32,7 +32,22 @@ struct ActRow {
   const float* d = nullptr;        // [n_in / 32] or [n_in/256] (Q8_32, Q8_K)
   const int32_t* sum = nullptr;    // [n_in / 32]               (Q8_32)
   const int16_t* bsums = nullptr;  // [n_in / 16]               (Q8_K)
+  // [n_in / 32] (Q8_32, optional): zp[b] = -packed_zero_point(type) * sum[b], the start of block b's
+  // integer sum in the AVX-512 packed kernels (q4_0, q8_0, mxfp4), precomputed once per matmul so
+  // that a kernel starts each (block, token) sum with a broadcast load rather than a multiply and a
+  // register broadcast (an ALU uop per token and block, issue #10). Null: the kernel uses sum.
+  const int32_t* zp = nullptr;
+  // [n_in / 256][4] (Q8_K, optional; the AVX-512 packed q4_K kernel): per super-block the sums of
+  // 32 values bs_j = bsums[2j] + bsums[2j+1] as int16 pairs (bs0, bs2), (bs1, bs3), (bs4, bs6),
+  // (bs5, bs7) (low half first), so that the mins term takes 4 vpdpwssd per token, not 8.
+  const int32_t* bsp = nullptr;
 };
+
+// The zero point a packed kernel removes from its unsigned quants (q4_0: u = q + 8; q8_0: u = q + 128;
+// mxfp4: u = value + 12, packed_weights.h), or 0 for types whose packed kernels take no zp.
+constexpr int32_t packed_zero_point(DType t) {
+  return t == DType::Q4_0 ? 8 : t == DType::Q8_0 ? 128 : t == DType::MXFP4 ? 12 : 0;
+}
 
 // Σ_i W[i] * x[i] over one weight row of n_in values (a whole number of the type's blocks).
 using VecDotFn = float (*)(const void* w_row, const ActRow& act, int64_t n_in);

@@ -16,6 +16,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -90,7 +91,10 @@ struct UnpackQ8_0 {
   }
 };
 
-template <typename Unpack>
+// kZp: the tokens carry ActRow::zp (matmul() fills it for these kernels): each (block, token) sum
+// starts at zp[b] = -kOffset * sum[b], a broadcast load, instead of a multiply and a broadcast from a
+// general register (one ALU uop of ~12 per token and block, issue #10). Same integer, same bits.
+template <typename Unpack, bool kZp>
 struct PackedKernel {
   template <int NT>
   static void run(const PackedMatrix& p, int64_t g, const ActRow* act, float* y, int64_t ldy) {
@@ -110,10 +114,54 @@ struct PackedKernel {
         const int8_t* a = act[t].qs + 32 * b;
         // One vpdpbusd chain per token and block: the NT tokens' (and, out of order, the next
         // blocks') chains are independent, which hides the latency.
-        __m512i s = _mm512_set1_epi32(-Unpack::kOffset * act[t].sum[b]);
+        __m512i s = kZp ? _mm512_set1_epi32(act[t].zp[b]) : _mm512_set1_epi32(-Unpack::kOffset * act[t].sum[b]);
 #pragma GCC unroll 8
         for (int c = 0; c < Unpack::kChunks; ++c) s = _mm512_dpbusd_epi32(s, w[c], bcast_chunk(a, c));
         const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(act[t].d[b]));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+  }
+};
+
+// The same arithmetic as PackedKernel<Unpack, true> (the same instructions per (block, token) in the
+// same order: the same bits), for tokens laid out as matmul() lays them out: token t's record at
+// base + t * stride, its qs at offset 0, d at off_d and zp at off_zp. With one base pointer per
+// block part instead of three pointers per token, the 8-token kernel's addresses fit the general
+// registers (with a pointer per token and part, GCC moved them through xmm registers: ~4 vmovq, p05
+// uops, per token and block at NT >= 4; issue #10).
+template <typename Unpack>
+struct PackedKernelStrided {
+  template <int NT>
+  static void run(const PackedMatrix& p, int64_t g, const char* base, ptrdiff_t stride, ptrdiff_t off_d,
+                  ptrdiff_t off_zp, float* y, int64_t ldy) {
+    const int64_t nb = p.n_blocks();
+    __m512 acc[NT];
+#pragma GCC unroll 8
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    const uint8_t* qs = p.qs_at(g, 0);
+    const uint16_t* dp = p.d_at(g, 0);
+    const size_t qs_step = p.qs_block_bytes();
+    const char* qa = base;           // token 0's quants of block b
+    const char* da = base + off_d;   // token 0's d[b]
+    const char* za = base + off_zp;  // token 0's zp[b]
+    for (int64_t b = 0; b < nb; ++b, qs += qs_step, dp += kPackRows, qa += 32, da += 4, za += 4) {
+      __m512i w[Unpack::kChunks];
+      Unpack::run(qs, w);
+      const __m512 dw = Unpack::scales(dp);
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* a = reinterpret_cast<const int8_t*>(qa + t * stride);
+        int32_t zp;
+        float d;
+        std::memcpy(&zp, za + t * stride, 4);
+        std::memcpy(&d, da + t * stride, 4);
+        __m512i s = _mm512_set1_epi32(zp);
+#pragma GCC unroll 8
+        for (int c = 0; c < Unpack::kChunks; ++c) s = _mm512_dpbusd_epi32(s, w[c], bcast_chunk(a, c));
+        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d));
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[t]);
       }
     }
@@ -137,6 +185,52 @@ void by_packed_tokens(const PackedMatrix& p, int64_t g, const ActRow* act, int n
 }
 static_assert(kMaxPackedTokens == 8, "by_packed_tokens handles 1..8 tokens");
 
+template <typename Unpack>
+void strided_tokens(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  using K = PackedKernelStrided<Unpack>;
+  const char* base = reinterpret_cast<const char*>(act[0].qs);
+  const ptrdiff_t stride = n_tok > 1 ? reinterpret_cast<const char*>(act[1].qs) - base : 0;
+  const ptrdiff_t off_d = reinterpret_cast<const char*>(act[0].d) - base;
+  const ptrdiff_t off_zp = reinterpret_cast<const char*>(act[0].zp) - base;
+  switch (n_tok) {
+    case 1: K::template run<1>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    case 2: K::template run<2>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    case 3: K::template run<3>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    case 4: K::template run<4>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    case 5: K::template run<5>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    case 6: K::template run<6>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    case 7: K::template run<7>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    default: K::template run<8>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+  }
+}
+
+// True if the n_tok tokens carry zp and sit at one stride with the same offsets of d and zp (as
+// matmul() lays them out), so that PackedKernelStrided applies.
+bool uniform_layout(const ActRow* act, int n_tok) {
+  if (!act[0].zp) return false;
+  const char* b0 = reinterpret_cast<const char*>(act[0].qs);
+  const ptrdiff_t stride = n_tok > 1 ? reinterpret_cast<const char*>(act[1].qs) - b0 : 0;
+  for (int t = 0; t < n_tok; ++t) {
+    const char* bt = reinterpret_cast<const char*>(act[t].qs);
+    if (!act[t].zp || bt != b0 + t * stride ||
+        reinterpret_cast<const char*>(act[t].d) - bt != reinterpret_cast<const char*>(act[0].d) - b0 ||
+        reinterpret_cast<const char*>(act[t].zp) - bt != reinterpret_cast<const char*>(act[0].zp) - b0)
+      return false;
+  }
+  return true;
+}
+
+// The tokens of one call come from one matmul: all carry zp or none does.
+template <typename Unpack>
+void by_zp(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  if (uniform_layout(act, n_tok)) strided_tokens<Unpack>(p, g, act, n_tok, y, ldy);
+  else if (act[0].zp) by_packed_tokens<PackedKernel<Unpack, true>>(p, g, act, n_tok, y, ldy);
+  else by_packed_tokens<PackedKernel<Unpack, false>>(p, g, act, n_tok, y, ldy);
+}
+static_assert(UnpackQ4_0::kOffset == packed_zero_point(DType::Q4_0) &&
+              UnpackQ8_0::kOffset == packed_zero_point(DType::Q8_0) &&
+              UnpackMXFP4::kOffset == packed_zero_point(DType::MXFP4));
+
 }  // namespace
 
 PackedDotFn packed_dot_q4_K_avx512();  // packed_q4k_avx512.cpp
@@ -144,9 +238,9 @@ PackedDotFn packed_dot_q4_K_avx512();  // packed_q4k_avx512.cpp
 PackedDotFn packed_dot_avx512(DType type) {
   switch (type) {
     case DType::Q4_K: return packed_dot_q4_K_avx512();
-    case DType::Q4_0: return by_packed_tokens<PackedKernel<UnpackQ4_0>>;
-    case DType::Q8_0: return by_packed_tokens<PackedKernel<UnpackQ8_0>>;
-    case DType::MXFP4: return by_packed_tokens<PackedKernel<UnpackMXFP4>>;
+    case DType::Q4_0: return by_zp<UnpackQ4_0>;
+    case DType::Q8_0: return by_zp<UnpackQ8_0>;
+    case DType::MXFP4: return by_zp<UnpackMXFP4>;
     default: return nullptr;
   }
 }

@@ -16,6 +16,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -99,7 +100,120 @@ void q4_K_group(const PackedMatrix& p, int64_t g, const ActRow* act, float* y, i
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
+// The same sums for tokens laid out as matmul() lays them out (token t's record at base + t * stride:
+// qs at 0, d at off_d, bsp at off_bsp; ActRow::bsp): one base pointer per part instead of three
+// pointers per token (GCC spilled those at NT >= 4), and the mins term after the sub-blocks as 4
+// vpdpwssd per token with the (m_j, m_j') pairs against bsp, not 8 with (m_j, m_j) against bsums.
+// msum = Σ_j m_j * (bsums[2j] + bsums[2j+1]) is the same exact integer, isum the same, and the float
+// steps are those of q4_K_group: the same bits (tests/verify_zp_test.cpp).
+template <int NT>
+void q4_K_group_strided(const PackedMatrix& p, int64_t g, const char* base, ptrdiff_t stride, ptrdiff_t off_d,
+                        ptrdiff_t off_bsp, float* y, int64_t ldy) {
+  const int64_t nb = p.n_blocks();
+  __m512 acc[NT];
+#pragma GCC unroll 8
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  const __m512i lo4 = _mm512_set1_epi8(0x0F);
+  const char* qa = base;             // token 0's quants of super-block b
+  const char* da = base + off_d;     // token 0's d[b]
+  const char* pa = base + off_bsp;   // token 0's bsp[b][0..3]
+  for (int64_t b = 0; b < nb; ++b, qa += 256, da += 4, pa += 16) {
+    const uint8_t* rec = p.qs_at(g, b);
+    const __m512i s0 = _mm512_load_si512(rec + kQ4KScalesOffset);
+    const __m512i s1 = _mm512_load_si512(rec + kQ4KScalesOffset + 64);
+    const __m512i s2 = _mm512_load_si512(rec + kQ4KScalesOffset + 128);
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i sc_lo = _mm512_and_si512(s0, m6);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(s2, lo4), _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30));
+    __m512i isum[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+    auto sub_block = [&](int j, __m512i sc32) __attribute__((always_inline)) {
+      const uint8_t* qv = rec + (j / 2) * 512;
+      __m512i w[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m512i raw = _mm512_load_si512(qv + 64 * c);
+        w[c] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(raw, 4) : raw, lo4);
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const char* q = qa + t * stride + 32 * j;
+        __m512i s = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; ++c) s = _mm512_dpbusd_epi32(s, w[c], bcast_u32(q + 4 * c));
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s, sc32));
+      }
+    };
+    sub_block(0, byte_of<0>(sc_lo));
+    sub_block(1, byte_of<1>(sc_lo));
+    sub_block(2, byte_of<2>(sc_lo));
+    sub_block(3, byte_of<3>(sc_lo));
+    sub_block(4, byte_of<0>(sc_hi));
+    sub_block(5, byte_of<1>(sc_hi));
+    sub_block(6, byte_of<2>(sc_hi));
+    sub_block(7, byte_of<3>(sc_hi));
+    // Mins as int16 pairs: lane r of m_lo = bytes (m0, m1, m2, m3) of row r, of m_hi (m4 .. m7).
+    const __m512i m_lo = _mm512_and_si512(s1, m6);
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), lo4),
+                                         _mm512_and_si512(_mm512_srli_epi32(s1, 2), m30));
+    const __m512i w16 = _mm512_set1_epi32(0x00FF00FF);
+    const __m512i mp0 = _mm512_and_si512(m_lo, w16);                         // (m0, m2)
+    const __m512i mp1 = _mm512_and_si512(_mm512_srli_epi32(m_lo, 8), w16);  // (m1, m3)
+    const __m512i mp2 = _mm512_and_si512(m_hi, w16);                         // (m4, m6)
+    const __m512i mp3 = _mm512_and_si512(_mm512_srli_epi32(m_hi, 8), w16);  // (m5, m7)
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + kQ4KDOffset)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(rec + kQ4KDminOffset)));
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      const char* bp = pa + t * stride;
+      __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, bcast_u32(bp));
+      msum = _mm512_dpwssd_epi32(msum, mp1, bcast_u32(bp + 4));
+      msum = _mm512_dpwssd_epi32(msum, mp2, bcast_u32(bp + 8));
+      msum = _mm512_dpwssd_epi32(msum, mp3, bcast_u32(bp + 12));
+      float dt;
+      std::memcpy(&dt, da + t * stride, 4);
+      const __m512 dav = _mm512_set1_ps(dt);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dav), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dav), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+// True if the n_tok tokens carry bsp and sit at one stride with the same offsets of d and bsp.
+bool uniform_layout(const ActRow* act, int n_tok) {
+  if (!act[0].bsp) return false;
+  const char* b0 = reinterpret_cast<const char*>(act[0].qs);
+  const ptrdiff_t stride = n_tok > 1 ? reinterpret_cast<const char*>(act[1].qs) - b0 : 0;
+  for (int t = 0; t < n_tok; ++t) {
+    const char* bt = reinterpret_cast<const char*>(act[t].qs);
+    if (!act[t].bsp || bt != b0 + t * stride ||
+        reinterpret_cast<const char*>(act[t].d) - bt != reinterpret_cast<const char*>(act[0].d) - b0 ||
+        reinterpret_cast<const char*>(act[t].bsp) - bt != reinterpret_cast<const char*>(act[0].bsp) - b0)
+      return false;
+  }
+  return true;
+}
+
 void q4_K_packed(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
+  if (uniform_layout(act, n_tok)) {
+    const char* base = reinterpret_cast<const char*>(act[0].qs);
+    const ptrdiff_t stride = n_tok > 1 ? reinterpret_cast<const char*>(act[1].qs) - base : 0;
+    const ptrdiff_t off_d = reinterpret_cast<const char*>(act[0].d) - base;
+    const ptrdiff_t off_bsp = reinterpret_cast<const char*>(act[0].bsp) - base;
+    switch (n_tok) {
+      case 1: return q4_K_group_strided<1>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 2: return q4_K_group_strided<2>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 3: return q4_K_group_strided<3>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 4: return q4_K_group_strided<4>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 5: return q4_K_group_strided<5>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 6: return q4_K_group_strided<6>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 7: return q4_K_group_strided<7>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      default: return q4_K_group_strided<8>(p, g, base, stride, off_d, off_bsp, y, ldy);
+    }
+  }
   switch (n_tok) {
     case 1: q4_K_group<1>(p, g, act, y, ldy); break;
     case 2: q4_K_group<2>(p, g, act, y, ldy); break;
