@@ -49,7 +49,7 @@ struct Buf {
   Buf(const Buf&) = delete;
   Buf& operator=(const Buf&) = delete;
   ~Buf() { cudaFree(p); }
-  void upload(const T* src, size_t count) { POLYKV_CUDA_CHECK(cudaMemcpy(p, src, count * sizeof(T), cudaMemcpyHostToDevice)); }
+  void upload(const T* src, size_t count) { cuda_test::h2d(p, src, count * sizeof(T)); }
   void download(T* dst, size_t count) const {
     POLYKV_CUDA_CHECK(cudaMemcpy(dst, p, count * sizeof(T), cudaMemcpyDeviceToHost));
   }
@@ -172,9 +172,9 @@ std::vector<Outcome> run_store_case(const StoreCase& s, bool store, const std::v
       const Scope scope(m, early);
       for (int g = 0; g < f.c.n_head_kv; ++g) {  // the wrong row where the new one goes
         uint8_t* base = L.layer_base + size_t(s.blk) * L.block_stride + (size_t(g) * bt + size_t(s.slot)) * kb;
-        POLYKV_CUDA_CHECK(cudaMemcpy(base, s.wrong_k.data() + size_t(g) * kb, kb, cudaMemcpyHostToDevice));
+        cuda_test::h2d(base, s.wrong_k.data() + size_t(g) * kb, kb);
         uint8_t* vbase = L.layer_base + size_t(s.blk) * L.block_stride + L.v_offset + (size_t(g) * bt + size_t(s.slot)) * vb;
-        POLYKV_CUDA_CHECK(cudaMemcpy(vbase, s.wrong_v.data() + size_t(g) * vb, vb, cudaMemcpyHostToDevice));
+        cuda_test::h2d(vbase, s.wrong_v.data() + size_t(g) * vb, vb);
       }
       dout.upload(poisoned.data(), poisoned.size());
       POLYKV_CUDA_CHECK(cudaDeviceSynchronize());

@@ -39,13 +39,13 @@ struct Dev {
   T* p = nullptr;
   explicit Dev(const std::vector<T>& host) {
     POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, host.size()) * sizeof(T)));
-    if (!host.empty()) POLYKV_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    if (!host.empty()) cuda_test::h2d(p, host.data(), host.size() * sizeof(T));
   }
   Dev(const Dev&) = delete;
   Dev& operator=(const Dev&) = delete;
   ~Dev() { cudaFree(p); }
   void put(const std::vector<T>& host) {
-    POLYKV_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    cuda_test::h2d(p, host.data(), host.size() * sizeof(T));
   }
   void get(std::vector<T>& host) const {
     POLYKV_CUDA_CHECK(cudaMemcpy(host.data(), p, host.size() * sizeof(T), cudaMemcpyDeviceToHost));

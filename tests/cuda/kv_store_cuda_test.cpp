@@ -46,7 +46,7 @@ struct DeviceArray {
   T* p = nullptr;
   explicit DeviceArray(const std::vector<T>& h) {
     POLYKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(1, h.size()) * sizeof(T)));
-    if (!h.empty()) POLYKV_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    if (!h.empty()) cuda_test::h2d(p, h.data(), h.size() * sizeof(T));
   }
   ~DeviceArray() { cudaFree(p); }
   DeviceArray(const DeviceArray&) = delete;

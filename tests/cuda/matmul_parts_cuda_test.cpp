@@ -35,8 +35,7 @@ struct DeviceMatrix {
     const size_t off = w.offset % 256;
     const size_t n = w.m.row_stride * size_t(w.m.n_out);
     POLYKV_CUDA_CHECK(cudaMalloc(&buf, n + 512));
-    POLYKV_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(buf) + off, w.bytes.data() + w.offset, n,
-                                 cudaMemcpyHostToDevice));
+    cuda_test::h2d(static_cast<uint8_t*>(buf) + off, w.bytes.data() + w.offset, n);
     m = w.m;
     m.data = static_cast<uint8_t*>(buf) + off;
   }

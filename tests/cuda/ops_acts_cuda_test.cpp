@@ -133,7 +133,7 @@ struct DevMatrix {
   explicit DevMatrix(const cuda_test::Weights& w) {
     const size_t n = w.m.row_stride * size_t(w.m.n_out);
     POLYKV_CUDA_CHECK(cudaMalloc(&buf, n + 256));
-    POLYKV_CUDA_CHECK(cudaMemcpy(buf, w.bytes.data() + w.offset, n, cudaMemcpyHostToDevice));
+    cuda_test::h2d(buf, w.bytes.data() + w.offset, n);
     m = w.m;
     m.data = buf;
   }

@@ -36,10 +36,10 @@ class DeviceFloats {
   // Every value and the guard zone set to the poison NaN.
   void poison() {
     const std::vector<uint32_t> bits(n_ + kGuard, kPoison);
-    POLYKV_CUDA_CHECK(cudaMemcpy(p_, bits.data(), bits.size() * 4, cudaMemcpyHostToDevice));
+    cuda_test::h2d(p_, bits.data(), bits.size() * 4);
   }
   void upload(const std::vector<float>& host) {
-    POLYKV_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(float), cudaMemcpyHostToDevice));
+    cuda_test::h2d(p_, host.data(), n_ * sizeof(float));
   }
   std::vector<float> download() const {
     POLYKV_CUDA_CHECK(cudaDeviceSynchronize());
@@ -69,7 +69,7 @@ class DeviceInts {
  public:
   explicit DeviceInts(const std::vector<int32_t>& host) : n_(host.size()) {
     POLYKV_CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(1, n_) * 4));
-    if (n_) POLYKV_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * 4, cudaMemcpyHostToDevice));
+    if (n_) cuda_test::h2d(p_, host.data(), n_ * 4);
   }
   ~DeviceInts() { cudaFree(p_); }
   DeviceInts(const DeviceInts&) = delete;
