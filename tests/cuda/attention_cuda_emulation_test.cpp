@@ -1,26 +1,374 @@
-// The CUDA attention kernels (attention_cuda_kernels.cuh, attention_cuda_decode*.cuh, the tensor-core
-// prefill kernels) compiled as plain C++ and run on the CPU, against attention_ref on the cases of
-// attention_cuda_cases.h. No GPU needed: this checks the kernels' logic (work decomposition, indexing,
-// masking, online softmax, split-K merge, rotation, head parts, device-side lengths) wherever the CUDA
-// build is compiled; the GPU test checks the same cases on the device.
+// The CUDA attention kernels (attention_cuda_kernels.cuh, attention_cuda_decode.cuh) compiled as plain
+// C++ and run on the CPU, against attention_ref on the cases of attention_cuda_cases.h. No GPU
+// needed: this checks the kernels' logic (work decomposition, indexing, masking, online softmax,
+// split-K merge, rotation, head parts, device-side lengths) wherever the CUDA build is compiled; the
+// GPU test checks the same cases on the device.
 //
-// Emulation (attention_emulation.h, attention_emulation_fibers.h): a block is 128 fibers on the test's
-// thread; __syncthreads is a barrier of the block, __shfl_xor_sync a per-warp exchange between two warp
-// barriers; __shared__ variables are function statics (blocks run one after another); dynamic shared
-// memory is one buffer filled with NaN before each kernel. Grid and launch shape come from the
-// launcher's own plan (attention_cuda_plan.h); only the <<<>>> launches are re-spelled. Not covered:
-// device-only behaviour (alignment faults, memory-model races between barriers, register spills, the
-// CUDA half conversion intrinsic).
-//
-// This file: every type as K and V, head sizes, small steps, GQA and head parts, windows, softcap,
-// odd blocks, loose bounds, lanes8 splits, shared-prefix cascades, the embedded model's shape, one split
-// at small depths. attention_emulation_prefix_test.cpp: the prefix pass's kernels;
-// attention_emulation_decode8_test.cpp: the specialized lanes8 kernels; attention_emulation_sinks_test.cpp:
-// attention sinks and sliding windows.
-#include "attention_emulation.h"
+// Emulation: a block is 128 fibers on the test's thread; __syncthreads is a barrier of the block,
+// __shfl_xor_sync a per-warp exchange between two warp barriers (the kernels shuffle only in
+// warp-uniform code); __shared__ variables are function statics (blocks run one after another);
+// dynamic shared memory is one buffer filled with NaN before each kernel. Grid and launch shape come
+// from the launcher's own plan (attention_cuda_plan.h); only the <<<>>> launches are re-spelled here.
+// Not covered: device-only behaviour (alignment faults, memory-model races between barriers, register
+// spills, the CUDA half conversion intrinsic).
+#include <gtest/gtest.h>
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <limits>
+#include <vector>
+
+#include "attention_cuda_cases.h"
+#include "backend/cuda/attention_cuda_plan.h"
+#include "core/fp16.h"
+
+namespace emu {
+// One block at a time: its 128 (or 256: the 256-row prefix kernel) threads are fibers (ucontext) on
+// the calling thread, run round-robin; a fiber runs until it waits at a barrier. Barriers count the
+// fibers still running.
+constexpr int kFibers = 256, kWarps = kFibers / 32;
+inline int n_fibers = 128;  // threads of the blocks being run
+constexpr size_t kStackBytes = 256 * 1024;
+
+struct Idx {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline Idx thread_idx, block_idx, grid_dim;  // thread_idx: the fiber running now
+
+struct Fiber {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  bool done = false;
+};
+inline ucontext_t scheduler;
+inline Fiber fibers[kFibers];
+inline int current = 0;
+inline const std::function<void()>* body = nullptr;
+inline int alive = 0, block_arrived = 0, warp_alive[kWarps], warp_arrived[kWarps];
+inline uint64_t block_gen = 0, warp_gen[kWarps];
+inline float shfl_buf[kWarps][32];
+inline std::vector<float4> dyn_smem;
+
+inline void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
+
+inline void syncthreads() {
+  const uint64_t g = block_gen;
+  if (++block_arrived == alive) {
+    block_arrived = 0;
+    ++block_gen;
+    return;
+  }
+  while (block_gen == g) yield();
+}
+
+inline void warp_sync() {
+  const int w = current / 32;
+  const uint64_t g = warp_gen[w];
+  if (++warp_arrived[w] == warp_alive[w]) {
+    warp_arrived[w] = 0;
+    ++warp_gen[w];
+    return;
+  }
+  while (warp_gen[w] == g) yield();
+}
+
+inline float shfl_xor(float v, int o) {
+  const int lane = current % 32, w = current / 32;
+  shfl_buf[w][lane] = v;
+  warp_sync();
+  const float r = shfl_buf[w][lane ^ o];
+  warp_sync();
+  return r;
+}
+
+// mma.sync.m16n8k16 (f16 inputs, f32 accumulation) across the 32 fibers of a warp: each lane
+// posts its fragments, then computes its D elements from everyone's (the PTX ISA's fragment layout,
+// as spelled in attention_cuda_mma.cuh). Called in warp-uniform code only.
+inline uint32_t mma_a[kWarps][32][4], mma_b[kWarps][32][2];
+inline float half_of(uint32_t reg, int upper) { return ::polykv::fp16_to_f32(uint16_t(reg >> (16 * upper))); }
+inline void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  const int lane = current % 32, w = current / 32;
+  for (int i = 0; i < 4; ++i) mma_a[w][lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) mma_b[w][lane][i] = b[i];
+  warp_sync();
+  // A(row, k): lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8), half k % 2.
+  // B(k, n): lane n * 4 + (k % 8) / 2, register k >= 8, half k % 2.
+  const int g = lane / 4, t = lane % 4;
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float acc = d[e];
+    for (int k = 0; k < 16; ++k) {
+      const float x = half_of(mma_a[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
+      const float y = half_of(mma_b[w][col * 4 + (k % 8) / 2][k >= 8], k % 2);
+      acc += x * y;
+    }
+    out[e] = acc;
+  }
+  warp_sync();
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
+
+// ldmatrix.x4 (.trans) across the 32 fibers of a warp: each lane posts its row address, then takes
+// its registers from everyone's (matrix i's rows at lanes 8 i .. 8 i + 7; register i of lane l:
+// row l / 4, elements 2 (l % 4), +1; trans: column l / 4, rows 2 (l % 4), +1). Warp-uniform code only.
+inline const uint16_t* ldsm_ptr[kWarps][32];
+inline void ldsm_x4(uint32_t (&r)[4], const uint16_t* p, bool trans) {
+  const int lane = current % 32, w = current / 32;
+  ldsm_ptr[w][lane] = p;
+  warp_sync();
+  for (int i = 0; i < 4; ++i) {
+    uint32_t e[2];
+    for (int k = 0; k < 2; ++k)
+      e[k] = trans ? ldsm_ptr[w][8 * i + 2 * (lane % 4) + k][lane / 4] : ldsm_ptr[w][8 * i + lane / 4][2 * (lane % 4) + k];
+    r[i] = e[0] | (e[1] << 16);
+  }
+  warp_sync();
+}
+
+inline void fiber_main() {
+  const int i = current;
+  (*body)();
+  fibers[i].done = true;
+  --alive;
+  --warp_alive[i / 32];
+  // A barrier the others wait at may now be complete (kernels exit block-uniformly, so this is the
+  // end of the block, but keep barriers consistent anyway).
+  if (block_arrived > 0 && block_arrived == alive) block_arrived = 0, ++block_gen;
+  if (warp_arrived[i / 32] > 0 && warp_arrived[i / 32] == warp_alive[i / 32]) warp_arrived[i / 32] = 0, ++warp_gen[i / 32];
+}
+
+// Runs f as every thread of one block.
+inline void run_block(const std::function<void()>& f) {
+  body = &f;
+  alive = n_fibers, block_arrived = 0;
+  for (int w = 0; w < kWarps; ++w) warp_alive[w] = w < n_fibers / 32 ? 32 : 0, warp_arrived[w] = 0;
+  for (int i = 0; i < n_fibers; ++i) {
+    Fiber& fb = fibers[i];
+    fb.stack.resize(kStackBytes);
+    fb.done = false;
+    getcontext(&fb.ctx);
+    fb.ctx.uc_stack.ss_sp = fb.stack.data();
+    fb.ctx.uc_stack.ss_size = fb.stack.size();
+    fb.ctx.uc_link = &scheduler;
+    makecontext(&fb.ctx, fiber_main, 0);
+  }
+  while (alive > 0)
+    for (int i = 0; i < n_fibers; ++i) {
+      if (fibers[i].done) continue;
+      current = i;
+      thread_idx = {unsigned(i), 0, 0};
+      swapcontext(&scheduler, &fibers[i].ctx);
+    }
+}
+}  // namespace emu
+
+// CUDA's integer min / max, which the host compiler lacks.
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// The CUDA keywords and built-ins the kernels use, for the host compiler.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __noinline__
+#undef __shared__
+#undef __launch_bounds__
+#undef __align__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __shared__ static
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define threadIdx (::emu::thread_idx)
+#define blockIdx (::emu::block_idx)
+#define gridDim (::emu::grid_dim)
+#define __syncthreads() ::emu::syncthreads()
+#define __shfl_xor_sync(mask, v, o) ::emu::shfl_xor(v, o)
+#define __syncwarp() ::emu::warp_sync()
+#define POLYKV_ATTN_EMULATION
+#define POLYKV_ATTN_NS emulation
+#define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
+#define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
+#define POLYKV_EMU_LDSM(r, p, trans) ::emu::ldsm_x4(r, p, trans)
+#include "backend/cuda/attention_cuda_decode.cuh"
+#include "backend/cuda/attention_cuda_decode8.cuh"
+#include "backend/cuda/attention_cuda_decode8_fixed.cuh"
+#include "backend/cuda/attention_cuda_kernels.cuh"
+#include "backend/cuda/attention_cuda_mma.cuh"
+#include "backend/cuda/attention_cuda_prefix256.cuh"
+#include "backend/cuda/attention_cuda_prefix_mma.cuh"
 
 namespace polykv {
 namespace {
+
+using attn_test::Case;
+using attn_test::SeqSpec;
+namespace attn = cuda::attn;
+
+// Runs body() as every thread (threads per block) of every block of the grid, one block at a time.
+void run_grid(unsigned gx, unsigned gy, unsigned gz, size_t smem_bytes, const std::function<void()>& body,
+              int threads = attn::kThreads) {
+  emu::n_fibers = threads;
+  emu::grid_dim = {gx, gy, gz};
+  emu::dyn_smem.assign(smem_bytes / sizeof(float4) + 1,
+                       make_float4(NAN, NAN, NAN, NAN));  // unwritten shared memory reads as NaN
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x) {
+        emu::block_idx = {x, y, z};
+        emu::run_block(body);
+      }
+}
+
+template <int HD>
+void run_main(const attn::Args& a, const attn::Plan& P) {
+  const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
+  if (P.kernel == attn::Kernel::Decode) {
+    if constexpr (attn::decode8_supports(HD)) {
+      if (P.variant != attn::DecodeVariant::Slots) {  // Lanes8 and Lanes8x4: the same code (launch bounds aside)
+        // Lanes8: the kernel the launcher picks (specialized per type pair where there is one).
+        const attn::Decode8Kernels mode =
+            P.variant == attn::DecodeVariant::Lanes8 ? attn::decode8_kernels() : attn::Decode8Kernels::Generic;
+        attn::decode8_pick<HD>(a.k_type, a.v_type, mode, &attn::decode8_kernel<HD, 4>, [&](auto kernel) {
+          run_grid(gx, gy, gz, P.smem, [&] { kernel(a); });
+        });
+        return;
+      }
+    }
+    run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
+  } else if (P.rows == attn::kPrefix256Rows) {
+    if constexpr (attn::mma_supports(HD))
+      run_grid(gx, gy, gz, attn::prefix256_smem_bytes(HD), [&] { attn::attention_prefix256_kernel<HD>(a); },
+               attn::kPrefix256Threads);
+  } else if (P.rows == attn::kPrefixRows) {
+    if constexpr (attn::mma_supports(HD))
+      run_grid(gx, gy, gz, attn::prefix_mma_smem_bytes(HD), [&] { attn::attention_prefix_mma_kernel<HD>(a); });
+  } else if (P.rows == attn::kSmallRows) {
+    run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
+             [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
+  } else {
+    if constexpr (attn::mma_supports(HD)) {
+      if (P.mma) {
+        run_grid(gx, gy, gz, attn::mma_smem_bytes(HD), [&] { attn::attention_mma_kernel<HD>(a); });
+        return;
+      }
+    }
+    constexpr int rows = attn::large_rows(HD);
+    run_grid(gx, gy, gz, attn::smem_bytes(HD, rows), [&] { attn::attention_kernel<HD, rows>(a); });
+  }
+}
+
+// The launches of attention_cuda.cu's launch_hd.
+template <int HD>
+void run_kernels(const attn::Args& a, const attn::Plan& P, const attn::Args& ap, const attn::Plan& Pp) {
+  run_main<HD>(a, P);
+  if (a.n_prefix > 0) run_main<HD>(ap, Pp);
+  if (a.partial)
+    run_grid(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z), 0,
+             [&] { attn::merge_kernel<HD>(a, P.rows, ap, Pp.rows); });
+}
+
+// A small multiprocessor count so that short contexts still split across blocks.
+constexpr int kEmulatedSms = 4;
+
+struct Ran {
+  attn_test::Result result;
+  attn::Plan plan;
+  attn::Plan prefix_plan;  // the prefix pass's (empty without shared prefixes)
+};
+
+// Args::early for the cases run by run_case (the lanes8 kernel's early-start path; its griddepcontrol
+// waits are no-ops here, the path's bookkeeping and exits run).
+int g_emu_early = 0;
+
+Ran run_case(const Case& c) {
+  attn::g_tables = cuda::make_kv_decode_tables();
+  const auto f = attn_test::build(c);
+  const attn::Plan P = attn::plan_attention(f->L, f->p, f->b, kEmulatedSms);
+  const attn::Plan Pp = f->b.n_prefix > 0 ? attn::plan_prefix(f->L, f->p, f->b, kEmulatedSms) : attn::Plan{};
+  const size_t own = P.partial_o_floats + P.partial_ml_floats, pre = Pp.partial_o_floats + Pp.partial_ml_floats;
+  std::vector<float> part(own + pre, NAN);
+  std::vector<float> out(f->out_floats());
+  attn_test::poison(out.data(), out.size());
+  attn::Args a = attn::make_args(f->L, f->p, f->b, P, f->q.data(), out.data(), part.empty() ? nullptr : part.data());
+  a.early = P.kernel == attn::Kernel::Decode && P.variant != attn::DecodeVariant::Slots && f->b.n_prefix == 0 ? g_emu_early : 0;
+  const attn::Args ap =
+      f->b.n_prefix > 0 ? attn::make_args(f->L, f->p, f->b, Pp, f->q.data(), out.data(), part.data() + own, true) : a;
+  switch (c.head_dim) {
+    case 64: run_kernels<64>(a, P, ap, Pp); break;
+    case 128: run_kernels<128>(a, P, ap, Pp); break;
+    case 256: run_kernels<256>(a, P, ap, Pp); break;
+    default: run_kernels<512>(a, P, ap, Pp); break;
+  }
+  return {attn_test::check_outputs(*f, out), P, Pp};
+}
+
+std::string plan_name(const attn::Plan& P) {
+  const char* kernel = P.kernel == attn::Kernel::Tiled ? (P.rows == attn::kPrefix256Rows ? "prefix (256-row mma)"
+                                                          : P.rows == attn::kPrefixRows ? "prefix (wide mma)"
+                                                          : P.mma                      ? "tiled (mma)"
+                                                                                       : "tiled (f32)")
+                       : P.variant == attn::DecodeVariant::Slots ? "decode (slots)"
+                                                                 : "decode (lanes8)";
+  return std::string(kernel) + " rows " + std::to_string(P.rows) +
+         " splits " + std::to_string(P.n_splits) + " chunk " + std::to_string(P.chunk) + " head parts " +
+         std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles);
+}
+
+// Selects a decode kernel for the scope (attn::decode_variant is process-wide), and for prefill
+// plans the tensor-core kernel (Lanes8) or the f32 tiled kernel (Slots).
+struct VariantScope {
+  attn::DecodeVariant saved = attn::decode_variant();
+  bool saved_mma = attn::prefill_mma();
+  explicit VariantScope(attn::DecodeVariant v) {
+    attn::decode_variant() = v;
+    attn::prefill_mma() = v != attn::DecodeVariant::Slots;
+  }
+  ~VariantScope() {
+    attn::decode_variant() = saved;
+    attn::prefill_mma() = saved_mma;
+  }
+};
+constexpr attn::DecodeVariant kVariants[] = {attn::DecodeVariant::Slots, attn::DecodeVariant::Lanes8};  // Lanes8x4: same code
+
+// Checks the case and that it ran the expected kernel with (or without) key splits; decode cases
+// with both decode kernels (Lanes8 falls back to Slots for head sizes 256 and 512).
+void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
+  for (attn::DecodeVariant v : kVariants) {
+    const VariantScope scope(v);
+    const Ran r = run_case(c);
+    EXPECT_LE(r.result.worst, attn_test::kBound)
+        << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
+    EXPECT_EQ(r.plan.kernel, kernel) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+    // lanes8 plans stay within one wave at their occupancy (3-4 blocks per multiprocessor, splits
+    // per item rounded down): with more than half a wave of work items there is no split.
+    const bool filled = r.plan.kernel == attn::Kernel::Decode && r.plan.variant != attn::DecodeVariant::Slots &&
+                        2 * int64_t(r.plan.grid_y) * r.plan.grid_z >
+                            attn::decode8_plan_blocks(r.plan.variant, c.head_dim, c.kt, c.vt) * kEmulatedSms;
+    // Decode launches bounded by attn::one_split_keys() keys read them in one split (no merge).
+    int bound = 0;
+    for (const SeqSpec& q : c.seqs) bound = std::max(bound, q.pos0 + q.n_q);
+    const bool one_split = r.plan.kernel == attn::Kernel::Decode && bound + c.extra_kv_bound <= attn::one_split_keys();
+    EXPECT_EQ(r.plan.n_splits > 1, split && !filled && !one_split)
+        << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
+    if (kernel == attn::Kernel::Decode)
+      EXPECT_EQ(r.plan.variant, c.head_dim <= 128 ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
+    else
+      EXPECT_EQ(r.plan.mma, attn::prefill_mma() && c.head_dim <= 128 && r.plan.rows == attn::large_rows(c.head_dim))
+          << plan_name(r.plan);
+  }
+}
 
 TEST(CudaAttentionEmulation, EveryTypeAsKAndAsVDecode) {
   uint32_t seed = 1;
@@ -231,6 +579,297 @@ TEST(CudaAttentionEmulation, OneSplitAtSmallDepths) {
 TEST(CudaAttentionEmulation, EmbeddedModelShapeQ8) { embedded_model_steps(KvType::Q8_0, KvType::Q8_0); }
 TEST(CudaAttentionEmulation, EmbeddedModelShapeF16) { embedded_model_steps(KvType::F16, KvType::F16); }
 TEST(CudaAttentionEmulation, EmbeddedModelShapeTurbo) { embedded_model_steps(KvType::Turbo3T, KvType::Turbo3T); }
+
+// The prefix pass's kernels (attention_cuda_plan.h PrefixKernel): many sequences sharing a prefix of
+// awkward length (block size 7) with private suffixes, with each prefix kernel; the wide 128-row
+// tensor-core kernel must be planned whenever a KV head has more than 64 sharing rows.
+struct PrefixScope {
+  attn::PrefixKernel saved = attn::prefix_kernel();
+  explicit PrefixScope(attn::PrefixKernel k) { attn::prefix_kernel() = k; }
+  ~PrefixScope() { attn::prefix_kernel() = saved; }
+};
+const char* prefix_kernel_name(attn::PrefixKernel k) {
+  return k == attn::PrefixKernel::F32 ? "f32" : k == attn::PrefixKernel::Mma ? "mma64" : k == attn::PrefixKernel::Wide ? "wide128" : "wide256";
+}
+
+// n sequences sharing the first `blocks` blocks of sequence 0 (one group), n_q queries each, private
+// suffixes of different lengths.
+Case prefix_case(KvType kt, KvType vt, int hd, int n, int blocks, int n_q, uint32_t seed) {
+  Case c;
+  c.kt = kt, c.vt = vt, c.head_dim = hd, c.n_head_kv = 1, c.group = 4, c.block_tokens = 7, c.seed = seed;
+  const int prefix = blocks * c.block_tokens;
+  c.seqs.push_back({prefix + 9, n_q});
+  for (int i = 1; i < n; ++i) c.seqs.push_back({prefix + (5 * i) % 23, n_q, 0, blocks});
+  c.prefix = {{0, n, blocks}};
+  return c;
+}
+
+constexpr attn::PrefixKernel kAllPrefixKernels[] = {attn::PrefixKernel::F32, attn::PrefixKernel::Mma,
+                                                    attn::PrefixKernel::Wide, attn::PrefixKernel::Wide256};
+void expect_prefix_ok(const Case& c, const std::vector<attn::PrefixKernel>& kernels = {std::begin(kAllPrefixKernels),
+                                                                                       std::end(kAllPrefixKernels)}) {
+  int rows = 0;  // rows sharing the prefix per KV head
+  for (const SeqSpec& q : c.seqs) rows += q.n_q * c.group;
+  for (attn::PrefixKernel k : kernels) {
+    const PrefixScope scope(k);
+    const Ran r = run_case(c);
+    const std::string what = attn_test::describe(c) + "\n  prefix kernel " + prefix_kernel_name(k) +
+                             ", prefix plan: " + plan_name(r.prefix_plan) + "\n  plan: " + plan_name(r.plan);
+    EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+    // Wide256: beyond 128 rows the 256-row kernel, beyond 64 the 128-row one; Wide: beyond 64 the 128-row.
+    const bool w256 = k == attn::PrefixKernel::Wide256 && rows > attn::kPrefixRows;
+    const bool wide = !w256 && (k == attn::PrefixKernel::Wide || k == attn::PrefixKernel::Wide256) &&
+                      rows > attn::large_rows(c.head_dim);
+    EXPECT_EQ(r.prefix_plan.rows == attn::kPrefixRows, wide) << what;
+    EXPECT_EQ(r.prefix_plan.rows == attn::kPrefix256Rows, w256) << what;
+    if (k == attn::PrefixKernel::F32) EXPECT_FALSE(r.prefix_plan.mma) << what;
+    if (k != attn::PrefixKernel::F32 && rows > attn::kSmallRows) EXPECT_TRUE(r.prefix_plan.mma) << what;
+  }
+}
+
+TEST(CudaAttentionEmulation, PrefixPassManySequences) {
+  // 40 sequences x GQA 4 = 160 rows: two wide blocks, the second partly empty; 301 shared keys.
+  expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Turbo3T, 64, 40, 43, 1, 600));
+  // Turbo K (the queries rotated in the prologue's two halves), 3 tokens each (multi-token steps).
+  expect_prefix_ok(prefix_case(KvType::Turbo4T, KvType::F16, 64, 23, 30, 3, 601));
+  // 5 and 16 sequences: the 64-row shapes (20 and 64 rows); 2: the small f32 shape.
+  expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 64, 16, 20, 1, 602));
+  expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Q8_0, 64, 5, 20, 1, 603));
+  expect_prefix_ok(prefix_case(KvType::Q8_0, KvType::Q8_0, 64, 2, 20, 1, 604));
+}
+
+// The 256-row kernel at head size 128 (the others run these shapes in the tests above): 40 sequences
+// x GQA 4 = 160 rows (warps 5..7 without rows), 301 shared keys in splits of 128 (4 tiles: both
+// stages, the tile-ahead addresses, a partial last tile); f16 K and V (the 2-product path), then
+// q8_0 / turbo3t with a window and softcap (the masked path), then 40 x 2 tokens = 320 rows (2 query
+// tiles, the second partly empty) with turbo K (queries rotated in the prologue's parts).
+TEST(CudaAttentionEmulation, PrefixPass256Rows) {
+  const std::vector<attn::PrefixKernel> k256 = {attn::PrefixKernel::Wide256};
+  expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 128, 40, 43, 1, 620), k256);
+  Case c = prefix_case(KvType::Q8_0, KvType::Turbo3T, 128, 40, 43, 1, 621);
+  c.window = 100, c.softcap = 30.0f;
+  expect_prefix_ok(c, k256);
+  expect_prefix_ok(prefix_case(KvType::Turbo3T, KvType::Q8_0, 128, 40, 20, 2, 622), k256);
+}
+
+TEST(CudaAttentionEmulation, PrefixPassWideHeadSize128WindowSoftcap) {
+  Case c = prefix_case(KvType::Q8_0, KvType::Turbo3T, 128, 20, 19, 1, 610);  // 80 rows, 133 keys
+  expect_prefix_ok(c);
+  c.window = 60, c.softcap = 30.0f, c.seed = 611;  // rows whose window starts inside the prefix
+  expect_prefix_ok(c);
+}
+
+// The prefix plans at the benchmark's shape (H200: 132 multiprocessors; Llama-3.1-8B: 8 KV heads, GQA
+// 4, head_dim 128; one group over 32768 keys): 4 agents the small f32 shape, 16 the 64-row kernel,
+// 64 the wide kernel in one wave at its 2 blocks per multiprocessor (8 x 2 query tiles x 16 splits).
+TEST(CudaAttentionEmulation, PrefixPlansAtTheAgentsBenchShape) {
+  constexpr int kSms = 132, kHeadKv = 8, kKeys = 32768;
+  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, kHeadKv, 128, 128,
+                              kv_head_bytes(KvType::Q8_0, 128), kv_head_bytes(KvType::Turbo3T, 128),
+                              nullptr, 0, 0};
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  const PrefixScope scope(attn::PrefixKernel::Wide);
+  for (int agents : {4, 16, 64}) {
+    cuda::AttentionBatchDevice b{agents, nullptr, nullptr, nullptr, nullptr, nullptr, agents, 1, kKeys + 64};
+    b.n_prefix = 1, b.max_prefix_q = agents, b.max_prefix_kv = kKeys;
+    const attn::Plan P = attn::plan_prefix(L, p, b, kSms);
+    EXPECT_EQ(P.rows, agents == 4 ? attn::kSmallRows : agents == 16 ? attn::large_rows(128) : attn::kPrefixRows)
+        << agents << " agents: " << plan_name(P);
+    EXPECT_EQ(P.mma, agents > 4) << plan_name(P);
+    EXPECT_GE(int64_t(P.chunk) * P.n_splits, kKeys) << plan_name(P);
+    if (agents == 64) {
+      EXPECT_EQ(P.grid_y * P.grid_z, kHeadKv * 2) << plan_name(P);
+      EXPECT_LE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms) << plan_name(P);
+      EXPECT_GE(P.n_splits * P.grid_y * P.grid_z, attn::kPrefixBlocksPerSm * kSms * 9 / 10) << plan_name(P);
+    }
+  }
+  // The default (Wide256): 64 agents take the 256-row kernel, one block per KV head and split, one
+  // wave at one block per multiprocessor (8 x 16 splits of 2048 keys = 128 blocks); 16 agents as before.
+  const PrefixScope scope256(attn::PrefixKernel::Wide256);
+  for (int agents : {16, 64}) {
+    cuda::AttentionBatchDevice b{agents, nullptr, nullptr, nullptr, nullptr, nullptr, agents, 1, kKeys + 64};
+    b.n_prefix = 1, b.max_prefix_q = agents, b.max_prefix_kv = kKeys;
+    const attn::Plan P = attn::plan_prefix(L, p, b, kSms);
+    EXPECT_EQ(P.rows, agents == 16 ? attn::large_rows(128) : attn::kPrefix256Rows) << agents << " agents: " << plan_name(P);
+    EXPECT_GE(int64_t(P.chunk) * P.n_splits, kKeys) << plan_name(P);
+    if (agents == 64) {
+      EXPECT_EQ(P.grid_y * P.grid_z, kHeadKv) << plan_name(P);
+      EXPECT_LE(P.n_splits * P.grid_y * P.grid_z, kSms) << plan_name(P);
+      EXPECT_GE(P.n_splits * P.grid_y * P.grid_z, kSms * 9 / 10) << plan_name(P);
+    }
+  }
+}
+
+// The lanes8 kernel specialized per (K, V) pair at head size 128 (attention_cuda_decode8_fixed.cuh) in each
+// mode of attn::decode8_kernels(): generic (the runtime-dispatch kernel), fixed (specialized, decode8s) and
+// packed (specialized, packed trellis decoder): every specialized pair plus one without a specialization,
+// several sequences, splits, a window and softcap, odd block sizes; each mode must pick the kernel it names
+// and stay within the bound. Plans of specialized kernels fill one wave at their 4 blocks per multiprocessor.
+struct D8Scope {
+  attn::Decode8Kernels saved = attn::decode8_kernels();
+  explicit D8Scope(attn::Decode8Kernels k) { attn::decode8_kernels() = k; }
+  ~D8Scope() { attn::decode8_kernels() = saved; }
+};
+
+TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
+  std::vector<std::pair<KvType, KvType>> pairs;
+  for (const attn::Decode8Pair& p : attn::kDecode8FixedPairs) pairs.push_back({p.k, p.v});
+  pairs.push_back({KvType::Turbo4T, KvType::Turbo2T});  // no specialization: generic in every mode
+  uint32_t seed = 3100;
+  for (attn::Decode8Kernels mode : {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Fixed,
+                                    attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs}) {
+    const D8Scope d8(mode);
+    const VariantScope vs(attn::DecodeVariant::Lanes8);
+    for (const auto& [kt, vt] : pairs)
+      for (int shape = 0; shape < 3; ++shape) {
+        if (mode == attn::Decode8Kernels::Generic && shape == 1) continue;  // the generic kernel's own tests cover it
+        g_emu_early = shape == 2 ? 1 : 0;  // shape 2: shape 0 with the early-start path
+        Case c;
+        c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+        if (shape == 0 || shape == 2) {
+          c.block_tokens = 16;
+          c.seqs = {{0, 1}, {37, 1}, {290, 1}};
+        } else {
+          c.block_tokens = 24;
+          c.seqs = {{420, 1}};
+          c.window = 150;
+          c.softcap = 30.0f;
+        }
+        const Ran r = run_case(c);
+        g_emu_early = 0;
+        const bool fixed = attn::decode8_fixed(128, kt, vt, mode);
+        const bool picked = attn::decode8_pick<128>(kt, vt, mode, &attn::decode8_kernel<128, 4>, [](auto) {});
+        const std::string what = attn_test::describe(c) + " mode " + std::to_string(int(mode)) +
+                                 "\n  plan: " + plan_name(r.plan);
+        EXPECT_EQ(picked, fixed) << what;
+        EXPECT_EQ(fixed, mode != attn::Decode8Kernels::Generic && kt != KvType::Turbo4T) << what;
+        EXPECT_EQ(r.plan.variant, attn::DecodeVariant::Lanes8) << what;
+        EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+      }
+  }
+}
+
+// One wave at the specialized kernels' occupancy: q8_0/turbo3t at 131072 keys on an H200 (132
+// multiprocessors, 8 KV heads) plans 66 splits (528 blocks: 4 per multiprocessor), the generic kernel 49.
+TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
+  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
+                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 131072};
+  const VariantScope vs(attn::DecodeVariant::Lanes8);
+  for (attn::Decode8Kernels mode :
+       {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs}) {
+    const D8Scope d8(mode);
+    const attn::Plan P = attn::plan_attention(L, p, b, 132);
+    const int per_sm = mode == attn::Decode8Kernels::Generic ? 3 : 4;
+    EXPECT_LE(P.n_splits * 8, per_sm * 132) << plan_name(P);
+    EXPECT_GE(P.n_splits * 8, per_sm * 132 * 9 / 10) << plan_name(P);
+  }
+}
+
+}  // namespace
+}  // namespace polykv
+
+namespace polykv {
+namespace {
+
+// ---- Attention sinks (gpt-oss) and sliding windows (issue #11) ------------------------------------
+// A sink joins a row's softmax denominator exactly once, wherever the row is finalized: the decode
+// kernels' one-split end, the f32 tiled and tensor-core kernels without splits, merge_kernel after key
+// splits and after a prefix pass (attention_cuda_kernels.cuh row_norm). gpt-oss's shape: GQA 8 (two
+// head parts of 4 rows in decode), head sizes 64 (gpt-oss) and 128, windows 128 and 7 (smaller than a
+// pool block) with contexts beyond them. make_sinks gives one head a sink far above every score.
+void expect_sinks_ok(Case c) {
+  c.sinks = true;
+  c.seqs = {{0, 1}, {299, 1}};  // decode at depth 1 and 300: key splits
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.seqs = {{0, 1}, {100, 1}}, c.seed += 1000;  // bound <= 256: one split, no merge
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.seqs = {{150, 20}}, c.seed += 1000;  // prefill, two key splits merged
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.seqs = {{0, 37}}, c.seed += 1000;  // prefill without splits: the kernel writes the rows
+  expect_ok(c, attn::Kernel::Tiled, false);
+  c.seqs = {{150, 2}, {3, 2}}, c.seed += 1000;  // the small tiled shape, split
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.seqs = {{40, 2}, {3, 2}}, c.seed += 1000;  // the small tiled shape, one split
+  expect_ok(c, attn::Kernel::Tiled, false);
+}
+
+TEST(CudaAttentionEmulation, SinksEveryPath) {
+  uint32_t seed = 1300;
+  const std::pair<KvType, KvType> pairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::F16, KvType::F16}};
+  for (int hd : {64, 128})
+    for (const auto& [kt, vt] : pairs) {
+      if (hd == 128 && kt == KvType::F16) continue;  // (time: the emulation is slow)
+      Case c;
+      c.kt = kt, c.vt = vt, c.head_dim = hd, c.n_head_kv = 2, c.group = 8, c.block_tokens = 16, c.seed = seed++;
+      expect_sinks_ok(c);
+    }
+}
+
+TEST(CudaAttentionEmulation, SinksWithSlidingWindows) {
+  uint32_t seed = 1400;
+  for (int window : {128, 7})
+    for (int hd : {64, 128}) {
+      Case c;
+      c.kt = KvType::Q8_0, c.vt = KvType::Q8_0, c.head_dim = hd, c.n_head_kv = 1, c.group = 8, c.block_tokens = 16;
+      c.window = window, c.seed = seed++;
+      expect_sinks_ok(c);
+    }
+  // Windows without sinks too (the model's other layers): a window of 7 inside blocks of 64.
+  Case c;
+  c.kt = KvType::F16, c.vt = KvType::Turbo3T, c.head_dim = 64, c.group = 8, c.n_head_kv = 1, c.block_tokens = 64;
+  c.window = 7, c.seed = seed++;
+  c.seqs = {{0, 1}, {299, 1}, {40, 1}};
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.seqs = {{150, 20}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+}
+
+// Sinks over shared prefixes: the prefix pass's partials and the sequences' own are merged, the sink
+// added once after both (decode and multi-token steps, each prefix kernel, a window over the prefix).
+TEST(CudaAttentionEmulation, SinksSharedPrefix) {
+  uint32_t seed = 1500;
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 64, c.group = 8, c.sinks = true, c.seed = seed++;
+  c.seqs = {{229, 1}, {200, 1, 0, 12}, {192, 1, 0, 12}, {40, 1}, {60, 1, 3, 2}, {33, 1, 3, 2}};
+  c.prefix = {{0, 3, 12}, {3, 3, 2}};
+  expect_ok(c, attn::Kernel::Decode, true);
+  c.seqs = {{220, 6}, {200, 5, 0, 12}, {192, 7, 0, 12}, {40, 2}, {60, 3, 3, 2}, {33, 1, 3, 2}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.window = 128, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  Case p = prefix_case(KvType::Q8_0, KvType::Turbo3T, 64, 20, 19, 1, seed++);  // 80 rows: wide with Wide
+  p.sinks = true;
+  expect_prefix_ok(p);
+  p = prefix_case(KvType::F16, KvType::F16, 128, 5, 20, 3, seed++);  // 60 rows: the 64-row kernel
+  p.sinks = true;
+  p.window = 7;
+  expect_prefix_ok(p);
+}
+
+// The early start's plan leaves the kv_store's block slots free (cuda::attention reserves (2 x rows x KV heads
+// + 3) / 4 + 1 = 5 at one row and 8 KV heads): at 32768 and 131072 keys (and a bound where the rounding
+// would fill every slot) the specialized kernels' one wave has room for them.
+TEST(CudaAttentionEmulation, Decode8EarlyPlanLeavesRoomForTheStore) {
+  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
+                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  const VariantScope vs(attn::DecodeVariant::Lanes8);
+  const D8Scope d8(attn::Decode8Kernels::Pairs);
+  for (int kv : {32768, 131072, 66 * 2048, 66 * 512, 5000}) {
+    const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, kv};
+    const attn::Plan P = attn::plan_attention(L, p, b, 132, 5);
+    EXPECT_LE(P.n_splits * 8, 4 * 132 - 5) << kv << ": " << plan_name(P);
+    if (kv >= 32768) EXPECT_GE(P.n_splits * 8, (4 * 132 - 5) * 85 / 100) << kv << ": " << plan_name(P);
+  }
+}
 
 }  // namespace
 }  // namespace polykv
