@@ -11,6 +11,10 @@
 // from the launcher's own plan (attention_cuda_plan.h); only the <<<>>> launches are re-spelled here.
 // Not covered: device-only behaviour (alignment faults, memory-model races between barriers, register
 // spills, the CUDA half conversion intrinsic).
+// Keep this emulation in ONE translation unit: attention_cuda_kernels.cuh declares `static __device__
+// KvDecodeTables g_tables` (internal linkage, one copy per .cpp), while the kernel templates are merged
+// across .cpp files by the linker, so a kernel instantiated in two files reads one file's g_tables: a
+// 2026-12-01f split into five files gave zero outputs in the other files' tests when run alone.
 #include <gtest/gtest.h>
 
 #include <ucontext.h>
