@@ -34,7 +34,7 @@ def spec_counters(base):
     for k in ("spec_steps_total", "spec_drafted_tokens_total", "spec_accepted_tokens_total", "generated_tokens_total",
               "spec_draft_forwards_total", "steps_total", "step_seconds_total", "step_rows_total", "step_seqs_total",
               "forward_seconds_total", "forward_cpu_seconds_total", "spec_draft_seconds_total",
-              "spec_draft_shared_tokens_total"):
+              "spec_draft_shared_tokens_total", "spec_mtp_passes_total", "spec_mtp_shared_rows_total"):
         r = re.search(r"^polykv_%s\s+(\S+)" % k, m, re.M)
         out[k] = float(r.group(1)) if r else float("nan")
     return out
@@ -105,6 +105,9 @@ def one_run(base, suffixes, mode, k, gen):
         "draft_forwards": d["spec_draft_forwards_total"],
         # Draft-model KV positions copied from the pool's shared draft KV (2026-12-01d; older servers: nan).
         "draft_shared_tokens": d["spec_draft_shared_tokens_total"],
+        # MTP head passes while drafting (batched over sequences) and head KV rows copied from the pool's
+        # shared head KV (2026-12-01g; older servers: nan).
+        "mtp_passes": d["spec_mtp_passes_total"], "mtp_shared_rows": d["spec_mtp_shared_rows_total"],
         "acceptance_rate": d["spec_accepted_tokens_total"] / d["spec_drafted_tokens_total"] if d["spec_drafted_tokens_total"] else None,
         # Emitted tokens per verify step: accepted drafts + the target's own token.
         "tokens_per_step": (d["spec_accepted_tokens_total"] + d["spec_steps_total"]) / d["spec_steps_total"] if d["spec_steps_total"] else None,
@@ -176,12 +179,14 @@ def main():
                     r["rep"] = rep
                     runs.append(r)
                     print("rep %d agents %d %-11s  aggregate %6.1f tok/s  per agent %6.1f tok/s  accept %s  tok/step %s"
-                          "  | passes %d rows/pass %.1f seqs/pass %.1f gen/pass %.2f fwd %.1f ms/pass (%.2f s, cpu %.2f s) draft %.2f s step %.2f s" % (
+                          "  | passes %d rows/pass %.1f seqs/pass %.1f gen/pass %.2f fwd %.1f ms/pass (%.2f s, cpu %.2f s) draft %.2f s step %.2f s"
+                          " mtp passes %s shared rows %s" % (
                         rep, n, mode, r["aggregate_tok_s"], statistics.median(r["per_agent_decode_tok_s"]),
                         "%.1f%%" % (100 * r["acceptance_rate"]) if r["acceptance_rate"] is not None else "-",
                         "%.2f" % r["tokens_per_step"] if r["tokens_per_step"] else "-",
                         r["steps"], r["rows_per_step"] or 0, r["seqs_per_step"] or 0, r["tokens_per_pass"] or 0,
-                        r["forward_ms_per_step"] or 0, r["forward_s"], r["forward_cpu_s"], r["draft_s"], r["step_s"]), file=sys.stderr, flush=True)
+                        r["forward_ms_per_step"] or 0, r["forward_s"], r["forward_cpu_s"], r["draft_s"], r["step_s"],
+                        "%g" % r["mtp_passes"], "%g" % r["mtp_shared_rows"]), file=sys.stderr, flush=True)
     finally:
         proc.send_signal(signal.SIGINT)
         try: proc.wait(timeout=30)

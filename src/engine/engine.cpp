@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "engine/spec/draft_model_drafter.h"
+#include "engine/spec/mtp_drafter.h"
+#include "engine/engine_seq.h"
 #include "engine/spec/speculative.h"
 #include "engine/step_switch.h"
 #include "kv/kv_cache.h"
@@ -74,32 +76,6 @@ int sample_threads(DeviceKind kind) {
 }
 
 }  // namespace
-
-struct Engine::Seq {
-  uint64_t id = 0;
-  KvSequenceManager::SeqId sid = -1;  // -1 while not admitted
-  GenerationRequest req;
-  std::string pool;              // the pool this sequence continues, or (is_pool) creates
-  bool is_pool = false;
-  int n_pool = 0;                // an agent: the pool's tokens at the start of `tokens`
-  std::vector<int32_t> tokens;   // context (pool + prompt), then generated tokens
-  int n_context = 0;
-  int n_cached = -1;             // context tokens served from cache at first admission (-1: not yet)
-  std::unique_ptr<PagedKv> kv;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<Drafter> drafter;  // speculative decoding; nullptr: off
-  int spec_n_max = 0;
-  bool spec_adaptive = true;
-  SpecSeqState spec_state;           // adaptive speculation: acceptance, probe counter
-  int k_plan = 0;                    // drafts planned for this step (plan_speculation)
-  std::vector<int32_t> drafts;       // this step's drafts (their ids are also in the manager's tokens)
-  int n_generated = 0;
-  std::vector<float> pool_hidden;  // a pool with mtp_pools_: its rows' hidden states so far [n][n_embd]
-  Clock::time_point t_submit = Clock::now();
-  double ttft = 0;
-  bool finished = false;
-  FinishInfo info;
-};
 
 Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOptions& opts)
     : model_(model),
@@ -168,7 +144,10 @@ uint64_t Engine::submit(GenerationRequest req) {
     if (req.spec_n_max > 0) so.n_max = req.spec_n_max;
     if (!req.spec_policy.empty()) so.policy = req.spec_policy;
     validate_spec(so, opts_.draft_model != nullptr);
-    s->drafter = make_drafter(so, model_, opts_.draft_model, opts_.n_ctx);
+    if (so.kind == "mtp")  // every MTP request shares the engine's head: their drafts run batched
+      s->drafter = std::make_unique<MtpDrafter>(shared_mtp_head(so.mtp_path), opts_.n_ctx);
+    else
+      s->drafter = make_drafter(so, model_, opts_.draft_model, opts_.n_ctx);
     s->spec_n_max = so.n_max;
     s->spec_adaptive = so.adaptive();
   }
@@ -427,8 +406,10 @@ void Engine::admit_locked() {
     }
     s->kv->reset(n_computed);
     if (pool != pools_.end() && pool->second.hidden && s->drafter && s->drafter->needs_target_hidden() &&
-        pool->second.hidden->size() == size_t(n_computed) * size_t(model_.config().n_embd))
+        pool->second.hidden->size() == size_t(n_computed) * size_t(model_.config().n_embd)) {
       s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);  // MTP: the pool's rows
+      s->pool_hidden_src = pool->second.hidden;
+    }
     running_.push_back(std::move(s));
   }
 }
@@ -509,115 +490,6 @@ void Engine::verify_and_emit(Seq& s, const float* rows, int p0) {
   s.drafter->accept(s.tokens, r.n_accepted);
 }
 
-int Engine::draft_limit(const Seq& s, int budget) const {
-  // Drafts that fit the plan, the step's budget, the context and the request's remaining tokens.
-  int k = std::min({s.k_plan, s.spec_n_max, budget - 1, opts_.n_ctx - int(s.tokens.size())});
-  if (s.req.max_tokens >= 0) k = std::min(k, s.req.max_tokens - s.n_generated - 1);
-  return k;
-}
-
-// Plans this step's drafts. Rows and budget are counted as the batch loop counts them, without
-// drafts: every sequence with tokens to feed adds its rows (1 when decoding, a prompt chunk), every
-// decoding one emits a token. Each decoding sequence with a drafter is a candidate of plan_drafts
-// (adaptive) with the drafts its limits allow; a fixed-policy sequence drafts n_max.
-void Engine::plan_speculation(const std::vector<Seq*>& order) {
-  std::vector<DraftCandidate> cands;
-  std::vector<Seq*> who;
-  int budget = opts_.step_tokens, base_rows = 0, base_tokens = 0;
-  for (Seq* s : order) {
-    s->k_plan = 0;
-    if (budget == 0 || s->finished || s->sid < 0) continue;
-    const int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
-    if (n <= 0) continue;
-    if (n == 1 && s->drafter) {
-      if (!s->spec_adaptive) {
-        s->k_plan = s->spec_n_max;
-      } else {
-        s->k_plan = s->spec_n_max;
-        DraftCandidate c;
-        c.acceptance = s->spec_state.acceptance.rate;
-        c.k_max = std::max(0, draft_limit(*s, budget));
-        auto d = draft_cost_.find(s->drafter->name());
-        if (d != draft_cost_.end()) {
-          c.draft_seconds = d->second.per_token();
-          c.draft_call_seconds = d->second.per_call();
-        }
-        c.probe = s->spec_state.probe_due();
-        cands.push_back(c);
-        who.push_back(s);
-      }
-    }
-    if (n == 1) ++base_tokens;
-    base_rows += n;
-    budget -= n;
-  }
-  if (cands.empty()) return;
-  // The step's cost as measured for steps with as many decoding sequences.
-  const std::vector<int> k = plan_drafts(step_cost_.fit(base_tokens), base_rows, base_tokens, cands);
-  for (size_t i = 0; i < who.size(); ++i) who[i]->k_plan = k[i];
-  // POLYKV_SPEC_TRACE=1: one stderr line per plan (the fit and each candidate's inputs and k), to see
-  // why the policy drafts what it drafts (docs/SPECULATIVE.md).
-  static const bool trace = std::getenv("POLYKV_SPEC_TRACE") != nullptr;
-  if (trace) {
-    const StepCostFit& f = step_cost_.fit(base_tokens);
-    std::fprintf(stderr, "spec plan: seqs %d rows %d fixed %.3f per_row %.3f ms |", base_tokens, base_rows,
-                 1e3 * f.fixed(), 1e3 * f.per_row());
-    for (size_t i = 0; i < cands.size(); ++i)
-      std::fprintf(stderr, " a %.2f call %.3f tok %.3f ms k_max %d probe %d -> %d;", cands[i].acceptance,
-                   1e3 * cands[i].draft_call_seconds, 1e3 * cands[i].draft_seconds, cands[i].k_max,
-                   int(cands[i].probe), k[i]);
-    std::fprintf(stderr, "\n");
-  }
-}
-
-// Before the batch is built: the drafts of every decoding sequence whose drafter is the draft model,
-// drafted together (DraftModelDrafter::draft_many: one draft-model forward_batch per draft position
-// for all of them, as the target's step reads its weights once for all sequences). Each gets the k
-// the batch loop will allow it: the budget is counted as that loop counts it, with every drafter
-// assumed to fill its k, so the loop's own budget (hence k) is never smaller. Other drafters draft
-// inside the loop. A sequence the loop then leaves out (budget, preemption) drops its drafts; a draft
-// model's KV rolls back to the context on its next draft. Clears every sequence's drafts first.
-void Engine::draft_with_model(const std::vector<Seq*>& order) {
-  std::vector<DraftJob> jobs;
-  int budget = opts_.step_tokens;
-  for (Seq* s : order) {
-    s->drafts.clear();
-    if (budget == 0 || s->finished || s->sid < 0) continue;
-    int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
-    if (n <= 0) continue;
-    if (n == 1 && s->drafter) {
-      const int k = draft_limit(*s, budget);
-      if (k > 0) {
-        if (auto* d = dynamic_cast<DraftModelDrafter*>(s->drafter.get())) {
-          if (d->cached_tokens().empty() && s->n_pool >= 2) share_pool_draft(*s, *d);
-          jobs.push_back({d, s->tokens, k, &s->drafts});
-        }
-        n += k;
-      }
-    }
-    budget -= n;
-  }
-  if (jobs.empty()) return;
-  const int n_forward = DraftModelDrafter::draft_many(jobs);
-  std::lock_guard<std::mutex> lk(mu_);
-  m_.spec_draft_forwards_total += n_forward;
-}
-
-void Engine::share_pool_draft(Seq& s, DraftModelDrafter& d) {
-  const std::span<const int32_t> pool = std::span<const int32_t>(s.tokens).first(size_t(s.n_pool));
-  std::unique_ptr<DraftModelDrafter>& shared = pool_drafts_[s.pool];
-  if (!shared || !std::ranges::equal(shared->cached_tokens(), pool)) {  // first use, or a new pool of that name
-    DraftModelOptions o;
-    o.max_tokens = opts_.n_ctx + kMaxSpecNMax + 1;  // as make_drafter's
-    shared = std::make_unique<DraftModelDrafter>(*opts_.draft_model, o);
-    shared->extend(pool);
-  }
-  // All but the last context token: draft() feeds that one for its logits.
-  const int n = d.copy_prefix_from(*shared, s.tokens, s.tokens.size() - 1);
-  std::lock_guard<std::mutex> lk(mu_);
-  m_.spec_draft_shared_tokens_total += n;
-}
-
 void Engine::step() {
   const auto t0 = Clock::now();
   const double c0 = thread_cpu_seconds();
@@ -651,6 +523,7 @@ void Engine::step() {
     std::lock_guard<std::mutex> lk(mu_);
     admit_locked();
     std::erase_if(pool_drafts_, [&](const auto& p) { return !pools_.contains(p.first); });  // deleted pools
+    std::erase_if(pool_mtps_, [&](const auto& p) { return !pools_.contains(p.first); });
   }
   if (running_.empty()) return;
 
@@ -663,29 +536,8 @@ void Engine::step() {
   // The adaptive policy's clock is the wall clock, the clock of tokens per second. Process CPU time
   // (used before 2026-12-01d) also counts other threads of the process, e.g. the HTTP threads
   // streaming the previous step's tokens while the step thread drafts a 0.2 ms draft.
-  auto cost_clock = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
-  double draft_s = 0;  // seconds drafting this step
-  struct Drafting {
-    double seconds = 0;
-    int calls = 0, tokens = 0;
-  };
-  std::map<std::string, Drafting> drafting;  // per drafter name, steady drafts only
-  {
-    const auto td = Clock::now();
-    const double cd = cost_clock();
-    draft_with_model(order);
-    draft_s += seconds_since(td);
-    const double t = cost_clock() - cd;
-    int n = 0, calls = 0;
-    bool steady = true;  // no drafter caught up more than a step's worth (a first draft's prefill)
-    for (Seq* s : order)
-      if (s->drafter && s->drafter->name() == "draft" && !s->drafts.empty()) {
-        n += int(s->drafts.size());
-        ++calls;
-        steady = steady && s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp;
-      }
-    if (n > 0 && steady) drafting["draft"] = {t, calls, n};
-  }
+  std::map<std::string, DraftTiming> drafting;  // per drafter name, steady drafts only
+  double draft_s = draft_before_batch(order, drafting);  // seconds drafting this step
   std::vector<Seq*> batch;
   std::vector<int> n_feed;
   int budget = opts_.step_tokens;
@@ -696,14 +548,15 @@ void Engine::step() {
     if (n <= 0) continue;
     if (n == 1 && s->drafter) {
       const int k = draft_limit(*s, budget);
-      if (!dynamic_cast<DraftModelDrafter*>(s->drafter.get()) && k > 0) {  // the draft model's are drafted already
+      // The draft model's and the MTP head's are drafted already (draft_before_batch).
+      if (!dynamic_cast<DraftModelDrafter*>(s->drafter.get()) && !dynamic_cast<MtpDrafter*>(s->drafter.get()) &&
+          k > 0) {
         const auto td = Clock::now();
-        const double cd = cost_clock();
         s->drafter->draft(s->tokens, k, s->drafts, nullptr);
-        draft_s += seconds_since(td);
-        const double t = cost_clock() - cd;
+        const double t = seconds_since(td);
+        draft_s += t;
         if (s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp && !s->drafts.empty()) {
-          Drafting& dk = drafting[s->drafter->name()];
+          DraftTiming& dk = drafting[s->drafter->name()];
           dk.seconds += t;
           ++dk.calls;
           dk.tokens += int(s->drafts.size());
@@ -782,7 +635,7 @@ void Engine::step() {
     decode_only = decode_only && !batch[i]->is_pool && p0s[i] + 1 == int(batch[i]->tokens.size());
     ++n_decoding;
   }
-  // The cost sample, in wall seconds (see cost_clock); per number of decoding sequences.
+  // The cost sample, in wall seconds (the policy's clock, above); per number of decoding sequences.
   if (decode_only) step_cost_.add(n_decoding, int(n_rows), forward_s);
   for (const auto& [name, d] : drafting) draft_cost_[name].add(d.calls, d.tokens, d.seconds);
   // The rows sample_and_emit will sample (a plain last row: no pool, no verify), sampled in parallel
@@ -837,6 +690,8 @@ void Engine::step() {
         // up, batched with the other sequences' (draft_with_model).
         if (s.drafter && s.n_generated == 0 && !dynamic_cast<DraftModelDrafter*>(s.drafter.get())) {
           const auto td = Clock::now();
+          // An MTP agent copies its pool's rows first (the head runs over the pool once per pool).
+          if (auto* m = dynamic_cast<MtpDrafter*>(s.drafter.get())) share_pool_mtp(s, *m);
           s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
           draft_s += seconds_since(td);
         }

@@ -16,7 +16,10 @@
 // appended to the manager before their blocks are reserved, like any token; the rejected ones are
 // dropped by the truncate, so prefix hashes only ever cover accepted tokens. Sequences drafting with
 // the draft model draft together before the batch is built: one draft-model forward_batch per draft
-// position for all of them (DraftModelDrafter::draft_many).
+// position for all of them (DraftModelDrafter::draft_many); so do those drafting with the MTP head
+// (MtpDrafter::draft_many: one head pass per round for all of them; every MTP request shares the
+// engine's one head, shared_mtp_head). Agents on a named pool share their drafter's work on the pool:
+// the draft model's KV over the pool (pool_drafts_) and the MTP head's rows over it (pool_mtps_).
 // Invariant: a sequence's logits do not depend on its batch companions or chunking (forward_batch).
 #pragma once
 #include <condition_variable>
@@ -41,6 +44,8 @@
 
 namespace polykv {
 
+class MtpDrafter;
+class MtpHead;
 class RecurrentState;
 
 struct EngineOptions {
@@ -114,10 +119,20 @@ class Engine final : public InferenceService {
   int draft_limit(const Seq& s, int budget) const;
   // Sets every decoding sequence's k for this step (adaptive policy: plan_drafts; fixed: n_max).
   void plan_speculation(const std::vector<Seq*>& order);
-  // The draft-model drafts of this step, all sequences together (see engine.cpp).
-  void draft_with_model(const std::vector<Seq*>& order);
+  // Seconds, calls and drafted tokens of a step's steady drafts, per drafter name (the policy's samples).
+  struct DraftTiming {
+    double seconds = 0;
+    int calls = 0, tokens = 0;
+  };
+  // The draft-model and MTP drafts of this step, each kind's sequences together (engine_spec.cpp).
+  // Returns the seconds spent; adds steady drafts to `drafting`.
+  double draft_before_batch(const std::vector<Seq*>& order, std::map<std::string, DraftTiming>& drafting);
   // An agent's first draft-model draft: fills its draft KV from its pool's shared one (made on first use).
   void share_pool_draft(Seq& s, DraftModelDrafter& d);
+  // An MTP agent's head waiting for its pool's rows: copies them from the pool's shared head KV.
+  void share_pool_mtp(Seq& s, MtpDrafter& d);
+  // The engine's MTP head (loaded on first use; every MTP request's drafter shares it).
+  std::shared_ptr<MtpHead> shared_mtp_head(const std::string& path);
   PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;
 
   Model& model_;
@@ -137,6 +152,16 @@ class Engine final : public InferenceService {
   // Per pool name, a draft-model KV holding the pool's tokens, prefilled once and copied into every
   // agent's draft KV on its first draft (step thread; dropped with the pool).
   std::map<std::string, std::unique_ptr<DraftModelDrafter>> pool_drafts_;
+  // Per pool name, an MTP drafter whose head KV holds the pool's rows (made once from Pool::hidden,
+  // copied into every MTP agent's head KV; step thread; dropped with the pool).
+  struct PoolMtp {
+    std::unique_ptr<MtpDrafter> drafter;
+    std::shared_ptr<const std::vector<float>> hidden;  // the hidden states it was made from
+  };
+  std::map<std::string, PoolMtp> pool_mtps_;
+  std::mutex mtp_head_mu_;  // guards the two below (submit() runs on the callers' threads)
+  std::shared_ptr<MtpHead> mtp_head_;
+  std::string mtp_head_path_;
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

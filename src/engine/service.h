@@ -82,6 +82,8 @@ struct ServiceMetrics {
   int64_t spec_steps_total = 0, spec_drafted_tokens_total = 0, spec_accepted_tokens_total = 0;
   int64_t spec_draft_forwards_total = 0;  // draft-model forward passes (batched over the step's sequences)
   int64_t spec_draft_shared_tokens_total = 0;  // draft-model KV positions copied from a pool's shared draft KV
+  int64_t spec_mtp_passes_total = 0;        // MTP head passes while drafting (batched over the step's sequences)
+  int64_t spec_mtp_shared_rows_total = 0;   // MTP head KV rows copied from a pool's shared head KV
   int kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_shared = 0, kv_blocks_cached_idle = 0;
   int kv_block_tokens = 0;
   size_t kv_bytes_per_block = 0;

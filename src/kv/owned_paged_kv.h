@@ -35,6 +35,11 @@ class OwnedPagedKv final : public KvSequence {
   void commit(int n_tokens) override { paged_.commit(n_tokens); }
   // Rolls back to n_tokens positions (no-op if it holds fewer); later stores overwrite the rest.
   void truncate(int n_tokens);
+  // Makes this KV hold src's first n positions, bit for bit: both keep every block in the identity
+  // table, so the first ceil(n / block_tokens) blocks are copied as bytes, by the memory's own copy
+  // (host or device: KvMemory::copy). Throws Error unless both have the same shape, types, block size
+  // and memory, neither has recurrent state, and src holds n positions (n <= max_tokens()).
+  void copy_prefix_from(const OwnedPagedKv& src, int n);
   KvLayerView view(int layer) const override { return paged_.view(layer); }
   KEqualizer& k_equalizer() override { return paged_.k_equalizer(); }
   const KvBlockStore* block_store() const override { return &blocks_; }

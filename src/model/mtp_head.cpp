@@ -1,5 +1,6 @@
 #include "model/mtp_head.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -92,14 +93,28 @@ KvShape MtpHead::kv_shape() const {
   return KvShape{1, c.n_head_kv, c.head_dim, c.head_dim_v, {0}, RecurrentShape{}};  // one attention layer, no state
 }
 
-void MtpHead::reserve(int rows) {
+void MtpHead::reserve(int rows, int out_rows) {
   const ModelConfig& c = target_.config();
-  ws_.reserve(c, rows, rows);
+  ws_.reserve(c, rows, out_rows);
   if (rows <= cat_rows_) return;
   void* p = target_.backend().allocate(size_t(rows) * 2 * size_t(c.n_embd) * sizeof(float));
   if (cat_) target_.backend().release(cat_);
   cat_ = static_cast<float*>(p);
   cat_rows_ = rows;
+}
+
+void MtpHead::fill_cat_row(int i, int32_t id, const float* hidden) {
+  const ModelConfig& c = target_.config();
+  const int E = c.n_embd;
+  check(id >= 0 && id < c.n_vocab, "token id ", id, " is out of range [0, ", c.n_vocab, ")");
+  const WeightMatrix& table = target_.weights().token_embd;
+  const float scale = c.embed_scale ? std::sqrt(float(E)) : 1.0f;
+  emb_.resize(size_t(E));
+  dequantize_row_ref(table.type, static_cast<const uint8_t*>(table.data) + size_t(id) * table.row_stride, emb_.data(), E);
+  for (float& v : emb_) v *= scale;
+  float* row = host_cat_.data() + size_t(i) * 2 * size_t(E);
+  rms_host(emb_.data(), enorm_.data(), row, E, c.rms_eps);
+  rms_host(hidden, hnorm_.data(), row + E, E, c.rms_eps);
 }
 
 void MtpHead::forward(std::span<const int32_t> next_ids, const float* hidden, KvSequence& kv, float* logits,
@@ -112,22 +127,11 @@ void MtpHead::forward(std::span<const int32_t> next_ids, const float* hidden, Kv
   const int pos0 = kv.n_tokens();
   check(pos0 + n <= kv.max_tokens(), "MTP head: context full: ", pos0 + n, " tokens exceed the context of ",
         kv.max_tokens());
-  reserve(n);
+  reserve(n, n);
 
   // The eh_proj input on the host (n rows of 2 n_embd): the embedding half, then the hidden half.
-  const WeightMatrix& table = target_.weights().token_embd;
-  const float scale = c.embed_scale ? std::sqrt(float(E)) : 1.0f;
   host_cat_.resize(size_t(n) * 2 * size_t(E));
-  std::vector<float> e(static_cast<size_t>(E));
-  for (int i = 0; i < n; ++i) {
-    const int32_t id = next_ids[size_t(i)];
-    check(id >= 0 && id < c.n_vocab, "token id ", id, " is out of range [0, ", c.n_vocab, ")");
-    dequantize_row_ref(table.type, static_cast<const uint8_t*>(table.data) + size_t(id) * table.row_stride, e.data(), E);
-    for (float& v : e) v *= scale;
-    float* row = host_cat_.data() + size_t(i) * 2 * size_t(E);
-    rms_host(e.data(), enorm_.data(), row, E, c.rms_eps);
-    rms_host(hidden + size_t(i) * size_t(E), hnorm_.data(), row + E, E, c.rms_eps);
-  }
+  for (int i = 0; i < n; ++i) fill_cat_row(i, next_ids[size_t(i)], hidden + size_t(i) * size_t(E));
   be.upload(cat_, host_cat_.data(), host_cat_.size() * sizeof(float));
   std::vector<int32_t> pos(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) pos[size_t(i)] = pos0 + i;
@@ -149,6 +153,68 @@ void MtpHead::forward(std::span<const int32_t> next_ids, const float* hidden, Kv
   if (hidden_out) be.download(hidden_out, y, size_t(n_out) * size_t(E) * sizeof(float));
   if (logits) be.download(logits, ws_.logits, size_t(n_out) * size_t(c.n_vocab) * sizeof(float));
   if (!hidden_out && !logits) be.synchronize();
+}
+
+void MtpHead::forward_batch(std::span<const Seq> seqs) {
+  const ModelConfig& c = target_.config();
+  Backend& be = target_.backend();
+  const int E = c.n_embd;
+  // Sequence s owns rows [steps[s].row0, + n) at positions pos0 ...; out_seq: the sequences with outputs.
+  std::vector<StepSeq> steps;
+  std::vector<int32_t> ids;  // positions [n], then the output rows (each sequence's last) [n_out]
+  std::vector<int32_t> out_rows;
+  std::vector<size_t> out_seq;
+  int n = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const Seq& q = seqs[s];
+    const int n_s = int(q.next_ids.size());
+    check(n_s > 0, "MTP head: a sequence without rows");
+    check(q.hidden != nullptr && q.kv != nullptr, "MTP head: a sequence without hidden states or KV");
+    for (const StepSeq& st : steps) check(st.kv != q.kv, "MTP head: a KV appears twice in one batch");
+    const int p0 = q.kv->n_tokens();
+    check(p0 + n_s <= q.kv->max_tokens(), "MTP head: context full: ", p0 + n_s, " tokens exceed the context of ",
+          q.kv->max_tokens());
+    steps.push_back({q.kv, p0, n_s, n});
+    for (int i = 0; i < n_s; ++i) ids.push_back(p0 + i);
+    n += n_s;
+    if (q.logits || q.hidden_out) {
+      out_rows.push_back(n - 1);
+      out_seq.push_back(s);
+    }
+  }
+  if (n == 0) return;
+  reserve(n, std::max(1, int(out_rows.size())));  // logits of the last rows only
+  host_cat_.resize(size_t(n) * 2 * size_t(E));
+  for (size_t s = 0; s < seqs.size(); ++s)
+    for (int i = 0; i < steps[s].n; ++i)
+      fill_cat_row(steps[s].row0 + i, seqs[s].next_ids[size_t(i)], seqs[s].hidden + size_t(i) * size_t(E));
+  be.upload(cat_, host_cat_.data(), host_cat_.size() * sizeof(float));
+  const int n_out = int(out_rows.size());
+  ids.insert(ids.end(), out_rows.begin(), out_rows.end());  // ws_.ids holds 4 n
+  be.upload(ws_.ids, ids.data(), ids.size() * sizeof(int32_t));
+
+  be.begin_step(steps);
+  be.matmul(eh_proj_, cat_, ws_.x, n);
+  target_.issue_layer_ops(dev_, lc_, /*kv_layer=*/0, n, ws_.ids, ws_);  // y in ws_.x
+  bool any_logits = false;
+  for (size_t s : out_seq) any_logits = any_logits || seqs[s].logits;
+  if (n_out > 0) {
+    be.gather_rows(ws_.x, ws_.ids + n, n_out, E, ws_.hidden);  // y of the output rows: [n_out][n_embd]
+    if (any_logits) {
+      be.rmsnorm(ws_.hidden, dev_head_norm_, ws_.h, n_out, E, c.rms_eps);
+      be.matmul(target_.device_weights().output, ws_.h, ws_.logits, n_out);  // [n_out][n_vocab]
+      if (c.final_softcap > 0) be.softcap(ws_.logits, int64_t(n_out) * c.n_vocab, c.final_softcap);
+    }
+  }
+  for (const StepSeq& st : steps) st.kv->commit(st.pos0 + st.n);
+  bool downloaded = false;
+  for (size_t o = 0; o < out_seq.size(); ++o) {
+    const Seq& q = seqs[out_seq[o]];
+    if (q.hidden_out) be.download(q.hidden_out, ws_.hidden + o * size_t(E), size_t(E) * sizeof(float));
+    if (q.logits) be.download(q.logits, ws_.logits + o * size_t(c.n_vocab), size_t(c.n_vocab) * sizeof(float));
+    downloaded = true;
+  }
+  if (!downloaded) be.synchronize();
 }
 
 }  // namespace polykv

@@ -44,13 +44,29 @@ class MtpHead {
   // are independent, verify_kernels' invariance).
   void forward(std::span<const int32_t> next_ids, const float* hidden, KvSequence& kv, float* logits,
                float* hidden_out, bool last_row_only = false);
+  // One sequence's rows in forward_batch: forward()'s arguments with last_row_only (logits: [n_vocab],
+  // hidden_out: [n_embd], of row n - 1 only; either may be nullptr).
+  struct Seq {
+    std::span<const int32_t> next_ids;
+    const float* hidden = nullptr;
+    KvSequence* kv = nullptr;
+    float* logits = nullptr;
+    float* hidden_out = nullptr;
+  };
+  // forward(..., last_row_only = true) of several sequences (distinct KVs) in one pass, as
+  // Model::forward_batch does for the target: the block's and the output matrix's weights are read
+  // once for all rows. Each sequence's KV rows, logits and hidden_out are the same bits as its own
+  // forward() call gives (attention per sequence; the matmuls' rows are independent).
+  void forward_batch(std::span<const Seq> seqs);
   KvShape kv_shape() const;  // one layer
   Model& target() const { return target_; }
 
  private:
   // f: the GGUF holding the block (the target's own, or *side).
   MtpHead(Model& target, const GgufFile& f, std::unique_ptr<GgufFile> side);
-  void reserve(int rows);
+  void reserve(int rows, int out_rows);  // the workspace for rows, with logits for out_rows
+  // Row i of the eh_proj input (host_cat_): [rms(embed(id))·enorm ; rms(hidden)·hnorm].
+  void fill_cat_row(int i, int32_t id, const float* hidden);
 
   Model& target_;
   std::unique_ptr<GgufFile> side_;  // the side file the weights below point into, or nullptr
@@ -66,6 +82,7 @@ class MtpHead {
   float* cat_ = nullptr;            // [rows][2 n_embd] backend memory: the eh_proj input
   int cat_rows_ = 0;
   std::vector<float> host_cat_;     // [rows][2 n_embd]
+  std::vector<float> emb_;          // [n_embd]: one token's embedding (fill_cat_row)
 };
 
 }  // namespace polykv

@@ -66,6 +66,12 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
   e.metric("spec_draft_shared_tokens_total", "counter",
            "Draft-model KV positions copied from a pool's shared draft KV instead of prefilled per agent.",
            double(m.spec_draft_shared_tokens_total));
+  e.metric("spec_mtp_passes_total", "counter",
+           "MTP head passes while drafting (one per catch-up round and draft position for all the step's sequences).",
+           double(m.spec_mtp_passes_total));
+  e.metric("spec_mtp_shared_rows_total", "counter",
+           "MTP head KV rows copied from a pool's shared head KV instead of computed per agent.",
+           double(m.spec_mtp_shared_rows_total));
   e.metric("kv_blocks_total", "gauge", "KV blocks in the pool.", double(m.kv_blocks_total));
   e.metric("kv_blocks_used", "gauge", "KV blocks in use.", double(m.kv_blocks_used));
   e.metric("kv_blocks_shared", "gauge", "KV blocks used by more than one sequence.", double(m.kv_blocks_shared));

@@ -95,5 +95,55 @@ TEST(MtpCuda, HiddenHeadAndDrafterMatchTheCpu) {
   EXPECT_EQ(d.size(), 4u);
 }
 
+// 2026-12-01g on the GPU: several drafters drafting in one head pass (MtpDrafter::draft_many over
+// MtpHead::forward_batch: gather_rows of each sequence's last row) against each drafting alone, and a
+// pool's head KV copied in device memory (OwnedPagedKv::copy_prefix_from: KvMemory::copy) against an
+// own catch-up. The same kernels run either way, so drafts are expected equal; a mismatch costs speed
+// only (the target verifies every draft), but says the GPU's rows depend on their batch companions.
+TEST(MtpCuda, BatchedDraftsAndPoolCopyMatchEachSequenceAlone) {
+  POLYKV_REQUIRE_GPU();
+  auto gpu_backend = make_backend({"cuda", 0});
+  auto gpu = Model::load(test::mtp_test_model(), *gpu_backend);
+  const int E = gpu->config().n_embd, P = 40, n_seq = 3;
+  std::shared_ptr<MtpHead> head = load_mtp_head(*gpu);
+  std::vector<std::vector<int32_t>> ctx(n_seq);
+  std::vector<std::vector<float>> hid(n_seq);
+  for (int s = 0; s < n_seq; ++s) {
+    for (int i = 0; i < P + 5 + 3 * s; ++i) ctx[size_t(s)].push_back(int32_t(11 + ((i < P ? i : i * (s + 2)) * 389) % 7900));
+    const int n = int(ctx[size_t(s)].size()) - 1;  // rows 0 .. n - 1; the last token was "sampled"
+    hid[size_t(s)].resize(size_t(n) * E);
+    OwnedPagedKv tkv(gpu->kv_shape(), KvType::F16, KvType::F16, 128, 256, gpu_backend->kv_memory());
+    const Model::BatchSeq b{std::span(ctx[size_t(s)]).first(size_t(n)), &tkv, nullptr, false, hid[size_t(s)].data()};
+    gpu->forward_batch(std::span(&b, 1));
+  }
+  // The pool: the first P tokens (shared by all three contexts), its rows from sequence 0's hidden states.
+  MtpDrafter shared(head, P);
+  shared.target_hidden(hid[0].data(), P, 0);
+  shared.fill(std::span(ctx[0]).first(size_t(P)));
+  std::vector<std::unique_ptr<MtpDrafter>> alone, together;
+  for (int s = 0; s < n_seq; ++s) {
+    alone.push_back(std::make_unique<MtpDrafter>(head, 128));
+    together.push_back(std::make_unique<MtpDrafter>(head, 128));
+    for (MtpDrafter* d : {alone.back().get(), together.back().get()}) {
+      // Pool rows from sequence 0 (as the engine hands every agent its pool's), then the sequence's own.
+      d->target_hidden(hid[0].data(), P, 0);
+      const int n = int(ctx[size_t(s)].size()) - 1;
+      d->target_hidden(hid[size_t(s)].data() + size_t(P) * E, n - P, P);
+    }
+    EXPECT_EQ(together.back()->copy_prefix_from(shared, ctx[size_t(s)]), P - 1);
+  }
+  std::vector<std::vector<int32_t>> a(n_seq), b(n_seq);
+  std::vector<MtpJob> jobs;
+  for (int s = 0; s < n_seq; ++s) {
+    alone[size_t(s)]->draft(ctx[size_t(s)], 2 + s, a[size_t(s)], nullptr);
+    jobs.push_back({together[size_t(s)].get(), ctx[size_t(s)], 2 + s, &b[size_t(s)]});
+  }
+  MtpDrafter::draft_many(jobs);
+  for (int s = 0; s < n_seq; ++s) {
+    EXPECT_EQ(a[size_t(s)].size(), size_t(2 + s));
+    EXPECT_EQ(a[size_t(s)], b[size_t(s)]) << "sequence " << s;
+  }
+}
+
 }  // namespace
 }  // namespace polykv

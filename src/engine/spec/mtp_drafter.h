@@ -13,6 +13,11 @@
 //    stays waiting because the first draft needs its output;
 //  - a catch-up call computes logits for its last row only (the only prediction a draft reads); the
 //    other rows only fill the head's KV.
+//
+// Several sequences drafting in one engine step draft together (draft_many): one head forward per
+// round over all of them (MtpHead::forward_batch), so the head's weights and the output matrix are
+// read once per round, not once per sequence. Agents on one pool share the head's rows over the pool
+// (copy_prefix_from): one catch-up per pool, copied into each agent's KV (2026-12-01g).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,11 +31,21 @@
 namespace polykv {
 
 class Model;
+class MtpDrafter;
+
+// One sequence's part of MtpDrafter::draft_many: the arguments of its draft() call.
+struct MtpJob {
+  MtpDrafter* drafter = nullptr;
+  std::span<const int32_t> context;
+  int max_n = 0;
+  std::vector<int32_t>* out = nullptr;  // appended to
+};
 
 class MtpDrafter final : public Drafter {
  public:
   // max_tokens: the longest sequence it will see (the head's KV holds that plus the draft chain).
-  MtpDrafter(std::unique_ptr<MtpHead> head, int max_tokens);
+  // Several drafters may share one head if they run one at a time (its workspace is its own).
+  MtpDrafter(std::shared_ptr<MtpHead> head, int max_tokens);
 
   std::string name() const override { return "mtp"; }
   void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) override;
@@ -38,27 +53,66 @@ class MtpDrafter final : public Drafter {
   void accept(std::span<const int32_t> context, int n_accepted) override;
   bool needs_target_hidden() const override { return true; }
   void target_hidden(const float* hidden, int n_rows, int pos0) override;
+  // Rows the last draft's catch-up ran, plus rows copied since the draft before (not steady drafting).
+  int last_catch_up() const override { return last_catch_up_; }
+
+  // draft() for several sequences at once. Rules: the drafters are distinct and share one head (else
+  // Error); each job's drafts and KV end up exactly as its own draft() call would leave them
+  // (forward_batch's sequences do not depend on their companions). Passes: one per round of catch-up
+  // rows (each job's waiting rows in chunks of kChunk; usually 1-4 after a verify step), then one per
+  // further draft position over the jobs still drafting, one row each. Returns the head passes run.
+  static int draft_many(std::span<const MtpJob> jobs);
+
+  // Sharing a pool's rows (agents on one named pool: the head runs over the pool once, not once per
+  // agent). fill(): runs the head over every waiting row whose next token `context` holds (rows t <=
+  // len(context) - 2, no logits) and remembers the context: how a pool's shared drafter is made
+  // (target_hidden(pool's hidden states, n, 0), then fill(pool's tokens)).
+  void fill(std::span<const int32_t> context);
+  // Copies src's rows (made by fill()) into this drafter's KV over the longest prefix valid for
+  // `context`: rows t with context[0 .. t + 1] equal to src's filled context, at most the rows waiting
+  // here from position 0. Exact (the same bits as running the head over them here, since a head row
+  // depends only on its hidden state, its token and the rows before) PROVIDED this drafter's waiting
+  // rows are the same hidden states src was filled with: the caller's contract (the engine gives both
+  // its pool's Pool::hidden). Returns the rows copied: 0 unless rows wait here from position 0 (a fresh
+  // or readmitted sequence) and src shares the head; the copied rows leave the waiting ones.
+  int copy_prefix_from(const MtpDrafter& src, std::span<const int32_t> context);
+  bool waits_from_start() const { return pend_pos0_ == 0 && !pend_.empty(); }
 
   const KvSequence& kv() const { return kv_; }  // for tests
+  const std::shared_ptr<MtpHead>& head() const { return head_; }
 
  private:
   static constexpr int kChain = 64;      // KV room for chained draft rows past max_tokens
   static constexpr int kChunk = 256;     // rows per head call when catching up (bounds the workspace)
-  // Runs the head over the waiting rows pend_pos0_ .. last (row t reads token t + 1 of context) and
-  // drops them from pend_; with want_last, logits_ / hid_ get row `last`'s output ([1][n_vocab],
-  // [1][n_embd]). False (and nothing run) when those rows are not all waiting right after the head's
-  // real rows, or when there is no row to run.
+  // Readies the head to run the waiting rows pend_pos0_ .. last (row t reads token t + 1 of context):
+  // drops chained draft rows; returns the number of rows, or -1 when those rows are not all waiting
+  // right after the head's real rows, or there is no row to run (nothing run).
+  int begin_catch_up(std::span<const int32_t> context, int last);
+  // Drops `rows` rows from the front of pend_ (they are in the KV now).
+  void end_catch_up(int rows);
+  // Runs begin_catch_up's rows now, alone; with want_last, logits_ / hid_ get row `last`'s output.
   bool catch_up(std::span<const int32_t> context, int last, bool want_last);
-  std::unique_ptr<MtpHead> head_;
+  struct CatchUp;
+  // Runs several drafters' catch-ups (begun) together: one head pass per round of up to kChunk rows
+  // each; ends them. Returns the passes.
+  static int run_catch_ups(MtpHead& head, std::span<CatchUp> cs);
+
+  std::shared_ptr<MtpHead> head_;
   OwnedPagedKv kv_;
   int n_embd_, n_vocab_;
   std::vector<float> pend_;  // [pend_rows][n_embd] target hidden states at positions pend_pos0_ ...
   int pend_pos0_ = 0;
   std::vector<float> logits_, hid_;  // head outputs of one row: [n_vocab], [n_embd]
+  std::vector<float> h_;             // [n_embd]: the hidden state the next chained draft reads
+  int32_t tok_ = 0;                  // the last draft (the next chained row's token)
+  std::vector<int32_t> filled_;      // fill(): the context the rows were made for
+  int last_catch_up_ = 0;
+  int copied_ = 0;                   // rows copy_prefix_from put in the KV since the last draft
 };
 
 // head_path: a side file holding the head (MtpHead::load), or "" for the model's own nextn layers.
 // Throws Error "this model has no MTP (nextn) layers" when it has none and no head_path is given.
+std::shared_ptr<MtpHead> load_mtp_head(Model& target, const std::string& head_path = "");
 std::unique_ptr<Drafter> make_mtp_drafter(Model& target, int max_tokens, const std::string& head_path = "");
 
 }  // namespace polykv
