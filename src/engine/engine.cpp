@@ -686,13 +686,16 @@ void Engine::step() {
     }
     if (logits[i]) {
       try {
-        // A draft model's prompt is not prefilled here, one sequence at a time: its first draft catches
-        // up, batched with the other sequences' (draft_with_model).
-        if (s.drafter && s.n_generated == 0 && !dynamic_cast<DraftModelDrafter*>(s.drafter.get())) {
+        // Neither a draft model's prompt nor an MTP head's rows are caught up here, one sequence at a
+        // time: the first draft catches up, batched with the other sequences' (draft_before_batch), and
+        // a sequence the adaptive policy never lets draft never pays it. An MTP agent copies its
+        // pool's rows now (the head runs over the pool once per pool), so only its own rows wait.
+        if (s.drafter && s.n_generated == 0) {
           const auto td = Clock::now();
-          // An MTP agent copies its pool's rows first (the head runs over the pool once per pool).
-          if (auto* m = dynamic_cast<MtpDrafter*>(s.drafter.get())) share_pool_mtp(s, *m);
-          s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
+          if (auto* m = dynamic_cast<MtpDrafter*>(s.drafter.get()))
+            share_pool_mtp(s, *m);
+          else if (!dynamic_cast<DraftModelDrafter*>(s.drafter.get()))
+            s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
           draft_s += seconds_since(td);
         }
         if (sampled[i] == kNotSampled) {
