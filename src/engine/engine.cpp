@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "core/error.h"
+#include "engine/engine_seq.h"
 #include "engine/spec/draft_model_drafter.h"
 #include "engine/spec/mtp_drafter.h"
-#include "engine/engine_seq.h"
 #include "engine/spec/speculative.h"
 #include "engine/step_switch.h"
 #include "kv/kv_cache.h"
