@@ -1,7 +1,8 @@
 // MTP agents on one pool (issue #10, 2026-12-01g), with the shipped head
 // (models/polykv-code-26m-mtp-head-q8_0.gguf):
 //  - the head's rows over the pool are computed once per pool and copied into each agent's head KV
-//    (MtpDrafter::fill / copy_prefix_from): the copied rows are the bytes an own catch-up computes, and
+//    (MtpDrafter::fill / copy_prefix_from; into a drafter given all the pool's hidden states, or only
+//    the last one as the engine does): the copied rows are the bytes an own catch-up computes, and
 //    the drafts then equal an own catch-up's through several verify rounds; a copy is not steady drafting
 //    (last_catch_up counts it, so the adaptive policy does not learn it as drafting cost);
 //  - several sequences draft in one head pass per round (MtpDrafter::draft_many, MtpHead::forward_batch):
@@ -112,39 +113,53 @@ TEST(SpecPoolMtp, ACopiedPoolHeadKvDraftsAsAnOwnCatchUp) {
     const int L = int(ctx.size());
     // As the engine: the pool's rows at admission, the suffix's after the agent's prefill step, then
     // the first token (context L + 1) and prefill() (rows up to L - 2 wait for the first draft).
-    MtpDrafter own(fx().head, 1024), copied(fx().head, 1024);
-    for (MtpDrafter* d : {&own, &copied}) {
-      d->target_hidden(tp.h.data(), P, 0);
-      d->target_hidden(t.h.data() + size_t(P) * size_t(E()), L - P, P);
-    }
+    // `tail` is given only the pool's last row (the engine's way: the copy fills the gap before it).
+    MtpDrafter own(fx().head, 1024), copied(fx().head, 1024), tail(fx().head, 1024);
+    for (MtpDrafter* d : {&own, &copied}) d->target_hidden(tp.h.data(), P, 0);
+    tail.target_hidden(tp.h.data() + size_t(P - 1) * size_t(E()), 1, P - 1);
+    for (MtpDrafter* d : {&own, &copied, &tail}) d->target_hidden(t.h.data() + size_t(P) * size_t(E()), L - P, P);
     int c = L + 1;
-    EXPECT_EQ(copied.copy_prefix_from(shared, first(t, c)), P - 1);
-    EXPECT_EQ(copied.kv().n_tokens(), P - 1);
-    EXPECT_EQ(copied.copy_prefix_from(shared, first(t, c)), 0);  // only while rows wait from position 0
+    EXPECT_FALSE(own.kv().n_tokens() > 0);
+    for (MtpDrafter* d : {&copied, &tail}) {
+      EXPECT_TRUE(d->wants_prefix());
+      EXPECT_EQ(d->copy_prefix_from(shared, first(t, c)), P - 1);
+      EXPECT_EQ(d->kv().n_tokens(), P - 1);
+      EXPECT_FALSE(d->wants_prefix());
+      EXPECT_EQ(d->copy_prefix_from(shared, first(t, c)), 0);  // nothing left to copy
+    }
     own.prefill(first(t, c));
     copied.prefill(first(t, c));
+    tail.prefill(first(t, c));
     ASSERT_EQ(own.kv().n_tokens(), c - 3 + 1);
     ASSERT_EQ(copied.kv().n_tokens(), own.kv().n_tokens());
+    ASSERT_EQ(tail.kv().n_tokens(), own.kv().n_tokens());
     expect_same_kv(own, copied, own.kv().n_tokens());
+    expect_same_kv(own, tail, own.kv().n_tokens());
     int accepted = 0;
     for (int round = 0; round < 6; ++round) {
       SCOPED_TRACE(round);
-      std::vector<int32_t> a, b;
+      std::vector<int32_t> a, b, e;
       own.draft(first(t, c), 4, a, nullptr);
       copied.draft(first(t, c), 4, b, nullptr);
+      tail.draft(first(t, c), 4, e, nullptr);
       ASSERT_EQ(a, b);
+      ASSERT_EQ(a, e);
       ASSERT_EQ(a.size(), 4u);
       // The first draft counts the copied rows as caught up (not steady drafting); then as the own one.
-      if (round == 0) EXPECT_EQ(copied.last_catch_up(), P - 1 + own.last_catch_up());
-      else EXPECT_EQ(copied.last_catch_up(), own.last_catch_up());
+      for (const MtpDrafter* d : {&copied, &tail}) {
+        if (round == 0) EXPECT_EQ(d->last_catch_up(), P - 1 + own.last_catch_up());
+        else EXPECT_EQ(d->last_catch_up(), own.last_catch_up());
+      }
       if (round == 1) EXPECT_LE(copied.last_catch_up(), Drafter::kSteadyCatchUp);
       const int c_own = verify(own, t, c, a);
       ASSERT_EQ(verify(copied, t, c, b), c_own);
+      ASSERT_EQ(verify(tail, t, c, e), c_own);
       accepted += c_own - c - 1;
       c = c_own;
     }
     EXPECT_GT(accepted, 0) << "the head drafted nothing the target keeps";
     expect_same_kv(own, copied, own.kv().n_tokens());
+    expect_same_kv(own, tail, own.kv().n_tokens());
   }
   // A context that leaves the pool early copies only the rows whose next token is still the pool's.
   std::vector<int32_t> other(pool.begin(), pool.begin() + 300);
@@ -152,6 +167,14 @@ TEST(SpecPoolMtp, ACopiedPoolHeadKvDraftsAsAnOwnCatchUp) {
   MtpDrafter part(fx().head, 1024);
   part.target_hidden(tp.h.data(), 300, 0);  // (any hidden states: only the count is checked)
   EXPECT_EQ(part.copy_prefix_from(shared, other), 299);
+  // A gap the source cannot fill (rows before position 300 wanted, 299 valid) stays: no copy, no drafts.
+  MtpDrafter gap(fx().head, 1024);
+  gap.target_hidden(tp.h.data() + size_t(300) * size_t(E()), 1, 300);
+  EXPECT_EQ(gap.copy_prefix_from(shared, other), 0);
+  other.push_back(other.back());
+  std::vector<int32_t> none;
+  gap.draft(other, 3, none, nullptr);
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(SpecPoolMtp, BatchedHeadEqualsEachSequenceAlone) {

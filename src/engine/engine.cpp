@@ -407,7 +407,13 @@ void Engine::admit_locked() {
     s->kv->reset(n_computed);
     if (pool != pools_.end() && pool->second.hidden && s->drafter && s->drafter->needs_target_hidden() &&
         pool->second.hidden->size() == size_t(n_computed) * size_t(model_.config().n_embd)) {
-      s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);  // MTP: the pool's rows
+      // MTP: the pool's rows. The engine's MtpDrafter gets only the last one: the rows before it come
+      // from the pool's shared head KV at its first token (share_pool_mtp), not from 3 MB of copies.
+      const size_t E = size_t(model_.config().n_embd);
+      if (dynamic_cast<MtpDrafter*>(s->drafter.get()) && n_computed >= 2)
+        s->drafter->target_hidden(pool->second.hidden->data() + size_t(n_computed - 1) * E, 1, n_computed - 1);
+      else
+        s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);
       s->pool_hidden_src = pool->second.hidden;
     }
     running_.push_back(std::move(s));

@@ -174,12 +174,13 @@ void Engine::share_pool_draft(Seq& s, DraftModelDrafter& d) {
   m_.spec_draft_shared_tokens_total += n;
 }
 
-// An MTP agent's head, still waiting for its pool's rows (a first draft or prefill): copies them from
-// the pool's shared head KV, made on first use from the pool's hidden states (the same ones the agent
-// was given at admission, Seq::pool_hidden_src: the copy's contract), so the head runs over the pool
-// once per pool instead of once per agent. Its own suffix is left to catch up.
+// An MTP agent's head still lacking its pool's rows (at its first token, or a first draft): copies them
+// from the pool's shared head KV, made on first use from the pool's hidden states (those the agent's
+// drafter was given at admission, Seq::pool_hidden_src, of which it holds only the last row: the
+// copy's contract), so the head runs over the pool once per pool instead of once per agent. Its own
+// rows are left to catch up. Should the copy fail, the agent's head has a gap: no drafts, lossless.
 void Engine::share_pool_mtp(Seq& s, MtpDrafter& d) {
-  if (s.n_pool < 2 || !s.pool_hidden_src || !d.waits_from_start()) return;
+  if (s.n_pool < 2 || !s.pool_hidden_src || !d.wants_prefix()) return;
   const std::span<const int32_t> pool = std::span<const int32_t>(s.tokens).first(size_t(s.n_pool));
   PoolMtp& shared = pool_mtps_[s.pool];
   if (!shared.drafter || shared.hidden != s.pool_hidden_src || shared.drafter->head() != d.head()) {

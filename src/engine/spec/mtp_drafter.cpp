@@ -103,13 +103,19 @@ void MtpDrafter::fill(std::span<const int32_t> context) {
 }
 
 int MtpDrafter::copy_prefix_from(const MtpDrafter& src, std::span<const int32_t> context) {
-  if (!waits_from_start() || src.head_ != head_) return 0;
+  if (!wants_prefix() || src.head_ != head_) return 0;
   // Row t of src is valid here when context[0 .. t + 1] == src.filled_[0 .. t + 1].
   size_t same = 0;
   const size_t m = std::min(context.size(), src.filled_.size());
   while (same < m && context[same] == src.filled_[same]) ++same;
-  const int src_rows = std::min(src.pend_pos0_, src.kv_.n_tokens());  // its real rows
-  const int n = std::min({src_rows, int(same) - 1, int(pend_.size() / size_t(n_embd_))});
+  const int valid = std::min(std::min(src.pend_pos0_, src.kv_.n_tokens()), int(same) - 1);  // src's usable rows
+  if (pend_pos0_ > 0) {  // a gap: exactly the rows before the waiting ones, or nothing
+    if (valid < pend_pos0_) return 0;
+    kv_.copy_prefix_from(src.kv_, pend_pos0_);  // also drops whatever this KV held
+    copied_ += pend_pos0_;
+    return pend_pos0_;
+  }
+  const int n = std::min(valid, int(pend_.size() / size_t(n_embd_)));
   if (n <= 0) return 0;
   kv_.copy_prefix_from(src.kv_, n);  // also drops whatever this KV held (a readmitted sequence's rows)
   end_catch_up(n);

@@ -68,15 +68,19 @@ class MtpDrafter final : public Drafter {
   // len(context) - 2, no logits) and remembers the context: how a pool's shared drafter is made
   // (target_hidden(pool's hidden states, n, 0), then fill(pool's tokens)).
   void fill(std::span<const int32_t> context);
-  // Copies src's rows (made by fill()) into this drafter's KV over the longest prefix valid for
-  // `context`: rows t with context[0 .. t + 1] equal to src's filled context, at most the rows waiting
-  // here from position 0. Exact (the same bits as running the head over them here, since a head row
-  // depends only on its hidden state, its token and the rows before) PROVIDED this drafter's waiting
-  // rows are the same hidden states src was filled with: the caller's contract (the engine gives both
-  // its pool's Pool::hidden). Returns the rows copied: 0 unless rows wait here from position 0 (a fresh
-  // or readmitted sequence) and src shares the head; the copied rows leave the waiting ones.
+  // Copies src's rows (made by fill()) into this drafter's KV, in one of two cases:
+  //  - rows wait here from position 0 (a fresh or readmitted sequence given all its hidden states):
+  //    the longest prefix valid for `context` (rows t with context[0 .. t + 1] equal to src's filled
+  //    context), at most the rows waiting; the copied rows leave the waiting ones;
+  //  - a gap: the waiting rows start at m > 0 and the KV holds fewer than m rows (an agent given only
+  //    its pool's last hidden row): exactly rows [0, m), if src holds them all for `context`.
+  // Exact (the same bits as running the head over them here, since a head row depends only on its
+  // hidden state, its token and the rows before) PROVIDED the hidden states src was filled with are
+  // this sequence's: the caller's contract (the engine gives both its pool's Pool::hidden). Returns
+  // the rows copied: 0 in neither case, when src holds too few, or when src has another head.
   int copy_prefix_from(const MtpDrafter& src, std::span<const int32_t> context);
-  bool waits_from_start() const { return pend_pos0_ == 0 && !pend_.empty(); }
+  // Whether copy_prefix_from has something to do (one of its two cases).
+  bool wants_prefix() const { return (pend_pos0_ == 0 && !pend_.empty()) || kv_.n_tokens() < pend_pos0_; }
 
   const KvSequence& kv() const { return kv_; }  // for tests
   const std::shared_ptr<MtpHead>& head() const { return head_; }
