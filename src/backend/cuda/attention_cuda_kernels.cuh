@@ -116,7 +116,7 @@ __device__ __forceinline__ bool block_work(const Args& a, int y, int z, Work& w)
   }
   w.seq = z / a.qtiles;
   const int nq = a.n_q[w.seq];
-  if (w.qa >= nq || w.nj <= 0) return false;
+  if (w.qa >= nq || w.nj <= 0 || nq < a.nq_lo || nq > a.nq_hi) return false;  // (another launch's sequence)
   w.nt = min(a.qt, nq - w.qa);
   w.pos_a = a.pos0[w.seq] + w.qa;
   w.kv_lo = a.window > 0 ? max(0, w.pos_a - a.window + 1) : 0;
@@ -126,6 +126,14 @@ __device__ __forceinline__ bool block_work(const Args& a, int y, int z, Work& w)
     w.kv_lo = max(w.kv_lo, prefix_of(a, w.seq, grp));
   }
   return true;
+}
+
+// The first key the decode kernels read in key split `split` of the block (Args::align_keys): the split's
+// start or the block's first visible key, whichever is later; aligned, the pool block holding that key
+// instead of the key itself (the keys before it in that block are masked like any invisible key).
+__device__ __forceinline__ int split_begin(const Args& a, const Work& w, int split) {
+  const int lo = a.align_keys ? w.kv_lo - w.kv_lo % a.block_tokens : w.kv_lo;
+  return max(lo, split * a.chunk);
 }
 
 // Query token t (< w.nt) of the block: its position and its row in q / out.
