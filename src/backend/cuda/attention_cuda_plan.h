@@ -254,7 +254,8 @@ struct Args {
   // 1: the lanes8 decode kernel starts before the kv_store launched just before it completes and waits
   // for it only before staging keys at or past its sequence's pos0 (attention_early(); set by the
   // launcher for single-sequence decode plans without shared prefixes); 0: it waits first (pdl_enter).
-  int early;  // The sequences this launch computes: those with nq_lo <= n_q <= nq_hi (the others' blocks exit at
+  int early;
+  // The sequences this launch computes: those with nq_lo <= n_q <= nq_hi (the others' blocks exit at
   // once; a batch-invariant step runs its short and long sequences in two launches).
   int nq_lo, nq_hi;
   // 1 (batch-invariant decode plans): a split's first key is max(split start, the pool block holding
