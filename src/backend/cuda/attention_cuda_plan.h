@@ -207,9 +207,10 @@ constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; 
 // verify step, other sequences, their bounds), so row j of a k-row step equals the same token decoded
 // alone. Every sequence with at most kInvariantDecodeQ query rows runs the decode kernel (never the
 // tiled one), its keys cut into splits of kInvariantChunk keys at fixed positions (split s: keys
-// [s * chunk, (s + 1) * chunk), whatever the bound or the grid), always merged by merge_kernel (one
-// split too: the merge's o * (1 / L), never the block's own o / L); no shared-prefix pass; and a
-// sliding window's first tile starts at the pool block holding the window's first key (Args::align_keys).
+// [s * chunk, (s + 1) * chunk), whatever the bound or the grid), normalized as o * (1 / L) (what
+// merge_kernel computes for a row with one non-empty split; the default one-split blocks write o / L);
+// no shared-prefix pass; and a sliding window's first tile starts at the pool block holding the window's
+// first key (Args::invariant).
 // Sequences with more query rows (prefill chunks) take the tiled kernel in a second launch, as usual.
 constexpr int kInvariantChunk = 512;
 constexpr int kInvariantDecodeQ = 16;
@@ -260,8 +261,9 @@ struct Args {
   int nq_lo, nq_hi;
   // 1 (batch-invariant decode plans): a split's first key is max(split start, the pool block holding
   // the block's first visible key), so tiles start at the same positions whichever token of a
-  // multi-token block sets the window's start; 0: max(split start, first visible key).
-  int align_keys;
+  // multi-token block sets the window's start (0: max(split start, first visible key)); and a block
+  // that writes its outputs normalizes them as o * (1 / L), as merge_kernel does (0: o / L).
+  int invariant;
 };
 
 enum class Kernel { Decode, Tiled };
@@ -279,8 +281,7 @@ struct Plan {
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
   int nq_lo = 0, nq_hi = 1 << 30;  // Args::nq_lo / nq_hi: the sequences of this launch
-  bool align_keys = false;         // Args::align_keys
-  bool force_partial = false;      // partials and merge_kernel even with one split (batch-invariant plans)
+  bool invariant = false;          // Args::invariant (batch-invariant plans)
 };
 
 // Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
@@ -402,7 +403,7 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
 
 // The batch-invariant plans of a step without shared prefixes (b.n_prefix must be 0; see kInvariantChunk):
 // `dec`, the decode kernel for the sequences with at most kInvariantDecodeQ query rows (fixed splits of
-// kInvariantChunk keys, always merged); and, when b.max_n_q says a sequence may have more, `tiled`, the
+// kInvariantChunk keys); and, when b.max_n_q says a sequence may have more, `tiled`, the
 // usual plan for those (plan_attention's, restricted to them). Returns the number of plans (1 or 2).
 inline int plan_invariant(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
                           int sm_count, Plan& dec, Plan& tiled) {
@@ -422,10 +423,9 @@ inline int plan_invariant(const KvLayerDevice& L, const AttentionParams& p, cons
   dec.grid_z = int(grid_z);
   dec.n_splits = int(n_splits);
   dec.chunk = kInvariantChunk;
-  dec.force_partial = true;
-  dec.align_keys = true;
+  dec.invariant = true;
   dec.nq_hi = kInvariantDecodeQ;
-  plan_partials(dec, hd);
+  if (n_splits > 1) plan_partials(dec, hd);
   if (b.max_n_q <= kInvariantDecodeQ) return 1;
   tiled = plan_attention(L, p, b, sm_count);  // max_n_q > 4 >= decode rows: the tiled kernel
   tiled.nq_lo = kInvariantDecodeQ + 1;
@@ -508,10 +508,10 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.chunk = P.chunk;
   a.part_o = part;
   a.part_ml = part ? part + P.partial_o_floats : nullptr;
-  a.partial = P.n_splits > 1 || b.n_prefix > 0 || P.force_partial;
+  a.partial = P.n_splits > 1 || b.n_prefix > 0;
   a.nq_lo = P.nq_lo;
   a.nq_hi = P.nq_hi;
-  a.align_keys = P.align_keys ? 1 : 0;
+  a.invariant = P.invariant ? 1 : 0;
   a.n_prefix = b.n_prefix;
   a.prefix_seq0 = b.prefix_seq0;
   a.prefix_n_seq = b.prefix_n_seq;
