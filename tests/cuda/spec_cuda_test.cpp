@@ -90,14 +90,14 @@ int diff_rows(const std::vector<float>& got, const std::vector<float>& ref, int 
 
 // One backend, the model and the reference logits of a case: the prompt, then every draft token decoded
 // alone (ref[i]: the logits after draft[i]).
-struct Setup {
+struct Reference {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
   int n_vocab = 0;
   std::vector<int32_t> prompt, draft;
   std::vector<float> ref;
 
-  Setup(const Case& c, bool invariant) {
+  Reference(const Case& c, bool invariant) {
     backend = make_backend({"cuda", 0, invariant});
     model = Model::load(test::embedded_model(), *backend);
     n_vocab = model->config().n_vocab;
@@ -113,7 +113,7 @@ struct Setup {
 
 // A private sequence: verify k tokens, reject all but one (rollback), verify k more from there; for k = 1..8.
 // Returns the rows that differ (each a failure when `fail`).
-int private_verify(Setup& s, const Case& c, bool fail) {
+int private_verify(Reference& s, const Case& c, bool fail) {
   OwnedPagedKv kv(s.model->kv_shape(), c.k, c.v, c.depth + 2 * kMaxK, kBlockTokens, s.backend->kv_memory());
   prefill(*s.model, kv, s.prompt);
   int bad = 0;
@@ -133,7 +133,7 @@ int private_verify(Setup& s, const Case& c, bool fail) {
 // The device block pool: the prompt computed once in a parent; one child per k = 1..8 forked from it
 // (its blocks shared, the partial last one copied on the first write); all children verify their k
 // drafted tokens in ONE forward_batch, then keep one and verify k more, again in one batch.
-int forked_verify(Setup& s, const Case& c, bool fail) {
+int forked_verify(Reference& s, const Case& c, bool fail) {
   const int n_blocks = (c.depth + kBlockTokens - 1) / kBlockTokens + kMaxK * ((2 * kMaxK) / kBlockTokens + 2) + 4;
   KvBlockStore store(s.model->kv_shape(), c.k, c.v, n_blocks, kBlockTokens, s.backend->kv_memory());
   KvSequenceManager mgr(n_blocks, kBlockTokens);
@@ -193,7 +193,7 @@ class SpecInvarianceCuda : public testing::TestWithParam<Case> {};
 
 TEST_P(SpecInvarianceCuda, VerifyStepEqualsOneAtATime) {
   POLYKV_REQUIRE_GPU();
-  Setup s(GetParam(), true);
+  Reference s(GetParam(), true);
   ASSERT_TRUE(s.backend->batch_invariant());
   private_verify(s, GetParam(), true);
 }
@@ -201,7 +201,7 @@ TEST_P(SpecInvarianceCuda, VerifyStepEqualsOneAtATime) {
 TEST_P(SpecInvarianceCuda, ForkedFromSharedPrefix) {
   POLYKV_REQUIRE_GPU();
   if (GetParam().depth == 0) GTEST_SKIP() << "no prefix to share at depth 0";
-  Setup s(GetParam(), true);
+  Reference s(GetParam(), true);
   forked_verify(s, GetParam(), true);
 }
 
@@ -301,7 +301,7 @@ TEST(SpecCuda, GreedyIdentityNgramDraftMtp) {
 TEST(SpecCuda, DISABLED_DefaultModeReport) {
   POLYKV_REQUIRE_GPU();
   for (const Case& c : {Case{KvType::F16, KvType::F16, 600}, Case{KvType::Q8_0, KvType::Turbo3T, 600}}) {
-    Setup s(c, false);
+    Reference s(c, false);
     const int a = private_verify(s, c, false), b = forked_verify(s, c, false);
     std::printf("default mode %s: %d of %d private verify rows and %d of %d forked rows differ from one-at-a-time\n",
                 name(c).c_str(), a, kMaxK * (kMaxK + 1), b, kMaxK * (kMaxK + 1));
