@@ -135,7 +135,7 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
   // 2026-12-01 the last prompt token was fed by the first verify step instead: one step earlier with
   // drafts, but then its row (and its K/V) came from a verify step where plain decoding computes it in a
   // prefill chunk, which only a backend invariant for every row count (the CPU) gives the same bits;
-  // CUDA's --batch-invariant covers steps of up to 16 rows per sequence (docs/CUDA_SPEC.md).
+  // CUDA's --batch-invariant covers steps of up to 32 rows per sequence (docs/CUDA_SPEC.md).
   const size_t n_prefill = prompt.size();
   std::vector<float> hidden;  // a prefill chunk's hidden states, for an MTP drafter
   for (size_t i = 0; i < n_prefill; i += chunk) {

@@ -877,7 +877,7 @@ TEST(CudaAttentionEmulation, Decode8EarlyPlanLeavesRoomForTheStore) {
 }
 
 // Batch invariance (attn::plan_invariant, --batch-invariant; docs/CUDA_SPEC.md): every row of a step of
-// several sequences (a k-token verify step, a decode step, a 20-row prefill chunk) run with the
+// several sequences (a k-token verify step, a decode step, a 40-row prefill chunk) run with the
 // invariant plans, as cuda::attention runs them, is within the usual bound of attention_ref, and each row
 // of a sequence of up to kInvariantDecodeQ rows equals bit for bit (memcmp) what the same query gets
 // alone (one row at its position, the step's bound its own), across chunk boundaries (depths 505, 1100),
@@ -917,7 +917,7 @@ TEST(CudaAttentionEmulation, InvariantPlansGiveEachRowTheBitsOfItsOwnStep) {
     Case c;
     c.kt = v.kt, c.vt = v.vt, c.head_dim = v.hd, c.group = v.group, c.n_head_kv = 1, c.window = v.window;
     c.seed = seed++;
-    c.seqs = {{v.depth, v.k}, {50, 20}, {3, 1}};  // a verify step, a prefill chunk (the tiled launch), a decode row
+    c.seqs = {{v.depth, v.k}, {50, 40}, {3, 1}};  // a verify step, a prefill chunk (the tiled launch), a decode row
     c.extra_kv_bound = 37;                        // a bound above the real one, as the backend's bucket
     const auto f = attn_test::build(c);
     const std::vector<float> got = run_plans(*f, f->b, f->q.data(), f->total_rows, true);

@@ -213,7 +213,7 @@ constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; 
 // first key (Args::invariant).
 // Sequences with more query rows (prefill chunks) take the tiled kernel in a second launch, as usual.
 constexpr int kInvariantChunk = 512;
-constexpr int kInvariantDecodeQ = 16;
+constexpr int kInvariantDecodeQ = 32;  // a verify step holds at most 1 + 16 drafts (kMaxSpecNMax)
 // Splits per row at most: merge_kernel's arrays hold 2 * kMaxSplits entries (own + prefix splits; this
 // mode has no prefix pass): 512 x 512 = 262144 keys.
 constexpr int kInvariantMaxSplits = 2 * kMaxSplits;
@@ -427,7 +427,7 @@ inline int plan_invariant(const KvLayerDevice& L, const AttentionParams& p, cons
   dec.nq_hi = kInvariantDecodeQ;
   if (n_splits > 1) plan_partials(dec, hd);
   if (b.max_n_q <= kInvariantDecodeQ) return 1;
-  tiled = plan_attention(L, p, b, sm_count);  // max_n_q > 4 >= decode rows: the tiled kernel
+  tiled = plan_attention(L, p, b, sm_count);  // max_n_q > 32 > decode_tokens: the tiled kernel
   tiled.nq_lo = kInvariantDecodeQ + 1;
   return 2;
 }
