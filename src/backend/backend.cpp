@@ -50,7 +50,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opts) {
   const std::string& d = opts.device;
   if (d == "cpu") return std::make_unique<CpuBackend>(opts.threads);
   if (d == "auto") {
-    if (cuda_available()) return make_backend({"cuda", opts.threads});
+    if (cuda_available()) return make_backend({"cuda", opts.threads, opts.batch_invariant});
     return std::make_unique<CpuBackend>(opts.threads);
   }
   const int index = cuda_index(d);
@@ -60,7 +60,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opts) {
   check(n > 0, "device ", d, ": no CUDA GPU is visible");
   check(index < n, "device ", d, ": only ", n, " CUDA GPU", n == 1 ? " is" : "s are", " visible (cuda:0",
         n > 1 ? " .. cuda:" + std::to_string(n - 1) : std::string(), ")");
-  return make_cuda_backend(index);
+  return make_cuda_backend(index, opts.batch_invariant);
 #else
   fail("device ", d, ": this polykv was built without CUDA");
 #endif

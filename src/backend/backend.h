@@ -49,6 +49,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual DeviceKind kind() const = 0;
   virtual std::string describe() const = 0;  // "cpu (avx512, 2 threads)", "cuda:0 NVIDIA H200 (sm_90)"
+  // Whether every row of a step gets the bits it would get in a step of its own (BackendOptions::
+  // batch_invariant). The CPU backend always does (docs/VERIFY_KERNELS.md); CUDA when asked to.
+  virtual bool batch_invariant() const { return true; }
 
   // ---- memory -------------------------------------------------------------------------------
   // Bytes in backend memory (uninitialized); throws Error when they cannot be had.
@@ -190,9 +193,14 @@ class Backend {
 
 // Options to make a backend: `device` is "cpu" or "cuda" / "cuda:N"; "auto" picks cuda when this
 // build has it and a GPU is present, else cpu. threads: CPU worker threads (0: all cores).
+// batch_invariant (--batch-invariant): every row of a step gets the bits it would get in a step of its
+// own (a drafted token in a speculative verify step as decoded alone, a sequence whatever its batch
+// companions): the CUDA backend then gives up its faster row-count-dependent kernels
+// (docs/CUDA_SPEC.md); the CPU backend is batch invariant always and ignores it.
 struct BackendOptions {
   std::string device = "cpu";
   int threads = 0;
+  bool batch_invariant = false;
 };
 
 // Throws Error if the device is unknown, not built in ("this polykv was built without CUDA") or absent.

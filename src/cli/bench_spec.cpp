@@ -60,7 +60,7 @@ double mean(const std::vector<double>& v) {
 }  // namespace
 
 int run_bench_spec(const BenchSpecArgs& a) {
-  const std::unique_ptr<Backend> backend = make_backend({a.device, a.threads});
+  const std::unique_ptr<Backend> backend = make_backend({a.device, a.threads, a.batch_invariant});
   CpuBackend* cpu = dynamic_cast<CpuBackend*>(backend.get());
   auto model = Model::load(a.model_path, *backend);
   const std::unique_ptr<Model> draft_model = load_draft_model(a.spec, *model, *backend);
@@ -136,6 +136,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
       {"model_draft", a.spec.draft_path},
       {"threads", cpu ? cpu->pool().size() : 0},
       {"device", backend->describe()},
+      {"batch_invariant", backend->batch_invariant()},
       {"depth", a.depth},
       {"n_prompt", a.n_prompt},
       {"n_gen", a.n_gen},

@@ -16,6 +16,7 @@ struct BenchSpecArgs {
   int threads = 0, depth = 0, n_prompt = 512, n_gen = 128, reps = 1;
   bool json = false;
   SpecCli spec;
+  bool batch_invariant = false;  // --batch-invariant (BackendOptions::batch_invariant)
 };
 
 int run_bench_spec(const BenchSpecArgs& a);

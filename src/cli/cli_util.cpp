@@ -20,6 +20,12 @@ CLI::Option* add_device_option(CLI::App& app, std::string& device) {
       ->capture_default_str();
 }
 
+CLI::Option* add_batch_invariant_option(CLI::App& app, bool& on) {
+  return app.add_flag("--batch-invariant", on,
+                      "CUDA: every row of a step gets the bits it would get alone (speculative verify rows as "
+                      "decoded one at a time, a sequence whatever its batch); slower. The CPU always is");
+}
+
 CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& name, const std::string& help) {
   const std::string flag = name.substr(0, name.find(','));
   return app

@@ -54,6 +54,10 @@ CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& 
 // --device NAME: where the model runs ("auto": a CUDA GPU when this build has one and one is
 // visible, else the CPU; "cpu"; "cuda" / "cuda:N"). Checked when the backend is made.
 CLI::Option* add_device_option(CLI::App& app, std::string& device);
+// --batch-invariant: every row of a step gets the bits it would get in a step of its own
+// (BackendOptions::batch_invariant: speculative verify rows as decoded alone, a sequence whatever its
+// batch). Costs speed on CUDA (docs/CUDA_SPEC.md); the CPU is batch invariant anyway.
+CLI::Option* add_batch_invariant_option(CLI::App& app, bool& on);
 
 // --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
 void add_k_eq_option(CLI::App& app, float& alpha);

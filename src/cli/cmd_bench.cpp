@@ -78,6 +78,8 @@ int cmd_bench(int argc, char** argv) {
   add_k_eq_option(app, k_eq);
   std::string device = "auto";
   add_device_option(app, device);
+  bool batch_invariant = false;
+  add_batch_invariant_option(app, batch_invariant);
   SpecCli spec;
   add_spec_options(app, spec);
   std::string text_path;
@@ -94,7 +96,8 @@ int cmd_bench(int argc, char** argv) {
   usage_check(!(spec.spec.enabled() && !verify_k.empty()), "--spec and --verify-k measure different things: use one");
   if (spec.spec.enabled()) {
     usage_check(k_eq == 0 && bw_gbs == 0 && fill_threads == 0, "--k-eq, --bandwidth and --fill-threads are not used with --spec");
-    return run_bench_spec({model_path, text_path, device, ctk, ctv, threads, depth, n_prompt, n_gen, reps, json, spec});
+    return run_bench_spec(
+        {model_path, text_path, device, ctk, ctv, threads, depth, n_prompt, n_gen, reps, json, spec, batch_invariant});
   }
   std::vector<int> verify_ks;
   if (!verify_k.empty()) {
@@ -102,7 +105,7 @@ int cmd_bench(int argc, char** argv) {
     n_prompt = n_gen = *std::max_element(verify_ks.begin(), verify_ks.end());  // sizes the KV below
   }
 
-  const std::unique_ptr<Backend> backend_ptr = make_backend({device, threads});
+  const std::unique_ptr<Backend> backend_ptr = make_backend({device, threads, batch_invariant});
   Backend& backend = *backend_ptr;
   CpuBackend* cpu = dynamic_cast<CpuBackend*>(&backend);  // nullptr on a GPU
   const int n_threads = cpu ? cpu->pool().size() : 0;
@@ -155,7 +158,7 @@ int cmd_bench(int argc, char** argv) {
     nlohmann::json r = bench_verify(*model, kv, [&](int n) { truncate(kv, n); }, {verify_ks, verify_steps, reps, depth}, rng);
     r.update({{"model", model_path}, {"arch", c.arch}, {"weight_type", weight_type_name(*model)},
               {"threads", n_threads}, {"device", backend.describe()}, {"matmul_isa", matmul_isa()}, {"depth", depth},
-              {"cache_type_k", ctk}, {"cache_type_v", ctv}});
+              {"cache_type_k", ctk}, {"cache_type_v", ctv}, {"batch_invariant", backend.batch_invariant()}});
     if (json) std::printf("%s\n", r.dump().c_str());
     else print_verify_table(r, r["weight_type"].get<std::string>() + " d" + std::to_string(depth));
     return 0;
@@ -208,6 +211,7 @@ int cmd_bench(int argc, char** argv) {
       {"mem_read_bw_gbs", bw / 1e9},   {"decode_floor_tok_s", floor_tok_s},
       {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
       {"prefill_tok_s_reps", prefill_reps}, {"decode_tok_s_reps", decode_reps},
+      {"batch_invariant", backend.batch_invariant()},
   };
   if (json) {
     std::printf("%s\n", j.dump().c_str());

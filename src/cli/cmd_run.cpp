@@ -105,6 +105,8 @@ int cmd_run(int argc, char** argv) {
   add_k_eq_option(app, k_eq);
   std::string device = "auto";
   add_device_option(app, device);
+  bool batch_invariant = false;
+  add_batch_invariant_option(app, batch_invariant);
   SpecCli spec;
   add_spec_options(app, spec);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
@@ -123,7 +125,7 @@ int cmd_run(int argc, char** argv) {
   if (seed < 0) std::fprintf(stderr, "seed: %llu (random; --seed %llu repeats this run)\n",
                              (unsigned long long)opts.sampling.seed, (unsigned long long)opts.sampling.seed);
 
-  const std::unique_ptr<Backend> backend = make_backend({device, threads});
+  const std::unique_ptr<Backend> backend = make_backend({device, threads, batch_invariant});
   auto model = Model::load(model_path, *backend);
   const std::unique_ptr<Model> draft_model = load_draft_model(spec, *model, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());

@@ -113,6 +113,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--log-requests", so.log_requests, "one line per HTTP request on stderr");
   std::string device = "auto";
   add_device_option(app, device);
+  bool batch_invariant = false;
+  add_batch_invariant_option(app, batch_invariant);
   add_spec_options(app, f.spec);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   check_spec_options(f.spec, /*serve=*/true);
@@ -127,7 +129,7 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
   std::unique_ptr<Backend> backend;
   try {
-    backend = make_backend({device, f.threads});
+    backend = make_backend({device, f.threads, batch_invariant});
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     throw;

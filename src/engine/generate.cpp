@@ -36,7 +36,8 @@ void forward_feeding_drafter(Model& model, KvSequence& kv, std::span<const int32
   drafter->target_hidden(hidden.data(), int(tokens.size()), pos0);
 }
 
-// The speculative decode loop. On entry the KV holds every prompt token but the last; that invariant
+// The speculative decode loop. On entry the KV holds the prompt and `history` ends with the first
+// generated token (from the prefill's logits, not yet fed); that invariant
 // (the KV holds all of `history` but its last token) holds at the top of every step. Each step feeds
 // [last, d_1..d_k] with all logits, accepts n drafts (verify_drafts), truncates the KV to the
 // accepted length and emits d_1..d_n and the target's token, applying the same stop rules, token by
@@ -129,8 +130,13 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
   auto t0 = clock::now();
   const size_t chunk = size_t(std::max(1, opts.prefill_chunk));
   if (cb.on_prefill) cb.on_prefill(0, st.n_prompt);
-  // With a drafter the last prompt token is fed by the first verify step (with the first drafts).
-  const size_t n_prefill = prompt.size() - (opts.drafter ? 1 : 0);
+  // Every prompt token goes through the prefill, drafter or not, and the first token comes from its last
+  // row, as in plain decoding (and as in the engine); the speculative loop starts from that token. Until
+  // 2026-12-01 the last prompt token was fed by the first verify step instead: one step earlier with
+  // drafts, but then its row (and its K/V) came from a verify step where plain decoding computes it in a
+  // prefill chunk, which only a backend invariant for every row count (the CPU) gives the same bits;
+  // CUDA's --batch-invariant covers steps of up to 32 rows per sequence (docs/CUDA_SPEC.md).
+  const size_t n_prefill = prompt.size();
   std::vector<float> hidden;  // a prefill chunk's hidden states, for an MTP drafter
   for (size_t i = 0; i < n_prefill; i += chunk) {
     const size_t n = std::min(chunk, n_prefill - i);
@@ -140,13 +146,6 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
   if (opts.drafter) opts.drafter->prefill(history);
   if (cb.on_prefill) cb.on_prefill(st.n_prompt, st.n_prompt);
   st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-
-  if (opts.drafter) {
-    t0 = clock::now();
-    decode_speculative(model, kv, sampler, history, opts, cb, st);
-    st.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-    return st;
-  }
 
   t0 = clock::now();
   // Every exit of the loop sets stop_reason; n_predict == 0 never enters it (TokenLimit).
@@ -166,6 +165,10 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
     if (opts.n_predict >= 0 && st.n_generated >= opts.n_predict) break;  // TokenLimit
     if (kv.n_tokens() >= kv.max_tokens()) {  // the token is emitted, not fed back
       st.stop_reason = StopReason::ContextFull;
+      break;
+    }
+    if (opts.drafter) {  // the rest speculatively: the KV holds all of history but its last token
+      decode_speculative(model, kv, sampler, history, opts, cb, st);
       break;
     }
     model.forward(std::span(&id, 1), kv, logits.data(), false);

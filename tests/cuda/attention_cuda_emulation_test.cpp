@@ -20,6 +20,7 @@
 #include <ucontext.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <utility>
@@ -873,6 +874,83 @@ TEST(CudaAttentionEmulation, Decode8EarlyPlanLeavesRoomForTheStore) {
     EXPECT_LE(P.n_splits * 8, 4 * 132 - 5) << kv << ": " << plan_name(P);
     if (kv >= 32768) EXPECT_GE(P.n_splits * 8, (4 * 132 - 5) * 85 / 100) << kv << ": " << plan_name(P);
   }
+}
+
+// Batch invariance (attn::plan_invariant, --batch-invariant; docs/CUDA_SPEC.md): every row of a step of
+// several sequences (a k-token verify step, a decode step, a 40-row prefill chunk) run with the
+// invariant plans, as cuda::attention runs them, is within the usual bound of attention_ref, and each row
+// of a sequence of up to kInvariantDecodeQ rows equals bit for bit (memcmp) what the same query gets
+// alone (one row at its position, the step's bound its own), across chunk boundaries (depths 505, 1100),
+// with a sliding window, GQA 1 / 2 / 4 (1 to 4 tokens per decode block) and the slots kernel (head
+// size 256). The default plans are counted for comparison (printed, not asserted).
+std::vector<float> run_plans(const attn_test::Fixture& f, const cuda::AttentionBatchDevice& b, const float* q,
+                             int total_rows, bool invariant) {
+  attn::Plan P[2];
+  const int n = invariant ? attn::plan_invariant(f.L, f.p, b, kEmulatedSms, P[0], P[1]) : 1;
+  if (!invariant) P[0] = attn::plan_attention(f.L, f.p, b, kEmulatedSms);
+  std::vector<float> out(size_t(total_rows) * f.row_floats);
+  attn_test::poison(out.data(), out.size());
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> part(P[i].partial_o_floats + P[i].partial_ml_floats, NAN);
+    const attn::Args a = attn::make_args(f.L, f.p, b, P[i], q, out.data(), part.empty() ? nullptr : part.data());
+    switch (f.c.head_dim) {
+      case 64: run_kernels<64>(a, P[i], a, attn::Plan{}); break;
+      case 128: run_kernels<128>(a, P[i], a, attn::Plan{}); break;
+      default: run_kernels<256>(a, P[i], a, attn::Plan{}); break;
+    }
+  }
+  return out;
+}
+
+TEST(CudaAttentionEmulation, InvariantPlansGiveEachRowTheBitsOfItsOwnStep) {
+  attn::g_tables = cuda::make_kv_decode_tables();
+  struct Inv {
+    KvType kt, vt;
+    int hd, group, depth, k, window;
+  };
+  const Inv invs[] = {{KvType::F16, KvType::F16, 128, 2, 20, 8, 0},       {KvType::Q8_0, KvType::Turbo3T, 128, 4, 505, 8, 0},
+                      {KvType::Q8_0, KvType::Q8_0, 64, 1, 1100, 6, 0},     {KvType::Q8_0, KvType::Turbo3T, 128, 2, 306, 8, 100},
+                      {KvType::Turbo3T, KvType::Turbo3T, 256, 2, 40, 5, 0}};
+  uint32_t seed = 700;
+  int rows = 0, default_differs = 0;
+  for (const Inv& v : invs) {
+    Case c;
+    c.kt = v.kt, c.vt = v.vt, c.head_dim = v.hd, c.group = v.group, c.n_head_kv = 1, c.window = v.window;
+    c.seed = seed++;
+    c.seqs = {{v.depth, v.k}, {50, 40}, {3, 1}};  // a verify step, a prefill chunk (the tiled launch), a decode row
+    c.extra_kv_bound = 37;                        // a bound above the real one, as the backend's bucket
+    const auto f = attn_test::build(c);
+    const std::vector<float> got = run_plans(*f, f->b, f->q.data(), f->total_rows, true);
+    std::vector<float> checked(f->out_floats());
+    attn_test::poison(checked.data(), checked.size());
+    std::copy(got.begin(), got.end(), checked.begin());
+    const attn_test::Result r = attn_test::check_outputs(*f, checked);
+    EXPECT_LE(r.worst, attn_test::kBound) << attn_test::describe(c) << "\n  worst row: " << r.where;
+    const std::vector<float> plain = run_plans(*f, f->b, f->q.data(), f->total_rows, false);
+    for (int s : {0, 2}) {
+      const SeqSpec& sq = c.seqs[size_t(s)];
+      for (int j = 0; j < sq.n_q; ++j) {
+        const int row = f->row0[size_t(s)] + j;
+        const int32_t start = f->table_start[size_t(s)], pos = sq.pos0 + j, one = 1, zero = 0;
+        cuda::AttentionBatchDevice b1 = f->b;  // the same pool and tables, this one row alone
+        b1.n_seq = 1, b1.table_start = &start, b1.pos0 = &pos, b1.n_q = &one, b1.row0 = &zero;
+        b1.total_rows = 1, b1.max_n_q = 1, b1.max_kv = pos + 1;
+        const float* qr = f->q.data() + size_t(row) * f->row_floats;
+        const std::vector<float> alone = run_plans(*f, b1, qr, 1, true), alone_plain = run_plans(*f, b1, qr, 1, false);
+        const float* g = got.data() + size_t(row) * f->row_floats;
+        ++rows;
+        default_differs +=
+            std::memcmp(plain.data() + size_t(row) * f->row_floats, alone_plain.data(), f->row_floats * sizeof(float)) != 0;
+        if (std::memcmp(g, alone.data(), f->row_floats * sizeof(float)) == 0) continue;
+        size_t i = 0;
+        while (g[i] == alone[i] && i + 1 < f->row_floats) ++i;
+        ADD_FAILURE() << attn_test::describe(c) << "\n  seq " << s << " token " << j << " (pos " << pos
+                      << "): differs from the row alone at value " << i << ": " << g[i] << " vs " << alone[i];
+      }
+    }
+  }
+  std::printf("invariant plans: %d rows checked; with the default plans %d of them differ from the row alone\n", rows,
+              default_differs);
 }
 
 }  // namespace

@@ -169,6 +169,37 @@ void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::P
                a, P.rows, ap, Pp.rows);
 }
 
+template <int HD>
+void launch_hd_plain(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
+  launch_hd<HD>(a, P, a, attn::Plan{}, stream, pdl);
+}
+
+// The batch-invariant path (ctx.batch_invariant(); attn::plan_invariant): no shared-prefix pass (each
+// sequence reads its prefix blocks itself), the decode kernel with fixed key splits for sequences of up
+// to kInvariantDecodeQ query rows, then the tiled kernel for longer ones (prefill chunks), if any.
+void attention_invariant(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b_in,
+                         const float* q, float* out, CudaContext& ctx, bool after_store, bool pdl) {
+  AttentionBatchDevice b = b_in;
+  b.n_prefix = 0;
+  attn::Plan P[2];
+  const int n_plans = attn::plan_invariant(L, p, b, ctx.sm_count(), P[0], P[1]);
+  size_t floats[2] = {0, 0}, total = 0;
+  for (int i = 0; i < n_plans; ++i) total += floats[i] = P[i].partial_o_floats + P[i].partial_ml_floats;
+  float* part = total > 0 ? static_cast<float*>(ctx.scratch(Scratch::AttentionPartials, total * sizeof(float))) : nullptr;
+  for (int i = 0; i < n_plans; ++i) {
+    Args a = attn::make_args(L, p, b, P[i], q, out, floats[i] > 0 ? part + (i == 0 ? 0 : floats[0]) : nullptr);
+    // The early start waits for the store before it reads new keys: only the timing changes.
+    a.early = i == 0 && n_plans == 1 && after_store && pdl && attn::attention_early() && b.n_seq == 1 &&
+              P[i].variant != attn::DecodeVariant::Slots ? 1 : 0;
+    switch (L.head_dim) {
+      case 64: launch_hd_plain<64>(a, P[i], ctx.stream(), pdl); break;
+      case 128: launch_hd_plain<128>(a, P[i], ctx.stream(), pdl); break;
+      case 256: launch_hd_plain<256>(a, P[i], ctx.stream(), pdl); break;
+      default: launch_hd_plain<512>(a, P[i], ctx.stream(), pdl); break;
+    }
+  }
+}
+
 }  // namespace
 
 void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
@@ -176,6 +207,10 @@ void attention(const KvLayerDevice& L, const AttentionParams& p, const Attention
   if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
   init_device(ctx.stream());  // first: it sets which prefix kernels the device's shared memory allows
   const bool pdl = attn::attention_pdl() && pdl_enabled(ctx);
+  if (ctx.batch_invariant()) {
+    attention_invariant(L, p, b, q, out, ctx, after_store, pdl);
+    return;
+  }
   attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
   // Early start (attn::attention_early()): one sequence, no shared prefix, the lanes8 kernel, launched
   // with PDL right after this layer's kv_store. Its splits leave room for the store's blocks (4 warps

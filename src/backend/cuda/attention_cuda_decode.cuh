@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   prefetch_sequence(a);
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
-  const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);
+  const int kb = split_begin(a, w, int(blockIdx.x));
   const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
   if (kb >= ke) return;  // this split holds no key of the block (the merge skips it too)
 

@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
     if (early) pdl_wait_prev();
     return;
   }
-  const int kb = max(w.kv_lo, int(blockIdx.x) * a.chunk);
+  const int kb = split_begin(a, w, int(blockIdx.x));
   const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
   if (kb >= ke) {  // this split holds no key of the block (the merge skips it too)
     if (early) pdl_wait_prev();

@@ -116,7 +116,7 @@ __device__ __forceinline__ bool block_work(const Args& a, int y, int z, Work& w)
   }
   w.seq = z / a.qtiles;
   const int nq = a.n_q[w.seq];
-  if (w.qa >= nq || w.nj <= 0) return false;
+  if (w.qa >= nq || w.nj <= 0 || nq < a.nq_lo || nq > a.nq_hi) return false;  // (another launch's sequence)
   w.nt = min(a.qt, nq - w.qa);
   w.pos_a = a.pos0[w.seq] + w.qa;
   w.kv_lo = a.window > 0 ? max(0, w.pos_a - a.window + 1) : 0;
@@ -126,6 +126,14 @@ __device__ __forceinline__ bool block_work(const Args& a, int y, int z, Work& w)
     w.kv_lo = max(w.kv_lo, prefix_of(a, w.seq, grp));
   }
   return true;
+}
+
+// The first key the decode kernels read in key split `split` of the block (Args::invariant): the split's
+// start or the block's first visible key, whichever is later; aligned, the pool block holding that key
+// instead of the key itself (the keys before it in that block are masked like any invisible key).
+__device__ __forceinline__ int split_begin(const Args& a, const Work& w, int split) {
+  const int lo = a.invariant ? w.kv_lo - w.kv_lo % a.block_tokens : w.kv_lo;
+  return max(lo, split * a.chunk);
 }
 
 // Query token t (< w.nt) of the block: its position and its row in q / out.
@@ -316,10 +324,12 @@ __device__ __forceinline__ float row_norm(const Args& a, int h, float m, float l
 
 // The decode kernels' end (no partials): the output value of row r from its slot states st_ml
 // [ns][kDecodeRows][2] (m, l) folded against their max into o and L: o / L, or with sinks
-// o * row_norm against that max.
+// o * row_norm against that max. Batch-invariant plans: o * (1 / L), merge_kernel's o * row_norm(M, L)
+// for a row with one split (its weight exp(0) = 1, its sums 0 + o and 0 + L exact), so a row gets the
+// same bits whether its step's bound gives it one split or more (the others empty for it).
 __device__ __forceinline__ float decode_output(const Args& a, const Work& w, int r, float o, float L,
                                                const float* st_ml, int ns) {
-  if (!a.sinks) return o / L;
+  if (!a.sinks) return a.invariant ? o * (1.0f / L) : o / L;
   float M = -INFINITY;
   for (int s = 0; s < ns; ++s) M = fmaxf(M, st_ml[(s * kDecodeRows + r) * 2]);
   return o * row_norm(a, w.g * a.group + w.j0 + r % a.gj, M, L);

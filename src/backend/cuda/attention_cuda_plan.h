@@ -202,6 +202,22 @@ constexpr int kSmallRows = 16;   // rows per block of the tiled kernel for small
 // Rows per block of the tiled kernel for prefill: queries and the K/V tile near 32 KB each.
 constexpr int large_rows(int hd) { return hd <= 128 ? 64 : hd == 256 ? 32 : 16; }
 
+// Batch-invariant plans (CudaContext::batch_invariant(), the --batch-invariant switch; docs/CUDA_SPEC.md):
+// a query row gets the same bits whatever else the step holds (its own later tokens in a speculative
+// verify step, other sequences, their bounds), so row j of a k-row step equals the same token decoded
+// alone. Every sequence with at most kInvariantDecodeQ query rows runs the decode kernel (never the
+// tiled one), its keys cut into splits of kInvariantChunk keys at fixed positions (split s: keys
+// [s * chunk, (s + 1) * chunk), whatever the bound or the grid), normalized as o * (1 / L) (what
+// merge_kernel computes for a row with one non-empty split; the default one-split blocks write o / L);
+// no shared-prefix pass; and a sliding window's first tile starts at the pool block holding the window's
+// first key (Args::invariant).
+// Sequences with more query rows (prefill chunks) take the tiled kernel in a second launch, as usual.
+constexpr int kInvariantChunk = 512;
+constexpr int kInvariantDecodeQ = 32;  // a verify step holds at most 1 + 16 drafts (kMaxSpecNMax)
+// Splits per row at most: merge_kernel's arrays hold 2 * kMaxSplits entries (own + prefix splits; this
+// mode has no prefix pass): 512 x 512 = 262144 keys.
+constexpr int kInvariantMaxSplits = 2 * kMaxSplits;
+
 // The argument block of every kernel.
 struct Args {
   // The layer's KV (kv_cuda.h addressing).
@@ -240,6 +256,14 @@ struct Args {
   // for it only before staging keys at or past its sequence's pos0 (attention_early(); set by the
   // launcher for single-sequence decode plans without shared prefixes); 0: it waits first (pdl_enter).
   int early;
+  // The sequences this launch computes: those with nq_lo <= n_q <= nq_hi (the others' blocks exit at
+  // once; a batch-invariant step runs its short and long sequences in two launches).
+  int nq_lo, nq_hi;
+  // 1 (batch-invariant decode plans): a split's first key is max(split start, the pool block holding
+  // the block's first visible key), so tiles start at the same positions whichever token of a
+  // multi-token block sets the window's start (0: max(split start, first visible key)); and a block
+  // that writes its outputs normalizes them as o * (1 / L), as merge_kernel does (0: o / L).
+  int invariant;
 };
 
 enum class Kernel { Decode, Tiled };
@@ -256,6 +280,8 @@ struct Plan {
   int stages = 0;              // decode kernel: pipeline stages
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
+  int nq_lo = 0, nq_hi = 1 << 30;  // Args::nq_lo / nq_hi: the sequences of this launch
+  bool invariant = false;          // Args::invariant (batch-invariant plans)
 };
 
 // Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
@@ -298,12 +324,35 @@ inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
   P.qtiles = (max_q + P.qt - 1) / P.qt;
 }
 
-// Checks the arguments (throws Error) and plans the per-sequence launch. sm_count: multiprocessors of
-// the device. With shared prefixes its blocks always write partials (plan_prefix plans the rest).
-// reserve_blocks: block slots the lanes8 splits leave free (early start: the kv_store's blocks, which run
-// beside the attention's one wave).
-inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
-                           int sm_count, int reserve_blocks = 0) {
+// The decode kernel's rows, head parts, query tiles (for up to max_n_q queries per sequence), variant,
+// tile, stages and shared memory (P.group set).
+inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q) {
+  const int hd = L.head_dim;
+  P.kernel = Kernel::Decode;
+  P.rows = kDecodeRows;
+  P.gj = std::min(P.group, P.rows);
+  P.hparts = (P.group + P.gj - 1) / P.gj;
+  P.qt = P.rows / P.gj;
+  P.qtiles = (max_n_q + P.qt - 1) / P.qt;
+  P.variant = decode8_supports(hd) ? decode_variant() : DecodeVariant::Slots;
+  // lanes8 needs two stages within its 48 KB (its kernels' shared memory limit); wider rows (f32 K
+  // or V) take the slots kernel. Without this the launch failed with "invalid argument" on the H200
+  // (CudaAttention.EveryKTypeWithTheMainVTypesDecode, 2026-12-01).
+  if (P.variant != DecodeVariant::Slots &&
+      2 * (stage_part_bytes(decode8_tile_keys(), L.k_head_bytes) +
+           stage_part_bytes(decode8_tile_keys(), L.v_head_bytes)) > kDecode8SmemCap)
+    P.variant = DecodeVariant::Slots;
+  const bool lanes8 = P.variant != DecodeVariant::Slots;
+  P.tile_keys = lanes8 ? decode8_tile_keys() : decode_tile_keys(hd);
+  // As many stages as fit the shared memory cap (at least 2: a stage is at most 2 x 32 KB + 32).
+  const size_t cap = lanes8 ? kDecode8SmemCap : kDecodeSmemCap;
+  const size_t stage = stage_part_bytes(P.tile_keys, L.k_head_bytes) + stage_part_bytes(P.tile_keys, L.v_head_bytes);
+  P.stages = int(std::clamp<size_t>(cap / stage, 2, kDecodeMaxStages));
+  P.smem = std::max(size_t(P.stages) * stage, lanes8 ? decode8_fold_bytes(hd) : decode_fold_bytes(hd));
+}
+
+// Throws Error unless the layer, the parameters and the batch's bounds are ones the kernels take.
+inline void check_attention_args(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b) {
   const int hd = L.head_dim;
   check(hd == 64 || hd == 128 || hd == 256 || hd == 512, "CUDA attention: head size ", hd,
         " is not supported (64, 128, 256 or 512)");
@@ -313,6 +362,16 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   check(L.n_head_kv > 0 && p.n_head > 0 && p.n_head % L.n_head_kv == 0, "CUDA attention: ", p.n_head,
         " query heads do not split into ", L.n_head_kv, " KV heads");
   check(L.block_tokens > 0 && b.max_kv > 0 && b.max_n_q > 0 && b.n_seq > 0, "CUDA attention: invalid block size or bounds");
+}
+
+// Checks the arguments (throws Error) and plans the per-sequence launch. sm_count: multiprocessors of
+// the device. With shared prefixes its blocks always write partials (plan_prefix plans the rest).
+// reserve_blocks: block slots the lanes8 splits leave free (early start: the kv_store's blocks, which run
+// beside the attention's one wave).
+inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
+                           int sm_count, int reserve_blocks = 0) {
+  const int hd = L.head_dim;
+  check_attention_args(L, p, b);
 
   Plan P;
   check(b.n_prefix >= 0 && (b.n_prefix == 0 || (b.max_prefix_q > 0 && b.max_prefix_kv > 0)),
@@ -322,27 +381,7 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   // a few tokens of a small group); else the tiled kernel, small for small multi-token steps.
   const int decode_tokens = std::max(1, kDecodeRows / std::min(P.group, kDecodeRows));
   if (b.max_n_q <= decode_tokens) {
-    P.kernel = Kernel::Decode;
-    P.rows = kDecodeRows;
-    P.gj = std::min(P.group, P.rows);
-    P.hparts = (P.group + P.gj - 1) / P.gj;
-    P.qt = P.rows / P.gj;
-    P.qtiles = (b.max_n_q + P.qt - 1) / P.qt;
-    P.variant = decode8_supports(hd) ? decode_variant() : DecodeVariant::Slots;
-    // lanes8 needs two stages within its 48 KB (its kernels' shared memory limit); wider rows (f32 K
-    // or V) take the slots kernel. Without this the launch failed with "invalid argument" on the H200
-    // (CudaAttention.EveryKTypeWithTheMainVTypesDecode, 2026-12-01).
-    if (P.variant != DecodeVariant::Slots &&
-        2 * (stage_part_bytes(decode8_tile_keys(), L.k_head_bytes) +
-             stage_part_bytes(decode8_tile_keys(), L.v_head_bytes)) > kDecode8SmemCap)
-      P.variant = DecodeVariant::Slots;
-    const bool lanes8 = P.variant != DecodeVariant::Slots;
-    P.tile_keys = lanes8 ? decode8_tile_keys() : decode_tile_keys(hd);
-    // As many stages as fit the shared memory cap (at least 2: a stage is at most 2 x 32 KB + 32).
-    const size_t cap = lanes8 ? kDecode8SmemCap : kDecodeSmemCap;
-    const size_t stage = stage_part_bytes(P.tile_keys, L.k_head_bytes) + stage_part_bytes(P.tile_keys, L.v_head_bytes);
-    P.stages = int(std::clamp<size_t>(cap / stage, 2, kDecodeMaxStages));
-    P.smem = std::max(size_t(P.stages) * stage, lanes8 ? decode8_fold_bytes(hd) : decode_fold_bytes(hd));
+    plan_decode_rows(P, L, b.max_n_q);
   } else {
     plan_tiled_rows(P, b.max_n_q, hd);
   }
@@ -360,6 +399,37 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
     plan_splits(P, b.max_kv, sm_count, hd);
   if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
   return P;
+}
+
+// The batch-invariant plans of a step without shared prefixes (b.n_prefix must be 0; see kInvariantChunk):
+// `dec`, the decode kernel for the sequences with at most kInvariantDecodeQ query rows (fixed splits of
+// kInvariantChunk keys); and, when b.max_n_q says a sequence may have more, `tiled`, the
+// usual plan for those (plan_attention's, restricted to them). Returns the number of plans (1 or 2).
+inline int plan_invariant(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
+                          int sm_count, Plan& dec, Plan& tiled) {
+  check_attention_args(L, p, b);
+  check(b.n_prefix == 0, "CUDA attention: batch-invariant plans take no shared-prefix groups");
+  const int hd = L.head_dim;
+  const int64_t n_splits = (int64_t(b.max_kv) + kInvariantChunk - 1) / kInvariantChunk;
+  check(n_splits <= kInvariantMaxSplits, "CUDA attention: --batch-invariant supports contexts up to ",
+        int64_t(kInvariantMaxSplits) * kInvariantChunk, " keys (this step's bound: ", b.max_kv, ")");
+  dec = Plan{};
+  dec.group = p.n_head / L.n_head_kv;
+  plan_decode_rows(dec, L, std::min(b.max_n_q, kInvariantDecodeQ));
+  const int64_t grid_y = int64_t(L.n_head_kv) * dec.hparts, grid_z = int64_t(b.n_seq) * dec.qtiles;
+  check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: batch too large for one launch (", grid_y, " x ",
+        grid_z, " blocks)");
+  dec.grid_y = int(grid_y);
+  dec.grid_z = int(grid_z);
+  dec.n_splits = int(n_splits);
+  dec.chunk = kInvariantChunk;
+  dec.invariant = true;
+  dec.nq_hi = kInvariantDecodeQ;
+  if (n_splits > 1) plan_partials(dec, hd);
+  if (b.max_n_q <= kInvariantDecodeQ) return 1;
+  tiled = plan_attention(L, p, b, sm_count);  // max_n_q > 32 > decode_tokens: the tiled kernel
+  tiled.nq_lo = kInvariantDecodeQ + 1;
+  return 2;
 }
 
 // The prefix pass of shared prefixes (b.n_prefix > 0): the tiled kernel over (group, query tile of
@@ -439,6 +509,9 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.part_o = part;
   a.part_ml = part ? part + P.partial_o_floats : nullptr;
   a.partial = P.n_splits > 1 || b.n_prefix > 0;
+  a.nq_lo = P.nq_lo;
+  a.nq_hi = P.nq_hi;
+  a.invariant = P.invariant ? 1 : 0;
   a.n_prefix = b.n_prefix;
   a.prefix_seq0 = b.prefix_seq0;
   a.prefix_n_seq = b.prefix_n_seq;

@@ -35,7 +35,10 @@ namespace {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : ctx_(device), kv_memory_(device, ctx_.stream()) {
+  CudaBackend(int device, bool batch_invariant) : ctx_(device), kv_memory_(device, ctx_.stream()) {
+    // --batch-invariant (docs/CUDA_SPEC.md): the kernels' choices that a row's bits depend on are fixed
+    // by the row alone; the context carries it to every launcher (mat-muls, attention).
+    ctx_.set_batch_invariant(batch_invariant);
     const char* g = std::getenv("POLYKV_CUDA_GRAPHS");
     // On unless POLYKV_CUDA_GRAPHS=0. They were opt-in after a hang of the CUDA model tests (2026-11-30);
     // its cause was the CPU ThreadPool (fixed 2026-12-01), and graphs decode 6-7% faster on the H200
@@ -93,6 +96,7 @@ class CudaBackend final : public Backend {
   }
 
   DeviceKind kind() const override { return DeviceKind::Cuda; }
+  bool batch_invariant() const override { return ctx_.batch_invariant(); }
   std::string describe() const override { return describe_; }
 
   // ---- memory -------------------------------------------------------------------------------
@@ -400,7 +404,9 @@ class CudaBackend final : public Backend {
     // recorded graph, for thousands of tokens. Always bucketed, graph or not: results never depend
     // on whether a step was replayed.
     batch_.max_kv = kv_bucket(plan_.max_kv);
-    if (cascade_enabled_ && plan_.n_prefix > 0) {
+    // Batch invariant: no cascade (the prefix pass reads shared keys with other kernels than the
+    // per-sequence pass, and whether a sequence shares a prefix depends on its step's companions).
+    if (cascade_enabled_ && !ctx_.batch_invariant() && plan_.n_prefix > 0) {
       batch_.n_prefix = plan_.n_prefix;
       batch_.prefix_seq0 = tables + plan_.prefix_seq0_at();
       batch_.prefix_n_seq = tables + plan_.prefix_n_seq_at();
@@ -708,11 +714,11 @@ int cuda_device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
+std::unique_ptr<Backend> make_cuda_backend(int device, bool batch_invariant) {
   const int n = cuda_device_count();
   check(n > 0, "no CUDA GPU is visible (driver missing or no device)");
   check(device >= 0 && device < n, "CUDA device ", device, " does not exist (", n, " visible)");
-  return std::make_unique<CudaBackend>(device);
+  return std::make_unique<CudaBackend>(device, batch_invariant);
 }
 
 }  // namespace polykv

@@ -35,7 +35,15 @@ class CudaContext {
   // graph recorded under another generation is stale.
   uint64_t scratch_generation() const { return scratch_generation_; }
 
+  // Batch invariance (the backend's option, BackendOptions::batch_invariant; docs/CUDA_SPEC.md): when
+  // set, the mat-muls take the mat-vec kernels for every column count (never mmq or cuBLAS) and
+  // attention takes attn::plan_invariant's plans, so a row's results do not depend on the other rows
+  // of its step. Off by default (it costs speed); set once, before the first op.
+  bool batch_invariant() const { return batch_invariant_; }
+  void set_batch_invariant(bool on) { batch_invariant_ = on; }
+
  private:
+  bool batch_invariant_ = false;
   int device_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

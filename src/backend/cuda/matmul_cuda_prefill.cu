@@ -140,6 +140,13 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
   validate_device_weights(w);
   check(n >= 0, "CUDA matmul: negative column count ", n);
   if (n == 0 || w.n_out == 0) return;
+  if (ctx.batch_invariant()) {
+    // Every column count on the mat-vec kernels, 8 columns per pass: a column's bits are those it gets
+    // alone (matmul_cuda.h, "Batch invariance"); mmq and cuBLAS would round it differently.
+    const ActView a = prepare_acts(w, x, n, ctx);
+    for (int c = 0; c < n; c += kMatvecMaxCols) launch_matvec(w, a, c, std::min(kMatvecMaxCols, n - c), y, ctx);
+    return;
+  }
   if (n <= kMatvecMaxCols && !mmq_takes(w, n)) {
     matvec(w, x, y, n, ctx);
     return;
@@ -163,6 +170,16 @@ void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, Cuda
   check(n >= 0, "CUDA matmul: negative column count ", n);
   if (n == 0 || parts.empty()) return;
   const WeightMatrix& w0 = *parts[0].w;
+  if (ctx.batch_invariant()) {  // matmul()'s mat-vec passes for every part, in one launch where they stream together
+    if (parts_stream_together(parts)) {
+      const ActView a = prepare_acts(w0, x, n, ctx);
+      for (int c = 0; c < n; c += kMatvecMaxCols)
+        launch_matvec_stream_parts(parts, a, c, std::min(kMatvecMaxCols, n - c), ctx);
+      return;
+    }
+    for (const MatvecPart& p : parts) matmul(*p.w, x, p.y, n, ctx);
+    return;
+  }
   bool all_mmq = true;
   for (const MatvecPart& p : parts) all_mmq = all_mmq && mmq_takes(*p.w, n) && p.w->n_in == w0.n_in;
   if (all_mmq) {
