@@ -21,9 +21,15 @@ CLI::Option* add_device_option(CLI::App& app, std::string& device) {
 }
 
 CLI::Option* add_batch_invariant_option(CLI::App& app, bool& on) {
-  return app.add_flag("--batch-invariant", on,
+  return app.add_flag("--batch-invariant,!--no-batch-invariant", on,
                       "CUDA: every row of a step gets the bits it would get alone (speculative verify rows as "
-                      "decoded one at a time, a sequence whatever its batch); slower. The CPU always is");
+                      "decoded one at a time, a sequence whatever its batch); slower. Default: on when a drafter "
+                      "is configured (--spec, --model-draft, --model-mtp), so that speculation is lossless; the CPU "
+                      "always is");
+}
+
+bool resolve_batch_invariant(const CLI::Option* opt, bool given_value, bool drafting) {
+  return opt != nullptr && opt->count() > 0 ? given_value : drafting;
 }
 
 CLI::Option* add_threads_option(CLI::App& app, int& threads, const std::string& name, const std::string& help) {

@@ -58,6 +58,10 @@ CLI::Option* add_device_option(CLI::App& app, std::string& device);
 // (BackendOptions::batch_invariant: speculative verify rows as decoded alone, a sequence whatever its
 // batch). Costs speed on CUDA (docs/CUDA_SPEC.md); the CPU is batch invariant anyway.
 CLI::Option* add_batch_invariant_option(CLI::App& app, bool& on);
+// --batch-invariant / --no-batch-invariant when given (opt counted), else `drafting`: a command that can
+// speculate turns batch invariance on by default, so that greedy output with a drafter equals greedy
+// output without it on CUDA too (docs/CUDA_SPEC.md).
+bool resolve_batch_invariant(const CLI::Option* opt, bool given_value, bool drafting);
 
 // --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
 void add_k_eq_option(CLI::App& app, float& alpha);

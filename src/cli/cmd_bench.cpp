@@ -79,7 +79,7 @@ int cmd_bench(int argc, char** argv) {
   std::string device = "auto";
   add_device_option(app, device);
   bool batch_invariant = false;
-  add_batch_invariant_option(app, batch_invariant);
+  const CLI::Option* batch_invariant_opt = add_batch_invariant_option(app, batch_invariant);
   SpecCli spec;
   add_spec_options(app, spec);
   std::string text_path;
@@ -92,6 +92,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--verify-steps", verify_steps, "timed steps per width and repetition")->check(CLI::Range(1, 10000));
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   check_spec_options(spec);
+  batch_invariant = resolve_batch_invariant(batch_invariant_opt, batch_invariant, drafting_configured(spec));
   usage_check(spec.spec.enabled() == !text_path.empty(), "--spec and --text go together (speculation is measured on real text)");
   usage_check(!(spec.spec.enabled() && !verify_k.empty()), "--spec and --verify-k measure different things: use one");
   if (spec.spec.enabled()) {

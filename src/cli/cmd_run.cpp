@@ -106,12 +106,13 @@ int cmd_run(int argc, char** argv) {
   std::string device = "auto";
   add_device_option(app, device);
   bool batch_invariant = false;
-  add_batch_invariant_option(app, batch_invariant);
+  const CLI::Option* batch_invariant_opt = add_batch_invariant_option(app, batch_invariant);
   SpecCli spec;
   add_spec_options(app, spec);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   usage_check(prompt.empty() != ids_text.empty(), "give exactly one of -p/--prompt and --ids");
   check_spec_options(spec);
+  batch_invariant = resolve_batch_invariant(batch_invariant_opt, batch_invariant, drafting_configured(spec));
   if (auto why = conflicting_options(!ids_text.empty(), chat, app.count("--system") > 0, no_bos, parse_special))
     throw UsageError(*why);
   opts.sampling.seed = seed >= 0 ? uint64_t(seed) : random_seed();

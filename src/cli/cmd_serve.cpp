@@ -114,10 +114,11 @@ int cmd_serve(int argc, char** argv) {
   std::string device = "auto";
   add_device_option(app, device);
   bool batch_invariant = false;
-  add_batch_invariant_option(app, batch_invariant);
+  const CLI::Option* batch_invariant_opt = add_batch_invariant_option(app, batch_invariant);
   add_spec_options(app, f.spec);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   check_spec_options(f.spec, /*serve=*/true);
+  batch_invariant = resolve_batch_invariant(batch_invariant_opt, batch_invariant, drafting_configured(f.spec));
 
   // SIGINT/SIGTERM go to one thread that stops the server (below); every other thread must block
   // them. The backend's worker threads start now, so they start with the signals blocked (a thread
@@ -143,6 +144,10 @@ int cmd_serve(int argc, char** argv) {
   std::string tmpl = f.chat_template_file.empty() ? model->gguf().get_str("tokenizer.chat_template", "")
                                                   : read_text_file(f.chat_template_file);
   if (tmpl.empty()) std::fprintf(stderr, "polykv serve: the model has no chat template; chat uses a ChatML fallback\n");
+  if (!backend->batch_invariant())
+    std::fprintf(stderr, "polykv serve: %s is not batch invariant (no drafter configured): requests that ask for "
+                 "\"spec\" speculate, but their greedy output may differ from plain decoding in near-ties; start with "
+                 "--batch-invariant (or --spec) for bit-identical output\n", backend->describe().c_str());
   const std::string model_id = std::filesystem::path(f.model_path).stem().string();
 
   // Every thread started from here on (the service's, the server's) inherits the blocked mask.

@@ -17,6 +17,11 @@ struct SpecCli {
 };
 
 void add_spec_options(CLI::App& app, SpecCli& s);
+// Whether any drafter is configured: --spec other than none, or a draft model / MTP head to serve
+// requests that ask for one.
+inline bool drafting_configured(const SpecCli& s) {
+  return s.spec.enabled() || !s.draft_path.empty() || !s.spec.mtp_path.empty();
+}
 // Usage errors (exit 2): an unknown --spec, --spec-n-max out of range, --spec draft without
 // --model-draft, --model-draft without --spec draft (allowed for serve: requests may ask for "draft").
 void check_spec_options(const SpecCli& s, bool serve = false);
