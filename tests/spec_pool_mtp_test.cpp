@@ -24,6 +24,7 @@
 #include "engine/spec/mtp_drafter.h"
 #include "engine_test_util.h"
 #include "kv/kv_cache.h"
+#include "kv/owned_paged_kv.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -236,6 +237,46 @@ TEST(SpecPoolMtp, BatchedHeadEqualsEachSequenceAlone) {
   EXPECT_THROW(MtpDrafter::draft_many(bad), Error);
   const MtpJob twice[] = {{together[1].get(), first(ts[1], cs[1]), 1, &o1}, {together[1].get(), first(ts[1], cs[1]), 1, &o2}};
   EXPECT_THROW(MtpDrafter::draft_many(twice), Error);
+}
+
+// MtpHead::forward_batch grouped by KV pool (the path of a backend with one pool per step, CUDA: each
+// drafter's head KV is a pool of its own), forced here on the CPU: the same logits, hidden rows and KV
+// bytes as one pass over every sequence.
+TEST(SpecPoolMtp, HeadPassesGroupedByPoolEqualOnePass) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  const Text t = text(held_out(120), 8);
+  MtpHead& head = *fx().head;
+  const int n = 3, V = fx().model->config().n_vocab;
+  std::vector<std::unique_ptr<OwnedPagedKv>> kv_one, kv_grouped;
+  std::vector<std::vector<float>> lg_one(n, std::vector<float>(size_t(V))), lg_grouped = lg_one;
+  std::vector<std::vector<float>> h_one(n, std::vector<float>(size_t(E()))), h_grouped = h_one;
+  std::vector<MtpHead::Seq> one, grouped;
+  for (int i = 0; i < n; ++i) {
+    const int rows = 20 + 37 * i;  // 20, 57, 94 rows: different lengths in one pass
+    for (auto* kvs : {&kv_one, &kv_grouped})
+      kvs->push_back(std::make_unique<OwnedPagedKv>(head.kv_shape(), KvType::F16, KvType::F16, 256, 256,
+                                                    fx().model->backend().kv_memory()));
+    const std::span<const int32_t> next = std::span(t.x).subspan(1, size_t(rows));
+    one.push_back({next, t.h.data(), kv_one.back().get(), lg_one[size_t(i)].data(), h_one[size_t(i)].data()});
+    grouped.push_back({next, t.h.data(), kv_grouped.back().get(), lg_grouped[size_t(i)].data(),
+                       h_grouped[size_t(i)].data()});
+  }
+  head.forward_batch(one, /*split_by_pool=*/false);
+  head.forward_batch(grouped, /*split_by_pool=*/true);
+  for (int i = 0; i < n; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(std::memcmp(lg_one[size_t(i)].data(), lg_grouped[size_t(i)].data(), size_t(V) * sizeof(float)), 0);
+    ASSERT_EQ(std::memcmp(h_one[size_t(i)].data(), h_grouped[size_t(i)].data(), size_t(E()) * sizeof(float)), 0);
+    const int rows = 20 + 37 * i;
+    ASSERT_EQ(kv_one[size_t(i)]->n_tokens(), rows);
+    ASSERT_EQ(kv_grouped[size_t(i)]->n_tokens(), rows);
+    const KvLayerView va = kv_one[size_t(i)]->view(0), vb = kv_grouped[size_t(i)]->view(0);
+    for (int p = 0; p < rows; ++p)
+      for (int g = 0; g < va.n_head_kv; ++g) {
+        ASSERT_EQ(std::memcmp(va.k_row(p, g), vb.k_row(p, g), va.k_head_bytes), 0) << "K row " << p;
+        ASSERT_EQ(std::memcmp(va.v_row(p, g), vb.v_row(p, g), va.v_head_bytes), 0) << "V row " << p;
+      }
+  }
 }
 
 TEST(SpecPoolMtp, EightAgentsOnAPoolAreLosslessAndShareThePoolsRows) {

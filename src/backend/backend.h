@@ -52,6 +52,11 @@ class Backend {
   // Whether every row of a step gets the bits it would get in a step of its own (BackendOptions::
   // batch_invariant). The CPU backend always does (docs/VERIFY_KERNELS.md); CUDA when asked to.
   virtual bool batch_invariant() const { return true; }
+  // Whether the sequences of one step (begin_step) must all keep their KV in the same pool (block
+  // store). The CPU backend reads each sequence's own store; the CUDA backend addresses one pool per
+  // step (cuda_backend_plan.cpp), so callers that batch sequences with private KVs (the MTP head's)
+  // group them per pool there.
+  virtual bool one_kv_pool_per_step() const { return false; }
 
   // ---- memory -------------------------------------------------------------------------------
   // Bytes in backend memory (uninitialized); throws Error when they cannot be had.

@@ -156,6 +156,31 @@ void MtpHead::forward(std::span<const int32_t> next_ids, const float* hidden, Kv
 }
 
 void MtpHead::forward_batch(std::span<const Seq> seqs) {
+  forward_batch(seqs, target_.backend().one_kv_pool_per_step());
+}
+
+void MtpHead::forward_batch(std::span<const Seq> seqs, bool split_by_pool) {
+  if (!split_by_pool || seqs.size() < 2) return forward_pass(seqs);
+  // Groups by pool (KvSequence::block_store(); a private cache has none and is a group of its own).
+  std::vector<bool> taken(seqs.size(), false);
+  std::vector<Seq> group;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (taken[i]) continue;
+    const KvBlockStore* store = seqs[i].kv != nullptr ? seqs[i].kv->block_store() : nullptr;
+    group.clear();
+    for (size_t j = i; j < seqs.size(); ++j) {
+      if (taken[j]) continue;
+      const KvBlockStore* sj = seqs[j].kv != nullptr ? seqs[j].kv->block_store() : nullptr;
+      if (j == i || (store != nullptr && sj == store)) {
+        taken[j] = true;
+        group.push_back(seqs[j]);
+      }
+    }
+    forward_pass(group);
+  }
+}
+
+void MtpHead::forward_pass(std::span<const Seq> seqs) {
   const ModelConfig& c = target_.config();
   Backend& be = target_.backend();
   const int E = c.n_embd;

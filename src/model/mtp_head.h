@@ -57,7 +57,11 @@ class MtpHead {
   // Model::forward_batch does for the target: the block's and the output matrix's weights are read
   // once for all rows. Each sequence's KV rows, logits and hidden_out are the same bits as its own
   // forward() call gives (attention per sequence; the matmuls' rows are independent).
+  // On a backend with one KV pool per step (Backend::one_kv_pool_per_step: CUDA) the sequences are
+  // grouped by their KV's pool, one pass per group, in order of first appearance; split_by_pool forces
+  // that grouping anywhere (tests). The same bits either way (rows are independent, see above).
   void forward_batch(std::span<const Seq> seqs);
+  void forward_batch(std::span<const Seq> seqs, bool split_by_pool);
   KvShape kv_shape() const;  // one layer
   Model& target() const { return target_; }
 
@@ -65,6 +69,7 @@ class MtpHead {
   // f: the GGUF holding the block (the target's own, or *side).
   MtpHead(Model& target, const GgufFile& f, std::unique_ptr<GgufFile> side);
   void reserve(int rows, int out_rows);  // the workspace for rows, with logits for out_rows
+  void forward_pass(std::span<const Seq> seqs);  // one head pass over all of seqs
   // Row i of the eh_proj input (host_cat_): [rms(embed(id))·enorm ; rms(hidden)·hnorm].
   void fill_cat_row(int i, int32_t id, const float* hidden);
 

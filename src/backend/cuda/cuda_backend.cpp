@@ -97,6 +97,7 @@ class CudaBackend final : public Backend {
 
   DeviceKind kind() const override { return DeviceKind::Cuda; }
   bool batch_invariant() const override { return ctx_.batch_invariant(); }
+  bool one_kv_pool_per_step() const override { return true; }
   std::string describe() const override { return describe_; }
 
   // ---- memory -------------------------------------------------------------------------------
