@@ -154,5 +154,25 @@ TEST(SpecPolicyCost, RecoversAfterProbingWhenDraftsStartLanding) {
   EXPECT_LE(first_full - first_landed, 2 * SpecSeqState::kProbeEvery);
 }
 
+// A sequence whose drafts would land but whose drafter costs more than they save (the plan never
+// drafts it on merit): its probes land, and they still back off to kProbeMax (before 2026-12-01g a
+// landed probe reset the interval to kProbeEvery: a probe every 8 steps for nothing).
+TEST(SpecPolicyCost, LandedProbesBackOffWhenDraftingDoesNotPay) {
+  SpecSeqState s;
+  for (int i = 0; i < 20; ++i) s.acceptance.update(1, 1);  // high acceptance
+  int probes = 0;
+  const int steps = 640;
+  for (int step = 0; step < steps; ++step) {
+    const DraftCandidate c{s.acceptance.rate, 3, /*draft_seconds=*/1.0, 0, s.probe_due()};  // 1 s per draft
+    const int k = plan_drafts(kOneSeq, 1, 1, std::span(&c, 1))[0];
+    EXPECT_LE(k, 1) << "only probes";
+    probes += k;
+    s.after_step(k, k);  // every probe lands
+  }
+  EXPECT_GT(probes, 0);
+  EXPECT_LT(probes, steps / SpecSeqState::kProbeMax + 6);  // 8, 16, 32, 64, 64, ...: ~12, not 80
+  EXPECT_EQ(s.probe_interval, SpecSeqState::kProbeMax);
+}
+
 }  // namespace
 }  // namespace polykv

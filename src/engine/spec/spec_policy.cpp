@@ -181,9 +181,13 @@ std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_to
 void SpecSeqState::after_step(int drafted, int accepted) {
   if (drafted > 0) {
     const bool probe = probe_due();  // drafted after probe_interval - 1 steps without drafts
+    // A probe can only change the plan through the acceptance estimate: when the estimate was already
+    // at least the prior, the sequence was not drafting for cost (a drafter or a batch dearer than what
+    // its drafts save), so a landed probe says nothing new and backs off like a rejected one.
+    const bool was_low = acceptance.rate < AcceptanceEma::kPrior;
     acceptance.update(drafted, accepted);
     steps_without_drafts = 0;
-    if (!probe || accepted == drafted) probe_interval = kProbeEvery;  // drafted on merit, or the probe landed
+    if (!probe || (accepted == drafted && was_low)) probe_interval = kProbeEvery;  // merit, or recovery
     else probe_interval = std::min(kProbeMax, 2 * probe_interval);
   } else {
     ++steps_without_drafts;

@@ -24,9 +24,12 @@
 // Learning while not drafting: a sequence that has not drafted for `probe_interval` steps drafts one
 // token (a probe), so its acceptance estimate follows the text and drafting resumes when drafts
 // start landing again. A rejected probe doubles the interval (kProbeEvery .. kProbeMax steps: on a
-// text where drafts rarely land, probes cost less than one row in kProbeMax); a probe that lands, or
-// a step that drafts on its own merit, resets it (so recovery takes one long interval, then short
-// ones). Probes also give the step-cost fit rows that vary.
+// text where drafts rarely land, probes cost less than one row in kProbeMax); a step that drafts on
+// its own merit resets it, and so does a probe that lands while the acceptance estimate is below the
+// prior (recovery takes one long interval, then short ones). A probe that lands while the estimate is
+// already high doubles the interval too: that sequence is not drafting for cost, not acceptance
+// (8 MTP agents on a CPU: probes every 8 steps cost ~10% of the run, 2026-12-01g). Probes also give
+// the step-cost fit rows that vary.
 #pragma once
 #include <cstdint>
 #include <span>
