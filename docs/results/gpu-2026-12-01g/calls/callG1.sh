@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gputexts/code.txt: a copy of ../shared/fixtures/models/trained/ppl_dev.txt (untracked in the checkout, carried with it).
 # 2026-12-01g call G1 (main at the start of the session): (1) speculative decoding on CUDA with the embedded
 # model (none vs ngram / draft / mtp, n-max 3, adaptive and fixed, code text, 3 interleaved reps in one process);
 # (2) decode at depth 0 (-p 512 -n 128) per KV pair, 2 interleaved rounds x 3 reps; (3) Nsight Compute: every

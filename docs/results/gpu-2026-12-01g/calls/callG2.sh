@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gputexts/code.txt: a copy of ../shared/fixtures/models/trained/ppl_dev.txt (untracked in the checkout, carried with it).
 # 2026-12-01g call G2 (the last ~250 s of this session's device time): main + cudaspec + mtpserve.
 # (1) the new GPU tests: verify-step rows bit-identical to one-token decoding with --batch-invariant
 #     (SpecInvarianceCuda.*), greedy identity of ngram / draft / mtp on CUDA (SpecCuda.*), the MTP head batched

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# gputexts/code.txt: a copy of ../shared/fixtures/models/trained/ppl_dev.txt (untracked in the checkout, carried with it).
 # 2026-12-01g call G2b (same warm machine right after G2): speculative decoding with --batch-invariant, uncontended
 # (in G2 the first four runs shared the GPU with three test processes), and the switch's cost on plain prefill /
 # decode of the embedded model (G2's cost runs lacked --bandwidth).
