@@ -2,8 +2,10 @@
 // (plain and speculative).
 #pragma once
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,16 @@ struct EmbeddedModelFixture {
   std::unique_ptr<Model> model = Model::load(embedded_model(), backend);
   Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::vector<int32_t> encode(const std::string& s, bool bos) const { return tok.encode(s, bos, false); }
+  // The first n tokens of the held-out code (fixtures' trained/ppl_dev.txt), BOS first.
+  std::vector<int32_t> held_out(int n) const {
+    std::ifstream f(fixtures_dir() + "/models/trained/ppl_dev.txt", std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::vector<int32_t> ids = encode(ss.str().substr(0, 40000), true);
+    EXPECT_GE(int(ids.size()), n);
+    ids.resize(size_t(n));
+    return ids;
+  }
   std::function<bool(int32_t)> eog() const {
     return [this](int32_t id) { return tok.is_eog(id); };
   }

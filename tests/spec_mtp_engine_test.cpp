@@ -26,16 +26,7 @@ test::EmbeddedModelFixture& fx() {
   return f;
 }
 
-// The first n tokens of the held-out code (fixtures), BOS first.
-std::vector<int32_t> held_out(int n) {
-  std::ifstream f(test::fixtures_dir() + "/models/trained/ppl_dev.txt", std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::vector<int32_t> ids = fx().encode(ss.str().substr(0, 40000), true);
-  EXPECT_GE(int(ids.size()), n);
-  ids.resize(size_t(n));
-  return ids;
-}
+std::vector<int32_t> held_out(int n) { return fx().held_out(n); }
 
 EngineOptions options(int step_tokens) {
   EngineOptions o;

@@ -41,16 +41,7 @@ Fixture& fx() {
   return f;
 }
 
-// The first n tokens of the held-out code (fixtures), BOS first.
-std::vector<int32_t> held_out(int n) {
-  std::ifstream f(test::fixtures_dir() + "/models/trained/ppl_dev.txt", std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::vector<int32_t> ids = fx().encode(ss.str().substr(0, 40000), true);
-  EXPECT_GE(int(ids.size()), n);
-  ids.resize(size_t(n));
-  return ids;
-}
+std::vector<int32_t> held_out(int n) { return fx().held_out(n); }
 
 int E() { return fx().model->config().n_embd; }
 
@@ -87,14 +78,15 @@ int verify(MtpDrafter& d, const Text& t, int c, const std::vector<int32_t>& draf
 }
 
 // The head KV bytes of positions [0, n) of a and b are equal.
-void expect_same_kv(const MtpDrafter& a, const MtpDrafter& b, int n) {
-  const KvLayerView va = a.kv().view(0), vb = b.kv().view(0);
+void expect_same_kv(const KvSequence& a, const KvSequence& b, int n) {
+  const KvLayerView va = a.view(0), vb = b.view(0);
   for (int p = 0; p < n; ++p)
     for (int g = 0; g < va.n_head_kv; ++g) {
       ASSERT_EQ(std::memcmp(va.k_row(p, g), vb.k_row(p, g), va.k_head_bytes), 0) << "K row " << p << " head " << g;
       ASSERT_EQ(std::memcmp(va.v_row(p, g), vb.v_row(p, g), va.v_head_bytes), 0) << "V row " << p << " head " << g;
     }
 }
+void expect_same_kv(const MtpDrafter& a, const MtpDrafter& b, int n) { expect_same_kv(a.kv(), b.kv(), n); }
 
 TEST(SpecPoolMtp, ACopiedPoolHeadKvDraftsAsAnOwnCatchUp) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
@@ -270,12 +262,7 @@ TEST(SpecPoolMtp, HeadPassesGroupedByPoolEqualOnePass) {
     const int rows = 20 + 37 * i;
     ASSERT_EQ(kv_one[size_t(i)]->n_tokens(), rows);
     ASSERT_EQ(kv_grouped[size_t(i)]->n_tokens(), rows);
-    const KvLayerView va = kv_one[size_t(i)]->view(0), vb = kv_grouped[size_t(i)]->view(0);
-    for (int p = 0; p < rows; ++p)
-      for (int g = 0; g < va.n_head_kv; ++g) {
-        ASSERT_EQ(std::memcmp(va.k_row(p, g), vb.k_row(p, g), va.k_head_bytes), 0) << "K row " << p;
-        ASSERT_EQ(std::memcmp(va.v_row(p, g), vb.v_row(p, g), va.v_head_bytes), 0) << "V row " << p;
-      }
+    expect_same_kv(*kv_one[size_t(i)], *kv_grouped[size_t(i)], rows);
   }
 }
 
