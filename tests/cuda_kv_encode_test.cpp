@@ -75,14 +75,16 @@ TEST(CudaKvEncodeScalar, RotationAndNormAreBitIdentical) {
       turbo::rotate(ref.data(), n);
       double r2 = 0;
       for (float v : x) r2 += double(v) * v;
-      HostExec ex{uint32_t(trial)};
-      Scratch sh;
-      load_signed_and_norm(ex, sh, p.tab, x.data(), n);
-      butterflies(ex, sh, n);
-      ASSERT_EQ(sh.r2, r2) << "n " << n;
-      for (int i = 0; i < n; ++i)
-        ASSERT_EQ(bits_from_f32(mul_rn(sh.y[i], p.tab.scale)), bits_from_f32(ref[size_t(i)]))
-            << "n " << n << " trial " << trial << " i " << i;
+      for (bool legacy : {false, true}) {  // pair indices by masks / by integer division
+        HostExec ex{uint32_t(trial)};
+        Scratch sh;
+        load_signed_and_norm(ex, sh, p.tab, x.data(), n);
+        butterflies(ex, sh, n, legacy);
+        ASSERT_EQ(sh.r2, r2) << "n " << n;
+        for (int i = 0; i < n; ++i)
+          ASSERT_EQ(bits_from_f32(mul_rn(sh.y[i], p.tab.scale)), bits_from_f32(ref[size_t(i)]))
+              << "n " << n << " trial " << trial << " i " << i << " legacy " << legacy;
+      }
     }
 }
 
@@ -176,9 +178,10 @@ std::vector<int> head_dims_of(KvType t) {
 // Compares the GPU algorithm on the CPU with quantize_head on many rows; returns the number of rows
 // compared and fails with the first differing byte (and, for the rotated types, how far the decoded
 // values are apart).
-int compare_rows(KvType t, int hd, Kind kind, int trials, uint32_t seed) {
+int compare_rows(KvType t, int hd, Kind kind, int trials, uint32_t seed, int legacy = 0) {
   const KvTypeOps& ops = kv_type_ops(t);
-  const SideParams p = make_side_params(t, hd);
+  SideParams p = make_side_params(t, hd);
+  p.tab.legacy = legacy;
   const size_t bytes = kv_head_bytes(t, hd);
   std::mt19937 rng(seed);
   int rows = 0;
@@ -194,7 +197,7 @@ int compare_rows(KvType t, int hd, Kind kind, int trials, uint32_t seed) {
       ops.dequantize_head(got.data(), dg.data(), hd);
       double max_diff = 0;
       for (int i = 0; i < hd; ++i) max_diff = std::max(max_diff, std::fabs(double(dw[size_t(i)]) - dg[size_t(i)]));
-      ADD_FAILURE() << kv_type_name(t) << " head_dim " << hd << " rows '" << kind_name(kind) << "' trial " << trial
+      ADD_FAILURE() << kv_type_name(t) << (legacy ? " (legacy encoder)" : "") << " head_dim " << hd << " rows '" << kind_name(kind) << "' trial " << trial
                     << ": byte " << b << " of " << bytes << " got 0x" << std::hex << int(got[b]) << " want 0x"
                     << int(want[b]) << std::dec << "; decoded max |diff| " << max_diff;
       return rows;
@@ -212,6 +215,16 @@ TEST_P(CudaKvEncodeRows, BytesEqualQuantizeHead) {
   for (int hd : head_dims_of(t))
     for (int k = 0; k < int(Kind::Count); ++k)
       rows += compare_rows(t, hd, Kind(k), kv_type_rotated(t) ? 24 : 40, uint32_t(1000 * hd + k));
+  EXPECT_GT(rows, 0);
+}
+
+// The legacy encoder (POLYKV_CUDA_KV_VITERBI=old, kept for A/B benchmarks) writes the same bytes.
+TEST_P(CudaKvEncodeRows, LegacyEncoderBytesEqualQuantizeHead) {
+  const KvType t = GetParam();
+  if (!kv_type_rotated(t)) GTEST_SKIP() << "only the rotated types have a legacy path";
+  int rows = 0;
+  for (int hd : head_dims_of(t))
+    for (int k = 0; k < int(Kind::Count); ++k) rows += compare_rows(t, hd, Kind(k), 6, uint32_t(7000 * hd + k), 1);
   EXPECT_GT(rows, 0);
 }
 

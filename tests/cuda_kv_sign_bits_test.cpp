@@ -1,6 +1,6 @@
 // The turbo sign table as the GPU encoder reads it (kv_encode.cuh TurboTables::sign_neg, one bit per
 // value, 2026-12-01c): every group size's bits are the CPU's sign table, and the encoder's default is
-// the store-free Viterbi chain (POLYKV_CUDA_KV_VITERBI=stores selects the previous one).
+// the current encoder (POLYKV_CUDA_KV_VITERBI=old selects the previous one).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -25,7 +25,7 @@ TEST(CudaKvEncodeSignBits, BitsAreTheCpuSignTable) {
       }
       EXPECT_GT(neg, n / 4) << kv_type_name(t) << " hd " << hd;
       EXPECT_LT(neg, 3 * n / 4) << kv_type_name(t) << " hd " << hd;
-      if (std::getenv("POLYKV_CUDA_KV_VITERBI") == nullptr) EXPECT_EQ(p.tab.viterbi_stores, 0);
+      if (std::getenv("POLYKV_CUDA_KV_VITERBI") == nullptr) EXPECT_EQ(p.tab.legacy, 0);
     }
 }
 

@@ -241,7 +241,7 @@ double graph_us(F&& call) {
 
 // Decode attention of Llama-3.1-8B's shape at small depths (the backend's bucketed bound), the
 // one-split plan on / off and PDL on / off; and kv_store of one decode row (8 KV heads) per KV pair,
-// the Viterbi chain new / with stores (POLYKV_CUDA_KV_VITERBI). us per call in a graph.
+// the encoder new / before 2026-12-02 (POLYKV_CUDA_KV_VITERBI=old). us per call in a graph.
 TEST(CudaAttentionSmallDepth, DISABLED_SmallKernelsMicros) {
   POLYKV_REQUIRE_GPU();
   std::printf("decode attention, 32 q heads / 8 KV heads / hd 128, us per call (graph of 50)\n");
@@ -266,7 +266,7 @@ TEST(CudaAttentionSmallDepth, DISABLED_SmallKernelsMicros) {
     }
 
   std::printf("kv_store, one row, 8 KV heads, hd 128, us per call (graph of 50)\n");
-  std::printf("%-16s %14s %14s\n", "K/V", "viterbi new", "viterbi stores");
+  std::printf("%-16s %14s %14s\n", "K/V", "encoder new", "encoder old");
   for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
                                std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Turbo3T, KvType::Turbo3T}}) {
     cuda::KvLayerDevice L;
@@ -290,7 +290,7 @@ TEST(CudaAttentionSmallDepth, DISABLED_SmallKernelsMicros) {
       if (i == 0)
         unsetenv("POLYKV_CUDA_KV_VITERBI");
       else
-        setenv("POLYKV_CUDA_KV_VITERBI", "stores", 1);  // read by kv_store's make_side_params at each call
+        setenv("POLYKV_CUDA_KV_VITERBI", "old", 1);  // read by kv_store's make_side_params at each call
       us[i] = graph_us([&] { cuda::kv_store(L, slots.p, 1, k.p, v.p, context().stream(), true); });
     }
     if (saved)

@@ -74,7 +74,7 @@ TEST(OpsActsCuda, RmsnormActsEqualPlainOps) {
   POLYKV_REQUIRE_GPU();
   uint32_t seed = 3;
   for (int rows : {1, 2, 5, 8}) {
-    for (int cols : {32, 96, 4096, 5120}) {
+    for (int cols : {32, 96, 1056, 2048, 3104, 4096, 5120}) {
       for (int mode = 0; mode < 3; ++mode) {  // 0: rmsnorm; 1: add + rmsnorm, out = r; 2: rmsnorm, out = x
         const std::string what = std::string(mode == 0 ? "rmsnorm" : mode == 1 ? "add_rmsnorm (out = r)" : "rmsnorm (out = x)") +
                                  " rows " + std::to_string(rows) + " cols " + std::to_string(cols);

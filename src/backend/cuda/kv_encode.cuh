@@ -58,8 +58,9 @@ struct TurboTables {
   float mid[16];         // turbo: [2^bits - 1] decision boundaries 0.5f * (lv[k] + lv[k + 1])
   float scale;           // float(1 / sqrt(n)): the normalization of the WHT
   uint32_t subset_word;  // trellis: subset of window w = (subset_word >> 2w) & 3 (trellis::kSubsetWord)
-  int viterbi_stores;    // GPU trellis: 1 = the Viterbi chain stores from / pick every step (the kernel
-                         // before 2026-12-01c; POLYKV_CUDA_KV_VITERBI=stores), 0 = viterbi_warp. Same bytes.
+  int legacy;            // 1 = the encoder before 2026-12-02 (POLYKV_CUDA_KV_VITERBI=old: butterfly pair
+                         // indices by integer division; the GPU Viterbi then fills from / pick of every
+                         // (step, state) and the traceback reads them), 0 = the current one. Same bytes.
 };
 
 // How the rows of one side (K or V) of a layer are encoded.
@@ -83,9 +84,9 @@ struct Scratch {
   uint8_t idx[128];        // turbo: level index; trellis: j_i
   uint8_t tb[128];         // trellis: t_i
   uint8_t bj[128][4];      // trellis: [i][subset] index j of that nearest level
-  uint8_t from[128][8];    // trellis: [i][new state] t_{i-3} of the best predecessor
-  uint8_t pick[128][8];    // trellis: [i][new state] j on that branch
-  uint32_t from_bits[4][8];  // trellis, GPU Viterbi: [step / 32][new state] bit step % 32 = from[step][state]
+  uint8_t from[128][8];    // trellis, legacy only: [i][new state] t_{i-3} of the best predecessor
+  uint8_t pick[128][8];    // trellis, legacy only: [i][new state] j on that branch
+  uint32_t from_bits[4][8];  // trellis: [step / 32][new state] bit step % 32 = t_{i-3} of the best predecessor
   uint8_t chunk_map[32][8];  // trellis traceback: [lane][state after its steps] state before them
   uint8_t chunk_end[32];     // trellis traceback: [lane] the state after its steps on the best path
 };
@@ -113,12 +114,14 @@ POLYKV_KV_DEV void load_signed_and_norm(Exec& ex, Scratch& sh, const TurboTables
 // sh.y <- H_unnormalized · sh.y: the reference's butterflies, stage h = 1, 2, ..., n/2; the n/2 pairs
 // of a stage are disjoint, so lanes may take them in any order. The 1/sqrt(n) factor is applied by
 // the caller (one rounded multiply per value, as the reference).
+// Pair p of stage h (a power of two) is (j, j + h), j = (p / h) * 2h + p % h: with masks, not an
+// integer division by a variable (8.7% of a turbo3t V unit's instructions on an H200, 2026-12-01g).
 template <class Exec>
-POLYKV_KV_DEV void butterflies(Exec& ex, Scratch& sh, int n) {
+POLYKV_KV_DEV void butterflies(Exec& ex, Scratch& sh, int n, bool legacy) {
   for (int h = 1; h < n; h *= 2) {
     ex.each([&](int l) {
       for (int p = l; p < n / 2; p += 32) {
-        const int j = (p / h) * 2 * h + p % h;
+        const int j = legacy ? (p / h) * 2 * h + p % h : ((p & ~(h - 1)) << 1) | (p & (h - 1));
         const float a = sh.y[j], b = sh.y[j + h];
         sh.y[j] = add_rn(a, b);
         sh.y[j + h] = sub_rn(a, b);
@@ -143,7 +146,7 @@ POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& 
   load_signed_and_norm(ex, sh, t, x, n);
   const double r2 = sh.r2;
   if (r2 == 0) return zero_record(ex, rec, 2 + index_bytes);
-  butterflies(ex, sh, n);
+  butterflies(ex, sh, n, t.legacy != 0);
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
   const int n_mid = (1 << bits) - 1;
@@ -192,8 +195,9 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 
 // Viterbi over 8 states (t_{i-2}, t_{i-1}, t_i) from state 0, one step at a time: the cost of state
 // ns after step i is acs(cost of (ns << 1) & 7, cost of ((ns << 1) | 1) & 7) over step i's branch
-// errors, and from[i][ns] / pick[i][ns] record its survivor. Afterwards sh.cost[(n >> 1) & 1] holds
-// the final costs (the slot the traceback reads).
+// errors, and bit i % 32 of from_bits[i / 32][ns] records its survivor's t_{i-3} (its index j is
+// looked up by the traceback, for the best path's states only: bj[i][subset of the window]).
+// Afterwards sh.cost[(n >> 1) & 1] holds the final costs (the slot the traceback reads).
 //
 // On the GPU (an executor whose kWarpShuffles is true) lane l keeps the cost of state l & 7 in a
 // register and fetches its two predecessors' with shuffles: one step is two shuffles and an
@@ -201,30 +205,13 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 // chain in shared memory made kv_store ~25 us per layer and decode step for turbo3t on an H200).
 // The chain itself holds no store (2026-12-01c): the survivors' t_{i-3} bits collect in a register
 // word per 32 steps (stored once per word), so no step's loads of err wait behind the previous step's
-// stores (in-order issue); the indices pick[i][ns] are looked up afterwards, all steps in parallel
-// (viterbi_picks). Same operands, same rounding, same decisions: the same bytes.
+// stores (in-order issue). Since 2026-12-02 nothing follows the chain: the picks of all 8 x n
+// (step, state) pairs that the kernel looked up afterwards (10.7% of a turbo3t V unit's instructions)
+// are looked up by the traceback for the n steps of the best path only. Same operands, same
+// rounding, same decisions: the same bytes.
 // Elsewhere (the CPU test's HostExec) the same steps run over an array, lane by lane in the
 // executor's order.
 #if defined(__CUDA_ARCH__)
-// The chain before 2026-12-01c (POLYKV_CUDA_KV_VITERBI=stores): from / pick stored at every step.
-__device__ inline void viterbi_warp_stores(int lane, Scratch& sh, const TurboTables& t, int n) {
-  const int ns = lane & 7;
-  const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
-  float cost = ns == 0 ? 0.0f : inf_f();
-#pragma unroll 4
-  for (int i = 0; i < n; ++i) {
-    const float c0 = __shfl_sync(0xffffffffu, cost, p0), c1 = __shfl_sync(0xffffffffu, cost, p1);
-    int take1, pick;
-    acs(c0, c1, sh.err[i], sh.bj[i], ns, t.subset_word, cost, take1, pick);
-    if (lane < 8) {
-      sh.from[i][ns] = uint8_t(take1);
-      sh.pick[i][ns] = uint8_t(pick);
-    }
-  }
-  if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
-  __syncwarp();
-}
-
 __device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
@@ -247,7 +234,8 @@ __device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t,
   }
   if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
   __syncwarp();
-  // from / pick of every (step, state), 8 * n entries over the 32 lanes.
+  if (!t.legacy) return;  // the traceback reads from_bits and looks up the path's picks itself
+  // Legacy: from / pick of every (step, state), 8 * n entries over the 32 lanes.
   for (int e = lane; e < 8 * n; e += 32) {
     const int i = e >> 3, st = e & 7;
     const int take1 = int((sh.from_bits[i >> 5][st] >> (i & 31)) & 1u);
@@ -263,16 +251,16 @@ template <class Exec>
 POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
 #if defined(__CUDA_ARCH__)
   if constexpr (Exec::kWarpShuffles) {
-    if (t.viterbi_stores)
-      viterbi_warp_stores(ex.lane, sh, t, n);
-    else
-      viterbi_warp(ex.lane, sh, t, n);
+    viterbi_warp(ex.lane, sh, t, n);
     return;
   }
 #endif
   float* cost = sh.cost[0];  // [8] after the steps so far (cost[1]: the next step's)
   ex.each([&](int l) {
-    if (l < 8) cost[l] = l == 0 ? 0.0f : inf_f();
+    if (l < 8) {
+      cost[l] = l == 0 ? 0.0f : inf_f();
+      for (int w = 0; w < 4; ++w) sh.from_bits[w][l] = 0;
+    }
   });
   for (int i = 0; i < n; ++i) {
     float* next = sh.cost[(i + 1) & 1];
@@ -285,6 +273,7 @@ POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
       next[ns] = c;
       sh.from[i][ns] = uint8_t(take1);
       sh.pick[i][ns] = uint8_t(pick);
+      sh.from_bits[i >> 5][ns] |= uint32_t(take1) << (i & 31);
     });
   }
   // n is even: the final costs are in sh.cost[0]; the traceback reads sh.cost[(n >> 1) & 1].
@@ -303,7 +292,7 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   load_signed_and_norm(ex, sh, t, x, n);
   const double r2 = sh.r2;
   if (r2 == 0) return zero_record(ex, rec, 2 + tbit_bytes + jbit_bytes);
-  butterflies(ex, sh, n);
+  butterflies(ex, sh, n, t.legacy != 0);
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
   ex.each([&](int l) {
@@ -338,13 +327,18 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   // state after its steps to the state before them, one lane chains the 32 maps, then every lane
   // replays its steps from its known state.
   const int cs = n / 32;
+  const bool legacy = t.legacy != 0;
+  // t_{i-3} of state s's survivor at step i.
+  auto from = [&](int i, int s) {
+    return legacy ? int(sh.from[i][s]) : int((sh.from_bits[i >> 5][s] >> (i & 31)) & 1u);
+  };
   ex.each([&](int c) {
     int s[8];  // the 8 chains side by side: their loads of one step issue together
     POLYKV_KV_UNROLL
     for (int e = 0; e < 8; ++e) s[e] = e;
     for (int i = (c + 1) * cs - 1; i >= c * cs; --i) {
       POLYKV_KV_UNROLL
-      for (int e = 0; e < 8; ++e) s[e] = ((s[e] << 1) | sh.from[i][s[e]]) & 7;
+      for (int e = 0; e < 8; ++e) s[e] = ((s[e] << 1) | from(i, s[e])) & 7;
     }
     POLYKV_KV_UNROLL
     for (int e = 0; e < 8; ++e) sh.chunk_map[c][e] = uint8_t(s[e]);
@@ -362,8 +356,9 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   ex.each([&](int c) {
     int s = sh.chunk_end[c];
     for (int i = (c + 1) * cs - 1; i >= c * cs; --i) {
-      const int w = ((s << 1) | sh.from[i][s]) & 15;
-      const int j = sh.pick[i][s];
+      const int w = ((s << 1) | from(i, s)) & 15;
+      // The survivor's index: acs's pick = bj[subset of its window w].
+      const int j = legacy ? int(sh.pick[i][s]) : int(sh.bj[i][subset_of(t.subset_word, w)]);
       sh.tb[i] = uint8_t(w >> 3);
       sh.idx[i] = uint8_t(j);
       const double cv = t.lv[subset_of(t.subset_word, w) + 4 * j];
@@ -455,6 +450,8 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   for (int i = 0; i < n; ++i)
     if (sign[i] < 0.0f) p.tab.sign_neg[i >> 5] |= 1u << (i & 31);
   p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
+  const char* legacy = std::getenv("POLYKV_CUDA_KV_VITERBI");
+  p.tab.legacy = legacy && std::strcmp(legacy, "old") == 0 ? 1 : 0;
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
     const int n_levels = 1 << p.bits;
@@ -464,8 +461,6 @@ inline SideParams make_side_params(KvType t, int head_dim) {
     const float* lv = turbo::trellis::levels(p.bits, n);
     std::copy(lv, lv + (2 << p.bits), p.tab.lv);
     p.tab.subset_word = turbo::trellis::kSubsetWord;
-    const char* e = std::getenv("POLYKV_CUDA_KV_VITERBI");
-    p.tab.viterbi_stores = e && std::strcmp(e, "stores") == 0 ? 1 : 0;
   }
   return p;
 }
