@@ -8,8 +8,6 @@
 #include "backend/cuda/ops_cuda_acts.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -75,94 +73,6 @@ __global__ void rmsnorm_acts_kernel(float* x, const float* r, const float* w, fl
   }
 }
 
-// The same row with 4x the threads (rows of at most kRmsThreads * J values, J = 8 or 16): one
-// 256-thread block is latency-bound on one SM (5.5 us for a 4096-value row on an H200, 40% of it
-// the quantization's shuffle chains: 16 blocks per warp). Here thread t of kWideThreads loads values
-// t + kWideThreads j (J / 4 of them: all loads in flight at once), parks them in shared memory,
-// and threads t < kRmsThreads then form exactly the partials of the 256-thread order (values t +
-// kRmsThreads j squared and added in ascending j, in double) and the same tree (rms_row.cuh), so
-// inv, the outputs and the activations are rmsnorm_acts_kernel's bits; each warp quantizes J / 4
-// blocks instead of J.
-constexpr int kWideThreads = 4 * math::kRmsThreads;
-
-template <int J>
-__global__ void __launch_bounds__(kWideThreads)
-    rmsnorm_acts_wide_kernel(float* x, const float* r, const float* w, float* out, int cols, float eps,
-                             int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc) {
-  static_assert(J % 4 == 0);
-  constexpr int JW = J / 4;
-  __shared__ float row[math::kRmsThreads * J];  // [cols] the row (after the residual add)
-  __shared__ double partials[math::kRmsThreads];
-  __shared__ float inv;
-  const int t = int(threadIdx.x), lane = t % 32;
-  const int64_t row0 = int64_t(blockIdx.x) * cols;
-  float* xr = x + row0;
-  float* o = out + row0;
-  float wv[JW], v[JW], a[JW];
-#pragma unroll
-  for (int j = 0; j < JW; ++j) {
-    const int i = t + kWideThreads * j;
-    wv[j] = i < cols ? w[i] : 0.0f;
-  }
-  wait_for_previous_grid();
-  allow_next_grid();
-#pragma unroll
-  for (int j = 0; j < JW; ++j) {  // every load before any store (out and r may alias x)
-    const int i = t + kWideThreads * j;
-    v[j] = i < cols ? xr[i] : 0.0f;
-    a[j] = r != nullptr && i < cols ? r[row0 + i] : 0.0f;
-  }
-  if (r != nullptr) {
-#pragma unroll
-    for (int j = 0; j < JW; ++j) v[j] = math::add_rn(v[j], a[j]);
-  }
-#pragma unroll
-  for (int j = 0; j < JW; ++j) {
-    const int i = t + kWideThreads * j;
-    if (i < cols) {
-      row[i] = v[j];
-      if (r != nullptr) xr[i] = v[j];
-    }
-  }
-  __syncthreads();
-  if (t < math::kRmsThreads) {  // thread t's partial of the 256-thread order
-    double s = 0;
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = t + math::kRmsThreads * j;
-      if (i < cols) s = math::dadd_rn(s, math::dmul_rn(double(row[i]), double(row[i])));
-    }
-    partials[t] = s;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int stride = math::kRmsThreads / 2; stride >= 32; stride /= 2) {
-    math::rms_tree_step(partials, t, stride);
-    __syncthreads();
-  }
-  if (t < 32) {  // as rms::row_inv_of_partial
-    double p = partials[t];
-#pragma unroll
-    for (int stride = 16; stride > 0; stride /= 2) {
-      const double q = __shfl_down_sync(0xffffffffu, p, stride);
-      if (t < stride) p = math::dadd_rn(p, q);
-    }
-    if (t == 0) inv = math::rms_inv(p, cols, eps);
-  }
-  __syncthreads();
-  const float in = inv;
-#pragma unroll
-  for (int j = 0; j < JW; ++j) {
-    const int i = t + kWideThreads * j;
-    v[j] = math::rms_out(v[j], in, wv[j]);
-    if (i < cols) o[i] = v[j];
-  }
-  const int first = t - lane;
-  const int n_blocks = first < cols ? (cols - first + kWideThreads - 1) / kWideThreads : 0;
-  const int64_t b0 = (row0 + first) / hd::kActBlock;
-  quantize_act_blocks_warp<JW>(v, n_blocks, lane, qs + b0 * hd::kActBlock, sc + b0, kWideThreads / hd::kActBlock);
-}
-
 // Warp-aligned grid stride over n (n % 32 == 0): a warp takes one block of 32 values per step.
 __global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activation act, int8_t* __restrict__ qs,
                                   hd::ActScale* __restrict__ sc) {
@@ -176,15 +86,6 @@ __global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activ
     gate[i] = v;
     quantize_act_block_warp(v, lane, qs + base, sc + base / hd::kActBlock);
   }
-}
-
-// POLYKV_CUDA_RMS_WIDE=0: the 256-thread kernel for every row (A/B benchmarks; the bits are equal).
-bool wide_rmsnorm_acts() {
-  static const bool on = [] {
-    const char* e = std::getenv("POLYKV_CUDA_RMS_WIDE");
-    return e == nullptr || std::string_view(e) != "0";
-  }();
-  return on;
 }
 
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
@@ -208,14 +109,7 @@ void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows
   check(acts.qs != nullptr && acts.scales != nullptr, "rmsnorm_acts: no activation buffer");
   if (rows == 0) return;
   auto* sc = static_cast<hd::ActScale*>(acts.scales);
-  const dim3 grid{unsigned(rows)}, block{unsigned(math::kRmsThreads)}, wide{unsigned(kWideThreads)};
-  if (wide_rmsnorm_acts()) {
-    switch (rms::regs_for(cols)) {
-      case 8: return launch_kernel(rmsnorm_acts_wide_kernel<8>, grid, wide, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
-      case 16: return launch_kernel(rmsnorm_acts_wide_kernel<16>, grid, wide, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
-      default: break;
-    }
-  }
+  const dim3 grid{unsigned(rows)}, block{unsigned(math::kRmsThreads)};
   switch (rms::regs_for(cols)) {
     case 8: return launch_kernel(rmsnorm_acts_kernel<8>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
     case 16: return launch_kernel(rmsnorm_acts_kernel<16>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
