@@ -17,7 +17,7 @@
 // 2026-12-01f split into five files gave zero outputs in the other files' tests when run alone.
 #include <gtest/gtest.h>
 
-#include <ucontext.h>
+#include <boost/context/fiber.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -32,9 +32,11 @@
 #include "core/fp16.h"
 
 namespace emu {
-// One block at a time: its 128 (or 256: the 256-row prefix kernel) threads are fibers (ucontext) on
-// the calling thread, run round-robin; a fiber runs until it waits at a barrier. Barriers count the
-// fibers still running.
+// One block at a time: its 128 (or 256: the 256-row prefix kernel) threads are fibers on the calling
+// thread, run round-robin; a fiber runs until it waits at a barrier. Barriers count the fibers still
+// running. Fibers are Boost.Context's (a user-space switch of registers and stack): ucontext's
+// swapcontext made a signal-mask system call per switch, ~90% of these tests' time (perf,
+// 2026-12-02), and the emulation switches at every shuffle of every lane.
 constexpr int kFibers = 256, kWarps = kFibers / 32;
 inline int n_fibers = 128;  // threads of the blocks being run
 constexpr size_t kStackBytes = 256 * 1024;
@@ -44,12 +46,24 @@ struct Idx {
 };
 inline Idx thread_idx, block_idx, grid_dim;  // thread_idx: the fiber running now
 
+namespace bctx = boost::context;
 struct Fiber {
-  ucontext_t ctx;
-  std::vector<char> stack;
+  bctx::fiber ctx;   // the fiber's continuation, resumed by the scheduler (empty once the body returned)
+  bctx::fiber sink;  // inside the fiber: the scheduler's continuation, resumed to yield
+  std::vector<char> stack;  // kept from block to block (allocated once)
   bool done = false;
 };
-inline ucontext_t scheduler;
+// Hands a fiber its own kept stack (Boost.Context's StackAllocator concept).
+struct KeptStack {
+  std::vector<char>* mem;
+  bctx::stack_context allocate() {
+    bctx::stack_context sc;
+    sc.size = mem->size();
+    sc.sp = mem->data() + mem->size();  // stacks grow down
+    return sc;
+  }
+  void deallocate(bctx::stack_context&) noexcept {}
+};
 inline Fiber fibers[kFibers];
 inline int current = 0;
 inline const std::function<void()>* body = nullptr;
@@ -58,7 +72,10 @@ inline uint64_t block_gen = 0, warp_gen[kWarps];
 inline float shfl_buf[kWarps][32];
 inline std::vector<float4> dyn_smem;
 
-inline void yield() { swapcontext(&fibers[current].ctx, &scheduler); }
+inline void yield() {
+  Fiber& f = fibers[current];
+  f.sink = std::move(f.sink).resume();
+}
 
 inline void syncthreads() {
   const uint64_t g = block_gen;
@@ -135,8 +152,7 @@ inline void ldsm_x4(uint32_t (&r)[4], const uint16_t* p, bool trans) {
   warp_sync();
 }
 
-inline void fiber_main() {
-  const int i = current;
+inline void fiber_main(int i) {
   (*body)();
   fibers[i].done = true;
   --alive;
@@ -156,18 +172,18 @@ inline void run_block(const std::function<void()>& f) {
     Fiber& fb = fibers[i];
     fb.stack.resize(kStackBytes);
     fb.done = false;
-    getcontext(&fb.ctx);
-    fb.ctx.uc_stack.ss_sp = fb.stack.data();
-    fb.ctx.uc_stack.ss_size = fb.stack.size();
-    fb.ctx.uc_link = &scheduler;
-    makecontext(&fb.ctx, fiber_main, 0);
+    fb.ctx = bctx::fiber(std::allocator_arg, KeptStack{&fb.stack}, [i](bctx::fiber&& sink) {
+      fibers[i].sink = std::move(sink);
+      fiber_main(i);
+      return std::move(fibers[i].sink);
+    });
   }
   while (alive > 0)
     for (int i = 0; i < n_fibers; ++i) {
       if (fibers[i].done) continue;
       current = i;
       thread_idx = {unsigned(i), 0, 0};
-      swapcontext(&scheduler, &fibers[i].ctx);
+      fibers[i].ctx = std::move(fibers[i].ctx).resume();
     }
 }
 }  // namespace emu
