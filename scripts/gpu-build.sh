@@ -54,8 +54,7 @@ echo "gpu-build: $DIST/ ready"
 for bin in polykv polykv_tests; do
   glibc=$(objdump -T "$DIST/$bin" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
   cudart=$(ldd "$DIST/$bin" | grep -q libcudart && echo "shared (NOT carried: needs CUDA 13's libcudart)" || echo "static")
-  cublas=$(ldd "$DIST/$bin" | { grep -o 'libcublas[A-Za-z]*\.so\.[0-9]*' || true; } | sort -u | tr '\n' ' ')
-  echo "  $bin: $(du -h "$DIST/$bin" | cut -f1), needs glibc >= ${glibc#GLIBC_}, cudart ${cudart}, from the GPU machine: ${cublas:-nothing of CUDA but the driver}"
+  echo "  $bin: $(du -h "$DIST/$bin" | cut -f1), needs glibc >= ${glibc#GLIBC_}, cudart ${cudart}, from the GPU machine: the driver and libcublas.so.13 (loaded on first use)"
 done
 echo "  lib/: $(ls "$DIST/lib" | tr '\n' ' ')"
 size_kib=$(du -sk "$DIST" | cut -f1)

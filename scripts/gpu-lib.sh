@@ -38,9 +38,11 @@ stage() {
 setup_gpu_libraries() {
   [[ -x $BIN/polykv && -x $BIN/polykv_tests ]] || die "$BIN/polykv and $BIN/polykv_tests missing: run scripts/gpu-build.sh and carry $BIN"
   export LD_LIBRARY_PATH="$PWD/$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if ldd $BIN/polykv_tests | grep -q 'libcublas.*not found'; then
+  # cuBLAS is loaded with dlopen on first use (backend/cuda/cublas_loader.cpp), so ldd does not list
+  # it: put its folder on the search path whenever it is not already found there.
+  if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libcublas.so.13 '; then
     local d
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
       "$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)"; do
       [[ -n $d && -e $d/libcublas.so.13 ]] && { export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; break; }
     done

@@ -4,6 +4,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/cublas_loader.h"
+
 #include "core/error.h"
 
 #define POLYKV_CUDA_CHECK(call)                                                                      \
@@ -19,7 +21,7 @@
     const cublasStatus_t polykv_st_ = (call);                                                        \
     if (polykv_st_ != CUBLAS_STATUS_SUCCESS)                                                         \
       ::polykv::fail("cuBLAS: ", #call, " failed at ", __FILE__, ":", __LINE__, ": ",                 \
-                     cublasGetStatusString(polykv_st_));                                             \
+                     ::polykv::cuda::blas::status_string(polykv_st_));                                    \
   } while (0)
 
 // After a kernel launch: reports a bad launch configuration at once (not a fault inside the kernel,

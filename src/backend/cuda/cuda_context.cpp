@@ -8,8 +8,8 @@ CudaContext::CudaContext(int device) : device_(device) {
   check(device >= 0 && device < n, "CUDA device ", device, " does not exist (", n, " visible)");
   POLYKV_CUDA_CHECK(cudaSetDevice(device));
   POLYKV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  POLYKV_CUBLAS_CHECK(cublasCreate(&cublas_));
-  POLYKV_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  POLYKV_CUBLAS_CHECK(blas::create(&cublas_));
+  POLYKV_CUBLAS_CHECK(blas::set_stream(cublas_, stream_));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&cc_major_, cudaDevAttrComputeCapabilityMajor, device));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&cc_minor_, cudaDevAttrComputeCapabilityMinor, device));
@@ -22,7 +22,7 @@ CudaContext::~CudaContext() {
   cudaStreamSynchronize(stream_);
   for (void* p : scratch_ptr_)
     if (p) cudaFree(p);
-  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_) blas::destroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

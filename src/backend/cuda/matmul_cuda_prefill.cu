@@ -99,9 +99,9 @@ void gemm(CudaContext& ctx, int64_t rows, int n, int64_t k, const void* a, cudaD
           cudaDataType bt, float* c, int64_t ldc) {
   const float alpha = 1.0f, beta = 0.0f;
   g_cublas_calls.fetch_add(1, std::memory_order_relaxed);
-  POLYKV_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n, int(k), &alpha, a, at,
-                                   int(lda), b, bt, int(k), &beta, c, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT));
+  POLYKV_CUBLAS_CHECK(blas::gemm_ex(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n, int(k), &alpha, a, at,
+                                      int(lda), b, bt, int(k), &beta, c, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
 }
 
 void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
