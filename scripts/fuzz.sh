@@ -12,8 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
+# The parsers under fuzz never reach the kernels, the model or eval: leaving those folders out of this
+# ASan library (POLYKV_LIB_EXCLUDE) saves ~2/3 of its compile time and links the same objects.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DPOLYKV_FUZZ=ON -DPOLYKV_TESTS=OFF >/dev/null
+  -DPOLYKV_FUZZ=ON -DPOLYKV_TESTS=OFF "-DPOLYKV_LIB_EXCLUDE=backend|model|eval" >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzz_targets
 if [ -n "${POLYKV_FUZZ_RUNS:-}" ]; then
   budget=(-seed=1 -runs="$POLYKV_FUZZ_RUNS")
