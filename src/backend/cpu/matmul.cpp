@@ -127,7 +127,12 @@ int64_t token_tile(DType weight_type, int64_t n_in) {
   const size_t kActTileBytes = size_t(512) << 10;
   const ActFormat fmt = act_format_for(weight_type, n_in);
   const size_t act_row_bytes =
-      fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float) : act_layout(fmt, n_in).stride;
+      fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float)
+                            : act_layout(fmt, n_in, false,
+                                         ternary_wants_perm(active_isa(), weight_type, n_in)
+                                             ? ternary_perm_bytes(weight_type, n_in)
+                                             : 0)
+                                  .stride;  // (with the VBMI ternary kernels' permuted copy)
   return std::max<int64_t>(8, int64_t(kActTileBytes / act_row_bytes) / 8 * 8);
 }
 
