@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   // The old_ variant: "novbmi" (default) = the kernels of 2026-12-01f (no VBMI kernels,
   // set_ternary_vbmi_kernels(false)); "pre01f" = as before 2026-12-01f (set_ternary_old_kernels).
   auto set_old = [&](bool old) {
-    if (old_kind == "novbmi") cpu::set_ternary_vbmi_kernels(!old);
+    if (old_kind == "novbmi") cpu::set_ternary_vbmi_kernels(old ? 0 : -1);  // new: the default choice
     else cpu::set_ternary_old_kernels(old);
   };
   ThreadPool pool(threads);

@@ -236,7 +236,10 @@ TEST(TernaryMatmul, VbmiPermutation) {
         EXPECT_EQ(got[0], -s[0]);
         EXPECT_EQ(got[1], -s[1]);
       }
-      if (cpu::ternary_row_dot_avx512vbmi(t) == nullptr) continue;
+      cpu::set_ternary_vbmi_kernels(1);  // where the CPU has VBMI, whatever the default for the type
+      const bool have = cpu::ternary_row_dot_avx512vbmi(t) != nullptr;
+      cpu::set_ternary_vbmi_kernels(-1);
+      if (!have) continue;
       std::vector<int8_t> fast(bytes, 77);
       cpu::ternary_permute_act_vbmi(t, qs.data(), bsums.data(), n_in, fast.data());
       EXPECT_EQ(0, std::memcmp(fast.data(), ref.data(), bytes)) << "n_in=" << n_in;
@@ -249,7 +252,9 @@ TEST(TernaryMatmul, VbmiPermutation) {
 // included) and all-0xFF rows against activations of ±max, row counts not a multiple of anything.
 TEST(TernaryMatmul, VbmiMatchesReference) {
   if (cpu::detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512";
+  cpu::set_ternary_vbmi_kernels(1);  // both types wherever the CPU has VBMI
   const bool have = cpu::ternary_row_dot_avx512vbmi(DType::TQ1_0) != nullptr;
+  cpu::set_ternary_vbmi_kernels(-1);
   if (!have) std::printf("no VBMI kernels here: checking the AVX-512 ones only\n");
   for (DType t : {DType::TQ1_0, DType::PTQ1_0})
     for (int64_t n_in : {256, 1280, 4096})
@@ -275,12 +280,12 @@ TEST(TernaryMatmul, VbmiMatchesReference) {
             matmul_ref(w.m, x.data(), ref.data(), n_tok);
             const auto tol = bound(w.m, x, n_tok);
             IsaGuard guard(Isa::Avx512);
-            EXPECT_EQ(cpu::ternary_wants_perm(Isa::Avx512, t, n_in), have);
             for (bool vbmi : {true, false}) {
-              cpu::set_ternary_vbmi_kernels(vbmi);
+              cpu::set_ternary_vbmi_kernels(vbmi ? 1 : 0);
+              EXPECT_EQ(cpu::ternary_wants_perm(Isa::Avx512, t, n_in), have && vbmi);
               std::vector<float> y(ref.size(), NAN);
               matmul(w.m, x.data(), y.data(), n_tok, pool(1 + int(n_tok % 3)));
-              cpu::set_ternary_vbmi_kernels(true);
+              cpu::set_ternary_vbmi_kernels(-1);
               for (size_t i = 0; i < y.size(); ++i)
                 ASSERT_NEAR(y[i], ref[i], tol[i]) << "vbmi=" << vbmi << " token " << i / size_t(n_out) << " row "
                                                   << i % size_t(n_out);

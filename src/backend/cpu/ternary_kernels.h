@@ -32,15 +32,18 @@ RowDotFn ternary_row_dot(Isa isa, DType type);
 RowDotFn ternary_row_dot_scalar(DType type);
 RowDotFn ternary_row_dot_avx2(DType type);
 RowDotFn ternary_row_dot_avx512(DType type);
-// TQ1_0 / PTQ1_0 on AVX-512 VBMI (ternary_kernels_avx512vbmi.cpp), or nullptr (another type, a CPU
-// without VBMI, or ternary_vbmi_kernels() off). They read ActRow::tperm; where it is null (PTQ1_0 rows
-// not of whole 256s) they call the AVX-512 kernel instead.
+// TQ1_0 / PTQ1_0 on AVX-512 VBMI (ternary_kernels_avx512vbmi.cpp), or nullptr: another type, a CPU
+// without VBMI, the switch below off, or (by default) TQ1_0 on a CPU other than AMD Zen 5+ (on Sapphire
+// Rapids its 1-token kernel measured 0.87x of the VNNI one; PTQ1_0's VNNI kernel is ~2x slower than
+// TQ1_0's, so PTQ1_0 takes VBMI wherever it exists). They read ActRow::tperm; where it is null (PTQ1_0
+// rows not of whole 256s) they call the AVX-512 kernel instead.
 RowDotFn ternary_row_dot_avx512vbmi(DType type);
 
-// Switch for A/B runs (bench/ternary_bench.cpp) and tests: false gives the kernels of 2026-12-01f on
-// VBMI CPUs too. Starts from POLYKV_TQ_VBMI (default on; "0" turns it off); set only between matmul()s.
-void set_ternary_vbmi_kernels(bool on);
-bool ternary_vbmi_kernels();
+// Switch for A/B runs (bench/ternary_bench.cpp) and tests: 0 = never the VBMI kernels (those of
+// 2026-12-01f), 1 = whenever the CPU has VBMI (both types), -1 = the default above. Starts from
+// POLYKV_TQ_VBMI ("0" or "1"; else -1); set only between matmul() calls.
+void set_ternary_vbmi_kernels(int mode);
+int ternary_vbmi_kernels();
 
 // Bytes of ActRow::tperm for n_in values of a TQ1_0 / PTQ1_0 matrix: 328 per 256 values (five 64-byte
 // vectors per Q8_K block, then an int32 pair per block; ternary_permute_act). 0 for other types or n_in

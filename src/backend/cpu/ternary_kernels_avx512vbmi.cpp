@@ -160,9 +160,10 @@ void ternary_permute_act_vbmi(DType type, const int8_t* qs, const int16_t* bsums
 
 RowDotFn ternary_row_dot_avx512vbmi(DType type) {
   static const bool cpu_ok = cpu_features().has_avx512_set() && cpu_features().avx512vbmi;
-  if (!cpu_ok || !ternary_vbmi_kernels()) return nullptr;
+  const int mode = ternary_vbmi_kernels();
+  if (!cpu_ok || mode == 0) return nullptr;
   switch (type) {
-    case DType::TQ1_0: return vbmi_dot<DType::TQ1_0>;
+    case DType::TQ1_0: return mode == 1 || cpu_features().amd_zen5_or_later ? vbmi_dot<DType::TQ1_0> : nullptr;
     case DType::PTQ1_0: return vbmi_dot<DType::PTQ1_0>;
     default: return nullptr;
   }

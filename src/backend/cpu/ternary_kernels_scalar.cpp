@@ -99,18 +99,18 @@ RowDotFn ternary_row_dot_scalar(DType type) {
 }
 
 namespace {
-std::atomic<bool>& vbmi_flag() {
-  static std::atomic<bool> v{[] {
+std::atomic<int>& vbmi_flag() {
+  static std::atomic<int> v{[] {
     const char* e = std::getenv("POLYKV_TQ_VBMI");
-    return !(e != nullptr && std::string_view(e) == "0");
+    return e == nullptr ? -1 : std::string_view(e) == "0" ? 0 : std::string_view(e) == "1" ? 1 : -1;
   }()};
   return v;
 }
 
 }  // namespace
 
-void set_ternary_vbmi_kernels(bool on) { vbmi_flag().store(on, std::memory_order_relaxed); }
-bool ternary_vbmi_kernels() { return vbmi_flag().load(std::memory_order_relaxed); }
+void set_ternary_vbmi_kernels(int mode) { vbmi_flag().store(mode, std::memory_order_relaxed); }
+int ternary_vbmi_kernels() { return vbmi_flag().load(std::memory_order_relaxed); }
 
 size_t ternary_perm_bytes(DType type, int64_t n_in) {
   if ((type != DType::TQ1_0 && type != DType::PTQ1_0) || n_in % 256 != 0) return 0;
