@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
   bool cold = true;  // --cold 0 skips the one-core DRAM figures
   bool ab = true;    // --ab 0 skips the old kernels
   std::string types = "tq1_0,tq2_0,ptq1_0";
+  std::string old_kind = "novbmi";  // --old: what the old_ variant is (see set_old below)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--threads") threads = std::atoi(v.c_str());
@@ -149,6 +150,7 @@ int main(int argc, char** argv) {
     else if (a == "--types") types = v;
     else if (a == "--cold") cold = std::atoi(v.c_str()) != 0;
     else if (a == "--ab") ab = std::atoi(v.c_str()) != 0;
+    else if (a == "--old") old_kind = v;
     else return std::fprintf(stderr, "unknown option %s\n", a.c_str()), 2;
   }
   std::vector<int> tokens;  // batch sizes besides 1
@@ -159,6 +161,13 @@ int main(int argc, char** argv) {
     tokens.push_back(k);
     p = e + 1;
   }
+  if (old_kind != "novbmi" && old_kind != "pre01f") return std::fprintf(stderr, "bad --old %s\n", old_kind.c_str()), 2;
+  // The old_ variant: "novbmi" (default) = the kernels of 2026-12-01f (no VBMI kernels,
+  // set_ternary_vbmi_kernels(false)); "pre01f" = as before 2026-12-01f (set_ternary_old_kernels).
+  auto set_old = [&](bool old) {
+    if (old_kind == "novbmi") cpu::set_ternary_vbmi_kernels(old ? 0 : -1);  // new: the default choice
+    else cpu::set_ternary_old_kernels(old);
+  };
   ThreadPool pool(threads);
   std::vector<Copies> all;
   for (size_t p = 0; p <= types.size();) {
@@ -171,9 +180,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 2654435761u % 2001) - 1000) / 1000.0f;
   for (const Copies& c : all) sweep_seconds(c, x, y, 1, pool, 1);  // warm-up: page faults, scratch
 
-  std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": \"1,%s\",\n",
-              matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens_list.c_str());
-  // Variants: "" = the current kernels, "old_" = as before 2026-12-01f (set_ternary_old_kernels), run
+  std::printf("{\"old\": \"%s\", \"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": \"1,%s\",\n",
+              old_kind.c_str(), matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens_list.c_str());
+  // Variants: "" = the current kernels, "old_" = see --old (set_old), run
   // one after the other within every repetition (--ab 0: the current ones only).
   std::vector<std::pair<const char*, bool>> variants = {{"", false}};
   if (ab) variants.push_back({"old_", true});
@@ -187,7 +196,7 @@ int main(int argc, char** argv) {
       std::printf("%s\n    \"%s\": {\"matrix_mib\": %.2f, \"copies\": %zu", k ? "," : "", dtype_name(c.type),
                   double(c.matrix_bytes) / 1048576.0, c.ws.size());
       for (const auto& [pre, old] : variants) {
-        cpu::set_ternary_old_kernels(old);
+        set_old(old);
         const double s1 = sweep_seconds(c, x, y, 1, pool, 2);
         std::printf(", \"%sgbs_1tok\": %.2f, \"%sfrac_bw_1tok\": %.3f", pre, total / s1 / 1e9, pre, total / s1 / 1e9 / bw);
         for (int nt : tokens) {  // GB/s of weights: a batch reads each weight once
@@ -196,7 +205,7 @@ int main(int argc, char** argv) {
                       total / sn / 1e9 / bw);
         }
       }
-      cpu::set_ternary_old_kernels(false);
+      set_old(false);
       std::printf("}");
     }
     std::printf("}}%s\n", r + 1 < reps ? "," : "");
@@ -205,7 +214,7 @@ int main(int argc, char** argv) {
   // Compute ceilings per batch size ("hot_core_gbs": {"tq1_0": {"1": .., "2": ..}}, "old_hot_core_gbs").
   std::printf(" ]");
   for (const auto& [pre, old] : variants) {
-    cpu::set_ternary_old_kernels(old);
+    set_old(old);
     std::printf(",\n \"%shot_core_gbs\": {", pre);
     for (size_t k = 0; k < all.size(); ++k) {
       std::printf("%s\"%s\": {\"1\": %.2f", k ? ", " : "", dtype_name(all[k].type), hot_core_gbs(all[k], x, y, 1));
@@ -223,7 +232,7 @@ int main(int argc, char** argv) {
       std::printf("}");
     }
   }
-  cpu::set_ternary_old_kernels(false);
+  set_old(false);
   std::printf("}\n");
   return 0;
 }

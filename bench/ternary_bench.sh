@@ -14,7 +14,7 @@
 # library (e.g. another version of the ternary kernels, for an A/B run; BENCH_BIN names the binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-docs/results/ternary-2026-12-01f/ternary_bench.json}
+OUT=${OUT:-docs/results/ternary-2026-12-02/ternary_bench.json}
 BIN=${BENCH_BIN:-build/ternary_bench}
 mkdir -p "$(dirname "$OUT")"
 # shellcheck disable=SC2086

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/ternary_kernels.h"
 #include "core/fp16.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
@@ -127,13 +129,16 @@ TEST(TernaryMatmul, MatchesReference) {
 }
 
 // All 11 tokens in one call, then every range [t0, t0 + nt) alone (1 and 3 threads): bytes equal.
+// PTQ1_0 also at 6 blocks (768 values: Q8_K activations, the VBMI kernel where the CPU has it).
 TEST(TernaryMatmul, BatchInvariant) {
-  for (DType t : kTernary) {
-    const int64_t n_in = 3 * dtype_info(t).block_size, n_out = 19, n_tok = 11;
+  struct Case { DType t; int64_t blocks; };
+  for (const Case c : {Case{DType::TQ1_0, 3}, Case{DType::TQ2_0, 3}, Case{DType::PTQ1_0, 3}, Case{DType::PTQ1_0, 6}}) {
+    const DType t = c.t;
+    const int64_t n_in = c.blocks * dtype_info(t).block_size, n_out = 19, n_tok = 11;
     const Matrix w = make_matrix(t, n_in, n_out, 9, false);
     const auto x = test::random_floats(size_t(n_in * n_tok), 10);
     for (Isa isa : isas()) {
-      SCOPED_TRACE(testing::Message() << dtype_name(t) << " " << cpu::isa_name(isa));
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << " n_in=" << n_in << " " << cpu::isa_name(isa));
       IsaGuard guard(isa);
       std::vector<float> all(size_t(n_out * n_tok));
       matmul(w.m, x.data(), all.data(), n_tok, pool(2));
@@ -170,6 +175,123 @@ TEST(TernaryMatmul, IsasAgree) {
         ASSERT_NEAR(y[i], scalar[i], tol[i]) << dtype_name(t) << " " << cpu::isa_name(isa);
     }
   }
+}
+
+// The VBMI activation permutation (ternary_kernels_avx512vbmi.cpp) against its scalar reference, and
+// the reference against the layout itself: permuted byte 64n + m is the activation of the value that
+// ternary_block_values puts at digit n of code byte m (checked through single-value blocks).
+TEST(TernaryMatmul, VbmiPermutation) {
+  for (DType t : {DType::TQ1_0, DType::PTQ1_0}) {
+    SCOPED_TRACE(dtype_name(t));
+    const bool tq1 = t == DType::TQ1_0;
+    // Reference layout from the decoder: a block whose only non-zero code byte m... (codes c = t + 1:
+    // byte 0 decodes to all-zero codes, i.e. t = -1 everywhere, so vary one byte and diff).
+    const int n_code = tq1 ? 52 : 26, n_blk = tq1 ? 1 : 2;
+    uint8_t blk[54] = {};
+    int8_t base[256], v[256];
+    ternary_block_values(t, blk, base);
+    std::vector<int> where(256, -1);  // value -> 64 n + m (+ 32 for PTQ1_0's second block)
+    for (int m = 0; m < n_code; ++m)
+      for (int n = 0; n < 5; ++n) {
+        // the byte whose digit n is 1 and the others 0: ceil(3^(4-n) * 256 / 243) (qh bytes: the
+        // 4 digits shifted by one, i.e. 3^(4-n) for n < 4 as well)
+        int q = 1;
+        for (int k = 0; k < 4 - n; ++k) q *= 3;
+        std::memset(blk, 0, sizeof blk);
+        blk[m] = uint8_t((q * 256 + 242) / 243);
+        ternary_block_values(t, blk, v);
+        const int nv = tq1 ? 256 : 128;
+        int found = -1, count = 0;
+        for (int i = 0; i < nv; ++i)
+          if (v[i] != base[i]) found = i, ++count;
+        if (count == 0) continue;  // a qh byte's digit 4
+        ASSERT_EQ(count, 1) << "m=" << m << " n=" << n;
+        for (int h = 0; h < n_blk; ++h) where[size_t(found + 128 * h)] = 64 * n + m + 32 * h;
+      }
+    for (int64_t n_in : {256, 768, 4096}) {
+      std::mt19937 rng{uint32_t(n_in)};
+      std::vector<int8_t> qs(static_cast<size_t>(n_in));
+      std::vector<int16_t> bsums(static_cast<size_t>(n_in / 16), int16_t(0));
+      for (int64_t i = 0; i < n_in; ++i) {
+        qs[size_t(i)] = int8_t(int(rng() % 255) - 127);
+        bsums[size_t(i / 16)] = int16_t(bsums[size_t(i / 16)] + qs[size_t(i)]);
+      }
+      const size_t bytes = cpu::ternary_perm_bytes(t, n_in);
+      ASSERT_EQ(bytes, size_t(n_in / 256) * 328);
+      std::vector<int8_t> ref(bytes, 99);
+      cpu::ternary_permute_act(t, qs.data(), bsums.data(), n_in, ref.data());
+      const int64_t nb = n_in / 256;
+      for (int64_t b = 0; b < nb; ++b) {
+        std::vector<int> seen(320, -1);
+        for (int i = 0; i < 256; ++i) {
+          ASSERT_GE(where[size_t(i)], 0) << "value " << i << " has no byte";
+          ASSERT_EQ(ref[size_t(320 * b + where[size_t(i)])], qs[size_t(256 * b + i)]) << "value " << i;
+          seen[size_t(where[size_t(i)])] = i;
+        }
+        for (int j = 0; j < 320; ++j)
+          if (seen[size_t(j)] < 0) ASSERT_EQ(ref[size_t(320 * b + j)], 0) << "byte " << j;
+        int32_t s[2] = {0, 0}, got[2];
+        for (int i = 0; i < 256; ++i) s[tq1 ? 0 : i / 128] += qs[size_t(256 * b + i)];
+        std::memcpy(got, ref.data() + 320 * nb + 8 * b, 8);
+        EXPECT_EQ(got[0], -s[0]);
+        EXPECT_EQ(got[1], -s[1]);
+      }
+      cpu::set_ternary_vbmi_kernels(1);  // where the CPU has VBMI, whatever the default for the type
+      const bool have = cpu::ternary_row_dot_avx512vbmi(t) != nullptr;
+      cpu::set_ternary_vbmi_kernels(-1);
+      if (!have) continue;
+      std::vector<int8_t> fast(bytes, 77);
+      cpu::ternary_permute_act_vbmi(t, qs.data(), bsums.data(), n_in, fast.data());
+      EXPECT_EQ(0, std::memcmp(fast.data(), ref.data(), bytes)) << "n_in=" << n_in;
+    }
+  }
+}
+
+// The VBMI kernels (where the CPU has them) and the 2026-12-01f ones with them switched off, against
+// matmul_ref: rows of whole 256s (the VBMI path), 1..8 tokens, random bytes (codes of bytes 243..255
+// included) and all-0xFF rows against activations of ±max, row counts not a multiple of anything.
+TEST(TernaryMatmul, VbmiMatchesReference) {
+  if (cpu::detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512";
+  cpu::set_ternary_vbmi_kernels(1);  // both types wherever the CPU has VBMI
+  const bool have = cpu::ternary_row_dot_avx512vbmi(DType::TQ1_0) != nullptr;
+  cpu::set_ternary_vbmi_kernels(-1);
+  if (!have) std::printf("no VBMI kernels here: checking the AVX-512 ones only\n");
+  for (DType t : {DType::TQ1_0, DType::PTQ1_0})
+    for (int64_t n_in : {256, 1280, 4096})
+      for (int64_t n_out : {1, 7, 33})
+        for (int kind = 0; kind < 2; ++kind) {
+          Matrix w = make_matrix(t, n_in, n_out, uint32_t(n_in * 3 + n_out), true);
+          std::vector<float> x;
+          if (kind == 1) {  // all code bytes 0xFF (every digit 2 or 0), activations ±1 (all at the max)
+            const DTypeInfo& info = dtype_info(t);
+            for (int64_t o = 0; o < n_out; ++o)
+              for (int64_t b = 0; b < n_in / info.block_size; ++b)
+                std::memset(w.bytes.data() + size_t(o) * w.m.row_stride + size_t(b * info.type_size), 0xFF,
+                            size_t(info.type_size - 2));
+            x.resize(size_t(n_in * 8));
+            for (size_t i = 0; i < x.size(); ++i) x[i] = (i * 7 % 3) ? 1.0f : -1.0f;
+          } else {
+            x = test::random_floats(size_t(n_in * 8), uint32_t(n_in + n_out));
+          }
+          for (int64_t n_tok = 1; n_tok <= 8; ++n_tok) {
+            SCOPED_TRACE(testing::Message() << dtype_name(t) << " n_in=" << n_in << " n_out=" << n_out
+                                            << " kind=" << kind << " n_tok=" << n_tok);
+            std::vector<float> ref(size_t(n_tok * n_out));
+            matmul_ref(w.m, x.data(), ref.data(), n_tok);
+            const auto tol = bound(w.m, x, n_tok);
+            IsaGuard guard(Isa::Avx512);
+            for (bool vbmi : {true, false}) {
+              cpu::set_ternary_vbmi_kernels(vbmi ? 1 : 0);
+              EXPECT_EQ(cpu::ternary_wants_perm(Isa::Avx512, t, n_in), have && vbmi);
+              std::vector<float> y(ref.size(), NAN);
+              matmul(w.m, x.data(), y.data(), n_tok, pool(1 + int(n_tok % 3)));
+              cpu::set_ternary_vbmi_kernels(-1);
+              for (size_t i = 0; i < y.size(); ++i)
+                ASSERT_NEAR(y[i], ref[i], tol[i]) << "vbmi=" << vbmi << " token " << i / size_t(n_out) << " row "
+                                                  << i % size_t(n_out);
+            }
+          }
+        }
 }
 
 }  // namespace

@@ -16,6 +16,13 @@ CpuFeatures detect() {
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27);
   const bool fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
+  {
+    const unsigned base_family = (a >> 8) & 0xF, ext_family = (a >> 20) & 0xFF;
+    const unsigned family = base_family == 0xF ? base_family + ext_family : base_family;
+    unsigned v0 = 0, vb = 0, vc = 0, vd = 0;
+    __get_cpuid(0, &v0, &vb, &vc, &vd);  // vendor "AuthenticAMD" = EBX "Auth", EDX "enti", ECX "cAMD"
+    f.amd_zen5_or_later = vb == 0x68747541u && vd == 0x69746e65u && vc == 0x444d4163u && family >= 0x1A;
+  }
   if (!osxsave || !avx) return f;
   unsigned xcr0_lo = 0, xcr0_hi = 0;
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
@@ -32,6 +39,7 @@ CpuFeatures detect() {
     f.avx512bw = b & (1u << 30);
     f.avx512vl = b & (1u << 31);
     f.avx512vnni = c & (1u << 11);
+    f.avx512vbmi = c & (1u << 1);
   }
   // Leaf 7 subleaf 1 (EAX of subleaf 0 is the highest subleaf), EAX bit 4: AVX-VNNI (VEX vpdpbusd).
   if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = a & (1u << 4);

@@ -15,6 +15,10 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512vnni = false;
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5, Sapphire Rapids); not part of any set
+  bool avx512vbmi = false;  // vpermb / vpermi2b (Ice Lake+, Zen 4+); not part of any set (ternary_kernels.h)
+  // AMD family 0x1A or later (Zen 5): 512-bit datapaths, where vpermi2b zmm runs at full rate (on Sapphire
+  // Rapids it is 2 uops and 512-bit code loses port 1). Picks the VBMI TQ1_0 kernel (docs/TERNARY.md).
+  bool amd_zen5_or_later = false;
   // ARM64. ASIMD (NEON) itself is part of every AArch64 CPU; these are the extras inside the neon set.
   bool asimd_dot = false;  // SDOT/UDOT (FEAT_DotProd, HWCAP_ASIMDDP): Cortex-A55/A76+, Apple M1+, Graviton 2+
 

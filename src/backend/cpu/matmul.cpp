@@ -57,12 +57,13 @@ PackedDotFn pick_packed_kernel(Isa isa, DType type) {
 // 64-byte boundary: qs [n_in] int8, d [n_blocks] f32, sums [n_blocks] i32 (Q8_32) or
 // bsums [n_in/16] i16 (Q8_K), then (with_zp, Q8_32) zp [n_blocks] i32 (ActRow::zp).
 struct ActLayout {
-  size_t off_d = 0, off_sums = 0, off_zp = 0, stride = 0;
+  size_t off_d = 0, off_sums = 0, off_zp = 0, off_perm = 0, stride = 0;
 };
 
 size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
-ActLayout act_layout(ActFormat fmt, int64_t n_in, bool with_zp = false) {
+// perm_bytes: then ActRow::tperm (ternary_perm_bytes) at off_perm.
+ActLayout act_layout(ActFormat fmt, int64_t n_in, bool with_zp = false, size_t perm_bytes = 0) {
   ActLayout l;
   const size_t n = size_t(n_in);
   const size_t n_blocks = fmt == ActFormat::Q8_32 ? n / 32 : n / 256;
@@ -70,7 +71,8 @@ ActLayout act_layout(ActFormat fmt, int64_t n_in, bool with_zp = false) {
   l.off_sums = l.off_d + round64(n_blocks * sizeof(float));
   l.off_zp = l.off_sums + round64(fmt == ActFormat::Q8_32 ? n_blocks * 4 : (n / 16) * 2);
   // The extra part: zp [n_blocks] i32 (Q8_32) or bsp [n_blocks][4] i32 (Q8_K).
-  l.stride = l.off_zp + (with_zp ? round64(n_blocks * (fmt == ActFormat::Q8_32 ? 4 : 16)) : 0);
+  l.off_perm = l.off_zp + (with_zp ? round64(n_blocks * (fmt == ActFormat::Q8_32 ? 4 : 16)) : 0);
+  l.stride = l.off_perm + round64(perm_bytes);
   return l;
 }
 
@@ -125,7 +127,12 @@ int64_t token_tile(DType weight_type, int64_t n_in) {
   const size_t kActTileBytes = size_t(512) << 10;
   const ActFormat fmt = act_format_for(weight_type, n_in);
   const size_t act_row_bytes =
-      fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float) : act_layout(fmt, n_in).stride;
+      fmt == ActFormat::F32 ? size_t(n_in) * sizeof(float)
+                            : act_layout(fmt, n_in, false,
+                                         ternary_wants_perm(active_isa(), weight_type, n_in)
+                                             ? ternary_perm_bytes(weight_type, n_in)
+                                             : 0)
+                                  .stride;  // (with the VBMI ternary kernels' permuted copy)
   return std::max<int64_t>(8, int64_t(kActTileBytes / act_row_bytes) / 8 * 8);
 }
 
@@ -153,7 +160,9 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
   if (fmt == ActFormat::F32) {
     for (int64_t t = 0; t < n_tokens; ++t) acts[size_t(t)].f32 = x + t * n_in;
   } else {
-    const ActLayout l = act_layout(fmt, n_in, zero_point != 0 || with_bsp);
+    const size_t perm_bytes =
+        fmt == ActFormat::Q8_K && ternary_wants_perm(active_isa(), w.type, n_in) ? ternary_perm_bytes(w.type, n_in) : 0;
+    const ActLayout l = act_layout(fmt, n_in, zero_point != 0 || with_bsp, perm_bytes);
     thread_local std::vector<uint8_t> scratch;  // reused across calls by the calling thread
     scratch.resize(l.stride * size_t(n_tokens) + 64);
     uint8_t* base = reinterpret_cast<uint8_t*>(
@@ -180,6 +189,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
         } else {
           const int16_t* bs = reinterpret_cast<int16_t*>(p + l.off_sums);
           q8_K(x + t * n_in, n_in, qs, d, reinterpret_cast<int16_t*>(p + l.off_sums));
+          if (perm_bytes != 0) ternary_permute_act_vbmi(w.type, qs, bs, n_in, reinterpret_cast<int8_t*>(p + l.off_perm));
           if (with_bsp) {  // |bs_j| <= 32 * 127: an int16
             int16_t* bp = reinterpret_cast<int16_t*>(p + l.off_zp);
             for (int64_t b = 0; b < n_in / 256; ++b, bs += 16, bp += 8) {
@@ -201,6 +211,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
       else a.bsums = reinterpret_cast<const int16_t*>(p + l.off_sums);
       if (zero_point != 0) a.zp = reinterpret_cast<const int32_t*>(p + l.off_zp);
       if (with_bsp) a.bsp = reinterpret_cast<const int32_t*>(p + l.off_zp);
+      if (perm_bytes != 0) a.tperm = reinterpret_cast<const int8_t*>(p + l.off_perm);
     }
   }
 

@@ -41,6 +41,9 @@ struct ActRow {
   // 32 values bs_j = bsums[2j] + bsums[2j+1] as int16 pairs (bs0, bs2), (bs1, bs3), (bs4, bs6),
   // (bs5, bs7) (low half first), so that the mins term takes 4 vpdpwssd per token, not 8.
   const int32_t* bsp = nullptr;
+  // [ternary_perm_bytes(type, n_in)] (Q8_K, optional): the activations in the byte order of the VBMI
+  // TQ1_0 / PTQ1_0 kernels (ternary_kernels.h), when ternary_wants_perm() says so.
+  const int8_t* tperm = nullptr;
 };
 
 // The zero point a packed kernel removes from its unsigned quants (q4_0: u = q + 8; q8_0: u = q + 128;

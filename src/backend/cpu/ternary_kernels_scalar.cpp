@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "core/fp16.h"
@@ -97,10 +98,58 @@ RowDotFn ternary_row_dot_scalar(DType type) {
   }
 }
 
+namespace {
+std::atomic<int>& vbmi_flag() {
+  static std::atomic<int> v{[] {
+    const char* e = std::getenv("POLYKV_TQ_VBMI");
+    return e == nullptr ? -1 : std::string_view(e) == "0" ? 0 : std::string_view(e) == "1" ? 1 : -1;
+  }()};
+  return v;
+}
+
+}  // namespace
+
+void set_ternary_vbmi_kernels(int mode) { vbmi_flag().store(mode, std::memory_order_relaxed); }
+int ternary_vbmi_kernels() { return vbmi_flag().load(std::memory_order_relaxed); }
+
+size_t ternary_perm_bytes(DType type, int64_t n_in) {
+  if ((type != DType::TQ1_0 && type != DType::PTQ1_0) || n_in % 256 != 0) return 0;
+  return size_t(n_in / 256) * 328;
+}
+
+bool ternary_wants_perm(Isa isa, DType type, int64_t n_in) {
+  return isa == Isa::Avx512 && ternary_perm_bytes(type, n_in) != 0 && !ternary_old_kernels() &&
+         ternary_row_dot_avx512vbmi(type) != nullptr;
+}
+
+void ternary_permute_act(DType type, const int8_t* qs, const int16_t* bsums, int64_t n_in, int8_t* out) {
+  const bool tq1 = type == DType::TQ1_0;
+  const int halves = tq1 ? 1 : 2, half_bytes = tq1 ? 64 : 32, half_values = tq1 ? 256 : 128;
+  const int64_t nb = n_in / 256;
+  int8_t* sums = out + 320 * nb;
+  std::memset(sums, 0, size_t(8 * nb));
+  for (int64_t b = 0; b < nb; ++b, out += 320) {
+    std::memset(out, 0, 320);
+    for (int h = 0; h < halves; ++h) {
+      const int8_t* q = qs + 256 * b + half_values * h;
+      for (int n = 0; n < 5; ++n)
+        for (int m = 0; m < half_bytes; ++m) {
+          const int v = tq1 ? base3_value_index(48, 4, m, n) : base3_value_index(24, 2, m, n);  // ternary_kernels.h
+          if (v >= 0) out[64 * n + half_bytes * h + m] = q[v];
+        }
+      int32_t s = 0;
+      for (int j = 0; j < half_values / 16; ++j) s += bsums[16 * b + (half_values / 16) * h + j];
+      const int32_t neg = -s;
+      std::memcpy(sums + 8 * b + 4 * h, &neg, 4);
+    }
+  }
+}
+
 RowDotFn ternary_row_dot(Isa isa, DType type) {
   if (!is_ternary(type)) return nullptr;
   RowDotFn f = nullptr;
-  if (isa == Isa::Avx512) f = ternary_row_dot_avx512(type);
+  if (isa == Isa::Avx512 && !ternary_old_kernels()) f = ternary_row_dot_avx512vbmi(type);
+  if (!f && isa == Isa::Avx512) f = ternary_row_dot_avx512(type);
   if (!f && isa_has_avx2(isa)) f = ternary_row_dot_avx2(type);
   return f ? f : ternary_row_dot_scalar(type);
 }

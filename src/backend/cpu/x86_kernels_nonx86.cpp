@@ -30,6 +30,10 @@ RowDotFn row_dot_avx2(DType) { return nullptr; }
 RowDotFn row_dot_avx512(DType) { return nullptr; }
 RowDotFn ternary_row_dot_avx2(DType) { return nullptr; }
 RowDotFn ternary_row_dot_avx512(DType) { return nullptr; }
+RowDotFn ternary_row_dot_avx512vbmi(DType) { return nullptr; }
+void ternary_permute_act_vbmi(DType, const int8_t*, const int16_t*, int64_t, int8_t*) {
+  fail("ternary_permute_act_vbmi: not an x86 build");
+}
 PackedDotFn packed_dot_avx512(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2_maddubs(DType) { return nullptr; }
