@@ -12,7 +12,9 @@
 #        ignored and the files are named after the model), AB (e.g. AB="old new": for each type and
 #        depth, one run per variant in that order, ROUNDS times; variant "old" sets POLYKV_PACKED_ZP=off
 #        (the packed kernels' former paths, docs/VERIFY_KERNELS.md "2026-12-01f"), "new" the defaults;
-#        the files get _old / _new (and _rN for round N > 1) after TAG).
+#        the files get _old / _new (and _rN for round N > 1) after TAG), OLD_ENV (the environment of
+#        variant "old", default POLYKV_PACKED_ZP=off; e.g. OLD_ENV=POLYKV_PACKED_PF=0: no weight
+#        prefetch, docs/VERIFY_KERNELS.md "2026-12-02").
 # The lead's quiet re-run of the 2026-12-01f figures (one command, ~3-4 minutes on a quiet machine):
 #   TAG=quiet AB="old new" KS=1,2,4,8 REPS=3 STEPS=4 bench/verify_cost.sh build/polykv docs/results/verify-2026-12-01f
 #   python3 bench/verify_table.py docs/results/verify-2026-12-01f
@@ -36,7 +38,7 @@ if [ -n "${MODEL:-}" ]; then
 else
   for t in $types; do
     f="$models/llama-3.2-1b-$t.gguf"
-    [ -s "$f" ] || "$polykv" synth --shape llama-3.2-1b --type "$t" -o "$f" --threads "${SYNTH_THREADS:-0}"
+    [ -s "$f" ] || "$polykv" synth --shape llama-3.2-1b --type "$t" -o "$f" --threads "${SYNTH_THREADS:-$(nproc)}"
   done
 fi
 variants=${AB:-default}
@@ -51,7 +53,7 @@ for t in $types; do
     [ "$round" = 1 ] || suffix="${suffix}_r$round"
     j="$out/verify_${t}_d${d}_t${threads}${tag}${suffix}.json"
     env=()
-    [ "$v" = old ] && env=(POLYKV_PACKED_ZP=off)
+    [ "$v" = old ] && env=(${OLD_ENV:-POLYKV_PACKED_ZP=off})
     echo "== $t depth $d threads $threads $v ($(uptime | sed 's/.*load/load/'))" >&2
     env "${env[@]}" "$polykv" bench -m "$gguf" -t "$threads" -d "$d" --verify-k "$ks" -r "$reps" \
       --verify-steps "$steps" -ctk "$ctk" -ctv "$ctv" --fill-threads "${FILL_THREADS:-0}" --json 2>/dev/null > "$j.tmp"

@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -41,6 +42,7 @@ inline __m512 fp16_scales(const uint16_t* dp) {
 struct UnpackQ4_0 {
   static __m512 scales(const uint16_t* dp) { return fp16_scales(dp); }
   static constexpr int kChunks = 8;
+  static constexpr size_t kQsBytes = 256;
   static constexpr int32_t kOffset = 8;
   static void run(const uint8_t* qs, __m512i* w) {
     const __m512i lo = _mm512_set1_epi8(0x0F);
@@ -55,6 +57,7 @@ struct UnpackQ4_0 {
 // mxfp4: the nibbles (codes) looked up as u = kMxfp4Values[code] + 12 (0..24), offset 12.
 struct UnpackMXFP4 {
   static constexpr int kChunks = 8;
+  static constexpr size_t kQsBytes = 256;
   static constexpr int32_t kOffset = 12;
   // A constant (a table built in a stack array per block would stall store forwarding).
   alignas(16) static constexpr int8_t kTable[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
@@ -84,6 +87,7 @@ static_assert([] {
 struct UnpackQ8_0 {
   static __m512 scales(const uint16_t* dp) { return fp16_scales(dp); }
   static constexpr int kChunks = 8;
+  static constexpr size_t kQsBytes = 512;
   static constexpr int32_t kOffset = 128;
   static void run(const uint8_t* qs, __m512i* w) {
 #pragma GCC unroll 8
@@ -132,11 +136,11 @@ struct PackedKernel {
 // block part instead of three pointers per token, the 8-token kernel's addresses fit the general
 // registers (with a pointer per token and part, GCC moved them through xmm registers: ~4 vmovq, p05
 // uops, per token and block at NT >= 4; issue #10).
-template <typename Unpack>
+template <typename Unpack, bool kPrefetch>
 struct PackedKernelStrided {
   template <int NT>
   static void run(const PackedMatrix& p, int64_t g, const char* base, ptrdiff_t stride, ptrdiff_t off_d,
-                  ptrdiff_t off_zp, float* y, int64_t ldy) {
+                  ptrdiff_t off_zp, float* y, int64_t ldy, ptrdiff_t pf) {
     const int64_t nb = p.n_blocks();
     __m512 acc[NT];
 #pragma GCC unroll 8
@@ -148,6 +152,16 @@ struct PackedKernelStrided {
     const char* da = base + off_d;   // token 0's d[b]
     const char* za = base + off_zp;  // token 0's zp[b]
     for (int64_t b = 0; b < nb; ++b, qs += qs_step, dp += kPackRows, qa += 32, da += 4, za += 4) {
+      if constexpr (kPrefetch) {
+        // Every line of the block pf bytes ahead (past this group's end: the next group's, which
+        // this thread reads next; a prefetch never faults), and the scales' line every other block
+        // (16 x 2 bytes a block; pf / (kQsBytes / 32) bytes ahead in that array).
+        const char* q = reinterpret_cast<const char*>(qs) + pf;
+#pragma GCC unroll 8
+        for (size_t o = 0; o < Unpack::kQsBytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T0);
+        if ((b & 1) == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(dp) + pf / ptrdiff_t(Unpack::kQsBytes / 32), _MM_HINT_T0);
+      }
       __m512i w[Unpack::kChunks];
       Unpack::run(qs, w);
       const __m512 dw = Unpack::scales(dp);
@@ -185,22 +199,41 @@ void by_packed_tokens(const PackedMatrix& p, int64_t g, const ActRow* act, int n
 }
 static_assert(kMaxPackedTokens == 8, "by_packed_tokens handles 1..8 tokens");
 
+// Software prefetch of the weight stream (issue #10). Without it the multi-token kernels lose memory
+// bandwidth on this VM (AMD Zen 5, 2 vCPUs): at k = 1 the stream runs near the DRAM rate because the
+// core issues little work per byte; each extra token adds 11 vector uops per block, fewer blocks fit
+// the out-of-order window, fewer cache lines are in flight, and the stream slows (verify_matmul_bench,
+// q8_0, 1.3 GB of weights: k = 8 at ~1.9x the k = 1 time). Touching every line kPrefetchBlocks
+// blocks (8 KB for q8_0, 4 KB for q4_0 / mxfp4) ahead keeps the lines in flight whatever the compute
+// (k = 8 ~1.1-1.2x). A prefetch changes no arithmetic: the same bits with and without.
+// POLYKV_PACKED_PF=<bytes> sets the distance (0: no prefetch, for A/B runs: bench/verify_cost.sh).
+constexpr int kPrefetchBlocks = 16;
 template <typename Unpack>
-void strided_tokens(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
-  using K = PackedKernelStrided<Unpack>;
+ptrdiff_t packed_prefetch_bytes() {
+  static const ptrdiff_t pf = [] {
+    const char* e = std::getenv("POLYKV_PACKED_PF");
+    return e ? ptrdiff_t(std::atoll(e)) : ptrdiff_t(kPrefetchBlocks * Unpack::kQsBytes);
+  }();
+  return pf;
+}
+
+template <typename Unpack, bool kPf>
+void strided_tokens(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy,
+                    ptrdiff_t pf) {
+  using K = PackedKernelStrided<Unpack, kPf>;
   const char* base = reinterpret_cast<const char*>(act[0].qs);
   const ptrdiff_t stride = n_tok > 1 ? reinterpret_cast<const char*>(act[1].qs) - base : 0;
   const ptrdiff_t off_d = reinterpret_cast<const char*>(act[0].d) - base;
   const ptrdiff_t off_zp = reinterpret_cast<const char*>(act[0].zp) - base;
   switch (n_tok) {
-    case 1: K::template run<1>(p, g, base, stride, off_d, off_zp, y, ldy); break;
-    case 2: K::template run<2>(p, g, base, stride, off_d, off_zp, y, ldy); break;
-    case 3: K::template run<3>(p, g, base, stride, off_d, off_zp, y, ldy); break;
-    case 4: K::template run<4>(p, g, base, stride, off_d, off_zp, y, ldy); break;
-    case 5: K::template run<5>(p, g, base, stride, off_d, off_zp, y, ldy); break;
-    case 6: K::template run<6>(p, g, base, stride, off_d, off_zp, y, ldy); break;
-    case 7: K::template run<7>(p, g, base, stride, off_d, off_zp, y, ldy); break;
-    default: K::template run<8>(p, g, base, stride, off_d, off_zp, y, ldy); break;
+    case 1: K::template run<1>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
+    case 2: K::template run<2>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
+    case 3: K::template run<3>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
+    case 4: K::template run<4>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
+    case 5: K::template run<5>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
+    case 6: K::template run<6>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
+    case 7: K::template run<7>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
+    default: K::template run<8>(p, g, base, stride, off_d, off_zp, y, ldy, pf); break;
   }
 }
 
@@ -223,8 +256,11 @@ bool uniform_layout(const ActRow* act, int n_tok) {
 // The tokens of one call come from one matmul: all carry zp or none does.
 template <typename Unpack>
 void by_zp(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
-  if (uniform_layout(act, n_tok)) strided_tokens<Unpack>(p, g, act, n_tok, y, ldy);
-  else if (act[0].zp) by_packed_tokens<PackedKernel<Unpack, true>>(p, g, act, n_tok, y, ldy);
+  if (uniform_layout(act, n_tok)) {
+    const ptrdiff_t pf = packed_prefetch_bytes<Unpack>();
+    if (pf != 0) strided_tokens<Unpack, true>(p, g, act, n_tok, y, ldy, pf);
+    else strided_tokens<Unpack, false>(p, g, act, n_tok, y, ldy, 0);
+  } else if (act[0].zp) by_packed_tokens<PackedKernel<Unpack, true>>(p, g, act, n_tok, y, ldy);
   else by_packed_tokens<PackedKernel<Unpack, false>>(p, g, act, n_tok, y, ldy);
 }
 static_assert(UnpackQ4_0::kOffset == packed_zero_point(DType::Q4_0) &&

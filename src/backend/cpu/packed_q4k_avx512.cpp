@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -106,9 +107,9 @@ void q4_K_group(const PackedMatrix& p, int64_t g, const ActRow* act, float* y, i
 // vpdpwssd per token with the (m_j, m_j') pairs against bsp, not 8 with (m_j, m_j) against bsums.
 // msum = Σ_j m_j * (bsums[2j] + bsums[2j+1]) is the same exact integer, isum the same, and the float
 // steps are those of q4_K_group: the same bits (tests/verify_zp_test.cpp).
-template <int NT>
+template <int NT, bool kPrefetch>
 void q4_K_group_strided(const PackedMatrix& p, int64_t g, const char* base, ptrdiff_t stride, ptrdiff_t off_d,
-                        ptrdiff_t off_bsp, float* y, int64_t ldy) {
+                        ptrdiff_t off_bsp, float* y, int64_t ldy, ptrdiff_t pf) {
   const int64_t nb = p.n_blocks();
   __m512 acc[NT];
 #pragma GCC unroll 8
@@ -119,6 +120,10 @@ void q4_K_group_strided(const PackedMatrix& p, int64_t g, const char* base, ptrd
   const char* pa = base + off_bsp;   // token 0's bsp[b][0..3]
   for (int64_t b = 0; b < nb; ++b, qa += 256, da += 4, pa += 16) {
     const uint8_t* rec = p.qs_at(g, b);
+    if constexpr (kPrefetch) {  // every line of the record pf bytes ahead (packed_kernels_avx512.cpp)
+#pragma GCC unroll 36
+      for (size_t o = 0; o < kQ4KRecordBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + pf + o, _MM_HINT_T0);
+    }
     const __m512i s0 = _mm512_load_si512(rec + kQ4KScalesOffset);
     const __m512i s1 = _mm512_load_si512(rec + kQ4KScalesOffset + 64);
     const __m512i s2 = _mm512_load_si512(rec + kQ4KScalesOffset + 128);
@@ -197,21 +202,39 @@ bool uniform_layout(const ActRow* act, int n_tok) {
   return true;
 }
 
+// Software prefetch distance of the records (POLYKV_PACKED_PF=<bytes>, 0: none; default 2 records,
+// 4.5 KB, as q4_0's 16 blocks of 288 bytes; packed_kernels_avx512.cpp says why).
+ptrdiff_t q4_K_prefetch_bytes() {
+  static const ptrdiff_t pf = [] {
+    const char* e = std::getenv("POLYKV_PACKED_PF");
+    return e ? ptrdiff_t(std::atoll(e)) : ptrdiff_t(2 * kQ4KRecordBytes);
+  }();
+  return pf;
+}
+
+template <int NT>
+void strided(ptrdiff_t pf, const PackedMatrix& p, int64_t g, const char* base, ptrdiff_t stride, ptrdiff_t off_d,
+             ptrdiff_t off_bsp, float* y, int64_t ldy) {
+  if (pf != 0) q4_K_group_strided<NT, true>(p, g, base, stride, off_d, off_bsp, y, ldy, pf);
+  else q4_K_group_strided<NT, false>(p, g, base, stride, off_d, off_bsp, y, ldy, 0);
+}
+
 void q4_K_packed(const PackedMatrix& p, int64_t g, const ActRow* act, int n_tok, float* y, int64_t ldy) {
   if (uniform_layout(act, n_tok)) {
+    const ptrdiff_t pf = q4_K_prefetch_bytes();
     const char* base = reinterpret_cast<const char*>(act[0].qs);
     const ptrdiff_t stride = n_tok > 1 ? reinterpret_cast<const char*>(act[1].qs) - base : 0;
     const ptrdiff_t off_d = reinterpret_cast<const char*>(act[0].d) - base;
     const ptrdiff_t off_bsp = reinterpret_cast<const char*>(act[0].bsp) - base;
     switch (n_tok) {
-      case 1: return q4_K_group_strided<1>(p, g, base, stride, off_d, off_bsp, y, ldy);
-      case 2: return q4_K_group_strided<2>(p, g, base, stride, off_d, off_bsp, y, ldy);
-      case 3: return q4_K_group_strided<3>(p, g, base, stride, off_d, off_bsp, y, ldy);
-      case 4: return q4_K_group_strided<4>(p, g, base, stride, off_d, off_bsp, y, ldy);
-      case 5: return q4_K_group_strided<5>(p, g, base, stride, off_d, off_bsp, y, ldy);
-      case 6: return q4_K_group_strided<6>(p, g, base, stride, off_d, off_bsp, y, ldy);
-      case 7: return q4_K_group_strided<7>(p, g, base, stride, off_d, off_bsp, y, ldy);
-      default: return q4_K_group_strided<8>(p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 1: return strided<1>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 2: return strided<2>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 3: return strided<3>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 4: return strided<4>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 5: return strided<5>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 6: return strided<6>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
+      case 7: return strided<7>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
+      default: return strided<8>(pf, p, g, base, stride, off_d, off_bsp, y, ldy);
     }
   }
   switch (n_tok) {
