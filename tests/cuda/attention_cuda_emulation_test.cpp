@@ -363,9 +363,8 @@ struct VariantScope {
 };
 constexpr attn::DecodeVariant kVariants[] = {attn::DecodeVariant::Slots, attn::DecodeVariant::Lanes8};  // Lanes8x4: same code
 
-// Checks the case and that it ran the expected kernel with (or without) key splits; decode cases
-// with both decode kernels (Lanes8 falls back to Slots for head sizes 256 and 512).
-void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
+// expect_ok under the current plan settings.
+void expect_ok_with_plan(const Case& c, attn::Kernel kernel, bool split) {
   for (attn::DecodeVariant v : kVariants) {
     const VariantScope scope(v);
     const Ran r = run_case(c);
@@ -374,9 +373,12 @@ void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
     EXPECT_EQ(r.plan.kernel, kernel) << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
     // lanes8 plans stay within one wave at their occupancy (3-4 blocks per multiprocessor, splits
     // per item rounded down): with more than half a wave of work items there is no split.
-    const bool filled = r.plan.kernel == attn::Kernel::Decode && r.plan.variant != attn::DecodeVariant::Slots &&
-                        2 * int64_t(r.plan.grid_y) * r.plan.grid_z >
-                            attn::decode8_plan_blocks(r.plan.variant, c.head_dim, c.kt, c.vt) * kEmulatedSms;
+    // Slots plans (and tiled ones) split only while the work items are fewer than 4 blocks per multiprocessor.
+    const int64_t items = int64_t(r.plan.grid_y) * r.plan.grid_z;
+    const bool filled = r.plan.kernel == attn::Kernel::Decode &&
+                        (r.plan.variant != attn::DecodeVariant::Slots
+                             ? 2 * items > attn::decode8_plan_blocks(r.plan.variant, c.head_dim, c.kt, c.vt) * kEmulatedSms
+                             : items >= 4 * kEmulatedSms);
     // Decode launches bounded by attn::one_split_keys() keys read them in one split (no merge).
     int bound = 0;
     for (const SeqSpec& q : c.seqs) bound = std::max(bound, q.pos0 + q.n_q);
@@ -388,6 +390,29 @@ void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
     else
       EXPECT_EQ(r.plan.mma, attn::prefill_mma() && c.head_dim <= 128 && r.plan.rows == attn::large_rows(c.head_dim))
           << plan_name(r.plan);
+  }
+}
+
+// Sets attn::small_step_decode_q for a scope (0: the plan before 2026-12-02, the tiled kernel for
+// multi-token steps that do not fit one block's rows).
+struct SmallQScope {
+  int saved;
+  explicit SmallQScope(int v) : saved(attn::small_step_decode_q()) { attn::small_step_decode_q() = v; }
+  ~SmallQScope() { attn::small_step_decode_q() = saved; }
+};
+
+// Checks the case and that it ran the expected kernel with (or without) key splits; decode cases
+// with both decode kernels (Lanes8 falls back to Slots for head sizes 256 and 512). `kernel` is the
+// plan's kernel before 2026-12-02 (small_step_decode_q 0); the case runs with that plan and with steps
+// of up to 8 rows per sequence on the decode kernel in query tiles (the default takes up to 4).
+void expect_ok(const Case& c, attn::Kernel kernel, bool split) {
+  int max_q = 0;
+  for (const SeqSpec& q : c.seqs) max_q = std::max(max_q, q.n_q);
+  max_q += c.extra_nq_bound;
+  for (const int small_q : {0, 8}) {
+    const SmallQScope plan(small_q);
+    const attn::Kernel want = kernel == attn::Kernel::Tiled && max_q <= small_q ? attn::Kernel::Decode : kernel;
+    expect_ok_with_plan(c, want, split);
   }
 }
 
@@ -426,6 +451,7 @@ TEST(CudaAttentionEmulation, HeadSizes) {
   }
 }
 
+// The tiled kernel's small shape (the plan before 2026-12-02; expect_ok runs both plans).
 TEST(CudaAttentionEmulation, SmallStepsGqaAndHeadParts) {
   uint32_t seed = 200;
   Case c;
@@ -445,6 +471,31 @@ TEST(CudaAttentionEmulation, SmallStepsGqaAndHeadParts) {
   c.group = 6, c.seed = seed++;  // a partial second head part
   expect_ok(c, attn::Kernel::Decode, true);
   c.head_dim = 512, c.group = 32, c.seqs = {{40, 2}}, c.seed = seed++;  // tiled, 16 rows: two head parts
+  expect_ok(c, attn::Kernel::Tiled, false);
+}
+
+// More small multi-token steps (verify steps, short prompts), which the default plan runs on the decode
+// kernel in query tiles of its 4 rows (expect_ok names the old plan's kernel and runs both): GQA groups
+// of 2-32 (head parts), 2-9 rows, windows, softcaps, one split and key splits, head sizes 64-512.
+TEST(CudaAttentionEmulation, SmallStepsOnTheDecodeKernel) {
+  uint32_t seed = 250;
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 128, c.seqs = {{299, 8}, {40, 5}, {7, 1}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.group = 2, c.n_head_kv = 2, c.seqs = {{600, 8}, {3, 2}}, c.seed = seed++;  // 2 rows of 2 heads per tile
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.group = 8, c.n_head_kv = 1, c.seqs = {{90, 4}}, c.seed = seed++;  // two head parts x 4 query tiles
+  expect_ok(c, attn::Kernel::Tiled, false);
+  c.group = 4, c.window = 5, c.seqs = {{200, 6}, {12, 8}}, c.seed = seed++;  // each row its own window
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.window = 0, c.softcap = 30.0f, c.kt = KvType::F16, c.vt = KvType::F16, c.seqs = {{1000, 7}}, c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.softcap = 0.0f, c.head_dim = 256, c.kt = KvType::Q8_0, c.vt = KvType::Q8_0, c.seqs = {{130, 2}, {0, 3}},
+  c.seed = seed++;
+  expect_ok(c, attn::Kernel::Tiled, true);
+  c.head_dim = 512, c.group = 32, c.seqs = {{40, 2}}, c.seed = seed++;  // 8 head parts x 2 query tiles
+  expect_ok(c, attn::Kernel::Tiled, false);
+  c.head_dim = 64, c.group = 4, c.seqs = {{20, 9}}, c.seed = seed++;  // 9 rows: the tiled kernel in both plans
   expect_ok(c, attn::Kernel::Tiled, false);
 }
 

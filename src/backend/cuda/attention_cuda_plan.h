@@ -154,6 +154,21 @@ inline int& one_split_keys() {
   return v;
 }
 
+// Sequences of at most this many query rows (speculative verify steps, short prompts) run the decode
+// kernel in query tiles of its 4 rows instead of the tiled kernel. Verify steps on the H200 (call H3,
+// 2026-12-02, synth llama-3.1-8b, cost in one-token steps, tiled -> decode): at depth 0 q4_0 k = 2 1.27 ->
+// 1.16, k = 4 1.59 -> 1.50, q8_0 k = 2 1.19 -> 1.10; at 4096 keys q4_0 k = 2 2.34 -> 1.21, k = 4 2.68 ->
+// 1.77; but k = 8 at 4096 keys 2.37 -> 3.00 (each query tile reads the keys again), hence 4.
+// Process-wide; POLYKV_CUDA_ATTN_SMALL_Q=N sets it (0 or 1: the plan before 2026-12-02, the decode
+// kernel only while every sequence's rows fit one block's rows).
+inline int& small_step_decode_q() {
+  static int v = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_SMALL_Q");
+    return e && *e ? std::max(0, std::atoi(e)) : 4;
+  }();
+  return v;
+}
+
 // Whether the attention kernels are launched with programmatic dependent launch (when the context
 // allows PDL at all: matmul_cuda.h's pdl_enabled). Process-wide; POLYKV_CUDA_ATTN_PDL=0 turns it off
 // (every kernel waits for the previous grid first either way: pdl_enter, attention_cuda_kernels.cuh).
@@ -378,8 +393,9 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
         "CUDA attention: invalid shared-prefix bounds");
   P.group = p.n_head / L.n_head_kv;
   // The decode kernel when every sequence's queries fit the rows of its blocks (one token per step, or
-  // a few tokens of a small group); else the tiled kernel, small for small multi-token steps.
-  const int decode_tokens = std::max(1, kDecodeRows / std::min(P.group, kDecodeRows));
+  // a few tokens of a small group) or a few query tiles of them (small_step_decode_q); else the tiled
+  // kernel, small for small multi-token steps.
+  const int decode_tokens = std::max({1, kDecodeRows / std::min(P.group, kDecodeRows), small_step_decode_q()});
   if (b.max_n_q <= decode_tokens) {
     plan_decode_rows(P, L, b.max_n_q);
   } else {
