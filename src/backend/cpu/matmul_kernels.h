@@ -12,6 +12,7 @@
 // act_quant.cpp), so scalar and SIMD kernels agree up to float rounding.
 #pragma once
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -45,6 +46,14 @@ struct ActRow {
   // TQ1_0 / PTQ1_0 kernels (ternary_kernels.h), when ternary_wants_perm() says so.
   const int8_t* tperm = nullptr;
 };
+
+// The packed AVX-512 kernels' software prefetch distance in bytes (packed_kernels_avx512.cpp says
+// why): POLYKV_PACKED_PF=<bytes> when set (0: no prefetch, for A/B runs), else `dflt`. Read once per
+// caller (a function-local static there).
+inline ptrdiff_t packed_prefetch_env(ptrdiff_t dflt) {
+  const char* e = std::getenv("POLYKV_PACKED_PF");
+  return e ? ptrdiff_t(std::atoll(e)) : dflt;
+}
 
 // The zero point a packed kernel removes from its unsigned quants (q4_0: u = q + 8; q8_0: u = q + 128;
 // mxfp4: u = value + 12, packed_weights.h), or 0 for types whose packed kernels take no zp.

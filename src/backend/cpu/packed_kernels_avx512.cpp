@@ -17,7 +17,6 @@
 #include <immintrin.h>
 
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -210,10 +209,7 @@ static_assert(kMaxPackedTokens == 8, "by_packed_tokens handles 1..8 tokens");
 constexpr int kPrefetchBlocks = 16;
 template <typename Unpack>
 ptrdiff_t packed_prefetch_bytes() {
-  static const ptrdiff_t pf = [] {
-    const char* e = std::getenv("POLYKV_PACKED_PF");
-    return e ? ptrdiff_t(std::atoll(e)) : ptrdiff_t(kPrefetchBlocks * Unpack::kQsBytes);
-  }();
+  static const ptrdiff_t pf = packed_prefetch_env(ptrdiff_t(kPrefetchBlocks * Unpack::kQsBytes));
   return pf;
 }
 

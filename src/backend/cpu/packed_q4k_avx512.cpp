@@ -17,7 +17,6 @@
 #include <immintrin.h>
 
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -205,10 +204,7 @@ bool uniform_layout(const ActRow* act, int n_tok) {
 // Software prefetch distance of the records (POLYKV_PACKED_PF=<bytes>, 0: none; default 2 records,
 // 4.5 KB, as q4_0's 16 blocks of 288 bytes; packed_kernels_avx512.cpp says why).
 ptrdiff_t q4_K_prefetch_bytes() {
-  static const ptrdiff_t pf = [] {
-    const char* e = std::getenv("POLYKV_PACKED_PF");
-    return e ? ptrdiff_t(std::atoll(e)) : ptrdiff_t(2 * kQ4KRecordBytes);
-  }();
+  static const ptrdiff_t pf = packed_prefetch_env(ptrdiff_t(2 * kQ4KRecordBytes));
   return pf;
 }
 

@@ -3,8 +3,8 @@
 #include <dlfcn.h>
 
 #include <atomic>
-#include <mutex>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -44,9 +44,10 @@ void bind(void* lib, const char* name, F& f) {
 Api load() {
   std::string tried;
   void* lib = nullptr;
-  for (const std::string& path : {std::string(POLYKV_CUBLAS_SONAME),
-                                   std::string(POLYKV_CUBLAS_DIR) + "/" + POLYKV_CUBLAS_SONAME}) {
-    if (path.front() == '/' && std::string(POLYKV_CUBLAS_DIR).empty()) continue;
+  std::string candidates[2] = {POLYKV_CUBLAS_SONAME};
+  if (std::string_view(POLYKV_CUBLAS_DIR).size() > 0) candidates[1] = std::string(POLYKV_CUBLAS_DIR) + "/" + POLYKV_CUBLAS_SONAME;
+  for (const std::string& path : candidates) {
+    if (path.empty()) continue;
     lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib != nullptr) break;
     const char* why = dlerror();
@@ -64,15 +65,9 @@ Api load() {
   return a;
 }
 
+// Loaded once (a thread-safe static); a load that throws is tried again by the next call.
 const Api& api() {
-  static std::mutex mu;
-  static Api a;
-  static bool done = false;
-  const std::lock_guard<std::mutex> lock(mu);
-  if (!done) {
-    a = load();  // throws (and is retried by the next call) when the library is missing
-    done = true;
-  }
+  static const Api a = load();
   return a;
 }
 
