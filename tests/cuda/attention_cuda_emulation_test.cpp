@@ -823,6 +823,56 @@ TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
   }
 }
 
+// The tensor-core decode kernel (attention_cuda_decode_tc.cuh, mode Mma) on every pair it takes, and one it
+// does not (f16/f16: the pairs kernel): sequences at depths 0 .. 300 in pool blocks of 16 (tiles of 16 keys:
+// one warp busy), 64 (full 64-key tiles, three splits) and 24 with a window and softcap; the early-start path;
+// a group of 2 (two tokens' rows in one block); several query heads' rows. Each must pick the kernel it names
+// and stay within the bound.
+TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
+  std::vector<std::pair<KvType, KvType>> pairs;
+  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
+  pairs.push_back({KvType::F16, KvType::F16});
+  uint32_t seed = 4100;
+  const D8Scope d8(attn::Decode8Kernels::Mma);
+  const VariantScope vs(attn::DecodeVariant::Lanes8);
+  for (const auto& [kt, vt] : pairs)
+    for (int shape = 0; shape < 5; ++shape) {
+      g_emu_early = shape == 2 ? 1 : 0;
+      Case c;
+      c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+      if (shape == 0) {
+        c.block_tokens = 16;
+        c.seqs = {{0, 1}, {37, 1}, {290, 1}};
+      } else if (shape == 1) {
+        c.block_tokens = 24;
+        c.seqs = {{420, 1}};
+        c.window = 150;
+        c.softcap = 30.0f;
+      } else if (shape == 2) {
+        c.block_tokens = 64;
+        c.seqs = {{700, 1}, {5, 1}};
+      } else if (shape == 3) {
+        c.block_tokens = 64;
+        c.group = 2;
+        c.seqs = {{300, 2}, {64, 2}};
+      } else {
+        c.block_tokens = 64;
+        c.group = 8;
+        c.seqs = {{513, 1}};
+      }
+      const Ran r = run_case(c);
+      g_emu_early = 0;
+      const bool tc = attn::decode_tc(128, kt, vt, attn::Decode8Kernels::Mma);
+      const bool picked = attn::decode_tc_pick<128>(kt, vt, [](auto) {});
+      const std::string what = attn_test::describe(c) + " shape " + std::to_string(shape) + "\n  plan: " + plan_name(r.plan);
+      EXPECT_EQ(picked, tc) << what;
+      EXPECT_EQ(tc, kt == KvType::Q8_0) << what;
+      EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
+      EXPECT_EQ(r.plan.tile_keys, tc ? attn::kDecodeTcTileKeys : attn::decode8_tile_keys()) << what;
+      EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+    }
+}
+
 // One wave at the specialized kernels' occupancy: q8_0/turbo3t at 131072 keys on an H200 (132
 // multiprocessors, 8 KV heads) plans 66 splits (528 blocks: 4 per multiprocessor), the generic kernel 49.
 TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {

@@ -54,13 +54,16 @@ struct ModeScope {
     attn::decode_variant() = saved_v;
   }
 };
-// The bench times the first three; the correctness tests run all four (pairs: kv_decode_pairs.cuh).
+// The correctness tests run every mode (pairs: kv_decode_pairs.cuh; mma: the tensor-core kernel,
+// attention_cuda_decode_tc.cuh, for the pairs it takes); the bench times generic, pairs and mma.
 constexpr attn::Decode8Kernels kModes[] = {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Fixed,
-                                           attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs};
+                                           attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs,
+                                           attn::Decode8Kernels::Mma};
 const char* mode_name(attn::Decode8Kernels m) {
   return m == attn::Decode8Kernels::Generic ? "generic"
          : m == attn::Decode8Kernels::Fixed ? "fixed"
          : m == attn::Decode8Kernels::Pairs ? "pairs"
+         : m == attn::Decode8Kernels::Mma   ? "mma"
                                             : "packed";
 }
 
@@ -109,6 +112,7 @@ TEST(CudaAttentionDecode8, FixedPairsEveryMode) {
   POLYKV_REQUIRE_GPU();
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecode8FixedPairs) pairs.push_back({p.k, p.v});
+  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
   pairs.push_back({KvType::Turbo4T, KvType::Turbo2T});  // no specialization
   uint32_t seed = 4100;
   for (const auto& [kt, vt] : pairs)
@@ -221,35 +225,34 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
                                              {KvType::Q8_0, KvType::Turbo3},   {KvType::Q8_0, KvType::Turbo3T},
                                              {KvType::Turbo3T, KvType::Turbo3T}};
   constexpr int kRounds = 3;
+  constexpr attn::Decode8Kernels kTimed[] = {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Pairs,
+                                             attn::Decode8Kernels::Mma};
   std::printf("decode attention, one token, one layer (32 q heads, 8 KV heads, hd 128); modes interleaved, %d rounds\n",
               kRounds);
-  std::printf("%-16s %7s %8s | %9s %7s | %9s %7s %17s | %9s %7s %17s\n", "K/V", "keys", "KV MB", "generic us",
-              "GB/s", "fixed us", "GB/s", "fixed/gen (range)", "packed us", "GB/s", "packed/gen (range)");
+  std::printf("%-16s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s\n", "K/V", "keys", "KV MB", "generic us", "GB/s",
+              "pairs us", "GB/s", "mma us", "GB/s", "mma/pairs (range)");
   for (const auto& [kt, vt] : pairs)
-    for (int n_kv : {32768, 131072}) {
+    for (int n_kv : {4096, 32768, 131072}) {
       const auto B = make_bench(kt, vt, n_kv);
       std::vector<double> sec[3];
       for (int round = 0; round < kRounds; ++round)
         for (int m = 0; m < 3; ++m) {
-          const ModeScope scope(kModes[m]);
+          const ModeScope scope(kTimed[m]);
           sec[m].push_back(median_call_seconds(*B));
         }
-      double med[3], lo[3], hi[3];
+      double med[3];
       for (int m = 0; m < 3; ++m) {
-        std::vector<double> r;
-        for (int i = 0; i < kRounds; ++i) r.push_back(sec[m][size_t(i)] / sec[0][size_t(i)]);
         std::vector<double> s = sec[m];
         std::sort(s.begin(), s.end());
-        std::sort(r.begin(), r.end());
         med[m] = s[kRounds / 2];
-        lo[m] = r.front();
-        hi[m] = r.back();
       }
+      std::vector<double> r;
+      for (int i = 0; i < kRounds; ++i) r.push_back(sec[2][size_t(i)] / sec[1][size_t(i)]);
+      std::sort(r.begin(), r.end());
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-16s %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f  %5.3f (%.3f-%.3f) | %9.1f %7.0f  %5.3f (%.3f-%.3f)\n",
-                  name.c_str(), n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
-                  B->bytes / med[1] / 1e9, med[1] / med[0], lo[1], hi[1], med[2] * 1e6, B->bytes / med[2] / 1e9,
-                  med[2] / med[0], lo[2], hi[2]);
+      std::printf("%-16s %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %5.3f (%.3f-%.3f)\n", name.c_str(), n_kv,
+                  B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6, B->bytes / med[1] / 1e9,
+                  med[2] * 1e6, B->bytes / med[2] / 1e9, med[2] / med[1], r.front(), r.back());
       std::fflush(stdout);
     }
 }

@@ -12,7 +12,10 @@
 // decode8_pick is the one place that chooses; the launcher (attention_cuda.cu) and the CPU emulation test
 // both call it, so the emulation runs exactly the kernel the GPU would.
 #pragma once
+#include <utility>
+
 #include "backend/cuda/attention_cuda_decode8.cuh"
+#include "backend/cuda/attention_cuda_decode_tc.cuh"
 #include "backend/cuda/attention_cuda_plan.h"
 
 namespace polykv::cuda::attn {
@@ -25,9 +28,35 @@ inline auto decode8_fixed_kernel() {
   return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), DEC>;
 }
 
-// f(kernel) for every specialized kernel (the launcher sets their shared memory limits).
+// The tensor-core decode kernel of pair I of kDecodeTcPairs.
+template <int I>
+inline auto decode_tc_kernel_of() {
+  constexpr Decode8Pair p = kDecodeTcPairs[I];
+  return &decode_tc_kernel<int(p.k), int(p.v)>;
+}
+// Calls f(tensor-core kernel) when one takes (k, v) at head size HD; returns whether it did.
+template <int HD, int I = 0, class F>
+bool decode_tc_pick(KvType k, KvType v, F&& f) {
+  if constexpr (HD == 128 && I < kDecodeTcCount) {
+    constexpr Decode8Pair p = kDecodeTcPairs[I];
+    if (k == p.k && v == p.v) {
+      f(decode_tc_kernel_of<I>());
+      return true;
+    }
+    return decode_tc_pick<HD, I + 1>(k, v, f);
+  } else {
+    return false;
+  }
+}
+
+// f(kernel) for every specialized kernel and every tensor-core kernel (the launcher sets their shared
+// memory limits).
 template <int I = 0, class F>
 void decode8_fixed_for_each(F&& f) {
+  if constexpr (I == 0) {
+    [&]<int... J>(std::integer_sequence<int, J...>) { (f(decode_tc_kernel_of<J>()), ...); }(
+        std::make_integer_sequence<int, kDecodeTcCount>{});
+  }
   if constexpr (I < kDecode8FixedCount) {
     f(decode8_fixed_kernel<I, kDec8Plain>());
     f(decode8_fixed_kernel<I, kDec8Packed>());
@@ -39,12 +68,16 @@ void decode8_fixed_for_each(F&& f) {
 // Calls f(kernel) with the lanes8 kernel to run for head size HD and the (k, v) types under `mode`:
 // a specialized one when there is one, else `generic` (the caller's runtime-dispatch kernel).
 // Returns whether a specialized kernel was chosen.
+// Mode Mma: the tensor-core kernel when decode_tc_supports the pair, else as Pairs.
 template <int HD, int I = 0, class K, class F>
 bool decode8_pick(KvType k, KvType v, Decode8Kernels mode, K* generic, F&& f) {
+  if constexpr (I == 0) {
+    if (mode == Decode8Kernels::Mma && decode_tc_pick<HD>(k, v, f)) return true;
+  }
   if constexpr (HD == 128 && I < kDecode8FixedCount) {
     constexpr Decode8Pair p = kDecode8FixedPairs[I];
     if (mode != Decode8Kernels::Generic && k == p.k && v == p.v) {
-      if (mode == Decode8Kernels::Pairs) f(decode8_fixed_kernel<I, kDec8Pairs>());
+      if (mode == Decode8Kernels::Pairs || mode == Decode8Kernels::Mma) f(decode8_fixed_kernel<I, kDec8Pairs>());
       else if (mode == Decode8Kernels::Packed) f(decode8_fixed_kernel<I, kDec8Packed>());
       else f(decode8_fixed_kernel<I, kDec8Plain>());
       return true;

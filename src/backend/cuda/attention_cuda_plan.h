@@ -75,7 +75,10 @@ inline DecodeVariant& decode_variant() {
 // kv_decode_pairs.cuh: two values per shared load; unset or other). Pairs by default: on the H200 (call G1,
 // 2026-12-01f) kv_store + attention at 32768 keys took 0.80x (q8_0/turbo3t, with the early start) and
 // every GPU attention test passed with it. Process-wide, like decode_variant.
-enum class Decode8Kernels { Generic, Fixed, Packed, Pairs };
+//
+// Mma: the tensor-core decode kernel (attention_cuda_decode_tc.cuh) for the pairs decode_tc_supports takes,
+// the pairs kernels for the rest.
+enum class Decode8Kernels { Generic, Fixed, Packed, Pairs, Mma };
 inline Decode8Kernels& decode8_kernels() {
   static Decode8Kernels k = [] {
     const char* e = std::getenv("POLYKV_CUDA_ATTN_D8");
@@ -83,14 +86,33 @@ inline Decode8Kernels& decode8_kernels() {
     return s == "generic" ? Decode8Kernels::Generic
            : s == "fixed"  ? Decode8Kernels::Fixed
            : s == "packed" ? Decode8Kernels::Packed
+           : s == "mma"    ? Decode8Kernels::Mma
                            : Decode8Kernels::Pairs;
   }();
   return k;
 }
+// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head size 128, q8_0 K, V q8_0 or a turbo /
+// trellis type with a pair table at 3 bits (turbo3, turbo3t). Tiles of kDecodeTcTileKeys keys (16 per warp).
+struct Decode8Pair {
+  KvType k, v;
+};
+constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
+                                          {KvType::Q8_0, KvType::Turbo3}};
+constexpr int kDecodeTcCount = int(sizeof(kDecodeTcPairs) / sizeof(kDecodeTcPairs[0]));
+constexpr int kDecodeTcTileKeys = 64;
+constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
+  if (hd != 128) return false;
+  for (const Decode8Pair& p : kDecodeTcPairs)
+    if (p.k == k && p.v == v) return true;
+  return false;
+}
+constexpr bool decode_tc(int hd, KvType k, KvType v, Decode8Kernels mode) {
+  return mode == Decode8Kernels::Mma && decode_tc_supports(hd, k, v);
+}
 // The piece decoder of a decode8_kernel instantiation (its DEC parameter).
 constexpr int kDec8Plain = 0, kDec8Packed = 1, kDec8Pairs = 2;
 constexpr int decode8_dec(Decode8Kernels m) {
-  return m == Decode8Kernels::Pairs ? kDec8Pairs : m == Decode8Kernels::Packed ? kDec8Packed : kDec8Plain;
+  return m == Decode8Kernels::Pairs || m == Decode8Kernels::Mma ? kDec8Pairs : m == Decode8Kernels::Packed ? kDec8Packed : kDec8Plain;
 }
 
 // Early start of the lanes8 decode kernel after the step's kv_store (Args::early; attention_cuda_decode8.cuh):
@@ -104,9 +126,6 @@ inline bool& attention_early() {
   }();
   return on;
 }
-struct Decode8Pair {
-  KvType k, v;
-};
 constexpr Decode8Pair kDecode8FixedPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
                                               {KvType::Turbo3T, KvType::Turbo3T}, {KvType::F16, KvType::F16},
                                               {KvType::Q8_0, KvType::Turbo3}};
@@ -123,7 +142,9 @@ constexpr bool decode8_fixed(int hd, KvType k, KvType v, Decode8Kernels mode) {
 }
 // Blocks per multiprocessor of a lanes8 plan's kernel (its splits fill one wave at this occupancy).
 inline int decode8_plan_blocks(DecodeVariant v, int hd, KvType k, KvType vt) {
-  return v == DecodeVariant::Lanes8 && decode8_fixed(hd, k, vt, decode8_kernels()) ? kDecode8FixedMinBlocks
+  return v == DecodeVariant::Lanes8 && (decode8_fixed(hd, k, vt, decode8_kernels()) ||
+                                        decode_tc(hd, k, vt, decode8_kernels()))
+             ? kDecode8FixedMinBlocks
                                                                                     : decode8_min_blocks(v, hd);
 }
 
@@ -353,12 +374,14 @@ inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q) {
   // lanes8 needs two stages within its 48 KB (its kernels' shared memory limit); wider rows (f32 K
   // or V) take the slots kernel. Without this the launch failed with "invalid argument" on the H200
   // (CudaAttention.EveryKTypeWithTheMainVTypesDecode, 2026-12-01).
+  const int tk8 = P.variant == DecodeVariant::Lanes8 && decode_tc(hd, L.k_type, L.v_type, decode8_kernels())
+                      ? kDecodeTcTileKeys
+                      : decode8_tile_keys();
   if (P.variant != DecodeVariant::Slots &&
-      2 * (stage_part_bytes(decode8_tile_keys(), L.k_head_bytes) +
-           stage_part_bytes(decode8_tile_keys(), L.v_head_bytes)) > kDecode8SmemCap)
+      2 * (stage_part_bytes(tk8, L.k_head_bytes) + stage_part_bytes(tk8, L.v_head_bytes)) > kDecode8SmemCap)
     P.variant = DecodeVariant::Slots;
   const bool lanes8 = P.variant != DecodeVariant::Slots;
-  P.tile_keys = lanes8 ? decode8_tile_keys() : decode_tile_keys(hd);
+  P.tile_keys = lanes8 ? tk8 : decode_tile_keys(hd);
   // As many stages as fit the shared memory cap (at least 2: a stage is at most 2 x 32 KB + 32).
   const size_t cap = lanes8 ? kDecode8SmemCap : kDecodeSmemCap;
   const size_t stage = stage_part_bytes(P.tile_keys, L.k_head_bytes) + stage_part_bytes(P.tile_keys, L.v_head_bytes);

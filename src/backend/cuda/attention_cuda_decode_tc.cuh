@@ -1,0 +1,396 @@
+// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head size 128, q8_0 K with
+// q8_0, turbo3 or turbo3t V: decode_tc_supports). docs/CUDA_ATTENTION.md "Warp-level tensor-core decode" has
+// the counts behind it.
+//
+// The lanes8 kernel (attention_cuda_decode8.cuh) spends ~130-158 warp instructions per key and KV head, 32 of
+// them FMAs no CUDA-core kernel can drop; at 131072 keys it is instruction-bound for every K/V pair. Here both
+// products run on mma.sync m16n8k16, and each warp owns 16 keys of every 64-key tile (no work shared between
+// warps until the final fold; the block's cp.async staging, prologue, early start and fold are decode8's):
+//
+//   S^T = K Q^T   A = 16 keys x 16 dims of K (the q8_0 int8 values, exact in f16; the block scale d is applied
+//                 to each 32-dim partial in f32), B = 16 dims x 8 columns: columns 0..3 the 4 rows' queries
+//                 rounded to f16 (hi), 4..7 the rest (lo = q - hi). Score of (key, row r) = C[key][r] +
+//                 C[key][r + 4]: the query to ~2^-22, the product exact, the sum in f32.
+//   O^T = V^T P   A = 16 dims x 16 keys of V (q8_0: exact int8; turbo / trellis: the pair table's f16 hi and
+//                 lo of each level, two products), B = 16 keys x 8 columns: the 4 rows' probabilities times
+//                 the key's V scale (q8_0: the block's d, one B per 32-dim block; turbo: the row's norm), hi
+//                 in columns 0..3, lo in 4..7. O[r][dim] = C[dim][r] + C[dim][r + 4].
+//
+// K's dims are permuted inside each k-step so that a lane reads 4 consecutive values of a key (k = 2t, 2t+1 ->
+// dims 16 s + 4t, +1; k = 2t+8, 2t+9 -> dims 16 s + 4t + 2, +3; Q's B fragment uses the same map). V's dims map
+// to the m rows of an O^T tile i so that a lane reads one pair of consecutive values of a key: q8_0 (scale per
+// 32 dims, so a tile stays within one block) m = g -> dim 16 i + 2g, m = g + 8 -> 16 i + 2g + 1; turbo (one norm
+// per row) m = g -> 16 g + 2i, g + 8 -> 16 g + 2i + 1 (lane g reads pieces 2g and 2g + 1 only).
+//
+// Lane (g = lane / 4, t = lane % 4) after the S^T product holds keys g, g + 8 of its warp's 16 and columns 2t,
+// 2t+1: rows 2 (t % 2), +1 (t < 2: hi parts, t >= 2: lo parts; one shuffle adds them), the same rows whose O^T
+// columns it accumulates, so each lane keeps the running max m and its own sum l of exactly the rows it
+// rescales. The probabilities reach the B layout of the second product through 256 bytes of shared memory per
+// warp (written by lanes t < 2, read after __syncwarp).
+//
+// Exactness: every product is exact or within ~2^-22 of f32 (hi/lo splits); the sums are f32 in the tensor
+// cores' order, so results differ from lanes8 by f32 rounding (the GPU tests bound them against the CPU
+// reference like every other kernel). Rows are independent (column n of an mma uses column n of B only), so
+// the batch-invariant plans may run this kernel too.
+#pragma once
+#include "backend/cuda/attention_cuda_decode8.cuh"
+#include "backend/cuda/attention_cuda_mma.cuh"
+#include "backend/cuda/attention_cuda_plan.h"
+
+namespace polykv::cuda::attn {
+inline namespace POLYKV_ATTN_NS {
+
+namespace tc {
+
+// f16x2 of two bytes of w (each an int8 q xored with 0x80, i.e. q + 128): byte i0 in the low half, i1 in the
+// high half, as the exact f16 integers q. Device: PRMT (0x6400 | byte = 1024 + byte) and HSUB2 (- 1152).
+template <int I0, int I1>
+__device__ __forceinline__ uint32_t q8_pair(uint32_t w) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  const uint32_t magic = __byte_perm(w, 0x64646464u, 0x4040u | I0 | (I1 << 8));
+  const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&magic), __float2half2_rn(1152.0f));
+  return *reinterpret_cast<const uint32_t*>(&v);
+#else
+  const uint32_t b0 = (w >> (8 * I0)) & 0xFF, b1 = (w >> (8 * I1)) & 0xFF;
+  return pack_halves(to_half_bits(float(int(b0) - 128)), to_half_bits(float(int(b1) - 128)));
+#endif
+}
+// Low halves of x and y (PRMT 0x5410) / high halves (0x7632) as one register, x's in the low half.
+__device__ __forceinline__ uint32_t lows(uint32_t x, uint32_t y) { return (x & 0xFFFFu) | (y << 16); }
+__device__ __forceinline__ uint32_t highs(uint32_t x, uint32_t y) { return (x >> 16) | (y & 0xFFFF0000u); }
+
+}  // namespace tc
+
+// KTI / VTI: the K / V KvType (decode_tc_supports). Launch bound: 4 blocks per multiprocessor (<= 128
+// registers), like the specialized lanes8 kernels, so the plan's one-wave splits hold.
+template <int KTI, int VTI>
+__global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_kernel(const Args a) {
+  constexpr int HD = 128, R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
+  constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
+  static_assert(KT == KvType::Q8_0 && R == 4 && TK == 16 * NW, "the layout above");
+  static_assert(VT == KvType::Q8_0 || pair_lut_size(VT) > 0, "V: q8_0 or a type with a pair table");
+  static_assert(turbo_group_of(HD) == HD, "one norm per turbo row");
+  constexpr bool kTurboV = VT != KvType::Q8_0;  // V's dims on the turbo map (lane g owns dims 16 g .. 16 g + 15)
+  constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
+  constexpr size_t krb = kv_row_bytes_const(KT, HD), vrb = kv_row_bytes_const(VT, HD);
+
+  const bool early = a.early != 0;
+  if (early) pdl_launch_next();
+  else pdl_enter();
+  prefetch_sequence(a);
+  Work w;
+  if (!block_work(a, blockIdx.y, blockIdx.z, w)) {
+    if (early) pdl_wait_prev();
+    return;
+  }
+  const int kb = split_begin(a, w, int(blockIdx.x));
+  const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
+  if (kb >= ke) {
+    if (early) pdl_wait_prev();
+    return;
+  }
+  const int new_lo = early ? w.pos_a - w.qa : 0x7fffffff;
+  bool waited = !early;
+
+  __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
+  __shared__ int qhi[R], qlo[R], qrow[R];
+  __shared__ float lvk[32], lvv[32];
+  __shared__ __align__(8) uint2 vpair[kPairs];  // turbo V: entry i = (f16 hi pair, f16 lo pair) of pair_lut_entry i
+  __shared__ __align__(16) float pex[NW][R][16];  // per warp: the tile's probabilities [row][key]
+  __shared__ float wgt[NW * R];
+  __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
+  POLYKV_DYNAMIC_SHARED(smem4);
+  uint8_t* stages = reinterpret_cast<uint8_t*>(smem4);
+  const size_t kpart = a.stage_k_bytes, spart = a.stage_bytes;
+  const int S = a.stages;
+  float* st_acc = reinterpret_cast<float*>(smem4);  // after the tiles: [NW][R][HD]
+  float* st_ml = st_acc + NW * R * HD;              // [NW][R][2]
+
+  const int32_t* table = a.tables + a.table_start[w.seq];
+  const int bt = a.block_tokens;
+  const size_t head_row = size_t(w.g) * size_t(bt);
+  // The producer: decode8's incremental one (a tile never crosses a pool block).
+  int p_key = kb, p_bi = kb / bt, p_bend = (p_bi + 1) * bt, p_st = 0;
+  const auto issue = [&]() {
+    if (p_key < ke) {
+      if (p_key >= p_bend) {
+        ++p_bi;
+        p_bend += bt;
+      }
+      const int t1 = min(min(p_key + TK, ke), p_bend), nk = t1 - p_key;
+      if (!waited && t1 > new_lo) {
+        pdl_wait_prev();
+        waited = true;
+      }
+      const uint8_t* base = a.base + size_t(table[p_bi]) * a.block_stride;
+      const size_t row = head_row + size_t(p_key - p_bi * bt);
+      const uint8_t* ks = base + row * a.k_row_bytes;
+      const uint8_t* vs = base + a.v_offset + row * a.v_row_bytes;
+      uint8_t* dst = stages + size_t(p_st) * spart;
+      stage_copy(dst, ks, size_t(nk) * a.k_row_bytes);
+      stage_copy(dst + kpart, vs, size_t(nk) * a.v_row_bytes);
+      if (threadIdx.x == 0) {
+        st_t0[p_st] = p_key;
+        st_nk[p_st] = nk;
+        st_ko[p_st] = int(reinterpret_cast<uintptr_t>(ks) & 15u);
+        st_vo[p_st] = int(reinterpret_cast<uintptr_t>(vs) & 15u);
+      }
+      p_key = t1;
+    }
+    p_st = p_st + 1 == S ? 0 : p_st + 1;
+    stage_commit();
+  };
+  for (int i = 0; i < S - 1; ++i) issue();
+
+  block_prologue<HD>(a, w, R, Qs, LD, qhi, qlo, qrow, lvk, lvv);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int r0 = 2 * (t & 1);  // this lane's rows r0, r0 + 1 (scores, m, l, O^T columns)
+  if constexpr (kTurboV) {
+    const uint32_t subset_word = g_tables.subset_word;
+    for (int i = tid; i < kPairs; i += kThreads) {  // read after the first tile's barrier
+      float x0, x1;
+      pair_lut_entry(VT, lvv, subset_word, i, x0, x1);
+      uint32_t hi, lo;
+      split_pair(x0, x1, hi, lo);
+      vpair[i] = make_uint2(hi, lo);
+    }
+  }
+  // Q^T as B fragments of the 8 k-steps: column g = row g % 4, hi (g < 4) or lo.
+  uint32_t qb[8][2];
+  {
+    const float* qr = Qs + (g & 3) * LD;
+#pragma unroll
+    for (int s = 0; s < 8; ++s)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t hi, lo;
+        split_pair(qr[16 * s + 4 * t + 2 * j], qr[16 * s + 4 * t + 2 * j + 1], hi, lo);
+        qb[s][j] = g < 4 ? hi : lo;
+      }
+  }
+  const int qh0 = qhi[r0], qh1 = qhi[r0 + 1], ql0 = qlo[r0], ql1 = qlo[r0 + 1];
+
+  float oacc[8][4];  // O^T tiles: (dim of m = g / g + 8, column 2t / 2t + 1)
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) oacc[i][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  for (int c_st = 0, key = kb; key < ke; c_st = c_st + 1 == S ? 0 : c_st + 1) {
+    stage_wait(S - 2);
+    __syncthreads();
+    issue();
+    const int t0 = st_t0[c_st], nk = st_nk[c_st];
+    key = t0 + nk;
+    const int i0 = 16 * warp;  // this warp's first key in the tile
+    if (i0 >= nk) continue;    // warp-uniform: a short last tile
+    const uint8_t* kbuf = stages + size_t(c_st) * spart + st_ko[c_st] + size_t(i0) * krb;
+    const uint8_t* vbuf = stages + size_t(c_st) * spart + kpart + st_vo[c_st] + size_t(i0) * vrb;
+
+    // ---- S^T = K Q^T (q8_0 K: per 32-dim block, then times the key's d) ----
+    float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    {
+      const uint8_t* ka = kbuf + size_t(g) * krb;  // key g
+      const uint8_t* kc = ka + 8 * krb;            // key g + 8
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
+          const uint32_t wa = (ld_u16(ka + off) | (ld_u16(ka + off + 2) << 16)) ^ 0x80808080u;
+          const uint32_t wc = (ld_u16(kc + off) | (ld_u16(kc + off + 2) << 16)) ^ 0x80808080u;
+          const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
+                                  tc::q8_pair<2, 3>(wc)};
+          mma16816(cb, af, qb[2 * b + h]);
+        }
+        const float da = half_to_float(ld_u16(ka + 34 * b)), dc = half_to_float(ld_u16(kc + 34 * b));
+        sc[0] += da * cb[0];
+        sc[1] += da * cb[1];
+        sc[2] += dc * cb[2];
+        sc[3] += dc * cb[3];
+      }
+    }
+    // Full scores (hi + lo columns), masks, softcap: x[e], key g (e < 2) or g + 8, row r0 + (e & 1).
+    float x[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = sc[e] + __shfl_xor_sync(0xffffffffu, sc[e], 2);
+      if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+      const int ki = i0 + g + 8 * (e >> 1), pos = t0 + ki;
+      const bool ok = ki < nk && ((e & 1) ? pos <= qh1 && pos >= ql1 : pos <= qh0 && pos >= ql0);
+      x[e] = ok ? v : -INFINITY;
+    }
+    float p[4], alpha[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float mt = fmaxf(x[j], x[j + 2]);
+#pragma unroll
+      for (int o = 4; o < 32; o *= 2) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+      const float m_new = fmaxf(m[j], mt);
+      alpha[j] = m_new == -INFINITY ? 1.0f : fast_exp(m[j] - m_new);
+      p[j] = m_new == -INFINITY ? 0.0f : fast_exp(x[j] - m_new);
+      p[j + 2] = m_new == -INFINITY ? 0.0f : fast_exp(x[j + 2] - m_new);
+      m[j] = m_new;
+      l[j] = l[j] * alpha[j] + (p[j] + p[j + 2]);
+    }
+    if (alpha[0] != 1.0f || alpha[1] != 1.0f)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        oacc[i][0] *= alpha[0];
+        oacc[i][1] *= alpha[1];
+        oacc[i][2] *= alpha[0];
+        oacc[i][3] *= alpha[1];
+      }
+    // The probabilities to the B layout: pex[warp][row][key].
+    if (t < 2) {
+      pex[warp][r0][g] = p[0];
+      pex[warp][r0 + 1][g] = p[1];
+      pex[warp][r0][g + 8] = p[2];
+      pex[warp][r0 + 1][g + 8] = p[3];
+    }
+    __syncwarp();
+    // Column g's probabilities of keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); keys past the tile have p = 0.
+    const float* pr = pex[warp][g & 3];
+    const float pk[4] = {pr[2 * t], pr[2 * t + 1], pr[2 * t + 8], pr[2 * t + 9]};
+    const int kk[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
+    const bool hi_col = g < 4;
+    // B fragment of probabilities times per-key factors f (hi or lo by column).
+    const auto b_frag = [&](const float (&f)[4], uint32_t (&bf)[2]) {
+      uint32_t h0, l0, h1, l1;
+      split_pair(pk[0] * f[0], pk[1] * f[1], h0, l0);
+      split_pair(pk[2] * f[2], pk[3] * f[3], h1, l1);
+      bf[0] = hi_col ? h0 : l0;
+      bf[1] = hi_col ? h1 : l1;
+    };
+
+    // ---- O^T += V^T P ----
+    if constexpr (!kTurboV) {  // q8_0 V: tile i in block i / 2; P times the block's d
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        float f[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + 34 * b)) : 0.0f;
+        uint32_t bf[2];
+        b_frag(f, bf);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int off = 34 * b + 2 + 16 * h + 2 * g;  // dims 16 i + 2g, +1 (i = 2b + h) of each key
+          uint32_t wv[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + off);
+          const uint32_t w01 = (wv[0] | (wv[1] << 16)) ^ 0x80808080u, w23 = (wv[2] | (wv[3] << 16)) ^ 0x80808080u;
+          // a0: dim 16i+2g of keys 2t, 2t+1; a1: dim +1 of them; a2, a3: keys 2t+8, 2t+9.
+          const uint32_t af[4] = {tc::q8_pair<0, 2>(w01), tc::q8_pair<1, 3>(w01), tc::q8_pair<0, 2>(w23),
+                                  tc::q8_pair<1, 3>(w23)};
+          mma16816(oacc[2 * b + h], af, bf);
+        }
+      }
+    } else {  // turbo / trellis V: lane g's pieces 2g, 2g + 1; P times the row's norm
+      float f[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb)) : 0.0f;
+      uint32_t bf[2];
+      b_frag(f, bf);
+      // Piece bits of the 4 keys' pieces 2g + h (decode8s_pairs's x, js / bits).
+      uint32_t px[2][4], pj[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const uint8_t* rec = vbuf + size_t(kk[u]) * vrb;
+          const int c = 2 * g + h, i = 8 * c;
+          if constexpr (kv_trellis_bits(VT) != 0) {
+            constexpr int nb = kv_trellis_bits(VT) - 1;
+            const uint8_t* tb = rec + 2;
+            const uint32_t prev = i > 0 ? ld_u8(tb + (i >> 3) - 1) >> 5 : 0u;
+            px[h][u] = prev | (ld_u8(tb + (i >> 3)) << 3);
+            const uint8_t* jb = rec + 2 + HD / 8 + nb * (i >> 3);
+            if constexpr (nb == 1) pj[h][u] = ld_u8(jb);
+            else pj[h][u] = ld_u16(jb);
+          } else {
+            constexpr int bb = kv_turbo_bits(VT);
+            const uint8_t* ib = rec + 2 + bb * (i >> 3);
+            if constexpr (bb == 2) px[h][u] = ld_u16(ib);
+            else if constexpr (bb == 4) px[h][u] = ld_u32(ib);
+            else px[h][u] = ld_u8(ib) | (ld_u8(ib + 1) << 8) | (ld_u8(ib + 2) << 16);
+            pj[h][u] = 0;
+          }
+        }
+      const auto pair_at = [&](uint32_t off) {  // (hi pair, lo pair) at byte offset off of a float-pair table
+        return vpair[off >> 3];
+      };
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        uint2 e[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          uint32_t off;
+          if constexpr (kv_trellis_bits(VT) != 0) {
+            constexpr int nb = kv_trellis_bits(VT) - 1;
+            switch (i & 3) {
+              case 0: off = trellis_pair_off<nb, 0>(px[i >> 2][u], pj[i >> 2][u]); break;
+              case 1: off = trellis_pair_off<nb, 1>(px[i >> 2][u], pj[i >> 2][u]); break;
+              case 2: off = trellis_pair_off<nb, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+              default: off = trellis_pair_off<nb, 3>(px[i >> 2][u], pj[i >> 2][u]); break;
+            }
+          } else {
+            constexpr int bb = kv_turbo_bits(VT);
+            switch (i & 3) {
+              case 0: off = turbo_pair_off<bb, 0>(px[i >> 2][u]); break;
+              case 1: off = turbo_pair_off<bb, 1>(px[i >> 2][u]); break;
+              case 2: off = turbo_pair_off<bb, 2>(px[i >> 2][u]); break;
+              default: off = turbo_pair_off<bb, 3>(px[i >> 2][u]); break;
+            }
+          }
+          e[u] = pair_at(off);
+        }
+        // a0: dim 16g+2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9. hi, then lo.
+        const uint32_t ah[4] = {tc::lows(e[0].x, e[1].x), tc::highs(e[0].x, e[1].x), tc::lows(e[2].x, e[3].x),
+                                tc::highs(e[2].x, e[3].x)};
+        const uint32_t al[4] = {tc::lows(e[0].y, e[1].y), tc::highs(e[0].y, e[1].y), tc::lows(e[2].y, e[3].y),
+                                tc::highs(e[2].y, e[3].y)};
+        mma16816(oacc[i], ah, bf);
+        mma16816(oacc[i], al, bf);
+      }
+    }
+  }
+  // The rows' l: the sum over the warp's g lanes.
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int o = 4; o < 32; o *= 2) l[j] += __shfl_xor_sync(0xffffffffu, l[j], o);
+  // O: hi + lo columns (lane t ^ 2 holds the other half of each of this lane's columns).
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) oacc[i][e] += __shfl_xor_sync(0xffffffffu, oacc[i][e], 2);
+  stage_wait(0);
+  if (!waited) pdl_wait_prev();
+  __syncthreads();  // every thread is done with the stages: the fold reuses their memory
+
+  if (t < 2) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + (e & 1), up = e >> 1;  // m = g + 8 up
+        const int dim = kTurboV ? 16 * g + 2 * i + up : 16 * i + 2 * g + up;
+        st_acc[(warp * R + r) * HD + dim] = oacc[i][e];
+      }
+    if (g == 0)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        st_ml[(warp * R + r0 + j) * 2] = m[j];
+        st_ml[(warp * R + r0 + j) * 2 + 1] = l[j];
+      }
+  }
+  __syncthreads();
+  fold_slots<HD>(a, w, NW, Qs, LD, qhi, qrow, st_acc, st_ml, wgt);
+}
+
+}  // namespace POLYKV_ATTN_NS
+}  // namespace polykv::cuda::attn
