@@ -56,8 +56,48 @@ __device__ __forceinline__ uint32_t q8_pair(uint32_t w) {
 #endif
 }
 // Low halves of x and y (PRMT 0x5410) / high halves (0x7632) as one register, x's in the low half.
-__device__ __forceinline__ uint32_t lows(uint32_t x, uint32_t y) { return (x & 0xFFFFu) | (y << 16); }
-__device__ __forceinline__ uint32_t highs(uint32_t x, uint32_t y) { return (x >> 16) | (y & 0xFFFF0000u); }
+__device__ __forceinline__ uint32_t lows(uint32_t x, uint32_t y) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  return __byte_perm(x, y, 0x5410u);
+#else
+  return (x & 0xFFFFu) | (y << 16);
+#endif
+}
+__device__ __forceinline__ uint32_t highs(uint32_t x, uint32_t y) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  return __byte_perm(x, y, 0x7632u);
+#else
+  return (x >> 16) | (y & 0xFFFF0000u);
+#endif
+}
+// The 4 int8 of q8_0 K at byte offset off (= 2 mod 4 for blocks 0 and 2 of a row, 0 mod 4 for 1 and 3; rows
+// are 8-byte aligned in the stages) as one word, xored with 0x80808080: one 32-bit load where aligned.
+// (aligned: a constant after unrolling.)
+__device__ __forceinline__ uint32_t q8_quad(const uint8_t* p, bool aligned) {
+  if (aligned) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+    return *reinterpret_cast<const uint32_t*>(p) ^ 0x80808080u;
+#else
+    return ld_u32(p) ^ 0x80808080u;
+#endif
+  }
+  else return (ld_u16(p) | (ld_u16(p + 2) << 16)) ^ 0x80808080u;
+}
+
+// stage_copy (attention_cuda_decode.cuh: bytes [src, src + len) to dst + (src mod 16), whole 16-byte granules)
+// with 32-bit shared addresses and pointers advanced by the loop instead of recomputed per granule.
+__device__ __forceinline__ void stage_copy(uint8_t* dst, const uint8_t* src, int len) {
+#if defined(POLYKV_ATTN_EMULATION)
+  attn::stage_copy(dst, src, size_t(len));
+#else
+  const uint32_t mis = uint32_t(reinterpret_cast<uintptr_t>(src) & 15u);
+  const int n = int((mis + uint32_t(len) + 15u) >> 4);
+  const uint8_t* g = src - mis + 16 * threadIdx.x;
+  uint32_t d = mma::smem_addr(dst) + 16u * threadIdx.x;
+  for (int i = threadIdx.x; i < n; i += kThreads, g += 16 * kThreads, d += 16u * kThreads)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(g) : "memory");
+#endif
+}
 
 }  // namespace tc
 
@@ -124,11 +164,11 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       }
       const uint8_t* base = a.base + size_t(table[p_bi]) * a.block_stride;
       const size_t row = head_row + size_t(p_key - p_bi * bt);
-      const uint8_t* ks = base + row * a.k_row_bytes;
-      const uint8_t* vs = base + a.v_offset + row * a.v_row_bytes;
+      const uint8_t* ks = base + row * krb;
+      const uint8_t* vs = base + a.v_offset + row * vrb;
       uint8_t* dst = stages + size_t(p_st) * spart;
-      stage_copy(dst, ks, size_t(nk) * a.k_row_bytes);
-      stage_copy(dst + kpart, vs, size_t(nk) * a.v_row_bytes);
+      tc::stage_copy(dst, ks, nk * int(krb));
+      tc::stage_copy(dst + kpart, vs, nk * int(vrb));
       if (threadIdx.x == 0) {
         st_t0[p_st] = p_key;
         st_nk[p_st] = nk;
@@ -200,8 +240,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
-          const uint32_t wa = (ld_u16(ka + off) | (ld_u16(ka + off + 2) << 16)) ^ 0x80808080u;
-          const uint32_t wc = (ld_u16(kc + off) | (ld_u16(kc + off + 2) << 16)) ^ 0x80808080u;
+          const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
           const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
                                   tc::q8_pair<2, 3>(wc)};
           mma16816(cb, af, qb[2 * b + h]);
@@ -320,8 +359,8 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
             pj[h][u] = 0;
           }
         }
-      const auto pair_at = [&](uint32_t off) {  // (hi pair, lo pair) at byte offset off of a float-pair table
-        return vpair[off >> 3];
+      const auto pair_at = [&](uint32_t off) {  // (hi pair, lo pair) at byte offset off (a multiple of 8)
+        return *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(vpair) + off);
       };
 #pragma unroll
       for (int i = 0; i < 8; ++i) {

@@ -72,12 +72,14 @@ inline DecodeVariant& decode_variant() {
 // The lanes8 kernel specialized per (K, V) type pair at head size 128 (attention_cuda_decode8_fixed.cuh):
 // POLYKV_CUDA_ATTN_D8 = generic (the runtime-dispatch kernel, the old path) | fixed (specialized, decode8s)
 // | packed (specialized, packed trellis decoder) | pairs (specialized, the turbo / trellis pair tables of
-// kv_decode_pairs.cuh: two values per shared load; unset or other). Pairs by default: on the H200 (call G1,
+// kv_decode_pairs.cuh: two values per shared load) | mma (below). Pairs was the default from: on the H200 (call G1,
 // 2026-12-01f) kv_store + attention at 32768 keys took 0.80x (q8_0/turbo3t, with the early start) and
 // every GPU attention test passed with it. Process-wide, like decode_variant.
 //
-// Mma: the tensor-core decode kernel (attention_cuda_decode_tc.cuh) for the pairs decode_tc_supports takes,
-// the pairs kernels for the rest.
+// Mma (unset or other; the default since 2026-12-02, second session): the tensor-core decode kernel
+// (attention_cuda_decode_tc.cuh) for the pairs decode_tc_supports takes, the pairs kernels for the rest. On the
+// H200 (call I1) it took 0.58x the time of pairs for q8_0/q8_0 and 0.72x for q8_0/turbo3t at 131072 keys, and
+// every GPU attention test passed with it.
 enum class Decode8Kernels { Generic, Fixed, Packed, Pairs, Mma };
 inline Decode8Kernels& decode8_kernels() {
   static Decode8Kernels k = [] {
@@ -86,8 +88,8 @@ inline Decode8Kernels& decode8_kernels() {
     return s == "generic" ? Decode8Kernels::Generic
            : s == "fixed"  ? Decode8Kernels::Fixed
            : s == "packed" ? Decode8Kernels::Packed
-           : s == "mma"    ? Decode8Kernels::Mma
-                           : Decode8Kernels::Pairs;
+           : s == "pairs"  ? Decode8Kernels::Pairs
+                           : Decode8Kernels::Mma;
   }();
   return k;
 }

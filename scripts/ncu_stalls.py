@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Where a kernel's warps stall, from Nsight Compute's source page exported as CSV (`ncu --import R.ncu-rep
+--page source --csv --print-source sass > S.csv`, a report taken with `--section SourceCounters`).
+
+Prints, for the first launch of each kernel whose name contains KERNEL_SUBSTRING: the warp-stall samples
+summed by SASS opcode (with the instructions executed of that opcode), then the TOP single instructions with
+the most samples and their SASS text. A latency-bound kernel's samples pile up on the instruction that
+waits (the consumer of a slow load, a barrier, a shuffle), which tells which phase to restructure.
+Usage: ncu_stalls.py S.csv [KERNEL_SUBSTRING] [TOP]"""
+import csv
+import sys
+from collections import defaultdict
+
+
+def main():
+    path = sys.argv[1]
+    want = sys.argv[2] if len(sys.argv) > 2 else ""
+    top = int(sys.argv[3]) if len(sys.argv) > 3 else 25
+    kernels = {}
+    with open(path, newline="") as f:
+        kern, hdr, cur = None, None, None
+        for row in csv.reader(f):
+            if row and row[0] == "Kernel Name":
+                kern, hdr = row[1], None
+                cur = [] if kern not in kernels else None
+                if cur is not None:
+                    kernels[kern] = cur
+                continue
+            if row and row[0] == "Address":
+                hdr = row
+                continue
+            if cur is not None and hdr:
+                cur.append(dict(zip(hdr, row)))
+    for name, rows in kernels.items():
+        if want not in name or not rows:
+            continue
+        cols = list(rows[0].keys())
+        scol = next((c for c in cols if c.startswith("Warp Stall Sampling (All")), None)
+        if scol is None:
+            print(f"{name[:100]}: no stall-sampling column ({cols})")
+            continue
+
+        def num(r, c):
+            try:
+                return float((r.get(c) or "0").replace(",", ""))
+            except ValueError:
+                return 0.0
+
+        total = sum(num(r, scol) for r in rows)
+        ex_total = sum(num(r, "Instructions Executed") for r in rows)
+        by_op = defaultdict(lambda: [0.0, 0.0])
+        for r in rows:
+            op = (r.get("Source") or "").split()[0] if r.get("Source") else "?"
+            if op.startswith("@"):
+                op = (r.get("Source") or "").split()[1]
+            op = op.split(".")[0]
+            by_op[op][0] += num(r, scol)
+            by_op[op][1] += num(r, "Instructions Executed")
+        print(f"{name[:110]}\n  stall samples {total:.0f}, warp instructions executed {ex_total:.0f}")
+        print("  by opcode (samples %, instructions %):")
+        for op, (s, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:20]:
+            print(f"    {op:12s} {100 * s / max(total, 1):5.1f}%  {100 * e / max(ex_total, 1):5.1f}%")
+        print(f"  top {top} instructions by samples:")
+        for r in sorted(rows, key=lambda r: -num(r, scol))[:top]:
+            print(f"    {100 * num(r, scol) / max(total, 1):5.1f}%  {r.get('Address', '')}  {r.get('Source', '')[:80]}")
+
+
+if __name__ == "__main__":
+    main()
