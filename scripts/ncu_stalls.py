@@ -60,6 +60,16 @@ def main():
         print("  by opcode (samples %, instructions %):")
         for op, (s, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:20]:
             print(f"    {op:12s} {100 * s / max(total, 1):5.1f}%  {100 * e / max(ex_total, 1):5.1f}%")
+        xcol = next((c for c in cols if c.startswith("L1 Wavefronts Shared Excessive")), None)
+        wcol = next((c for c in cols if c == "L1 Wavefronts Shared"), None)
+        if xcol:
+            xt = sum(num(r, xcol) for r in rows)
+            wt = sum(num(r, wcol) for r in rows) if wcol else 0
+            print(f"  shared-memory wavefronts {wt:.0f}, excessive (bank conflicts) {xt:.0f}; top instructions by excessive:")
+            for r in sorted(rows, key=lambda r: -num(r, xcol))[:12]:
+                if num(r, xcol) <= 0:
+                    break
+                print(f"    {100 * num(r, xcol) / max(xt, 1):5.1f}%  {r.get('Address', '')}  {r.get('Source', '')[:80]}")
         print(f"  top {top} instructions by samples:")
         for r in sorted(rows, key=lambda r: -num(r, scol))[:top]:
             print(f"    {100 * num(r, scol) / max(total, 1):5.1f}%  {r.get('Address', '')}  {r.get('Source', '')[:80]}")

@@ -22,7 +22,8 @@
 // 32 dims, so a tile stays within one block) m = g -> dim 16 i + 2g, m = g + 8 -> 16 i + 2g + 1; turbo (one norm
 // per row) m = g -> 16 g + 2i, g + 8 -> 16 g + 2i + 1 (lane g reads pieces 2g and 2g + 1 only).
 //
-// Lane (g = lane / 4, t = lane % 4) after the S^T product holds keys g, g + 8 of its warp's 16 and columns 2t,
+// Lane (g = lane / 4, t = lane % 4) after the S^T product holds keys 2g, 2g + 1 of its warp's 16 (A rows g and
+// g + 8: a key order without shared-memory bank conflicts) and columns 2t,
 // 2t+1: rows 2 (t % 2), +1 (t < 2: hi parts, t >= 2: lo parts; one shuffle adds them), the same rows whose O^T
 // columns it accumulates, so each lane keeps the running max m and its own sum l of exactly the rows it
 // rescales. The probabilities reach the B layout of the second product through 256 bytes of shared memory per
@@ -232,8 +233,11 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     // ---- S^T = K Q^T (q8_0 K: per 32-dim block, then times the key's d) ----
     float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     {
-      const uint8_t* ka = kbuf + size_t(g) * krb;  // key g
-      const uint8_t* kc = ka + 8 * krb;            // key g + 8
+      // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: q8_0 rows are 136 bytes (34 words) apart, so
+      // lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a load share a
+      // bank (keys g and g + 1 would: 2g + t).
+      const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
+      const uint8_t* kc = ka + krb;                    // key 2g + 1
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -252,13 +256,13 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
         sc[3] += dc * cb[3];
       }
     }
-    // Full scores (hi + lo columns), masks, softcap: x[e], key g (e < 2) or g + 8, row r0 + (e & 1).
+    // Full scores (hi + lo columns), masks, softcap: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1).
     float x[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float v = sc[e] + __shfl_xor_sync(0xffffffffu, sc[e], 2);
       if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
-      const int ki = i0 + g + 8 * (e >> 1), pos = t0 + ki;
+      const int ki = i0 + 2 * g + (e >> 1), pos = t0 + ki;
       const bool ok = ki < nk && ((e & 1) ? pos <= qh1 && pos >= ql1 : pos <= qh0 && pos >= ql0);
       x[e] = ok ? v : -INFINITY;
     }
@@ -285,10 +289,10 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       }
     // The probabilities to the B layout: pex[warp][row][key].
     if (t < 2) {
-      pex[warp][r0][g] = p[0];
-      pex[warp][r0 + 1][g] = p[1];
-      pex[warp][r0][g + 8] = p[2];
-      pex[warp][r0 + 1][g + 8] = p[3];
+      pex[warp][r0][2 * g] = p[0];
+      pex[warp][r0 + 1][2 * g] = p[1];
+      pex[warp][r0][2 * g + 1] = p[2];
+      pex[warp][r0 + 1][2 * g + 1] = p[3];
     }
     __syncwarp();
     // Column g's probabilities of keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); keys past the tile have p = 0.
