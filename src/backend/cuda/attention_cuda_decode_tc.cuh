@@ -279,7 +279,13 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       m[j] = m_new;
       l[j] = l[j] * alpha[j] + (p[j] + p[j + 2]);
     }
-    if (alpha[0] != 1.0f || alpha[1] != 1.0f)
+    // Rescale only when some row's max grew (rare past the first tiles at long depth). Every lane holds the same
+    // m for its rows as the other lanes of its t % 2 (the g butterfly; lanes t and t ^ 2 agree), and lane ^ 1 holds
+    // the other two rows: one shuffle makes the condition warp-uniform, so it can be a branch, not 32 predicated
+    // multiplies per lane and tile.
+    float grew = (alpha[0] != 1.0f || alpha[1] != 1.0f) ? 1.0f : 0.0f;
+    grew += __shfl_xor_sync(0xffffffffu, grew, 1);
+    if (grew != 0.0f)
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         oacc[i][0] *= alpha[0];
