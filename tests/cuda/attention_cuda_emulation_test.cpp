@@ -259,8 +259,9 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant != attn::DecodeVariant::Slots) {  // Lanes8 and Lanes8x4: the same code (launch bounds aside)
         // Lanes8: the kernel the launcher picks (specialized per type pair where there is one).
-        const attn::Decode8Kernels mode =
-            P.variant == attn::DecodeVariant::Lanes8 ? attn::decode8_kernels() : attn::Decode8Kernels::Generic;
+        const attn::Decode8Kernels mode = P.variant == attn::DecodeVariant::Lanes8
+                                              ? attn::decode_tc_mode(P.tc, attn::decode8_kernels())
+                                              : attn::Decode8Kernels::Generic;
         attn::decode8_pick<HD>(a.k_type, a.v_type, mode, &attn::decode8_kernel<HD, 4>, [&](auto kernel) {
           run_grid(gx, gy, gz, P.smem, [&] { kernel(a); });
         });
@@ -341,6 +342,7 @@ std::string plan_name(const attn::Plan& P) {
                                                           : P.mma                      ? "tiled (mma)"
                                                                                        : "tiled (f32)")
                        : P.variant == attn::DecodeVariant::Slots ? "decode (slots)"
+                       : P.tc                                    ? "decode (tensor-core)"
                                                                  : "decode (lanes8)";
   return std::string(kernel) + " rows " + std::to_string(P.rows) +
          " splits " + std::to_string(P.n_splits) + " chunk " + std::to_string(P.chunk) + " head parts " +
@@ -862,15 +864,45 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
       }
       const Ran r = run_case(c);
       g_emu_early = 0;
-      const bool tc = attn::decode_tc(128, kt, vt, attn::Decode8Kernels::Mma);
+      const bool supported = attn::decode_tc(128, kt, vt, attn::Decode8Kernels::Mma);
       const bool picked = attn::decode_tc_pick<128>(kt, vt, [](auto) {});
+      // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel.
+      const bool tc = supported && r.plan.tc;
+      EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
       const std::string what = attn_test::describe(c) + " shape " + std::to_string(shape) + "\n  plan: " + plan_name(r.plan);
-      EXPECT_EQ(picked, tc) << what;
+      EXPECT_EQ(picked, supported) << what;
       EXPECT_EQ(tc, kt == KvType::Q8_0) << what;
       EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
       EXPECT_EQ(r.plan.tile_keys, tc ? attn::kDecodeTcTileKeys : attn::decode8_tile_keys()) << what;
       EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
     }
+}
+
+// At one split (launch bound <= attn::one_split_keys(), 256) the plan keeps the pairs kernel even in mode Mma
+// (a 64-key tile would leave three of four warps idle), and the batch-invariant decode plan always takes the
+// tensor-core kernel (its kernel may not depend on the depth); the case still meets the bound.
+TEST(CudaAttentionEmulation, DecodeTcOnlyPastOneSplit) {
+  const D8Scope d8(attn::Decode8Kernels::Mma);
+  const VariantScope vs(attn::DecodeVariant::Lanes8);
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = 4300;
+  c.block_tokens = 64;
+  c.seqs = {{100, 1}, {3, 1}};
+  const Ran r = run_case(c);
+  EXPECT_FALSE(r.plan.tc) << plan_name(r.plan);
+  EXPECT_EQ(r.plan.tile_keys, attn::decode8_tile_keys()) << plan_name(r.plan);
+  EXPECT_EQ(r.plan.n_splits, 1) << plan_name(r.plan);
+  EXPECT_LE(r.result.worst, attn_test::kBound) << r.result.where;
+  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
+                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 200};
+  attn::Plan dec, tiled;
+  attn::plan_invariant(L, p, b, 132, dec, tiled);
+  EXPECT_TRUE(dec.tc) << plan_name(dec);
+  EXPECT_FALSE(attn::plan_attention(L, p, b, 132).tc);
 }
 
 // One wave at the specialized kernels' occupancy: q8_0/turbo3t at 131072 keys on an H200 (132

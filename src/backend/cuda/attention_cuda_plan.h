@@ -111,6 +111,11 @@ constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
 constexpr bool decode_tc(int hd, KvType k, KvType v, Decode8Kernels mode) {
   return mode == Decode8Kernels::Mma && decode_tc_supports(hd, k, v);
 }
+// The mode a plan's lanes8 launch picks its kernel with (decode8_pick): the process-wide mode, except that a
+// plan without the tensor-core kernel (Plan::tc false) runs the pairs kernels in mode Mma.
+constexpr Decode8Kernels decode_tc_mode(bool plan_tc, Decode8Kernels mode) {
+  return mode == Decode8Kernels::Mma && !plan_tc ? Decode8Kernels::Pairs : mode;
+}
 // The piece decoder of a decode8_kernel instantiation (its DEC parameter).
 constexpr int kDec8Plain = 0, kDec8Packed = 1, kDec8Pairs = 2;
 constexpr int decode8_dec(Decode8Kernels m) {
@@ -314,6 +319,7 @@ struct Plan {
   int grid_y = 0, grid_z = 0;  // grid: (n_splits, grid_y, grid_z); the merge: (rows, grid_y, grid_z)
   DecodeVariant variant = DecodeVariant::Slots;  // decode kernel: which one
   int tile_keys = 0;           // decode kernel: keys per tile (a stage)
+  bool tc = false;             // decode kernel: the tensor-core kernel (attention_cuda_decode_tc.cuh; decode_tc_mode)
   bool mma = false;            // tiled plan: the tensor-core kernel (rows = large_rows(hd))
   int stages = 0;              // decode kernel: pipeline stages
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
@@ -364,7 +370,10 @@ inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
 
 // The decode kernel's rows, head parts, query tiles (for up to max_n_q queries per sequence), variant,
 // tile, stages and shared memory (P.group set).
-inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q) {
+// allow_tc: the tensor-core kernel may run (decode_tc): plan_attention allows it past one split (at one split,
+// depth <= 256, only its first warp has keys in a 64-key tile and it measured ~1% slower end to end than the
+// pairs kernel at depth 0 for q8_0/turbo3t on the H200, call I5), the batch-invariant plans always.
+inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q, bool allow_tc) {
   const int hd = L.head_dim;
   P.kernel = Kernel::Decode;
   P.rows = kDecodeRows;
@@ -376,9 +385,8 @@ inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q) {
   // lanes8 needs two stages within its 48 KB (its kernels' shared memory limit); wider rows (f32 K
   // or V) take the slots kernel. Without this the launch failed with "invalid argument" on the H200
   // (CudaAttention.EveryKTypeWithTheMainVTypesDecode, 2026-12-01).
-  const int tk8 = P.variant == DecodeVariant::Lanes8 && decode_tc(hd, L.k_type, L.v_type, decode8_kernels())
-                      ? kDecodeTcTileKeys
-                      : decode8_tile_keys();
+  P.tc = allow_tc && P.variant == DecodeVariant::Lanes8 && decode_tc(hd, L.k_type, L.v_type, decode8_kernels());
+  const int tk8 = P.tc ? kDecodeTcTileKeys : decode8_tile_keys();
   if (P.variant != DecodeVariant::Slots &&
       2 * (stage_part_bytes(tk8, L.k_head_bytes) + stage_part_bytes(tk8, L.v_head_bytes)) > kDecode8SmemCap)
     P.variant = DecodeVariant::Slots;
@@ -422,7 +430,7 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   // kernel, small for small multi-token steps.
   const int decode_tokens = std::max({1, kDecodeRows / std::min(P.group, kDecodeRows), small_step_decode_q()});
   if (b.max_n_q <= decode_tokens) {
-    plan_decode_rows(P, L, b.max_n_q);
+    plan_decode_rows(P, L, b.max_n_q, b.max_kv > one_split_keys());
   } else {
     plan_tiled_rows(P, b.max_n_q, hd);
   }
@@ -456,7 +464,7 @@ inline int plan_invariant(const KvLayerDevice& L, const AttentionParams& p, cons
         int64_t(kInvariantMaxSplits) * kInvariantChunk, " keys (this step's bound: ", b.max_kv, ")");
   dec = Plan{};
   dec.group = p.n_head / L.n_head_kv;
-  plan_decode_rows(dec, L, std::min(b.max_n_q, kInvariantDecodeQ));
+  plan_decode_rows(dec, L, std::min(b.max_n_q, kInvariantDecodeQ), true);
   const int64_t grid_y = int64_t(L.n_head_kv) * dec.hparts, grid_z = int64_t(b.n_seq) * dec.qtiles;
   check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: batch too large for one launch (", grid_y, " x ",
         grid_z, " blocks)");

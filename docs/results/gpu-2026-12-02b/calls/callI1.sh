@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# 2026-12-02 (second session) call I1 (main 766d9c6 + carry): the tensor-core decode attention kernel
+# (attention_cuda_decode_tc.cuh, POLYKV_CUDA_ATTN_D8=mma). (1) every CUDA attention GPU test with mma as the mode
+# (the q8_0-K pairs run the new kernel; CudaAttentionDecode8.* runs every mode itself); (2) the kernel bench:
+# generic / pairs / mma at 4096, 32768, 131072 keys, 3 interleaved rounds; (3) decode at depth 32768, synth
+# llama-3.1-8b q4_0, q8_0/turbo3t and q8_0/q8_0, pairs vs mma, 2 interleaved rounds x 2 reps; (4) depth 131072
+# q8_0/turbo3t with mma (one fill, 2 reps).
+mkdir -p /work; ln -sfn $PWD /work/wt-gputest; [ -e /work/main ] || ln -sfn $PWD /work/main
+rm -rf build-gpu; tar xJf .gpucarry/build-gpu.tar.xz
+source scripts/gpu-lib.sh; BIN=build-gpu; SUMMARY=$OUT/summary.txt; setup_gpu_libraries
+note "commit $(git rev-parse --short HEAD 2>/dev/null) $(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
+T=build-gpu/polykv_tests; P=build-gpu/polykv; M=/tmp/llama-3.1-8b-q4_0.gguf
+( $P synth --shape llama-3.1-8b --type q4_0 -o $M --threads 8 > /dev/null 2>&1 ) &
+t0=$SECONDS
+F='*CudaAttention*:*AttentionCuda*:CudaKvDecode*:-CudaAttentionSinks.SharedPrefix:*DISABLED*'
+for i in 0 1 2 3 4 5; do
+  ( POLYKV_CUDA_ATTN_D8=mma GTEST_TOTAL_SHARDS=6 GTEST_SHARD_INDEX=$i timeout 200 $T --gtest_filter="$F" --gtest_color=no > $OUT/shard$i.log 2>&1; rc=$?
+    { echo "---- shard $i rc=$rc ($((SECONDS-t0)) s)"; grep -E '^\[  (PASSED|FAILED) +\]|tests? from .* ran' $OUT/shard$i.log | sed 's/^/   /'; } >> $SUMMARY ) &
+done
+wait
+note "==== tests done at $((SECONDS-t0)) s; failed: $(grep -h '^\[  FAILED  \] [A-Za-z]' $OUT/shard*.log | sort -u | paste -sd' ')"
+grep -h -A3 'Failure' $OUT/shard*.log | head -30 >> $SUMMARY
+timeout 150 $T --gtest_filter='CudaAttentionDecode8.DISABLED_DecodeModesBench' --gtest_also_run_disabled_tests --gtest_color=no > $OUT/kernel-bench.log 2>&1
+note "kernel bench rc=$? at $((SECONDS-t0)) s"; grep -E '^(K/V|f16|q8_0|turbo)' $OUT/kernel-bench.log >> $SUMMARY
+for round in 1 2; do
+  for cfg in "q8_0 turbo3t pairs" "q8_0 turbo3t mma" "q8_0 q8_0 pairs" "q8_0 q8_0 mma"; do set -- $cfg
+    POLYKV_CUDA_ATTN_D8=$3 timeout 60 $P bench -m $M --device cuda -p 0 -n 32 -d 32768 -r 2 -ctk $1 -ctv $2 --json --bandwidth 4240 2>>$OUT/d32768.err | grep '^{' | sed "s/^{/{\"d8\":\"$3\",\"round\":$round,/" >> $OUT/d32768.jsonl
+    note "d32768 $cfg r$round: $(tail -1 $OUT/d32768.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]') at $((SECONDS-t0)) s"
+  done
+done
+POLYKV_CUDA_ATTN_D8=mma timeout 170 $P bench -m $M --device cuda -p 0 -n 32 -d 131072 -r 2 -ctk q8_0 -ctv turbo3t --json --bandwidth 4240 2>>$OUT/d131072.err | grep '^{' | sed 's/^{/{"d8":"mma",/' >> $OUT/d131072.jsonl
+note "d131072 q8_0/turbo3t mma: $(tail -1 $OUT/d131072.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]') at $((SECONDS-t0)) s"
+note "done at $((SECONDS-t0)) s"
+cd $OUT && tar cJf results.tar.xz *.log *.err 2>/dev/null; rm -f *.log *.err
