@@ -5,10 +5,12 @@
 // contexts of 1 to 5000 keys across splits, a window with softcap, shuffled blocks of 64 and 17 tokens. A
 // failure names the mode, the case, the worst row with got / expected.
 //
+// Mode mma (the tensor-core kernel, attention_cuda_decode_tc.cuh) runs too, for the pairs it takes.
+//
 // DISABLED_DecodeModesBench: one layer of Llama-3.1-8B's decode attention (32 query heads, 8 KV heads,
-// head_dim 128, one sequence) at 32768 and 131072 keys for f16/f16, q8_0/q8_0, q8_0/turbo3,
-// q8_0/turbo3t and turbo3t/turbo3t, the three modes interleaved (3 rounds, each the median of 20
-// calls): µs per layer, KV GB/s, and each mode's time over generic's (median of the rounds, min-max).
+// head_dim 128, one sequence) at 4096, 32768 and 131072 keys for f16/f16, q8_0/q8_0, q8_0/turbo3,
+// q8_0/turbo3t and turbo3t/turbo3t, modes generic, pairs and mma interleaved (3 rounds, each the median of
+// 20 calls): µs per layer, KV GB/s, and mma's time over pairs' (median of the rounds, min-max).
 #include <gtest/gtest.h>
 
 #include <algorithm>
