@@ -826,10 +826,10 @@ TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
 }
 
 // The tensor-core decode kernel (attention_cuda_decode_tc.cuh, mode Mma) on every pair it takes, and one it
-// does not (f16/f16: the pairs kernel): sequences at depths 0 .. 300 in pool blocks of 16 (tiles of 16 keys:
-// one warp busy), 64 (full 64-key tiles, three splits) and 24 with a window and softcap; the early-start path;
-// a group of 2 (two tokens' rows in one block); several query heads' rows. Each must pick the kernel it names
-// and stay within the bound.
+// does not (f16/f16: the pairs kernel): sequences at depths 0 .. 700 in pool blocks of 64 (full 64-key tiles,
+// splits, short last tiles) and 128 with a window and softcap; the early-start path; a group of 2 (two tokens'
+// rows in one block); a group of 8 (two head parts). Pool blocks of 16 or 24 keys keep the pairs kernel (its
+// 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound.
 TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
@@ -843,10 +843,10 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
       Case c;
       c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
       if (shape == 0) {
-        c.block_tokens = 16;
+        c.block_tokens = 64;
         c.seqs = {{0, 1}, {37, 1}, {290, 1}};
       } else if (shape == 1) {
-        c.block_tokens = 24;
+        c.block_tokens = 128;
         c.seqs = {{420, 1}};
         c.window = 150;
         c.softcap = 30.0f;
@@ -879,8 +879,9 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
 }
 
 // At one split (launch bound <= attn::one_split_keys(), 256) the plan keeps the pairs kernel even in mode Mma
-// (a 64-key tile would leave three of four warps idle), and the batch-invariant decode plan always takes the
-// tensor-core kernel (its kernel may not depend on the depth); the case still meets the bound.
+// (a 64-key tile would leave three of four warps idle), and so it does with pool blocks of 16 or 24 keys; the
+// batch-invariant decode plan takes the tensor-core kernel at every depth (its kernel may not depend on the
+// depth). Every case still meets the bound.
 TEST(CudaAttentionEmulation, DecodeTcOnlyPastOneSplit) {
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
@@ -893,6 +894,12 @@ TEST(CudaAttentionEmulation, DecodeTcOnlyPastOneSplit) {
   EXPECT_EQ(r.plan.tile_keys, attn::decode8_tile_keys()) << plan_name(r.plan);
   EXPECT_EQ(r.plan.n_splits, 1) << plan_name(r.plan);
   EXPECT_LE(r.result.worst, attn_test::kBound) << r.result.where;
+  for (int bt : {16, 24, 64}) {  // past one split: pool blocks of a multiple of 64 keys only
+    c.block_tokens = bt, c.seqs = {{600, 1}}, c.seed += 1;
+    const Ran rb = run_case(c);
+    EXPECT_EQ(rb.plan.tc, bt == 64) << bt << ": " << plan_name(rb.plan);
+    EXPECT_LE(rb.result.worst, attn_test::kBound) << bt << ": " << rb.result.where;
+  }
   const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
                               kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
   AttentionParams p;

@@ -370,9 +370,10 @@ inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
 
 // The decode kernel's rows, head parts, query tiles (for up to max_n_q queries per sequence), variant,
 // tile, stages and shared memory (P.group set).
-// allow_tc: the tensor-core kernel may run (decode_tc): plan_attention allows it past one split (at one split,
-// depth <= 256, only its first warp has keys in a 64-key tile and it measured ~1% slower end to end than the
-// pairs kernel at depth 0 for q8_0/turbo3t on the H200, call I5), the batch-invariant plans always.
+// allow_tc: the tensor-core kernel may run (decode_tc, pool blocks of a multiple of 64 keys). plan_attention
+// allows it past one split (at one split, depth <= 256, only its first warp has keys in a 64-key tile, and it
+// measured ~1% slower end to end than the pairs kernel at depth 0 for q8_0/turbo3t on the H200, call I5); the
+// batch-invariant plans always.
 inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q, bool allow_tc) {
   const int hd = L.head_dim;
   P.kernel = Kernel::Decode;
@@ -385,7 +386,10 @@ inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q, bool 
   // lanes8 needs two stages within its 48 KB (its kernels' shared memory limit); wider rows (f32 K
   // or V) take the slots kernel. Without this the launch failed with "invalid argument" on the H200
   // (CudaAttention.EveryKTypeWithTheMainVTypesDecode, 2026-12-01).
-  P.tc = allow_tc && P.variant == DecodeVariant::Lanes8 && decode_tc(hd, L.k_type, L.v_type, decode8_kernels());
+  // Pool blocks of a multiple of its 64-key tile only: a tile never crosses a pool block, so blocks of 16 keys
+  // would keep three of its four warps idle (the pairs kernel's 32-key tiles lose half their slots there).
+  P.tc = allow_tc && P.variant == DecodeVariant::Lanes8 && L.block_tokens % kDecodeTcTileKeys == 0 &&
+         decode_tc(hd, L.k_type, L.v_type, decode8_kernels());
   const int tk8 = P.tc ? kDecodeTcTileKeys : decode8_tile_keys();
   if (P.variant != DecodeVariant::Slots &&
       2 * (stage_part_bytes(tk8, L.k_head_bytes) + stage_part_bytes(tk8, L.v_head_bytes)) > kDecode8SmemCap)
