@@ -869,7 +869,8 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
       // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel.
       const bool tc = supported && r.plan.tc;
       EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
-      const std::string what = attn_test::describe(c) + " shape " + std::to_string(shape) + "\n  plan: " + plan_name(r.plan);
+      const std::string what =
+          attn_test::describe(c) + " shape " + std::to_string(shape) + "\n  plan: " + plan_name(r.plan);
       EXPECT_EQ(picked, supported) << what;
       EXPECT_EQ(tc, kt == KvType::Q8_0) << what;
       EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;

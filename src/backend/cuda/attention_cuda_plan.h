@@ -119,7 +119,9 @@ constexpr Decode8Kernels decode_tc_mode(bool plan_tc, Decode8Kernels mode) {
 // The piece decoder of a decode8_kernel instantiation (its DEC parameter).
 constexpr int kDec8Plain = 0, kDec8Packed = 1, kDec8Pairs = 2;
 constexpr int decode8_dec(Decode8Kernels m) {
-  return m == Decode8Kernels::Pairs || m == Decode8Kernels::Mma ? kDec8Pairs : m == Decode8Kernels::Packed ? kDec8Packed : kDec8Plain;
+  return m == Decode8Kernels::Pairs || m == Decode8Kernels::Mma ? kDec8Pairs
+         : m == Decode8Kernels::Packed                          ? kDec8Packed
+                                                                : kDec8Plain;
 }
 
 // Early start of the lanes8 decode kernel after the step's kv_store (Args::early; attention_cuda_decode8.cuh):
