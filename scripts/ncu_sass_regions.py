@@ -8,30 +8,17 @@ runs of consecutive SASS instructions executed the same number of times (a loop 
 block), largest first, with their share and their most common opcodes: enough to tell which phase of a
 latency-bound kernel issues the instructions.
 Usage: ncu_sass_regions.py S.csv [KERNEL_SUBSTRING] [TOP]"""
-import csv
 import sys
 from collections import Counter
+
+from ncu_csv import first_launch_rows
 
 
 def main():
     path = sys.argv[1]
     want = sys.argv[2] if len(sys.argv) > 2 else ""
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 12
-    kernels = {}  # name -> rows of its first launch
-    with open(path, newline="") as f:
-        kern, hdr, cur = None, None, None
-        for row in csv.reader(f):
-            if row and row[0] == "Kernel Name":
-                kern, hdr = row[1], None
-                cur = [] if kern not in kernels else None
-                if cur is not None:
-                    kernels[kern] = cur
-                continue
-            if row and row[0] == "Address":
-                hdr = row
-                continue
-            if cur is not None and hdr:
-                cur.append(dict(zip(hdr, row)))
+    kernels = first_launch_rows(path)
     for name, rows in kernels.items():
         if want not in name or not rows:
             continue

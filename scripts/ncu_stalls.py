@@ -7,30 +7,17 @@ summed by SASS opcode (with the instructions executed of that opcode), then the 
 the most samples and their SASS text. A latency-bound kernel's samples pile up on the instruction that
 waits (the consumer of a slow load, a barrier, a shuffle), which tells which phase to restructure.
 Usage: ncu_stalls.py S.csv [KERNEL_SUBSTRING] [TOP]"""
-import csv
 import sys
 from collections import defaultdict
+
+from ncu_csv import first_launch_rows
 
 
 def main():
     path = sys.argv[1]
     want = sys.argv[2] if len(sys.argv) > 2 else ""
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 25
-    kernels = {}
-    with open(path, newline="") as f:
-        kern, hdr, cur = None, None, None
-        for row in csv.reader(f):
-            if row and row[0] == "Kernel Name":
-                kern, hdr = row[1], None
-                cur = [] if kern not in kernels else None
-                if cur is not None:
-                    kernels[kern] = cur
-                continue
-            if row and row[0] == "Address":
-                hdr = row
-                continue
-            if cur is not None and hdr:
-                cur.append(dict(zip(hdr, row)))
+    kernels = first_launch_rows(path)
     for name, rows in kernels.items():
         if want not in name or not rows:
             continue
