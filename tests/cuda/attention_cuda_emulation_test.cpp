@@ -825,6 +825,19 @@ TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
   }
 }
 
+// A Llama-3.1-8B attention layer with q8_0/turbo3t rows in pool blocks of 64 keys (no pool memory: for plans),
+// and its parameters (32 query heads).
+cuda::KvLayerDevice llama8b_layer() {
+  return {KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
+          kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
+}
+AttentionParams llama8b_params() {
+  AttentionParams p;
+  p.n_head = 32;
+  p.scale = 0.088f;
+  return p;
+}
+
 // The tensor-core decode kernel (attention_cuda_decode_tc.cuh, mode Mma) on every pair it takes, and one it
 // does not (f16/f16: the pairs kernel): sequences at depths 0 .. 700 in pool blocks of 64 (full 64-key tiles,
 // splits, short last tiles) and 128 with a window and softcap; the early-start path; a group of 2 (two tokens'
@@ -901,11 +914,8 @@ TEST(CudaAttentionEmulation, DecodeTcOnlyPastOneSplit) {
     EXPECT_EQ(rb.plan.tc, bt == 64) << bt << ": " << plan_name(rb.plan);
     EXPECT_LE(rb.result.worst, attn_test::kBound) << bt << ": " << rb.result.where;
   }
-  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
-                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
-  AttentionParams p;
-  p.n_head = 32;
-  p.scale = 0.088f;
+  const cuda::KvLayerDevice L = llama8b_layer();
+  const AttentionParams p = llama8b_params();
   const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 200};
   attn::Plan dec, tiled;
   attn::plan_invariant(L, p, b, 132, dec, tiled);
@@ -916,11 +926,8 @@ TEST(CudaAttentionEmulation, DecodeTcOnlyPastOneSplit) {
 // One wave at the specialized kernels' occupancy: q8_0/turbo3t at 131072 keys on an H200 (132
 // multiprocessors, 8 KV heads) plans 66 splits (528 blocks: 4 per multiprocessor), the generic kernel 49.
 TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
-  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
-                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
-  AttentionParams p;
-  p.n_head = 32;
-  p.scale = 0.088f;
+  const cuda::KvLayerDevice L = llama8b_layer();
+  const AttentionParams p = llama8b_params();
   const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 131072};
   const VariantScope vs(attn::DecodeVariant::Lanes8);
   for (attn::Decode8Kernels mode :
@@ -1018,11 +1025,8 @@ TEST(CudaAttentionEmulation, SinksSharedPrefix) {
 // + 3) / 4 + 1 = 5 at one row and 8 KV heads): at 32768 and 131072 keys (and a bound where the rounding
 // would fill every slot) the specialized kernels' one wave has room for them.
 TEST(CudaAttentionEmulation, Decode8EarlyPlanLeavesRoomForTheStore) {
-  const cuda::KvLayerDevice L{KvType::Q8_0, KvType::Turbo3T, 64, 8, 128, 128, kv_head_bytes(KvType::Q8_0, 128),
-                              kv_head_bytes(KvType::Turbo3T, 128), nullptr, 0, 0};
-  AttentionParams p;
-  p.n_head = 32;
-  p.scale = 0.088f;
+  const cuda::KvLayerDevice L = llama8b_layer();
+  const AttentionParams p = llama8b_params();
   const VariantScope vs(attn::DecodeVariant::Lanes8);
   const D8Scope d8(attn::Decode8Kernels::Pairs);
   for (int kv : {32768, 131072, 66 * 2048, 66 * 512, 5000}) {

@@ -160,6 +160,28 @@ __device__ __forceinline__ void pdl_launch_next() {
 #endif
 }
 
+// The start of a lanes8 or tensor-core decode block: enters the grid's PDL order (early start: launches its
+// dependents first and waits later, see above), finds the block's work w and its split's keys [kb, ke).
+// false: nothing to do here (no work item, or a split with no key of the block, which the merge skips too);
+// the block has waited for the previous grid and must return.
+__device__ __forceinline__ bool decode_block_begin(const Args& a, Work& w, int& kb, int& ke) {
+  const bool early = a.early != 0;
+  if (early) pdl_launch_next();
+  else pdl_enter();
+  prefetch_sequence(a);
+  if (!block_work(a, blockIdx.y, blockIdx.z, w)) {
+    if (early) pdl_wait_prev();
+    return false;
+  }
+  kb = split_begin(a, w, int(blockIdx.x));
+  ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
+  if (kb >= ke) {
+    if (early) pdl_wait_prev();
+    return false;
+  }
+  return true;
+}
+
 // MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks, or
 // decode8_fixed_min_blocks for the specialized kernels). KTI / VTI: -1 (any K / V type, dispatched per
 // tile), or the KvType the kernel is specialized for (attention_cuda_decode8_fixed.cuh). DEC: the piece
@@ -172,20 +194,9 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   static_assert(DEC != kDec8Pairs || (KTI >= 0 && VTI >= 0), "pair tables only in the specialized kernels");
 
   const bool early = a.early != 0;
-  if (early) pdl_launch_next();
-  else pdl_enter();
-  prefetch_sequence(a);
   Work w;
-  if (!block_work(a, blockIdx.y, blockIdx.z, w)) {
-    if (early) pdl_wait_prev();
-    return;
-  }
-  const int kb = split_begin(a, w, int(blockIdx.x));
-  const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
-  if (kb >= ke) {  // this split holds no key of the block (the merge skips it too)
-    if (early) pdl_wait_prev();
-    return;
-  }
+  int kb, ke;
+  if (!decode_block_begin(a, w, kb, ke)) return;
   // Early start: keys from new_lo on may be written by the store still running; waited: done waiting.
   const int new_lo = early ? w.pos_a - w.qa : 0x7fffffff;
   bool waited = !early;

@@ -116,20 +116,9 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   constexpr size_t krb = kv_row_bytes_const(KT, HD), vrb = kv_row_bytes_const(VT, HD);
 
   const bool early = a.early != 0;
-  if (early) pdl_launch_next();
-  else pdl_enter();
-  prefetch_sequence(a);
   Work w;
-  if (!block_work(a, blockIdx.y, blockIdx.z, w)) {
-    if (early) pdl_wait_prev();
-    return;
-  }
-  const int kb = split_begin(a, w, int(blockIdx.x));
-  const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
-  if (kb >= ke) {
-    if (early) pdl_wait_prev();
-    return;
-  }
+  int kb, ke;
+  if (!decode_block_begin(a, w, kb, ke)) return;
   const int new_lo = early ? w.pos_a - w.qa : 0x7fffffff;
   bool waited = !early;
 

@@ -78,8 +78,8 @@ inline DecodeVariant& decode_variant() {
 //
 // Mma (unset or other; the default since 2026-12-02, second session): the tensor-core decode kernel
 // (attention_cuda_decode_tc.cuh) for the pairs decode_tc_supports takes, the pairs kernels for the rest. On the
-// H200 (call I1) it took 0.58x the time of pairs for q8_0/q8_0 and 0.72x for q8_0/turbo3t at 131072 keys, and
-// every GPU attention test passed with it.
+// H200 (call I5) it took 0.56x the time of pairs for q8_0/q8_0 and 0.69x for q8_0/turbo3t at 131072 keys, and
+// every CUDA GPU test passed with it (call I4).
 enum class Decode8Kernels { Generic, Fixed, Packed, Pairs, Mma };
 inline Decode8Kernels& decode8_kernels() {
   static Decode8Kernels k = [] {
@@ -151,11 +151,17 @@ constexpr bool decode8_fixed(int hd, KvType k, KvType v, Decode8Kernels mode) {
 }
 // Blocks per multiprocessor of a lanes8 plan's kernel (its splits fill one wave at this occupancy).
 inline int decode8_plan_blocks(DecodeVariant v, int hd, KvType k, KvType vt) {
-  return v == DecodeVariant::Lanes8 && (decode8_fixed(hd, k, vt, decode8_kernels()) ||
-                                        decode_tc(hd, k, vt, decode8_kernels()))
-             ? kDecode8FixedMinBlocks
+  return v == DecodeVariant::Lanes8 && decode8_fixed(hd, k, vt, decode8_kernels()) ? kDecode8FixedMinBlocks
                                                                                     : decode8_min_blocks(v, hd);
 }
+// Every pair of the tensor-core kernel has a specialized lanes8 kernel (the plans' fallback in mode Mma), so
+// decode8_fixed answers for both and their plans share the 4 blocks per multiprocessor.
+constexpr bool decode_tc_pairs_are_fixed() {
+  for (const Decode8Pair& t : kDecodeTcPairs)
+    if (!decode8_fixed(128, t.k, t.v, Decode8Kernels::Mma)) return false;
+  return true;
+}
+static_assert(decode_tc_pairs_are_fixed());
 
 // Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
 // kernel (attention_cuda_mma.cuh) instead of the f32 tiled kernel. Process-wide, like decode_variant.
