@@ -14,6 +14,7 @@
 
 #include "backend/cuda/kv_decode_pairs.cuh"
 #include "core/error.h"
+#include "core/fp16.h"
 #include "kv/kv_type.h"
 #include "test_util.h"
 
@@ -125,6 +126,37 @@ TEST(CudaKvDecodePairs, TableSizesAndEntries) {
       EXPECT_EQ(a, lv[((tab.subset_word >> (2 * w0)) & 3u) + 4 * j0]) << y << " " << z;
       EXPECT_EQ(b, lv[((tab.subset_word >> (2 * w1)) & 3u) + 4 * j1]) << y << " " << z;
     }
+}
+
+// The tensor-core decode kernel keeps pair tables of f16 pairs (attention_cuda_decode_tc.cuh): its offsets
+// (L = 2) are the float table's (L = 3) halved for every piece's bits, and every entry of every pair table is
+// exact in f16 (the levels are f16 values, quant/turbo.h), so the f16 table holds the same values.
+template <int M>
+void expect_f16_offsets_halve(uint32_t x, uint32_t js) {
+  EXPECT_EQ((2 * cuda::trellis_pair_off<1, M, 2>(x, js)), (cuda::trellis_pair_off<1, M, 3>(x, js))) << x << " " << js;
+  EXPECT_EQ((2 * cuda::trellis_pair_off<2, M, 2>(x, js)), (cuda::trellis_pair_off<2, M, 3>(x, js))) << x << " " << js;
+  EXPECT_EQ((2 * cuda::turbo_pair_off<2, M, 2>(x)), (cuda::turbo_pair_off<2, M, 3>(x))) << x;
+  EXPECT_EQ((2 * cuda::turbo_pair_off<3, M, 2>(x)), (cuda::turbo_pair_off<3, M, 3>(x))) << x;
+  EXPECT_EQ((2 * cuda::turbo_pair_off<4, M, 2>(x)), (cuda::turbo_pair_off<4, M, 3>(x))) << x;
+}
+
+TEST(CudaKvDecodePairs, HalfTablesOffsetsAndExactEntries) {
+  std::mt19937 rng(7);
+  for (int n = 0; n < 2000; ++n) {
+    const uint32_t x = n < 2 ? (n ? 0xFFFFFFFFu : 0u) : uint32_t(rng()), js = n < 2 ? x : uint32_t(rng());
+    expect_f16_offsets_halve<0>(x & 0x7FF, js & 0xFFFF);
+    expect_f16_offsets_halve<1>(x & 0x7FF, js & 0xFFFF);
+    expect_f16_offsets_halve<2>(x & 0x7FF, js & 0xFFFF);
+    expect_f16_offsets_halve<3>(x & 0x7FF, js & 0xFFFF);
+  }
+  const cuda::KvDecodeTables tab = cuda::make_kv_decode_tables();
+  for (KvType t : kAllKvTypes)
+    for (int hd : {64, 128, 256})
+      if (cuda::pair_lut_size(t) > 0 && head_dim_ok(t, hd)) {
+        const Tables tb = tables_of(t, hd, tab);
+        for (float v : tb.plut)
+          EXPECT_EQ(fp16_to_f32(f32_to_fp16(v)), v) << kv_type_name(t) << " hd " << hd;
+      }
 }
 
 }  // namespace

@@ -132,8 +132,12 @@ TEST(TurboCodebook, SampledMseMatchesOptimum) {
 TEST(TurboCodebook, LevelsAreScaledForTheGroup) {
   for (int bits : kBits)
     for (int group : {32, 64, 128})
-      for (int i = 0; i < (1 << bits); ++i)
-        EXPECT_FLOAT_EQ(levels(bits, group)[i], float(codebook(bits)[i] / std::sqrt(double(group))));
+      for (int i = 0; i < (1 << bits); ++i) {
+        // The nearest fp16 value of the scaled level: exact in f16, within 2^-11 relative of the float.
+        const float x = float(codebook(bits)[i] / std::sqrt(double(group))), lv = levels(bits, group)[i];
+        EXPECT_EQ(lv, fp16_to_f32(f32_to_fp16(x)));
+        EXPECT_LE(std::fabs(lv - x), std::ldexp(std::fabs(x), -11));
+      }
   EXPECT_THROW(levels(3, 96), Error);
   EXPECT_THROW(levels(5, 128), Error);
   EXPECT_THROW(gaussian_codebook(1), Error);

@@ -52,6 +52,22 @@ TEST(TrellisLayout, SameSizeAsPlainTurbo) {
   EXPECT_THROW(head_bytes(5, 128), Error);
 }
 
+// The group levels are the scaled codebook rounded to fp16 (exact in f16 for the tensor-core decode kernel),
+// still ascending and symmetric.
+TEST(TrellisCodebook, GroupLevelsAreFp16Exact) {
+  for (int b : kBits)
+    for (int n : {32, 64, 128}) {
+      const int L = 2 << b;
+      for (int k = 0; k < L; ++k) {
+        const float x = float(codebook(b)[k] / std::sqrt(double(n))), lv = levels(b, n)[k];
+        EXPECT_EQ(lv, fp16_to_f32(f32_to_fp16(x))) << b << " " << n << " " << k;
+        EXPECT_LE(std::fabs(lv - x), std::ldexp(std::fabs(x), -11));
+        EXPECT_EQ(lv, -levels(b, n)[L - 1 - k]);
+        if (k) EXPECT_LT(levels(b, n)[k - 1], lv);
+      }
+    }
+}
+
 TEST(TrellisCodebook, SymmetricAscendingAndSubsetsInterleaved) {
   for (int b : kBits) {
     const int L = 2 << b;

@@ -41,6 +41,9 @@ inline uint16_t f32_to_fp16(float f) {
   return uint16_t(sign | (r >> 13));
 }
 
+// f rounded to the nearest fp16 value (nearest even), as a float.
+inline float fp16_exact(float f) { return fp16_to_f32(f32_to_fp16(f)); }
+
 inline float bf16_to_f32(uint16_t b) { return f32_from_bits(uint32_t(b) << 16); }
 
 inline uint16_t f32_to_bf16(float f) {

@@ -66,7 +66,10 @@ void axpy_rotated(int bits, float a, const uint8_t* src, float* acc_rot, int hea
 // y_rot[i] = v_i over head_dim values (bit-identical to axpy_rotated with a = 1 into zeros).
 void decode_rotated(int bits, const uint8_t* src, float* y_rot, int head_dim);
 
-// 2^bits levels, ascending: gaussian_codebook(bits) / sqrt(group), for group in {32, 64, 128}.
+// 2^bits levels, ascending: gaussian_codebook(bits) / sqrt(group), for group in {32, 64, 128}, rounded to
+// the nearest fp16 value (since 2026-12-02; a relative change <= 2^-11, ~1e-4 of the quantization error): every
+// level is exact in f16, so tensor-core kernels multiply stored values with one f16 product instead of a hi/lo
+// pair (backend/cuda/attention_cuda_decode_tc.cuh). Encoders and decoders share this one table.
 const float* levels(int bits, int group);
 // 2^bits Lloyd–Max (MSE-optimal) levels for N(0, 1), ascending, symmetric.
 const float* gaussian_codebook(int bits);

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "quant/turbo.h"
 #include "quant/turbo_internal.h"
 
@@ -34,7 +35,10 @@ struct Tables {
     const double inv_sqrt[4] = {1.0, 1.0 / std::sqrt(32.0), 1.0 / std::sqrt(64.0), 1.0 / std::sqrt(128.0)};
     for (int b = 2; b <= 4; ++b)
       for (int s = 0; s < 4; ++s)
-        for (int i = 0; i < (1 << b); ++i) t[b - 2][s][i] = float(gauss_f64(b)[i] * inv_sqrt[s]);
+        for (int i = 0; i < (1 << b); ++i) {
+          const float x = float(gauss_f64(b)[i] * inv_sqrt[s]);
+          t[b - 2][s][i] = s == 0 ? x : fp16_exact(x);  // group levels: f16-exact (turbo.h)
+        }
   }
 };
 const Tables& tables() {

@@ -48,7 +48,8 @@ struct Tables {
     const int groups[3] = {32, 64, 128};
     for (int b = 2; b <= 4; ++b)
       for (int g = 0; g < 3; ++g)
-        for (int k = 0; k < (2 << b); ++k) t[b - 2][g][k] = float(codebook(b)[k] / std::sqrt(double(groups[g])));
+        for (int k = 0; k < (2 << b); ++k) t[b - 2][g][k] =
+              fp16_exact(float(codebook(b)[k] / std::sqrt(double(groups[g]))));  // f16-exact (turbo.h)
   }
 };
 const Tables& tables() {

@@ -64,7 +64,8 @@ DecodeFn decode_rotated_avx512_kernel();  // nullptr without AVX-512
 DecodeFn decode_rotated_neon_kernel();  // turbo_trellis_neon.cpp (ASIMD: every AArch64 CPU)
 #endif
 
-// The 2^(bits+1) levels scaled for a group of n in {32, 64, 128} (codebook / sqrt(n)), float.
+// The 2^(bits+1) levels scaled for a group of n in {32, 64, 128} (codebook / sqrt(n)), rounded to the nearest
+// fp16 value like turbo::levels (every level exact in f16), as floats.
 const float* levels(int bits, int group);
 
 }  // namespace polykv::turbo::trellis

@@ -11,8 +11,8 @@
 //                 to each 32-dim partial in f32), B = 16 dims x 8 columns: columns 0..3 the 4 rows' queries
 //                 rounded to f16 (hi), 4..7 the rest (lo = q - hi). Score of (key, row r) = C[key][r] +
 //                 C[key][r + 4]: the query to ~2^-22, the product exact, the sum in f32.
-//   O^T = V^T P   A = 16 dims x 16 keys of V (q8_0: exact int8; turbo / trellis: the pair table's f16 hi and
-//                 lo of each level, two products), B = 16 keys x 8 columns: the 4 rows' probabilities times
+//   O^T = V^T P   A = 16 dims x 16 keys of V (q8_0: exact int8; turbo / trellis: the pair table's f16 pair of
+//                 levels, exact: the levels are f16 values, quant/turbo.h), B = 16 keys x 8 columns: the 4 rows' probabilities times
 //                 the key's V scale (q8_0: the block's d, one B per 32-dim block; turbo: the row's norm), hi
 //                 in columns 0..3, lo in 4..7. O[r][dim] = C[dim][r] + C[dim][r + 4].
 //
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
   __shared__ int qhi[R], qlo[R], qrow[R];
   __shared__ float lvk[32], lvv[32];
-  __shared__ __align__(8) uint2 vpair[kPairs];  // turbo V: entry i = (f16 hi pair, f16 lo pair) of pair_lut_entry i
+  __shared__ uint32_t vpair[kPairs];  // turbo V: entry i = the f16 pair of pair_lut_entry i (exact: f16 levels)
   __shared__ __align__(16) float pex[NW][R][16];  // per warp: the tile's probabilities [row][key]
   __shared__ float wgt[NW * R];
   __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
@@ -181,9 +181,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     for (int i = tid; i < kPairs; i += kThreads) {  // read after the first tile's barrier
       float x0, x1;
       pair_lut_entry(VT, lvv, subset_word, i, x0, x1);
-      uint32_t hi, lo;
-      split_pair(x0, x1, hi, lo);
-      vpair[i] = make_uint2(hi, lo);
+      vpair[i] = pack_halves(to_half_bits(x0), to_half_bits(x1));
     }
   }
   // Q^T as B fragments of the 8 k-steps: column g = row g % 4, hi (g < 4) or lo.
@@ -358,41 +356,38 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
             pj[h][u] = 0;
           }
         }
-      const auto pair_at = [&](uint32_t off) {  // (hi pair, lo pair) at byte offset off (a multiple of 8)
-        return *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(vpair) + off);
+      const auto pair_at = [&](uint32_t off) {  // the f16 pair at byte offset off (a multiple of 4)
+        return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(vpair) + off);
       };
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        uint2 e[4];
+        uint32_t e[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           uint32_t off;
           if constexpr (kv_trellis_bits(VT) != 0) {
             constexpr int nb = kv_trellis_bits(VT) - 1;
             switch (i & 3) {
-              case 0: off = trellis_pair_off<nb, 0>(px[i >> 2][u], pj[i >> 2][u]); break;
-              case 1: off = trellis_pair_off<nb, 1>(px[i >> 2][u], pj[i >> 2][u]); break;
-              case 2: off = trellis_pair_off<nb, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-              default: off = trellis_pair_off<nb, 3>(px[i >> 2][u], pj[i >> 2][u]); break;
+              case 0: off = trellis_pair_off<nb, 0, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+              case 1: off = trellis_pair_off<nb, 1, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+              case 2: off = trellis_pair_off<nb, 2, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+              default: off = trellis_pair_off<nb, 3, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
             }
           } else {
             constexpr int bb = kv_turbo_bits(VT);
             switch (i & 3) {
-              case 0: off = turbo_pair_off<bb, 0>(px[i >> 2][u]); break;
-              case 1: off = turbo_pair_off<bb, 1>(px[i >> 2][u]); break;
-              case 2: off = turbo_pair_off<bb, 2>(px[i >> 2][u]); break;
-              default: off = turbo_pair_off<bb, 3>(px[i >> 2][u]); break;
+              case 0: off = turbo_pair_off<bb, 0, 2>(px[i >> 2][u]); break;
+              case 1: off = turbo_pair_off<bb, 1, 2>(px[i >> 2][u]); break;
+              case 2: off = turbo_pair_off<bb, 2, 2>(px[i >> 2][u]); break;
+              default: off = turbo_pair_off<bb, 3, 2>(px[i >> 2][u]); break;
             }
           }
           e[u] = pair_at(off);
         }
-        // a0: dim 16g+2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9. hi, then lo.
-        const uint32_t ah[4] = {tc::lows(e[0].x, e[1].x), tc::highs(e[0].x, e[1].x), tc::lows(e[2].x, e[3].x),
-                                tc::highs(e[2].x, e[3].x)};
-        const uint32_t al[4] = {tc::lows(e[0].y, e[1].y), tc::highs(e[0].y, e[1].y), tc::lows(e[2].y, e[3].y),
-                                tc::highs(e[2].y, e[3].y)};
-        mma16816(oacc[i], ah, bf);
-        mma16816(oacc[i], al, bf);
+        // a0: dim 16g+2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
+        const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),
+                                tc::highs(e[2], e[3])};
+        mma16816(oacc[i], av, bf);
       }
     }
   }

@@ -63,17 +63,18 @@ POLYKV_HD void pair_at_byte(const float* plut, uint32_t off, float& a, float& b)
 #endif
 }
 
-// The offsets of pair m of a piece (8 values): turbo<B> from the piece's index bits, trellis from its
-// window bits x (11 bits, decode8s's) and index bits js.
-template <int B, int M>
+// The byte offsets of pair m of a piece (8 values) in a pair table of 2^L-byte entries (L = 3: float pairs,
+// L = 2: f16 pairs): turbo<B> from the piece's index bits, trellis from its window bits x (11 bits,
+// decode8s's) and index bits js.
+template <int B, int M, int L = 3>
 POLYKV_HD uint32_t turbo_pair_off(uint32_t bits) {
-  constexpr uint32_t mask = ((1u << (2 * B)) - 1) << 3;
-  return shift_by<3 - 2 * B * M>(bits) & mask;
+  constexpr uint32_t mask = ((1u << (2 * B)) - 1) << L;
+  return shift_by<L - 2 * B * M>(bits) & mask;
 }
-template <int NB, int M>
+template <int NB, int M, int L = 3>
 POLYKV_HD uint32_t trellis_pair_off(uint32_t x, uint32_t js) {
-  constexpr uint32_t zmask = ((1u << (2 * NB)) - 1) << 8;
-  return (shift_by<3 - 2 * M>(x) & 0xF8u) | (shift_by<8 - 2 * NB * M>(js) & zmask);
+  constexpr uint32_t ymask = 31u << L, zmask = ((1u << (2 * NB)) - 1) << (L + 5);
+  return (shift_by<L - 2 * M>(x) & ymask) | (shift_by<L + 5 - 2 * NB * M>(js) & zmask);
 }
 
 // Values 8c .. 8c+7 of a row of head_dim values (stored basis) as v[k] * (returned scale), identical to
