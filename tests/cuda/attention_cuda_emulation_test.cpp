@@ -221,6 +221,7 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
 #define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
+#define POLYKV_EMU_YIELD() ::emu::yield()
 #define POLYKV_EMU_LDSM(r, p, trans) ::emu::ldsm_x4(r, p, trans)
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
@@ -786,6 +787,11 @@ struct D8Scope {
   explicit D8Scope(attn::Decode8Kernels k) { attn::decode8_kernels() = k; }
   ~D8Scope() { attn::decode8_kernels() = saved; }
 };
+struct TcPipeScope {
+  bool saved = attn::decode_tc_bulk();
+  explicit TcPipeScope(bool bulk) { attn::decode_tc_bulk() = bulk; }
+  ~TcPipeScope() { attn::decode_tc_bulk() = saved; }
+};
 
 TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
   std::vector<std::pair<KvType, KvType>> pairs;
@@ -842,14 +848,17 @@ AttentionParams llama8b_params() {
 // does not (f16/f16: the pairs kernel): sequences at depths 0 .. 700 in pool blocks of 64 (full 64-key tiles,
 // splits, short last tiles) and 128 with a window and softcap; the early-start path; a group of 2 (two tokens'
 // rows in one block); a group of 8 (two head parts). Pool blocks of 16 or 24 keys keep the pairs kernel (its
-// 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound.
+// 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound, with
+// both tile pipelines (bulk copies and the cp.async ring).
 TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
   pairs.push_back({KvType::F16, KvType::F16});
-  uint32_t seed = 4100;
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
+  for (const bool bulk : {true, false}) {  // both tile pipelines (the same seeds)
+  const TcPipeScope pipe(bulk);
+  uint32_t seed = 4100;
   for (const auto& [kt, vt] : pairs)
     for (int shape = 0; shape < 5; ++shape) {
       g_emu_early = shape == 2 ? 1 : 0;
@@ -883,13 +892,15 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
       const bool tc = supported && r.plan.tc;
       EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
       const std::string what =
-          attn_test::describe(c) + " shape " + std::to_string(shape) + "\n  plan: " + plan_name(r.plan);
+          attn_test::describe(c) + " shape " + std::to_string(shape) + (bulk ? " bulk" : " sync") + "\n  plan: " +
+          plan_name(r.plan);
       EXPECT_EQ(picked, supported) << what;
       EXPECT_EQ(tc, kt == KvType::Q8_0) << what;
       EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
       EXPECT_EQ(r.plan.tile_keys, tc ? attn::kDecodeTcTileKeys : attn::decode8_tile_keys()) << what;
       EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
     }
+  }
 }
 
 // At one split (launch bound <= attn::one_split_keys(), 256) the plan keeps the pairs kernel even in mode Mma

@@ -9,8 +9,9 @@
 //
 // DISABLED_DecodeModesBench: one layer of Llama-3.1-8B's decode attention (32 query heads, 8 KV heads,
 // head_dim 128, one sequence) at 4096, 32768 and 131072 keys for f16/f16, q8_0/q8_0, q8_0/turbo3,
-// q8_0/turbo3t and turbo3t/turbo3t, modes generic, pairs and mma interleaved (3 rounds, each the median of
-// 20 calls): µs per layer, KV GB/s, and mma's time over pairs' (median of the rounds, min-max).
+// q8_0/turbo3t and turbo3t/turbo3t, modes pairs, mma with the cp.async ring (POLYKV_CUDA_ATTN_TC_PIPE=sync) and
+// mma with bulk copies interleaved (3 rounds, each the median of 20 calls): µs per layer, KV GB/s, and the bulk
+// pipeline's time over the ring's and over pairs' (median of the rounds, min-max).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -57,7 +59,8 @@ struct ModeScope {
   }
 };
 // The correctness tests run every mode (pairs: kv_decode_pairs.cuh; mma: the tensor-core kernel,
-// attention_cuda_decode_tc.cuh, for the pairs it takes); the bench times generic, pairs and mma.
+// attention_cuda_decode_tc.cuh, for the pairs it takes, with both tile pipelines); the bench times pairs and mma
+// with each pipeline.
 constexpr attn::Decode8Kernels kModes[] = {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Fixed,
                                            attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs,
                                            attn::Decode8Kernels::Mma};
@@ -95,16 +98,21 @@ attn_test::Result run_modes(const Case& c) {
   b.n_q = dnq.p;
   b.row0 = drow0.p;
   attn_test::Result worst;
-  for (attn::Decode8Kernels m : kModes) {
+  for (int mi = 0; mi <= int(std::size(kModes)); ++mi) {  // the last: mma with the cp.async ring
+    const attn::Decode8Kernels m = mi < int(std::size(kModes)) ? kModes[mi] : attn::Decode8Kernels::Mma;
     const ModeScope scope(m);
+    const bool saved_pipe = attn::decode_tc_bulk();
+    attn::decode_tc_bulk() = mi < int(std::size(kModes));
     dout.upload(poisoned.data(), poisoned.size());
     cuda::attention(L, f->p, b, dq.p, dout.p, ctx());
     POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
     dout.download(got.data(), got.size());
+    attn::decode_tc_bulk() = saved_pipe;
     attn_test::Result r = attn_test::check_outputs(*f, got);
     if (!(r.worst <= worst.worst)) {  // NaN / inf count as worst
       worst = r;
-      worst.where = std::string("[mode ") + mode_name(m) + "] " + r.where;
+      const char* pipe = mi < int(std::size(kModes)) ? "" : "-sync";
+      worst.where = std::string("[mode ") + mode_name(m) + pipe + "] " + r.where;
     }
   }
   return worst;
@@ -226,35 +234,47 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
   const std::pair<KvType, KvType> pairs[] = {{KvType::F16, KvType::F16},       {KvType::Q8_0, KvType::Q8_0},
                                              {KvType::Q8_0, KvType::Turbo3},   {KvType::Q8_0, KvType::Turbo3T},
                                              {KvType::Turbo3T, KvType::Turbo3T}};
-  constexpr int kRounds = 3;
-  constexpr attn::Decode8Kernels kTimed[] = {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Pairs,
-                                             attn::Decode8Kernels::Mma};
+  constexpr int kRounds = 3, kModes = 3;
+  // pairs; mma with the cp.async ring (sync); mma with bulk copies and mbarriers (bulk, the default).
+  constexpr attn::Decode8Kernels kTimed[kModes] = {attn::Decode8Kernels::Pairs, attn::Decode8Kernels::Mma,
+                                                   attn::Decode8Kernels::Mma};
+  constexpr bool kBulk[kModes] = {true, false, true};
   std::printf("decode attention, one token, one layer (32 q heads, 8 KV heads, hd 128); modes interleaved, %d rounds\n",
               kRounds);
-  std::printf("%-16s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s\n", "K/V", "keys", "KV MB", "generic us", "GB/s",
-              "pairs us", "GB/s", "mma us", "GB/s", "mma/pairs (range)");
+  std::printf("%-16s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s %20s\n", "K/V", "keys", "KV MB", "pairs us", "GB/s",
+              "mma-sync", "GB/s", "mma-bulk", "GB/s", "bulk/sync (range)", "bulk/pairs (range)");
   for (const auto& [kt, vt] : pairs)
     for (int n_kv : {4096, 32768, 131072}) {
       const auto B = make_bench(kt, vt, n_kv);
-      std::vector<double> sec[3];
+      std::vector<double> sec[kModes];
       for (int round = 0; round < kRounds; ++round)
-        for (int m = 0; m < 3; ++m) {
+        for (int m = 0; m < kModes; ++m) {
           const ModeScope scope(kTimed[m]);
+          const bool saved = attn::decode_tc_bulk();
+          attn::decode_tc_bulk() = kBulk[m];
           sec[m].push_back(median_call_seconds(*B));
+          attn::decode_tc_bulk() = saved;
         }
-      double med[3];
-      for (int m = 0; m < 3; ++m) {
+      double med[kModes];
+      for (int m = 0; m < kModes; ++m) {
         std::vector<double> s = sec[m];
         std::sort(s.begin(), s.end());
         med[m] = s[kRounds / 2];
       }
-      std::vector<double> r;
-      for (int i = 0; i < kRounds; ++i) r.push_back(sec[2][size_t(i)] / sec[1][size_t(i)]);
-      std::sort(r.begin(), r.end());
+      // Per-round ratios of mode x over mode y: median (min-max).
+      const auto ratio = [&](int x, int y, double& lo, double& hi) {
+        std::vector<double> r;
+        for (int i = 0; i < kRounds; ++i) r.push_back(sec[x][size_t(i)] / sec[y][size_t(i)]);
+        std::sort(r.begin(), r.end());
+        lo = r.front(), hi = r.back();
+        return r[kRounds / 2];
+      };
+      double l0, h0, l1, h1;
+      const double bs = ratio(2, 1, l0, h0), bp = ratio(2, 0, l1, h1);
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-16s %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %5.3f (%.3f-%.3f)\n", name.c_str(), n_kv,
-                  B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6, B->bytes / med[1] / 1e9,
-                  med[2] * 1e6, B->bytes / med[2] / 1e9, med[2] / med[1], r.front(), r.back());
+      std::printf("%-16s %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %6.3f (%.3f-%.3f)  %6.3f (%.3f-%.3f)\n",
+                  name.c_str(), n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
+                  B->bytes / med[1] / 1e9, med[2] * 1e6, B->bytes / med[2] / 1e9, bs, l0, h0, bp, l1, h1);
       std::fflush(stdout);
     }
 }

@@ -28,11 +28,13 @@ inline auto decode8_fixed_kernel() {
   return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), DEC>;
 }
 
-// The tensor-core decode kernel of pair I of kDecodeTcPairs.
-template <int I>
+// The tensor-core decode kernel of pair I of kDecodeTcPairs, with the pipeline decode_tc_bulk() picks (BULK: 1
+// bulk copies and mbarriers, 0 the cp.async ring; -1 that choice).
+template <int I, int BULK = -1>
 inline auto decode_tc_kernel_of() {
   constexpr Decode8Pair p = kDecodeTcPairs[I];
-  return &decode_tc_kernel<int(p.k), int(p.v)>;
+  if constexpr (BULK >= 0) return &decode_tc_kernel<int(p.k), int(p.v), BULK>;
+  else return decode_tc_bulk() ? &decode_tc_kernel<int(p.k), int(p.v), 1> : &decode_tc_kernel<int(p.k), int(p.v), 0>;
 }
 // Calls f(tensor-core kernel) when one takes (k, v) at head size HD; returns whether it did.
 template <int HD, int I = 0, class F>
@@ -54,7 +56,10 @@ bool decode_tc_pick(KvType k, KvType v, F&& f) {
 template <int I = 0, class F>
 void decode8_fixed_for_each(F&& f) {
   if constexpr (I == 0) {
-    [&]<int... J>(std::integer_sequence<int, J...>) { (f(decode_tc_kernel_of<J>()), ...); }(
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      (f(decode_tc_kernel_of<J, 0>()), ...);
+      (f(decode_tc_kernel_of<J, 1>()), ...);
+    }(
         std::make_integer_sequence<int, kDecodeTcCount>{});
   }
   if constexpr (I < kDecode8FixedCount) {

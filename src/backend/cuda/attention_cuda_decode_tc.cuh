@@ -5,16 +5,19 @@
 // The lanes8 kernel (attention_cuda_decode8.cuh) spends ~130-158 warp instructions per key and KV head, 32 of
 // them FMAs no CUDA-core kernel can drop; at 131072 keys it is instruction-bound for every K/V pair. Here both
 // products run on mma.sync m16n8k16, and each warp owns 16 keys of every 64-key tile (no work shared between
-// warps until the final fold; the block's cp.async staging, prologue, early start and fold are decode8's):
+// warps until the final fold; the block's prologue, early start and fold are decode8's). Tiles reach shared memory
+// by one of two pipelines (BULK): decode8's cp.async ring (every thread copies granules; one block barrier per
+// tile), or on sm_90 bulk copies issued by one thread and completing on one mbarrier per stage, each warp waiting
+// for the tile's barrier and the last warp done with a stage refilling it, so warps never wait for each other:
 //
 //   S^T = K Q^T   A = 16 keys x 16 dims of K (the q8_0 int8 values, exact in f16; the block scale d is applied
 //                 to each 32-dim partial in f32), B = 16 dims x 8 columns: columns 0..3 the 4 rows' queries
 //                 rounded to f16 (hi), 4..7 the rest (lo = q - hi). Score of (key, row r) = C[key][r] +
 //                 C[key][r + 4]: the query to ~2^-22, the product exact, the sum in f32.
 //   O^T = V^T P   A = 16 dims x 16 keys of V (q8_0: exact int8; turbo / trellis: the pair table's f16 pair of
-//                 levels, exact: the levels are f16 values, quant/turbo.h), B = 16 keys x 8 columns: the 4 rows' probabilities times
-//                 the key's V scale (q8_0: the block's d, one B per 32-dim block; turbo: the row's norm), hi
-//                 in columns 0..3, lo in 4..7. O[r][dim] = C[dim][r] + C[dim][r + 4].
+//                 levels, exact: the levels are f16 values, quant/turbo.h), B = 16 keys x 8 columns: the 4 rows'
+//                 probabilities times the key's V scale (q8_0: the block's d, one B per 32-dim block; turbo: the
+//                 row's norm), hi in columns 0..3, lo in 4..7. O[r][dim] = C[dim][r] + C[dim][r + 4].
 //
 // K's dims are permuted inside each k-step so that a lane reads 4 consecutive values of a key (k = 2t, 2t+1 ->
 // dims 16 s + 4t, +1; k = 2t+8, 2t+9 -> dims 16 s + 4t + 2, +3; Q's B fragment uses the same map). V's dims map
@@ -100,11 +103,108 @@ __device__ __forceinline__ void stage_copy(uint8_t* dst, const uint8_t* src, int
 #endif
 }
 
+// The bulk pipeline (BULK = 1, sm_90): one mbarrier per stage (arrival count 1: the issuing thread's
+// arrive.expect_tx; the stage's two bulk copies complete its transaction bytes), waited on by parity.
+// The emulation keeps the barrier in the same 64 bits (tx bytes pending, arrivals pending, count, phase) and
+// copies at once, so a barrier's phase completes when its tile is issued.
+__device__ __forceinline__ void bar_init(uint64_t* bar, uint32_t count) {
+#if defined(POLYKV_ATTN_EMULATION)
+  *bar = (uint64_t(count) << 32) | (uint64_t(count) << 48);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mma::smem_addr(bar)), "r"(count) : "memory");
+#else
+  (void)bar, (void)count;
+#endif
+}
+// Makes the initialized barriers visible to the bulk copies' completions.
+__device__ __forceinline__ void bar_init_fence() {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+#if defined(POLYKV_ATTN_EMULATION)
+inline void emu_bar_settle(uint64_t* bar) {  // completes the phase when nothing is pending
+  const uint64_t v = *bar;
+  if ((v & 0xFFFFFFFFu) == 0 && ((v >> 32) & 0xFFFFu) == 0) {
+    const uint64_t count = (v >> 48) & 0x7FFFu, phase = (v >> 63) ^ 1u;
+    *bar = (count << 32) | (count << 48) | (phase << 63);
+  }
+}
+#endif
+// One arrival that also expects `bytes` more transaction bytes in the current phase.
+__device__ __forceinline__ void bar_arrive_expect(uint64_t* bar, uint32_t bytes) {
+#if defined(POLYKV_ATTN_EMULATION)
+  *bar = *bar + bytes - (uint64_t(1) << 32);
+  emu_bar_settle(bar);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mma::smem_addr(bar)), "r"(bytes)
+               : "memory");
+#else
+  (void)bar, (void)bytes;
+#endif
+}
+// Bytes [src, src + len) to dst + (src mod 16) (dst 16-byte aligned) by one bulk copy of the aligned granules
+// covering them (as stage_copy: their other bytes lie in the same granules of the pool's allocation), completing
+// on bar; returns the bytes copied (the transaction count). Issued by one thread.
+__device__ __forceinline__ uint32_t bulk_bytes(const uint8_t* src, int len) {
+  const uint32_t mis = uint32_t(reinterpret_cast<uintptr_t>(src) & 15u);
+  return (mis + uint32_t(len) + 15u) & ~15u;
+}
+__device__ __forceinline__ void bulk_copy(uint8_t* dst, const uint8_t* src, int len, uint64_t* bar) {
+  const uint32_t mis = uint32_t(reinterpret_cast<uintptr_t>(src) & 15u);
+#if defined(POLYKV_ATTN_EMULATION)
+  std::memcpy(dst + mis, src, size_t(len));  // the range only (the host's buffers end where the rows do)
+  *bar -= bulk_bytes(src, len);
+  emu_bar_settle(bar);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          mma::smem_addr(dst)),
+      "l"(src - mis), "r"(bulk_bytes(src, len)), "r"(mma::smem_addr(bar))
+      : "memory");
+#else
+  (void)dst, (void)src, (void)len, (void)bar, (void)mis;
+#endif
+}
+// Waits until the phase of parity `parity` of bar has completed.
+__device__ __forceinline__ void bar_wait(uint64_t* bar, uint32_t parity) {
+#if defined(POLYKV_ATTN_EMULATION)
+  while (uint32_t(*bar >> 63) == parity) POLYKV_EMU_YIELD();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t addr = mma::smem_addr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
+  (void)bar, (void)parity;
+#endif
+}
+// The old value of *p, incremented (shared memory, block scope), and a block-scope fence.
+__device__ __forceinline__ int shared_fetch_inc(int* p) {
+#if defined(POLYKV_ATTN_EMULATION)
+  return (*p)++;
+#else
+  return atomicAdd(p, 1);
+#endif
+}
+__device__ __forceinline__ void fence_block() {
+#if !defined(POLYKV_ATTN_EMULATION)
+  __threadfence_block();
+#endif
+}
+
 }  // namespace tc
 
 // KTI / VTI: the K / V KvType (decode_tc_supports). Launch bound: 4 blocks per multiprocessor (<= 128
 // registers), like the specialized lanes8 kernels, so the plan's one-wave splits hold.
-template <int KTI, int VTI>
+// BULK: the tile pipeline (decode_tc_bulk): 1 bulk copies and mbarriers (sm_90; below, the cp.async ring), 0 the
+// cp.async ring with one block barrier per tile.
+template <int KTI, int VTI, int BULK>
 __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_kernel(const Args a) {
   constexpr int HD = 128, R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
   constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
@@ -114,6 +214,11 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   constexpr bool kTurboV = VT != KvType::Q8_0;  // V's dims on the turbo map (lane g owns dims 16 g .. 16 g + 15)
   constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
   constexpr size_t krb = kv_row_bytes_const(KT, HD), vrb = kv_row_bytes_const(VT, HD);
+#if defined(POLYKV_ATTN_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+  constexpr bool kBulk = BULK != 0;
+#else
+  constexpr bool kBulk = false;
+#endif
 
   const bool early = a.early != 0;
   Work w;
@@ -129,6 +234,11 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   __shared__ __align__(16) float pex[NW][R][16];  // per warp: the tile's probabilities [row][key]
   __shared__ float wgt[NW * R];
   __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
+  // Bulk pipeline: full[s] completes a phase when stage s's tile has landed; released[s] counts the warps done with
+  // it (the last one refills it); p_next = the producer's (next key, its pool block, the block's end), advanced by
+  // each refill (refills run in tile order: the last warp done with tile i + 1 finished tile i's refill first).
+  __shared__ __align__(8) uint64_t full[kBulk ? kDecodeMaxStages : 1];
+  __shared__ int released[kBulk ? kDecodeMaxStages : 1], p_next[3];
   POLYKV_DYNAMIC_SHARED(smem4);
   uint8_t* stages = reinterpret_cast<uint8_t*>(smem4);
   const size_t kpart = a.stage_k_bytes, spart = a.stage_bytes;
@@ -170,7 +280,52 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     p_st = p_st + 1 == S ? 0 : p_st + 1;
     stage_commit();
   };
-  for (int i = 0; i < S - 1; ++i) issue();
+  // The bulk producer, run by one thread: the next tile into stage st (nothing past ke).
+  const auto issue_bulk = [&](int st) {
+    const int pk = p_next[0];
+    if (pk >= ke) return;
+    int bi = p_next[1], bend = p_next[2];
+    if (pk >= bend) {
+      ++bi;
+      bend += bt;
+    }
+    const int t1 = min(min(pk + TK, ke), bend), nk = t1 - pk;
+    if (!waited && t1 > new_lo) {
+      pdl_wait_prev();
+      waited = true;
+    }
+    const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
+    const size_t row = head_row + size_t(pk - bi * bt);
+    const uint8_t* ks = base + row * krb;
+    const uint8_t* vs = base + a.v_offset + row * vrb;
+    st_t0[st] = pk;
+    st_nk[st] = nk;
+    st_ko[st] = int(reinterpret_cast<uintptr_t>(ks) & 15u);
+    st_vo[st] = int(reinterpret_cast<uintptr_t>(vs) & 15u);
+    p_next[0] = t1;
+    p_next[1] = bi;
+    p_next[2] = bend;
+    uint8_t* dst = stages + size_t(st) * spart;
+    // The arrival (release) orders the stores above before any consumer's wait (acquire) returns.
+    tc::bar_arrive_expect(&full[st], tc::bulk_bytes(ks, nk * int(krb)) + tc::bulk_bytes(vs, nk * int(vrb)));
+    tc::bulk_copy(dst, ks, nk * int(krb), &full[st]);
+    tc::bulk_copy(dst + kpart, vs, nk * int(vrb), &full[st]);
+  };
+  if constexpr (kBulk) {
+    if (threadIdx.x == 0) {  // the others first touch the barriers after block_prologue's barrier
+      for (int st = 0; st < S; ++st) {
+        tc::bar_init(&full[st], 1);
+        released[st] = 0;
+      }
+      tc::bar_init_fence();
+      p_next[0] = kb;
+      p_next[1] = kb / bt;
+      p_next[2] = (kb / bt + 1) * bt;
+      for (int st = 0; st < S; ++st) issue_bulk(st);  // every stage in flight (no stage is being read yet)
+    }
+  } else {
+    for (int i = 0; i < S - 1; ++i) issue();
+  }
 
   block_prologue<HD>(a, w, R, Qs, LD, qhi, qlo, qrow, lvk, lvv);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -206,189 +361,212 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     for (int e = 0; e < 4; ++e) oacc[i][e] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  for (int c_st = 0, key = kb; key < ke; c_st = c_st + 1 == S ? 0 : c_st + 1) {
-    stage_wait(S - 2);
-    __syncthreads();
-    issue();
+  uint32_t parity = 0;  // bulk: the phase parity of the current stage's barrier (flips as the ring wraps)
+  for (int c_st = 0, key = kb; key < ke;) {
+    if constexpr (kBulk) {
+      tc::bar_wait(&full[c_st], parity);
+    } else {
+      stage_wait(S - 2);
+      __syncthreads();
+      issue();
+    }
     const int t0 = st_t0[c_st], nk = st_nk[c_st];
     key = t0 + nk;
     const int i0 = 16 * warp;  // this warp's first key in the tile
-    if (i0 >= nk) continue;    // warp-uniform: a short last tile
-    const uint8_t* kbuf = stages + size_t(c_st) * spart + st_ko[c_st] + size_t(i0) * krb;
-    const uint8_t* vbuf = stages + size_t(c_st) * spart + kpart + st_vo[c_st] + size_t(i0) * vrb;
+    if (i0 < nk) {             // warp-uniform: a short last tile leaves some warps without keys
+      const uint8_t* kbuf = stages + size_t(c_st) * spart + st_ko[c_st] + size_t(i0) * krb;
+      const uint8_t* vbuf = stages + size_t(c_st) * spart + kpart + st_vo[c_st] + size_t(i0) * vrb;
 
-    // ---- S^T = K Q^T (q8_0 K: per 32-dim block, then times the key's d) ----
-    float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    {
-      // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: q8_0 rows are 136 bytes (34 words) apart, so
-      // lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a load share a
-      // bank (keys g and g + 1 would: 2g + t).
-      const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
-      const uint8_t* kc = ka + krb;                    // key 2g + 1
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
-          const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
-          const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
-                                  tc::q8_pair<2, 3>(wc)};
-          mma16816(cb, af, qb[2 * b + h]);
+      // ---- S^T = K Q^T (q8_0 K: per 32-dim block, then times the key's d) ----
+      float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      {
+        // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: q8_0 rows are 136 bytes (34 words) apart, so
+        // lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a load share a
+        // bank (keys g and g + 1 would: 2g + t).
+        const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
+        const uint8_t* kc = ka + krb;                    // key 2g + 1
+  #pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
+            const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
+            const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
+                                    tc::q8_pair<2, 3>(wc)};
+            mma16816(cb, af, qb[2 * b + h]);
+          }
+          const float da = half_to_float(ld_u16(ka + 34 * b)), dc = half_to_float(ld_u16(kc + 34 * b));
+          sc[0] += da * cb[0];
+          sc[1] += da * cb[1];
+          sc[2] += dc * cb[2];
+          sc[3] += dc * cb[3];
         }
-        const float da = half_to_float(ld_u16(ka + 34 * b)), dc = half_to_float(ld_u16(kc + 34 * b));
-        sc[0] += da * cb[0];
-        sc[1] += da * cb[1];
-        sc[2] += dc * cb[2];
-        sc[3] += dc * cb[3];
       }
-    }
-    // Full scores (hi + lo columns), masks, softcap: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1).
-    float x[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = sc[e] + __shfl_xor_sync(0xffffffffu, sc[e], 2);
-      if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
-      const int ki = i0 + 2 * g + (e >> 1), pos = t0 + ki;
-      const bool ok = ki < nk && ((e & 1) ? pos <= qh1 && pos >= ql1 : pos <= qh0 && pos >= ql0);
-      x[e] = ok ? v : -INFINITY;
-    }
-    float p[4], alpha[2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      float mt = fmaxf(x[j], x[j + 2]);
-#pragma unroll
-      for (int o = 4; o < 32; o *= 2) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
-      const float m_new = fmaxf(m[j], mt);
-      alpha[j] = m_new == -INFINITY ? 1.0f : fast_exp(m[j] - m_new);
-      p[j] = m_new == -INFINITY ? 0.0f : fast_exp(x[j] - m_new);
-      p[j + 2] = m_new == -INFINITY ? 0.0f : fast_exp(x[j + 2] - m_new);
-      m[j] = m_new;
-      l[j] = l[j] * alpha[j] + (p[j] + p[j + 2]);
-    }
-    // Rescale only when some row's max grew (rare past the first tiles at long depth). Every lane holds the same
-    // m for its rows as the other lanes of its t % 2 (the g butterfly; lanes t and t ^ 2 agree), and lane ^ 1 holds
-    // the other two rows: one shuffle makes the condition warp-uniform, so it can be a branch, not 32 predicated
-    // multiplies per lane and tile.
-    float grew = (alpha[0] != 1.0f || alpha[1] != 1.0f) ? 1.0f : 0.0f;
-    grew += __shfl_xor_sync(0xffffffffu, grew, 1);
-    if (grew != 0.0f)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        oacc[i][0] *= alpha[0];
-        oacc[i][1] *= alpha[1];
-        oacc[i][2] *= alpha[0];
-        oacc[i][3] *= alpha[1];
+      // Full scores (hi + lo columns), masks, softcap: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1).
+      float x[4];
+  #pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = sc[e] + __shfl_xor_sync(0xffffffffu, sc[e], 2);
+        if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+        const int ki = i0 + 2 * g + (e >> 1), pos = t0 + ki;
+        const bool ok = ki < nk && ((e & 1) ? pos <= qh1 && pos >= ql1 : pos <= qh0 && pos >= ql0);
+        x[e] = ok ? v : -INFINITY;
       }
-    // The probabilities to the B layout: pex[warp][row][key].
-    if (t < 2) {
-      pex[warp][r0][2 * g] = p[0];
-      pex[warp][r0 + 1][2 * g] = p[1];
-      pex[warp][r0][2 * g + 1] = p[2];
-      pex[warp][r0 + 1][2 * g + 1] = p[3];
-    }
-    __syncwarp();
-    // Column g's probabilities of keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); keys past the tile have p = 0.
-    const float* pr = pex[warp][g & 3];
-    const float pk[4] = {pr[2 * t], pr[2 * t + 1], pr[2 * t + 8], pr[2 * t + 9]};
-    const int kk[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
-    const bool hi_col = g < 4;
-    // B fragment of probabilities times per-key factors f (hi or lo by column).
-    const auto b_frag = [&](const float (&f)[4], uint32_t (&bf)[2]) {
-      uint32_t h0, l0, h1, l1;
-      split_pair(pk[0] * f[0], pk[1] * f[1], h0, l0);
-      split_pair(pk[2] * f[2], pk[3] * f[3], h1, l1);
-      bf[0] = hi_col ? h0 : l0;
-      bf[1] = hi_col ? h1 : l1;
-    };
+      float p[4], alpha[2];
+  #pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        float mt = fmaxf(x[j], x[j + 2]);
+  #pragma unroll
+        for (int o = 4; o < 32; o *= 2) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+        const float m_new = fmaxf(m[j], mt);
+        alpha[j] = m_new == -INFINITY ? 1.0f : fast_exp(m[j] - m_new);
+        p[j] = m_new == -INFINITY ? 0.0f : fast_exp(x[j] - m_new);
+        p[j + 2] = m_new == -INFINITY ? 0.0f : fast_exp(x[j + 2] - m_new);
+        m[j] = m_new;
+        l[j] = l[j] * alpha[j] + (p[j] + p[j + 2]);
+      }
+      // Rescale only when some row's max grew (rare past the first tiles at long depth). Every lane holds the same
+      // m for its rows as the other lanes of its t % 2 (the g butterfly; lanes t and t ^ 2 agree), and lane ^ 1 holds
+      // the other two rows: one shuffle makes the condition warp-uniform, so it can be a branch, not 32 predicated
+      // multiplies per lane and tile.
+      float grew = (alpha[0] != 1.0f || alpha[1] != 1.0f) ? 1.0f : 0.0f;
+      grew += __shfl_xor_sync(0xffffffffu, grew, 1);
+      if (grew != 0.0f)
+  #pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          oacc[i][0] *= alpha[0];
+          oacc[i][1] *= alpha[1];
+          oacc[i][2] *= alpha[0];
+          oacc[i][3] *= alpha[1];
+        }
+      // The probabilities to the B layout: pex[warp][row][key].
+      if (t < 2) {
+        pex[warp][r0][2 * g] = p[0];
+        pex[warp][r0 + 1][2 * g] = p[1];
+        pex[warp][r0][2 * g + 1] = p[2];
+        pex[warp][r0 + 1][2 * g + 1] = p[3];
+      }
+      __syncwarp();
+      // Column g's probabilities of keys 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); keys past the tile have p = 0.
+      const float* pr = pex[warp][g & 3];
+      const float pk[4] = {pr[2 * t], pr[2 * t + 1], pr[2 * t + 8], pr[2 * t + 9]};
+      const int kk[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
+      const bool hi_col = g < 4;
+      // B fragment of probabilities times per-key factors f (hi or lo by column).
+      const auto b_frag = [&](const float (&f)[4], uint32_t (&bf)[2]) {
+        uint32_t h0, l0, h1, l1;
+        split_pair(pk[0] * f[0], pk[1] * f[1], h0, l0);
+        split_pair(pk[2] * f[2], pk[3] * f[3], h1, l1);
+        bf[0] = hi_col ? h0 : l0;
+        bf[1] = hi_col ? h1 : l1;
+      };
 
-    // ---- O^T += V^T P ----
-    if constexpr (!kTurboV) {  // q8_0 V: tile i in block i / 2; P times the block's d
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
+      // ---- O^T += V^T P ----
+      if constexpr (!kTurboV) {  // q8_0 V: tile i in block i / 2; P times the block's d
+  #pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          float f[4];
+  #pragma unroll
+          for (int u = 0; u < 4; ++u)
+            f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + 34 * b)) : 0.0f;
+          uint32_t bf[2];
+          b_frag(f, bf);
+  #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int off = 34 * b + 2 + 16 * h + 2 * g;  // dims 16 i + 2g, +1 (i = 2b + h) of each key
+            uint32_t wv[4];
+  #pragma unroll
+            for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + off);
+            const uint32_t w01 = (wv[0] | (wv[1] << 16)) ^ 0x80808080u, w23 = (wv[2] | (wv[3] << 16)) ^ 0x80808080u;
+            // a0: dim 16i+2g of keys 2t, 2t+1; a1: dim +1 of them; a2, a3: keys 2t+8, 2t+9.
+            const uint32_t af[4] = {tc::q8_pair<0, 2>(w01), tc::q8_pair<1, 3>(w01), tc::q8_pair<0, 2>(w23),
+                                    tc::q8_pair<1, 3>(w23)};
+            mma16816(oacc[2 * b + h], af, bf);
+          }
+        }
+      } else {  // turbo / trellis V: lane g's pieces 2g, 2g + 1; P times the row's norm
         float f[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + 34 * b)) : 0.0f;
+  #pragma unroll
+        for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb)) : 0.0f;
         uint32_t bf[2];
         b_frag(f, bf);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int off = 34 * b + 2 + 16 * h + 2 * g;  // dims 16 i + 2g, +1 (i = 2b + h) of each key
-          uint32_t wv[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + off);
-          const uint32_t w01 = (wv[0] | (wv[1] << 16)) ^ 0x80808080u, w23 = (wv[2] | (wv[3] << 16)) ^ 0x80808080u;
-          // a0: dim 16i+2g of keys 2t, 2t+1; a1: dim +1 of them; a2, a3: keys 2t+8, 2t+9.
-          const uint32_t af[4] = {tc::q8_pair<0, 2>(w01), tc::q8_pair<1, 3>(w01), tc::q8_pair<0, 2>(w23),
-                                  tc::q8_pair<1, 3>(w23)};
-          mma16816(oacc[2 * b + h], af, bf);
-        }
-      }
-    } else {  // turbo / trellis V: lane g's pieces 2g, 2g + 1; P times the row's norm
-      float f[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb)) : 0.0f;
-      uint32_t bf[2];
-      b_frag(f, bf);
-      // Piece bits of the 4 keys' pieces 2g + h (decode8s_pairs's x, js / bits).
-      uint32_t px[2][4], pj[2][4];
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const uint8_t* rec = vbuf + size_t(kk[u]) * vrb;
-          const int c = 2 * g + h, i = 8 * c;
-          if constexpr (kv_trellis_bits(VT) != 0) {
-            constexpr int nb = kv_trellis_bits(VT) - 1;
-            const uint8_t* tb = rec + 2;
-            const uint32_t prev = i > 0 ? ld_u8(tb + (i >> 3) - 1) >> 5 : 0u;
-            px[h][u] = prev | (ld_u8(tb + (i >> 3)) << 3);
-            const uint8_t* jb = rec + 2 + HD / 8 + nb * (i >> 3);
-            if constexpr (nb == 1) pj[h][u] = ld_u8(jb);
-            else pj[h][u] = ld_u16(jb);
-          } else {
-            constexpr int bb = kv_turbo_bits(VT);
-            const uint8_t* ib = rec + 2 + bb * (i >> 3);
-            if constexpr (bb == 2) px[h][u] = ld_u16(ib);
-            else if constexpr (bb == 4) px[h][u] = ld_u32(ib);
-            else px[h][u] = ld_u8(ib) | (ld_u8(ib + 1) << 8) | (ld_u8(ib + 2) << 16);
-            pj[h][u] = 0;
-          }
-        }
-      const auto pair_at = [&](uint32_t off) {  // the f16 pair at byte offset off (a multiple of 4)
-        return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(vpair) + off);
-      };
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        uint32_t e[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          uint32_t off;
-          if constexpr (kv_trellis_bits(VT) != 0) {
-            constexpr int nb = kv_trellis_bits(VT) - 1;
-            switch (i & 3) {
-              case 0: off = trellis_pair_off<nb, 0, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-              case 1: off = trellis_pair_off<nb, 1, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-              case 2: off = trellis_pair_off<nb, 2, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-              default: off = trellis_pair_off<nb, 3, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-            }
-          } else {
-            constexpr int bb = kv_turbo_bits(VT);
-            switch (i & 3) {
-              case 0: off = turbo_pair_off<bb, 0, 2>(px[i >> 2][u]); break;
-              case 1: off = turbo_pair_off<bb, 1, 2>(px[i >> 2][u]); break;
-              case 2: off = turbo_pair_off<bb, 2, 2>(px[i >> 2][u]); break;
-              default: off = turbo_pair_off<bb, 3, 2>(px[i >> 2][u]); break;
+        // Piece bits of the 4 keys' pieces 2g + h (decode8s_pairs's x, js / bits).
+        uint32_t px[2][4], pj[2][4];
+  #pragma unroll
+        for (int h = 0; h < 2; ++h)
+  #pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const uint8_t* rec = vbuf + size_t(kk[u]) * vrb;
+            const int c = 2 * g + h, i = 8 * c;
+            if constexpr (kv_trellis_bits(VT) != 0) {
+              constexpr int nb = kv_trellis_bits(VT) - 1;
+              const uint8_t* tb = rec + 2;
+              const uint32_t prev = i > 0 ? ld_u8(tb + (i >> 3) - 1) >> 5 : 0u;
+              px[h][u] = prev | (ld_u8(tb + (i >> 3)) << 3);
+              const uint8_t* jb = rec + 2 + HD / 8 + nb * (i >> 3);
+              if constexpr (nb == 1) pj[h][u] = ld_u8(jb);
+              else pj[h][u] = ld_u16(jb);
+            } else {
+              constexpr int bb = kv_turbo_bits(VT);
+              const uint8_t* ib = rec + 2 + bb * (i >> 3);
+              if constexpr (bb == 2) px[h][u] = ld_u16(ib);
+              else if constexpr (bb == 4) px[h][u] = ld_u32(ib);
+              else px[h][u] = ld_u8(ib) | (ld_u8(ib + 1) << 8) | (ld_u8(ib + 2) << 16);
+              pj[h][u] = 0;
             }
           }
-          e[u] = pair_at(off);
+        const auto pair_at = [&](uint32_t off) {  // the f16 pair at byte offset off (a multiple of 4)
+          return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(vpair) + off);
+        };
+  #pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          uint32_t e[4];
+  #pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            uint32_t off;
+            if constexpr (kv_trellis_bits(VT) != 0) {
+              constexpr int nb = kv_trellis_bits(VT) - 1;
+              switch (i & 3) {
+                case 0: off = trellis_pair_off<nb, 0, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+                case 1: off = trellis_pair_off<nb, 1, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+                case 2: off = trellis_pair_off<nb, 2, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+                default: off = trellis_pair_off<nb, 3, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+              }
+            } else {
+              constexpr int bb = kv_turbo_bits(VT);
+              switch (i & 3) {
+                case 0: off = turbo_pair_off<bb, 0, 2>(px[i >> 2][u]); break;
+                case 1: off = turbo_pair_off<bb, 1, 2>(px[i >> 2][u]); break;
+                case 2: off = turbo_pair_off<bb, 2, 2>(px[i >> 2][u]); break;
+                default: off = turbo_pair_off<bb, 3, 2>(px[i >> 2][u]); break;
+              }
+            }
+            e[u] = pair_at(off);
+          }
+          // a0: dim 16g+2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
+          const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),
+                                  tc::highs(e[2], e[3])};
+          mma16816(oacc[i], av, bf);
         }
-        // a0: dim 16g+2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
-        const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),
-                                tc::highs(e[2], e[3])};
-        mma16816(oacc[i], av, bf);
       }
+    }  // i0 < nk
+    if constexpr (kBulk) {
+      // Release the stage: the last warp done with it refills it. The fences order this warp's reads of the stage
+      // (and, for the refilling warp, the previous refill's p_next stores) around the count.
+      __syncwarp();
+      if (lane == 0) {
+        tc::fence_block();
+        if (tc::shared_fetch_inc(&released[c_st]) == NW - 1) {
+          released[c_st] = 0;
+          tc::fence_block();
+          issue_bulk(c_st);
+        }
+      }
+    }
+    if (++c_st == S) {
+      c_st = 0;
+      parity ^= 1u;
     }
   }
   // The rows' l: the sum over the warp's g lanes.

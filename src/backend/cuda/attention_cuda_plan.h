@@ -93,6 +93,17 @@ inline Decode8Kernels& decode8_kernels() {
   }();
   return k;
 }
+// The tensor-core decode kernel's tile pipeline (attention_cuda_decode_tc.cuh): true (unset or other): bulk copies
+// completing on one mbarrier per stage, each stage refilled by the last warp done with it, no block barrier per
+// tile (sm_90; the kernel compiles the cp.async ring below sm_90 either way); false (POLYKV_CUDA_ATTN_TC_PIPE=sync):
+// the cp.async ring with one block barrier per tile (the kernel of 2026-12-02, second session).
+inline bool& decode_tc_bulk() {
+  static bool b = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_TC_PIPE");
+    return !(e && std::string(e) == "sync");
+  }();
+  return b;
+}
 // The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head size 128, q8_0 K, V q8_0 or a turbo /
 // trellis type with a pair table at 3 bits (turbo3, turbo3t). Tiles of kDecodeTcTileKeys keys (16 per warp).
 struct Decode8Pair {
