@@ -353,6 +353,13 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       }
   }
   const int qh0 = qhi[r0], qh1 = qhi[r0 + 1], ql0 = qlo[r0], ql1 = qlo[r0 + 1];
+  // Keys [seen_lo, seen_hi] are visible to every row of the block (empty when a row is missing: qlo = INT_MAX).
+  int seen_lo = qlo[0], seen_hi = qhi[0];
+#pragma unroll
+  for (int r = 1; r < R; ++r) {
+    seen_lo = max(seen_lo, qlo[r]);
+    seen_hi = min(seen_hi, qhi[r]);
+  }
 
   float oacc[8][4];  // O^T tiles: (dim of m = g / g + 8, column 2t / 2t + 1)
 #pragma unroll
@@ -385,10 +392,10 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
         // bank (keys g and g + 1 would: 2g + t).
         const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
         const uint8_t* kc = ka + krb;                    // key 2g + 1
-  #pragma unroll
+#pragma unroll
         for (int b = 0; b < 4; ++b) {
           float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  #pragma unroll
+#pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
             const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
@@ -403,21 +410,27 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
           sc[3] += dc * cb[3];
         }
       }
-      // Full scores (hi + lo columns), masks, softcap: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1).
+      // Full scores (hi + lo columns), softcap, masks: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1). The masks
+      // only where some key of the warp's 16 is past the tile or outside some row's visible range (warp-uniform).
       float x[4];
-  #pragma unroll
+#pragma unroll
       for (int e = 0; e < 4; ++e) {
         float v = sc[e] + __shfl_xor_sync(0xffffffffu, sc[e], 2);
         if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
-        const int ki = i0 + 2 * g + (e >> 1), pos = t0 + ki;
-        const bool ok = ki < nk && ((e & 1) ? pos <= qh1 && pos >= ql1 : pos <= qh0 && pos >= ql0);
-        x[e] = ok ? v : -INFINITY;
+        x[e] = v;
       }
+      if (!(i0 + 16 <= nk && t0 + i0 >= seen_lo && t0 + i0 + 15 <= seen_hi))
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ki = i0 + 2 * g + (e >> 1), pos = t0 + ki;
+          const bool ok = ki < nk && ((e & 1) ? pos <= qh1 && pos >= ql1 : pos <= qh0 && pos >= ql0);
+          if (!ok) x[e] = -INFINITY;
+        }
       float p[4], alpha[2];
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < 2; ++j) {
         float mt = fmaxf(x[j], x[j + 2]);
-  #pragma unroll
+#pragma unroll
         for (int o = 4; o < 32; o *= 2) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
         const float m_new = fmaxf(m[j], mt);
         alpha[j] = m_new == -INFINITY ? 1.0f : fast_exp(m[j] - m_new);
@@ -433,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       float grew = (alpha[0] != 1.0f || alpha[1] != 1.0f) ? 1.0f : 0.0f;
       grew += __shfl_xor_sync(0xffffffffu, grew, 1);
       if (grew != 0.0f)
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < 8; ++i) {
           oacc[i][0] *= alpha[0];
           oacc[i][1] *= alpha[1];
@@ -464,19 +477,19 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
 
       // ---- O^T += V^T P ----
       if constexpr (!kTurboV) {  // q8_0 V: tile i in block i / 2; P times the block's d
-  #pragma unroll
+#pragma unroll
         for (int b = 0; b < 4; ++b) {
           float f[4];
-  #pragma unroll
+#pragma unroll
           for (int u = 0; u < 4; ++u)
             f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + 34 * b)) : 0.0f;
           uint32_t bf[2];
           b_frag(f, bf);
-  #pragma unroll
+#pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int off = 34 * b + 2 + 16 * h + 2 * g;  // dims 16 i + 2g, +1 (i = 2b + h) of each key
             uint32_t wv[4];
-  #pragma unroll
+#pragma unroll
             for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + off);
             const uint32_t w01 = (wv[0] | (wv[1] << 16)) ^ 0x80808080u, w23 = (wv[2] | (wv[3] << 16)) ^ 0x80808080u;
             // a0: dim 16i+2g of keys 2t, 2t+1; a1: dim +1 of them; a2, a3: keys 2t+8, 2t+9.
@@ -487,15 +500,15 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
         }
       } else {  // turbo / trellis V: lane g's pieces 2g, 2g + 1; P times the row's norm
         float f[4];
-  #pragma unroll
+#pragma unroll
         for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb)) : 0.0f;
         uint32_t bf[2];
         b_frag(f, bf);
         // Piece bits of the 4 keys' pieces 2g + h (decode8s_pairs's x, js / bits).
         uint32_t px[2][4], pj[2][4];
-  #pragma unroll
+#pragma unroll
         for (int h = 0; h < 2; ++h)
-  #pragma unroll
+#pragma unroll
           for (int u = 0; u < 4; ++u) {
             const uint8_t* rec = vbuf + size_t(kk[u]) * vrb;
             const int c = 2 * g + h, i = 8 * c;
@@ -519,10 +532,10 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
         const auto pair_at = [&](uint32_t off) {  // the f16 pair at byte offset off (a multiple of 4)
           return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(vpair) + off);
         };
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < 8; ++i) {
           uint32_t e[4];
-  #pragma unroll
+#pragma unroll
           for (int u = 0; u < 4; ++u) {
             uint32_t off;
             if constexpr (kv_trellis_bits(VT) != 0) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # 2026-12-02 (third session) call J1 (f16-exact turbo levels; the tensor-core kernel's turbo V from an f16 pair
-# table, one product per 16-dim tile): (1) the CUDA attention, KV and model GPU tests in 6 shards; (2) the kernel
-# bench (generic / pairs / mma); (3) decode at depth 32768, synth llama-3.1-8b q4_0, q8_0/turbo3t and q8_0/q8_0
-# interleaved, two rounds of 3 reps.
+# table, one product per 16-dim tile; its bulk-copy tile pipeline): (1) the CUDA attention, KV and model GPU tests
+# in 6 shards; (2) the kernel bench (pairs / mma-sync / mma-bulk); (3) decode at depth 32768, synth llama-3.1-8b
+# q4_0, q8_0/turbo3t and q8_0/q8_0, each with the bulk and the sync pipeline, interleaved, two rounds of 3 reps.
 mkdir -p /work; ln -sfn $PWD /work/wt-gputest; [ -e /work/main ] || ln -sfn $PWD /work/main
 rm -rf build-gpu; tar xJf .gpucarry/build-gpu.tar.xz
 source scripts/gpu-lib.sh; BIN=build-gpu; SUMMARY=$OUT/summary.txt; setup_gpu_libraries
@@ -21,8 +21,8 @@ grep -h -A3 'Failure' $OUT/shard*.log | head -30 >> $SUMMARY
 timeout 100 $T --gtest_filter='CudaAttentionDecode8.DISABLED_DecodeModesBench' --gtest_also_run_disabled_tests --gtest_color=no > $OUT/kernel-bench.log 2>&1
 note "kernel bench rc=$? at $((SECONDS-t0)) s"; grep -E '^(K/V|f16|q8_0|turbo)' $OUT/kernel-bench.log >> $SUMMARY
 for round in 1 2; do
-  for cfg in "q8_0 turbo3t" "q8_0 q8_0"; do set -- $cfg
-    timeout 60 $P bench -m $M --device cuda -p 0 -n 32 -d 32768 -r 3 -ctk $1 -ctv $2 --json --bandwidth 4240 2>>$OUT/d32768.err | grep '^{' | sed "s/^{/{\"round\":$round,/" >> $OUT/d32768.jsonl
+  for cfg in "q8_0 turbo3t bulk" "q8_0 turbo3t sync" "q8_0 q8_0 bulk" "q8_0 q8_0 sync"; do set -- $cfg
+    POLYKV_CUDA_ATTN_TC_PIPE=$3 timeout 60 $P bench -m $M --device cuda -p 0 -n 32 -d 32768 -r 3 -ctk $1 -ctv $2 --json --bandwidth 4240 2>>$OUT/d32768.err | grep '^{' | sed "s/^{/{\"round\":$round,\"pipe\":\"$3\",/" >> $OUT/d32768.jsonl
     note "d32768 round $round $cfg: $(tail -1 $OUT/d32768.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]') at $((SECONDS-t0)) s"
   done
 done
