@@ -29,7 +29,9 @@
 // prior (recovery takes one long interval, then short ones). A probe that lands while the estimate is
 // already high doubles the interval too: that sequence is not drafting for cost, not acceptance
 // (8 MTP agents on a CPU: probes every 8 steps cost ~10% of the run, 2026-12-01g). Probes also give
-// the step-cost fit rows that vary.
+// the step-cost fit rows that vary. In a batch where the sequence's drafts could not pay even if every
+// one were accepted (draft_can_pay), its due probe is skipped and stays due: it probes at the first
+// step where they could (the batch shrinks), 2026-12-02.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -123,9 +125,21 @@ struct DraftCandidate {
 
 // base_rows: the step's rows without drafts (decode rows of every sequence, prompt chunks);
 // base_tokens: tokens the step emits without drafts (its decoding sequences). Returns k per candidate,
-// the plan of the highest expected tokens per second (then probes: at least 1 where due).
+// the plan of the highest expected tokens per second, then probes: 1 where due, except in a batch
+// (base_tokens >= 2) for a candidate whose drafts could not pay at any acceptance (draft_can_pay).
 std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_tokens,
                              std::span<const DraftCandidate> cands);
+
+// Whether some k in [1, c.k_max] raises the plain step's expected tokens per second (base_tokens /
+// cost(base_rows)) when every draft is accepted (acceptance 1, the best case): false when the verify
+// rows and the drafter cost more than even accepted drafts save. Then no acceptance estimate can make
+// the plan draft c, and a probe (which only refreshes that estimate) is skipped, and with it the
+// drafter's catch-up over the tokens since its last draft (2026-12-02: 8 agents on this CPU, the draft
+// model and the MTP head: the probes and their catch-ups were the 9-12% left against plain decoding).
+// One decoding sequence keeps its probes: there the fixed part of a step makes drafts pay unless the
+// drafter's cost estimate is several times too high (a load spike), and its probes are what re-measure
+// that estimate; a batch never does (no probes), so the estimate is refreshed only by smaller steps.
+bool draft_can_pay(const StepCostFit& cost, int base_rows, int base_tokens, const DraftCandidate& c);
 
 // The per-sequence state of the adaptive policy: acceptance and the probe counter.
 struct SpecSeqState {
