@@ -78,6 +78,23 @@ TEST(SpecProbeSkip, DraftCanPayComparesFullAcceptanceWithThePlainStep) {
   EXPECT_FALSE(draft_can_pay(unit, 8, 8, c({0, 0}, 0)));      // no drafts allowed
 }
 
+// The first steps of 8 agents: some decode while others' prompts are prefilled (88 rows for 8 tokens).
+// Such a step is dear per token, so accepted drafts would pay in it; but a drafter that cannot pay in the
+// batch's decode-only step would catch up (pool copy, suffix) to draft for a step or two. It drafts nothing;
+// the n-gram drafter (nothing to catch up, pays in the decode-only step too) still does.
+TEST(SpecProbeSkip, PromptRowsDoNotMakeABatchDraftWhatItsDecodesCannotPay) {
+  auto cands = [](DraftCost d, double a, size_t n = 8) {
+    std::vector<DraftCandidate> c(n);
+    for (auto& x : c) x.acceptance = a, x.k_max = 3, x.draft_seconds = d.token, x.draft_call_seconds = d.call;
+    return c;
+  };
+  EXPECT_EQ(plan_drafts(kEight, 88, 8, cands(kMtp, 0.9)), std::vector<int>(8, 0));
+  EXPECT_EQ(plan_drafts(kEight, 88, 8, cands(kDraftModel, 0.9)), std::vector<int>(8, 0));
+  EXPECT_EQ(plan_drafts(kEight, 88, 8, cands(kNgram, 0.9)), std::vector<int>(8, 3));
+  // One decoding sequence beside a prompt: as before, it drafts where the step makes drafts pay.
+  EXPECT_EQ(plan_drafts(kOne, 64, 1, cands(kMtp, 0.9, 1)), std::vector<int>{3});
+}
+
 // The 8 agents of the server benchmark with the MTP head or the draft model: high acceptance, the
 // plan never drafts for cost, and before 2026-12-02 each sequence still probed (8, 16, 32, 64 steps
 // apart: 5 probes in 128 steps, each catching up the tokens since the last). Now: none.

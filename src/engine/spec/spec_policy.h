@@ -125,17 +125,22 @@ struct DraftCandidate {
 
 // base_rows: the step's rows without drafts (decode rows of every sequence, prompt chunks);
 // base_tokens: tokens the step emits without drafts (its decoding sequences). Returns k per candidate,
-// the plan of the highest expected tokens per second, then probes: 1 where due, except in a batch
-// (base_tokens >= 2) for a candidate whose drafts could not pay at any acceptance (draft_can_pay).
+// the plan of the highest expected tokens per second, then probes: 1 where due. In a batch
+// (base_tokens >= 2) a candidate whose drafts could not pay in the batch's decode-only step
+// (draft_can_pay(cost, base_tokens, base_tokens, c)) drafts nothing, neither planned nor probing.
 std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_tokens,
                              std::span<const DraftCandidate> cands);
 
 // Whether some k in [1, c.k_max] raises the plain step's expected tokens per second (base_tokens /
 // cost(base_rows)) when every draft is accepted (acceptance 1, the best case): false when the verify
 // rows and the drafter cost more than even accepted drafts save. Then no acceptance estimate can make
-// the plan draft c, and a probe (which only refreshes that estimate) is skipped, and with it the
-// drafter's catch-up over the tokens since its last draft (2026-12-02: 8 agents on this CPU, the draft
-// model and the MTP head: the probes and their catch-ups were the 9-12% left against plain decoding).
+// the plan draft c, and a probe (which only refreshes that estimate) is useless; skipping it also skips
+// the drafter's catch-up over the tokens since its last draft (2026-12-02: 8 agents on this CPU with
+// the draft model or the MTP head, the probes and their catch-ups were the 9-12% left against plain
+// decoding). plan_drafts asks it of the batch's decode-only step, not of the step itself: a step that
+// also prefills prompt chunks is dear per token, so drafts would pay in it, but the drafter would first
+// catch up (an agent's first draft: its pool's copy and its own suffix; costs the plan does not see)
+// only to stop drafting when the prompts are done.
 // One decoding sequence keeps its probes: there the fixed part of a step makes drafts pay unless the
 // drafter's cost estimate is several times too high (a load spike), and its probes are what re-measure
 // that estimate; a batch never does (no probes), so the estimate is refreshed only by smaller steps.
