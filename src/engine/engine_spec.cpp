@@ -174,7 +174,7 @@ void Engine::share_pool_draft(Seq& s, DraftModelDrafter& d) {
   m_.spec_draft_shared_tokens_total += n;
 }
 
-// An MTP agent's head still lacking its pool's rows (at its first token, or a first draft): copies them
+// An MTP agent's head still lacking its pool's rows (at its first draft): copies them
 // from the pool's shared head KV, made on first use from the pool's hidden states (those the agent's
 // drafter was given at admission, Seq::pool_hidden_src, of which it holds only the last row: the
 // copy's contract), so the head runs over the pool once per pool instead of once per agent. Its own
