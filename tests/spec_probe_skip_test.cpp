@@ -78,6 +78,29 @@ TEST(SpecProbeSkip, DraftCanPayComparesFullAcceptanceWithThePlainStep) {
   EXPECT_FALSE(draft_can_pay(unit, 8, 8, c({0, 0}, 0)));      // no drafts allowed
 }
 
+// Near the break-even (drafts that beat the plain step by less than kProbeMargin at acceptance 1) a batch
+// makes no probes (their catch-up is not in the plan; the fit is not that exact), but drafts planned on
+// merit stay: a sequence whose estimate is high drafts.
+TEST(SpecProbeSkip, ProbesNeedAMarginPlannedDraftsDoNot) {
+  const StepCostFit unit = StepCostFit::exact(4, 1);  // eight rows: plain 8 / 12
+  auto one = [&](double a, double tok, bool probe) {
+    std::vector<DraftCandidate> c(8);
+    for (auto& x : c) x.acceptance = 0.1, x.k_max = 3, x.draft_seconds = 10;  // the others never draft
+    c[0] = {a, 3, tok, 0, probe};
+    return plan_drafts(unit, 8, 8, c)[0];
+  };
+  // tok 0.35: accepted drafts give 1 / 1.35 = 0.74, 11% above 2/3: no probe; a high estimate drafts.
+  EXPECT_TRUE(draft_can_pay(unit, 8, 8, {1, 3, 0.35, 0, false}));
+  EXPECT_FALSE(draft_can_pay(unit, 8, 8, {1, 3, 0.35, 0, false}, kProbeMargin));
+  EXPECT_EQ(one(0.6, 0.35, true), 0);
+  EXPECT_GE(one(0.995, 0.35, false), 1);
+  // tok 0.1: 1 / 1.1 = 0.91, 36% above: the probe is made.
+  EXPECT_EQ(one(0.6, 0.1, true), 1);
+  // One sequence probes whatever the margin (fixed 4 + 1 row: plain 1 / 5; 1 / 4.5 is 11% above).
+  const std::vector<DraftCandidate> single{{0.1, 1, 3.5, 0, true}};
+  EXPECT_EQ(plan_drafts(unit, 1, 1, single), std::vector<int>{1});
+}
+
 // The first steps of 8 agents: some decode while others' prompts are prefilled (88 rows for 8 tokens).
 // Such a step is dear per token, so accepted drafts would pay in it; but a drafter that cannot pay in the
 // batch's decode-only step would catch up (pool copy, suffix) to draft for a step or two. It drafts nothing;

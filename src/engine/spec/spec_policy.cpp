@@ -179,18 +179,21 @@ std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_to
     lambda = ratio;
   }
   for (size_t i = 0; i < n; ++i)
-    if (cands[i].probe && k[i] == 0 && cands[i].k_max > 0 && !out[i]) k[i] = 1;
+    if (cands[i].probe && k[i] == 0 && cands[i].k_max > 0 && !out[i] &&
+        (base_tokens < 2 || draft_can_pay(cost, base_tokens, base_tokens, cands[i], kProbeMargin)))
+      k[i] = 1;
   return k;
 }
 
-bool draft_can_pay(const StepCostFit& cost, int base_rows, int base_tokens, const DraftCandidate& c) {
+bool draft_can_pay(const StepCostFit& cost, int base_rows, int base_tokens, const DraftCandidate& c,
+                   double margin) {
   if (c.k_max <= 0) return false;
   // At acceptance 1, j drafts gain j tokens for call + j * (per_row + tok) seconds: a ratio rising in j,
   // so k_max drafts are the best case. They pay if that ratio beats the plain step's t0 / s0.
   const double t0 = std::max(1, base_tokens), s0 = cost.cost(std::max(1, base_rows));
   const double price = std::max(0.0, c.draft_call_seconds) +
                        c.k_max * (cost.per_row() + std::max(0.0, c.draft_seconds));
-  return c.k_max * s0 > t0 * price;
+  return c.k_max * s0 > (1 + std::max(0.0, margin)) * t0 * price;
 }
 
 void SpecSeqState::after_step(int drafted, int accepted) {
