@@ -32,16 +32,19 @@ DraftCandidate cand(const SpecSeqState& s, DraftCost d, int k_max = 3) {
   return c;
 }
 
-// One engine step of the sequences `seqs` (all decoding, one row each): plans, then every draft is
-// accepted with the outcome `lands` (true: all kept; false: the first rejected). Returns drafted tokens.
+// One engine step of the sequences `seqs` (all decoding, one row each): bounds, plans, then every draft
+// has the outcome `lands` (true: all kept; false: the first rejected). Returns drafted tokens.
 int step(const StepCostFit& cost, std::vector<SpecSeqState>& seqs, DraftCost d, bool lands, int* probes_due = nullptr) {
   std::vector<DraftCandidate> c;
-  for (const SpecSeqState& s : seqs) c.push_back(cand(s, d));
   const int n = int(seqs.size());
+  for (const SpecSeqState& s : seqs) {
+    c.push_back(cand(s, d));
+    if (probes_due && c.back().probe) ++*probes_due;
+    bound_in_batch(cost, n, c.back());
+  }
   const std::vector<int> k = plan_drafts(cost, n, n, c);
   int drafted = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    if (probes_due && c[i].probe) ++*probes_due;
     seqs[i].after_step(k[i], lands ? k[i] : 0);
     drafted += k[i];
   }
@@ -87,6 +90,7 @@ TEST(SpecProbeSkip, ProbesNeedAMarginPlannedDraftsDoNot) {
     std::vector<DraftCandidate> c(8);
     for (auto& x : c) x.acceptance = 0.1, x.k_max = 3, x.draft_seconds = 10;  // the others never draft
     c[0] = {a, 3, tok, 0, probe};
+    for (auto& x : c) bound_in_batch(unit, 8, x);
     return plan_drafts(unit, 8, 8, c)[0];
   };
   // tok 0.35: accepted drafts give 1 / 1.35 = 0.74, 11% above 2/3: no probe; a high estimate drafts.
@@ -96,26 +100,36 @@ TEST(SpecProbeSkip, ProbesNeedAMarginPlannedDraftsDoNot) {
   EXPECT_GE(one(0.995, 0.35, false), 1);
   // tok 0.1: 1 / 1.1 = 0.91, 36% above: the probe is made.
   EXPECT_EQ(one(0.6, 0.1, true), 1);
-  // One sequence probes whatever the margin (fixed 4 + 1 row: plain 1 / 5; 1 / 4.5 is 11% above).
-  const std::vector<DraftCandidate> single{{0.1, 1, 3.5, 0, true}};
-  EXPECT_EQ(plan_drafts(unit, 1, 1, single), std::vector<int>{1});
+  // tok 0.6: 1 / 1.6 < 2/3: nothing, not even at acceptance 0.995.
+  EXPECT_EQ(one(0.995, 0.6, true), 0);
+  // One sequence is not bounded (fixed 4 + 1 row: plain 1 / 5; 1 / 4.5 is 11% above): it probes.
+  DraftCandidate single{0.1, 1, 3.5, 0, true};
+  bound_in_batch(unit, 1, single);
+  EXPECT_EQ(plan_drafts(unit, 1, 1, std::span(&single, 1)), std::vector<int>{1});
 }
 
-// The first steps of 8 agents: some decode while others' prompts are prefilled (88 rows for 8 tokens).
-// Such a step is dear per token, so accepted drafts would pay in it; but a drafter that cannot pay in the
-// batch's decode-only step would catch up (pool copy, suffix) to draft for a step or two. It drafts nothing;
-// the n-gram drafter (nothing to catch up, pays in the decode-only step too) still does.
+// The first steps of 8 agents: some decode while others' prompts are prefilled. Such a step is dear per
+// token, so accepted drafts would pay in it; but a drafter that cannot pay in the decode-only step of
+// the batch (all 8 decoding) would catch up (pool copy, suffix) to draft for a step or two. It drafts
+// nothing; the n-gram drafter (nothing to catch up, pays in the decode-only step too) still does.
 TEST(SpecProbeSkip, PromptRowsDoNotMakeABatchDraftWhatItsDecodesCannotPay) {
-  auto cands = [](DraftCost d, double a, size_t n = 8) {
-    std::vector<DraftCandidate> c(n);
-    for (auto& x : c) x.acceptance = a, x.k_max = 3, x.draft_seconds = d.token, x.draft_call_seconds = d.call;
-    return c;
+  auto plan = [](const StepCostFit& cost, int batch, int rows, DraftCost d, size_t decoding) {
+    std::vector<DraftCandidate> c(decoding);
+    for (auto& x : c) {
+      x.acceptance = 0.9, x.k_max = 3, x.draft_seconds = d.token, x.draft_call_seconds = d.call;
+      bound_in_batch(cost, batch, x);
+    }
+    return plan_drafts(cost, rows, int(decoding), c);
   };
-  EXPECT_EQ(plan_drafts(kEight, 88, 8, cands(kMtp, 0.9)), std::vector<int>(8, 0));
-  EXPECT_EQ(plan_drafts(kEight, 88, 8, cands(kDraftModel, 0.9)), std::vector<int>(8, 0));
-  EXPECT_EQ(plan_drafts(kEight, 88, 8, cands(kNgram, 0.9)), std::vector<int>(8, 3));
-  // One decoding sequence beside a prompt: as before, it drafts where the step makes drafts pay.
-  EXPECT_EQ(plan_drafts(kOne, 64, 1, cands(kMtp, 0.9, 1)), std::vector<int>{3});
+  // 4 decode, 4 prefill (88 rows): unbounded, every decoding MTP agent would draft 3.
+  EXPECT_EQ(plan(kEight, 1, 88, kMtp, 4), std::vector<int>(4, 3));
+  EXPECT_EQ(plan(kEight, 8, 88, kMtp, 4), std::vector<int>(4, 0));
+  EXPECT_EQ(plan(kEight, 8, 88, kDraftModel, 4), std::vector<int>(4, 0));
+  EXPECT_EQ(plan(kEight, 8, 88, kNgram, 4), std::vector<int>(4, 3));
+  // 1 decodes, 7 prefill (the first step of the server benchmark's 8 agents): bounded by the batch of 8.
+  EXPECT_EQ(plan(kEight, 8, 120, kMtp, 1), std::vector<int>{0});
+  // 1 decodes beside another request's prompt (a batch of 2, here with one sequence's costs): drafts.
+  EXPECT_EQ(plan(kOne, 2, 64, kMtp, 1), std::vector<int>{3});
 }
 
 // The 8 agents of the server benchmark with the MTP head or the draft model: high acceptance, the

@@ -140,16 +140,11 @@ std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_to
   const double t0 = std::max(1, base_tokens), s0 = cost.cost(std::max(1, base_rows));
   // gain[i][j], price[i][j]: expected extra tokens and seconds of candidate i drafting j tokens.
   std::vector<std::vector<double>> gain(n), price(n);
-  // In a batch, a candidate drafts (on merit or as a probe) only if its drafts could pay in the batch's
-  // decode-only step (rows = its decoding sequences) at acceptance 1 (see the header).
-  std::vector<char> out(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    out[i] = base_tokens >= 2 && !draft_can_pay(cost, base_tokens, base_tokens, cands[i]);
   for (size_t i = 0; i < n; ++i) {
     const DraftCandidate& c = cands[i];
     const double a = std::clamp(c.acceptance, 0.0, 1.0), tok = std::max(0.0, c.draft_seconds),
                  call = std::max(0.0, c.draft_call_seconds);
-    const int kmax = out[i] ? 0 : std::max(0, c.k_max);
+    const int kmax = std::max(0, c.k_max);
     gain[i].assign(size_t(kmax) + 1, 0.0);
     price[i].assign(size_t(kmax) + 1, 0.0);
     double p = 1;
@@ -179,10 +174,18 @@ std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_to
     lambda = ratio;
   }
   for (size_t i = 0; i < n; ++i)
-    if (cands[i].probe && k[i] == 0 && cands[i].k_max > 0 && !out[i] &&
-        (base_tokens < 2 || draft_can_pay(cost, base_tokens, base_tokens, cands[i], kProbeMargin)))
-      k[i] = 1;
+    if (cands[i].probe && k[i] == 0 && cands[i].k_max > 0) k[i] = 1;
   return k;
+}
+
+void bound_in_batch(const StepCostFit& cost, int batch_seqs, DraftCandidate& c) {
+  if (batch_seqs < 2) return;
+  if (!draft_can_pay(cost, batch_seqs, batch_seqs, c)) {
+    c.k_max = 0;
+    c.probe = false;
+  } else if (!draft_can_pay(cost, batch_seqs, batch_seqs, c, kProbeMargin)) {
+    c.probe = false;
+  }
 }
 
 bool draft_can_pay(const StepCostFit& cost, int base_rows, int base_tokens, const DraftCandidate& c,
