@@ -191,5 +191,29 @@ TEST(SpecProbeSkip, RecoversWhenTheBatchShrinksToOneSequence) {
   }
 }
 
+// A drafter's first steady sample carrying a one-time cost (0.95 ms per token for an MTP head whose
+// later drafts cost 0.15-0.35 ms) no longer sets the cost alone: until kWarmSamples samples the fit
+// answers 0, so one sequence keeps drafting and the fit follows the later samples. Before, the plan saw
+// 1 ms per token after the first sample and drafted only probes for the rest of the request.
+TEST(SpecProbeSkip, ADrafterFirstSampleDoesNotStopDrafting) {
+  DraftCostFit f;
+  f.add(1, 2, 1.9e-3);
+  EXPECT_EQ(f.per_token(), 0);
+  EXPECT_EQ(f.per_call(), 0);
+  SpecSeqState s;
+  DraftCostFit cost;
+  cost.add(1, 2, 1.9e-3);  // the outlier
+  int drafted = 0;
+  for (int t = 0; t < 60; ++t) {
+    DraftCandidate c{s.acceptance.rate, 3, cost.per_token(), cost.per_call(), s.probe_due()};
+    const int k = plan_drafts(kOne, 1, 1, std::span(&c, 1))[0];
+    if (k > 0) cost.add(1, k, 0.1e-3 + 0.25e-3 * k);  // what drafting really costs
+    s.after_step(k, k > 1 ? k - 1 : k);               // most drafts land
+    drafted += k;
+  }
+  EXPECT_GT(drafted, 60);
+  EXPECT_LT(cost.per_token() + cost.per_call(), 0.6e-3);
+}
+
 }  // namespace
 }  // namespace polykv

@@ -83,6 +83,7 @@ void DraftCostFit::add(int calls, int tokens, double seconds) {
     if (pred > 0) seconds = std::min(seconds, kClip * pred);
   }
   const double c = calls, n = tokens;
+  ++n_;
   w_ = kDecay * w_ + 1;
   scc_ = kDecay * scc_ + c * c;
   scn_ = kDecay * scn_ + c * n;
@@ -107,7 +108,7 @@ void DraftCostFit::solve(double& a, double& b) const {
     return;
   }
   a = b = 0;
-  if (w_ <= 0 || snn_ <= 0) return;
+  if (w_ <= 0 || snn_ <= 0 || n_ < kWarmSamples) return;
   const double m11 = scc_ * (1 + kRidge), det = m11 * snn_ - scn_ * scn_;
   if (det > 1e-12 * m11 * snn_) {
     a = (sct_ * snn_ - scn_ * snt_) / det;

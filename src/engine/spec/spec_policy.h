@@ -100,6 +100,12 @@ class DraftCostFit {
   static constexpr double kDecay = 0.9;   // about the last 10 samples count
   static constexpr double kRidge = 1e-3;  // per_call's pull towards 0, relative to the calls' weight
   static constexpr double kClipAfter = 4, kClip = 3;  // as StepCostFit's
+  // Until kWarmSamples samples, per_call() and per_token() answer 0 (drafting looks free, so the plan
+  // drafts and measures): a drafter's first samples carry one-time costs (its workspace growing, the
+  // first pass after a pool copy), and one such sample set the cost alone (before the clip applies) and
+  // stopped a single sequence from drafting for the rest of its request (2026-12-02: an MTP head's first
+  // steady draft, 0.95 ms per token against 0.15-0.35 later).
+  static constexpr int kWarmSamples = 3;
   void add(int calls, int tokens, double seconds);
   bool empty() const { return !exact_ && w_ <= 0; }
   double per_call() const;
@@ -110,6 +116,7 @@ class DraftCostFit {
  private:
   void solve(double& a, double& b) const;  // a: per call, b: per token
   double w_ = 0, scc_ = 0, scn_ = 0, snn_ = 0, sct_ = 0, snt_ = 0;  // weighted sums of c^2, cn, n^2, ct, nt
+  int n_ = 0;  // samples
   bool exact_ = false;
   double a_ = 0, b_ = 0;
 };
