@@ -134,7 +134,7 @@ TEST(SpecProbeSkip, PromptRowsDoNotMakeABatchDraftWhatItsDecodesCannotPay) {
 
 // The 8 agents of the server benchmark with the MTP head or the draft model: high acceptance, the
 // plan never drafts for cost, and before 2026-12-02 each sequence still probed (8, 16, 32, 64 steps
-// apart: 5 probes in 128 steps, each catching up the tokens since the last). Now: none.
+// apart: 4 probes in 128 steps, each catching up the tokens since the last). Now: none.
 TEST(SpecProbeSkip, ACostBoundBatchMakesNoProbes) {
   for (DraftCost d : {kMtp, kDraftModel}) {
     std::vector<SpecSeqState> seqs(8);
