@@ -104,6 +104,63 @@ TEST(SpecAdaptiveEngine, DearRowsDraftOnlyProbesAndStayLossless) {
   }
 }
 
+// 8 agents on a pool only, agent a generating n_gen[a] tokens, under T(R) = per_row * R (no fixed part:
+// with 2+ decoding sequences a draft cannot pay even if accepted). Checks the output against plain decoding.
+ServiceMetrics run_agents(const std::string& spec, const std::vector<int>& n_gen) {
+  EngineOptions o;
+  o.parallel = 8;
+  o.kv_tokens = 16384;
+  o.block_tokens = 32;
+  o.model_id = "embedded";
+  o.check_invariants = true;
+  o.draft_model = fx().draft.get();
+  o.spec_cost_fixed = 0;
+  o.spec_cost_per_row = 1;
+  Engine engine(*fx().model, fx().eog(), o);
+  const std::vector<int32_t> doc = fx().encode(kCode, true);
+  engine.create_pool("doc", doc, "", "");
+  std::vector<std::unique_ptr<Collector>> cs;
+  std::vector<std::vector<int32_t>> full;
+  const char* words[] = {" self", " return", " def", " if", " for", " value", " key", " name"};
+  for (size_t a = 0; a < n_gen.size(); ++a) {
+    // A one-token prompt: an agent's first step is a one-row step like a decode, so no step has rows
+    // that make its tokens dearer than a draft's (a step with prompt chunks may draft on merit).
+    const std::vector<int32_t> prompt{fx().encode(words[a % 8], false).at(0)};
+    cs.push_back(std::make_unique<Collector>());
+    GenerationRequest r = cs.back()->request(prompt, n_gen[a], "doc");
+    r.spec = spec;
+    r.spec_n_max = 3;
+    engine.submit(std::move(r));
+    std::vector<int32_t> f = doc;
+    f.insert(f.end(), prompt.begin(), prompt.end());
+    full.push_back(std::move(f));
+  }
+  for (auto& c : cs) c->wait();
+  for (size_t a = 0; a < cs.size(); ++a) {
+    SCOPED_TRACE(a);
+    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
+    EXPECT_EQ(cs[a]->ids, fx().plain_greedy(full[a], n_gen[a], fx().eog()));
+  }
+  return engine.metrics();
+}
+
+// 2026-12-02: a batch where no draft can pay at any acceptance makes no probes, so the draft model never
+// drafts nor copies the pool's draft KV for its agents (before: every agent probed after 8 steps, copied
+// the pool and caught up its suffix). The agent left alone when the others finish probes at once.
+TEST(SpecAdaptiveEngine, CostBoundAgentsSkipProbesUntilTheBatchShrinks) {
+  for (const char* spec : {"ngram", "draft"}) {
+    SCOPED_TRACE(spec);
+    const ServiceMetrics together = run_agents(spec, std::vector<int>(8, 32));
+    EXPECT_EQ(together.spec_drafted_tokens_total, 0);
+    EXPECT_EQ(together.spec_draft_shared_tokens_total, 0);
+    std::vector<int> last_longer(8, 16);
+    last_longer[7] = 48;  // alone for its last 32 tokens: probes (lands: the draft model is the target)
+    const ServiceMetrics alone = run_agents(spec, last_longer);
+    EXPECT_GT(alone.spec_drafted_tokens_total, 0);
+    if (std::string(spec) == "draft") EXPECT_GT(alone.spec_draft_shared_tokens_total, 0);
+  }
+}
+
 TEST(SpecAdaptiveEngine, RefusesAnUnknownPolicy) {
   EngineOptions o;
   o.kv_tokens = 4096;

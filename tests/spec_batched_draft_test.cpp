@@ -110,6 +110,9 @@ TEST(SpecBatchedDraft, ConcurrentDraftModelRequestsGiveThePlainGreedyTokens) {
     GenerationRequest r = cs.back()->request(prompts.back(), n_gen, "", /*ignore_eos=*/true);
     r.spec = "draft";
     r.spec_n_max = 1 + i % 4;
+    // Fixed n-max: every step drafts (the adaptive policy may draft nothing in a batch of 8 on a CPU,
+    // 2026-12-02, and this test is about drafting in batches).
+    r.spec_policy = "fixed";
     engine.submit(std::move(r));
   }
   for (auto& c : cs) c->wait();

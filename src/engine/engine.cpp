@@ -408,7 +408,7 @@ void Engine::admit_locked() {
     if (pool != pools_.end() && pool->second.hidden && s->drafter && s->drafter->needs_target_hidden() &&
         pool->second.hidden->size() == size_t(n_computed) * size_t(model_.config().n_embd)) {
       // MTP: the pool's rows. The engine's MtpDrafter gets only the last one: the rows before it come
-      // from the pool's shared head KV at its first token (share_pool_mtp), not from 3 MB of copies.
+      // from the pool's shared head KV at its first draft (share_pool_mtp), not from 3 MB of copies.
       const size_t E = size_t(model_.config().n_embd);
       if (dynamic_cast<MtpDrafter*>(s->drafter.get()) && n_computed >= 2)
         s->drafter->target_hidden(pool->second.hidden->data() + size_t(n_computed - 1) * E, 1, n_computed - 1);
@@ -694,14 +694,13 @@ void Engine::step() {
       try {
         // Neither a draft model's prompt nor an MTP head's rows are caught up here, one sequence at a
         // time: the first draft catches up, batched with the other sequences' (draft_before_batch), and
-        // a sequence the adaptive policy never lets draft never pays it. An MTP agent copies its
-        // pool's rows now (the head runs over the pool once per pool), so only its own rows wait.
-        if (s.drafter && s.n_generated == 0) {
+        // a sequence the adaptive policy never lets draft never pays it. Nor does an MTP agent copy its
+        // pool's shared head rows here: its first draft does (share_pool_mtp in draft_before_batch), so
+        // an agent of a batch where drafts cannot pay copies nothing (2026-12-02: 8 x 1535 rows per run).
+        if (s.drafter && s.n_generated == 0 && !dynamic_cast<MtpDrafter*>(s.drafter.get()) &&
+            !dynamic_cast<DraftModelDrafter*>(s.drafter.get())) {
           const auto td = Clock::now();
-          if (auto* m = dynamic_cast<MtpDrafter*>(s.drafter.get()))
-            share_pool_mtp(s, *m);
-          else if (!dynamic_cast<DraftModelDrafter*>(s.drafter.get()))
-            s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
+          s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
           draft_s += seconds_since(td);
         }
         if (sampled[i] == kNotSampled) {

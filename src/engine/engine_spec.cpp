@@ -32,11 +32,15 @@ int Engine::draft_limit(const Seq& s, int budget) const {
 // Plans this step's drafts. Rows and budget are counted as the batch loop counts them, without
 // drafts: every sequence with tokens to feed adds its rows (1 when decoding, a prompt chunk), every
 // decoding one emits a token. Each decoding sequence with a drafter is a candidate of plan_drafts
-// (adaptive) with the drafts its limits allow; a fixed-policy sequence drafts n_max.
+// (adaptive) with the drafts its limits allow, bounded by the batch it decodes in (bound_in_batch: the
+// running sequences with tokens to feed, the pool's own excepted); a fixed-policy sequence drafts n_max.
 void Engine::plan_speculation(const std::vector<Seq*>& order) {
   std::vector<DraftCandidate> cands;
   std::vector<Seq*> who;
-  int budget = opts_.step_tokens, base_rows = 0, base_tokens = 0;
+  std::vector<char> due;  // probe due before the bound (trace)
+  int budget = opts_.step_tokens, base_rows = 0, base_tokens = 0, batch_seqs = 0;
+  for (Seq* s : order)
+    if (!s->finished && s->sid >= 0 && !s->is_pool && int(s->tokens.size()) > s->kv->n_tokens()) ++batch_seqs;
   for (Seq* s : order) {
     s->k_plan = 0;
     if (budget == 0 || s->finished || s->sid < 0) continue;
@@ -56,6 +60,8 @@ void Engine::plan_speculation(const std::vector<Seq*>& order) {
           c.draft_call_seconds = d->second.per_call();
         }
         c.probe = s->spec_state.probe_due();
+        due.push_back(c.probe);
+        bound_in_batch(step_cost_.fit(batch_seqs), batch_seqs, c);
         cands.push_back(c);
         who.push_back(s);
       }
@@ -73,12 +79,12 @@ void Engine::plan_speculation(const std::vector<Seq*>& order) {
   static const bool trace = std::getenv("POLYKV_SPEC_TRACE") != nullptr;
   if (trace) {
     const StepCostFit& f = step_cost_.fit(base_tokens);
-    std::fprintf(stderr, "spec plan: seqs %d rows %d fixed %.3f per_row %.3f ms |", base_tokens, base_rows,
-                 1e3 * f.fixed(), 1e3 * f.per_row());
-    for (size_t i = 0; i < cands.size(); ++i)
-      std::fprintf(stderr, " a %.2f call %.3f tok %.3f ms k_max %d probe %d -> %d;", cands[i].acceptance,
+    std::fprintf(stderr, "spec plan: seqs %d rows %d batch %d fixed %.3f per_row %.3f ms |", base_tokens,
+                 base_rows, batch_seqs, 1e3 * f.fixed(), 1e3 * f.per_row());
+    for (size_t i = 0; i < cands.size(); ++i)  // k_max and probe after the batch bound; due: before
+      std::fprintf(stderr, " a %.2f call %.3f tok %.3f ms k_max %d due %d probe %d -> %d;", cands[i].acceptance,
                    1e3 * cands[i].draft_call_seconds, 1e3 * cands[i].draft_seconds, cands[i].k_max,
-                   int(cands[i].probe), k[i]);
+                   int(due[i]), int(cands[i].probe), k[i]);
     std::fprintf(stderr, "\n");
   }
 }
@@ -174,7 +180,7 @@ void Engine::share_pool_draft(Seq& s, DraftModelDrafter& d) {
   m_.spec_draft_shared_tokens_total += n;
 }
 
-// An MTP agent's head still lacking its pool's rows (at its first token, or a first draft): copies them
+// An MTP agent's head still lacking its pool's rows (at its first draft): copies them
 // from the pool's shared head KV, made on first use from the pool's hidden states (those the agent's
 // drafter was given at admission, Seq::pool_hidden_src, of which it holds only the last row: the
 // copy's contract), so the head runs over the pool once per pool instead of once per agent. Its own

@@ -83,6 +83,7 @@ void DraftCostFit::add(int calls, int tokens, double seconds) {
     if (pred > 0) seconds = std::min(seconds, kClip * pred);
   }
   const double c = calls, n = tokens;
+  ++n_;
   w_ = kDecay * w_ + 1;
   scc_ = kDecay * scc_ + c * c;
   scn_ = kDecay * scn_ + c * n;
@@ -107,7 +108,7 @@ void DraftCostFit::solve(double& a, double& b) const {
     return;
   }
   a = b = 0;
-  if (w_ <= 0 || snn_ <= 0) return;
+  if (w_ <= 0 || snn_ <= 0 || n_ < kWarmSamples) return;
   const double m11 = scc_ * (1 + kRidge), det = m11 * snn_ - scn_ * scn_;
   if (det > 1e-12 * m11 * snn_) {
     a = (sct_ * snn_ - scn_ * snt_) / det;
@@ -176,6 +177,27 @@ std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_to
   for (size_t i = 0; i < n; ++i)
     if (cands[i].probe && k[i] == 0 && cands[i].k_max > 0) k[i] = 1;
   return k;
+}
+
+void bound_in_batch(const StepCostFit& cost, int batch_seqs, DraftCandidate& c) {
+  if (batch_seqs < 2) return;
+  if (!draft_can_pay(cost, batch_seqs, batch_seqs, c)) {
+    c.k_max = 0;
+    c.probe = false;
+  } else if (!draft_can_pay(cost, batch_seqs, batch_seqs, c, kProbeMargin)) {
+    c.probe = false;
+  }
+}
+
+bool draft_can_pay(const StepCostFit& cost, int base_rows, int base_tokens, const DraftCandidate& c,
+                   double margin) {
+  if (c.k_max <= 0) return false;
+  // At acceptance 1, j drafts gain j tokens for call + j * (per_row + tok) seconds: a ratio rising in j,
+  // so k_max drafts are the best case. They pay if that ratio beats the plain step's t0 / s0.
+  const double t0 = std::max(1, base_tokens), s0 = cost.cost(std::max(1, base_rows));
+  const double price = std::max(0.0, c.draft_call_seconds) +
+                       c.k_max * (cost.per_row() + std::max(0.0, c.draft_seconds));
+  return c.k_max * s0 > (1 + std::max(0.0, margin)) * t0 * price;
 }
 
 void SpecSeqState::after_step(int drafted, int accepted) {

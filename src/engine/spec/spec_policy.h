@@ -29,7 +29,9 @@
 // prior (recovery takes one long interval, then short ones). A probe that lands while the estimate is
 // already high doubles the interval too: that sequence is not drafting for cost, not acceptance
 // (8 MTP agents on a CPU: probes every 8 steps cost ~10% of the run, 2026-12-01g). Probes also give
-// the step-cost fit rows that vary.
+// the step-cost fit rows that vary. In a batch where the sequence's drafts could not pay even if every
+// one were accepted (bound_in_batch), it neither drafts nor probes; its probe stays due and is made at
+// the first step where they could (the batch shrinks), 2026-12-02.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -98,6 +100,12 @@ class DraftCostFit {
   static constexpr double kDecay = 0.9;   // about the last 10 samples count
   static constexpr double kRidge = 1e-3;  // per_call's pull towards 0, relative to the calls' weight
   static constexpr double kClipAfter = 4, kClip = 3;  // as StepCostFit's
+  // Until kWarmSamples samples, per_call() and per_token() answer 0 (drafting looks free, so the plan
+  // drafts and measures): a drafter's first samples carry one-time costs (its workspace growing, the
+  // first pass after a pool copy), and one such sample set the cost alone (before the clip applies) and
+  // stopped a single sequence from drafting for the rest of its request (2026-12-02: an MTP head's first
+  // steady draft, 0.95 ms per token against 0.15-0.35 later).
+  static constexpr int kWarmSamples = 3;
   void add(int calls, int tokens, double seconds);
   bool empty() const { return !exact_ && w_ <= 0; }
   double per_call() const;
@@ -108,6 +116,7 @@ class DraftCostFit {
  private:
   void solve(double& a, double& b) const;  // a: per call, b: per token
   double w_ = 0, scc_ = 0, scn_ = 0, snn_ = 0, sct_ = 0, snt_ = 0;  // weighted sums of c^2, cn, n^2, ct, nt
+  int n_ = 0;  // samples
   bool exact_ = false;
   double a_ = 0, b_ = 0;
 };
@@ -126,6 +135,36 @@ struct DraftCandidate {
 // the plan of the highest expected tokens per second (then probes: at least 1 where due).
 std::vector<int> plan_drafts(const StepCostFit& cost, int base_rows, int base_tokens,
                              std::span<const DraftCandidate> cands);
+
+// Whether some k in [1, c.k_max] raises the plain step's expected tokens per second (base_tokens /
+// cost(base_rows)) when every draft is accepted (acceptance 1, the best case) by more than `margin`
+// (a fraction): false when the verify rows and the drafter cost more than even accepted drafts save.
+bool draft_can_pay(const StepCostFit& cost, int base_rows, int base_tokens, const DraftCandidate& c,
+                   double margin = 0);
+
+// A probe in a batch is made only where accepted drafts would beat the plain step by this fraction: its
+// catch-up (the tokens since the sequence's last draft, up to kProbeMax) is not in the plan, drafts near
+// the break-even gain nearly nothing, and a batch's fit of fixed and per-row cost moves by tens of
+// percent between runs (its rows hardly vary: through the server, 8 sequences, fixed 1.6-4.7 ms,
+// 2026-12-02), so that the draft model at 8 agents on this CPU sat on the bound and probed in some runs.
+constexpr double kProbeMargin = 0.25;
+
+// The batch bound (2026-12-02), applied to a candidate before plan_drafts: in a step of batch_seqs >= 2
+// sequences (decoding or prefilling: the batch they will decode in), `cost` the fit for that many, a
+// candidate whose drafts could not pay in the batch's decode-only step (batch_seqs rows and tokens)
+// even if all were accepted drafts nothing (k_max = 0: no acceptance estimate would make the plan draft
+// it, and a probe only refreshes that estimate), and one whose drafts would not beat it by kProbeMargin
+// makes no probe (drafts planned on merit stay). Skipping a probe skips the drafter's catch-up over the
+// tokens since its last draft (8 agents on this CPU with the draft model or the MTP head: the probes
+// and catch-ups were the 9-12% left against plain decoding, 2026-12-01g); the probe stays due and is
+// made at the first step where the bound allows it (the batch shrinks). The decode-only step, not the
+// step itself: a step that also prefills prompt chunks is dear per token, so drafts would pay in it,
+// but the drafter would first catch up (an agent's first draft: its pool's copy and its own suffix;
+// costs the plan does not see) only to stop drafting once the prompts are done. One sequence keeps
+// its probes: there the fixed part of a step makes drafts pay unless the drafter's cost estimate is
+// several times too high (a load spike), and its probes are what re-measure that estimate; a batch's
+// never do, so the estimate is refreshed only in smaller steps.
+void bound_in_batch(const StepCostFit& cost, int batch_seqs, DraftCandidate& c);
 
 // The per-sequence state of the adaptive policy: acceptance and the probe counter.
 struct SpecSeqState {
