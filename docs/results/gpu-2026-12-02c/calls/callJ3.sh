@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# 2026-12-02 (third session) call J3 (main with the tensor-core kernel's mask test per tile): (1) every CUDA GPU test
-# in 8 shards; (2) the kernel bench (pairs / mma-sync / mma-bulk); (3) decode, synth llama-3.1-8b q4_0, at depth
-# 32768 (q8_0/turbo3t and q8_0/q8_0 interleaved, two rounds of 3 reps) and 131072 (one fill each, 2 reps).
+# 2026-12-02 (third session) call J3 (main with the tensor-core kernel's mask test per tile and its int8 K products):
+# (1) every CUDA GPU test in 8 shards; (2) the kernel bench (pairs / sync / bulk-f16 / bulk-int8); (3) decode, synth
+# llama-3.1-8b q4_0, at depth 32768 (q8_0/turbo3t and q8_0/q8_0, K products int8 and f16, interleaved, two rounds of
+# 3 reps) and 131072 (the default, one fill each, 2 reps).
 mkdir -p /work; ln -sfn $PWD /work/wt-gputest; [ -e /work/main ] || ln -sfn $PWD /work/main
 rm -rf build-gpu; tar xJf .gpucarry/build-gpu.tar.xz
 source scripts/gpu-lib.sh; BIN=build-gpu; SUMMARY=$OUT/summary.txt; setup_gpu_libraries
@@ -20,8 +21,8 @@ grep -h -A3 'Failure' $OUT/shard*.log | head -30 >> $SUMMARY
 timeout 100 $T --gtest_filter='CudaAttentionDecode8.DISABLED_DecodeModesBench' --gtest_also_run_disabled_tests --gtest_color=no > $OUT/kernel-bench.log 2>&1
 note "kernel bench rc=$? at $((SECONDS-t0)) s"; grep -E '^(K/V|f16|q8_0|turbo)' $OUT/kernel-bench.log >> $SUMMARY
 for round in 1 2; do
-  for cfg in "q8_0 turbo3t" "q8_0 q8_0"; do set -- $cfg
-    timeout 60 $P bench -m $M --device cuda -p 0 -n 32 -d 32768 -r 3 -ctk $1 -ctv $2 --json --bandwidth 4240 2>>$OUT/d32768.err | grep '^{' | sed "s/^{/{\"round\":$round,/" >> $OUT/d32768.jsonl
+  for cfg in "q8_0 turbo3t int8" "q8_0 turbo3t f16" "q8_0 q8_0 int8" "q8_0 q8_0 f16"; do set -- $cfg
+    POLYKV_CUDA_ATTN_TC_K=$3 timeout 60 $P bench -m $M --device cuda -p 0 -n 32 -d 32768 -r 3 -ctk $1 -ctv $2 --json --bandwidth 4240 2>>$OUT/d32768.err | grep '^{' | sed "s/^{/{\"round\":$round,\"tc_k\":\"$3\",/" >> $OUT/d32768.jsonl
     note "d32768 round $round $cfg: $(tail -1 $OUT/d32768.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]') at $((SECONDS-t0)) s"
   done
 done
