@@ -110,15 +110,6 @@ inline float shfl_xor(float v, int o) {
 // mma.sync.m16n8k16 (f16 inputs, f32 accumulation) across the 32 fibers of a warp: each lane
 // posts its fragments, then computes its D elements from everyone's (the PTX ISA's fragment layout,
 // as spelled in attention_cuda_mma.cuh). Called in warp-uniform code only.
-inline float shfl_idx(float v, int src) {
-  const int lane = current % 32, w = current / 32;
-  shfl_buf[w][lane] = v;
-  warp_sync();
-  const float r = shfl_buf[w][src & 31];
-  warp_sync();
-  return r;
-}
-
 inline uint32_t mma_a[kWarps][32][4], mma_b[kWarps][32][2];
 inline float half_of(uint32_t reg, int upper) { return ::polykv::fp16_to_f32(uint16_t(reg >> (16 * upper))); }
 inline void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -147,29 +138,6 @@ inline void mma16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[
 // ldmatrix.x4 (.trans) across the 32 fibers of a warp: each lane posts its row address, then takes
 // its registers from everyone's (matrix i's rows at lanes 8 i .. 8 i + 7; register i of lane l:
 // row l / 4, elements 2 (l % 4), +1; trans: column l / 4, rows 2 (l % 4), +1). Warp-uniform code only.
-// m16n8k32 s8 (attention_cuda_mma.cuh's layout): A(row, k) lane (row % 8) * 4 + (k % 16) / 4, register
-// (row >= 8) + 2 (k >= 16), byte k % 4; B(k, n) lane n * 4 + (k % 16) / 4, register k >= 16, byte k % 4.
-inline void mma16832_s8(int (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  const int lane = current % 32, w = current / 32;
-  for (int i = 0; i < 4; ++i) mma_a[w][lane][i] = a[i];
-  for (int i = 0; i < 2; ++i) mma_b[w][lane][i] = b[i];
-  warp_sync();
-  const int g = lane / 4, t = lane % 4;
-  int out[4];
-  for (int e = 0; e < 4; ++e) {
-    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
-    int acc = d[e];
-    for (int k = 0; k < 32; ++k) {
-      const int x = int8_t(mma_a[w][(row % 8) * 4 + (k % 16) / 4][(row >= 8) + 2 * (k >= 16)] >> (8 * (k % 4)));
-      const int y = int8_t(mma_b[w][col * 4 + (k % 16) / 4][k >= 16] >> (8 * (k % 4)));
-      acc += x * y;
-    }
-    out[e] = acc;
-  }
-  warp_sync();
-  for (int e = 0; e < 4; ++e) d[e] = out[e];
-}
-
 inline const uint16_t* ldsm_ptr[kWarps][32];
 inline void ldsm_x4(uint32_t (&r)[4], const uint16_t* p, bool trans) {
   const int lane = current % 32, w = current / 32;
@@ -248,14 +216,12 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define gridDim (::emu::grid_dim)
 #define __syncthreads() ::emu::syncthreads()
 #define __shfl_xor_sync(mask, v, o) ::emu::shfl_xor(v, o)
-#define __shfl_sync(mask, v, src) ::emu::shfl_idx(v, src)
 #define __syncwarp() ::emu::warp_sync()
 #define POLYKV_ATTN_EMULATION
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
 #define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
 #define POLYKV_EMU_YIELD() ::emu::yield()
-#define POLYKV_EMU_IMMA(d, a, b) ::emu::mma16832_s8(d, a, b)
 #define POLYKV_EMU_LDSM(r, p, trans) ::emu::ldsm_x4(r, p, trans)
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"
@@ -821,19 +787,11 @@ struct D8Scope {
   explicit D8Scope(attn::Decode8Kernels k) { attn::decode8_kernels() = k; }
   ~D8Scope() { attn::decode8_kernels() = saved; }
 };
-// The tensor-core kernel's variant (decode_tc_kernel_of): 0 sync pipeline, 1 bulk with f16 K, 2 bulk with int8 K.
-struct TcVariantScope {
-  bool saved_bulk = attn::decode_tc_bulk(), saved_imma = attn::decode_tc_imma();
-  explicit TcVariantScope(int v) {
-    attn::decode_tc_bulk() = v >= 1;
-    attn::decode_tc_imma() = v == 2;
-  }
-  ~TcVariantScope() {
-    attn::decode_tc_bulk() = saved_bulk;
-    attn::decode_tc_imma() = saved_imma;
-  }
+struct TcPipeScope {
+  bool saved = attn::decode_tc_bulk();
+  explicit TcPipeScope(bool bulk) { attn::decode_tc_bulk() = bulk; }
+  ~TcPipeScope() { attn::decode_tc_bulk() = saved; }
 };
-const char* tc_variant_name(int v) { return v == 0 ? "sync" : v == 1 ? "bulk-f16" : "bulk-int8"; }
 
 TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
   std::vector<std::pair<KvType, KvType>> pairs;
@@ -890,16 +848,16 @@ AttentionParams llama8b_params() {
 // does not (f16/f16: the pairs kernel): sequences at depths 0 .. 700 in pool blocks of 64 (full 64-key tiles,
 // splits, short last tiles) and 128 with a window and softcap; the early-start path; a group of 2 (two tokens'
 // rows in one block); a group of 8 (two head parts). Pool blocks of 16 or 24 keys keep the pairs kernel (its
-// 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound, in every
-// variant (the cp.async ring; bulk copies with f16 or with int8 K products).
+// 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound, with
+// both tile pipelines (bulk copies and the cp.async ring).
 TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
   pairs.push_back({KvType::F16, KvType::F16});
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
-  for (int variant = 0; variant < 3; ++variant) {  // every variant of the kernel (the same seeds)
-  const TcVariantScope tv(variant);
+  for (const bool bulk : {true, false}) {  // both tile pipelines (the same seeds)
+  const TcPipeScope pipe(bulk);
   uint32_t seed = 4100;
   for (const auto& [kt, vt] : pairs)
     for (int shape = 0; shape < 5; ++shape) {
@@ -934,7 +892,7 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
       const bool tc = supported && r.plan.tc;
       EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
       const std::string what =
-          attn_test::describe(c) + " shape " + std::to_string(shape) + " " + tc_variant_name(variant) + "\n  plan: " +
+          attn_test::describe(c) + " shape " + std::to_string(shape) + (bulk ? " bulk" : " sync") + "\n  plan: " +
           plan_name(r.plan);
       EXPECT_EQ(picked, supported) << what;
       EXPECT_EQ(tc, kt == KvType::Q8_0) << what;

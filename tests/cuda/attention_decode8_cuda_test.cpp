@@ -9,10 +9,9 @@
 //
 // DISABLED_DecodeModesBench: one layer of Llama-3.1-8B's decode attention (32 query heads, 8 KV heads,
 // head_dim 128, one sequence) at 4096, 32768 and 131072 keys for f16/f16, q8_0/q8_0, q8_0/turbo3,
-// q8_0/turbo3t and turbo3t/turbo3t, modes pairs, mma with the cp.async ring (POLYKV_CUDA_ATTN_TC_PIPE=sync), mma
-// with bulk copies and f16 K products (POLYKV_CUDA_ATTN_TC_K=f16) and the default mma (bulk copies, int8 K
-// products) interleaved (3 rounds, each the median of 20 calls): µs per layer, the default's KV GB/s, and the
-// variants' time ratios (median of the rounds, min-max).
+// q8_0/turbo3t and turbo3t/turbo3t, modes pairs, mma with the cp.async ring (POLYKV_CUDA_ATTN_TC_PIPE=sync) and
+// mma with bulk copies interleaved (3 rounds, each the median of 20 calls): µs per layer, KV GB/s, and the bulk
+// pipeline's time over the ring's and over pairs' (median of the rounds, min-max).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,23 +59,11 @@ struct ModeScope {
   }
 };
 // The correctness tests run every mode (pairs: kv_decode_pairs.cuh; mma: the tensor-core kernel,
-// attention_cuda_decode_tc.cuh, for the pairs it takes, in each of its variants); the bench times pairs and each
-// variant of mma.
+// attention_cuda_decode_tc.cuh, for the pairs it takes, with both tile pipelines); the bench times pairs and mma
+// with each pipeline.
 constexpr attn::Decode8Kernels kModes[] = {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Fixed,
                                            attn::Decode8Kernels::Packed, attn::Decode8Kernels::Pairs,
                                            attn::Decode8Kernels::Mma};
-// The tensor-core kernel's variant (decode_tc_kernel_of): 0 sync pipeline, 1 bulk with f16 K, 2 bulk with int8 K.
-struct TcVariantScope {
-  bool saved_bulk = attn::decode_tc_bulk(), saved_imma = attn::decode_tc_imma();
-  explicit TcVariantScope(int v) {
-    attn::decode_tc_bulk() = v >= 1;
-    attn::decode_tc_imma() = v == 2;
-  }
-  ~TcVariantScope() {
-    attn::decode_tc_bulk() = saved_bulk;
-    attn::decode_tc_imma() = saved_imma;
-  }
-};
 const char* mode_name(attn::Decode8Kernels m) {
   return m == attn::Decode8Kernels::Generic ? "generic"
          : m == attn::Decode8Kernels::Fixed ? "fixed"
@@ -111,20 +98,20 @@ attn_test::Result run_modes(const Case& c) {
   b.n_q = dnq.p;
   b.row0 = drow0.p;
   attn_test::Result worst;
-  constexpr int kExtra = 2;  // then mma's other variants: the cp.async ring, bulk copies with f16 K products
-  for (int mi = 0; mi < int(std::size(kModes)) + kExtra; ++mi) {
-    const int extra = mi - int(std::size(kModes));  // < 0: kModes[mi] with the default variant
-    const attn::Decode8Kernels m = extra < 0 ? kModes[mi] : attn::Decode8Kernels::Mma;
+  for (int mi = 0; mi <= int(std::size(kModes)); ++mi) {  // the last: mma with the cp.async ring
+    const attn::Decode8Kernels m = mi < int(std::size(kModes)) ? kModes[mi] : attn::Decode8Kernels::Mma;
     const ModeScope scope(m);
-    const TcVariantScope tv(extra < 0 ? 2 : extra);
+    const bool saved_pipe = attn::decode_tc_bulk();
+    attn::decode_tc_bulk() = mi < int(std::size(kModes));
     dout.upload(poisoned.data(), poisoned.size());
     cuda::attention(L, f->p, b, dq.p, dout.p, ctx());
     POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
     dout.download(got.data(), got.size());
+    attn::decode_tc_bulk() = saved_pipe;
     attn_test::Result r = attn_test::check_outputs(*f, got);
     if (!(r.worst <= worst.worst)) {  // NaN / inf count as worst
       worst = r;
-      const char* pipe = extra < 0 ? "" : extra == 0 ? "-sync" : "-bulk-f16";
+      const char* pipe = mi < int(std::size(kModes)) ? "" : "-sync";
       worst.where = std::string("[mode ") + mode_name(m) + pipe + "] " + r.where;
     }
   }
@@ -247,16 +234,15 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
   const std::pair<KvType, KvType> pairs[] = {{KvType::F16, KvType::F16},       {KvType::Q8_0, KvType::Q8_0},
                                              {KvType::Q8_0, KvType::Turbo3},   {KvType::Q8_0, KvType::Turbo3T},
                                              {KvType::Turbo3T, KvType::Turbo3T}};
-  constexpr int kRounds = 3, kModes = 4;
-  // pairs; mma with the cp.async ring (sync); mma with bulk copies and f16 K products; mma with bulk copies and
-  // int8 K products (the default).
+  constexpr int kRounds = 3, kModes = 3;
+  // pairs; mma with the cp.async ring (sync); mma with bulk copies and mbarriers (bulk, the default).
   constexpr attn::Decode8Kernels kTimed[kModes] = {attn::Decode8Kernels::Pairs, attn::Decode8Kernels::Mma,
-                                                   attn::Decode8Kernels::Mma, attn::Decode8Kernels::Mma};
-  constexpr int kVariant[kModes] = {2, 0, 1, 2};
+                                                   attn::Decode8Kernels::Mma};
+  constexpr bool kBulk[kModes] = {true, false, true};
   std::printf("decode attention, one token, one layer (32 q heads, 8 KV heads, hd 128); modes interleaved, %d rounds\n",
               kRounds);
-  std::printf("%-16s %7s %8s | %8s %8s %8s %8s %6s | %19s %19s %19s\n", "K/V", "keys", "KV MB", "pairs us", "sync us",
-              "bulk16", "bulk8", "GB/s", "bulk16/sync (range)", "bulk8/bulk16", "bulk8/pairs");
+  std::printf("%-16s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s %20s\n", "K/V", "keys", "KV MB", "pairs us", "GB/s",
+              "mma-sync", "GB/s", "mma-bulk", "GB/s", "bulk/sync (range)", "bulk/pairs (range)");
   for (const auto& [kt, vt] : pairs)
     for (int n_kv : {4096, 32768, 131072}) {
       const auto B = make_bench(kt, vt, n_kv);
@@ -264,8 +250,10 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
       for (int round = 0; round < kRounds; ++round)
         for (int m = 0; m < kModes; ++m) {
           const ModeScope scope(kTimed[m]);
-          const TcVariantScope tv(kVariant[m]);
+          const bool saved = attn::decode_tc_bulk();
+          attn::decode_tc_bulk() = kBulk[m];
           sec[m].push_back(median_call_seconds(*B));
+          attn::decode_tc_bulk() = saved;
         }
       double med[kModes];
       for (int m = 0; m < kModes; ++m) {
@@ -281,12 +269,12 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
         lo = r.front(), hi = r.back();
         return r[kRounds / 2];
       };
-      double l0, h0, l1, h1, l2, h2;
-      const double r0 = ratio(2, 1, l0, h0), r1 = ratio(3, 2, l1, h1), r2 = ratio(3, 0, l2, h2);
+      double l0, h0, l1, h1;
+      const double bs = ratio(2, 1, l0, h0), bp = ratio(2, 0, l1, h1);
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-16s %7d %8.1f | %8.1f %8.1f %8.1f %8.1f %6.0f | %5.3f (%.3f-%.3f) %5.3f (%.3f-%.3f) %5.3f (%.3f-%.3f)\n",
-                  name.c_str(), n_kv, B->bytes / 1e6, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6, med[3] * 1e6,
-                  B->bytes / med[3] / 1e9, r0, l0, h0, r1, l1, h1, r2, l2, h2);
+      std::printf("%-16s %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %6.3f (%.3f-%.3f)  %6.3f (%.3f-%.3f)\n",
+                  name.c_str(), n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
+                  B->bytes / med[1] / 1e9, med[2] * 1e6, B->bytes / med[2] / 1e9, bs, l0, h0, bp, l1, h1);
       std::fflush(stdout);
     }
 }

@@ -28,19 +28,13 @@ inline auto decode8_fixed_kernel() {
   return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), DEC>;
 }
 
-// The tensor-core decode kernel of pair I of kDecodeTcPairs in variant V: 0 the cp.async ring with f16 K products
-// (the kernel of 2026-12-02, second session), 1 bulk copies with f16 K products, 2 bulk copies with int8 K products;
-// -1: the variant decode_tc_bulk() and decode_tc_imma() pick.
-constexpr int kDecodeTcVariants = 3;
-template <int I, int V = -1>
+// The tensor-core decode kernel of pair I of kDecodeTcPairs, with the pipeline decode_tc_bulk() picks (BULK: 1
+// bulk copies and mbarriers, 0 the cp.async ring; -1 that choice).
+template <int I, int BULK = -1>
 inline auto decode_tc_kernel_of() {
   constexpr Decode8Pair p = kDecodeTcPairs[I];
-  if constexpr (V >= 0) {
-    return &decode_tc_kernel<int(p.k), int(p.v), V >= 1 ? 1 : 0, V == 2 ? 1 : 0>;
-  } else {
-    if (!decode_tc_bulk()) return decode_tc_kernel_of<I, 0>();
-    return decode_tc_imma() ? decode_tc_kernel_of<I, 2>() : decode_tc_kernel_of<I, 1>();
-  }
+  if constexpr (BULK >= 0) return &decode_tc_kernel<int(p.k), int(p.v), BULK>;
+  else return decode_tc_bulk() ? &decode_tc_kernel<int(p.k), int(p.v), 1> : &decode_tc_kernel<int(p.k), int(p.v), 0>;
 }
 // Calls f(tensor-core kernel) when one takes (k, v) at head size HD; returns whether it did.
 template <int HD, int I = 0, class F>
@@ -65,7 +59,6 @@ void decode8_fixed_for_each(F&& f) {
     [&]<int... J>(std::integer_sequence<int, J...>) {
       (f(decode_tc_kernel_of<J, 0>()), ...);
       (f(decode_tc_kernel_of<J, 1>()), ...);
-      (f(decode_tc_kernel_of<J, 2>()), ...);
     }(
         std::make_integer_sequence<int, kDecodeTcCount>{});
   }

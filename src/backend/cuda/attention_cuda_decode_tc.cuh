@@ -88,18 +88,6 @@ __device__ __forceinline__ uint32_t q8_quad(const uint8_t* p, bool aligned) {
   else return (ld_u16(p) | (ld_u16(p + 2) << 16)) ^ 0x80808080u;
 }
 
-// The 4 int8 of q8_0 K at byte offset off as they are stored (q8_quad without the offset to unsigned).
-__device__ __forceinline__ uint32_t s8_quad(const uint8_t* p, bool aligned) {
-  if (aligned) {
-#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
-    return *reinterpret_cast<const uint32_t*>(p);
-#else
-    return ld_u32(p);
-#endif
-  }
-  else return ld_u16(p) | (ld_u16(p + 2) << 16);
-}
-
 // stage_copy (attention_cuda_decode.cuh: bytes [src, src + len) to dst + (src mod 16), whole 16-byte granules)
 // with 32-bit shared addresses and pointers advanced by the loop instead of recomputed per granule.
 __device__ __forceinline__ void stage_copy(uint8_t* dst, const uint8_t* src, int len) {
@@ -216,16 +204,13 @@ __device__ __forceinline__ void fence_block() {
 // registers), like the specialized lanes8 kernels, so the plan's one-wave splits hold.
 // BULK: the tile pipeline (decode_tc_bulk): 1 bulk copies and mbarriers (sm_90; below, the cp.async ring), 0 the
 // cp.async ring with one block barrier per tile.
-// IMMA: S^T on int8 tensor cores (decode_tc_imma): 1 the query as three int8 pieces against K's raw int8 values
-// (m16n8k32), 0 f16 hi/lo queries against K converted to f16 (m16n8k16).
-template <int KTI, int VTI, int BULK, int IMMA>
+template <int KTI, int VTI, int BULK>
 __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_kernel(const Args a) {
   constexpr int HD = 128, R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
   constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
   static_assert(KT == KvType::Q8_0 && R == 4 && TK == 16 * NW, "the layout above");
   static_assert(VT == KvType::Q8_0 || pair_lut_size(VT) > 0, "V: q8_0 or a type with a pair table");
   static_assert(turbo_group_of(HD) == HD, "one norm per turbo row");
-  constexpr bool kImmaK = IMMA != 0;
   constexpr bool kTurboV = VT != KvType::Q8_0;  // V's dims on the turbo map (lane g owns dims 16 g .. 16 g + 15)
   constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
   constexpr size_t krb = kv_row_bytes_const(KT, HD), vrb = kv_row_bytes_const(VT, HD);
@@ -354,46 +339,9 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       vpair[i] = pack_halves(to_half_bits(x0), to_half_bits(x1));
     }
   }
-  // Q^T as B fragments. f16 path: the 8 k-steps of 16 dims, column g = row g % 4, hi (g < 4) or lo.
-  // int8 path: per 32-dim block b, two products: qi[b][0] columns 0..3 = pieces h of the 4 rows, 4..7 = pieces m;
-  // qi[b][1] columns 0..3 = pieces l, 4..7 zero, where q / s = h + m / 128 + l / 16384 to 0.5 / 16384 (s = the
-  // row's max |q| / 127; |h| <= 127, |m|, |l| <= 64). Lane t < 2 then holds rows r0, r0 + 1 of products h and l,
-  // lane t >= 2 of product m: score part = s (C1 + C2 / 16384) or s / 128 C1 = qw (C1 + C2 / 16384).
+  // Q^T as B fragments of the 8 k-steps: column g = row g % 4, hi (g < 4) or lo.
   uint32_t qb[8][2];
-  uint32_t qi[4][2][2];
-  float qw[2] = {1.0f, 1.0f};
-  if constexpr (kImmaK) {
-    const float* qr = Qs + (g & 3) * LD;
-    float mx = 0.0f;  // this lane's 32 dims of row g % 4, then the row's max over the 4 lanes of g
-#pragma unroll
-    for (int b = 0; b < 4; ++b)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) mx = fmaxf(mx, fabsf(qr[32 * b + 16 * j + 4 * t + k]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float qs = mx > 0.0f ? mx / 127.0f : 1.0f, inv = 1.0f / qs;
-#pragma unroll
-    for (int b = 0; b < 4; ++b)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        uint32_t p1 = 0, p2 = 0;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float x = qr[32 * b + 16 * j + 4 * t + k] * inv, h = rintf(x), r = (x - h) * 128.0f, m = rintf(r),
-                      l = rintf((r - m) * 128.0f);
-          p1 |= (uint32_t(int(g < 4 ? h : m)) & 0xFFu) << (8 * k);
-          p2 |= (uint32_t(int(g < 4 ? l : 0.0f)) & 0xFFu) << (8 * k);
-        }
-        qi[b][0][j] = p1;
-        qi[b][1][j] = p2;
-      }
-    // The weights of this lane's score rows r0, r0 + 1: their s (lanes 4 r hold row r's), / 128 for piece m.
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      qw[j] = __shfl_sync(0xffffffffu, qs, 4 * (r0 + j)) * (t < 2 ? 1.0f : 1.0f / 128.0f);
-  } else {
+  {
     const float* qr = Qs + (g & 3) * LD;
 #pragma unroll
     for (int s = 0; s < 8; ++s)
@@ -446,37 +394,21 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
         const uint8_t* kc = ka + krb;                    // key 2g + 1
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
-          const float da = half_to_float(ld_u16(ka + 34 * b)), dc = half_to_float(ld_u16(kc + 34 * b));
-          if constexpr (kImmaK) {  // the block's 32 int8 of keys 2g, 2g + 1 as they are stored
-            const int off = 34 * b + 2 + 4 * t;  // dims 32 b + 4t .. +3 (a0, a1) and + 16 (a2, a3)
-            const bool al = (b & 1) != 0;
-            const uint32_t af[4] = {tc::s8_quad(ka + off, al), tc::s8_quad(kc + off, al),
-                                    tc::s8_quad(ka + off + 16, al), tc::s8_quad(kc + off + 16, al)};
-            int c1[4] = {0, 0, 0, 0}, c2[4] = {0, 0, 0, 0};
-            mma16832_s8(c1, af, qi[b][0]);
-            mma16832_s8(c2, af, qi[b][1]);
+          float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-              sc[e] = fmaf(e < 2 ? da : dc, fmaf(float(c2[e]), 1.0f / 16384.0f, float(c1[e])), sc[e]);
-          } else {
-            float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
-              const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
-              const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
-                                      tc::q8_pair<2, 3>(wc)};
-              mma16816(cb, af, qb[2 * b + h]);
-            }
-            sc[0] += da * cb[0];
-            sc[1] += da * cb[1];
-            sc[2] += dc * cb[2];
-            sc[3] += dc * cb[3];
+          for (int h = 0; h < 2; ++h) {
+            const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
+            const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
+            const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
+                                    tc::q8_pair<2, 3>(wc)};
+            mma16816(cb, af, qb[2 * b + h]);
           }
+          const float da = half_to_float(ld_u16(ka + 34 * b)), dc = half_to_float(ld_u16(kc + 34 * b));
+          sc[0] += da * cb[0];
+          sc[1] += da * cb[1];
+          sc[2] += dc * cb[2];
+          sc[3] += dc * cb[3];
         }
-        if constexpr (kImmaK)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) sc[e] *= qw[e & 1];
       }
       // Full scores (hi + lo columns), softcap, masks: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1). The masks
       // only where some key of the warp's 16 is past the tile or outside some row's visible range (warp-uniform).

@@ -39,22 +39,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
   mma::m16n8k16(d, a, b[0], b[1]);
 #endif
 }
-// d += A B for one m16n8k32 tile of signed 8-bit integers, exact in int32. Fragments (4 int8 per register, the
-// lower k in the lower byte): A (16 x 32, row-major) a0 = (g, 4t..4t+3), a1 = (g+8, 4t..), a2 = (g, 4t+16..),
-// a3 = (g+8, 4t+16..); B (32 x 8, k x n) b0 = (k 4t..4t+3, n g), b1 = (k 4t+16.., n g); C as m16n8k16's.
-__device__ __forceinline__ void mma16832_s8(int (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-#if defined(POLYKV_ATTN_EMULATION)
-  POLYKV_EMU_IMMA(d, a, b);
-#elif defined(__CUDA_ARCH__)
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-  (void)d, (void)a, (void)b;
-#endif
-}
 // d += A B with A and B given as hi/lo pairs: the three products that matter.
 __device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
                                      const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {

@@ -104,16 +104,6 @@ inline bool& decode_tc_bulk() {
   }();
   return b;
 }
-// The tensor-core decode kernel's S^T product (attention_cuda_decode_tc.cuh): true (unset or other): int8 tensor
-// cores on K's stored int8 values against the query in three int8 pieces (to ~2e-7 of the row's max |q|); false
-// (POLYKV_CUDA_ATTN_TC_K=f16): K converted to f16 against the query's f16 hi/lo. The sync pipeline runs f16.
-inline bool& decode_tc_imma() {
-  static bool b = [] {
-    const char* e = std::getenv("POLYKV_CUDA_ATTN_TC_K");
-    return !(e && std::string(e) == "f16");
-  }();
-  return b;
-}
 // The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head size 128, q8_0 K, V q8_0 or a turbo /
 // trellis type with a pair table at 3 bits (turbo3, turbo3t). Tiles of kDecodeTcTileKeys keys (16 per warp).
 struct Decode8Pair {
