@@ -138,7 +138,10 @@ ServiceMetrics run_agents(const std::string& spec, const std::vector<int>& n_gen
   for (auto& c : cs) c->wait();
   for (size_t a = 0; a < cs.size(); ++a) {
     SCOPED_TRACE(a);
-    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
+    // Length, or Stop where plain greedy decoding ends there too (agent 3 reaches an end-of-generation token
+    // with the default K/V types since their levels became f16-exact, 2026-12-02).
+    EXPECT_TRUE(cs[a]->info.reason == FinishReason::Length || cs[a]->info.reason == FinishReason::Stop)
+        << cs[a]->info.error;
     EXPECT_EQ(cs[a]->ids, fx().plain_greedy(full[a], n_gen[a], fx().eog()));
   }
   return engine.metrics();
