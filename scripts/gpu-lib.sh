@@ -1,5 +1,6 @@
-# Shared by scripts/gpu-test.sh and scripts/gpu-speed.sh (sourced, run ON the GPU machine): the
-# summary notes, the time-budgeted stage runner and the carried build's library path.
+# Shared by scripts/gpu-test.sh, scripts/gpu-speed.sh and the call scripts of docs/results/gpu-*/calls/
+# (sourced, run ON the GPU machine): the summary notes, the time-budgeted stage runner, the carried build's
+# library path, and the call scripts' setup and sharded test run.
 # The caller sets BUDGET (s), T0 (=$SECONDS at start), SUMMARY (file), BIN (carried build folder),
 # optionally STAGE_MIN_S (skip a stage with less than this left; 20) and STAGE_WIDTH (name column; 44).
 failed=0
@@ -66,3 +67,33 @@ start_llama_build() {
   LLAMA_PID=$!
 }
 
+
+# For the one-off call scripts (docs/results/gpu-*/calls/): unpacks the carried build-gpu, sets BIN, SUMMARY
+# ($OUT/summary.txt), T (polykv_tests), P (polykv) and the library path, and notes the GPU and its clock.
+call_setup() {
+  mkdir -p /work
+  ln -sfn "$PWD" /work/wt-gputest
+  [ -e /work/main ] || ln -sfn "$PWD" /work/main
+  rm -rf build-gpu
+  tar xJf .gpucarry/build-gpu.tar.xz
+  BIN=build-gpu SUMMARY=$OUT/summary.txt T=build-gpu/polykv_tests P=build-gpu/polykv
+  setup_gpu_libraries
+  note "$(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
+}
+
+# gtest_shards N MAX_S FILTER: polykv_tests ($T) in N parallel shards under FILTER, each at most MAX_S, logs
+# $OUT/shard<i>.log; notes each shard's verdict, then the failed tests and the first failures' messages.
+gtest_shards() {
+  local n=$1 max=$2 filter=$3 t0=$SECONDS i
+  for ((i = 0; i < n; ++i)); do
+    (
+      GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "$max" "$T" --gtest_filter="$filter" --gtest_color=no \
+        >"$OUT/shard$i.log" 2>&1
+      rc=$?
+      { echo "---- shard $i rc=$rc ($((SECONDS - t0)) s)"; grep -E '^\[  (PASSED|FAILED) +\]|tests? from .* ran' "$OUT/shard$i.log" | sed 's/^/   /'; } >>"$SUMMARY"
+    ) &
+  done
+  wait
+  note "==== tests done in $((SECONDS - t0)) s; failed: $(grep -h '^\[  FAILED  \] [A-Za-z]' "$OUT"/shard*.log | sort -u | paste -sd' ')"
+  grep -h -A3 'Failure' "$OUT"/shard*.log | head -30 >>"$SUMMARY"
+}
