@@ -37,7 +37,6 @@ int Engine::draft_limit(const Seq& s, int budget) const {
 void Engine::plan_speculation(const std::vector<Seq*>& order) {
   std::vector<DraftCandidate> cands;
   std::vector<Seq*> who;
-  std::vector<char> due;  // probe due before the bound (trace)
   int budget = opts_.step_tokens, base_rows = 0, base_tokens = 0, batch_seqs = 0;
   for (Seq* s : order)
     if (!s->finished && s->sid >= 0 && !s->is_pool && int(s->tokens.size()) > s->kv->n_tokens()) ++batch_seqs;
@@ -60,7 +59,6 @@ void Engine::plan_speculation(const std::vector<Seq*>& order) {
           c.draft_call_seconds = d->second.per_call();
         }
         c.probe = s->spec_state.probe_due();
-        due.push_back(c.probe);
         bound_in_batch(step_cost_.fit(batch_seqs), batch_seqs, c);
         cands.push_back(c);
         who.push_back(s);
@@ -81,10 +79,10 @@ void Engine::plan_speculation(const std::vector<Seq*>& order) {
     const StepCostFit& f = step_cost_.fit(base_tokens);
     std::fprintf(stderr, "spec plan: seqs %d rows %d batch %d fixed %.3f per_row %.3f ms |", base_tokens,
                  base_rows, batch_seqs, 1e3 * f.fixed(), 1e3 * f.per_row());
-    for (size_t i = 0; i < cands.size(); ++i)  // k_max and probe after the batch bound; due: before
+    for (size_t i = 0; i < cands.size(); ++i)  // k_max and probe after the batch bound; due: before it
       std::fprintf(stderr, " a %.2f call %.3f tok %.3f ms k_max %d due %d probe %d -> %d;", cands[i].acceptance,
                    1e3 * cands[i].draft_call_seconds, 1e3 * cands[i].draft_seconds, cands[i].k_max,
-                   int(due[i]), int(cands[i].probe), k[i]);
+                   int(who[i]->spec_state.probe_due()), int(cands[i].probe), k[i]);
     std::fprintf(stderr, "\n");
   }
 }

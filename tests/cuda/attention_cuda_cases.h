@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cuda/attention_cuda_plan.h"
 #include "backend/cuda/kv_cuda.h"
 #include "core/error.h"
 #include "kv/kv_block_store.h"
@@ -255,6 +256,13 @@ inline std::unique_ptr<Fixture> build(const Case& c) {
   }
   return f;
 }
+
+// Sets the tensor-core decode kernel's tile pipeline (cuda::attn::decode_tc_bulk) for a scope.
+struct TcPipeScope {
+  bool saved = cuda::attn::decode_tc_bulk();
+  explicit TcPipeScope(bool bulk) { cuda::attn::decode_tc_bulk() = bulk; }
+  ~TcPipeScope() { cuda::attn::decode_tc_bulk() = saved; }
+};
 
 // NaN bytes for the outputs before the call.
 inline void poison(float* out, size_t n) { std::memset(out, 0xFF, n * sizeof(float)); }

@@ -787,11 +787,6 @@ struct D8Scope {
   explicit D8Scope(attn::Decode8Kernels k) { attn::decode8_kernels() = k; }
   ~D8Scope() { attn::decode8_kernels() = saved; }
 };
-struct TcPipeScope {
-  bool saved = attn::decode_tc_bulk();
-  explicit TcPipeScope(bool bulk) { attn::decode_tc_bulk() = bulk; }
-  ~TcPipeScope() { attn::decode_tc_bulk() = saved; }
-};
 
 TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
   std::vector<std::pair<KvType, KvType>> pairs;
@@ -857,49 +852,49 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
   for (const bool bulk : {true, false}) {  // both tile pipelines (the same seeds)
-  const TcPipeScope pipe(bulk);
-  uint32_t seed = 4100;
-  for (const auto& [kt, vt] : pairs)
-    for (int shape = 0; shape < 5; ++shape) {
-      g_emu_early = shape == 2 ? 1 : 0;
-      Case c;
-      c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
-      if (shape == 0) {
-        c.block_tokens = 64;
-        c.seqs = {{0, 1}, {37, 1}, {290, 1}};
-      } else if (shape == 1) {
-        c.block_tokens = 128;
-        c.seqs = {{420, 1}};
-        c.window = 150;
-        c.softcap = 30.0f;
-      } else if (shape == 2) {
-        c.block_tokens = 64;
-        c.seqs = {{700, 1}, {5, 1}};
-      } else if (shape == 3) {
-        c.block_tokens = 64;
-        c.group = 2;
-        c.seqs = {{300, 2}, {64, 2}};
-      } else {
-        c.block_tokens = 64;
-        c.group = 8;
-        c.seqs = {{513, 1}};
+    const attn_test::TcPipeScope pipe(bulk);
+    uint32_t seed = 4100;
+    for (const auto& [kt, vt] : pairs)
+      for (int shape = 0; shape < 5; ++shape) {
+        g_emu_early = shape == 2 ? 1 : 0;
+        Case c;
+        c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+        if (shape == 0) {
+          c.block_tokens = 64;
+          c.seqs = {{0, 1}, {37, 1}, {290, 1}};
+        } else if (shape == 1) {
+          c.block_tokens = 128;
+          c.seqs = {{420, 1}};
+          c.window = 150;
+          c.softcap = 30.0f;
+        } else if (shape == 2) {
+          c.block_tokens = 64;
+          c.seqs = {{700, 1}, {5, 1}};
+        } else if (shape == 3) {
+          c.block_tokens = 64;
+          c.group = 2;
+          c.seqs = {{300, 2}, {64, 2}};
+        } else {
+          c.block_tokens = 64;
+          c.group = 8;
+          c.seqs = {{513, 1}};
+        }
+        const Ran r = run_case(c);
+        g_emu_early = 0;
+        const bool supported = attn::decode_tc(128, kt, vt, attn::Decode8Kernels::Mma);
+        const bool picked = attn::decode_tc_pick<128>(kt, vt, [](auto) {});
+        // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel.
+        const bool tc = supported && r.plan.tc;
+        EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
+        const std::string what =
+            attn_test::describe(c) + " shape " + std::to_string(shape) + (bulk ? " bulk" : " sync") + "\n  plan: " +
+            plan_name(r.plan);
+        EXPECT_EQ(picked, supported) << what;
+        EXPECT_EQ(tc, kt == KvType::Q8_0) << what;
+        EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
+        EXPECT_EQ(r.plan.tile_keys, tc ? attn::kDecodeTcTileKeys : attn::decode8_tile_keys()) << what;
+        EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
       }
-      const Ran r = run_case(c);
-      g_emu_early = 0;
-      const bool supported = attn::decode_tc(128, kt, vt, attn::Decode8Kernels::Mma);
-      const bool picked = attn::decode_tc_pick<128>(kt, vt, [](auto) {});
-      // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel.
-      const bool tc = supported && r.plan.tc;
-      EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
-      const std::string what =
-          attn_test::describe(c) + " shape " + std::to_string(shape) + (bulk ? " bulk" : " sync") + "\n  plan: " +
-          plan_name(r.plan);
-      EXPECT_EQ(picked, supported) << what;
-      EXPECT_EQ(tc, kt == KvType::Q8_0) << what;
-      EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
-      EXPECT_EQ(r.plan.tile_keys, tc ? attn::kDecodeTcTileKeys : attn::decode8_tile_keys()) << what;
-      EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
-    }
   }
 }
 

@@ -101,13 +101,11 @@ attn_test::Result run_modes(const Case& c) {
   for (int mi = 0; mi <= int(std::size(kModes)); ++mi) {  // the last: mma with the cp.async ring
     const attn::Decode8Kernels m = mi < int(std::size(kModes)) ? kModes[mi] : attn::Decode8Kernels::Mma;
     const ModeScope scope(m);
-    const bool saved_pipe = attn::decode_tc_bulk();
-    attn::decode_tc_bulk() = mi < int(std::size(kModes));
+    const attn_test::TcPipeScope pipe(mi < int(std::size(kModes)));
     dout.upload(poisoned.data(), poisoned.size());
     cuda::attention(L, f->p, b, dq.p, dout.p, ctx());
     POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
     dout.download(got.data(), got.size());
-    attn::decode_tc_bulk() = saved_pipe;
     attn_test::Result r = attn_test::check_outputs(*f, got);
     if (!(r.worst <= worst.worst)) {  // NaN / inf count as worst
       worst = r;
@@ -250,10 +248,8 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
       for (int round = 0; round < kRounds; ++round)
         for (int m = 0; m < kModes; ++m) {
           const ModeScope scope(kTimed[m]);
-          const bool saved = attn::decode_tc_bulk();
-          attn::decode_tc_bulk() = kBulk[m];
+          const attn_test::TcPipeScope pipe(kBulk[m]);
           sec[m].push_back(median_call_seconds(*B));
-          attn::decode_tc_bulk() = saved;
         }
       double med[kModes];
       for (int m = 0; m < kModes; ++m) {

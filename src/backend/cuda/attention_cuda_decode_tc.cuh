@@ -184,7 +184,7 @@ __device__ __forceinline__ void bar_wait(uint64_t* bar, uint32_t parity) {
   (void)bar, (void)parity;
 #endif
 }
-// The old value of *p, incremented (shared memory, block scope), and a block-scope fence.
+// The old value of *p, incremented (shared memory, block scope).
 __device__ __forceinline__ int shared_fetch_inc(int* p) {
 #if defined(POLYKV_ATTN_EMULATION)
   return (*p)++;
@@ -192,6 +192,7 @@ __device__ __forceinline__ int shared_fetch_inc(int* p) {
   return atomicAdd(p, 1);
 #endif
 }
+// A block-scope memory fence.
 __device__ __forceinline__ void fence_block() {
 #if !defined(POLYKV_ATTN_EMULATION)
   __threadfence_block();
@@ -249,59 +250,54 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   const int32_t* table = a.tables + a.table_start[w.seq];
   const int bt = a.block_tokens;
   const size_t head_row = size_t(w.g) * size_t(bt);
-  // The producer: decode8's incremental one (a tile never crosses a pool block).
-  int p_key = kb, p_bi = kb / bt, p_bend = (p_bi + 1) * bt, p_st = 0;
-  const auto issue = [&]() {
-    if (p_key < ke) {
-      if (p_key >= p_bend) {
-        ++p_bi;
-        p_bend += bt;
-      }
-      const int t1 = min(min(p_key + TK, ke), p_bend), nk = t1 - p_key;
-      if (!waited && t1 > new_lo) {
-        pdl_wait_prev();
-        waited = true;
-      }
-      const uint8_t* base = a.base + size_t(table[p_bi]) * a.block_stride;
-      const size_t row = head_row + size_t(p_key - p_bi * bt);
-      const uint8_t* ks = base + row * krb;
-      const uint8_t* vs = base + a.v_offset + row * vrb;
-      uint8_t* dst = stages + size_t(p_st) * spart;
-      tc::stage_copy(dst, ks, nk * int(krb));
-      tc::stage_copy(dst + kpart, vs, nk * int(vrb));
-      if (threadIdx.x == 0) {
-        st_t0[p_st] = p_key;
-        st_nk[p_st] = nk;
-        st_ko[p_st] = int(reinterpret_cast<uintptr_t>(ks) & 15u);
-        st_vo[p_st] = int(reinterpret_cast<uintptr_t>(vs) & 15u);
-      }
-      p_key = t1;
-    }
-    p_st = p_st + 1 == S ? 0 : p_st + 1;
-    stage_commit();
-  };
-  // The bulk producer, run by one thread: the next tile into stage st (nothing past ke).
-  const auto issue_bulk = [&](int st) {
-    const int pk = p_next[0];
-    if (pk >= ke) return;
-    int bi = p_next[1], bend = p_next[2];
+  // The next tile from key pk of pool block bi (ending at key bend; pk < ke): its keys [pk, returned end) and the
+  // addresses of its K and V rows; advances (bi, bend) past a finished pool block (a tile never crosses one).
+  // Waits for the previous grid before the first tile that reaches the keys it may still be writing.
+  const auto next_tile = [&](int pk, int& bi, int& bend, const uint8_t*& ks, const uint8_t*& vs) {
     if (pk >= bend) {
       ++bi;
       bend += bt;
     }
-    const int t1 = min(min(pk + TK, ke), bend), nk = t1 - pk;
+    const int t1 = min(min(pk + TK, ke), bend);
     if (!waited && t1 > new_lo) {
       pdl_wait_prev();
       waited = true;
     }
     const uint8_t* base = a.base + size_t(table[bi]) * a.block_stride;
     const size_t row = head_row + size_t(pk - bi * bt);
-    const uint8_t* ks = base + row * krb;
-    const uint8_t* vs = base + a.v_offset + row * vrb;
+    ks = base + row * krb;
+    vs = base + a.v_offset + row * vrb;
+    return t1;
+  };
+  const auto note_stage = [&](int st, int pk, int nk, const uint8_t* ks, const uint8_t* vs) {
     st_t0[st] = pk;
     st_nk[st] = nk;
     st_ko[st] = int(reinterpret_cast<uintptr_t>(ks) & 15u);
     st_vo[st] = int(reinterpret_cast<uintptr_t>(vs) & 15u);
+  };
+  // The cp.async producer, run by every thread: decode8's incremental one, one commit group per call.
+  int p_key = kb, p_bi = kb / bt, p_bend = (p_bi + 1) * bt, p_st = 0;
+  const auto issue = [&]() {
+    if (p_key < ke) {
+      const uint8_t *ks, *vs;
+      const int t1 = next_tile(p_key, p_bi, p_bend, ks, vs), nk = t1 - p_key;
+      uint8_t* dst = stages + size_t(p_st) * spart;
+      tc::stage_copy(dst, ks, nk * int(krb));
+      tc::stage_copy(dst + kpart, vs, nk * int(vrb));
+      if (threadIdx.x == 0) note_stage(p_st, p_key, nk, ks, vs);
+      p_key = t1;
+    }
+    p_st = p_st + 1 == S ? 0 : p_st + 1;
+    stage_commit();
+  };
+  // The bulk producer, run by one thread: the next tile into stage st (nothing past ke); its state is p_next.
+  const auto issue_bulk = [&](int st) {
+    const int pk = p_next[0];
+    if (pk >= ke) return;
+    int bi = p_next[1], bend = p_next[2];
+    const uint8_t *ks, *vs;
+    const int t1 = next_tile(pk, bi, bend, ks, vs), nk = t1 - pk;
+    note_stage(st, pk, nk, ks, vs);
     p_next[0] = t1;
     p_next[1] = bi;
     p_next[2] = bend;
