@@ -272,8 +272,9 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
     run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
   } else if (P.rows == attn::kPrefix256Rows) {
     if constexpr (attn::mma_supports(HD))
-      run_grid(gx, gy, gz, attn::prefix256_smem_bytes(HD), [&] { attn::attention_prefix256_kernel<HD>(a); },
-               attn::kPrefix256Threads);
+      attn::prefix256_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
+        run_grid(gx, gy, gz, attn::prefix256_smem_bytes(HD), [&] { kernel(a); }, attn::kPrefix256Threads);
+      });
   } else if (P.rows == attn::kPrefixRows) {
     if constexpr (attn::mma_supports(HD))
       run_grid(gx, gy, gz, attn::prefix_mma_smem_bytes(HD), [&] { attn::attention_prefix_mma_kernel<HD>(a); });
@@ -718,13 +719,39 @@ TEST(CudaAttentionEmulation, PrefixPassManySequences) {
 // stages, the tile-ahead addresses, a partial last tile); f16 K and V (the 2-product path), then
 // q8_0 / turbo3t with a window and softcap (the masked path), then 40 x 2 tokens = 320 rows (2 query
 // tiles, the second partly empty) with turbo K (queries rotated in the prologue's parts).
+// Each case runs both products (scaled: f16 values and f32 scales, two MMAs; split: hi / lo, three).
+struct Products256Scope {
+  attn::Prefix256Products saved = attn::prefix256_products();
+  explicit Products256Scope(attn::Prefix256Products p) { attn::prefix256_products() = p; }
+  ~Products256Scope() { attn::prefix256_products() = saved; }
+};
 TEST(CudaAttentionEmulation, PrefixPass256Rows) {
   const std::vector<attn::PrefixKernel> k256 = {attn::PrefixKernel::Wide256};
-  expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 128, 40, 43, 1, 620), k256);
-  Case c = prefix_case(KvType::Q8_0, KvType::Turbo3T, 128, 40, 43, 1, 621);
-  c.window = 100, c.softcap = 30.0f;
-  expect_prefix_ok(c, k256);
-  expect_prefix_ok(prefix_case(KvType::Turbo3T, KvType::Q8_0, 128, 40, 20, 2, 622), k256);
+  for (attn::Prefix256Products products : {attn::Prefix256Products::Scaled, attn::Prefix256Products::Split}) {
+    SCOPED_TRACE(products == attn::Prefix256Products::Scaled ? "scaled products" : "split products");
+    const Products256Scope scope(products);
+    expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 128, 40, 43, 1, 620), k256);
+    Case c = prefix_case(KvType::Q8_0, KvType::Turbo3T, 128, 40, 43, 1, 621);
+    c.window = 100, c.softcap = 30.0f;
+    expect_prefix_ok(c, k256);
+    expect_prefix_ok(prefix_case(KvType::Turbo3T, KvType::Q8_0, 128, 40, 20, 2, 622), k256);
+  }
+}
+
+// The scaled products on every scaled-exact type as K and as V (per-32-value scales: q8_0, q4_0; per row:
+// turbo, trellis, f16), and the split kernel that f32 / bf16 K or V take even with scaled products on.
+TEST(CudaAttentionEmulation, PrefixPass256RowsScaledTypes) {
+  const std::vector<attn::PrefixKernel> k256 = {attn::PrefixKernel::Wide256};
+  const Products256Scope scope(attn::Prefix256Products::Scaled);
+  EXPECT_TRUE(attn::prefix256_scaled(KvType::Q4_0, KvType::Turbo2T));
+  EXPECT_FALSE(attn::prefix256_scaled(KvType::F32, KvType::Q8_0));
+  EXPECT_FALSE(attn::prefix256_scaled(KvType::Q8_0, KvType::BF16));
+  uint32_t seed = 630;
+  for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Q4_0, KvType::Turbo3},
+                               std::pair{KvType::Turbo4, KvType::Q4_0}, std::pair{KvType::Turbo2T, KvType::Turbo4T},
+                               std::pair{KvType::F32, KvType::Q8_0}, std::pair{KvType::Q8_0, KvType::BF16}})
+    expect_prefix_ok(prefix_case(kt, vt, 128, 40, 20, 1, seed++), k256);
+  expect_prefix_ok(prefix_case(KvType::Q4_0, KvType::Turbo3T, 64, 40, 20, 1, seed++), k256);  // head size 64
 }
 
 TEST(CudaAttentionEmulation, PrefixPassWideHeadSize128WindowSoftcap) {

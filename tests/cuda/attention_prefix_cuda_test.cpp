@@ -1,6 +1,7 @@
 // The prefix pass of polykv::cuda::attention (shared prefixes read once for a group's queries, then
 // merged with each sequence's own keys) on the GPU, with each prefix kernel (attention_cuda_plan.h
-// PrefixKernel: f32 tiled, 64-row tensor-core, 128-row "wide" tensor-core), against the CPU's
+// PrefixKernel: f32 tiled, 64-row tensor-core, 128-row "wide" tensor-core, the 256-row kernel with split and
+// with scaled products), against the CPU's
 // attention_ref (attention_cuda_cases.h: per-row bound 1e-4, poisoned outputs). 2, 5, 16 and 64
 // sequences (8 to 256 rows per KV head: the small f32 shape, the 64-row shape, the wide one) share
 // prefixes of awkward lengths (1000 keys in blocks of 8, 4097 in blocks of 17) and add private
@@ -41,13 +42,27 @@ struct PrefixScope {
   explicit PrefixScope(attn::PrefixKernel k) { attn::prefix_kernel() = k; }
   ~PrefixScope() { attn::prefix_kernel() = saved; }
 };
-constexpr attn::PrefixKernel kPrefixKernels[] = {attn::PrefixKernel::F32, attn::PrefixKernel::Mma,
-                                                 attn::PrefixKernel::Wide, attn::PrefixKernel::Wide256};
-const char* prefix_kernel_name(attn::PrefixKernel k) {
-  return k == attn::PrefixKernel::F32   ? "f32 tiled"
-         : k == attn::PrefixKernel::Mma ? "mma 64 rows"
-         : k == attn::PrefixKernel::Wide ? "wide mma 128 rows"
-                                         : "mma 256 rows (256 threads)";
+struct Products256Scope {
+  attn::Prefix256Products saved = attn::prefix256_products();
+  explicit Products256Scope(attn::Prefix256Products p) { attn::prefix256_products() = p; }
+  ~Products256Scope() { attn::prefix256_products() = saved; }
+};
+// A prefix kernel and, for the 256-row one, its products (attention_cuda_plan.h Prefix256Products).
+struct PrefixVariant {
+  attn::PrefixKernel kernel;
+  attn::Prefix256Products products;
+};
+constexpr PrefixVariant kPrefixKernels[] = {{attn::PrefixKernel::F32, attn::Prefix256Products::Scaled},
+                                            {attn::PrefixKernel::Mma, attn::Prefix256Products::Scaled},
+                                            {attn::PrefixKernel::Wide, attn::Prefix256Products::Scaled},
+                                            {attn::PrefixKernel::Wide256, attn::Prefix256Products::Split},
+                                            {attn::PrefixKernel::Wide256, attn::Prefix256Products::Scaled}};
+const char* prefix_kernel_name(PrefixVariant v) {
+  return v.kernel == attn::PrefixKernel::F32    ? "f32 tiled"
+         : v.kernel == attn::PrefixKernel::Mma  ? "mma 64 rows"
+         : v.kernel == attn::PrefixKernel::Wide ? "wide mma 128 rows"
+         : v.products == attn::Prefix256Products::Split ? "mma 256 rows (256 threads), split products"
+                                                        : "mma 256 rows (256 threads), scaled products";
 }
 
 // Builds the case, uploads it, runs the CUDA attention with each prefix kernel and checks each
@@ -80,8 +95,9 @@ void expect_ok(const Case& c) {
   std::vector<float> got(f->out_floats());
   attn_test::poison(got.data(), got.size());
   const std::vector<float> poisoned = got;
-  for (attn::PrefixKernel k : kPrefixKernels) {
-    const PrefixScope scope(k);
+  for (PrefixVariant k : kPrefixKernels) {
+    const PrefixScope scope(k.kernel);
+    const Products256Scope products(k.products);
     const attn::Plan Pp = attn::plan_prefix(L, f->p, b, context().sm_count());
     dout.upload(poisoned.data(), poisoned.size());
     cuda::attention(L, f->p, b, dq.p, dout.p, context());
@@ -141,10 +157,13 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
   // 128-row kernel, w256 = the 256-row kernel), w256's spread over the rounds, the prefix products
   // (4 x agents x 32 heads x 32768 keys x 128) as TFLOP/s of the whole call with wide128 and w256,
   // the shared KV bytes / w256's time, and the speedups wide128 / w256 and mma64 / w256.
-  std::printf("%-16s %6s %10s %10s %10s %10s %9s %9s %9s %9s %9s %9s\n", "K/V", "agents", "f32 us", "mma64 us",
-              "wide128us", "w256 us", "spread", "TF wide", "TF w256", "KV GB/s", "w128/w256", "m64/w256");
+  // (w256 is the default: scaled products where both types allow them; split: POLYKV_CUDA_PREFIX256=split.)
+  std::printf("%-16s %6s %10s %10s %10s %10s %9s %9s %9s %9s %9s %9s %10s %9s %9s\n", "K/V", "agents", "f32 us",
+              "mma64 us", "wide128us", "w256 us", "spread", "TF wide", "TF w256", "KV GB/s", "w128/w256", "m64/w256",
+              "split us", "spl spread", "w256/split");
   for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
-                               std::pair{KvType::Q8_0, KvType::Q8_0}})
+                               std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Q8_0, KvType::Turbo3},
+                               std::pair{KvType::Turbo3T, KvType::Turbo3T}})
     for (int agents : {16, 64}) {
       // The pool: kShared + agents blocks whose rows repeat kDistinct encoded rows.
       const size_t kb = kv_head_bytes(kt, kHd), vb = kv_head_bytes(vt, kHd);
@@ -198,14 +217,17 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
       p.scale = 1.0f / std::sqrt(float(kHd));
 
       // Interleaved: 3 rounds of (every kernel: median of 20 calls); per kernel the median round.
-      constexpr int kKernels = 4, kRounds = 3;
+      // Variants: f32 tiled, mma64, wide128, w256 (scaled products), w256 with split products.
+      constexpr int kKernels = 5, kRounds = 3;
+      constexpr int kOrder[kKernels] = {0, 1, 2, 4, 3};  // kPrefixKernels index of column i
       double sec[kKernels][kRounds];
       cudaEvent_t e0, e1;
       POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
       POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
       for (int round = 0; round < kRounds; ++round)
         for (int i = 0; i < kKernels; ++i) {
-          const PrefixScope scope(kPrefixKernels[i]);
+          const PrefixScope scope(kPrefixKernels[kOrder[i]].kernel);
+          const Products256Scope products(kPrefixKernels[kOrder[i]].products);
           for (int w = 0; w < 3; ++w) cuda::attention(L, p, b, dq.p, dout.p, context());
           std::vector<float> ms;
           for (int r = 0; r < 20; ++r) {
@@ -222,7 +244,8 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
         }
       cudaEventDestroy(e0);
       cudaEventDestroy(e1);
-      double med[kKernels], spread[kKernels];
+      double med[kKernels], spread[kKernels], raw[kKernels][kRounds];
+      std::memcpy(raw, sec, sizeof raw);
       for (int i = 0; i < kKernels; ++i) {
         std::sort(sec[i], sec[i] + kRounds);
         med[i] = sec[i][kRounds / 2];
@@ -231,9 +254,14 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
       const double flops = 4.0 * agents * kHeads * double(kShared * kBt) * kHd;
       const double kv_bytes = double(kShared * kBt) * kHeadKv * double(kb + vb);  // the shared keys, read once
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-16s %6d %10.1f %10.1f %10.1f %10.1f %8.1f%% %9.2f %9.2f %9.1f %9.2f %9.2f\n", name.c_str(), agents,
-                  med[0] * 1e6, med[1] * 1e6, med[2] * 1e6, med[3] * 1e6, spread[3] * 100, flops / med[2] / 1e12,
-                  flops / med[3] / 1e12, kv_bytes / med[3] / 1e9, med[2] / med[3], med[1] / med[3]);
+      // w256 / split per round (interleaved: the two ran back to back), median and range.
+      double ratio[kRounds];
+      for (int round = 0; round < kRounds; ++round) ratio[round] = raw[3][round] / raw[4][round];
+      std::sort(ratio, ratio + kRounds);
+      std::printf("%-16s %6d %10.1f %10.1f %10.1f %10.1f %8.1f%% %9.2f %9.2f %9.1f %9.2f %9.2f %10.1f %8.1f%% %5.3f (%5.3f-%5.3f)\n",
+                  name.c_str(), agents, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6, med[3] * 1e6, spread[3] * 100,
+                  flops / med[2] / 1e12, flops / med[3] / 1e12, kv_bytes / med[3] / 1e9, med[2] / med[3],
+                  med[1] / med[3], med[4] * 1e6, spread[4] * 100, ratio[kRounds / 2], ratio[0], ratio[kRounds - 1]);
     }
 }
 

@@ -59,7 +59,10 @@ void allow_smem_hd() {
     POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     constexpr size_t smem = attn::prefix256_smem_bytes(HD);
     attn::prefix256_fits(HD) = smem + 8 * 1024 <= size_t(optin);
-    if (attn::prefix256_fits(HD)) allow_smem(attn::attention_prefix256_kernel<HD>, smem);
+    if (attn::prefix256_fits(HD)) {
+      allow_smem(attn::attention_prefix256_kernel<HD, true>, smem);
+      allow_smem(attn::attention_prefix256_kernel<HD, false>, smem);
+    }
   }
 }
 
@@ -139,7 +142,9 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
     launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream, pdl);
   } else if (P.rows == attn::kPrefix256Rows) {  // plan_prefix only (head sizes 64 and 128)
     if constexpr (attn::mma_supports(HD))
-      launch_256(attn::attention_prefix256_kernel<HD>, a, P, attn::prefix256_smem_bytes(HD), stream);
+      attn::prefix256_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
+        launch_256(kernel, a, P, attn::prefix256_smem_bytes(HD), stream);
+      });
   } else if (P.rows == attn::kPrefixRows) {  // plan_prefix only (head sizes 64 and 128); no PDL wait inside
     if constexpr (attn::mma_supports(HD))
       launch_kernel(attn::attention_prefix_mma_kernel<HD>, a, P, attn::prefix_mma_smem_bytes(HD), stream, false);

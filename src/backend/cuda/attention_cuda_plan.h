@@ -252,6 +252,29 @@ constexpr int kPrefixRows = 128;  // rows per block of the wide prefix kernel (4
 constexpr int kPrefixBlocksPerSm = 2;  // its occupancy (~106 KB of shared memory at head size 128)
 constexpr int kPrefix256Rows = 256;     // rows per block of the 256-row prefix kernel (8 warps x 2 x 16)
 constexpr int kPrefix256Threads = 256;  // its threads (one block per multiprocessor: ~205 KB at hd 128)
+// How the 256-row prefix kernel multiplies (attention_cuda_prefix256.cuh). Scaled (default): when K and V
+// are both scaled-exact types (prefix256_scaled_type: each value an f16 times a per-row or per-32-value
+// scale), the tiles hold the f16 values and the scales apply in f32 to the scores (K) and the
+// probabilities (V): two products per fragment pair, no lo tiles. Split: every value as f16 hi + lo and
+// three products (the kernel as first written; f32 and bf16 K or V always take it).
+// Starts from POLYKV_CUDA_PREFIX256=split (unset or other: Scaled). Process-wide, like prefix_kernel.
+enum class Prefix256Products { Scaled, Split };
+inline Prefix256Products& prefix256_products() {
+  static Prefix256Products p = [] {
+    const char* e = std::getenv("POLYKV_CUDA_PREFIX256");
+    return e && std::string(e) == "split" ? Prefix256Products::Split : Prefix256Products::Scaled;
+  }();
+  return p;
+}
+// Types whose every value is an f16 value times one float per row (turbo*, trellis: the group norm, one
+// group per row at head sizes 64 and 128; f16: 1) or per 32 values (q8_0, q4_0: the block's d).
+constexpr bool prefix256_scaled_type(KvType t) {
+  return t != KvType::F32 && t != KvType::BF16;
+}
+// Whether a 256-row prefix launch of (k, v) takes the scaled kernel.
+inline bool prefix256_scaled(KvType k, KvType v) {
+  return prefix256_products() == Prefix256Products::Scaled && prefix256_scaled_type(k) && prefix256_scaled_type(v);
+}
 // Whether the device's shared memory per block allows the 256-row kernel (set by the launcher's
 // per-device init from cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KB on sm_90, 163 KB on sm_80 and
 // 99 KB on sm_86 / sm_89 are too little at head size 128). Process-wide; true until a device says no.

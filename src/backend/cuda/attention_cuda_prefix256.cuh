@@ -12,8 +12,13 @@
 // - V is stored row-major like K ([key][dim]); the P V B-fragments come from ldmatrix.trans, the
 //   Q / K fragments from ldmatrix (one instruction per four 8x8 matrices instead of four 32-bit
 //   loads; row stride hd + 8 halves: conflict-free).
-// - f16 K or V are exact in f16: their lo tile is zero, so their products drop the hi x lo MMA
-//   (2 instead of 3 per fragment pair) and the decode stores no lo tile.
+// - Scaled products (the default; prefix256_scaled): f16, q8_0, q4_0, turbo and trellis values are f16
+//   values times a scale (the block's d per 32 values, the group norm per row, or 1; turbo levels are
+//   f16-exact), so the tiles hold those f16 values with no lo tile, K's scales multiply the 32-dim
+//   partial scores (or, per row, the whole score) in f32 and V's scales the probabilities before their
+//   hi / lo split: 2 MMAs per fragment pair for both products, the query's and the probabilities' hi and
+//   lo (~2^-22 of f32), instead of 3. f32 / bf16 K or V (and POLYKV_CUDA_PREFIX256=split) keep hi / lo
+//   tiles, where f16 K or V are exact: their lo tile is zero, so their products drop the hi x lo MMA.
 // - The softmax runs in base 2 (queries scaled by scale x log2 e, ex2.approx); tiles that every row
 //   of a warp sees whole (no window edge, no partial tile, no softcap) skip the mask.
 // - The key range is split over the multiprocessors (one block each: ~210 KB of shared memory at
@@ -24,6 +29,7 @@
 // V lo) [32][136] f16 (68 KB; the prologue first stages 64 f32 query rows at a time there): 205 KB.
 #pragma once
 #include "backend/cuda/attention_cuda_mma.cuh"
+#include "backend/cuda/kv_decode_scaled.cuh"
 
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
@@ -151,7 +157,36 @@ __device__ __forceinline__ void decode_q8_exact(const Rows& rows, int nk, uint16
   }
 }
 
-template <int HD>
+// Decodes keys [0, nk) of a tile of TK keys (rows: tile_row) of a scaled-exact type KT
+// (prefix256_scaled_type) into hi [TK][LQ] f16 values v and scales [HD / 32][TK] floats, value = v x scale
+// exactly (decode8s: the q8_0 / q4_0 block's d, the turbo / trellis group's norm, repeated for every 32
+// values of the group, or 1); zeros for keys nk .. TK - 1. lut: the type's scaled_lut_entry table. NTH threads.
+template <KvType KT, int HD, int NTH, int TK, class Rows>
+__device__ __forceinline__ void prefix256_decode_scaled(const Rows& rows, int nk, const float* lut, uint16_t* hi,
+                                                        float* scales) {
+  constexpr int P = HD / 8, LQ = mma_ldq(HD);
+  for (int i = threadIdx.x; i < TK * P; i += NTH) {
+    const int key = i / P, c = i - key * P;
+    float v[8], d = 0.0f;
+    if (key < nk) {
+      d = decode8s<KT>(tile_row(rows, key), c, HD, lut, v);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = 0.0f;
+    }
+    uint32_t h[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) h[k] = half2_bits(v[2 * k], v[2 * k + 1]);  // exact: every v is an f16 value
+    *reinterpret_cast<uint4*>(hi + key * LQ + 8 * c) = make_uint4(h[0], h[1], h[2], h[3]);
+    if ((c & 3) == 0) scales[(c >> 2) * TK + key] = d;
+  }
+}
+
+// SC (prefix256_scaled): K and V tiles hold f16 values whose scales apply in f32 (the K scale to each
+// 32-dim partial score, or once per key for row-scaled types; the V scale to the probabilities before
+// their hi / lo split), so each product is two MMAs (hi and lo of the query or the probabilities); the
+// scales [HD / 32][kTileKeys] sit where the lo tiles are otherwise. !SC: hi / lo tiles, three MMAs.
+template <int HD, bool SC>
 __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kernel(const Args a) {
   constexpr int T = kTileKeys, R = kPrefix256Rows, NTH = kPrefix256Threads, RP = kPrefix256Part, LD = HD + 4;
   constexpr int LQ = mma_ldq(HD);
@@ -167,7 +202,9 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
   if (kb >= ke) return;
 
   __shared__ int qhi[R], qlo[R], qrow[R];
-  __shared__ float lvk[32], lvv[32];
+  constexpr int NB = HD / 32;  // 32-value scale blocks of a row (SC)
+  static_assert(2 * NB * T * 4 <= T * LQ * 2, "the scales fit in a lo tile");
+  __shared__ float lvk[SC ? 128 : 32], lvv[SC ? 128 : 32];  // SC: scaled_lut_entry tables; else kv_levels
   __shared__ uint64_t kp[2][T], vp[2][T];  // row addresses of the tiles in flight (tile i: buffer i % 2)
   POLYKV_DYNAMIC_SHARED(smem4);
   uint16_t* Qh = reinterpret_cast<uint16_t*>(smem4);  // [R][LQ] queries (scaled by scale x log2 e, K's basis): hi
@@ -180,7 +217,12 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
   // Prologue: levels; each row's keys (qhi: last visible, -1 for no row; qlo: first) and its row in
   // q / out. Row r is thread r's, so warp w's rows (32 w .. 32 w + 31, its two row tiles) are its
   // own lanes': the warp reduces the keys all its rows see (fast-path test) and whether it has rows.
-  if (tid < 32) {
+  if constexpr (SC) {
+    if (tid < 128) {
+      lvk[tid] = scaled_lut_entry(a.k_type, kv_levels(g_tables, a.k_type, HD), g_tables.subset_word, tid);
+      lvv[tid] = scaled_lut_entry(a.v_type, kv_levels(g_tables, a.v_type, HD), g_tables.subset_word, tid);
+    }
+  } else if (tid < 32) {
     const float* k = kv_levels(g_tables, a.k_type, HD);
     const float* v = kv_levels(g_tables, a.v_type, HD);
     lvk[tid] = tid < kv_n_levels(a.k_type) ? k[tid] : 0.0f;
@@ -237,6 +279,9 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
   const int32_t* table = a.tables + a.table_start[w.seq];
   const int bt = a.block_tokens;
   const bool k_exact = a.k_type == KvType::F16, v_exact = a.v_type == KvType::F16;
+  // SC: one scale per row (every block's scale the same), so the scores take it once, the probabilities once.
+  const bool k_row = a.k_type != KvType::Q8_0 && a.k_type != KvType::Q4_0;
+  const bool v_row = a.v_type != KvType::Q8_0 && a.v_type != KvType::Q4_0;
 
   // Row addresses of the tile at key tt0 into buffer buf (threads < T), and their lines into L1.
   auto tile_rows = [&](int tt0, int buf) {
@@ -259,12 +304,26 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
   auto decode_stage = [&](int tt0, int buf) {
     const int nk = min(T, ke - tt0);
     uint16_t* s = St + buf * SS;
-    kv_type_dispatch(a.k_type, [&](auto tag) {
-      prefix256_decode<decltype(tag)::value, HD, NTH>(kp[buf], nk, lvk, subset_word, s, s + T * LQ);
-    });
-    kv_type_dispatch(a.v_type, [&](auto tag) {
-      prefix256_decode<decltype(tag)::value, HD, NTH>(vp[buf], nk, lvv, subset_word, s + 2 * T * LQ, s + 3 * T * LQ);
-    });
+    if constexpr (SC) {
+      kv_type_dispatch(a.k_type, [&](auto tag) {
+        constexpr KvType KT = decltype(tag)::value;
+        if constexpr (KT != KvType::F32 && KT != KvType::BF16)  // prefix256_scaled_type
+          prefix256_decode_scaled<KT, HD, NTH, T>(kp[buf], nk, lvk, s, reinterpret_cast<float*>(s + T * LQ));
+      });
+      kv_type_dispatch(a.v_type, [&](auto tag) {
+        constexpr KvType KT = decltype(tag)::value;
+        if constexpr (KT != KvType::F32 && KT != KvType::BF16)  // prefix256_scaled_type
+          prefix256_decode_scaled<KT, HD, NTH, T>(vp[buf], nk, lvv, s + 2 * T * LQ,
+                                                  reinterpret_cast<float*>(s + 3 * T * LQ));
+      });
+    } else {
+      kv_type_dispatch(a.k_type, [&](auto tag) {
+        prefix256_decode<decltype(tag)::value, HD, NTH>(kp[buf], nk, lvk, subset_word, s, s + T * LQ);
+      });
+      kv_type_dispatch(a.v_type, [&](auto tag) {
+        prefix256_decode<decltype(tag)::value, HD, NTH>(vp[buf], nk, lvv, subset_word, s + 2 * T * LQ, s + 3 * T * LQ);
+      });
+    }
   };
 
   // This thread's rows: tile rt of the warp, C fragment rows g and g + 8.
@@ -308,8 +367,8 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
       for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
         for (int j = 0; j < 4; ++j) s[rt][j][0] = s[rt][j][1] = s[rt][j][2] = s[rt][j][3] = 0.0f;
-#pragma unroll
-      for (int ks = 0; ks < HD / 16; ++ks) {
+      // One 16-dim step of S into acc: (Q hi + Q lo) x K hi, plus Q hi x K lo unless SC or K is exact.
+      auto qk_step = [&](int ks, float(&acc)[RT][4][4]) {
         uint32_t ah[RT][4], al[RT][4];
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
@@ -324,17 +383,60 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
           const int ko = (16 * jp + (lane & 7) + ((lane >> 4) << 3)) * LQ + 16 * ks + ((lane >> 3) & 1) * 8;
           uint32_t bh[4], bl[4] = {0, 0, 0, 0};
           ldsm_x4(bh, Kh + ko);
-          if (!k_exact) ldsm_x4(bl, Kl + ko);
+          if (!SC && !k_exact) ldsm_x4(bl, Kl + ko);
 #pragma unroll
           for (int jj = 0; jj < 2; ++jj) {
             const uint32_t b_h[2] = {bh[2 * jj], bh[2 * jj + 1]}, b_l[2] = {bl[2 * jj], bl[2 * jj + 1]};
 #pragma unroll
             for (int rt = 0; rt < RT; ++rt) {
-              mma16816(s[rt][2 * jp + jj], al[rt], b_h);
-              if (!k_exact) mma16816(s[rt][2 * jp + jj], ah[rt], b_l);
-              mma16816(s[rt][2 * jp + jj], ah[rt], b_h);
+              mma16816(acc[rt][2 * jp + jj], al[rt], b_h);
+              if (!SC && !k_exact) mma16816(acc[rt][2 * jp + jj], ah[rt], b_l);
+              mma16816(acc[rt][2 * jp + jj], ah[rt], b_h);
             }
           }
+        }
+      };
+      // SC: K's scales of this thread's keys 8 j + 2 t4 (+1) in block b, times acc, added to s.
+      auto add_scaled = [&](int b, const float(&acc)[RT][4][4]) {
+        const float* ksc = reinterpret_cast<const float*>(Kl) + b * T;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 d = *reinterpret_cast<const float2*>(ksc + 8 * j + 2 * t4);
+#pragma unroll
+          for (int rt = 0; rt < RT; ++rt) {
+            s[rt][j][0] = fmaf(acc[rt][j][0], d.x, s[rt][j][0]);
+            s[rt][j][1] = fmaf(acc[rt][j][1], d.y, s[rt][j][1]);
+            s[rt][j][2] = fmaf(acc[rt][j][2], d.x, s[rt][j][2]);
+            s[rt][j][3] = fmaf(acc[rt][j][3], d.y, s[rt][j][3]);
+          }
+        }
+      };
+      if (!SC || k_row) {
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ++ks) qk_step(ks, s);
+        if (SC) {  // the row's scale, once
+          const float* ksc = reinterpret_cast<const float*>(Kl);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float2 d = *reinterpret_cast<const float2*>(ksc + 8 * j + 2 * t4);
+#pragma unroll
+            for (int rt = 0; rt < RT; ++rt) {
+              s[rt][j][0] *= d.x, s[rt][j][1] *= d.y;
+              s[rt][j][2] *= d.x, s[rt][j][3] *= d.y;
+            }
+          }
+        }
+      } else {
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+          float acc[RT][4][4];
+#pragma unroll
+          for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[rt][j][0] = acc[rt][j][1] = acc[rt][j][2] = acc[rt][j][3] = 0.0f;
+          qk_step(2 * b, acc);
+          qk_step(2 * b + 1, acc);
+          add_scaled(b, acc);
         }
       }
 
@@ -395,29 +497,53 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
 
       // O += P V: key steps of 16 (S tiles 2 kk, 2 kk + 1 as the A fragment), dim tiles n of 8 in
       // pairs from one ldmatrix.trans each: matrices (keys +0, dims +0), (+8, +0), (+0, +8), (+8, +8).
+      // SC: the probabilities times V's scale of their key (block np / 2's, or the row's) before the split.
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         uint32_t ph[RT][4], pl[RT][4];
+        // A fragment of key step kk: this thread's keys 16 kk + 2 t4 (+1) and 16 kk + 8 + 2 t4 (+1).
+        auto split_p = [&](float2 f0, float2 f1) {
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-          split_pair(s[rt][2 * kk][0], s[rt][2 * kk][1], ph[rt][0], pl[rt][0]);
-          split_pair(s[rt][2 * kk][2], s[rt][2 * kk][3], ph[rt][1], pl[rt][1]);
-          split_pair(s[rt][2 * kk + 1][0], s[rt][2 * kk + 1][1], ph[rt][2], pl[rt][2]);
-          split_pair(s[rt][2 * kk + 1][2], s[rt][2 * kk + 1][3], ph[rt][3], pl[rt][3]);
-        }
+          for (int rt = 0; rt < RT; ++rt) {
+            if constexpr (SC) {
+              split_pair(s[rt][2 * kk][0] * f0.x, s[rt][2 * kk][1] * f0.y, ph[rt][0], pl[rt][0]);
+              split_pair(s[rt][2 * kk][2] * f0.x, s[rt][2 * kk][3] * f0.y, ph[rt][1], pl[rt][1]);
+              split_pair(s[rt][2 * kk + 1][0] * f1.x, s[rt][2 * kk + 1][1] * f1.y, ph[rt][2], pl[rt][2]);
+              split_pair(s[rt][2 * kk + 1][2] * f1.x, s[rt][2 * kk + 1][3] * f1.y, ph[rt][3], pl[rt][3]);
+            } else {
+              split_pair(s[rt][2 * kk][0], s[rt][2 * kk][1], ph[rt][0], pl[rt][0]);
+              split_pair(s[rt][2 * kk][2], s[rt][2 * kk][3], ph[rt][1], pl[rt][1]);
+              split_pair(s[rt][2 * kk + 1][0], s[rt][2 * kk + 1][1], ph[rt][2], pl[rt][2]);
+              split_pair(s[rt][2 * kk + 1][2], s[rt][2 * kk + 1][3], ph[rt][3], pl[rt][3]);
+            }
+          }
+        };
+        auto v_scales = [&](int b, float2& f0, float2& f1) {
+          const float* vsc = reinterpret_cast<const float*>(Vl) + b * T + 16 * kk + 2 * t4;
+          f0 = *reinterpret_cast<const float2*>(vsc);
+          f1 = *reinterpret_cast<const float2*>(vsc + 8);
+        };
+        if constexpr (!SC) split_p(make_float2(1.0f, 1.0f), make_float2(1.0f, 1.0f));
 #pragma unroll
         for (int np = 0; np < HD / 16; ++np) {
+          if constexpr (SC) {
+            if (np == 0 || (!v_row && np % 2 == 0)) {
+              float2 f0, f1;
+              v_scales(np / 2, f0, f1);
+              split_p(f0, f1);
+            }
+          }
           const int vo = (16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8) * LQ + 16 * np + (lane >> 4) * 8;
           uint32_t bh[4], bl[4] = {0, 0, 0, 0};
           ldsm_x4_trans(bh, Vh + vo);
-          if (!v_exact) ldsm_x4_trans(bl, Vl + vo);
+          if (!SC && !v_exact) ldsm_x4_trans(bl, Vl + vo);
 #pragma unroll
           for (int nn = 0; nn < 2; ++nn) {
             const uint32_t b_h[2] = {bh[2 * nn], bh[2 * nn + 1]}, b_l[2] = {bl[2 * nn], bl[2 * nn + 1]};
 #pragma unroll
             for (int rt = 0; rt < RT; ++rt) {
               mma16816(o[rt][2 * np + nn], pl[rt], b_h);
-              if (!v_exact) mma16816(o[rt][2 * np + nn], ph[rt], b_l);
+              if (!SC && !v_exact) mma16816(o[rt][2 * np + nn], ph[rt], b_l);
               mma16816(o[rt][2 * np + nn], ph[rt], b_h);
             }
           }
@@ -452,6 +578,16 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
       if (e0) a.part_ml[(blk * R + r0) * 2] = m[rt][0] * kLn2, a.part_ml[(blk * R + r0) * 2 + 1] = l0;
       if (e1) a.part_ml[(blk * R + r1) * 2] = m[rt][1] * kLn2, a.part_ml[(blk * R + r1) * 2 + 1] = l1;
     }
+  }
+}
+
+// Calls f with the 256-row kernel a launch of (k, v) takes: scaled (prefix256_scaled) or split.
+template <int HD, class F>
+void prefix256_pick(KvType k, KvType v, F&& f) {
+  if (prefix256_scaled(k, v)) {
+    f(&attention_prefix256_kernel<HD, true>);
+  } else {
+    f(&attention_prefix256_kernel<HD, false>);
   }
 }
 
