@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/isa.h"
 #include "engine/argmax.h"
 #include "engine/sampler.h"
@@ -53,6 +54,17 @@ void expect_all(const std::vector<float>& x, const std::string& what) {
     EXPECT_EQ(argmax_first(x.data(), int32_t(x.size())), want)
         << "dispatch under " << isa_name(isa) << ": " << what << " n=" << x.size();
   }
+  // Backend::argmax_rows (what greedy decoding reads on a GPU): the CPU backend's and the default
+  // (download, scan, upload), on the row and on it repeated as a second row.
+  static CpuBackend be(1);
+  std::vector<float> two(x);
+  two.insert(two.end(), x.begin(), x.end());
+  int32_t out[2] = {-7, -7};
+  be.argmax_rows(two.data(), 2, int(x.size()), out);
+  EXPECT_TRUE(out[0] == want && out[1] == want) << "CpuBackend::argmax_rows: " << what << " n=" << x.size();
+  out[0] = out[1] = -7;
+  be.Backend::argmax_rows(two.data(), 2, int(x.size()), out);
+  EXPECT_TRUE(out[0] == want && out[1] == want) << "Backend::argmax_rows: " << what << " n=" << x.size();
 }
 
 const std::vector<int> kSizes = {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129,

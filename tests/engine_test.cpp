@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -68,13 +69,14 @@ const char* kDocument =
     "                self.values[key[len(prefix):].lower()] = value\n\n    def get(self, name, default=None):\n"
     "        return self.values.get(name, default)\n\n";
 
-TEST(Engine, AgentsOnOnePoolMatchTheirPromptsRunAlone) {
+// n_agents on one pool, 12 greedy tokens each, each equal to its prompt run alone.
+void expect_agents_match_alone(int n_agents) {
   Engine engine(*fx().model, fx().eog(), options());
   const std::vector<int32_t> doc = fx().encode(kDocument, true);
   const PoolInfo pi = engine.create_pool("doc", doc, "", "");
   EXPECT_EQ(pi.n_tokens, int(doc.size()));
   EXPECT_GT(pi.kv_bytes, 0u);
-  const int n_agents = 16, n_gen = 12;
+  const int n_gen = 12;
   std::vector<std::unique_ptr<Collector>> cs;
   std::vector<std::vector<int32_t>> suffixes;
   for (int a = 0; a < n_agents; ++a) {
@@ -95,6 +97,18 @@ TEST(Engine, AgentsOnOnePoolMatchTheirPromptsRunAlone) {
   EXPECT_EQ(engine.get_pool("doc")->hits, n_agents);
   EXPECT_TRUE(engine.delete_pool("doc"));
   EXPECT_FALSE(engine.get_pool("doc").has_value());
+}
+
+TEST(Engine, AgentsOnOnePoolMatchTheirPromptsRunAlone) { expect_agents_match_alone(16); }
+
+// The same with greedy rows taking the backend's argmax (Model::BatchSeq::argmax: what GPU backends do by
+// default; POLYKV_ENGINE_ARGMAX=device makes the CPU backend do it too).
+TEST(Engine, AgentsWithTheBackendArgmaxMatchTheirPromptsRunAlone) {
+  struct EnvScope {
+    EnvScope() { setenv("POLYKV_ENGINE_ARGMAX", "device", 1); }
+    ~EnvScope() { unsetenv("POLYKV_ENGINE_ARGMAX"); }
+  } env;
+  expect_agents_match_alone(8);
 }
 
 TEST(Engine, SecondRequestReusesCachedPrefixBlocks) {

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "core/argmax_ref.h"
 #include "kv/kv_block_store.h"
 #include "kv/kv_cache.h"
 #include "kv/paged_kv.h"
@@ -74,6 +76,71 @@ inline void expect_batched_equals_alone(Model& model, KvType kt, KvType vt) {
     EXPECT_EQ(0, std::memcmp(got[s].data(), ref[s].data(), got[s].size() * sizeof(float)))
         << "not bit-identical; max |diff| " << max_diff;
   }
+}
+
+// Model::BatchSeq::argmax (the backend's argmax of each logit row) in batches that mix sequences with
+// logits and argmax (every row), argmax only (the last row, or every row), and logits only (the last row:
+// its logits sit after argmax-only rows in the workspace, so they take the per-sequence download): each
+// argmax equals argmax_first_ref of the logits the same call returned. exact_alone (a backend whose
+// batched logits are bit-identical to a sequence run alone: the CPU's): also the argmax-only rows against
+// the run alone, and the logits-only rows bit for bit. Last, one sequence alone with logits and argmax.
+inline void expect_argmax_rows(Model& model, KvType kt, KvType vt, bool exact_alone) {
+  const int V = model.config().n_vocab, bt = 16;
+  KvBlockStore store(model.kv_shape(), kt, vt, 64, bt);
+  const std::vector<std::vector<int32_t>> toks = {ids(21, 4), ids(30, 5), ids(26, 6)};
+  std::vector<std::vector<float>> ref;
+  if (exact_alone)
+    for (const auto& t : toks) ref.push_back(alone(model, t, kt, vt, 7));
+  std::vector<PagedKv> kv;
+  std::vector<std::vector<BlockId>> tables(3);
+  BlockId next = 0;
+  for (size_t s = 0; s < 3; ++s) {
+    kv.emplace_back(store, 1024);
+    for (size_t b = 0; b < (toks[s].size() + bt - 1) / bt; ++b) tables[s].push_back(next++);
+    kv[s].set_blocks(tables[s]);
+  }
+  const int chunks[3] = {4, 3, 5};
+  std::vector<size_t> done(3, 0);
+  int step = 0;
+  while (done[0] < toks[0].size() || done[1] < toks[1].size() || done[2] < toks[2].size()) {
+    std::vector<Model::BatchSeq> batch;
+    std::vector<std::vector<float>> logits(3);
+    std::vector<std::vector<int32_t>> am(3);
+    std::vector<size_t> at(3, 0), n(3, 0);
+    std::vector<bool> all(3, false);
+    for (size_t s = 0; s < 3; ++s) {
+      if (done[s] == toks[s].size()) continue;
+      n[s] = std::min(toks[s].size() - done[s], size_t(chunks[s]));
+      at[s] = done[s];
+      all[s] = s == 0 || (s == 1 && step % 2 == 0);
+      const size_t rows = all[s] ? n[s] : 1;
+      Model::BatchSeq b{std::span(toks[s]).subspan(done[s], n[s]), &kv[s], nullptr, all[s]};
+      if (s != 1) logits[s].assign(rows * size_t(V), NAN), b.logits = logits[s].data();
+      if (s != 2) am[s].assign(rows, -7), b.argmax = am[s].data();
+      batch.push_back(b);
+      done[s] += n[s];
+    }
+    model.forward_batch(batch);
+    for (size_t s = 0; s < 3; ++s) {
+      if (n[s] == 0) continue;
+      SCOPED_TRACE("step " + std::to_string(step) + " sequence " + std::to_string(s));
+      const size_t rows = all[s] ? n[s] : 1, p0 = at[s] + n[s] - rows;  // positions of the returned rows
+      for (size_t r = 0; r < rows; ++r) {
+        if (s == 0) EXPECT_EQ(am[s][r], argmax_first_ref(logits[s].data() + r * size_t(V), V)) << r;
+        if (exact_alone && s == 1) EXPECT_EQ(am[s][r], argmax_first_ref(ref[s].data() + (p0 + r) * size_t(V), V)) << r;
+        if (exact_alone && s == 2)
+          EXPECT_EQ(0, std::memcmp(logits[s].data(), ref[s].data() + p0 * size_t(V), size_t(V) * sizeof(float)));
+      }
+    }
+    ++step;
+  }
+  // One sequence alone (the CPU's direct-logits path), logits and argmax of every row.
+  KvCache solo(model.kv_shape(), kt, vt, 1024, 16);
+  std::vector<float> lg(toks[0].size() * size_t(V));
+  std::vector<int32_t> am(toks[0].size(), -7);
+  const Model::BatchSeq one{std::span(toks[0]), &solo, lg.data(), true, nullptr, am.data()};
+  model.forward_batch(std::span(&one, 1));
+  for (size_t r = 0; r < toks[0].size(); ++r) EXPECT_EQ(am[r], argmax_first_ref(lg.data() + r * size_t(V), V)) << r;
 }
 
 }  // namespace polykv::test

@@ -25,6 +25,12 @@ TEST_P(ForwardBatch, EachSequenceMatchesItsRunAlone) {
   test::expect_batched_equals_alone(*model, kt, vt);
 }
 
+TEST(ForwardBatchArgmax, ArgmaxRowsMatchTheLogits) {
+  CpuBackend backend(2);
+  auto model = Model::load(test::embedded_model(), backend);
+  test::expect_argmax_rows(*model, KvType::Q8_0, KvType::Turbo3T, /*exact_alone=*/true);
+}
+
 INSTANTIATE_TEST_SUITE_P(KvTypes, ForwardBatch,
                          testing::Values(std::pair{KvType::F32, KvType::F32}, std::pair{KvType::Q8_0, KvType::Turbo3T},
                                          std::pair{KvType::F16, KvType::F16}));

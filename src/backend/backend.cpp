@@ -2,10 +2,13 @@
 // build without it still parses "cuda" names so that it can say why it cannot run them.
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/argmax_ref.h"
 #include "core/error.h"
 #include "core/printable.h"
 
@@ -29,6 +32,16 @@ int cuda_index(const std::string& device) {
 }
 
 }  // namespace
+
+void Backend::argmax_rows(const float* x, int rows, int cols, int32_t* out) {
+  std::vector<float> row(size_t(std::max(cols, 0)));
+  std::vector<int32_t> ids(size_t(std::max(rows, 0)));
+  for (int r = 0; r < rows; ++r) {
+    if (cols > 0) download(row.data(), x + size_t(r) * size_t(cols), size_t(cols) * sizeof(float));
+    ids[size_t(r)] = argmax_first_ref(row.data(), cols);
+  }
+  if (rows > 0) upload(out, ids.data(), size_t(rows) * sizeof(int32_t));
+}
 
 void* Backend::allocate_host(size_t bytes) {
   void* p = std::malloc(bytes == 0 ? 1 : bytes);

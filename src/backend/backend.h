@@ -106,6 +106,11 @@ class Backend {
   virtual void softcap(float* x, int64_t n, float cap) = 0;
   // dst[i] = src[rows[i]] for i < n; rows (backend memory) index rows of `cols` floats.
   virtual void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) = 0;
+  // out[r] = argmax_first_ref(x + r cols, cols) (core/argmax_ref.h: the first maximum, NaN / -inf never win,
+  // -1 for none) for r < rows; x: [rows][cols] logits, out: [rows], both backend memory. What greedy
+  // decoding reads instead of whole logit rows (Model::BatchSeq::argmax). Default: each row downloaded
+  // and scanned on the host, the results uploaded.
+  virtual void argmax_rows(const float* x, int rows, int cols, int32_t* out);
 
   // ---- mixture of experts (backend/moe.h; optional: the defaults throw Error "not supported") ----
   // The n_expert slices of one expert tensor (host matrices of one type and shape, e.g. a GGUF 3-D

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <ctime>
 #include <exception>
 #include <thread>
@@ -73,6 +74,16 @@ int sample_threads(DeviceKind kind) {
   if (const char* v = std::getenv("POLYKV_ENGINE_SAMPLE_THREADS"); v && *v) return std::max(0, std::atoi(v));
   if (kind == DeviceKind::Cpu) return 0;
   return int(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+}
+
+// Whether plain greedy rows take their argmax from the backend (Model::BatchSeq::argmax: 4 bytes copied
+// back instead of a 0.5 MB logit row at 128k vocabularies, 32 MB a 64-agent step): POLYKV_ENGINE_ARGMAX=
+// device|host; unset: on every backend but the CPU's (whose logits are already in host memory, where
+// engine/argmax.h's vector kernels scan them). POLYKV_ENGINE_STEP=old: host.
+bool device_argmax(DeviceKind kind) {
+  if (engine_step_old()) return false;
+  if (const char* v = std::getenv("POLYKV_ENGINE_ARGMAX"); v && *v) return std::string(v) == "device";
+  return kind != DeviceKind::Cpu;
 }
 
 }  // namespace
@@ -600,6 +611,10 @@ void Engine::step() {
   std::vector<size_t> logits_at(batch.size(), kNoLogits);  // offset in floats, or kNoLogits
   size_t logits_floats = 0;
   std::vector<float*> logits(batch.size(), nullptr);
+  // Plain greedy rows (no drafter, no logprobs, Sampler::plain_argmax) with a backend argmax: their token.
+  constexpr int32_t kNoArgmax = -2;
+  std::vector<int32_t> argmax(batch.size(), kNoArgmax);
+  const bool backend_argmax = device_argmax(model_.backend().kind());
   std::vector<std::vector<int32_t>> spec_feed(batch.size());  // [last, drafts...] of speculating sequences
   std::vector<int> p0s(batch.size());
   std::vector<std::vector<float>> hidden(batch.size());  // [n_feed][n_embd] for drafters that read them (MTP)
@@ -613,7 +628,10 @@ void Engine::step() {
     }
     const bool spec = s.drafter && n_feed[i] == 1 + int(s.drafts.size()) && p0 + 1 == int(s.tokens.size());
     const bool last = spec || p0 + n_feed[i] == int(s.tokens.size());
-    if (last && !s.is_pool) {
+    if (last && !s.is_pool && backend_argmax && !s.drafter && s.req.top_logprobs < 0 &&
+        s.sampler->plain_argmax(s.tokens)) {
+      argmax[i] = -1;  // fb[i].argmax below
+    } else if (last && !s.is_pool) {
       logits_at[i] = logits_floats;
       logits_floats += size_t(spec ? n_feed[i] : 1) * size_t(n_vocab);
     }
@@ -622,6 +640,7 @@ void Engine::step() {
     if ((s.drafter && s.drafter->needs_target_hidden() && !s.is_pool) || (s.is_pool && mtp_pools_))
       hidden[i].resize(toks.size() * size_t(model_.config().n_embd));
     fb.push_back({toks, s.kv.get(), nullptr, spec, hidden[i].empty() ? nullptr : hidden[i].data()});
+    if (argmax[i] != kNoArgmax) fb.back().argmax = &argmax[i];
   }
   if (logits_floats > 0) {
     float* base = step_logits_.get(model_.backend(), logits_floats);
@@ -690,7 +709,14 @@ void Engine::step() {
       if (s.kv->n_tokens() == int(s.tokens.size())) finish(s, FinishReason::Stop);
       continue;
     }
-    if (logits[i]) {
+    if (argmax[i] != kNoArgmax) {  // what sample() returns for this row (Sampler::plain_argmax)
+      try {
+        check(argmax[i] >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
+        emit(s, argmax[i], nullptr, false);
+      } catch (const std::exception& e) {
+        finish(s, FinishReason::Error, e.what());
+      }
+    } else if (logits[i]) {
       try {
         // Neither a draft model's prompt nor an MTP head's rows are caught up here, one sequence at a
         // time: the first draft catches up, batched with the other sequences' (draft_before_batch), and

@@ -60,6 +60,11 @@ void Sampler::apply_penalty(std::span<const int32_t> history, int32_t n_vocab) {
   }
 }
 
+bool Sampler::plain_argmax(std::span<const int32_t> history) const {
+  const bool penalty = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0 && !history.empty();
+  return params_.temperature <= 0.0f && !penalty;
+}
+
 int32_t Sampler::prepare(const float* logits, int32_t n_vocab, std::span<const int32_t> history, double& total) {
   check(n_vocab > 0, "sampler: n_vocab must be positive, got ", n_vocab);
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -69,8 +74,7 @@ int32_t Sampler::prepare(const float* logits, int32_t n_vocab, std::span<const i
   // Greedy without a penalty: one pass, no candidate list (a 128k vocabulary's list cost ~0.3 ms a token,
   // which a 64-agent step paid 64 times). The same choice as the general path below: NaN never wins, the
   // first maximum in id order (+inf included) wins, and all-NaN/-inf is the same error.
-  const bool penalty = params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0 && !history.empty();
-  if (params_.temperature <= 0.0f && !penalty) {
+  if (plain_argmax(history)) {
     // engine/argmax.h: the same contract, vectorized (POLYKV_ENGINE_STEP=old: the scalar loop).
     const int32_t best = engine_step_old() ? argmax_first_scalar(logits, n_vocab) : argmax_first(logits, n_vocab);
     check(best >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");

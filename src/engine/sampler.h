@@ -83,6 +83,11 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
+  // Whether sample(logits, n, history) is argmax_first(logits, n) (core/argmax_ref.h; -1 throws): greedy
+  // (temperature 0) with no repetition penalty over this history. The engine then asks the backend for
+  // the argmax instead of the logit row (Model::BatchSeq::argmax).
+  bool plain_argmax(std::span<const int32_t> history) const;
+
  private:
   struct Candidate {
     float logit;

@@ -56,6 +56,10 @@ class Model {
     bool all_logits = false;
     float* hidden = nullptr;  // host [n][n_embd]: final hidden states (after output_norm) of every row of
                               // this sequence in the step (nullptr: none); independent of logits/all_logits
+    // host [n] if all_logits, else [1]: the argmax (core/argmax_ref.h: first maximum, -1 if no logit is
+    // usable) of each logit row, computed on the backend so that only the indices are copied back (what
+    // greedy decoding needs); with or without `logits`. nullptr: none.
+    int32_t* argmax = nullptr;
   };
   // Not reentrant: the activations live in one workspace per model, so one call at a time per model
   // (a concurrent call throws Error). Today's callers keep this: the engine runs every step on its

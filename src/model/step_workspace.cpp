@@ -24,6 +24,7 @@ void StepWorkspace::reserve(const ModelConfig& c, int rows, int out_rows) {
       r * size_t(c.n_ff) * 4,                              // gate
       r * size_t(c.n_ff) * 4,                              // up
       4 * r * sizeof(int32_t),                             // ids
+      r * sizeof(int32_t),                                 // argmax
       r * size_t(c.n_embd) * 4,                            // hidden
       size_t(out_rows) * size_t(c.n_vocab) * 4,            // logits
   };
@@ -44,6 +45,7 @@ void StepWorkspace::reserve(const ModelConfig& c, int rows, int out_rows) {
   };
   for (float** f : {&x, &h, &q, &k, &v, &att, &gate, &up}) *f = reinterpret_cast<float*>(next());
   ids = reinterpret_cast<int32_t*>(next());
+  argmax = reinterpret_cast<int32_t*>(next());
   hidden = reinterpret_cast<float*>(next());
   logits = reinterpret_cast<float*>(next());
 }

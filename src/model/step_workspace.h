@@ -33,6 +33,7 @@ class StepWorkspace {
   float* up = nullptr;      // [rows][n_ff]
   int32_t* ids = nullptr;   // [4][rows]: tokens, positions, the rows whose logits are wanted, then those
                             // whose hidden states are wanted
+  int32_t* argmax = nullptr;  // [rows]: the argmax of each logit row (Backend::argmax_rows)
   float* hidden = nullptr;  // [rows][n_embd] final hidden states (after output_norm) of the wanted rows
   float* logits = nullptr;  // [out_rows][n_vocab]
 

@@ -107,8 +107,13 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   check(n > 0, "forward pass needs at least one token");
   // Only the rows whose logits are wanted go through the output norm and the vocabulary matmul.
   std::vector<int32_t> out_rows;  // rows of x, in batch order
+  // out0[s]: sequence s's first row among them (its logit / argmax rows are out0[s] ...).
+  std::vector<int> out0(batch.size(), 0);
+  bool any_argmax = false;
   for (size_t s = 0; s < batch.size(); ++s) {
-    if (!batch[s].logits) continue;
+    out0[s] = int(out_rows.size());
+    if (!batch[s].logits && !batch[s].argmax) continue;
+    any_argmax = any_argmax || batch[s].argmax;
     const int end = steps[s].row0 + steps[s].n;
     for (int r = batch[s].all_logits ? steps[s].row0 : end - 1; r < end; ++r) out_rows.push_back(r);
   }
@@ -120,7 +125,7 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   const int n_hid = int(hid_rows.size());
   // The single-sequence call on a host-memory backend writes the logits straight into the caller's
   // buffer (as large as a prompt's all-logits); otherwise they go through the workspace.
-  const bool direct_logits = batch.size() == 1 && be.kind() == DeviceKind::Cpu;
+  const bool direct_logits = batch.size() == 1 && be.kind() == DeviceKind::Cpu && batch[0].logits;
   ws_.reserve(c, n, direct_logits ? 0 : n_out);
   hws_.reserve(c, n);
   if (c.moe.enabled()) moe_ws_.reserve(c, n);
@@ -158,7 +163,7 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   mix(uint64_t(reinterpret_cast<uintptr_t>(hws_.qg)));
   mix(uint64_t(reinterpret_cast<uintptr_t>(moe_ws_.logits)));
   for (size_t s = 0; s < batch.size(); ++s)
-    mix((uint64_t(steps[s].n) << 3) | (batch[s].hidden ? 4u : 0u) | (batch[s].logits ? 2u : 0u) |
+    mix((uint64_t(steps[s].n) << 3) | (batch[s].hidden ? 4u : 0u) | (batch[s].logits || batch[s].argmax ? 2u : 0u) |
         (batch[s].all_logits ? 1u : 0u));
   if (!be.replay_step(key)) {
     issue_step_ops(n, n_out, tokens, pos, gather, direct_logits ? batch[0].logits : ws_.logits);
@@ -175,26 +180,39 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     be.synchronize();  // the KV writes are done before the caller reads or reuses the sequences
     return;
   }
+  auto out_n = [&](size_t s) { return batch[s].all_logits ? size_t(steps[s].n) : size_t(1); };  // rows of s
+  if (any_argmax) {  // every out row's argmax on the backend, one download of n_out indices
+    be.argmax_rows(direct_logits ? batch[0].logits : ws_.logits, n_out, c.n_vocab, ws_.argmax);
+    std::vector<int32_t> am(size_t(n_out), -1);
+    be.download(am.data(), ws_.argmax, am.size() * sizeof(int32_t));
+    for (size_t s = 0; s < batch.size(); ++s)
+      if (batch[s].argmax) std::copy_n(am.begin() + out0[s], out_n(s), batch[s].argmax);
+  }
   if (direct_logits) return;
   // The callers' rows one after the other (the engine's step buffer): one download for all of them.
   float* first = nullptr;
   const float* next = nullptr;
   bool contiguous = true;
+  int n_logits = 0;  // out rows whose logits are wanted
   for (size_t s = 0; s < batch.size(); ++s) {
-    if (!batch[s].logits) continue;
+    if (!batch[s].logits) {
+      contiguous = contiguous && !batch[s].argmax;  // its rows sit between the others' in ws_.logits
+      continue;
+    }
     if (!first) first = batch[s].logits;
     else contiguous = contiguous && batch[s].logits == next;
-    next = batch[s].logits + (batch[s].all_logits ? size_t(steps[s].n) : 1) * size_t(c.n_vocab);
+    next = batch[s].logits + out_n(s) * size_t(c.n_vocab);
+    n_logits += int(out_n(s));
   }
+  if (n_logits == 0) return;
   if (contiguous) {
     be.download(first, ws_.logits, size_t(n_out) * size_t(c.n_vocab) * sizeof(float));
     return;
   }
-  for (size_t s = 0, i = 0; s < batch.size(); ++s) {
+  for (size_t s = 0; s < batch.size(); ++s) {
     if (!batch[s].logits) continue;
-    const size_t n_rows = batch[s].all_logits ? size_t(steps[s].n) : 1;
-    be.download(batch[s].logits, ws_.logits + i * size_t(c.n_vocab), n_rows * size_t(c.n_vocab) * sizeof(float));
-    i += n_rows;
+    be.download(batch[s].logits, ws_.logits + size_t(out0[s]) * size_t(c.n_vocab),
+                out_n(s) * size_t(c.n_vocab) * sizeof(float));
   }
 }
 

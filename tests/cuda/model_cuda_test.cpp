@@ -24,6 +24,7 @@
 #include "engine/sequence_kv.h"
 #include "kv/kv_block_store.h"
 #include "model/model.h"
+#include "../forward_batch_check.h"
 #include "../test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -150,6 +151,16 @@ INSTANTIATE_TEST_SUITE_P(KvPairs, ModelCuda, ::testing::Values("f16/f16", "q8_0/
                            std::replace(s.begin(), s.end(), '/', '_');
                            return s;
                          });
+
+// Model::BatchSeq::argmax on the GPU (cuda::argmax_rows; what the engine's greedy rows read): in batches
+// mixing logits + argmax, argmax only and logits only, every argmax is the first maximum of the logits
+// the same step returned (tests/forward_batch_check.h).
+TEST(ModelCudaArgmax, ArgmaxRowsMatchTheLogits) {
+  POLYKV_REQUIRE_GPU();
+  auto backend = make_backend({"cuda", 0});
+  auto model = Model::load(test::embedded_model(), *backend);
+  test::expect_argmax_rows(*model, KvType::Q8_0, KvType::Turbo3T, /*exact_alone=*/false);
+}
 
 // Decode steps replayed from CUDA graphs give the same logits, bit for bit, as the same steps run
 // eagerly (same kernels, same launch bounds). Graphs are on unless POLYKV_CUDA_GRAPHS=0.

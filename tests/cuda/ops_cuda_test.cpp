@@ -10,12 +10,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/ops.h"
 #include "backend/cuda/ops_cuda.h"
+#include "core/argmax_ref.h"
 #include "cuda_test_util.h"
 #include "ops_cuda_test.h"
 
@@ -222,6 +224,37 @@ TEST(OpsCuda, GatherRowsIsExact) {
   }
 }
 
+// argmax_rows against core/argmax_ref.h on rows of every awkward kind (random, ties, NaN, +-inf, all
+// unusable), short and vocabulary-sized, several per launch (one block per row).
+TEST(OpsCuda, ArgmaxRowsMatchTheReference) {
+  POLYKV_REQUIRE_GPU();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int cols : {1, 7, 33, 513, 4177, 128256}) {
+    std::vector<float> x = gpu_randn(size_t(cols) * 8, 40 + cols);
+    float* r = x.data();
+    const size_t c = size_t(cols);
+    for (size_t i = 0; i < c; ++i) r[c + i] = float(int(i % 13));  // row 1: ties (many maxima of 12)
+    for (size_t i = 0; i < c; i += 3) r[2 * c + i] = nan;          // row 2: NaN sprinkled, first included
+    std::fill(r + 3 * c, r + 4 * c, nan);                          // row 3: all NaN: -1
+    std::fill(r + 4 * c, r + 5 * c, -inf);                         // row 4: all -inf, one finite at the end
+    r[5 * c - 1] = -1e30f;
+    r[5 * c + c / 2] = inf;                                        // row 5: +inf twice, the first wins
+    r[6 * c - 1] = inf;
+    std::fill(r + 6 * c, r + 7 * c, 2.5f);                         // row 6: all equal: 0
+    std::vector<int32_t> want(8);
+    for (int i = 0; i < 8; ++i) want[size_t(i)] = argmax_first_ref(r + size_t(i) * c, cols);
+    DeviceFloats dx(x);
+    int32_t* dout = nullptr;
+    POLYKV_CUDA_CHECK(cudaMalloc(&dout, 8 * sizeof(int32_t)));
+    POLYKV_CUDA_CHECK(cudaMemset(dout, 0x7f, 8 * sizeof(int32_t)));
+    cuda::argmax_rows(dx.get(), 8, cols, dout, kStream);
+    std::vector<int32_t> got(8);
+    POLYKV_CUDA_CHECK(cudaMemcpy(got.data(), dout, 8 * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    POLYKV_CUDA_CHECK(cudaFree(dout));
+    EXPECT_EQ(got, want) << "cols " << cols;
+  }
+}
+
 TEST(OpsCuda, ZeroSizesLaunchNothing) {
   POLYKV_REQUIRE_GPU();
   DeviceFloats x(static_cast<size_t>(0));
@@ -232,6 +265,7 @@ TEST(OpsCuda, ZeroSizesLaunchNothing) {
   cuda::gated_activation(x.get(), x.get(), 0, Activation::SiLU, kStream);
   cuda::softcap(x.get(), 0, 30.0f, kStream);
   cuda::gather_rows(x.get(), nullptr, 0, 64, x.get(), kStream);
+  cuda::argmax_rows(x.get(), 0, 64, nullptr, kStream);
   POLYKV_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_TRUE(x.guard_intact("zero-size ops"));
 }

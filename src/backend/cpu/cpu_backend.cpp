@@ -6,6 +6,7 @@
 #include <new>
 
 #include "backend/cpu/ops.h"
+#include "core/argmax_ref.h"
 #include "core/error.h"
 #include "core/isa.h"
 #include "core/sysinfo.h"
@@ -75,6 +76,10 @@ void CpuBackend::softcap(float* x, int64_t n, float cap) { polykv::softcap(x, n,
 
 void CpuBackend::gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) {
   for (int i = 0; i < n; ++i) std::copy_n(src + int64_t(rows[i]) * cols, cols, dst + int64_t(i) * cols);
+}
+
+void CpuBackend::argmax_rows(const float* x, int rows, int cols, int32_t* out) {
+  for (int r = 0; r < rows; ++r) out[r] = argmax_first_ref(x + int64_t(r) * cols, cols);
 }
 
 void CpuBackend::moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights) {

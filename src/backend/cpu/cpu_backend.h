@@ -60,6 +60,7 @@ class CpuBackend final : public Backend {
                const float* inv_freq, float scale, RopeStyle style) override;
   void softcap(float* x, int64_t n, float cap) override;
   void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) override;
+  void argmax_rows(const float* x, int rows, int cols, int32_t* out) override;
 
   void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights) override;
   void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,

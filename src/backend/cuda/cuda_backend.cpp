@@ -259,6 +259,11 @@ class CudaBackend final : public Backend {
     bind();
     cuda::gather_rows(src, rows, n, cols, dst, ctx_.stream());
   }
+  void argmax_rows(const float* x, int rows, int cols, int32_t* out) override {
+    drop_acts();
+    bind();
+    cuda::argmax_rows(x, rows, cols, out, ctx_.stream());
+  }
 
   // ---- mixture of experts (moe_cuda.h) ------------------------------------------------------
   // One allocation per expert tensor, expert e at e * stride, with slack after the last for mxfp4's

@@ -82,7 +82,50 @@ __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_
     dst[i] = src[int64_t(rows[i / cols]) * cols + i % cols];
 }
 
+// The better of two (value, index) candidates: the larger value, on equal values the lower index; an
+// index of -1 (no usable value yet, value -inf) never beats a real one.
+__device__ __forceinline__ void argmax_pick(float& v, int32_t& i, float ov, int32_t oi) {
+  if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) v = ov, i = oi;
+}
+
+constexpr int kArgmaxThreads = 512;
+
+// One block per row of x [rows][cols]: each thread the first maximum of its strided elements (x > best:
+// NaN and -inf never win, so the first maximum in its own id order), then the block's by argmax_pick,
+// whose result is the row's first maximum whatever the reduction order.
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_rows_kernel(const float* x, int cols, int32_t* out) {
+  const float* row = x + size_t(blockIdx.x) * size_t(cols);
+  float v = -INFINITY;
+  int32_t idx = -1;
+  for (int c = threadIdx.x; c < cols; c += kArgmaxThreads) {
+    const float e = row[c];
+    if (e > v) v = e, idx = c;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    argmax_pick(v, idx, ov, oi);
+  }
+  __shared__ float sv[kArgmaxThreads / 32];
+  __shared__ int32_t si[kArgmaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) sv[warp] = v, si[warp] = idx;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w) argmax_pick(v, idx, sv[w], si[w]);
+    out[blockIdx.x] = idx;
+  }
+}
+
 }  // namespace
+
+void argmax_rows(const float* x, int rows, int cols, int32_t* out, cudaStream_t s) {
+  check(rows >= 0 && cols >= 0, "argmax_rows: negative size");
+  if (rows == 0) return;
+  argmax_rows_kernel<<<rows, kArgmaxThreads, 0, s>>>(x, cols, out);
+  POLYKV_CUDA_LAUNCHED();
+}
 
 void rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps, cudaStream_t s) {
   check(rows >= 0 && cols >= 0, "rmsnorm: negative size");

@@ -16,5 +16,7 @@ void rope(float* x, int rows, int n_heads, int head_dim, int n_rot, const int32_
 void gated_activation(float* gate, const float* up, int64_t n, Activation act, cudaStream_t s);
 void softcap(float* x, int64_t n, float cap, cudaStream_t s);
 void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst, cudaStream_t s);
+// out[r] = the first maximum of row r of x [rows][cols] (core/argmax_ref.h's contract; -1 for none).
+void argmax_rows(const float* x, int rows, int cols, int32_t* out, cudaStream_t s);
 
 }  // namespace polykv::cuda
