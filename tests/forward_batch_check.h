@@ -86,7 +86,7 @@ inline void expect_batched_equals_alone(Model& model, KvType kt, KvType vt) {
 // the run alone, and the logits-only rows bit for bit. Last, one sequence alone with logits and argmax.
 inline void expect_argmax_rows(Model& model, KvType kt, KvType vt, bool exact_alone) {
   const int V = model.config().n_vocab, bt = 16;
-  KvBlockStore store(model.kv_shape(), kt, vt, 64, bt);
+  KvBlockStore store(model.kv_shape(), kt, vt, 64, bt, model.backend().kv_memory());  // a GPU's in its memory
   const std::vector<std::vector<int32_t>> toks = {ids(21, 4), ids(30, 5), ids(26, 6)};
   std::vector<std::vector<float>> ref;
   if (exact_alone)
@@ -134,8 +134,11 @@ inline void expect_argmax_rows(Model& model, KvType kt, KvType vt, bool exact_al
     }
     ++step;
   }
-  // One sequence alone (the CPU's direct-logits path), logits and argmax of every row.
-  KvCache solo(model.kv_shape(), kt, vt, 1024, 16);
+  // One sequence alone (the CPU's direct-logits path), logits and argmax of every row, in fresh blocks.
+  PagedKv solo(store, 1024);
+  std::vector<BlockId> solo_table;
+  for (size_t b = 0; b < (toks[0].size() + bt - 1) / bt; ++b) solo_table.push_back(next++);
+  solo.set_blocks(solo_table);
   std::vector<float> lg(toks[0].size() * size_t(V));
   std::vector<int32_t> am(toks[0].size(), -7);
   const Model::BatchSeq one{std::span(toks[0]), &solo, lg.data(), true, nullptr, am.data()};
