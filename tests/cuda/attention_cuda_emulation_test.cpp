@@ -32,12 +32,12 @@
 #include "core/fp16.h"
 
 namespace emu {
-// One block at a time: its 128 (or 256 / 512: the 256-row prefix kernel) threads are fibers on the calling
+// One block at a time: its 128 (or 256: the 256-row prefix kernel) threads are fibers on the calling
 // thread, run round-robin; a fiber runs until it waits at a barrier. Barriers count the fibers still
 // running. Fibers are Boost.Context's (a user-space switch of registers and stack): ucontext's
 // swapcontext made a signal-mask system call per switch, ~90% of these tests' time (perf,
 // 2026-12-02), and the emulation switches at every shuffle of every lane.
-constexpr int kFibers = 512, kWarps = kFibers / 32;
+constexpr int kFibers = 256, kWarps = kFibers / 32;
 inline int n_fibers = 128;  // threads of the blocks being run
 constexpr size_t kStackBytes = 256 * 1024;
 
@@ -272,8 +272,8 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
     run_grid(gx, gy, gz, P.smem, [&] { attn::decode_kernel<HD>(a); });
   } else if (P.rows == attn::kPrefix256Rows) {
     if constexpr (attn::mma_supports(HD))
-      attn::prefix256_pick<HD>(a.k_type, a.v_type, [&](auto kernel, int threads) {
-        run_grid(gx, gy, gz, attn::prefix256_smem_bytes(HD), [&] { kernel(a); }, threads);
+      attn::prefix256_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
+        run_grid(gx, gy, gz, attn::prefix256_smem_bytes(HD), [&] { kernel(a); }, attn::kPrefix256Threads);
       });
   } else if (P.rows == attn::kPrefixRows) {
     if constexpr (attn::mma_supports(HD))
@@ -720,26 +720,16 @@ TEST(CudaAttentionEmulation, PrefixPassManySequences) {
 // q8_0 / turbo3t with a window and softcap (the masked path), then 40 x 2 tokens = 320 rows (2 query
 // tiles, the second partly empty) with turbo K (queries rotated in the prologue's parts).
 // Each case runs both products (scaled: f16 values and f32 scales, two MMAs; split: hi / lo, three).
-// The scaled kernel on 8 and on 16 warps (prefix256_warps).
 struct Products256Scope {
   attn::Prefix256Products saved = attn::prefix256_products();
-  int saved_warps = attn::prefix256_warps();
-  explicit Products256Scope(attn::Prefix256Products p, int warps = 8) {
-    attn::prefix256_products() = p;
-    attn::prefix256_warps() = warps;
-  }
-  ~Products256Scope() {
-    attn::prefix256_products() = saved;
-    attn::prefix256_warps() = saved_warps;
-  }
+  explicit Products256Scope(attn::Prefix256Products p) { attn::prefix256_products() = p; }
+  ~Products256Scope() { attn::prefix256_products() = saved; }
 };
 TEST(CudaAttentionEmulation, PrefixPass256Rows) {
   const std::vector<attn::PrefixKernel> k256 = {attn::PrefixKernel::Wide256};
-  for (int mode = 0; mode < 3; ++mode) {
-    const attn::Prefix256Products products = mode == 2 ? attn::Prefix256Products::Split : attn::Prefix256Products::Scaled;
-    const int warps = mode == 1 ? 16 : 8;
-    SCOPED_TRACE(mode == 2 ? "split products" : mode == 1 ? "scaled products, 16 warps" : "scaled products, 8 warps");
-    const Products256Scope scope(products, warps);
+  for (attn::Prefix256Products products : {attn::Prefix256Products::Scaled, attn::Prefix256Products::Split}) {
+    SCOPED_TRACE(products == attn::Prefix256Products::Scaled ? "scaled products" : "split products");
+    const Products256Scope scope(products);
     expect_prefix_ok(prefix_case(KvType::F16, KvType::F16, 128, 40, 43, 1, 620), k256);
     Case c = prefix_case(KvType::Q8_0, KvType::Turbo3T, 128, 40, 43, 1, 621);
     c.window = 100, c.softcap = 30.0f;
@@ -752,19 +742,16 @@ TEST(CudaAttentionEmulation, PrefixPass256Rows) {
 // turbo, trellis, f16), and the split kernel that f32 / bf16 K or V take even with scaled products on.
 TEST(CudaAttentionEmulation, PrefixPass256RowsScaledTypes) {
   const std::vector<attn::PrefixKernel> k256 = {attn::PrefixKernel::Wide256};
+  const Products256Scope scope(attn::Prefix256Products::Scaled);
   EXPECT_TRUE(attn::prefix256_scaled(KvType::Q4_0, KvType::Turbo2T));
   EXPECT_FALSE(attn::prefix256_scaled(KvType::F32, KvType::Q8_0));
   EXPECT_FALSE(attn::prefix256_scaled(KvType::Q8_0, KvType::BF16));
   uint32_t seed = 630;
-  for (int warps : {8, 16}) {
-    SCOPED_TRACE(warps);
-    const Products256Scope scope(attn::Prefix256Products::Scaled, warps);
-    for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Q4_0, KvType::Turbo3},
-                                 std::pair{KvType::Turbo4, KvType::Q4_0}, std::pair{KvType::Turbo2T, KvType::Turbo4T},
-                                 std::pair{KvType::F32, KvType::Q8_0}, std::pair{KvType::Q8_0, KvType::BF16}})
-      expect_prefix_ok(prefix_case(kt, vt, 128, 40, 20, 1, seed++), k256);
-    expect_prefix_ok(prefix_case(KvType::Q4_0, KvType::Turbo3T, 64, 40, 20, 1, seed++), k256);  // head size 64
-  }
+  for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Q4_0, KvType::Turbo3},
+                               std::pair{KvType::Turbo4, KvType::Q4_0}, std::pair{KvType::Turbo2T, KvType::Turbo4T},
+                               std::pair{KvType::F32, KvType::Q8_0}, std::pair{KvType::Q8_0, KvType::BF16}})
+    expect_prefix_ok(prefix_case(kt, vt, 128, 40, 20, 1, seed++), k256);
+  expect_prefix_ok(prefix_case(KvType::Q4_0, KvType::Turbo3T, 64, 40, 20, 1, seed++), k256);  // head size 64
 }
 
 TEST(CudaAttentionEmulation, PrefixPassWideHeadSize128WindowSoftcap) {

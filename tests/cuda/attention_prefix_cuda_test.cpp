@@ -44,36 +44,25 @@ struct PrefixScope {
 };
 struct Products256Scope {
   attn::Prefix256Products saved = attn::prefix256_products();
-  int saved_warps = attn::prefix256_warps();
-  Products256Scope(attn::Prefix256Products p, int warps) {
-    attn::prefix256_products() = p;
-    attn::prefix256_warps() = warps;
-  }
-  ~Products256Scope() {
-    attn::prefix256_products() = saved;
-    attn::prefix256_warps() = saved_warps;
-  }
+  explicit Products256Scope(attn::Prefix256Products p) { attn::prefix256_products() = p; }
+  ~Products256Scope() { attn::prefix256_products() = saved; }
 };
-// A prefix kernel and, for the 256-row one, its products and warps (attention_cuda_plan.h Prefix256Products,
-// prefix256_warps).
+// A prefix kernel and, for the 256-row one, its products (attention_cuda_plan.h Prefix256Products).
 struct PrefixVariant {
   attn::PrefixKernel kernel;
   attn::Prefix256Products products;
-  int warps;
 };
-constexpr PrefixVariant kPrefixKernels[] = {{attn::PrefixKernel::F32, attn::Prefix256Products::Scaled, 8},
-                                            {attn::PrefixKernel::Mma, attn::Prefix256Products::Scaled, 8},
-                                            {attn::PrefixKernel::Wide, attn::Prefix256Products::Scaled, 8},
-                                            {attn::PrefixKernel::Wide256, attn::Prefix256Products::Split, 8},
-                                            {attn::PrefixKernel::Wide256, attn::Prefix256Products::Scaled, 8},
-                                            {attn::PrefixKernel::Wide256, attn::Prefix256Products::Scaled, 16}};
+constexpr PrefixVariant kPrefixKernels[] = {{attn::PrefixKernel::F32, attn::Prefix256Products::Scaled},
+                                            {attn::PrefixKernel::Mma, attn::Prefix256Products::Scaled},
+                                            {attn::PrefixKernel::Wide, attn::Prefix256Products::Scaled},
+                                            {attn::PrefixKernel::Wide256, attn::Prefix256Products::Split},
+                                            {attn::PrefixKernel::Wide256, attn::Prefix256Products::Scaled}};
 const char* prefix_kernel_name(PrefixVariant v) {
-  return v.kernel == attn::PrefixKernel::F32                ? "f32 tiled"
-         : v.kernel == attn::PrefixKernel::Mma              ? "mma 64 rows"
-         : v.kernel == attn::PrefixKernel::Wide             ? "wide mma 128 rows"
-         : v.products == attn::Prefix256Products::Split     ? "mma 256 rows (8 warps), split products"
-         : v.warps == 16                                    ? "mma 256 rows (16 warps), scaled products"
-                                                            : "mma 256 rows (8 warps), scaled products";
+  return v.kernel == attn::PrefixKernel::F32    ? "f32 tiled"
+         : v.kernel == attn::PrefixKernel::Mma  ? "mma 64 rows"
+         : v.kernel == attn::PrefixKernel::Wide ? "wide mma 128 rows"
+         : v.products == attn::Prefix256Products::Split ? "mma 256 rows (256 threads), split products"
+                                                        : "mma 256 rows (256 threads), scaled products";
 }
 
 // Builds the case, uploads it, runs the CUDA attention with each prefix kernel and checks each
@@ -108,7 +97,7 @@ void expect_ok(const Case& c) {
   const std::vector<float> poisoned = got;
   for (PrefixVariant k : kPrefixKernels) {
     const PrefixScope scope(k.kernel);
-    const Products256Scope products(k.products, k.warps);
+    const Products256Scope products(k.products);
     const attn::Plan Pp = attn::plan_prefix(L, f->p, b, context().sm_count());
     dout.upload(poisoned.data(), poisoned.size());
     cuda::attention(L, f->p, b, dq.p, dout.p, context());
@@ -169,10 +158,9 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
   // (4 x agents x 32 heads x 32768 keys x 128) as TFLOP/s of the whole call with wide128 and w256,
   // the shared KV bytes / w256's time, and the speedups wide128 / w256 and mma64 / w256.
   // (w256 is the default: scaled products where both types allow them; split: POLYKV_CUDA_PREFIX256=split.)
-  // w256x16: the scaled kernel on 16 warps (POLYKV_CUDA_PREFIX256_WARPS=16), x16/w256 its time over w256's.
-  std::printf("%-16s %6s %10s %10s %10s %10s %9s %9s %9s %9s %9s %9s %10s %9s %9s %10s %9s\n", "K/V", "agents",
-              "f32 us", "mma64 us", "wide128us", "w256 us", "spread", "TF wide", "TF w256", "KV GB/s", "w128/w256",
-              "m64/w256", "split us", "spl spread", "w256/split", "w256x16 us", "x16/w256");
+  std::printf("%-16s %6s %10s %10s %10s %10s %9s %9s %9s %9s %9s %9s %10s %9s %9s\n", "K/V", "agents", "f32 us",
+              "mma64 us", "wide128us", "w256 us", "spread", "TF wide", "TF w256", "KV GB/s", "w128/w256", "m64/w256",
+              "split us", "spl spread", "w256/split");
   for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Turbo3T}, std::pair{KvType::F16, KvType::F16},
                                std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Q8_0, KvType::Turbo3},
                                std::pair{KvType::Turbo3T, KvType::Turbo3T}})
@@ -230,8 +218,8 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
 
       // Interleaved: 3 rounds of (every kernel: median of 20 calls); per kernel the median round.
       // Variants: f32 tiled, mma64, wide128, w256 (scaled products), w256 with split products.
-      constexpr int kKernels = 6, kRounds = 3;
-      constexpr int kOrder[kKernels] = {0, 1, 2, 4, 3, 5};  // kPrefixKernels index of column i
+      constexpr int kKernels = 5, kRounds = 3;
+      constexpr int kOrder[kKernels] = {0, 1, 2, 4, 3};  // kPrefixKernels index of column i
       double sec[kKernels][kRounds];
       cudaEvent_t e0, e1;
       POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
@@ -239,7 +227,7 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
       for (int round = 0; round < kRounds; ++round)
         for (int i = 0; i < kKernels; ++i) {
           const PrefixScope scope(kPrefixKernels[kOrder[i]].kernel);
-          const Products256Scope products(kPrefixKernels[kOrder[i]].products, kPrefixKernels[kOrder[i]].warps);
+          const Products256Scope products(kPrefixKernels[kOrder[i]].products);
           for (int w = 0; w < 3; ++w) cuda::attention(L, p, b, dq.p, dout.p, context());
           std::vector<float> ms;
           for (int r = 0; r < 20; ++r) {
@@ -267,18 +255,13 @@ TEST(CudaAttentionPrefix, DISABLED_PrefixPassBench) {
       const double kv_bytes = double(kShared * kBt) * kHeadKv * double(kb + vb);  // the shared keys, read once
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
       // w256 / split per round (interleaved: the two ran back to back), median and range.
-      double ratio[kRounds], r16[kRounds];
-      for (int round = 0; round < kRounds; ++round) {
-        ratio[round] = raw[3][round] / raw[4][round];
-        r16[round] = raw[5][round] / raw[3][round];
-      }
+      double ratio[kRounds];
+      for (int round = 0; round < kRounds; ++round) ratio[round] = raw[3][round] / raw[4][round];
       std::sort(ratio, ratio + kRounds);
-      std::sort(r16, r16 + kRounds);
-      std::printf("%-16s %6d %10.1f %10.1f %10.1f %10.1f %8.1f%% %9.2f %9.2f %9.1f %9.2f %9.2f %10.1f %8.1f%% %5.3f (%5.3f-%5.3f) %10.1f %5.3f (%5.3f-%5.3f)\n",
+      std::printf("%-16s %6d %10.1f %10.1f %10.1f %10.1f %8.1f%% %9.2f %9.2f %9.1f %9.2f %9.2f %10.1f %8.1f%% %5.3f (%5.3f-%5.3f)\n",
                   name.c_str(), agents, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6, med[3] * 1e6, spread[3] * 100,
                   flops / med[2] / 1e12, flops / med[3] / 1e12, kv_bytes / med[3] / 1e9, med[2] / med[3],
-                  med[1] / med[3], med[4] * 1e6, spread[4] * 100, ratio[kRounds / 2], ratio[0], ratio[kRounds - 1],
-                  med[5] * 1e6, r16[kRounds / 2], r16[0], r16[kRounds - 1]);
+                  med[1] / med[3], med[4] * 1e6, spread[4] * 100, ratio[kRounds / 2], ratio[0], ratio[kRounds - 1]);
     }
 }
 

@@ -60,9 +60,8 @@ void allow_smem_hd() {
     constexpr size_t smem = attn::prefix256_smem_bytes(HD);
     attn::prefix256_fits(HD) = smem + 8 * 1024 <= size_t(optin);
     if (attn::prefix256_fits(HD)) {
-      allow_smem(attn::attention_prefix256_kernel<HD, true, 1>, smem);
-      allow_smem(attn::attention_prefix256_kernel<HD, true, 2>, smem);
-      allow_smem(attn::attention_prefix256_kernel<HD, false, 2>, smem);
+      allow_smem(attn::attention_prefix256_kernel<HD, true>, smem);
+      allow_smem(attn::attention_prefix256_kernel<HD, false>, smem);
     }
   }
 }
@@ -113,12 +112,12 @@ void launch_kernel(Kernel* kernel, const Args& a, const attn::Plan& P, size_t sm
   launch_pdl(kernel, dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z)), smem, stream, pdl, a);
 }
 
-// The launch of the 256-row prefix kernel on `threads` (no PDL: like the 128-row one it has no wait).
+// The 256-thread launch of the 256-row prefix kernel (no PDL: like the 128-row one it has no wait).
 template <class Kernel>
-void launch_256(Kernel* kernel, int threads, const Args& a, const attn::Plan& P, size_t smem, cudaStream_t stream) {
+void launch_256(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem, cudaStream_t stream) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(P.n_splits), unsigned(P.grid_y), unsigned(P.grid_z));
-  cfg.blockDim = dim3(unsigned(threads));
+  cfg.blockDim = dim3(unsigned(attn::kPrefix256Threads));
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   POLYKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
@@ -143,8 +142,8 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
     launch_kernel(attn::decode_kernel<HD>, a, P, P.smem, stream, pdl);
   } else if (P.rows == attn::kPrefix256Rows) {  // plan_prefix only (head sizes 64 and 128)
     if constexpr (attn::mma_supports(HD))
-      attn::prefix256_pick<HD>(a.k_type, a.v_type, [&](auto kernel, int threads) {
-        launch_256(kernel, threads, a, P, attn::prefix256_smem_bytes(HD), stream);
+      attn::prefix256_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
+        launch_256(kernel, a, P, attn::prefix256_smem_bytes(HD), stream);
       });
   } else if (P.rows == attn::kPrefixRows) {  // plan_prefix only (head sizes 64 and 128); no PDL wait inside
     if constexpr (attn::mma_supports(HD))

@@ -266,15 +266,6 @@ inline Prefix256Products& prefix256_products() {
   }();
   return p;
 }
-// Warps of the scaled 256-row kernel: 8 (two 16-row tiles each, up to 255 registers) or 16 (one tile each,
-// 128 registers). Starts from POLYKV_CUDA_PREFIX256_WARPS=8|16 (unset or other: 8). Process-wide.
-inline int& prefix256_warps() {
-  static int w = [] {
-    const char* e = std::getenv("POLYKV_CUDA_PREFIX256_WARPS");
-    return e && std::string(e) == "16" ? 16 : 8;
-  }();
-  return w;
-}
 // Types whose every value is an f16 value times one float per row (turbo*, trellis: the group norm, one
 // group per row at head sizes 64 and 128; f16: 1) or per 32 values (q8_0, q4_0: the block's d).
 constexpr bool prefix256_scaled_type(KvType t) {

@@ -186,21 +186,14 @@ __device__ __forceinline__ void prefix256_decode_scaled(const Rows& rows, int nk
 // 32-dim partial score, or once per key for row-scaled types; the V scale to the probabilities before
 // their hi / lo split), so each product is two MMAs (hi and lo of the query or the probabilities); the
 // scales [HD / 32][kTileKeys] sit where the lo tiles are otherwise. !SC: hi / lo tiles, three MMAs.
-// RT: 16-row tiles per warp, so 256 / (16 RT) warps: 2 (8 warps, 256 threads, up to 255 registers) or 1
-// (16 warps, 512 threads, 128 registers: twice the warps to hide the per-tile chains' latency, each K / V
-// fragment read from shared memory by twice the warps; prefix256_threads).
-template <int RT>
-POLYKV_HD constexpr int prefix256_threads() {
-  return kPrefix256Rows / (16 * RT) * 32;
-}
-
-template <int HD, bool SC, int RT = 2>
-__global__ void __launch_bounds__(prefix256_threads<RT>(), 1) attention_prefix256_kernel(const Args a) {
-  constexpr int T = kTileKeys, R = kPrefix256Rows, NTH = prefix256_threads<RT>(), RP = kPrefix256Part, LD = HD + 4;
+template <int HD, bool SC>
+__global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kernel(const Args a) {
+  constexpr int T = kTileKeys, R = kPrefix256Rows, NTH = kPrefix256Threads, RP = kPrefix256Part, LD = HD + 4;
   constexpr int LQ = mma_ldq(HD);
   constexpr int NT = HD / 8;  // 8-wide output tiles of a row
+  constexpr int RT = 2;       // 16-row tiles per warp
   constexpr int SS = int(prefix256_stage_halves(HD));
-  static_assert(T == 32 && R <= NTH && R == (NTH / 32) * RT * 16 && (HD == 64 || HD == 128) && R % RP == 0);
+  static_assert(T == 32 && R == NTH && R == (NTH / 32) * RT * 16 && (HD == 64 || HD == 128) && R % RP == 0);
 
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
@@ -221,7 +214,9 @@ __global__ void __launch_bounds__(prefix256_threads<RT>(), 1) attention_prefix25
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
 
-  // Prologue: the types' levels (SC: their lookup tables).
+  // Prologue: levels; each row's keys (qhi: last visible, -1 for no row; qlo: first) and its row in
+  // q / out. Row r is thread r's, so warp w's rows (32 w .. 32 w + 31, its two row tiles) are its
+  // own lanes': the warp reduces the keys all its rows see (fast-path test) and whether it has rows.
   if constexpr (SC) {
     if (tid < 128) {
       lvk[tid] = scaled_lut_entry(a.k_type, kv_levels(g_tables, a.k_type, HD), g_tables.subset_word, tid);
@@ -233,23 +228,15 @@ __global__ void __launch_bounds__(prefix256_threads<RT>(), 1) attention_prefix25
     lvk[tid] = tid < kv_n_levels(a.k_type) ? k[tid] : 0.0f;
     lvv[tid] = tid < kv_n_levels(a.v_type) ? v[tid] : 0.0f;
   }
-  // Rows: thread r < R computes row r's keys (qhi: last visible, -1 for no row; qlo: first) and its row in
-  // q / out; then each warp reduces over its own rows (16 RT from warp x 16 RT) the keys all of them see
-  // (fast-path test) and whether it has rows. RT = 2: those rows are the warp's own lanes'.
   float whi, wlo, wany;  // min over the warp's rows of qhi, max of qlo, whether any row exists
   {
     const int t = tid / a.gj, jj = tid - t * a.gj;
     int pos = -1, row = -1;
-    const bool mine = R == NTH || tid < R;  // this thread has a row (every thread at RT = 2)
-    if (mine && t < w.nt && jj < w.nj) block_token(a, w, t, pos, row);
-    int lo = pos < 0 ? 0x7fffffff : a.window > 0 ? max(0, pos - a.window + 1) : 0;
-    if (mine) qhi[tid] = pos, qlo[tid] = lo, qrow[tid] = row;
-    if constexpr (RT != 2) {
-      __syncthreads();
-      const int r = warp * (16 * RT) + lane % (16 * RT);  // lanes past 16 RT repeat rows: the same reduction
-      pos = qhi[r];
-      lo = qlo[r];
-    }
+    if (t < w.nt && jj < w.nj) block_token(a, w, t, pos, row);
+    const int lo = pos < 0 ? 0x7fffffff : a.window > 0 ? max(0, pos - a.window + 1) : 0;
+    qhi[tid] = pos;
+    qlo[tid] = lo;
+    qrow[tid] = row;
     // Positions are far below 2^24: exact as floats (the shuffles are float-only in the emulation).
     whi = pos >= 0 ? float(pos) : 3.0e38f;
     wlo = pos >= 0 ? float(lo) : -1.0f;
@@ -594,18 +581,13 @@ __global__ void __launch_bounds__(prefix256_threads<RT>(), 1) attention_prefix25
   }
 }
 
-// Calls f(kernel, threads) with the 256-row kernel a launch of (k, v) takes: scaled (prefix256_scaled) on
-// prefix256_warps() warps, or split on 8.
+// Calls f with the 256-row kernel a launch of (k, v) takes: scaled (prefix256_scaled) or split.
 template <int HD, class F>
 void prefix256_pick(KvType k, KvType v, F&& f) {
   if (prefix256_scaled(k, v)) {
-    if (prefix256_warps() == 16) {
-      f(&attention_prefix256_kernel<HD, true, 1>, prefix256_threads<1>());
-    } else {
-      f(&attention_prefix256_kernel<HD, true, 2>, prefix256_threads<2>());
-    }
+    f(&attention_prefix256_kernel<HD, true>);
   } else {
-    f(&attention_prefix256_kernel<HD, false, 2>, prefix256_threads<2>());
+    f(&attention_prefix256_kernel<HD, false>);
   }
 }
 
