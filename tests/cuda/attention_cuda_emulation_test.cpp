@@ -107,6 +107,18 @@ inline float shfl_xor(float v, int o) {
   return r;
 }
 
+// __any_sync over the whole warp: whether any lane's predicate holds (warp-uniform code only).
+inline bool any_buf[kWarps][32];
+inline bool warp_any(bool p) {
+  const int lane = current % 32, w = current / 32;
+  any_buf[w][lane] = p;
+  warp_sync();
+  bool r = false;
+  for (int i = 0; i < 32; ++i) r = r || any_buf[w][i];
+  warp_sync();
+  return r;
+}
+
 // mma.sync.m16n8k16 (f16 inputs, f32 accumulation) across the 32 fibers of a warp: each lane
 // posts its fragments, then computes its D elements from everyone's (the PTX ISA's fragment layout,
 // as spelled in attention_cuda_mma.cuh). Called in warp-uniform code only.
@@ -217,6 +229,7 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define __syncthreads() ::emu::syncthreads()
 #define __shfl_xor_sync(mask, v, o) ::emu::shfl_xor(v, o)
 #define __syncwarp() ::emu::warp_sync()
+#define __any_sync(mask, p) ::emu::warp_any(p)
 #define POLYKV_ATTN_EMULATION
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()

@@ -486,12 +486,14 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
         }
         l[rt][0] = l[rt][0] * al0 + sum0;
         l[rt][1] = l[rt][1] * al1 + sum1;
-        // (Skipping this when no row's maximum moved, by a warp vote, cost registers: 64 bytes of
-        // spills at head size 128 instead of 28.)
+        // SC: skipped when no row of the warp has a new maximum (every al is 2^0 = 1 exactly: the same
+        // bits). (In the split kernel the vote cost registers: 64 bytes of spills at head size 128, not 28.)
+        if (!SC || __any_sync(0xffffffffu, al0 != 1.0f || al1 != 1.0f)) {
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          o[rt][n][0] *= al0, o[rt][n][1] *= al0;
-          o[rt][n][2] *= al1, o[rt][n][3] *= al1;
+          for (int n = 0; n < NT; ++n) {
+            o[rt][n][0] *= al0, o[rt][n][1] *= al0;
+            o[rt][n][2] *= al1, o[rt][n][3] *= al1;
+          }
         }
       }
 
