@@ -37,6 +37,20 @@ inline std::vector<float> alone(Model& m, const std::vector<int32_t>& tokens, Kv
   return out;
 }
 
+// One PagedKv per token list in `store`, each given fresh blocks from `next` on (enough for its tokens).
+inline std::vector<PagedKv> paged_sequences(KvBlockStore& store, const std::vector<std::vector<int32_t>>& toks,
+                                            BlockId& next) {
+  std::vector<PagedKv> kv;
+  for (const auto& t : toks) {
+    std::vector<BlockId> table;
+    for (size_t b = 0; b < (t.size() + size_t(store.block_tokens()) - 1) / size_t(store.block_tokens()); ++b)
+      table.push_back(next++);
+    kv.emplace_back(store, 1024);
+    kv.back().set_blocks(table);
+  }
+  return kv;
+}
+
 // Fails the calling test (memcmp) unless every sequence's batched logits equal its run alone.
 inline void expect_batched_equals_alone(Model& model, KvType kt, KvType vt) {
   const int V = model.config().n_vocab, bt = 16;
@@ -46,14 +60,8 @@ inline void expect_batched_equals_alone(Model& model, KvType kt, KvType vt) {
   std::vector<std::vector<float>> ref;
   for (const auto& t : toks) ref.push_back(alone(model, t, kt, vt, 7));
 
-  std::vector<PagedKv> kv;
-  std::vector<std::vector<BlockId>> tables(3);
   BlockId next = 0;
-  for (size_t s = 0; s < 3; ++s) {
-    kv.emplace_back(store, 1024);
-    for (size_t b = 0; b < (toks[s].size() + bt - 1) / bt; ++b) tables[s].push_back(next++);
-    kv[s].set_blocks(tables[s]);
-  }
+  std::vector<PagedKv> kv = paged_sequences(store, toks, next);
   std::vector<std::vector<float>> got(3);
   for (size_t s = 0; s < 3; ++s) got[s].assign(toks[s].size() * size_t(V), 0.0f);
   const int chunks[3] = {5, 1, 13};  // tokens per step for each sequence (1: token by token)
@@ -91,14 +99,8 @@ inline void expect_argmax_rows(Model& model, KvType kt, KvType vt, bool exact_al
   std::vector<std::vector<float>> ref;
   if (exact_alone)
     for (const auto& t : toks) ref.push_back(alone(model, t, kt, vt, 7));
-  std::vector<PagedKv> kv;
-  std::vector<std::vector<BlockId>> tables(3);
   BlockId next = 0;
-  for (size_t s = 0; s < 3; ++s) {
-    kv.emplace_back(store, 1024);
-    for (size_t b = 0; b < (toks[s].size() + bt - 1) / bt; ++b) tables[s].push_back(next++);
-    kv[s].set_blocks(tables[s]);
-  }
+  std::vector<PagedKv> kv = paged_sequences(store, toks, next);
   const int chunks[3] = {4, 3, 5};
   std::vector<size_t> done(3, 0);
   int step = 0;
@@ -135,10 +137,8 @@ inline void expect_argmax_rows(Model& model, KvType kt, KvType vt, bool exact_al
     ++step;
   }
   // One sequence alone (the CPU's direct-logits path), logits and argmax of every row, in fresh blocks.
-  PagedKv solo(store, 1024);
-  std::vector<BlockId> solo_table;
-  for (size_t b = 0; b < (toks[0].size() + bt - 1) / bt; ++b) solo_table.push_back(next++);
-  solo.set_blocks(solo_table);
+  std::vector<PagedKv> solo_kv = paged_sequences(store, {toks[0]}, next);
+  PagedKv& solo = solo_kv[0];
   std::vector<float> lg(toks[0].size() * size_t(V));
   std::vector<int32_t> am(toks[0].size(), -7);
   const Model::BatchSeq one{std::span(toks[0]), &solo, lg.data(), true, nullptr, am.data()};
