@@ -122,6 +122,7 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
   m_.kv_block_tokens = store_.block_tokens();
   m_.kv_bytes_per_block = store_.block_bytes();
   if (const int n = sample_threads(model_.backend().kind()); n > 1) sample_pool_ = std::make_unique<ThreadPool>(n);
+  backend_argmax_ = device_argmax(model_.backend().kind());
   thread_ = std::thread([this] { step_loop(); });
 }
 
@@ -614,7 +615,6 @@ void Engine::step() {
   // Plain greedy rows (no drafter, no logprobs, Sampler::plain_argmax) with a backend argmax: their token.
   constexpr int32_t kNoArgmax = -2;
   std::vector<int32_t> argmax(batch.size(), kNoArgmax);
-  const bool backend_argmax = device_argmax(model_.backend().kind());
   std::vector<std::vector<int32_t>> spec_feed(batch.size());  // [last, drafts...] of speculating sequences
   std::vector<int> p0s(batch.size());
   std::vector<std::vector<float>> hidden(batch.size());  // [n_feed][n_embd] for drafters that read them (MTP)
@@ -628,7 +628,7 @@ void Engine::step() {
     }
     const bool spec = s.drafter && n_feed[i] == 1 + int(s.drafts.size()) && p0 + 1 == int(s.tokens.size());
     const bool last = spec || p0 + n_feed[i] == int(s.tokens.size());
-    if (last && !s.is_pool && backend_argmax && !s.drafter && s.req.top_logprobs < 0 &&
+    if (last && !s.is_pool && backend_argmax_ && !s.drafter && s.req.top_logprobs < 0 &&
         s.sampler->plain_argmax(s.tokens)) {
       argmax[i] = -1;  // fb[i].argmax below
     } else if (last && !s.is_pool) {

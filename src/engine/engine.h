@@ -147,6 +147,7 @@ class Engine final : public InferenceService {
   // Samples the step's decode rows in parallel (each sequence's own Sampler, so the same tokens as one
   // after another); null: on the step thread only. See sample_threads() in engine.cpp.
   std::unique_ptr<ThreadPool> sample_pool_;
+  bool backend_argmax_ = false;  // plain greedy rows take the backend's argmax (engine.cpp device_argmax)
   StepCostModel step_cost_;  // adaptive speculation: target step seconds against rows (step thread)
   std::map<std::string, DraftCostFit> draft_cost_;  // per drafter name: seconds per call and per token (step thread)
   // Per pool name, a draft-model KV holding the pool's tokens, prefilled once and copied into every

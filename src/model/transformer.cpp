@@ -193,7 +193,7 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   float* first = nullptr;
   const float* next = nullptr;
   bool contiguous = true;
-  int n_logits = 0;  // out rows whose logits are wanted
+  bool any_logits = false;
   for (size_t s = 0; s < batch.size(); ++s) {
     if (!batch[s].logits) {
       contiguous = contiguous && !batch[s].argmax;  // its rows sit between the others' in ws_.logits
@@ -202,9 +202,9 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     if (!first) first = batch[s].logits;
     else contiguous = contiguous && batch[s].logits == next;
     next = batch[s].logits + out_n(s) * size_t(c.n_vocab);
-    n_logits += int(out_n(s));
+    any_logits = true;
   }
-  if (n_logits == 0) return;
+  if (!any_logits) return;
   if (contiguous) {
     be.download(first, ws_.logits, size_t(n_out) * size_t(c.n_vocab) * sizeof(float));
     return;

@@ -271,6 +271,9 @@ inline Prefix256Products& prefix256_products() {
 constexpr bool prefix256_scaled_type(KvType t) {
   return t != KvType::F32 && t != KvType::BF16;
 }
+// The same for a type known at compile time, as a constant that device code may read.
+template <KvType T>
+constexpr bool kPrefix256ScaledType = prefix256_scaled_type(T);
 // Whether a 256-row prefix launch of (k, v) takes the scaled kernel.
 inline bool prefix256_scaled(KvType k, KvType v) {
   return prefix256_products() == Prefix256Products::Scaled && prefix256_scaled_type(k) && prefix256_scaled_type(v);

@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
 
-  // Prologue: levels; each row's keys (qhi: last visible, -1 for no row; qlo: first) and its row in
+  // Prologue: levels (SC: the types' scaled_lut_entry tables); each row's keys (qhi: last visible, -1 for no row; qlo: first) and its row in
   // q / out. Row r is thread r's, so warp w's rows (32 w .. 32 w + 31, its two row tiles) are its
   // own lanes': the warp reduces the keys all its rows see (fast-path test) and whether it has rows.
   if constexpr (SC) {
@@ -307,12 +307,12 @@ __global__ void __launch_bounds__(kPrefix256Threads, 1) attention_prefix256_kern
     if constexpr (SC) {
       kv_type_dispatch(a.k_type, [&](auto tag) {
         constexpr KvType KT = decltype(tag)::value;
-        if constexpr (KT != KvType::F32 && KT != KvType::BF16)  // prefix256_scaled_type
+        if constexpr (kPrefix256ScaledType<KT>)
           prefix256_decode_scaled<KT, HD, NTH, T>(kp[buf], nk, lvk, s, reinterpret_cast<float*>(s + T * LQ));
       });
       kv_type_dispatch(a.v_type, [&](auto tag) {
         constexpr KvType KT = decltype(tag)::value;
-        if constexpr (KT != KvType::F32 && KT != KvType::BF16)  // prefix256_scaled_type
+        if constexpr (kPrefix256ScaledType<KT>)
           prefix256_decode_scaled<KT, HD, NTH, T>(vp[buf], nk, lvv, s + 2 * T * LQ,
                                                   reinterpret_cast<float*>(s + 3 * T * LQ));
       });
