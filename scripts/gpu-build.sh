@@ -26,6 +26,9 @@ cmake -S . -B "$OBJ" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTU
 grep -q "polykv: CUDA backend on" "$OBJ/configure.log" ||
   { cat "$OBJ/configure.log"; echo "gpu-build: nvcc was not found: this build would have no CUDA backend" >&2; exit 1; }
 cmake --build "$OBJ" -j"$JOBS" --target polykv polykv_tests
+# The timeline tool (tools/cuda_trace) when the toolkit has CUPTI; its libcupti travels in lib/.
+trace=
+if cmake --build "$OBJ" -j"$JOBS" --target polykv_cuda_trace >/dev/null 2>&1; then trace=libpolykv_cuda_trace.so; fi
 
 rm -rf "$DIST"
 mkdir -p "$DIST/lib"
@@ -33,6 +36,11 @@ for bin in polykv polykv_tests; do
   cp "$OBJ/$bin" "$DIST/$bin"
   strip --strip-unneeded "$DIST/$bin"
 done
+if [[ -n $trace ]]; then
+  cp "$OBJ/$trace" "$DIST/lib/$trace"
+  cupti=$(ldd "$DIST/lib/$trace" | awk '$1 ~ /^libcupti/ && $3 ~ /^\// {print $3}')
+  [[ -n $cupti ]] && cp -L "$cupti" "$DIST/lib/"
+fi
 
 # Shared libraries: everything ldd resolves but glibc (libc, libm, libpthread, libdl, librt, the
 # loader), the NVIDIA driver (libcuda) and cuBLAS (CUDA 13 on the GPU machine).

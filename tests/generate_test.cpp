@@ -24,13 +24,14 @@ Model& model() {
 }
 
 // Greedy generation from a fixed 5-token prompt in a cache of max_tokens.
-Outcome run(int max_tokens, int n_predict, GenerateCallbacks cb, int prefill_chunk = 512) {
+Outcome run(int max_tokens, int n_predict, GenerateCallbacks cb, int prefill_chunk = 512, float temperature = 0) {
   const std::vector<int32_t> prompt = {1, 400, 401, 402, 403};
   KvCache kv = make_kv_cache(model().kv_shape(), "f16", "f16", max_tokens);
   GenerateOptions opts;
   opts.n_predict = n_predict;
   opts.prefill_chunk = prefill_chunk;
-  opts.sampling.temperature = 0;
+  opts.sampling.temperature = temperature;
+  opts.sampling.seed = 7;
   Outcome r;
   auto on_token = cb.on_token;
   cb.on_token = [&](int32_t id) {
@@ -76,6 +77,22 @@ TEST(Generate, StopsWhenTheCallbackSaysSo) {
 TEST(Generate, ReportsPrefillProgressPerChunk) {
   const Outcome r = run(64, 1, {}, 2);
   EXPECT_EQ(r.progress, (std::vector<std::pair<int, int>>{{0, 5}, {2, 5}, {4, 5}, {5, 5}}));
+}
+
+// Greedy steps with the backend's argmax (Model::BatchSeq::argmax: what GPU backends do by default;
+// POLYKV_ENGINE_ARGMAX=device makes the CPU backend do it too) give the tokens of the host's sampler;
+// sampled steps (temperature > 0) keep the sampler and its random stream.
+TEST(Generate, BackendArgmaxGivesTheSamplersTokens) {
+  const Outcome host = run(64, 12, {}), host_sampled = run(64, 12, {}, 512, 0.8f);
+  struct EnvScope {
+    EnvScope() { setenv("POLYKV_ENGINE_ARGMAX", "device", 1); }
+    ~EnvScope() { unsetenv("POLYKV_ENGINE_ARGMAX"); }
+  } env;
+  const Outcome device = run(64, 12, {}), device_sampled = run(64, 12, {}, 512, 0.8f);
+  EXPECT_EQ(device.tokens, host.tokens);
+  EXPECT_EQ(device.stats.stop_reason, StopReason::TokenLimit);
+  EXPECT_EQ(device_sampled.tokens, host_sampled.tokens);
+  EXPECT_NE(host_sampled.tokens, host.tokens);  // the sampled run is not the greedy one
 }
 
 TEST(Generate, StopReasonTexts) {

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/sysinfo.h"
 #include "engine/sequence_kv.h"
+#include "engine/step_switch.h"
 #include "kv/owned_paged_kv.h"
 #include "model/model.h"
 
@@ -167,6 +168,9 @@ int cmd_bench(int argc, char** argv) {
 
   double prefill_tok_s = 0, decode_tok_s = 0;
   std::vector<double> prefill_reps, decode_reps;  // every repetition, in order (the spread)
+  // Decode picks each next token greedily as `run` does: from the backend's argmax on a GPU (4 bytes
+  // copied back), from the host's logits on the CPU (engine/step_switch.h; POLYKV_ENGINE_ARGMAX).
+  const bool backend_argmax = device_argmax(backend.kind());
   for (int r = 0; r < reps; ++r) {
     if (n_prompt > 0) {
       const auto toks = random_tokens(n_prompt);
@@ -180,8 +184,16 @@ int cmd_bench(int argc, char** argv) {
       int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < n_gen; ++i) {
-        model->forward(std::span(&tok, 1), kv, logits.data(), false);
-        tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        if (backend_argmax) {
+          Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
+          int32_t next = -1;
+          one.argmax = &next;
+          model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+          tok = std::max(next, 0);  // -1: no finite logit (random weights); any id keeps the loop going
+        } else {
+          model->forward(std::span(&tok, 1), kv, logits.data(), false);
+          tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        }
       }
       decode_reps.push_back(n_gen / seconds_since(t0));
       decode_tok_s = std::max(decode_tok_s, decode_reps.back());
@@ -213,6 +225,7 @@ int cmd_bench(int argc, char** argv) {
       {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
       {"prefill_tok_s_reps", prefill_reps}, {"decode_tok_s_reps", decode_reps},
       {"batch_invariant", backend.batch_invariant()},
+      {"decode_argmax", backend_argmax ? "backend" : "host"},
   };
   if (json) {
     std::printf("%s\n", j.dump().c_str());

@@ -76,16 +76,6 @@ int sample_threads(DeviceKind kind) {
   return int(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
 }
 
-// Whether plain greedy rows take their argmax from the backend (Model::BatchSeq::argmax: 4 bytes copied
-// back instead of a 0.5 MB logit row at 128k vocabularies, 32 MB a 64-agent step): POLYKV_ENGINE_ARGMAX=
-// device|host; unset: on every backend but the CPU's (whose logits are already in host memory, where
-// engine/argmax.h's vector kernels scan them). POLYKV_ENGINE_STEP=old: host.
-bool device_argmax(DeviceKind kind) {
-  if (engine_step_old()) return false;
-  if (const char* v = std::getenv("POLYKV_ENGINE_ARGMAX"); v && *v) return std::string(v) == "device";
-  return kind != DeviceKind::Cpu;
-}
-
 }  // namespace
 
 Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOptions& opts)

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "engine/sequence_kv.h"
 #include "engine/spec/spec_policy.h"
+#include "engine/step_switch.h"
 
 namespace polykv {
 
@@ -150,8 +151,14 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
   t0 = clock::now();
   // Every exit of the loop sets stop_reason; n_predict == 0 never enters it (TokenLimit).
   st.stop_reason = StopReason::TokenLimit;
+  // Plain greedy steps on a GPU backend take the argmax from the backend (4 bytes copied back, not the
+  // 0.5 MB logit row; engine/step_switch.h): backend_id is the next token when the last forward gave one.
+  const bool backend_argmax = device_argmax(model.backend().kind());
+  int32_t backend_id = -1;
+  bool have_backend_id = false;
   while (opts.n_predict < 0 || st.n_generated < opts.n_predict) {
-    const int32_t id = sampler.sample(logits.data(), n_vocab, history);
+    if (have_backend_id) check(backend_id >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
+    const int32_t id = have_backend_id ? backend_id : sampler.sample(logits.data(), n_vocab, history);
     if (cb.is_eog && cb.is_eog(id)) {
       st.stop_reason = StopReason::EndOfText;
       break;
@@ -171,7 +178,14 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
       decode_speculative(model, kv, sampler, history, opts, cb, st);
       break;
     }
-    model.forward(std::span(&id, 1), kv, logits.data(), false);
+    have_backend_id = backend_argmax && sampler.plain_argmax(history);
+    if (have_backend_id) {  // what sample() would return (Sampler::plain_argmax), without the logits
+      Model::BatchSeq one{std::span(&id, 1), &kv, nullptr, false};
+      one.argmax = &backend_id;
+      model.forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+    } else {
+      model.forward(std::span(&id, 1), kv, logits.data(), false);
+    }
   }
   st.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return st;

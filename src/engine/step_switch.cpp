@@ -13,4 +13,11 @@ bool engine_step_old() {
   return old;
 }
 
+bool device_argmax(DeviceKind kind) {
+  if (engine_step_old()) return false;
+  const char* v = std::getenv("POLYKV_ENGINE_ARGMAX");
+  if (v != nullptr && *v != 0) return std::strcmp(v, "device") == 0;
+  return kind != DeviceKind::Cpu;
+}
+
 }  // namespace polykv

@@ -4,8 +4,17 @@
 // Anything else, or unset: the new paths. Both give the same tokens.
 #pragma once
 
+#include "backend/backend.h"
+
 namespace polykv {
 
 bool engine_step_old();
+
+// Whether plain greedy rows take their argmax from the backend (Model::BatchSeq::argmax: 4 bytes copied
+// back instead of a 0.5 MB logit row at 128k vocabularies, 32 MB a 64-agent step): POLYKV_ENGINE_ARGMAX=
+// device|host (read at each call: callers ask once per engine or loop); unset: on every backend but the CPU's (whose logits are already in host
+// memory, where engine/argmax.h's vector kernels scan them). POLYKV_ENGINE_STEP=old: host. The engine,
+// generate() (`run`) and `bench`'s decode loop ask this.
+bool device_argmax(DeviceKind kind);
 
 }  // namespace polykv
