@@ -30,7 +30,7 @@ def demangle(names):
 
 def short(name):
     # void polykv::cuda::(anonymous namespace)::matvec_split_kernel<polykv::cuda::hd::DecQ4_0, 1>(...) -> matvec_split_kernel<DecQ4_0, 1>
-    n = name
+    n = name.replace("(anonymous namespace)::", "")
     if n.startswith("void "):
         n = n[5:]
     depth, cut = 0, len(n)
@@ -43,7 +43,7 @@ def short(name):
             cut = i
             break
     n = n[:cut]
-    for ns in ("polykv::cuda::", "(anonymous namespace)::", "attn::", "hd::", "polykv::", "kv::"):
+    for ns in ("polykv::cuda::", "attn::", "hd::", "polykv::", "kv::"):
         n = n.replace(ns, "")
     return n[:90]
 
@@ -60,6 +60,9 @@ def main():
     kernels = [r for r in rows if r["kind"] == "kernel"]
     names = demangle(sorted({r["name"] for r in kernels}))
     launches = defaultdict(list)
+    others = sorted((int(r["start_ns"]), int(r["end_ns"]), r["kind"], short(names.get(r["name"], r["name"])), r["grid"])
+                    for r in rows if r["graph"] == "0" and r["kind"] != "api")  # GPU work outside graphs
+    apis = sorted((int(r["start_ns"]), int(r["end_ns"]), r["name"]) for r in rows if r["kind"] == "api")
     for r in kernels:
         if r["graph"] != "0":
             launches[r["correlation"]].append((int(r["start_ns"]), int(r["end_ns"]), short(names[r["name"]])))
@@ -84,6 +87,31 @@ def main():
         busy_sums.append(sum(e - s for s, e, _ in ks))
         if i + 1 < len(order):
             periods.append(min(k[0] for k in order[i + 1]) - t0)
+    gaps = defaultdict(lambda: [0, 0.0])  # outside-graph work between launches: count, duration
+    idle_gap = 0.0
+    api_gap = defaultdict(lambda: [0, 0.0])
+    api_in = 0.0
+    for i in range(len(order) - 1):
+        a, b = max(k[1] for k in order[i]), min(k[0] for k in order[i + 1])
+        reach = a
+        for s0, e0, kind, nm, grid in others:
+            if s0 >= a and e0 <= b:
+                key = f"{kind} {nm}" + (f" ({grid} B)" if kind == "memcpy" else "")
+                gaps[key][0] += 1
+                gaps[key][1] += e0 - s0
+                idle_gap += max(0, s0 - reach)
+                reach = max(reach, e0)
+        idle_gap += max(0, b - reach)
+        covered = a  # host: the runtime calls that overlap the window [a, b], and the time in none of them
+        for s0, e0, nm in apis:
+            if e0 <= a or s0 >= b:
+                continue
+            o0, o1 = max(s0, a), min(e0, b)
+            api_gap[nm][0] += 1
+            api_gap[nm][1] += o1 - o0
+            if o1 > covered:
+                api_in += o1 - max(o0, covered)
+                covered = o1
     n = len(order)
     mean = lambda v: sum(v) / len(v)
     period, span = mean(periods), mean(spans)
@@ -93,6 +121,15 @@ def main():
     total_exp = sum(p[2] for p in per.values()) / n
     total_idle = sum(p[3] for p in per.values()) / n
     print(f"in the span: kernels exposed {total_exp / 1e3:.1f} us, idle between kernels {total_idle / 1e3:.1f} us")
+    ng = max(1, len(order) - 1)
+    print(f"between launches (per gap): GPU idle {idle_gap / ng / 1e3:.1f} us; work outside the graph:")
+    for key, (c, d) in sorted(gaps.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {key:<80} {c / ng:5.1f} x {d / c / 1e3:7.2f} us")
+    if apis:
+        print(f"host runtime calls in those gaps (overlap with the gap; {api_in / ng / 1e3:.1f} us per gap in calls, "
+              f"the rest host code):")
+        for key, (c, d) in sorted(api_gap.items(), key=lambda kv: -kv[1][1])[:15]:
+            print(f"  {key:<80} {c / ng:5.1f} x {d / c / 1e3:7.2f} us")
     print(f"{'kernel':<70} {'calls':>6} {'dur us':>8} {'exp us':>8} {'idle us':>8} {'exp/launch':>10}")
     items = sorted(per.items(), key=lambda kv: -kv[1][2])
     for name, (c, d, e, idle) in items[: opt["--top"]]:

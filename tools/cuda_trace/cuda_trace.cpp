@@ -5,7 +5,8 @@
 //
 // The driver calls InitializeInjection() at cuInit; it enables CUPTI's activity records of kernels
 // (concurrent: kernels are not serialized, so programmatic dependent launches overlap as they do
-// without the tracer), memory copies and memsets, and at exit writes one CSV row per record:
+// without the tracer), memory copies and memsets (and, with POLYKV_TRACE_API=1, the host's CUDA
+// runtime calls: kind "api", stream = the CPU thread), and at exit writes one CSV row per record:
 //   kind,start_ns,end_ns,stream,correlation,graph,graph_node,grid,block,name
 // Timestamps are the GPU's (CUPTI's clock). Kernels of one graph launch share its correlation id, so
 // scripts/cuda_trace_summary.py can cut a decode run into tokens. Not part of polykv: a dev tool, built
@@ -72,6 +73,13 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
                 long(m->bytes), 0, "memset");
         break;
       }
+      case CUPTI_ACTIVITY_KIND_RUNTIME: {  // host: one CUDA runtime call (start/end on the CPU, same timebase)
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
+        const char* name = nullptr;
+        cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name);
+        add_row("api", a->start, a->end, a->threadId, a->correlationId, 0, 0, 0, 0, csv_name(name));
+        break;
+      }
       default: break;
     }
   }
@@ -113,6 +121,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernels");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable memcpy");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable memset");
+  if (const char* api = std::getenv("POLYKV_TRACE_API"); api && std::strcmp(api, "1") == 0)
+    check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime API");
   std::atexit(at_exit);
   return 1;
 }
