@@ -613,7 +613,7 @@ class CudaBackend final : public Backend {
   void norm_with_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) {
     const int64_t total = int64_t(rows) * cols;
     const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_);
-    cuda::rmsnorm_acts(x, r, w, out, rows, cols, eps, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    cuda::rmsnorm_acts(x, r, w, out, rows, cols, eps, o, ctx_.stream(), cuda::pdl_enabled(ctx_), ctx_.cc_major() >= 9);
     set_acts(out, total, o);
   }
   void set_acts(const float* x, int64_t total, const cuda::ActsOut& o) {

@@ -8,6 +8,9 @@
 #include "backend/cuda/ops_cuda_acts.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 #include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -73,6 +76,75 @@ __global__ void rmsnorm_acts_kernel(float* x, const float* r, const float* w, fl
   }
 }
 
+// The same row on a cluster of kRmsSlices blocks (sm_90): every block loads the whole row and computes
+// its inverse norm exactly as rmsnorm_acts_kernel<J> does (the same threads sum the same squares in the
+// same order: the same bits in every block), then writes only its slice, j in [b JS, (b + 1) JS) of
+// thread t's values t + kRmsThreads j: x (with r), out and the activations. A cluster barrier between
+// the loads and the first store keeps the in-place update (x += r, out aliasing x or r) right: no block
+// writes before every block has read. Why: one 256-thread block spent ~5 us a norm (2 a layer) in the
+// decode graph, mostly in the 16 blocks of 32 values each warp quantized one after the other (call L1's
+// timeline, docs/CUDA_DECODE.md); here each warp quantizes JS = J / kRmsSlices blocks.
+constexpr int kRmsSlices = 8;  // the portable cluster size
+
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+template <int J>
+__global__ void rmsnorm_acts_cluster_kernel(float* x, const float* r, const float* w, float* out, int cols, float eps,
+                                            int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc) {
+  static_assert(J % kRmsSlices == 0, "whole slices");
+  constexpr int JS = J / kRmsSlices;
+  __shared__ double partials[math::kRmsThreads];
+  __shared__ float inv;
+  const int t = int(threadIdx.x), lane = t % 32, slice = int(blockIdx.x), j0 = slice * JS;
+  const int64_t row0 = int64_t(blockIdx.y) * cols;
+  float* xr = x + row0;
+  float* o = out + row0;
+  float wv[JS], v[J];
+#pragma unroll
+  for (int j = 0; j < JS; ++j) {
+    const int i = t + math::kRmsThreads * (j0 + j);
+    wv[j] = i < cols ? w[i] : 0.0f;
+  }
+  wait_for_previous_grid();
+  allow_next_grid();
+  rms::load_row(xr, r != nullptr ? r + row0 : nullptr, cols, t, v);
+  double ssq = 0;  // rms::row_inv's partial: this thread's squares in ascending index
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (t + math::kRmsThreads * j < cols) ssq = math::dadd_rn(ssq, math::dmul_rn(double(v[j]), double(v[j])));
+  cluster_arrive();  // this block has read its row (every value above is consumed)
+  const float in = rms::row_inv_of_partial(ssq, cols, eps, t, partials, &inv);
+  float vs[JS];  // v[j0 ..]: constant indices under a predicate (a runtime index would put v in local memory)
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (j / JS == slice) vs[j % JS] = v[j];
+  cluster_wait();  // every block of the row has read it: stores may begin
+#pragma unroll
+  for (int j = 0; j < JS; ++j) {
+    const int i = t + math::kRmsThreads * (j0 + j);
+    if (i < cols) {
+      if (r != nullptr) xr[i] = vs[j];
+      vs[j] = math::rms_out(vs[j], in, wv[j]);
+      o[i] = vs[j];
+    }
+  }
+  const int first = t - lane + math::kRmsThreads * j0;  // the warp's first value of the slice
+  const int n_blocks =
+      first < cols ? min(JS, (cols - first + math::kRmsThreads - 1) / math::kRmsThreads) : 0;
+  const int64_t b0 = (row0 + first) / hd::kActBlock;
+  quantize_act_blocks_warp<JS>(vs, n_blocks, lane, qs + b0 * hd::kActBlock, sc + b0,
+                               math::kRmsThreads / hd::kActBlock);
+}
+
 // Warp-aligned grid stride over n (n % 32 == 0): a warp takes one block of 32 values per step.
 __global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activation act, int8_t* __restrict__ qs,
                                   hd::ActScale* __restrict__ sc) {
@@ -90,6 +162,34 @@ __global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activ
 
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
+// POLYKV_CUDA_RMS_CLUSTER=0: the one-block kernel for every norm (A/B); read once.
+bool rms_clusters_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_RMS_CLUSTER");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+// A launch in clusters of kRmsSlices blocks along x, with programmatic dependent launch when pdl.
+template <class... KArgs, class... Args>
+void launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t s, bool pdl, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(kRmsSlices);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 2 : 1;
+  POLYKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
 }  // namespace
 
 ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx) {
@@ -104,13 +204,22 @@ ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx) {
 }
 
 void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps, ActsOut acts,
-                  cudaStream_t s, bool pdl) {
+                  cudaStream_t s, bool pdl, bool clusters) {
   check(rows >= 0 && acts_fusable(cols), "rmsnorm_acts: ", rows, " rows of ", cols, " (a multiple of 32)");
   check(acts.qs != nullptr && acts.scales != nullptr, "rmsnorm_acts: no activation buffer");
   if (rows == 0) return;
   auto* sc = static_cast<hd::ActScale*>(acts.scales);
+  const int regs = rms::regs_for(cols);
+  if (clusters && regs > 0 && rms_clusters_enabled()) {
+    const dim3 grid{unsigned(kRmsSlices), unsigned(rows)}, block{unsigned(math::kRmsThreads)};
+    switch (regs) {
+      case 8: return launch_cluster(rmsnorm_acts_cluster_kernel<8>, grid, block, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
+      case 16: return launch_cluster(rmsnorm_acts_cluster_kernel<16>, grid, block, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
+      default: return launch_cluster(rmsnorm_acts_cluster_kernel<32>, grid, block, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
+    }
+  }
   const dim3 grid{unsigned(rows)}, block{unsigned(math::kRmsThreads)};
-  switch (rms::regs_for(cols)) {
+  switch (regs) {
     case 8: return launch_kernel(rmsnorm_acts_kernel<8>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
     case 16: return launch_kernel(rmsnorm_acts_kernel<16>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);
     case 32: return launch_kernel(rmsnorm_acts_kernel<32>, grid, block, 0, s, pdl, x, r, w, out, cols, eps, acts.qs, sc);

@@ -29,10 +29,11 @@ inline bool acts_fusable(int64_t cols) { return cols > 0 && cols % kActsBlock ==
 
 // r == nullptr: out = rmsnorm(x) * w; else x += r, then that (add_rmsnorm). Plus acts of out
 // (rows x cols; acts_fusable(cols)). out may alias r or x.
-// pdl: launched with programmatic dependent launch (matmul_cuda.h's pdl_enabled); results never
-// depend on it.
+// pdl: launched with programmatic dependent launch (matmul_cuda.h's pdl_enabled); clusters: each row on
+// a cluster of 8 blocks (sm_90 only: the caller checks; rows of at most 8192 values;
+// POLYKV_CUDA_RMS_CLUSTER=0 turns it off). Results never depend on either.
 void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps, ActsOut acts,
-                  cudaStream_t s, bool pdl = false);
+                  cudaStream_t s, bool pdl = false, bool clusters = false);
 
 // gate[i] = act(gate[i]) * up[i] (gated_activation), plus acts of gate (n % 32 == 0).
 void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s,
