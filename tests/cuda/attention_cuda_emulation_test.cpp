@@ -312,8 +312,10 @@ void run_kernels(const attn::Args& a, const attn::Plan& P, const attn::Args& ap,
   run_main<HD>(a, P);
   if (a.n_prefix > 0) run_main<HD>(ap, Pp);
   if (a.partial)
-    run_grid(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z), 0,
-             [&] { attn::merge_kernel<HD>(a, P.rows, ap, Pp.rows); });
+    run_grid(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z), 0, [&] {
+      if (attn::merge_grouped()) attn::merge_kernel<HD, true>(a, P.rows, ap, Pp.rows);
+      else attn::merge_kernel<HD, false>(a, P.rows, ap, Pp.rows);
+    });
 }
 
 // A small multiprocessor count so that short contexts still split across blocks.
@@ -464,6 +466,24 @@ TEST(CudaAttentionEmulation, HeadSizes) {
     expect_ok(c, attn::Kernel::Decode, true);
     c.kt = KvType::Q8_0, c.vt = KvType::Turbo4T, c.seed = seed++;
     c.seqs = {{180, 20}};
+    expect_ok(c, attn::Kernel::Tiled, true);
+  }
+}
+
+// The merge's serial O loop (POLYKV_CUDA_MERGE=serial, kept for A/B) on split decode and prefill rows of
+// every head size; the other tests run the default grouped loop.
+TEST(CudaAttentionEmulation, SerialMergeHeadSizes) {
+  struct Restore {
+    ~Restore() { attn::merge_grouped() = true; }
+  } restore;
+  attn::merge_grouped() = false;
+  uint32_t seed = 150;
+  for (int hd : {64, 128, 256, 512}) {
+    Case c;
+    c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = hd, c.n_head_kv = 1, c.seed = seed++;
+    c.seqs = {{0, 1}, {700, 1}};
+    expect_ok(c, attn::Kernel::Decode, true);
+    c.seqs = {{600, 20}};
     expect_ok(c, attn::Kernel::Tiled, true);
   }
 }

@@ -520,7 +520,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
 // launch a (rmax rows per block) by log-sum-exp: its key splits, and with a shared prefix the splits
 // of its row in the prefix pass ap (rmax_p rows per block; ignored without prefixes). Normalizes,
 // rotates back for turbo V and writes the output row.
-template <int HD>
+template <int HD, bool kGrouped = true>
 __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax, const Args ap, int rmax_p) {
   __shared__ float o[HD];
   __shared__ float wts[2 * kMaxSplits];
@@ -562,9 +562,10 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
     return e < n_own ? a.part_ml[((own0 + e) * rmax + r) * 2 + 1]
                      : ap.part_ml[((pre0 + e - n_own) * rmax_p + pr) * 2 + 1];
   };
-  const auto o_of = [&](int e, int d) {
-    return e < n_own ? a.part_o[((own0 + e) * rmax + r) * HD + d]
-                     : ap.part_o[((pre0 + e - n_own) * rmax_p + pr) * HD + d];
+  // Values 4 c .. 4 c + 3 of split e's O (rows are HD floats, HD % 4 == 0: 16-byte aligned).
+  const auto o4_of = [&](int e, int c) {
+    return e < n_own ? reinterpret_cast<const float4*>(a.part_o + ((own0 + e) * rmax + r) * HD)[c]
+                     : reinterpret_cast<const float4*>(ap.part_o + ((pre0 + e - n_own) * rmax_p + pr) * HD)[c];
   };
   const int n = n_own + n_pre;
   float M = -INFINITY, L = 0.0f;
@@ -581,13 +582,48 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   for (int e = 0; e < n; ++e) L += wts[e] * ls[e];
   const int h = w.g * a.group + w.j0 + jj;
   const float inv = row_norm(a, h, M, L);  // the sink, if any: once, here (partials never hold it)
-  for (int d = threadIdx.x; d < HD; d += kThreads) {
-    float sum = 0.0f;
+  // O: thread (g, c) sums float4 column c over splits g, g + G, g + 2 G, ... in that order, its loads
+  // independent of each other, so a thread's splits cost about one round trip to L2. (Until 2026-12-02
+  // one thread per value walked all n splits, eight loads at a time: at 64 splits the merge ended ~18 us
+  // after the decode kernel, in the decode graph at 32768 keys; call L1, docs/CUDA_ATTENTION.md.) Then
+  // o = the G groups' sums added in group order, times inv. A split of weight 0 adds 0, so a row with
+  // one split of weight 1 gets o exactly (0 + o + 0 ...), as the batch-invariant plans need.
+  constexpr int C = HD / 4, G = kThreads >= C ? kThreads / C : 1;
+  static_assert(HD % 4 == 0 && (kThreads % C == 0 || C % kThreads == 0), "whole float4 columns per thread");
+  __shared__ __align__(16) float red[G * HD];  // [group][value]
+  if constexpr (!kGrouped) {  // POLYKV_CUDA_MERGE=serial: the loop before (attn::merge_grouped)
+    for (int d = threadIdx.x; d < HD; d += kThreads) {
+      float sum = 0.0f;
 #pragma unroll 8
-    for (int e = 0; e < n; ++e) {
-      const float x = wts[e] * o_of(e, d);
-      sum += wts[e] != 0.0f ? x : 0.0f;
+      for (int e = 0; e < n; ++e) {
+        const float ov = e < n_own ? a.part_o[((own0 + e) * rmax + r) * HD + d]
+                                   : ap.part_o[((pre0 + e - n_own) * rmax_p + pr) * HD + d];
+        const float x = wts[e] * ov;
+        sum += wts[e] != 0.0f ? x : 0.0f;
+      }
+      o[d] = sum * inv;
     }
+  }
+  for (int i = threadIdx.x; kGrouped && i < G * C; i += kThreads) {
+    const int g = i / C, c = i - g * C;
+    float4 s4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+    for (int e = g; e < n; e += G) {
+      const float we = wts[e];
+      const float4 x = o4_of(e, c);
+      if (we != 0.0f) {
+        s4.x += we * x.x;
+        s4.y += we * x.y;
+        s4.z += we * x.z;
+        s4.w += we * x.w;
+      }
+    }
+    reinterpret_cast<float4*>(red + g * HD)[c] = s4;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; kGrouped && d < HD; d += kThreads) {
+    float sum = red[d];
+    for (int g = 1; g < G; ++g) sum += red[g * HD + d];
     o[d] = sum * inv;
   }
   __syncthreads();

@@ -227,6 +227,17 @@ inline bool& attention_pdl() {
   return on;
 }
 
+// The merge's O loop (merge_kernel): grouped (default since 2026-12-02: float4 columns, the splits in G
+// interleaved groups) or, with POLYKV_CUDA_MERGE=serial, one thread per value walking every split (the
+// kernel before; other bits, for A/B). Process-wide.
+inline bool& merge_grouped() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_MERGE");
+    return !(e && std::strcmp(e, "serial") == 0);
+  }();
+  return on;
+}
+
 // The prefix pass of shared prefixes (plan_prefix): which kernel scores a group's query rows against
 // its shared keys. F32: the tiled kernel's f32 shapes (the cascade as first written); Mma: the
 // tiled plan's shapes, tensor cores for its large shape (64 rows per block); Wide: as Mma, but when
