@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
 #include "engine/generate.h"
 #include "test_util.h"
 
@@ -15,6 +16,7 @@ struct Outcome {
   GenerateStats stats;
   std::vector<int32_t> tokens;
   std::vector<std::pair<int, int>> progress;
+  int kv_tokens = 0;  // what the KV holds afterwards
 };
 
 Model& model() {
@@ -40,6 +42,7 @@ Outcome run(int max_tokens, int n_predict, GenerateCallbacks cb, int prefill_chu
   };
   cb.on_prefill = [&](int done, int total) { r.progress.emplace_back(done, total); };
   r.stats = generate(model(), kv, prompt, opts, cb);
+  r.kv_tokens = kv.n_tokens();
   return r;
 }
 
@@ -93,6 +96,89 @@ TEST(Generate, BackendArgmaxGivesTheSamplersTokens) {
   EXPECT_EQ(device.stats.stop_reason, StopReason::TokenLimit);
   EXPECT_EQ(device_sampled.tokens, host_sampled.tokens);
   EXPECT_NE(host_sampled.tokens, host.tokens);  // the sampled run is not the greedy one
+}
+
+// Pipelined greedy steps (engine/generate.cpp decode_greedy_pipelined: each step fed the previous step's
+// argmax on the backend, one step issued ahead of the host) against one step at a time on the host's
+// logits, for every stop: the same tokens, the same reason, and the KV holding the same positions (the
+// step issued past a stop is taken back).
+TEST(Generate, PipelinedGreedyStopsAsThePlainLoop) {
+  struct Env {
+    Env(const char* argmax, const char* pipeline) {
+      setenv("POLYKV_ENGINE_ARGMAX", argmax, 1);
+      setenv("POLYKV_GREEDY_PIPELINE", pipeline, 1);
+    }
+    ~Env() {
+      unsetenv("POLYKV_ENGINE_ARGMAX");
+      unsetenv("POLYKV_GREEDY_PIPELINE");
+    }
+  };
+  auto eog_third = [] {
+    GenerateCallbacks cb;
+    cb.is_eog = [seen = 0](int32_t) mutable { return ++seen == 3; };
+    return cb;
+  };
+  auto stop_second = [] {
+    GenerateCallbacks cb;
+    cb.on_token = [n = 0](int32_t) mutable { return ++n < 2; };
+    return cb;
+  };
+  struct Case {
+    const char* what;
+    int max_tokens, n_predict;
+    GenerateCallbacks cb;
+  };
+  const Case cases[] = {{"token limit", 64, 12, {}},      {"token limit 1", 64, 1, {}},
+                        {"context full", 8, -1, {}},      {"end of text", 64, 10, eog_third()},
+                        {"callback", 64, 10, stop_second()}};
+  for (const Case& c : cases) {
+    Outcome want, got, one_by_one;
+    {
+      Env env("host", "0");
+      want = run(c.max_tokens, c.n_predict, c.cb);
+    }
+    {
+      Env env("device", "1");
+      got = run(c.max_tokens, c.n_predict, c.cb);
+    }
+    {
+      Env env("device", "0");
+      one_by_one = run(c.max_tokens, c.n_predict, c.cb);
+    }
+    for (const Outcome* o : {&got, &one_by_one}) {
+      const char* which = o == &got ? " (pipelined)" : " (one step at a time)";
+      EXPECT_EQ(o->tokens, want.tokens) << c.what << which;
+      EXPECT_EQ(o->stats.stop_reason, want.stats.stop_reason) << c.what << which;
+      EXPECT_EQ(o->stats.n_generated, want.stats.n_generated) << c.what << which;
+      EXPECT_EQ(o->kv_tokens, want.kv_tokens) << c.what << which;
+    }
+    EXPECT_GT(want.tokens.size(), 0u) << c.what;
+  }
+}
+
+// A chained step needs the one-row argmax step of the same sequence right before it.
+TEST(Generate, ChainedStepWithoutAnArgmaxStepIsAnError) {
+  KvCache kv = make_kv_cache(model().kv_shape(), "f16", "f16", 16), other = make_kv_cache(model().kv_shape(), "f16", "f16", 16);
+  const int32_t tok = 400;
+  std::vector<float> logits(size_t(model().config().n_vocab));
+  model().forward(std::span(&tok, 1), kv, logits.data(), false);  // logits, no argmax
+  Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
+  int32_t out = -1;
+  one.argmax = &out;
+  one.argmax_async = true;
+  one.token_from_last_argmax = true;
+  EXPECT_THROW(model().forward_batch(std::span<const Model::BatchSeq>(&one, 1)), Error);
+  one.token_from_last_argmax = false;
+  model().forward_batch(std::span<const Model::BatchSeq>(&one, 1));  // an argmax step of kv
+  Model::BatchSeq chained_other = one;
+  chained_other.kv = &other;
+  chained_other.token_from_last_argmax = true;
+  EXPECT_THROW(model().forward_batch(std::span<const Model::BatchSeq>(&chained_other, 1)), Error);  // another sequence
+  EXPECT_TRUE(model().finish_argmax());
+  EXPECT_GE(out, 0);
+  EXPECT_FALSE(model().finish_argmax());
+  EXPECT_EQ(kv.n_tokens(), 2);
+  EXPECT_EQ(other.n_tokens(), 0);
 }
 
 TEST(Generate, StopReasonTexts) {

@@ -43,6 +43,13 @@ void Backend::argmax_rows(const float* x, int rows, int cols, int32_t* out) {
   if (rows > 0) upload(out, ids.data(), size_t(rows) * sizeof(int32_t));
 }
 
+void Backend::copy(void* dst, const void* src, size_t bytes) {
+  std::vector<uint8_t> tmp(bytes);
+  if (bytes == 0) return;
+  download(tmp.data(), src, bytes);
+  upload(dst, tmp.data(), bytes);
+}
+
 void* Backend::allocate_host(size_t bytes) {
   void* p = std::malloc(bytes == 0 ? 1 : bytes);
   check(p != nullptr, "cannot allocate ", bytes, " bytes of host memory");

@@ -69,6 +69,19 @@ class Backend {
   // with no staging); the default is plain heap memory. Throws Error when it cannot be had.
   virtual void* allocate_host(size_t bytes);
   virtual void release_host(void* p);
+  // Stream-ordered variants for pipelined steps (Model's chained greedy steps, engine/step_switch.h):
+  // none waits for work issued before it. upload_async: src may be reused as soon as it returns (CUDA
+  // stages it in page-locked memory). copy: backend memory to backend memory, after the work before it.
+  // download_async: into dst_host, memory of allocate_host that stays alive until wait_download(ticket)
+  // returns; wait_download blocks until that copy (not later work) has landed. The defaults are the
+  // synchronous ops (a backend whose ops finish before they return).
+  virtual void upload_async(void* dst, const void* src_host, size_t bytes) { upload(dst, src_host, bytes); }
+  virtual void copy(void* dst, const void* src, size_t bytes);
+  virtual uint64_t download_async(void* dst_host, const void* src, size_t bytes) {
+    download(dst_host, src, bytes);
+    return 0;
+  }
+  virtual void wait_download(uint64_t /*ticket*/) {}
   // Where a KV pool for this backend keeps its blocks (KvBlockStore's memory).
   virtual KvMemory& kv_memory() = 0;
   // Measured bandwidth of the memory the weights and KV are read from, in bytes/s (CPU: a

@@ -169,8 +169,10 @@ int cmd_bench(int argc, char** argv) {
   double prefill_tok_s = 0, decode_tok_s = 0;
   std::vector<double> prefill_reps, decode_reps;  // every repetition, in order (the spread)
   // Decode picks each next token greedily as `run` does: from the backend's argmax on a GPU (4 bytes
-  // copied back), from the host's logits on the CPU (engine/step_switch.h; POLYKV_ENGINE_ARGMAX).
+  // copied back; pipelined: each step fed its predecessor's argmax on the backend, POLYKV_GREEDY_PIPELINE),
+  // from the host's logits on the CPU (engine/step_switch.h; POLYKV_ENGINE_ARGMAX).
   const bool backend_argmax = device_argmax(backend.kind());
+  const bool pipelined = pipelined_greedy();
   for (int r = 0; r < reps; ++r) {
     if (n_prompt > 0) {
       const auto toks = random_tokens(n_prompt);
@@ -182,9 +184,18 @@ int cmd_bench(int argc, char** argv) {
     }
     if (n_gen > 0) {
       int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
+      int32_t ring[2] = {-1, -1};  // pipelined steps' tokens (read back one step late; unused by the loop)
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < n_gen; ++i) {
-        if (backend_argmax) {
+        if (backend_argmax && pipelined) {  // as generate(): step i + 1 issued before step i's token is read
+          Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
+          one.argmax = &ring[i % 2];
+          one.argmax_async = true;
+          one.token_from_last_argmax = i > 0;
+          model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+          if (i > 0) model->finish_argmax();  // step i - 1's token (fed to step i on the backend)
+          if (i + 1 == n_gen) model->finish_argmax();
+        } else if (backend_argmax) {
           Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
           int32_t next = -1;
           one.argmax = &next;
@@ -225,7 +236,7 @@ int cmd_bench(int argc, char** argv) {
       {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
       {"prefill_tok_s_reps", prefill_reps}, {"decode_tok_s_reps", decode_reps},
       {"batch_invariant", backend.batch_invariant()},
-      {"decode_argmax", backend_argmax ? "backend" : "host"},
+      {"decode_argmax", backend_argmax ? (pipelined ? "backend, pipelined" : "backend") : "host"},
   };
   if (json) {
     std::printf("%s\n", j.dump().c_str());

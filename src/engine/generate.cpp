@@ -110,6 +110,83 @@ void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vec
   }
 }
 
+// Greedy decoding with the backend's argmax, pipelined (Model::BatchSeq::token_from_last_argmax): on
+// entry `history` ends with a token the KV does not hold yet and that was emitted. Each step feeds the
+// previous step's argmax straight from backend memory, so step k + 1 is issued before the host reads
+// step k's token and the GPU never waits for the host between tokens. The host then reads the token
+// and applies the stop rules of generate()'s loop, in its order. A stop leaves one step issued past
+// the last token that loop would have fed (or none when the step was not issued: the token limit and a
+// full context are known beforehand); that step's position is truncated away, so the KV ends as
+// generate()'s plain loop leaves it. Returns with stop_reason set.
+void decode_greedy_pipelined(Model& model, KvSequence& kv, std::vector<int32_t>& history, const GenerateOptions& opts,
+                             const GenerateCallbacks& cb, GenerateStats& st) {
+  const int n_vocab = model.config().n_vocab;
+  int32_t results[2] = {-1, -1};  // the destinations of the (at most two) steps in flight
+  int next_result = 0;
+  auto issue = [&](bool chained) {
+    const int32_t tok = history.back();
+    Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
+    one.argmax = &results[next_result];
+    next_result ^= 1;
+    one.argmax_async = true;
+    one.token_from_last_argmax = chained;
+    model.forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+  };
+  int in_flight = 0;
+  // Waits for the oldest step; with `rollback`, its position leaves the KV (it fed a token that the
+  // plain loop would not have fed).
+  auto retire = [&](bool rollback) {
+    model.finish_argmax();
+    --in_flight;
+    if (rollback) truncate_sequence_kv(kv, kv.n_tokens() - 1);
+  };
+  try {
+    issue(false);  // feeds the last emitted token (host-known)
+    ++in_flight;
+    for (;;) {
+      // The token the oldest step computes is next; feed it on before reading it if it will be fed:
+      // it is not the last one allowed (n_predict) and the KV has room for it.
+      const bool ahead = (opts.n_predict < 0 || st.n_generated + 1 < opts.n_predict) && kv.n_tokens() < kv.max_tokens();
+      if (ahead) {
+        issue(true);
+        ++in_flight;
+      }
+      const int read = next_result ^ (ahead ? 0 : 1);  // the oldest in-flight step's destination
+      retire(false);
+      const int32_t id = results[read];
+      check(id >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
+      if (cb.is_eog && cb.is_eog(id)) {
+        st.stop_reason = StopReason::EndOfText;
+        break;
+      }
+      ++st.n_generated;
+      history.push_back(id);
+      if (cb.on_token && !cb.on_token(id)) {
+        st.stop_reason = StopReason::Callback;
+        break;
+      }
+      if (opts.n_predict >= 0 && st.n_generated >= opts.n_predict) {
+        st.stop_reason = StopReason::TokenLimit;
+        break;
+      }
+      if (!ahead) {  // the KV was full: the token is emitted, not fed back
+        st.stop_reason = StopReason::ContextFull;
+        break;
+      }
+    }
+    while (in_flight > 0) retire(true);  // a step issued past the stop
+  } catch (...) {
+    while (in_flight > 0) {  // leave no copy in flight into `results`
+      --in_flight;
+      try {
+        model.finish_argmax();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+}
+
 }  // namespace
 
 GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> prompt, const GenerateOptions& opts,
@@ -152,9 +229,12 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
   // Every exit of the loop sets stop_reason; n_predict == 0 never enters it (TokenLimit).
   st.stop_reason = StopReason::TokenLimit;
   // Plain greedy steps on a GPU backend take the argmax from the backend (4 bytes copied back, not the
-  // 0.5 MB logit row; engine/step_switch.h): backend_id is the next token when the last forward gave one.
+  // 0.5 MB logit row; engine/step_switch.h), pipelined (decode_greedy_pipelined) unless the KV cannot
+  // take back a position (a hybrid model's recurrent state) or the sampler's choice depends on history.
   const bool backend_argmax = device_argmax(model.backend().kind());
-  int32_t backend_id = -1;
+  const bool pipelined = backend_argmax && kv.recurrent_state() == nullptr && pipelined_greedy() &&
+                         sampler.always_plain_argmax();
+  int32_t backend_id = -1;  // the next token when the last forward gave the backend's argmax
   bool have_backend_id = false;
   while (opts.n_predict < 0 || st.n_generated < opts.n_predict) {
     if (have_backend_id) check(backend_id >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
@@ -176,6 +256,10 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
     }
     if (opts.drafter) {  // the rest speculatively: the KV holds all of history but its last token
       decode_speculative(model, kv, sampler, history, opts, cb, st);
+      break;
+    }
+    if (pipelined) {  // every remaining step greedy on the backend, pipelined
+      decode_greedy_pipelined(model, kv, history, opts, cb, st);
       break;
     }
     have_backend_id = backend_argmax && sampler.plain_argmax(history);

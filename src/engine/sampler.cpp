@@ -65,6 +65,10 @@ bool Sampler::plain_argmax(std::span<const int32_t> history) const {
   return params_.temperature <= 0.0f && !penalty;
 }
 
+bool Sampler::always_plain_argmax() const {
+  return params_.temperature <= 0.0f && (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0);
+}
+
 int32_t Sampler::prepare(const float* logits, int32_t n_vocab, std::span<const int32_t> history, double& total) {
   check(n_vocab > 0, "sampler: n_vocab must be positive, got ", n_vocab);
   constexpr float kInf = std::numeric_limits<float>::infinity();

@@ -87,6 +87,9 @@ class Sampler {
   // (temperature 0) with no repetition penalty over this history. The engine then asks the backend for
   // the argmax instead of the logit row (Model::BatchSeq::argmax).
   bool plain_argmax(std::span<const int32_t> history) const;
+  // plain_argmax for every history (no repetition penalty at all): what a pipelined greedy loop needs,
+  // which issues the next step before it knows the history it will have.
+  bool always_plain_argmax() const;
 
  private:
   struct Candidate {

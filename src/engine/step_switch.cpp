@@ -20,4 +20,9 @@ bool device_argmax(DeviceKind kind) {
   return kind != DeviceKind::Cpu;
 }
 
+bool pipelined_greedy() {
+  const char* v = std::getenv("POLYKV_GREEDY_PIPELINE");
+  return !(v != nullptr && std::strcmp(v, "0") == 0);
+}
+
 }  // namespace polykv

@@ -17,4 +17,9 @@ bool engine_step_old();
 // generate() (`run`) and `bench`'s decode loop ask this.
 bool device_argmax(DeviceKind kind);
 
+// Whether generate() and bench pipeline their greedy steps on a backend argmax (Model::BatchSeq::
+// token_from_last_argmax: the next step issued before the host reads the token). POLYKV_GREEDY_PIPELINE=0:
+// one step at a time (read at each call). Same tokens either way.
+bool pipelined_greedy();
+
 }  // namespace polykv

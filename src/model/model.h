@@ -60,11 +60,26 @@ class Model {
     // usable) of each logit row, computed on the backend so that only the indices are copied back (what
     // greedy decoding needs); with or without `logits`. nullptr: none.
     int32_t* argmax = nullptr;
+    // Pipelined greedy decoding (one sequence, one token a step; used by generate() and bench on GPU
+    // backends, engine/step_switch.h). argmax_async: *argmax is written by finish_argmax(), not before
+    // forward_batch returns, so the call does not wait for the step. token_from_last_argmax: this step's
+    // one token is the argmax the model's previous step computed for this same sequence (an argmax step
+    // of one row), still in backend memory; tokens[0] is a placeholder and is not read. The host issues
+    // step k + 1 before it has read step k's token. An argmax of -1 (no finite logit) fed this way gives
+    // NaN rows on the GPU and an Error on the CPU; finish_argmax hands the -1 to the caller.
+    bool argmax_async = false;
+    bool token_from_last_argmax = false;
   };
   // Not reentrant: the activations live in one workspace per model, so one call at a time per model
   // (a concurrent call throws Error). Today's callers keep this: the engine runs every step on its
   // one step thread; the CLI commands, eval and tests call from one thread.
   void forward_batch(std::span<const BatchSeq> batch);
+  // The oldest argmax_async result not yet finished: waits for its copy (not for later steps) and writes
+  // it where that step's BatchSeq::argmax pointed. Returns false when none is pending. The caller's
+  // pointers must stay valid until then; a pending result is dropped (waited for, not written) by the
+  // destructor and by a forward_batch with no argmax_async row.
+  bool finish_argmax();
+  ~Model();
 
   // Diagnostics: forward passes run only the first n layers (0: all; more than n_layer: all), so the
   // hidden states (BatchSeq::hidden) are layer n-1's output after output_norm, and logits are computed
@@ -100,6 +115,19 @@ class Model {
   HybridWorkspace hws_;                       // hybrid models' extra activations (grow-only)
   MoeWorkspace moe_ws_;                       // the MoE FFN's activations (MoE models only)
   std::atomic<bool> busy_{false};             // a forward_batch is running
+  // argmax_async results in flight, oldest first: backend ticket, slot of argmax_host_, destination.
+  struct PendingArgmax {
+    uint64_t ticket;
+    int slot;
+    int32_t* dst;
+  };
+  static constexpr int kArgmaxSlots = 4;  // page-locked int32s: more than the results ever in flight (2)
+  std::vector<PendingArgmax> pending_argmax_;
+  int32_t* argmax_host_ = nullptr;  // [kArgmaxSlots], Backend::allocate_host
+  int next_argmax_slot_ = 0;
+  // The sequence whose one-row argmax the last step left in ws_.argmax (a chained step may read it), else nullptr.
+  const KvSequence* chain_kv_ = nullptr;
+  const int32_t* chain_argmax_ = nullptr;  // ws_.argmax at that step (a reallocated workspace breaks the chain)
   int layer_limit_ = 0;                       // set_layer_limit (0: every layer)
 };
 

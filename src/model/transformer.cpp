@@ -36,6 +36,25 @@ Model::Model(GgufFile file, ModelConfig config, Backend& backend)
   dev_ = upload_weights(backend_, weights_, inv_freq_, c);
 }
 
+Model::~Model() {
+  // Never throws: a copy still in flight lands before its page-locked slot is released.
+  try {
+    for (const PendingArgmax& p : pending_argmax_) backend_.wait_download(p.ticket);
+  } catch (...) {
+  }
+  pending_argmax_.clear();
+  if (argmax_host_) backend_.release_host(argmax_host_);
+}
+
+bool Model::finish_argmax() {
+  if (pending_argmax_.empty()) return false;
+  const PendingArgmax p = pending_argmax_.front();
+  pending_argmax_.erase(pending_argmax_.begin());
+  backend_.wait_download(p.ticket);
+  *p.dst = argmax_host_[p.slot];
+  return true;
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
   GgufFile f = GgufFile::open(path);
   ModelConfig c;
@@ -100,9 +119,25 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     const int p0 = b.kv->n_tokens();
     check(p0 + n_s <= b.kv->max_tokens(), "context full: ", p0 + n_s, " tokens exceed the context of ",
           b.kv->max_tokens());
-    for (int32_t t : b.tokens) check(t >= 0 && t < c.n_vocab, "token id ", t, " is out of range [0, ", c.n_vocab, ")");
+    if (!b.token_from_last_argmax)
+      for (int32_t t : b.tokens) check(t >= 0 && t < c.n_vocab, "token id ", t, " is out of range [0, ", c.n_vocab, ")");
+    check(!b.argmax_async || (batch.size() == 1 && b.argmax && !b.logits && !b.all_logits),
+          "forward pass: argmax_async is for one sequence's argmax alone");
     steps[s] = {b.kv, p0, n_s, n};
     n += n_s;
+  }
+  // Pipelined greedy steps (model.h): a chained step continues the last step's one-row argmax of the same
+  // sequence; results of earlier async steps stay pending only while the pipeline goes on.
+  const bool chained = batch.size() == 1 && batch[0].token_from_last_argmax;
+  const bool async = batch.size() == 1 && batch[0].argmax_async;
+  for (const BatchSeq& b : batch)
+    check(!b.token_from_last_argmax || (chained && b.tokens.size() == 1 && b.kv == chain_kv_),
+          "forward pass: token_from_last_argmax needs one sequence of one token right after a one-row argmax "
+          "step of that sequence");
+  chain_kv_ = nullptr;  // set again below when this step leaves a one-row argmax
+  if (!chained && !async) {
+    for (const PendingArgmax& p : pending_argmax_) backend_.wait_download(p.ticket);  // dropped, not written
+    pending_argmax_.clear();
   }
   check(n > 0, "forward pass needs at least one token");
   // Only the rows whose logits are wanted go through the output norm and the vocabulary matmul.
@@ -139,7 +174,17 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     for (int i = 0; i < st.n; ++i) ids.push_back(st.pos0 + i);
   ids.insert(ids.end(), out_rows.begin(), out_rows.end());
   ids.insert(ids.end(), hid_rows.begin(), hid_rows.end());
-  be.upload(ws_.ids, ids.data(), ids.size() * sizeof(int32_t));
+  if (chained) {  // the token is the last step's argmax, on the backend: upload the rest, copy it in
+    check(ws_.argmax == chain_argmax_, "forward pass: the workspace moved since the step whose argmax feeds this one");
+    be.upload_async(ws_.ids + 1, ids.data() + 1, (ids.size() - 1) * sizeof(int32_t));
+    be.copy(ws_.ids, ws_.argmax, sizeof(int32_t));
+    if (be.kind() == DeviceKind::Cpu) {  // host memory, already written: an id the embedding can read
+      const int32_t t = ws_.ids[0];
+      check(t >= 0 && t < c.n_vocab, "token id ", t, " (the last step's argmax) is out of range [0, ", c.n_vocab, ")");
+    }
+  } else {
+    be.upload_async(ws_.ids, ids.data(), ids.size() * sizeof(int32_t));
+  }
   const int32_t* tokens = ws_.ids;
   const int32_t* pos = ws_.ids + n;
   const int32_t* gather = ws_.ids + 2 * n;
@@ -183,10 +228,24 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
   auto out_n = [&](size_t s) { return batch[s].all_logits ? size_t(steps[s].n) : size_t(1); };  // rows of s
   if (any_argmax) {  // every out row's argmax on the backend, one download of n_out indices
     be.argmax_rows(direct_logits ? batch[0].logits : ws_.logits, n_out, c.n_vocab, ws_.argmax);
-    std::vector<int32_t> am(size_t(n_out), -1);
-    be.download(am.data(), ws_.argmax, am.size() * sizeof(int32_t));
-    for (size_t s = 0; s < batch.size(); ++s)
-      if (batch[s].argmax) std::copy_n(am.begin() + out0[s], out_n(s), batch[s].argmax);
+    if (async) {  // one row: copied back behind the step; finish_argmax waits for it
+      if (!argmax_host_) argmax_host_ = static_cast<int32_t*>(be.allocate_host(kArgmaxSlots * sizeof(int32_t)));
+      check(pending_argmax_.size() + 1 < size_t(kArgmaxSlots), "forward pass: ", pending_argmax_.size(),
+            " argmax_async results are pending; finish_argmax the oldest first");
+      const int slot = next_argmax_slot_;
+      next_argmax_slot_ = (slot + 1) % kArgmaxSlots;
+      const uint64_t ticket = be.download_async(argmax_host_ + slot, ws_.argmax, sizeof(int32_t));
+      pending_argmax_.push_back({ticket, slot, batch[0].argmax});
+    } else {
+      std::vector<int32_t> am(size_t(n_out), -1);
+      be.download(am.data(), ws_.argmax, am.size() * sizeof(int32_t));
+      for (size_t s = 0; s < batch.size(); ++s)
+        if (batch[s].argmax) std::copy_n(am.begin() + out0[s], out_n(s), batch[s].argmax);
+    }
+    if (batch.size() == 1 && n_out == 1 && batch[0].argmax) {
+      chain_kv_ = batch[0].kv;
+      chain_argmax_ = ws_.argmax;
+    }
   }
   if (direct_logits) return;
   // The callers' rows one after the other (the engine's step buffer): one download for all of them.

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <vector>
 
+#include "backend/cuda/cuda_async_copies.h"
 #include "backend/cuda/cuda_backend_hybrid.h"
 #include "backend/cuda/cuda_backend_plan.h"
 #include "backend/cuda/cuda_context.h"
@@ -161,6 +162,26 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     bind();
     POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+  }
+
+  // Stream-ordered, never waiting for earlier work (cuda_async_copies.h).
+  void upload_async(void* dst, const void* src_host, size_t bytes) override {
+    drop_acts();
+    bind();
+    async_.upload(dst, src_host, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    drop_acts();
+    bind();
+    if (bytes > 0) POLYKV_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx_.stream()));
+  }
+  uint64_t download_async(void* dst_host, const void* src, size_t bytes) override {
+    bind();
+    return async_.download(dst_host, src, bytes);
+  }
+  void wait_download(uint64_t ticket) override {
+    bind();
+    async_.wait(ticket);
   }
 
   KvMemory& kv_memory() override { return kv_memory_; }
@@ -387,15 +408,15 @@ class CudaBackend final : public Backend {
     batch_ = {};
     slots_ = nullptr;
     if (plan_.total_rows == 0) return;
-    // Two uploads per step, shared by every layer. From pageable memory: the runtime copies the bytes
-    // out before returning, so plan_ may change at the next step while the copy is in flight.
+    // Two uploads per step, shared by every layer, staged in page-locked memory (cuda_async_copies.h):
+    // plan_ may change at the next step while the copies are in flight, and neither waits for the
+    // previous step (a chained greedy step is issued while that one runs).
     const size_t slot_bytes = plan_.slots.size() * sizeof(int32_t);
     const size_t table_bytes = plan_.tables.size() * sizeof(int32_t);
     auto* slots = static_cast<int32_t*>(ctx_.scratch(cuda::Scratch::KvSlots, slot_bytes));
     auto* tables = static_cast<int32_t*>(ctx_.scratch(cuda::Scratch::AttentionTables, table_bytes));
-    POLYKV_CUDA_CHECK(cudaMemcpyAsync(slots, plan_.slots.data(), slot_bytes, cudaMemcpyHostToDevice, ctx_.stream()));
-    POLYKV_CUDA_CHECK(
-        cudaMemcpyAsync(tables, plan_.tables.data(), table_bytes, cudaMemcpyHostToDevice, ctx_.stream()));
+    async_.upload(slots, plan_.slots.data(), slot_bytes);
+    async_.upload(tables, plan_.tables.data(), table_bytes);
     slots_ = slots;
     batch_.n_seq = plan_.n_seq;
     batch_.tables = tables + plan_.tables_at();
@@ -671,6 +692,7 @@ class CudaBackend final : public Backend {
   }
 
   cuda::CudaContext ctx_;  // first member: destroyed last (its stream outlives the rest)
+  cuda::AsyncCopies async_{ctx_};  // upload_async, download_async, begin_step's tables
   cuda::CudaKvMemory kv_memory_;
   cuda::CudaHybrid hybrid_{ctx_};
   std::string describe_;
