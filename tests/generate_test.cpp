@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "engine/generate.h"
+#include "scoped_env.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -87,10 +88,7 @@ TEST(Generate, ReportsPrefillProgressPerChunk) {
 // sampled steps (temperature > 0) keep the sampler and its random stream.
 TEST(Generate, BackendArgmaxGivesTheSamplersTokens) {
   const Outcome host = run(64, 12, {}), host_sampled = run(64, 12, {}, 512, 0.8f);
-  struct EnvScope {
-    EnvScope() { setenv("POLYKV_ENGINE_ARGMAX", "device", 1); }
-    ~EnvScope() { unsetenv("POLYKV_ENGINE_ARGMAX"); }
-  } env;
+  const test::ScopedEnv env{{"POLYKV_ENGINE_ARGMAX", "device"}};
   const Outcome device = run(64, 12, {}), device_sampled = run(64, 12, {}, 512, 0.8f);
   EXPECT_EQ(device.tokens, host.tokens);
   EXPECT_EQ(device.stats.stop_reason, StopReason::TokenLimit);
@@ -103,15 +101,8 @@ TEST(Generate, BackendArgmaxGivesTheSamplersTokens) {
 // logits, for every stop: the same tokens, the same reason, and the KV holding the same positions (the
 // step issued past a stop is taken back).
 TEST(Generate, PipelinedGreedyStopsAsThePlainLoop) {
-  struct Env {
-    Env(const char* argmax, const char* pipeline) {
-      setenv("POLYKV_ENGINE_ARGMAX", argmax, 1);
-      setenv("POLYKV_GREEDY_PIPELINE", pipeline, 1);
-    }
-    ~Env() {
-      unsetenv("POLYKV_ENGINE_ARGMAX");
-      unsetenv("POLYKV_GREEDY_PIPELINE");
-    }
+  auto env = [](const char* argmax, const char* pipeline) {
+    return test::ScopedEnv{{"POLYKV_ENGINE_ARGMAX", argmax}, {"POLYKV_GREEDY_PIPELINE", pipeline}};
   };
   auto eog_third = [] {
     GenerateCallbacks cb;
@@ -134,15 +125,15 @@ TEST(Generate, PipelinedGreedyStopsAsThePlainLoop) {
   for (const Case& c : cases) {
     Outcome want, got, one_by_one;
     {
-      Env env("host", "0");
+      const auto e = env("host", "0");
       want = run(c.max_tokens, c.n_predict, c.cb);
     }
     {
-      Env env("device", "1");
+      const auto e = env("device", "1");
       got = run(c.max_tokens, c.n_predict, c.cb);
     }
     {
-      Env env("device", "0");
+      const auto e = env("device", "0");
       one_by_one = run(c.max_tokens, c.n_predict, c.cb);
     }
     for (const Outcome* o : {&got, &one_by_one}) {

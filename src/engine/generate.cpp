@@ -110,6 +110,28 @@ void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vec
   }
 }
 
+// generate()'s stop rules for a token just chosen, in their order: an end-of-text token stops before it is
+// emitted; any other is emitted (history, on_token), after which the callback or the token limit may stop.
+// True (stop_reason set) when generation stops here; the full-context rule is the caller's.
+bool emit_or_stop(int32_t id, std::vector<int32_t>& history, const GenerateOptions& opts, const GenerateCallbacks& cb,
+                  GenerateStats& st) {
+  if (cb.is_eog && cb.is_eog(id)) {
+    st.stop_reason = StopReason::EndOfText;
+    return true;
+  }
+  ++st.n_generated;
+  history.push_back(id);
+  if (cb.on_token && !cb.on_token(id)) {
+    st.stop_reason = StopReason::Callback;
+    return true;
+  }
+  if (opts.n_predict >= 0 && st.n_generated >= opts.n_predict) {
+    st.stop_reason = StopReason::TokenLimit;
+    return true;
+  }
+  return false;
+}
+
 // Greedy decoding with the backend's argmax, pipelined (Model::BatchSeq::token_from_last_argmax): on
 // entry `history` ends with a token the KV does not hold yet and that was emitted. Each step feeds the
 // previous step's argmax straight from backend memory, so step k + 1 is issued before the host reads
@@ -155,20 +177,7 @@ void decode_greedy_pipelined(Model& model, KvSequence& kv, std::vector<int32_t>&
       retire(false);
       const int32_t id = results[read];
       check(id >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
-      if (cb.is_eog && cb.is_eog(id)) {
-        st.stop_reason = StopReason::EndOfText;
-        break;
-      }
-      ++st.n_generated;
-      history.push_back(id);
-      if (cb.on_token && !cb.on_token(id)) {
-        st.stop_reason = StopReason::Callback;
-        break;
-      }
-      if (opts.n_predict >= 0 && st.n_generated >= opts.n_predict) {
-        st.stop_reason = StopReason::TokenLimit;
-        break;
-      }
+      if (emit_or_stop(id, history, opts, cb, st)) break;
       if (!ahead) {  // the KV was full: the token is emitted, not fed back
         st.stop_reason = StopReason::ContextFull;
         break;
@@ -239,17 +248,7 @@ GenerateStats generate(Model& model, KvSequence& kv, std::span<const int32_t> pr
   while (opts.n_predict < 0 || st.n_generated < opts.n_predict) {
     if (have_backend_id) check(backend_id >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
     const int32_t id = have_backend_id ? backend_id : sampler.sample(logits.data(), n_vocab, history);
-    if (cb.is_eog && cb.is_eog(id)) {
-      st.stop_reason = StopReason::EndOfText;
-      break;
-    }
-    ++st.n_generated;
-    history.push_back(id);
-    if (cb.on_token && !cb.on_token(id)) {
-      st.stop_reason = StopReason::Callback;
-      break;
-    }
-    if (opts.n_predict >= 0 && st.n_generated >= opts.n_predict) break;  // TokenLimit
+    if (emit_or_stop(id, history, opts, cb, st)) break;
     if (kv.n_tokens() >= kv.max_tokens()) {  // the token is emitted, not fed back
       st.stop_reason = StopReason::ContextFull;
       break;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../scoped_env.h"
 #include "../test_util.h"
 #include "backend/backend.h"
 #include "cuda_test_util.h"
@@ -24,16 +25,9 @@ struct GenRun {
   int kv_tokens = 0;
 };
 
-struct Env {
-  Env(const char* argmax, const char* pipeline) {
-    setenv("POLYKV_ENGINE_ARGMAX", argmax, 1);
-    setenv("POLYKV_GREEDY_PIPELINE", pipeline, 1);
-  }
-  ~Env() {
-    unsetenv("POLYKV_ENGINE_ARGMAX");
-    unsetenv("POLYKV_GREEDY_PIPELINE");
-  }
-};
+test::ScopedEnv env(const char* argmax, const char* pipeline) {
+  return test::ScopedEnv{{"POLYKV_ENGINE_ARGMAX", argmax}, {"POLYKV_GREEDY_PIPELINE", pipeline}};
+}
 
 // stop: 0 token limit, 1 context full, 2 end of text (the 5th token), 3 the callback (after the 4th).
 GenRun run(Model& m, const std::string& kt, const std::string& vt, int stop) {
@@ -67,15 +61,15 @@ TEST(GenerateCuda, PipelinedGreedyEqualsOneStepAtATimeAndTheHostArgmax) {
     for (int stop = 0; stop < 4; ++stop) {
       GenRun host, one, piped;
       {
-        Env e("host", "0");
+        const auto e = env("host", "0");
         host = run(*m, kt, vt, stop);
       }
       {
-        Env e("device", "0");
+        const auto e = env("device", "0");
         one = run(*m, kt, vt, stop);
       }
       {
-        Env e("device", "1");
+        const auto e = env("device", "1");
         piped = run(*m, kt, vt, stop);
       }
       const std::string what = kt + "/" + vt + " stop " + std::to_string(stop);
