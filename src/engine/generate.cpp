@@ -132,68 +132,77 @@ bool emit_or_stop(int32_t id, std::vector<int32_t>& history, const GenerateOptio
   return false;
 }
 
+// The steps in flight of decode_greedy_pipelined (at most two), oldest first. Its destructor waits for
+// any left (an exception between issue and retire), so no copy lands in results_ after it is gone.
+class GreedyPipeline {
+ public:
+  GreedyPipeline(Model& model, KvSequence& kv) : model_(model), kv_(kv) {}
+  ~GreedyPipeline() {
+    for (; in_flight_ > 0; --in_flight_) {
+      try {
+        model_.finish_argmax();
+      } catch (...) {  // a destructor never throws; the error was or will be reported by the caller
+      }
+    }
+  }
+  GreedyPipeline(const GreedyPipeline&) = delete;
+  GreedyPipeline& operator=(const GreedyPipeline&) = delete;
+
+  int in_flight() const { return in_flight_; }
+  // Issues a step feeding `tok` (chained: the previous step's argmax on the backend instead).
+  void issue(int32_t tok, bool chained) {
+    Model::BatchSeq one{std::span(&tok, 1), &kv_, nullptr, false};
+    one.argmax = &results_[(first_ + in_flight_) % 2];
+    one.argmax_async = true;
+    one.token_from_last_argmax = chained;
+    model_.forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+    ++in_flight_;
+  }
+  // Waits for the oldest step and returns its argmax; with `rollback`, its position leaves the KV (it fed
+  // a token the plain loop would not have fed).
+  int32_t retire(bool rollback) {
+    model_.finish_argmax();
+    const int32_t id = results_[first_];
+    first_ ^= 1;
+    --in_flight_;
+    if (rollback) truncate_sequence_kv(kv_, kv_.n_tokens() - 1);
+    return id;
+  }
+
+ private:
+  Model& model_;
+  KvSequence& kv_;
+  int32_t results_[2] = {-1, -1};  // the steps' argmax destinations, a ring from first_
+  int first_ = 0, in_flight_ = 0;
+};
+
 // Greedy decoding with the backend's argmax, pipelined (Model::BatchSeq::token_from_last_argmax): on
 // entry `history` ends with a token the KV does not hold yet and that was emitted. Each step feeds the
 // previous step's argmax straight from backend memory, so step k + 1 is issued before the host reads
-// step k's token and the GPU never waits for the host between tokens. The host then reads the token
-// and applies the stop rules of generate()'s loop, in its order. A stop leaves one step issued past
+// step k's token (on the H200 so far the same speed as one step at a time: docs/CUDA_DECODE.md). The host
+// then reads the token and applies the stop rules of generate()'s loop, in its order. A stop leaves one step issued past
 // the last token that loop would have fed (or none when the step was not issued: the token limit and a
 // full context are known beforehand); that step's position is truncated away, so the KV ends as
 // generate()'s plain loop leaves it. Returns with stop_reason set.
 void decode_greedy_pipelined(Model& model, KvSequence& kv, std::vector<int32_t>& history, const GenerateOptions& opts,
                              const GenerateCallbacks& cb, GenerateStats& st) {
   const int n_vocab = model.config().n_vocab;
-  int32_t results[2] = {-1, -1};  // the destinations of the (at most two) steps in flight
-  int next_result = 0;
-  auto issue = [&](bool chained) {
-    const int32_t tok = history.back();
-    Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
-    one.argmax = &results[next_result];
-    next_result ^= 1;
-    one.argmax_async = true;
-    one.token_from_last_argmax = chained;
-    model.forward_batch(std::span<const Model::BatchSeq>(&one, 1));
-  };
-  int in_flight = 0;
-  // Waits for the oldest step; with `rollback`, its position leaves the KV (it fed a token that the
-  // plain loop would not have fed).
-  auto retire = [&](bool rollback) {
-    model.finish_argmax();
-    --in_flight;
-    if (rollback) truncate_sequence_kv(kv, kv.n_tokens() - 1);
-  };
-  try {
-    issue(false);  // feeds the last emitted token (host-known)
-    ++in_flight;
-    for (;;) {
-      // The token the oldest step computes is next; feed it on before reading it if it will be fed:
-      // it is not the last one allowed (n_predict) and the KV has room for it.
-      const bool ahead = (opts.n_predict < 0 || st.n_generated + 1 < opts.n_predict) && kv.n_tokens() < kv.max_tokens();
-      if (ahead) {
-        issue(true);
-        ++in_flight;
-      }
-      const int read = next_result ^ (ahead ? 0 : 1);  // the oldest in-flight step's destination
-      retire(false);
-      const int32_t id = results[read];
-      check(id >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
-      if (emit_or_stop(id, history, opts, cb, st)) break;
-      if (!ahead) {  // the KV was full: the token is emitted, not fed back
-        st.stop_reason = StopReason::ContextFull;
-        break;
-      }
+  GreedyPipeline pipe(model, kv);
+  pipe.issue(history.back(), false);  // feeds the last emitted token (host-known)
+  for (;;) {
+    // The token the oldest step computes is next; feed it on before reading it if it will be fed:
+    // it is not the last one allowed (n_predict) and the KV has room for it.
+    const bool ahead = (opts.n_predict < 0 || st.n_generated + 1 < opts.n_predict) && kv.n_tokens() < kv.max_tokens();
+    if (ahead) pipe.issue(history.back(), true);  // the token argument is a placeholder here
+    const int32_t id = pipe.retire(false);
+    check(id >= 0, "sampler: no finite logit among ", n_vocab, " (all NaN or -inf)");
+    if (emit_or_stop(id, history, opts, cb, st)) break;
+    if (!ahead) {  // the KV was full: the token is emitted, not fed back
+      st.stop_reason = StopReason::ContextFull;
+      break;
     }
-    while (in_flight > 0) retire(true);  // a step issued past the stop
-  } catch (...) {
-    while (in_flight > 0) {  // leave no copy in flight into `results`
-      --in_flight;
-      try {
-        model.finish_argmax();
-      } catch (...) {
-      }
-    }
-    throw;
   }
+  while (pipe.in_flight() > 0) pipe.retire(true);  // a step issued past the stop
 }
 
 }  // namespace
