@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine_test_util.h"
 #include "embedded_model_fixture.h"
+#include "scoped_env.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -104,10 +105,7 @@ TEST(Engine, AgentsOnOnePoolMatchTheirPromptsRunAlone) { expect_agents_match_alo
 // The same with greedy rows taking the backend's argmax (Model::BatchSeq::argmax: what GPU backends do by
 // default; POLYKV_ENGINE_ARGMAX=device makes the CPU backend do it too).
 TEST(Engine, AgentsWithTheBackendArgmaxMatchTheirPromptsRunAlone) {
-  struct EnvScope {
-    EnvScope() { setenv("POLYKV_ENGINE_ARGMAX", "device", 1); }
-    ~EnvScope() { unsetenv("POLYKV_ENGINE_ARGMAX"); }
-  } env;
+  const test::ScopedEnv env{{"POLYKV_ENGINE_ARGMAX", "device"}};
   expect_agents_match_alone(8);
 }
 

@@ -172,6 +172,31 @@ TEST(Generate, ChainedStepWithoutAnArgmaxStepIsAnError) {
   EXPECT_EQ(other.n_tokens(), 0);
 }
 
+// Misused async steps are refused before any work: the KV does not move.
+TEST(Generate, AsyncArgmaxMisuseIsAnErrorBeforeTheStep) {
+  KvCache kv = make_kv_cache(model().kv_shape(), "f16", "f16", 16);
+  const int32_t tok = 400;
+  std::vector<float> logits(size_t(model().config().n_vocab));
+  int32_t out[4] = {-1, -1, -1, -1};
+  Model::BatchSeq one{std::span(&tok, 1), &kv, logits.data(), false};  // logits too: not allowed
+  one.argmax = &out[0];
+  one.argmax_async = true;
+  EXPECT_THROW(model().forward_batch(std::span<const Model::BatchSeq>(&one, 1)), Error);
+  EXPECT_EQ(kv.n_tokens(), 0);
+  one.logits = nullptr;
+  for (int i = 0; i < 3; ++i) {  // three pending results: the most a model keeps
+    one.argmax = &out[i];
+    model().forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+  }
+  one.argmax = &out[3];
+  EXPECT_THROW(model().forward_batch(std::span<const Model::BatchSeq>(&one, 1)), Error);  // a fourth
+  EXPECT_EQ(kv.n_tokens(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(model().finish_argmax());
+  EXPECT_FALSE(model().finish_argmax());
+  for (int i = 0; i < 3; ++i) EXPECT_GE(out[i], 0);
+  EXPECT_EQ(out[3], -1);
+}
+
 TEST(Generate, StopReasonTexts) {
   EXPECT_STREQ(stop_reason_text(StopReason::EndOfText), "end of text");
   EXPECT_STREQ(stop_reason_text(StopReason::TokenLimit), "token limit");

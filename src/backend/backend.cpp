@@ -44,8 +44,8 @@ void Backend::argmax_rows(const float* x, int rows, int cols, int32_t* out) {
 }
 
 void Backend::copy(void* dst, const void* src, size_t bytes) {
-  std::vector<uint8_t> tmp(bytes);
   if (bytes == 0) return;
+  std::vector<uint8_t> tmp(bytes);
   download(tmp.data(), src, bytes);
   upload(dst, tmp.data(), bytes);
 }

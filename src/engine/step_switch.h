@@ -12,9 +12,9 @@ bool engine_step_old();
 
 // Whether plain greedy rows take their argmax from the backend (Model::BatchSeq::argmax: 4 bytes copied
 // back instead of a 0.5 MB logit row at 128k vocabularies, 32 MB a 64-agent step): POLYKV_ENGINE_ARGMAX=
-// device|host (read at each call: callers ask once per engine or loop); unset: on every backend but the CPU's (whose logits are already in host
-// memory, where engine/argmax.h's vector kernels scan them). POLYKV_ENGINE_STEP=old: host. The engine,
-// generate() (`run`) and `bench`'s decode loop ask this.
+// device|host (read at each call: callers ask once per engine or loop); unset: on every backend but the
+// CPU's (whose logits are already in host memory, where engine/argmax.h's vector kernels scan them).
+// POLYKV_ENGINE_STEP=old: host. The engine, generate() (`run`) and `bench`'s decode loop ask this.
 bool device_argmax(DeviceKind kind);
 
 // Whether generate() and bench pipeline their greedy steps on a backend argmax (Model::BatchSeq::

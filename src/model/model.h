@@ -122,6 +122,7 @@ class Model {
     int32_t* dst;
   };
   static constexpr int kArgmaxSlots = 4;  // page-locked int32s: more than the results ever in flight (2)
+  void drop_pending_argmax();  // waits for every pending result's copy; writes none
   std::vector<PendingArgmax> pending_argmax_;
   int32_t* argmax_host_ = nullptr;  // [kArgmaxSlots], Backend::allocate_host
   int next_argmax_slot_ = 0;

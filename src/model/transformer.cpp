@@ -39,11 +39,16 @@ Model::Model(GgufFile file, ModelConfig config, Backend& backend)
 Model::~Model() {
   // Never throws: a copy still in flight lands before its page-locked slot is released.
   try {
-    for (const PendingArgmax& p : pending_argmax_) backend_.wait_download(p.ticket);
+    drop_pending_argmax();
   } catch (...) {
   }
-  pending_argmax_.clear();
   if (argmax_host_) backend_.release_host(argmax_host_);
+}
+
+void Model::drop_pending_argmax() {
+  const std::vector<PendingArgmax> pending = std::move(pending_argmax_);
+  pending_argmax_.clear();
+  for (const PendingArgmax& p : pending) backend_.wait_download(p.ticket);
 }
 
 bool Model::finish_argmax() {
@@ -134,11 +139,10 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     check(!b.token_from_last_argmax || (chained && b.tokens.size() == 1 && b.kv == chain_kv_),
           "forward pass: token_from_last_argmax needs one sequence of one token right after a one-row argmax "
           "step of that sequence");
+  check(!async || pending_argmax_.size() + 1 < size_t(kArgmaxSlots), "forward pass: ", pending_argmax_.size(),
+        " argmax_async results are pending; finish_argmax the oldest first");
   chain_kv_ = nullptr;  // set again below when this step leaves a one-row argmax
-  if (!chained && !async) {
-    for (const PendingArgmax& p : pending_argmax_) backend_.wait_download(p.ticket);  // dropped, not written
-    pending_argmax_.clear();
-  }
+  if (!chained && !async) drop_pending_argmax();
   check(n > 0, "forward pass needs at least one token");
   // Only the rows whose logits are wanted go through the output norm and the vocabulary matmul.
   std::vector<int32_t> out_rows;  // rows of x, in batch order
@@ -230,8 +234,6 @@ void Model::forward_batch(std::span<const BatchSeq> batch) {
     be.argmax_rows(direct_logits ? batch[0].logits : ws_.logits, n_out, c.n_vocab, ws_.argmax);
     if (async) {  // one row: copied back behind the step; finish_argmax waits for it
       if (!argmax_host_) argmax_host_ = static_cast<int32_t*>(be.allocate_host(kArgmaxSlots * sizeof(int32_t)));
-      check(pending_argmax_.size() + 1 < size_t(kArgmaxSlots), "forward pass: ", pending_argmax_.size(),
-            " argmax_async results are pending; finish_argmax the oldest first");
       const int slot = next_argmax_slot_;
       next_argmax_slot_ = (slot + 1) % kArgmaxSlots;
       const uint64_t ticket = be.download_async(argmax_host_ + slot, ws_.argmax, sizeof(int32_t));
