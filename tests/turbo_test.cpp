@@ -312,6 +312,41 @@ TEST(TurboLayout, IndexPackingIsTheDocumentedBitStream) {
 // 0.88-0.95 D. Bound checked: 0.93 D <= MSE <= 2 - 2 sqrt(1 - D) for n = 128, 0.85 D <= MSE for 32, 64.
 double norm_corrected_mse(int bits) { return 2 - 2 * std::sqrt(1 - exact_mse(codebook(bits))); }
 
+// lane_tree_sum's order, written another way: lane l's partial, then T(l, h) = T(l, 2h) + T(l + h, 2h)
+// with T(l, 32) = p_l, the sum T(0, 1). Values of mixed magnitude make the order visible: the tree
+// must differ from the plain left-to-right sum on some inputs (else this test could not fail).
+static double tree_of(const double* p, int l, int h) {
+  return h == 32 ? p[l] : tree_of(p, l, 2 * h) + tree_of(p, l + h, 2 * h);
+}
+
+TEST(TurboSums, LaneTreeSumIsTheDocumentedOrder) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> mag(-20, 20);
+  std::normal_distribution<double> nd;
+  int differs_from_chain = 0;
+  for (int n : {32, 64, 128})
+    for (auto order : {detail::LaneOrder::Strided, detail::LaneOrder::Blocked})
+      for (int trial = 0; trial < 200; ++trial) {
+        std::vector<double> v(static_cast<size_t>(n));
+        for (double& x : v) x = nd(rng) * std::exp2(std::round(mag(rng)));
+        const int m = n / 32;
+        double p[32];
+        for (int l = 0; l < 32; ++l) {
+          p[l] = 0;
+          for (int k = 0; k < m; ++k) {
+            const double x = order == detail::LaneOrder::Strided ? v[size_t(l + 32 * k)] : v[size_t(l * m + k)];
+            p[l] = k == 0 ? x : p[l] + x;
+          }
+        }
+        const double got = detail::lane_tree_sum(v.data(), n, order);
+        ASSERT_EQ(got, tree_of(p, 0, 1)) << "n " << n << " trial " << trial;
+        double chain = 0;
+        for (double x : v) chain += x;
+        differs_from_chain += got != chain;
+      }
+  EXPECT_GT(differs_from_chain, 100);
+}
+
 TEST(TurboRoundTrip, KeepsNormAndHasCodebookMse) {
   for (int bits : kBits)
     for (int d : kHeadDims) {

@@ -39,6 +39,33 @@ inline void write_index(uint8_t* p, int bits, int i, int idx) {
   if ((bit & 7) + bits > 8) p[(bit >> 3) + 1] |= uint8_t(idx >> (8 - (bit & 7)));
 }
 
+// The order in which every turbo encoder (this CPU reference and the GPU's kv_store, which must give
+// the same bytes) sums n = 32, 64 or 128 doubles v[0..n) of a group, r² and ||c||²: 32 partial sums,
+// p_l adding in order v[l], v[l + 32], ... (Strided) or v[l m], v[l m + 1], ..., v[l m + m - 1] with
+// m = n / 32 (Blocked), then the tree p_l = p_l + p_{l+h} for h = 16, 8, 4, 2, 1 (what a warp's
+// butterfly of shuffles computes in every lane); the sum is p_0. A tree, not a chain of n dependent
+// adds: on the GPU a chain is one lane's latency (2026-12-03: 2 x 128 dependent adds per group).
+enum class LaneOrder { Strided, Blocked };
+inline double lane_tree_sum(const double* v, int n, LaneOrder order) {
+  const int m = n / 32;
+  double p[32];
+  for (int l = 0; l < 32; ++l) {
+    const int first = order == LaneOrder::Strided ? l : l * m, step = order == LaneOrder::Strided ? 32 : 1;
+    p[l] = v[first];
+    for (int k = 1; k < m; ++k) p[l] = p[l] + v[first + k * step];
+  }
+  for (int h = 16; h >= 1; h /= 2)
+    for (int l = 0; l < h; ++l) p[l] = p[l] + p[l + h];
+  return p[0];
+}
+
+// r² of a group: sum of double(x_i)² in the Strided order.
+inline double group_norm2(const float* x, int n) {
+  double sq[128];
+  for (int i = 0; i < n; ++i) sq[i] = double(x[i]) * double(x[i]);
+  return lane_tree_sum(sq, n, LaneOrder::Strided);
+}
+
 inline float read_norm(const uint8_t* rec) {
   uint16_t h;
   std::memcpy(&h, rec, 2);

@@ -40,22 +40,22 @@ void quantize_head(int bits, const float* x, uint8_t* dst, int head_dim) {
   for (int g = 0; g < l.n_groups; ++g) {
     uint8_t* rec = dst + size_t(g) * l.group_bytes;
     std::memset(rec, 0, l.group_bytes);
-    double r2 = 0;
-    for (int i = 0; i < n; ++i) r2 += double(x[g * n + i]) * x[g * n + i];
+    const double r2 = detail::group_norm2(x + g * n, n);
     if (r2 == 0) continue;  // all-zero group: r' = 0, indices 0
     const double r = std::sqrt(r2);
 
     std::memcpy(y, x + g * n, sizeof(float) * n);
     rotate(y, n);  // y = H·S·x_g (group of n: one group)
     const float inv_r = float(1.0 / r);
-    double c2 = 0;
+    double c_sq[128];  // c_i² of the chosen levels (exact: a float squared fits a double)
     for (int i = 0; i < n; ++i) {
       const float u = y[i] * inv_r;  // coordinate of H·S·(x_g / r)
       int idx = 0;
       while (idx + 1 < n_levels && u > mid[idx]) ++idx;  // nearest level (ties go down)
       detail::write_index(rec + 2, bits, i, idx);
-      c2 += double(lv[idx]) * lv[idx];
+      c_sq[i] = double(lv[idx]) * lv[idx];
     }
+    const double c2 = detail::lane_tree_sum(c_sq, n, detail::LaneOrder::Strided);
     const uint16_t h = f32_to_fp16(float(r / std::sqrt(c2)));  // r' = r / ||c||
     std::memcpy(rec, &h, 2);
   }

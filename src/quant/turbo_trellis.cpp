@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "quant/turbo.h"
+#include "quant/turbo_internal.h"
 #include "quant/turbo_trellis_internal.h"
 
 namespace polykv::turbo::trellis {
@@ -114,17 +115,17 @@ double encode_group(int bits, const float* u, const float* lv, int n, uint8_t* r
     if (cost[k] < cost[s]) s = k;
   uint8_t* tbits = rec + 2;
   uint8_t* jbits = tbits + n / 8;
-  double c2 = 0;
+  double c_sq[128];  // c_i² of the chosen levels (exact: a float squared fits a double)
   for (int i = n - 1; i >= 0; --i) {
     const int w = ((s << 1) | from[i][s]) & 15;
     const int j = pick[i][s];
     if (w >> 3) set_bit(tbits, i);
     set_index(jbits, bits - 1, i, j);
     const double c = lv[subset_of_window(w) + 4 * j];
-    c2 += c * c;
+    c_sq[i] = c * c;
     s = w & 7;
   }
-  return c2;
+  return turbo::detail::lane_tree_sum(c_sq, n, turbo::detail::LaneOrder::Blocked);
 }
 
 }  // namespace
@@ -153,8 +154,7 @@ void quantize_head(int bits, const float* x, uint8_t* dst, int head_dim) {
   for (int g = 0; g < head_dim / n; ++g) {
     uint8_t* rec = dst + size_t(g) * gb;
     std::memset(rec, 0, gb);
-    double r2 = 0;
-    for (int i = 0; i < n; ++i) r2 += double(x[g * n + i]) * x[g * n + i];
+    const double r2 = turbo::detail::group_norm2(x + g * n, n);
     if (r2 == 0) continue;  // all-zero group: r' = 0
     const double r = std::sqrt(r2);
     std::memcpy(u, x + g * n, sizeof(float) * size_t(n));

@@ -45,6 +45,13 @@
 #include <random>
 #endif
 
+// The warp forms (registers and shuffles: viterbi_warp, the register forms of the turbo encoders) are
+// device code; tests/cuda/kv_encode_warp_emulation_test.cpp also compiles them for the CPU, a warp of
+// fibers with emulated shuffles (POLYKV_KV_WARP_EMULATION).
+#if defined(__CUDA_ARCH__) || defined(POLYKV_KV_WARP_EMULATION)
+#define POLYKV_KV_WARP_FORMS 1
+#endif
+
 namespace polykv::cuda::enc {
 
 enum class Codec : int { F32, F16, BF16, Q8_0, Q4_0, Turbo, Trellis };
@@ -78,18 +85,38 @@ struct SideParams {
 struct Scratch {
   double r2, c2;           // ||x_g||² and ||c||², double as the reference
   double c_sq[128];        // trellis: c_i² of the chosen levels
+  double part[32];         // the 32 partial sums of a LaneOrder sum (quant/turbo_internal.h)
   float y[128];            // [n] the group, rotated in place; trellis: then the unit coordinates u
-  float err[128][4];       // trellis: [i][subset] squared error of the subset's nearest level
+  alignas(16) float err[128][4];  // trellis: [i][subset] squared error of the subset's nearest level
   float cost[2][8];        // trellis: path costs per state, double-buffered by step parity
   uint8_t idx[128];        // turbo: level index; trellis: j_i
   uint8_t tb[128];         // trellis: t_i
-  uint8_t bj[128][4];      // trellis: [i][subset] index j of that nearest level
+  alignas(4) uint8_t bj[128][4];  // trellis: [i][subset] index j of that nearest level
   uint8_t from[128][8];    // trellis, legacy only: [i][new state] t_{i-3} of the best predecessor
   uint8_t pick[128][8];    // trellis, legacy only: [i][new state] j on that branch
   uint32_t from_bits[4][8];  // trellis: [step / 32][new state] bit step % 32 = t_{i-3} of the best predecessor
   uint8_t chunk_map[32][8];  // trellis traceback: [lane][state after its steps] state before them
   uint8_t chunk_end[32];     // trellis traceback: [lane] the state after its steps on the best path
 };
+
+// ---- sums in the reference's order (quant/turbo_internal.h, lane_tree_sum) ----
+
+// The tree over the 32 partial sums p[0..32): p_l = p_l + p_{l+h}, h = 16 ... 1; returns p_0.
+POLYKV_KV_DEV double tree_sum32(double* p) {
+  for (int h = 16; h >= 1; h /= 2)
+    for (int l = 0; l < h; ++l) p[l] = dadd_rn(p[l], p[l + h]);
+  return p[0];
+}
+
+// Lane l's partial sum of v[0..n) in the Strided (l, l + 32, ...) or Blocked (l m .. l m + m - 1,
+// m = n / 32) order of lane_tree_sum.
+template <class V>
+POLYKV_KV_DEV double lane_partial(int l, int n, bool strided, V&& v) {
+  const int m = n / 32, first = strided ? l : l * m, step = strided ? 32 : 1;
+  double p = v(first);
+  for (int k = 1; k < m; ++k) p = dadd_rn(p, v(first + k * step));
+  return p;
+}
 
 // ---- turbo groups ----
 
@@ -103,12 +130,10 @@ POLYKV_KV_DEV void load_signed_and_norm(Exec& ex, Scratch& sh, const TurboTables
       sh.y[i] = mul_rn(x[i], sign);
     }
   });
-  ex.one([&] {
-    double r2 = 0;
-    POLYKV_KV_UNROLL8
-    for (int i = 0; i < n; ++i) r2 = dadd_rn(r2, dmul_rn(double(sh.y[i]), double(sh.y[i])));
-    sh.r2 = r2;
+  ex.each([&](int l) {
+    sh.part[l] = lane_partial(l, n, true, [&](int i) { return dmul_rn(double(sh.y[i]), double(sh.y[i])); });
   });
+  ex.one([&] { sh.r2 = tree_sum32(sh.part); });
 }
 
 // sh.y <- H_unnormalized · sh.y: the reference's butterflies, stage h = 1, 2, ..., n/2; the n/2 pairs
@@ -138,10 +163,20 @@ POLYKV_KV_DEV void zero_record(Exec& ex, uint8_t* rec, int bytes) {
   });
 }
 
+#if defined(POLYKV_KV_WARP_FORMS)
+__device__ inline void encode_turbo_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
+                                               const float* x, uint8_t* rec);  // below, with the register forms
+#endif
+
 // quant/turbo_quantize.cpp's quantize_head for one group of n values: x[0..n) -> rec (2 + n*bits/8).
 template <class Exec>
 POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
                                       const float* x, uint8_t* rec) {
+#if defined(POLYKV_KV_WARP_FORMS)
+  if constexpr (Exec::kWarpShuffles) {
+    if (!t.legacy) return encode_turbo_group_warp(ex.lane, sh, t, bits, n, x, rec);
+  }
+#endif
   const int index_bytes = n * bits / 8;
   load_signed_and_norm(ex, sh, t, x, n);
   const double r2 = sh.r2;
@@ -160,15 +195,13 @@ POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& 
       sh.idx[i] = uint8_t(idx);
     }
   });
-  ex.one([&] {
-    double c2 = 0;
-    POLYKV_KV_UNROLL8
-    for (int i = 0; i < n; ++i) {
+  ex.each([&](int l) {
+    sh.part[l] = lane_partial(l, n, true, [&](int i) {
       const double c = t.lv[sh.idx[i]];
-      c2 = dadd_rn(c2, dmul_rn(c, c));
-    }
-    sh.c2 = c2;
+      return dmul_rn(c, c);
+    });
   });
+  ex.one([&] { sh.c2 = tree_sum32(sh.part); });
   const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(sh.c2)));  // r' = r / ||c||
   ex.each([&](int l) {
     if (l == 0) store_u16(rec, half_bits(norm));
@@ -211,8 +244,9 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 // rounding, same decisions: the same bytes.
 // Elsewhere (the CPU test's HostExec) the same steps run over an array, lane by lane in the
 // executor's order.
-#if defined(__CUDA_ARCH__)
-__device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
+#if defined(POLYKV_KV_WARP_FORMS)
+// Returns the final cost of state lane & 7.
+__device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -220,7 +254,7 @@ __device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t,
   float cost = ns == 0 ? 0.0f : inf_f();
   for (int i0 = 0; i0 < n; i0 += 32) {  // n is a multiple of 32
     uint32_t word = 0;  // bit k: take1 of step i0 + k
-#pragma unroll
+POLYKV_KV_UNROLL
     for (int k = 0; k < 32; ++k) {
       const float e0 = sh.err[i0 + k][s0], e1 = sh.err[i0 + k][s1];  // independent of the chain
       const float c0 = __shfl_sync(0xffffffffu, cost, p0), c1 = __shfl_sync(0xffffffffu, cost, p1);
@@ -234,7 +268,7 @@ __device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t,
   }
   if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
   __syncwarp();
-  if (!t.legacy) return;  // the traceback reads from_bits and looks up the path's picks itself
+  if (!t.legacy) return cost;  // the traceback reads from_bits and looks up the path's picks itself
   // Legacy: from / pick of every (step, state), 8 * n entries over the 32 lanes.
   for (int e = lane; e < 8 * n; e += 32) {
     const int i = e >> 3, st = e & 7;
@@ -244,12 +278,13 @@ __device__ inline void viterbi_warp(int lane, Scratch& sh, const TurboTables& t,
     sh.pick[i][st] = sh.bj[i][subset_of(t.subset_word, w)];
   }
   __syncwarp();
+  return cost;
 }
 #endif
 
 template <class Exec>
 POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
-#if defined(__CUDA_ARCH__)
+#if defined(POLYKV_KV_WARP_FORMS)
   if constexpr (Exec::kWarpShuffles) {
     viterbi_warp(ex.lane, sh, t, n);
     return;
@@ -284,10 +319,224 @@ POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
   }
 }
 
+// ---- register forms of the turbo and trellis encoders (GPU; the default) ----
+//
+// The array forms above keep a group in the warp's shared memory and pass it between phases with warp
+// barriers; lane 0 alone took the sums and chained the traceback's 32 chunk maps. A decode step's
+// store is one warp per group, so its time is that warp's latency (kv_store of one q8_0/turbo3t row:
+// ~14 us on an H200, 6 cycles per instruction). Here lane l keeps the group's values i = l + 32 k
+// (k < n / 32) in registers from the load to the branch metrics: the butterflies of stages h < 32 are
+// shuffles (h = 32, 64 stay in the lane), r² and ||c||² are LaneOrder trees of shuffles, the traceback's
+// chunk maps are composed by a suffix scan of shuffles. Every rounded operation is the array form's, on
+// the same operands, in the same order: the same bytes (tests/cuda/kv_store_cuda_test.cpp compares
+// both with quantize_head; POLYKV_CUDA_KV_VITERBI=old runs the array forms on the GPU).
+#if defined(POLYKV_KV_WARP_FORMS)
+constexpr unsigned kWarpAll = 0xffffffffu;
+
+// The LaneOrder tree of the lanes' partial sums p (every lane gets the sum): lane l adds lane l ^ h's,
+// h = 16 ... 1, which is p_l + p_{l+h} for l < h and the same value (adds commute) for the others.
+__device__ inline double warp_tree_sum(double p) {
+POLYKV_KV_UNROLL
+  for (int h = 16; h >= 1; h /= 2) p = dadd_rn(p, __shfl_xor_sync(kWarpAll, p, h));
+  return p;
+}
+
+// v[k] = S x at i = lane + 32 k for k < K = n / 32 (0 beyond); returns r² (every lane).
+__device__ inline double load_signed_warp(int lane, const TurboTables& t, const float* x, int K, float (&v)[4]) {
+  double p = 0;
+POLYKV_KV_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    v[k] = 0.0f;
+    if (k < K) {
+      v[k] = mul_rn(x[lane + 32 * k], (t.sign_neg[k] >> lane) & 1u ? -1.0f : 1.0f);  // = t.sign[i]
+      const double sq = dmul_rn(double(v[k]), double(v[k]));
+      p = k == 0 ? sq : dadd_rn(p, sq);
+    }
+  }
+  return warp_tree_sum(p);
+}
+
+// The reference's butterflies (stage h pairs (j, j + h): a + b, a - b), h = 1, 2, ..., n / 2.
+__device__ inline void butterflies_warp(int lane, int n, int K, float (&v)[4]) {
+POLYKV_KV_UNROLL
+  for (int h = 1; h < 32; h *= 2) {
+    if (h >= n) break;
+    const bool upper = (lane & h) != 0;  // this lane holds j + h: a is the partner's value
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      if (k < K) {
+        const float o = __shfl_xor_sync(kWarpAll, v[k], h);
+        v[k] = upper ? sub_rn(o, v[k]) : add_rn(v[k], o);
+      }
+    }
+  }
+  if (n >= 64) {  // h = 32: values k and k + 1 of the lane, k even
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 4; k += 2) {
+      if (k + 1 < K) {
+        const float a = v[k], b = v[k + 1];
+        v[k] = add_rn(a, b);
+        v[k + 1] = sub_rn(a, b);
+      }
+    }
+  }
+  if (n >= 128) {  // h = 64: values k and k + 2
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 2; ++k) {
+      const float a = v[k], b = v[k + 2];
+      v[k] = add_rn(a, b);
+      v[k + 2] = sub_rn(a, b);
+    }
+  }
+}
+
+__device__ inline void zero_record_warp(int lane, uint8_t* rec, int bytes) {
+  for (int k = lane; k < bytes; k += 32) rec[k] = 0;
+}
+
+__device__ inline void encode_turbo_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
+                                               const float* x, uint8_t* rec) {
+  const int K = n / 32, index_bytes = n * bits / 8;
+  float v[4];
+  const double r2 = load_signed_warp(lane, t, x, K, v);
+  if (r2 == 0) return zero_record_warp(lane, rec, 2 + index_bytes);
+  butterflies_warp(lane, n, K, v);
+  const double r = dsqrt_rn(r2);
+  const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  const int n_mid = (1 << bits) - 1;
+  double p = 0;
+POLYKV_KV_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    if (k < K) {
+      const float u = mul_rn(mul_rn(v[k], t.scale), inv_r);
+      int idx = 0;
+      for (int m = 0; m < n_mid; ++m) idx += u > t.mid[m] ? 1 : 0;
+      sh.idx[lane + 32 * k] = uint8_t(idx);
+      const double c = t.lv[idx];
+      const double sq = dmul_rn(c, c);
+      p = k == 0 ? sq : dadd_rn(p, sq);
+    }
+  }
+  const double c2 = warp_tree_sum(p);
+  __syncwarp();  // sh.idx
+  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(c2)));
+  if (lane == 0) store_u16(rec, half_bits(norm));
+  for (int k = lane; k < index_bytes; k += 32) rec[2 + k] = stream_byte(sh.idx, bits, n, k);
+}
+
+// Map composition for the traceback: maps are 8 states x 3 bits; (a o b)(s) = a(b(s)).
+__device__ inline uint32_t compose_maps(uint32_t a, uint32_t b) {
+  uint32_t r = 0;
+POLYKV_KV_UNROLL
+  for (int e = 0; e < 8; ++e) r |= ((a >> (3 * ((b >> (3 * e)) & 7u))) & 7u) << (3 * e);
+  return r;
+}
+
+__device__ inline void encode_trellis_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
+                                                 const float* x, uint8_t* rec) {
+  const int K = n / 32, tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
+  float v[4];
+  const double r2 = load_signed_warp(lane, t, x, K, v);
+  if (r2 == 0) return zero_record_warp(lane, rec, 2 + tbit_bytes + jbit_bytes);
+  butterflies_warp(lane, n, K, v);
+  const double r = dsqrt_rn(r2);
+  const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  // Branch metrics: the nearest level of each subset (first j on ties) and its squared error.
+  const int per_subset = 1 << (bits - 1);
+POLYKV_KV_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    if (k < K) {
+      const int i = lane + 32 * k;
+      const float u = mul_rn(mul_rn(v[k], t.scale), inv_r);
+      float e4[4];
+      uint32_t bj4 = 0;
+POLYKV_KV_UNROLL
+      for (int s = 0; s < 4; ++s) {
+        float e = inf_f();
+        int bj = 0;
+POLYKV_KV_UNROLL
+        for (int j = 0; j < 8; ++j) {
+          if (j >= per_subset) break;
+          const float d = sub_rn(u, t.lv[s + 4 * j]), dd = mul_rn(d, d);
+          bj = dd < e ? j : bj;
+          e = dd < e ? dd : e;
+        }
+        e4[s] = e;
+        bj4 |= uint32_t(bj) << (8 * s);
+      }
+      *reinterpret_cast<float4*>(sh.err[i]) = make_float4(e4[0], e4[1], e4[2], e4[3]);
+      *reinterpret_cast<uint32_t*>(sh.bj[i]) = bj4;
+    }
+  }
+  __syncwarp();
+  const float cost = viterbi_warp(lane, sh, t, n);
+  // The best final state: the first minimum, as the reference.
+  int best = 0;
+  float best_cost = __shfl_sync(kWarpAll, cost, 0);
+POLYKV_KV_UNROLL
+  for (int k = 1; k < 8; ++k) {
+    const float c = __shfl_sync(kWarpAll, cost, k);
+    if (c < best_cost) best_cost = c, best = k;
+  }
+  // Lane c owns steps [c K, c K + K) (one from_bits word): its map takes the state after them to the
+  // state before them. A suffix scan composes the maps of lanes c .. 31, then lane c + 1's composite
+  // takes the best final state to the state after lane c's steps.
+  const int i0 = lane * K;
+  const uint32_t* fb = sh.from_bits[i0 >> 5];
+  uint32_t map = 0;
+POLYKV_KV_UNROLL
+  for (int e = 0; e < 8; ++e) {
+    int s = e;
+POLYKV_KV_UNROLL
+    for (int q = 3; q >= 0; --q)
+      if (q < K) s = ((s << 1) | int((fb[s] >> ((i0 + q) & 31)) & 1u)) & 7;
+    map |= uint32_t(s) << (3 * e);
+  }
+POLYKV_KV_UNROLL
+  for (int d = 1; d < 32; d *= 2) {
+    const uint32_t o = __shfl_down_sync(kWarpAll, map, d);
+    if (lane + d < 32) map = compose_maps(map, o);
+  }
+  const uint32_t after = __shfl_down_sync(kWarpAll, map, 1);
+  int s = lane == 31 ? best : int((after >> (3 * best)) & 7u);
+  // Replay the lane's steps on the best path; ||c||² in the Blocked order.
+  double c_sq[4] = {0, 0, 0, 0};
+POLYKV_KV_UNROLL
+  for (int q = 3; q >= 0; --q) {
+    if (q < K) {
+      const int i = i0 + q;
+      const int w = ((s << 1) | int((fb[s] >> (i & 31)) & 1u)) & 15;
+      const int sub = subset_of(t.subset_word, w);
+      const int j = sh.bj[i][sub];
+      sh.tb[i] = uint8_t(w >> 3);
+      sh.idx[i] = uint8_t(j);
+      const double cv = t.lv[sub + 4 * j];
+      c_sq[q] = dmul_rn(cv, cv);
+      s = w & 7;
+    }
+  }
+  double p = c_sq[0];
+POLYKV_KV_UNROLL
+  for (int q = 1; q < 4; ++q)
+    if (q < K) p = dadd_rn(p, c_sq[q]);
+  const double c2 = warp_tree_sum(p);
+  __syncwarp();  // sh.tb, sh.idx
+  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(c2)));
+  if (lane == 0) store_u16(rec, half_bits(norm));
+  for (int k = lane; k < tbit_bytes; k += 32) rec[2 + k] = stream_byte(sh.tb, 1, n, k);
+  for (int k = lane; k < jbit_bytes; k += 32) rec[2 + tbit_bytes + k] = stream_byte(sh.idx, bits - 1, n, k);
+}
+#endif
+
 // quant/turbo_trellis.cpp's quantize_head for one group of n values: x[0..n) -> rec (2 + n*bits/8).
 template <class Exec>
 POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables& t, int bits, int n,
                                         const float* x, uint8_t* rec) {
+#if defined(POLYKV_KV_WARP_FORMS)
+  if constexpr (Exec::kWarpShuffles) {
+    if (!t.legacy) return encode_trellis_group_warp(ex.lane, sh, t, bits, n, x, rec);
+  }
+#endif
   const int tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
   load_signed_and_norm(ex, sh, t, x, n);
   const double r2 = sh.r2;
@@ -366,12 +615,8 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
       s = w & 7;
     }
   });
-  ex.one([&] {  // ||c||² in the reference's order, i = n-1 down to 0
-    double c2 = 0;
-    POLYKV_KV_UNROLL8
-    for (int i = n - 1; i >= 0; --i) c2 = dadd_rn(c2, sh.c_sq[i]);
-    sh.c2 = c2;
-  });
+  ex.each([&](int l) { sh.part[l] = lane_partial(l, n, false, [&](int i) { return sh.c_sq[i]; }); });
+  ex.one([&] { sh.c2 = tree_sum32(sh.part); });  // ||c||² in the reference's order
   const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(sh.c2)));
   ex.each([&](int l) {
     if (l == 0) store_u16(rec, half_bits(norm));

@@ -1,0 +1,207 @@
+// The warp forms of kv_store's encoders (backend/cuda/kv_encode.cuh: the register forms of the turbo and
+// trellis encoders, viterbi_warp) compiled as plain C++ and run on the CPU as one warp of 32 fibers,
+// against quant/'s quantize_head, byte for byte. No GPU needed: this checks the lane arithmetic (value
+// i = lane + 32 k in registers, the shuffled butterflies, the LaneOrder trees, the traceback's suffix
+// scan of maps) wherever the CUDA build is compiled; tests/cuda/kv_store_cuda_test.cpp checks the same
+// bytes on the device.
+//
+// Emulation: 32 fibers (Boost.Context) on the test's thread, run round-robin; a fiber runs until it
+// waits at the warp barrier. __syncwarp is that barrier; a shuffle posts the lane's value, waits, reads
+// its source lane's, waits (the encoders shuffle only in warp-uniform code). The warp's Scratch is one
+// object all fibers share. Not covered: device-only behaviour (the intrinsics' rounding is the host's
+// IEEE arithmetic, as kv_encode_scalar.cuh's CPU branch; memory-model races between barriers).
+#include <gtest/gtest.h>
+
+#include <boost/context/fiber.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kvemu {
+namespace bctx = boost::context;
+constexpr size_t kStackBytes = 256 * 1024;
+
+struct Fiber {
+  bctx::fiber ctx;   // resumed by the scheduler (empty once the body returned)
+  bctx::fiber sink;  // inside the fiber: the scheduler, resumed to yield
+  std::vector<char> stack;
+  bool done = false;
+};
+struct KeptStack {  // Boost.Context's StackAllocator over a kept buffer
+  std::vector<char>* mem;
+  bctx::stack_context allocate() {
+    bctx::stack_context sc;
+    sc.size = mem->size();
+    sc.sp = mem->data() + mem->size();
+    return sc;
+  }
+  void deallocate(bctx::stack_context&) noexcept {}
+};
+
+inline Fiber fibers[32];
+inline int current = 0, alive = 0, arrived = 0;
+inline uint64_t generation = 0;
+inline uint64_t post[32];
+inline const std::function<void(int)>* body = nullptr;
+
+inline void yield() {
+  Fiber& f = fibers[current];
+  f.sink = std::move(f.sink).resume();
+}
+
+inline void warp_sync() {
+  const uint64_t g = generation;
+  if (++arrived == alive) {
+    arrived = 0;
+    ++generation;
+    return;
+  }
+  while (generation == g) yield();
+}
+
+// The value of lane src (the lane's own for src outside the warp, as __shfl_down_sync past the end).
+template <class T>
+T exchange(T v, int src) {
+  static_assert(sizeof(T) <= sizeof(uint64_t));
+  const int lane = current;
+  std::memcpy(&post[lane], &v, sizeof(T));
+  warp_sync();
+  T r;
+  std::memcpy(&r, &post[src >= 0 && src < 32 ? src : lane], sizeof(T));
+  warp_sync();
+  return r;
+}
+template <class T> T shfl_xor(T v, int mask) { return exchange(v, current ^ mask); }
+template <class T> T shfl_idx(T v, int src) { return exchange(v, src); }
+template <class T> T shfl_down(T v, int d) { return exchange(v, current + d); }
+
+// Runs f(lane) as the 32 lanes of one warp.
+inline void run_warp(const std::function<void(int)>& f) {
+  body = &f;
+  alive = 32, arrived = 0;
+  for (int i = 0; i < 32; ++i) {
+    Fiber& fb = fibers[i];
+    fb.stack.resize(kStackBytes);
+    fb.done = false;
+    fb.ctx = bctx::fiber(std::allocator_arg, KeptStack{&fb.stack}, [i](bctx::fiber&& sink) {
+      fibers[i].sink = std::move(sink);
+      (*body)(i);
+      fibers[i].done = true;
+      --alive;
+      if (arrived > 0 && arrived == alive) arrived = 0, ++generation;  // a lane left: the barrier may be complete
+      return std::move(fibers[i].sink);
+    });
+  }
+  while (alive > 0)
+    for (int i = 0; i < 32; ++i) {
+      if (fibers[i].done) continue;
+      current = i;
+      fibers[i].ctx = std::move(fibers[i].ctx).resume();
+    }
+}
+}  // namespace kvemu
+
+// The CUDA built-ins the warp forms use, for the host compiler.
+struct float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+#define __device__
+#define __shfl_xor_sync(mask, v, o) ::kvemu::shfl_xor(v, o)
+#define __shfl_sync(mask, v, src) ::kvemu::shfl_idx(v, src)
+#define __shfl_down_sync(mask, v, d) ::kvemu::shfl_down(v, d)
+#define __syncwarp() ::kvemu::warp_sync()
+#define POLYKV_KV_WARP_EMULATION 1
+#include "backend/cuda/kv_encode.cuh"
+#undef __device__
+
+#include "kv/kv_type.h"
+
+namespace polykv::cuda::enc {
+namespace {
+
+// kv_store_cuda.cu's WarpExec, on the fibers.
+struct EmuWarpExec {
+  static constexpr bool kWarpShuffles = true;
+  int lane;
+  template <class F>
+  void each(F&& f) {
+    f(lane);
+    __syncwarp();
+  }
+  template <class F>
+  void one(F&& f) {
+    if (lane == 0) f();
+    __syncwarp();
+  }
+};
+
+// One (row, head) through the warp forms: x [head_dim] -> dst [p.head_bytes].
+void encode_head_warp(const SideParams& p, const float* x, uint8_t* dst) {
+  static Scratch sh;  // the warp's shared memory
+  std::memset(&sh, 0x7f, sizeof sh);  // stale values must not matter
+  for (int u = 0; u < p.units; ++u) {
+    kvemu::run_warp([&](int lane) {
+      EmuWarpExec ex{lane};
+      encode_unit(ex, sh, p, x + size_t(u) * size_t(p.unit_values), dst + size_t(u) * p.unit_bytes);
+    });
+  }
+}
+
+std::vector<float> make_row(int kind, int hd, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> pos(0, hd - 1);
+  std::vector<float> x(static_cast<size_t>(hd));
+  for (auto& v : x) v = nd(rng);
+  switch (kind) {
+    case 0: break;                                                  // Gaussian
+    case 1: for (int k = 0; k < 4; ++k) x[size_t(pos(rng))] *= (k % 2 ? -300.0f : 80.0f); break;  // outliers
+    case 2: std::fill(x.begin(), x.end(), 0.0f); break;             // all zero: zero records
+    case 3: std::fill(x.begin(), x.begin() + std::min(hd, 128), 0.0f); break;  // a zero first group
+    case 4: for (auto& v : x) v *= 1e-41f; break;                   // subnormal inputs
+    case 5: for (auto& v : x) v *= 3e4f; break;                     // huge: the f16 norm may overflow
+    case 6: std::fill(x.begin(), x.end(), nd(rng)); break;          // constant
+    case 7: std::fill(x.begin(), x.end(), 0.0f); x[size_t(pos(rng))] = nd(rng); break;  // one-hot
+    default: for (auto& v : x) v = float(int(v * 4.0f)); break;     // small integers: ties in the metrics
+  }
+  return x;
+}
+constexpr int kKinds = 9;
+
+class KvEncodeWarpEmulation : public ::testing::TestWithParam<KvType> {};
+
+TEST_P(KvEncodeWarpEmulation, BytesEqualQuantizeHead) {
+  const KvType t = GetParam();
+  const KvTypeOps& ops = kv_type_ops(t);
+  int rows = 0;
+  for (int hd : {32, 64, 128, 256}) {
+    const SideParams p = make_side_params(t, hd);
+    ASSERT_EQ(p.tab.legacy, 0) << "POLYKV_CUDA_KV_VITERBI=old is set: the warp forms would not run";
+    const size_t bytes = kv_head_bytes(t, hd);
+    std::mt19937 rng(uint32_t(100 * hd + int(t)));
+    for (int kind = 0; kind < kKinds; ++kind)
+      for (int trial = 0; trial < 6; ++trial) {
+        const std::vector<float> x = make_row(kind, hd, rng);
+        std::vector<uint8_t> want(bytes, 0xCD), got(bytes, 0x5A);
+        ops.quantize_head(x.data(), want.data(), hd);
+        encode_head_warp(p, x.data(), got.data());
+        for (size_t b = 0; b < bytes; ++b)
+          ASSERT_EQ(int(got[b]), int(want[b])) << kv_type_name(t) << " head_dim " << hd << " kind " << kind
+                                               << " trial " << trial << " byte " << b << " of " << bytes;
+        ++rows;
+      }
+  }
+  EXPECT_EQ(rows, 4 * kKinds * 6);
+}
+
+INSTANTIATE_TEST_SUITE_P(RotatedKvTypes, KvEncodeWarpEmulation,
+                         ::testing::Values(KvType::Turbo2, KvType::Turbo3, KvType::Turbo4, KvType::Turbo2T,
+                                           KvType::Turbo3T, KvType::Turbo4T),
+                         [](const auto& info) { return std::string(kv_type_name(info.param)); });
+
+}  // namespace
+}  // namespace polykv::cuda::enc
