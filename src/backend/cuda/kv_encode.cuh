@@ -245,8 +245,60 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 // Elsewhere (the CPU test's HostExec) the same steps run over an array, lane by lane in the
 // executor's order.
 #if defined(POLYKV_KV_WARP_FORMS)
+constexpr unsigned kWarpAll = 0xffffffffu;
+
+// Two steps per round (radix 4, 2026-12-03; the default): lane ns fetches the costs of the four states
+// two steps back, q(t, u) = ((ns << 2) | (t << 1) | u) & 7, with four independent shuffles, computes the
+// add-compare-selects of its two intermediate states m_t = ((ns << 1) | t) & 7 at the even step (the
+// reference's operands: costs of step i - 1 and step i's errors) and then its own at the odd step from
+// them. The chain is one shuffle round and two add-compare-selects per two steps instead of two of
+// each: the same values and decisions, so the same bytes. Bit i % 32 of state m's word: odd i from
+// lane m, even i from lane m >> 1 (ns < 4 owns intermediates 2 ns and 2 ns + 1), merged per word.
+__device__ inline float viterbi_warp_radix4(int lane, Scratch& sh, const TurboTables& t, int n) {
+  const int ns = lane & 7;
+  int q[2][2], sm[2][2];  // [t][u]: the state two steps back and the subset of intermediate m_t's window
+POLYKV_KV_UNROLL
+  for (int tt = 0; tt < 2; ++tt)
+POLYKV_KV_UNROLL
+    for (int u = 0; u < 2; ++u) {
+      const int m = ((ns << 1) | tt) & 7, w = ((m << 1) & 15) | u;
+      q[tt][u] = w & 7;
+      sm[tt][u] = subset_of(t.subset_word, w);
+    }
+  const int w0 = (ns << 1) & 15, w1 = w0 | 1;
+  const int s0 = subset_of(t.subset_word, w0), s1 = subset_of(t.subset_word, w1);
+  float cost = ns == 0 ? 0.0f : inf_f();
+  for (int i0 = 0; i0 < n; i0 += 32) {  // n is a multiple of 32
+    uint32_t odd = 0, even0 = 0, even1 = 0;  // bits k: take1 of ns at odd steps, of m_0 / m_1 at even ones
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 32; k += 2) {
+      const float* ea = sh.err[i0 + k];
+      const float* eb = sh.err[i0 + k + 1];
+      const float e00 = ea[sm[0][0]], e01 = ea[sm[0][1]], e10 = ea[sm[1][0]], e11 = ea[sm[1][1]];
+      const float f0 = eb[s0], f1 = eb[s1];
+      const float c00 = __shfl_sync(kWarpAll, cost, q[0][0]), c01 = __shfl_sync(kWarpAll, cost, q[0][1]);
+      const float c10 = __shfl_sync(kWarpAll, cost, q[1][0]), c11 = __shfl_sync(kWarpAll, cost, q[1][1]);
+      const float a00 = add_rn(c00, e00), a01 = add_rn(c01, e01), a10 = add_rn(c10, e10), a11 = add_rn(c11, e11);
+      const bool t0 = a01 < a00, t1 = a11 < a10;  // ties keep t = 0
+      const float m0 = t0 ? a01 : a00, m1 = t1 ? a11 : a10;
+      const float b0 = add_rn(m0, f0), b1 = add_rn(m1, f1);
+      const bool take1 = b1 < b0;
+      cost = take1 ? b1 : b0;
+      even0 |= uint32_t(t0) << k;
+      even1 |= uint32_t(t1) << k;
+      odd |= uint32_t(take1) << (k + 1);
+    }
+    const uint32_t e0 = __shfl_sync(kWarpAll, even0, ns >> 1), e1 = __shfl_sync(kWarpAll, even1, ns >> 1);
+    if (lane < 8) sh.from_bits[i0 >> 5][ns] = odd | ((ns & 1) ? e1 : e0);
+  }
+  if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
+  __syncwarp();
+  return cost;
+}
+
 // Returns the final cost of state lane & 7.
 __device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
+  if (!t.legacy) return viterbi_warp_radix4(lane, sh, t, n);
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -268,7 +320,6 @@ POLYKV_KV_UNROLL
   }
   if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
   __syncwarp();
-  if (!t.legacy) return cost;  // the traceback reads from_bits and looks up the path's picks itself
   // Legacy: from / pick of every (step, state), 8 * n entries over the 32 lanes.
   for (int e = lane; e < 8 * n; e += 32) {
     const int i = e >> 3, st = e & 7;
@@ -331,8 +382,6 @@ POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
 // the same operands, in the same order: the same bytes (tests/cuda/kv_store_cuda_test.cpp compares
 // both with quantize_head; POLYKV_CUDA_KV_VITERBI=old runs the array forms on the GPU).
 #if defined(POLYKV_KV_WARP_FORMS)
-constexpr unsigned kWarpAll = 0xffffffffu;
-
 // The LaneOrder tree of the lanes' partial sums p (every lane gets the sum): lane l adds lane l ^ h's,
 // h = 16 ... 1, which is p_l + p_{l+h} for l < h and the same value (adds commute) for the others.
 __device__ inline double warp_tree_sum(double p) {
