@@ -68,6 +68,8 @@ struct TurboTables {
   int legacy;            // 1 = the encoder before 2026-12-02 (POLYKV_CUDA_KV_VITERBI=old: butterfly pair
                          // indices by integer division; the GPU Viterbi then fills from / pick of every
                          // (step, state) and the traceback reads them), 0 = the current one. Same bytes.
+  int radix4;            // 1 = the warp forms' Viterbi two steps per shuffle round (POLYKV_CUDA_KV_VITERBI=radix4;
+                         // more instructions than it saves in latency on an H200, 2026-12-02), 0 = one step
 };
 
 // How the rows of one side (K or V) of a layer are encoded.
@@ -298,7 +300,7 @@ POLYKV_KV_UNROLL
 
 // Returns the final cost of state lane & 7.
 __device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
-  if (!t.legacy) return viterbi_warp_radix4(lane, sh, t, n);
+  if (t.radix4) return viterbi_warp_radix4(lane, sh, t, n);
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -746,6 +748,7 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
   const char* legacy = std::getenv("POLYKV_CUDA_KV_VITERBI");
   p.tab.legacy = legacy && std::strcmp(legacy, "old") == 0 ? 1 : 0;
+  p.tab.radix4 = legacy && std::strcmp(legacy, "radix4") == 0 ? 1 : 0;
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
     const int n_levels = 1 << p.bits;
