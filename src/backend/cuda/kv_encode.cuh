@@ -68,8 +68,10 @@ struct TurboTables {
   int legacy;            // 1 = the encoder before 2026-12-02 (POLYKV_CUDA_KV_VITERBI=old: butterfly pair
                          // indices by integer division; the GPU Viterbi then fills from / pick of every
                          // (step, state) and the traceback reads them), 0 = the current one. Same bytes.
-  int radix4;            // 1 = the warp forms' Viterbi two steps per shuffle round (POLYKV_CUDA_KV_VITERBI=radix4;
-                         // more instructions than it saves in latency on an H200, 2026-12-02), 0 = one step
+  int radix4;            // 1 = the warp forms' Viterbi two steps per shuffle round (the default: 14.9 against 15.8
+                         // us a decode-row store in the graph, H200 2026-12-02), 0 = one step (=radix2)
+  int array;             // 1 = the array forms on the GPU too (POLYKV_CUDA_KV_VITERBI=array: main's encoder
+                         // before the warp forms, with today's sum order), 0 = the warp forms
 };
 
 // How the rows of one side (K or V) of a layer are encoded.
@@ -176,7 +178,7 @@ POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& 
                                       const float* x, uint8_t* rec) {
 #if defined(POLYKV_KV_WARP_FORMS)
   if constexpr (Exec::kWarpShuffles) {
-    if (!t.legacy) return encode_turbo_group_warp(ex.lane, sh, t, bits, n, x, rec);
+    if (!t.legacy && !t.array) return encode_turbo_group_warp(ex.lane, sh, t, bits, n, x, rec);
   }
 #endif
   const int index_bytes = n * bits / 8;
@@ -300,7 +302,7 @@ POLYKV_KV_UNROLL
 
 // Returns the final cost of state lane & 7.
 __device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
-  if (t.radix4) return viterbi_warp_radix4(lane, sh, t, n);
+  if (t.radix4 && !t.legacy && !t.array) return viterbi_warp_radix4(lane, sh, t, n);
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -585,7 +587,7 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
                                         const float* x, uint8_t* rec) {
 #if defined(POLYKV_KV_WARP_FORMS)
   if constexpr (Exec::kWarpShuffles) {
-    if (!t.legacy) return encode_trellis_group_warp(ex.lane, sh, t, bits, n, x, rec);
+    if (!t.legacy && !t.array) return encode_trellis_group_warp(ex.lane, sh, t, bits, n, x, rec);
   }
 #endif
   const int tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
@@ -748,7 +750,8 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
   const char* legacy = std::getenv("POLYKV_CUDA_KV_VITERBI");
   p.tab.legacy = legacy && std::strcmp(legacy, "old") == 0 ? 1 : 0;
-  p.tab.radix4 = legacy && std::strcmp(legacy, "radix4") == 0 ? 1 : 0;
+  p.tab.radix4 = legacy && std::strcmp(legacy, "radix2") == 0 ? 0 : 1;
+  p.tab.array = legacy && std::strcmp(legacy, "array") == 0 ? 1 : 0;
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
     const int n_levels = 1 << p.bits;
