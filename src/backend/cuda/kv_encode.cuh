@@ -394,8 +394,12 @@ POLYKV_KV_UNROLL
   return p;
 }
 
+// The group size n = 32 K is a template parameter of the register forms (K = 1, 2, 4), and so is the trellis
+// subset size: with a run-time K every guard below was a branch (21 of a unit's ~315 instructions in one block,
+// call M2), and the warp is latency-bound.
 // v[k] = S x at i = lane + 32 k for k < K = n / 32 (0 beyond); returns r² (every lane).
-__device__ inline double load_signed_warp(int lane, const TurboTables& t, const float* x, int K, float (&v)[4]) {
+template <int K>
+__device__ inline double load_signed_warp(int lane, const TurboTables& t, const float* x, float (&v)[4]) {
   double p = 0;
 POLYKV_KV_UNROLL
   for (int k = 0; k < 4; ++k) {
@@ -410,10 +414,11 @@ POLYKV_KV_UNROLL
 }
 
 // The reference's butterflies (stage h pairs (j, j + h): a + b, a - b), h = 1, 2, ..., n / 2.
-__device__ inline void butterflies_warp(int lane, int n, int K, float (&v)[4]) {
+template <int K>
+__device__ inline void butterflies_warp(int lane, float (&v)[4]) {
+  constexpr int n = 32 * K;
 POLYKV_KV_UNROLL
   for (int h = 1; h < 32; h *= 2) {
-    if (h >= n) break;
     const bool upper = (lane & h) != 0;  // this lane holds j + h: a is the partner's value
 POLYKV_KV_UNROLL
     for (int k = 0; k < 4; ++k) {
@@ -423,7 +428,7 @@ POLYKV_KV_UNROLL
       }
     }
   }
-  if (n >= 64) {  // h = 32: values k and k + 1 of the lane, k even
+  if constexpr (n >= 64) {  // h = 32: values k and k + 1 of the lane, k even
 POLYKV_KV_UNROLL
     for (int k = 0; k < 4; k += 2) {
       if (k + 1 < K) {
@@ -433,7 +438,7 @@ POLYKV_KV_UNROLL
       }
     }
   }
-  if (n >= 128) {  // h = 64: values k and k + 2
+  if constexpr (n >= 128) {  // h = 64: values k and k + 2
 POLYKV_KV_UNROLL
     for (int k = 0; k < 2; ++k) {
       const float a = v[k], b = v[k + 2];
@@ -447,13 +452,15 @@ __device__ inline void zero_record_warp(int lane, uint8_t* rec, int bytes) {
   for (int k = lane; k < bytes; k += 32) rec[k] = 0;
 }
 
-__device__ inline void encode_turbo_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
-                                               const float* x, uint8_t* rec) {
-  const int K = n / 32, index_bytes = n * bits / 8;
+template <int K>
+__device__ inline void encode_turbo_group_warp_k(int lane, Scratch& sh, const TurboTables& t, int bits,
+                                                 const float* x, uint8_t* rec) {
+  constexpr int n = 32 * K;
+  const int index_bytes = n * bits / 8;
   float v[4];
-  const double r2 = load_signed_warp(lane, t, x, K, v);
+  const double r2 = load_signed_warp<K>(lane, t, x, v);
   if (r2 == 0) return zero_record_warp(lane, rec, 2 + index_bytes);
-  butterflies_warp(lane, n, K, v);
+  butterflies_warp<K>(lane, v);
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
   const int n_mid = (1 << bits) - 1;
@@ -477,6 +484,13 @@ POLYKV_KV_UNROLL
   for (int k = lane; k < index_bytes; k += 32) rec[2 + k] = stream_byte(sh.idx, bits, n, k);
 }
 
+__device__ inline void encode_turbo_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
+                                               const float* x, uint8_t* rec) {
+  if (n == 128) return encode_turbo_group_warp_k<4>(lane, sh, t, bits, x, rec);
+  if (n == 64) return encode_turbo_group_warp_k<2>(lane, sh, t, bits, x, rec);
+  return encode_turbo_group_warp_k<1>(lane, sh, t, bits, x, rec);
+}
+
 // Map composition for the traceback: maps are 8 states x 3 bits; (a o b)(s) = a(b(s)).
 __device__ inline uint32_t compose_maps(uint32_t a, uint32_t b) {
   uint32_t r = 0;
@@ -485,42 +499,57 @@ POLYKV_KV_UNROLL
   return r;
 }
 
-__device__ inline void encode_trellis_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
-                                                 const float* x, uint8_t* rec) {
-  const int K = n / 32, tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
+// The nearest level of each subset (first j on ties) for u, its squared error e4[s] and index (byte s of bj4);
+// PS levels per subset.
+template <int PS>
+__device__ inline void branch_metrics(const TurboTables& t, float u, float (&e4)[4], uint32_t& bj4) {
+  bj4 = 0;
+POLYKV_KV_UNROLL
+  for (int s = 0; s < 4; ++s) {
+    float e = inf_f();
+    int bj = 0;
+POLYKV_KV_UNROLL
+    for (int j = 0; j < PS; ++j) {
+      const float d = sub_rn(u, t.lv[s + 4 * j]), dd = mul_rn(d, d);
+      bj = dd < e ? j : bj;
+      e = dd < e ? dd : e;
+    }
+    e4[s] = e;
+    bj4 |= uint32_t(bj) << (8 * s);
+  }
+}
+
+// Every lane's K coordinates u = v * scale / r: their branch metrics into sh.err / sh.bj (PS levels per subset).
+template <int K, int PS>
+__device__ inline void metrics_phase(int lane, Scratch& sh, const TurboTables& t, const float (&v)[4], float inv_r) {
+POLYKV_KV_UNROLL
+  for (int k = 0; k < K; ++k) {
+    const int i = lane + 32 * k;
+    const float u = mul_rn(mul_rn(v[k], t.scale), inv_r);
+    float e4[4];
+    uint32_t bj4;
+    branch_metrics<PS>(t, u, e4, bj4);
+    *reinterpret_cast<float4*>(sh.err[i]) = make_float4(e4[0], e4[1], e4[2], e4[3]);
+    *reinterpret_cast<uint32_t*>(sh.bj[i]) = bj4;
+  }
+}
+
+template <int K>
+__device__ inline void encode_trellis_group_warp_k(int lane, Scratch& sh, const TurboTables& t, int bits,
+                                                   const float* x, uint8_t* rec) {
+  constexpr int n = 32 * K;
+  const int tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
   float v[4];
-  const double r2 = load_signed_warp(lane, t, x, K, v);
+  const double r2 = load_signed_warp<K>(lane, t, x, v);
   if (r2 == 0) return zero_record_warp(lane, rec, 2 + tbit_bytes + jbit_bytes);
-  butterflies_warp(lane, n, K, v);
+  butterflies_warp<K>(lane, v);
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
   // Branch metrics: the nearest level of each subset (first j on ties) and its squared error.
   const int per_subset = 1 << (bits - 1);
-POLYKV_KV_UNROLL
-  for (int k = 0; k < 4; ++k) {
-    if (k < K) {
-      const int i = lane + 32 * k;
-      const float u = mul_rn(mul_rn(v[k], t.scale), inv_r);
-      float e4[4];
-      uint32_t bj4 = 0;
-POLYKV_KV_UNROLL
-      for (int s = 0; s < 4; ++s) {
-        float e = inf_f();
-        int bj = 0;
-POLYKV_KV_UNROLL
-        for (int j = 0; j < 8; ++j) {
-          if (j >= per_subset) break;
-          const float d = sub_rn(u, t.lv[s + 4 * j]), dd = mul_rn(d, d);
-          bj = dd < e ? j : bj;
-          e = dd < e ? dd : e;
-        }
-        e4[s] = e;
-        bj4 |= uint32_t(bj) << (8 * s);
-      }
-      *reinterpret_cast<float4*>(sh.err[i]) = make_float4(e4[0], e4[1], e4[2], e4[3]);
-      *reinterpret_cast<uint32_t*>(sh.bj[i]) = bj4;
-    }
-  }
+  if (per_subset == 4) metrics_phase<K, 4>(lane, sh, t, v, inv_r);       // turbo3t
+  else if (per_subset == 2) metrics_phase<K, 2>(lane, sh, t, v, inv_r);  // turbo2t
+  else metrics_phase<K, 8>(lane, sh, t, v, inv_r);                       // turbo4t
   __syncwarp();
   const float cost = viterbi_warp(lane, sh, t, n);
   // The best final state: the first minimum, as the reference.
@@ -578,6 +607,13 @@ POLYKV_KV_UNROLL
   if (lane == 0) store_u16(rec, half_bits(norm));
   for (int k = lane; k < tbit_bytes; k += 32) rec[2 + k] = stream_byte(sh.tb, 1, n, k);
   for (int k = lane; k < jbit_bytes; k += 32) rec[2 + tbit_bytes + k] = stream_byte(sh.idx, bits - 1, n, k);
+}
+
+__device__ inline void encode_trellis_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
+                                                 const float* x, uint8_t* rec) {
+  if (n == 128) return encode_trellis_group_warp_k<4>(lane, sh, t, bits, x, rec);
+  if (n == 64) return encode_trellis_group_warp_k<2>(lane, sh, t, bits, x, rec);
+  return encode_trellis_group_warp_k<1>(lane, sh, t, bits, x, rec);
 }
 #endif
 
