@@ -49,11 +49,6 @@ class CudaBackend final : public Backend {
     // whether the hang above has to do with PDL inside graphs); eager steps keep it.
     const char* gp = std::getenv("POLYKV_CUDA_GRAPH_PDL");
     graph_pdl_ = !(gp && std::strcmp(gp, "0") == 0);
-    // POLYKV_CUDA_GRAPH_EXECS=2: two executable instances of each recorded step, launched in turn. The CUDA
-    // runtime runs one instance of an executable graph at a time; whether a second instance lets the host
-    // launch step k + 1 (pipelined greedy decoding) before step k ends is what this switch measures.
-    const char* ge = std::getenv("POLYKV_CUDA_GRAPH_EXECS");
-    graph_execs_ = ge && std::strcmp(ge, "2") == 0 ? 2 : 1;
     const char* fu = std::getenv("POLYKV_CUDA_FUSED");
     fused_ = !(fu && std::strcmp(fu, "0") == 0);
     const char* fa = std::getenv("POLYKV_CUDA_FUSED_ACTS");
@@ -95,7 +90,8 @@ class CudaBackend final : public Backend {
     // No throwing here: errors while tearing down are dropped.
     cudaSetDevice(ctx_.device());
     cudaStreamSynchronize(ctx_.stream());
-    for (auto& [key, entry] : graphs_) entry.destroy();
+    for (auto& [key, entry] : graphs_)
+      if (entry.exec) cudaGraphExecDestroy(entry.exec);
     for (void* p : owned_) cudaFree(p);
     cudaGetLastError();
   }
@@ -476,10 +472,8 @@ class CudaBackend final : public Backend {
     mix(ctx_.scratch_generation());
     mix(hybrid_.generation());
     GraphEntry& e = graphs_[key];
-    if (e.exec[0]) {
-      cudaGraphExec_t x = e.exec[e.next];
-      if (e.exec[1]) e.next ^= 1;
-      POLYKV_CUDA_CHECK(cudaGraphLaunch(x, ctx_.stream()));
+    if (e.exec) {
+      POLYKV_CUDA_CHECK(cudaGraphLaunch(e.exec, ctx_.stream()));
       return true;
     }
     if (e.eager_only) return false;
@@ -519,18 +513,16 @@ class CudaBackend final : public Backend {
       fail("CUDA: recording the step as a graph failed (", cudaGetErrorString(err),
            "); graphs are now off for this backend (POLYKV_CUDA_GRAPHS=0 turns them off from the start)");
     }
-    GraphEntry& e = graphs_[capture_key_];
-    cudaError_t ierr = cudaSuccess;
-    for (int i = 0; i < graph_execs_ && ierr == cudaSuccess; ++i) ierr = cudaGraphInstantiate(&e.exec[i], graph, 0);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t ierr = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     if (ierr != cudaSuccess) {
       cudaGetLastError();
       graphs_enabled_ = false;
-      e.destroy();
       fail("CUDA: instantiating the step's graph failed: ", cudaGetErrorString(ierr));
     }
-    e.next = e.exec[1] ? 1 : 0;
-    POLYKV_CUDA_CHECK(cudaGraphLaunch(e.exec[0], ctx_.stream()));  // the recorded ops run now
+    graphs_[capture_key_].exec = exec;
+    POLYKV_CUDA_CHECK(cudaGraphLaunch(exec, ctx_.stream()));  // the recorded ops run now
   }
 
   void store_kv(int layer, float* k, const float* v) override {
@@ -615,7 +607,8 @@ class CudaBackend final : public Backend {
   void drop_graphs() {
     if (graphs_.empty()) return;
     POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
-    for (auto& [key, entry] : graphs_) entry.destroy();
+    for (auto& [key, entry] : graphs_)
+      if (entry.exec) cudaGraphExecDestroy(entry.exec);
     graphs_.clear();
   }
 
@@ -627,7 +620,7 @@ class CudaBackend final : public Backend {
         ++it;
         continue;
       }
-      it->second.destroy();
+      if (it->second.exec) cudaGraphExecDestroy(it->second.exec);
       it = graphs_.erase(it);
     }
   }
@@ -714,14 +707,8 @@ class CudaBackend final : public Backend {
   struct GraphEntry {
     int seen = 0;
     bool eager_only = false;  // its eager run called cuBLAS: never recorded
-    cudaGraphExec_t exec[2] = {nullptr, nullptr};  // [1]: only with POLYKV_CUDA_GRAPH_EXECS=2
-    int next = 0;                                  // the instance the next replay launches
-    void destroy() {
-      for (cudaGraphExec_t& x : exec)
-        if (x) cudaGraphExecDestroy(x), x = nullptr;
-    }
+    cudaGraphExec_t exec = nullptr;
   };
-  int graph_execs_ = 1;  // executable instances per recorded step (POLYKV_CUDA_GRAPH_EXECS)
   bool graphs_enabled_ = false;
   int graph_max_rows_ = kGraphMaxRows;
   bool eager_first_ = false;  // this step is its key's first, eager run

@@ -460,9 +460,10 @@ __device__ inline void encode_turbo_group_warp_k(int lane, Scratch& sh, const Tu
   float v[4];
   const double r2 = load_signed_warp<K>(lane, t, x, v);
   if (r2 == 0) return zero_record_warp(lane, rec, 2 + index_bytes);
-  butterflies_warp<K>(lane, v);
+  // r and 1 / r first: their double square root and division run under the butterflies' shuffles.
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  butterflies_warp<K>(lane, v);
   const int n_mid = (1 << bits) - 1;
   double p = 0;
 POLYKV_KV_UNROLL
@@ -479,9 +480,9 @@ POLYKV_KV_UNROLL
   }
   const double c2 = warp_tree_sum(p);
   __syncwarp();  // sh.idx
+  for (int k = lane; k < index_bytes; k += 32) rec[2 + k] = stream_byte(sh.idx, bits, n, k);
   const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(c2)));
   if (lane == 0) store_u16(rec, half_bits(norm));
-  for (int k = lane; k < index_bytes; k += 32) rec[2 + k] = stream_byte(sh.idx, bits, n, k);
 }
 
 __device__ inline void encode_turbo_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
@@ -542,9 +543,9 @@ __device__ inline void encode_trellis_group_warp_k(int lane, Scratch& sh, const 
   float v[4];
   const double r2 = load_signed_warp<K>(lane, t, x, v);
   if (r2 == 0) return zero_record_warp(lane, rec, 2 + tbit_bytes + jbit_bytes);
-  butterflies_warp<K>(lane, v);
-  const double r = dsqrt_rn(r2);
+  const double r = dsqrt_rn(r2);  // as the turbo form: under the butterflies
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
+  butterflies_warp<K>(lane, v);
   // Branch metrics: the nearest level of each subset (first j on ties) and its squared error.
   const int per_subset = 1 << (bits - 1);
   if (per_subset == 4) metrics_phase<K, 4>(lane, sh, t, v, inv_r);       // turbo3t
@@ -603,10 +604,11 @@ POLYKV_KV_UNROLL
     if (q < K) p = dadd_rn(p, c_sq[q]);
   const double c2 = warp_tree_sum(p);
   __syncwarp();  // sh.tb, sh.idx
-  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(c2)));
-  if (lane == 0) store_u16(rec, half_bits(norm));
+  // The index streams first: their loads and stores run under the norm's double square root and division.
   for (int k = lane; k < tbit_bytes; k += 32) rec[2 + k] = stream_byte(sh.tb, 1, n, k);
   for (int k = lane; k < jbit_bytes; k += 32) rec[2 + tbit_bytes + k] = stream_byte(sh.idx, bits - 1, n, k);
+  const float norm = d2f_rn(ddiv_rn(r, dsqrt_rn(c2)));
+  if (lane == 0) store_u16(rec, half_bits(norm));
 }
 
 __device__ inline void encode_trellis_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
