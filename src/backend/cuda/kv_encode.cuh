@@ -10,7 +10,9 @@
 // Lanes of one phase never read what another lane of the same phase writes (so any order of lanes
 // gives the same result; the CPU test runs them in shuffled orders), and they communicate only
 // through the warp's Scratch (shared memory on the device). The GPU executor is in kv_store_cuda.cu,
-// the CPU one (HostExec) below.
+// the CPU one (HostExec) below. On the GPU the turbo and trellis groups run register forms instead (values
+// in registers, shuffles; "register forms" below), which perform the same rounded operations; the array
+// forms stay the CPU test's reference of the algorithm and the GPU's POLYKV_CUDA_KV_VITERBI=array / old.
 //
 // Bit-exactness with the CPU reference (finite inputs): every rounded operation of the reference is
 // performed here once, on the same operands, in the same order (kv_encode_scalar.cuh's *_rn):
@@ -237,8 +239,8 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 // Afterwards sh.cost[(n >> 1) & 1] holds the final costs (the slot the traceback reads).
 //
 // On the GPU (an executor whose kWarpShuffles is true) lane l keeps the cost of state l & 7 in a
-// register and fetches its two predecessors' with shuffles: one step is two shuffles and an
-// add-compare-select, with no shared-memory round trip or warp barrier in the 128-step chain (that
+// register and fetches its predecessors' with shuffles (by default two steps per round: viterbi_warp_radix4;
+// one step is two shuffles and an add-compare-select), with no shared-memory round trip or warp barrier in the 128-step chain (that
 // chain in shared memory made kv_store ~25 us per layer and decode step for turbo3t on an H200).
 // The chain itself holds no store (2026-12-01c): the survivors' t_{i-3} bits collect in a register
 // word per 32 steps (stored once per word), so no step's loads of err wait behind the previous step's
