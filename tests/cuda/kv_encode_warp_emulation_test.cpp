@@ -181,7 +181,7 @@ TEST_P(KvEncodeWarpEmulation, BytesEqualQuantizeHead) {
   for (int hd : {32, 64, 128, 256}) {
     SideParams p = make_side_params(t, hd);
     p.tab.legacy = 0, p.tab.array = 0;  // the warp forms (whatever POLYKV_CUDA_KV_VITERBI says)
-    p.tab.radix4 = hd == 64 || hd == 256 ? 1 : 0;  // both Viterbi chains: radix 4 at two of the sizes
+    p.tab.radix4 = hd == 256 ? 0 : hd == 64 ? 2 : 1;  // every Viterbi chain: radix 2, radix 4 select / min
     const size_t bytes = kv_head_bytes(t, hd);
     std::mt19937 rng(uint32_t(100 * hd + int(t)));
     for (int kind = 0; kind < kKinds; ++kind)

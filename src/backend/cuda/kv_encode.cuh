@@ -71,7 +71,8 @@ struct TurboTables {
                          // indices by integer division; the GPU Viterbi then fills from / pick of every
                          // (step, state) and the traceback reads them), 0 = the current one. Same bytes.
   int radix4;            // 1 = the warp forms' Viterbi two steps per shuffle round (the default: 14.9 against 15.8
-                         // us a decode-row store in the graph, H200 2026-12-02), 0 = one step (=radix2)
+                         // us a decode-row store in the graph, H200 2026-12-02), 0 = one step (=radix2),
+                         // 2 = two steps with the survivor's cost selected, not a min (=radix4sel)
   int array;             // 1 = the array forms on the GPU too (POLYKV_CUDA_KV_VITERBI=array: main's encoder
                          // before the warp forms, with today's sum order), 0 = the warp forms
 };
@@ -260,6 +261,19 @@ constexpr unsigned kWarpAll = 0xffffffffu;
 // them. The chain is one shuffle round and two add-compare-selects per two steps instead of two of
 // each: the same values and decisions, so the same bytes. Bit i % 32 of state m's word: odd i from
 // lane m, even i from lane m >> 1 (ns < 4 owns intermediates 2 ns and 2 ns + 1), merged per word.
+// kMin: the surviving cost is min(a0, a1) (FMNMX) instead of a select on the comparison that records the bit,
+// so the chain no longer waits for that comparison's predicate. The same value: costs are sums of squares from
+// +0 (never -0), equal costs have equal bits, and a step's costs are all NaN or none (a NaN coordinate makes
+// every branch error of its step NaN), where min and the select agree too.
+__device__ inline float keep_min(float a0, float a1) {
+#if defined(__CUDA_ARCH__)
+  return fminf(a0, a1);
+#else
+  return std::fmin(a0, a1);
+#endif
+}
+
+template <bool kMin>
 __device__ inline float viterbi_warp_radix4(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   int q[2][2], sm[2][2];  // [t][u]: the state two steps back and the subset of intermediate m_t's window
@@ -286,10 +300,10 @@ POLYKV_KV_UNROLL
       const float c10 = __shfl_sync(kWarpAll, cost, q[1][0]), c11 = __shfl_sync(kWarpAll, cost, q[1][1]);
       const float a00 = add_rn(c00, e00), a01 = add_rn(c01, e01), a10 = add_rn(c10, e10), a11 = add_rn(c11, e11);
       const bool t0 = a01 < a00, t1 = a11 < a10;  // ties keep t = 0
-      const float m0 = t0 ? a01 : a00, m1 = t1 ? a11 : a10;
+      const float m0 = kMin ? keep_min(a00, a01) : t0 ? a01 : a00, m1 = kMin ? keep_min(a10, a11) : t1 ? a11 : a10;
       const float b0 = add_rn(m0, f0), b1 = add_rn(m1, f1);
       const bool take1 = b1 < b0;
-      cost = take1 ? b1 : b0;
+      cost = kMin ? keep_min(b0, b1) : take1 ? b1 : b0;
       even0 |= uint32_t(t0) << k;
       even1 |= uint32_t(t1) << k;
       odd |= uint32_t(take1) << (k + 1);
@@ -304,7 +318,8 @@ POLYKV_KV_UNROLL
 
 // Returns the final cost of state lane & 7.
 __device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
-  if (t.radix4 && !t.legacy && !t.array) return viterbi_warp_radix4(lane, sh, t, n);
+  if (t.radix4 == 1 && !t.legacy && !t.array) return viterbi_warp_radix4<true>(lane, sh, t, n);
+  if (t.radix4 == 2 && !t.legacy && !t.array) return viterbi_warp_radix4<false>(lane, sh, t, n);
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -790,7 +805,7 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
   const char* legacy = std::getenv("POLYKV_CUDA_KV_VITERBI");
   p.tab.legacy = legacy && std::strcmp(legacy, "old") == 0 ? 1 : 0;
-  p.tab.radix4 = legacy && std::strcmp(legacy, "radix2") == 0 ? 0 : 1;
+  p.tab.radix4 = !legacy ? 1 : std::strcmp(legacy, "radix2") == 0 ? 0 : std::strcmp(legacy, "radix4sel") == 0 ? 2 : 1;
   p.tab.array = legacy && std::strcmp(legacy, "array") == 0 ? 1 : 0;
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
