@@ -12,6 +12,8 @@
 // compiled with --use_fast_math or -ftz=true (subnormal inputs would be flushed: the GPU test's
 // subnormal rows catch that).
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_cuda.h"
@@ -59,6 +61,42 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) kv_store_kernel(const __g
   enc::encode_unit(ex, scratch[warp], a.side[side].p, x, dst);
 }
 
+// A decode step's store is a few latency-bound warps (one per turbo group). Since the attention kernel after it
+// starts early (PDL) and fills the GPU, its blocks shared the store's multiprocessors and took most of their issue
+// slots: at 32768 keys the q8_0/turbo3t store ran 25 us against 11 at depth 0 (H200 timelines, 2026-12-02, call
+// M8). Small launches (at most one block per multiprocessor) therefore ask for all the shared memory a block may
+// have, so no other block shares their multiprocessors. The bytes are the same. POLYKV_CUDA_KV_STORE_ALONE=0: off.
+struct AloneConfig {
+  size_t smem = 0;  // dynamic shared memory that fills a multiprocessor (0: off or not possible)
+  int sm_count = 0;
+};
+
+const AloneConfig& alone_config() {
+  static const AloneConfig c = [] {
+    AloneConfig a;
+    const char* e = std::getenv("POLYKV_CUDA_KV_STORE_ALONE");
+    if (e && std::strcmp(e, "0") == 0) return a;
+    int dev = 0, optin = 0, sms = 0;
+    cudaFuncAttributes fa{};
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaFuncGetAttributes(&fa, kv_store_kernel) != cudaSuccess || size_t(optin) <= fa.sharedSizeBytes) {
+      cudaGetLastError();
+      return a;
+    }
+    const size_t dyn = size_t(optin) - fa.sharedSizeBytes;
+    if (cudaFuncSetAttribute(kv_store_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dyn)) != cudaSuccess) {
+      cudaGetLastError();
+      return a;
+    }
+    a.smem = dyn;
+    a.sm_count = sms;
+    return a;
+  }();
+  return c;
+}
+
 }  // namespace
 
 void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
@@ -72,7 +110,9 @@ void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* 
         "kv_store: head bytes of the layer do not match its types (K ", L.k_head_bytes, " vs ",
         a.side[0].p.head_bytes, ", V ", L.v_head_bytes, " vs ", a.side[1].p.head_bytes, ")");
   const int64_t blocks = (a.units_total + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  launch_kernel(kv_store_kernel, dim3(unsigned(blocks)), dim3(kWarpsPerBlock * 32), 0, stream, pdl, a);
+  const AloneConfig& alone = alone_config();
+  const size_t smem = alone.smem > 0 && blocks <= alone.sm_count ? alone.smem : 0;
+  launch_kernel(kv_store_kernel, dim3(unsigned(blocks)), dim3(kWarpsPerBlock * 32), smem, stream, pdl, a);
 }
 
 }  // namespace polykv::cuda
