@@ -180,7 +180,7 @@ std::vector<int> head_dims_of(KvType t) {
 int compare_rows(KvType t, int hd, Kind kind, int trials, uint32_t seed, int legacy = 0) {
   const KvTypeOps& ops = kv_type_ops(t);
   SideParams p = make_side_params(t, hd);
-  p.tab.legacy = legacy;
+  p.tab.form = legacy ? EncoderForm::Legacy : EncoderForm::Registers;  // HostExec: the array forms either way
   const size_t bytes = kv_head_bytes(t, hd);
   std::mt19937 rng(seed);
   int rows = 0;

@@ -44,7 +44,7 @@ inline void write_index(uint8_t* p, int bits, int i, int idx) {
 // p_l adding in order v[l], v[l + 32], ... (Strided) or v[l m], v[l m + 1], ..., v[l m + m - 1] with
 // m = n / 32 (Blocked), then the tree p_l = p_l + p_{l+h} for h = 16, 8, 4, 2, 1 (what a warp's
 // butterfly of shuffles computes in every lane); the sum is p_0. A tree, not a chain of n dependent
-// adds: on the GPU a chain is one lane's latency (2026-12-03: 2 x 128 dependent adds per group).
+// adds: on the GPU a chain is one lane's latency (before 2026-12-02: 2 x 128 dependent adds per group).
 enum class LaneOrder { Strided, Blocked };
 inline double lane_tree_sum(const double* v, int n, LaneOrder order) {
   const int m = n / 32;

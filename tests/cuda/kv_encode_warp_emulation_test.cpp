@@ -180,8 +180,8 @@ TEST_P(KvEncodeWarpEmulation, BytesEqualQuantizeHead) {
   int rows = 0;
   for (int hd : {32, 64, 128, 256}) {
     SideParams p = make_side_params(t, hd);
-    p.tab.legacy = 0, p.tab.array = 0;  // the warp forms (whatever POLYKV_CUDA_KV_VITERBI says)
-    p.tab.radix4 = hd == 256 ? 0 : hd == 64 ? 2 : 1;  // every Viterbi chain: radix 2, radix 4 select / min
+    // The register forms whatever POLYKV_CUDA_KV_VITERBI says, both Viterbi chains.
+    p.tab.form = hd == 256 ? EncoderForm::RegistersRadix2 : EncoderForm::Registers;
     const size_t bytes = kv_head_bytes(t, hd);
     std::mt19937 rng(uint32_t(100 * hd + int(t)));
     for (int kind = 0; kind < kKinds; ++kind)

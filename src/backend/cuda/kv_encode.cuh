@@ -58,6 +58,15 @@ namespace polykv::cuda::enc {
 
 enum class Codec : int { F32, F16, BF16, Q8_0, Q4_0, Turbo, Trellis };
 
+// Which encoder kv_store runs on the GPU (POLYKV_CUDA_KV_VITERBI; every form writes the same bytes):
+//   Registers        the register forms with the radix-4 Viterbi (the default);
+//   RegistersRadix2  the register forms with the one-step Viterbi (=radix2);
+//   Array            the array forms, the encoder before 2026-12-02's sixth session (=array);
+//   Legacy           the array forms as before 2026-12-02 (=old): butterfly pair indices by integer division,
+//                    and the Viterbi fills from / pick of every (step, state) for the traceback to read.
+// The CPU test's HostExec runs the array forms whatever the form, Legacy with its from / pick tables.
+enum class EncoderForm : int { Registers, RegistersRadix2, Array, Legacy };
+
 // The constants of one turbo group size and bit width (copied from quant/'s tables).
 struct TurboTables {
   float sign[128];       // [n] the diagonal of S (+1 / -1), turbo::detail::sign_table(n)
@@ -67,15 +76,13 @@ struct TurboTables {
   float mid[16];         // turbo: [2^bits - 1] decision boundaries 0.5f * (lv[k] + lv[k + 1])
   float scale;           // float(1 / sqrt(n)): the normalization of the WHT
   uint32_t subset_word;  // trellis: subset of window w = (subset_word >> 2w) & 3 (trellis::kSubsetWord)
-  int legacy;            // 1 = the encoder before 2026-12-02 (POLYKV_CUDA_KV_VITERBI=old: butterfly pair
-                         // indices by integer division; the GPU Viterbi then fills from / pick of every
-                         // (step, state) and the traceback reads them), 0 = the current one. Same bytes.
-  int radix4;            // 1 = the warp forms' Viterbi two steps per shuffle round (the default: 14.9 against 15.8
-                         // us a decode-row store in the graph, H200 2026-12-02), 0 = one step (=radix2),
-                         // 2 = two steps with the survivor's cost selected, not a min (=radix4sel)
-  int array;             // 1 = the array forms on the GPU too (POLYKV_CUDA_KV_VITERBI=array: main's encoder
-                         // before the warp forms, with today's sum order), 0 = the warp forms
+  EncoderForm form;
 };
+
+POLYKV_KV_DEV bool is_legacy(const TurboTables& t) { return t.form == EncoderForm::Legacy; }
+POLYKV_KV_DEV bool is_register_form(const TurboTables& t) {
+  return t.form == EncoderForm::Registers || t.form == EncoderForm::RegistersRadix2;
+}
 
 // How the rows of one side (K or V) of a layer are encoded.
 struct SideParams {
@@ -181,14 +188,14 @@ POLYKV_KV_DEV void encode_turbo_group(Exec& ex, Scratch& sh, const TurboTables& 
                                       const float* x, uint8_t* rec) {
 #if defined(POLYKV_KV_WARP_FORMS)
   if constexpr (Exec::kWarpShuffles) {
-    if (!t.legacy && !t.array) return encode_turbo_group_warp(ex.lane, sh, t, bits, n, x, rec);
+    if (is_register_form(t)) return encode_turbo_group_warp(ex.lane, sh, t, bits, n, x, rec);
   }
 #endif
   const int index_bytes = n * bits / 8;
   load_signed_and_norm(ex, sh, t, x, n);
   const double r2 = sh.r2;
   if (r2 == 0) return zero_record(ex, rec, 2 + index_bytes);
-  butterflies(ex, sh, n, t.legacy != 0);
+  butterflies(ex, sh, n, is_legacy(t));
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
   const int n_mid = (1 << bits) - 1;
@@ -254,15 +261,15 @@ POLYKV_KV_DEV void acs(float c_w0, float c_w1, const float* err, const uint8_t* 
 #if defined(POLYKV_KV_WARP_FORMS)
 constexpr unsigned kWarpAll = 0xffffffffu;
 
-// Two steps per round (radix 4, 2026-12-03; the default): lane ns fetches the costs of the four states
+// Two steps per round (radix 4, 2026-12-02; the default): lane ns fetches the costs of the four states
 // two steps back, q(t, u) = ((ns << 2) | (t << 1) | u) & 7, with four independent shuffles, computes the
 // add-compare-selects of its two intermediate states m_t = ((ns << 1) | t) & 7 at the even step (the
 // reference's operands: costs of step i - 1 and step i's errors) and then its own at the odd step from
 // them. The chain is one shuffle round and two add-compare-selects per two steps instead of two of
 // each: the same values and decisions, so the same bytes. Bit i % 32 of state m's word: odd i from
 // lane m, even i from lane m >> 1 (ns < 4 owns intermediates 2 ns and 2 ns + 1), merged per word.
-// kMin: the surviving cost is min(a0, a1) (FMNMX) instead of a select on the comparison that records the bit,
-// so the chain no longer waits for that comparison's predicate. The same value: costs are sums of squares from
+// The surviving cost is min(a0, a1) (FMNMX), not a select on the comparison that records the bit, so the chain
+// does not wait for that comparison's predicate (call M7: the store 11.46 -> 11.23 us). The same value: costs are sums of squares from
 // +0 (never -0), equal costs have equal bits, and a step's costs are all NaN or none (a NaN coordinate makes
 // every branch error of its step NaN), where min and the select agree too.
 __device__ inline float keep_min(float a0, float a1) {
@@ -273,7 +280,6 @@ __device__ inline float keep_min(float a0, float a1) {
 #endif
 }
 
-template <bool kMin>
 __device__ inline float viterbi_warp_radix4(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   int q[2][2], sm[2][2];  // [t][u]: the state two steps back and the subset of intermediate m_t's window
@@ -300,10 +306,10 @@ POLYKV_KV_UNROLL
       const float c10 = __shfl_sync(kWarpAll, cost, q[1][0]), c11 = __shfl_sync(kWarpAll, cost, q[1][1]);
       const float a00 = add_rn(c00, e00), a01 = add_rn(c01, e01), a10 = add_rn(c10, e10), a11 = add_rn(c11, e11);
       const bool t0 = a01 < a00, t1 = a11 < a10;  // ties keep t = 0
-      const float m0 = kMin ? keep_min(a00, a01) : t0 ? a01 : a00, m1 = kMin ? keep_min(a10, a11) : t1 ? a11 : a10;
+      const float m0 = keep_min(a00, a01), m1 = keep_min(a10, a11);
       const float b0 = add_rn(m0, f0), b1 = add_rn(m1, f1);
       const bool take1 = b1 < b0;
-      cost = kMin ? keep_min(b0, b1) : take1 ? b1 : b0;
+      cost = keep_min(b0, b1);
       even0 |= uint32_t(t0) << k;
       even1 |= uint32_t(t1) << k;
       odd |= uint32_t(take1) << (k + 1);
@@ -318,8 +324,7 @@ POLYKV_KV_UNROLL
 
 // Returns the final cost of state lane & 7.
 __device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
-  if (t.radix4 == 1 && !t.legacy && !t.array) return viterbi_warp_radix4<true>(lane, sh, t, n);
-  if (t.radix4 == 2 && !t.legacy && !t.array) return viterbi_warp_radix4<false>(lane, sh, t, n);
+  if (t.form == EncoderForm::Registers) return viterbi_warp_radix4(lane, sh, t, n);
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -341,6 +346,7 @@ POLYKV_KV_UNROLL
   }
   if (lane < 8) sh.cost[(n >> 1) & 1][ns] = cost;
   __syncwarp();
+  if (!is_legacy(t)) return cost;  // the traceback reads from_bits and looks up the path's picks itself
   // Legacy: from / pick of every (step, state), 8 * n entries over the 32 lanes.
   for (int e = lane; e < 8 * n; e += 32) {
     const int i = e >> 3, st = e & 7;
@@ -401,7 +407,7 @@ POLYKV_KV_DEV void viterbi(Exec& ex, Scratch& sh, const TurboTables& t, int n) {
 // shuffles (h = 32, 64 stay in the lane), r² and ||c||² are LaneOrder trees of shuffles, the traceback's
 // chunk maps are composed by a suffix scan of shuffles. Every rounded operation is the array form's, on
 // the same operands, in the same order: the same bytes (tests/cuda/kv_store_cuda_test.cpp compares
-// both with quantize_head; POLYKV_CUDA_KV_VITERBI=old runs the array forms on the GPU).
+// both with quantize_head; POLYKV_CUDA_KV_VITERBI=array / old run the array forms on the GPU).
 #if defined(POLYKV_KV_WARP_FORMS)
 // The LaneOrder tree of the lanes' partial sums p (every lane gets the sum): lane l adds lane l ^ h's,
 // h = 16 ... 1, which is p_l + p_{l+h} for l < h and the same value (adds commute) for the others.
@@ -642,14 +648,14 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
                                         const float* x, uint8_t* rec) {
 #if defined(POLYKV_KV_WARP_FORMS)
   if constexpr (Exec::kWarpShuffles) {
-    if (!t.legacy && !t.array) return encode_trellis_group_warp(ex.lane, sh, t, bits, n, x, rec);
+    if (is_register_form(t)) return encode_trellis_group_warp(ex.lane, sh, t, bits, n, x, rec);
   }
 #endif
   const int tbit_bytes = n / 8, jbit_bytes = n * (bits - 1) / 8;
   load_signed_and_norm(ex, sh, t, x, n);
   const double r2 = sh.r2;
   if (r2 == 0) return zero_record(ex, rec, 2 + tbit_bytes + jbit_bytes);
-  butterflies(ex, sh, n, t.legacy != 0);
+  butterflies(ex, sh, n, is_legacy(t));
   const double r = dsqrt_rn(r2);
   const float inv_r = d2f_rn(ddiv_rn(1.0, r));
   ex.each([&](int l) {
@@ -684,7 +690,7 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   // state after its steps to the state before them, one lane chains the 32 maps, then every lane
   // replays its steps from its known state.
   const int cs = n / 32;
-  const bool legacy = t.legacy != 0;
+  const bool legacy = is_legacy(t);
   // t_{i-3} of state s's survivor at step i.
   auto from = [&](int i, int s) {
     return legacy ? int(sh.from[i][s]) : int((sh.from_bits[i >> 5][s] >> (i & 31)) & 1u);
@@ -803,10 +809,12 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   for (int i = 0; i < n; ++i)
     if (sign[i] < 0.0f) p.tab.sign_neg[i >> 5] |= 1u << (i & 31);
   p.tab.scale = float(1.0 / std::sqrt(double(n)));  // as quant/turbo_rotation.cpp's fwht
-  const char* legacy = std::getenv("POLYKV_CUDA_KV_VITERBI");
-  p.tab.legacy = legacy && std::strcmp(legacy, "old") == 0 ? 1 : 0;
-  p.tab.radix4 = !legacy ? 1 : std::strcmp(legacy, "radix2") == 0 ? 0 : std::strcmp(legacy, "radix4sel") == 0 ? 2 : 1;
-  p.tab.array = legacy && std::strcmp(legacy, "array") == 0 ? 1 : 0;
+  const char* form = std::getenv("POLYKV_CUDA_KV_VITERBI");
+  const auto is = [&](const char* v) { return form && std::strcmp(form, v) == 0; };
+  p.tab.form = is("old")      ? EncoderForm::Legacy
+               : is("array")  ? EncoderForm::Array
+               : is("radix2") ? EncoderForm::RegistersRadix2
+                              : EncoderForm::Registers;
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
     const int n_levels = 1 << p.bits;

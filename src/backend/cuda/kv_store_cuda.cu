@@ -4,8 +4,8 @@
 // One launch for K and V; one warp per unit (a (row, head), or a turbo group of one), numbered and
 // addressed by kv_encode.cuh's StoreArgs / locate_unit. Each warp has its own Scratch in shared
 // memory; warps never synchronize with each other. No host synchronization: graph-capturable.
-// Cost (H200, decode row, 8 KV heads, in the step's graph, 2026-12-02): q8_0/turbo3t 11.45 us, q8_0/turbo3
-// 5.77 us with the register forms of kv_encode.cuh (the array forms: 16.26 / 9.35); a turbo group is one warp's
+// Cost (H200, decode row, 8 KV heads, in the step's graph, 2026-12-02): q8_0/turbo3t 11.2 us, q8_0/turbo3
+// 5.8 us with the register forms of kv_encode.cuh (the array forms before them: 13.9 / 9.35); a turbo group is one warp's
 // latency-bound chain (the trellis Viterbi ~43% of its instructions). Prefill is throughput-bound: tests/cuda's
 // PrefillSpeed prints ns per row (turbo3t 62.5, turbo3 19.1 at 4096 rows).
 // Build flags: the encoders need IEEE float behaviour (kv_encode_scalar.cuh); this file must not be
