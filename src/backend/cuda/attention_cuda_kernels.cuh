@@ -70,6 +70,15 @@ __device__ __forceinline__ void prefetch_sequence(const Args& a) {
 #endif
 }
 
+// An L1 prefetch of the line holding p (a hint: no effect on results; a no-op in the emulation).
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
 // What one (y, z) grid cell computes; false when its query tile lies beyond the sequence (or the
 // group, in the prefix pass).
 struct Work {
@@ -520,20 +529,27 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
 // launch a (rmax rows per block) by log-sum-exp: its key splits, and with a shared prefix the splits
 // of its row in the prefix pass ap (rmax_p rows per block; ignored without prefixes). Normalizes,
 // rotates back for turbo V and writes the output row.
-template <int HD, bool kGrouped = true>
+template <int HD, bool kGrouped = true, bool kPrefetch = true>
 __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax, const Args ap, int rmax_p) {
   __shared__ float o[HD];
   __shared__ float wts[2 * kMaxSplits];
-  pdl_enter();
+  // Which row and splits, before the wait: block_work, the prefix tables and block_token read only the step's
+  // tables (uploaded before the step's first kernel; no kernel writes them), as the early-started decode
+  // kernels do (decode_block_begin), so their round trips to L2 run under the decode kernel's end.
   Work w;
-  if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
-  const int r = blockIdx.x, t = r / a.gj, jj = r - t * a.gj;
-  if (t >= w.nt || jj >= w.nj) return;
+  const int r = blockIdx.x;
+  int t = 0, jj = 0;
+  bool live = block_work(a, blockIdx.y, blockIdx.z, w);
+  if (live) {
+    t = r / a.gj;
+    jj = r - t * a.gj;
+    live = t < w.nt && jj < w.nj;
+  }
   // The row's own splits: those whose main-kernel block did not exit early, the ones meeting
   // [kv_lo, kv_hi). (Clamped to the grid: keys past the host bound max_kv, a caller's error, are
   // never read.)
   int s_lo = 0, n_own = 0;
-  if (w.kv_lo < w.kv_hi) {
+  if (live && w.kv_lo < w.kv_hi) {
     s_lo = w.kv_lo / a.chunk;
     n_own = min((w.kv_hi - 1) / a.chunk, a.n_splits - 1) - s_lo + 1;
   }
@@ -541,7 +557,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   // Its prefix-pass row: query c of the group, head j; splits 0 .. n_pre - 1 meet [0, prefix).
   int n_pre = 0, pr = 0;
   size_t pre0 = 0;
-  if (a.n_prefix > 0) {
+  if (live && a.n_prefix > 0) {
     int grp;
     const int prefix = prefix_of(a, w.seq, grp);
     if (grp >= 0 && prefix > 0) {
@@ -555,6 +571,12 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
       n_pre = min((prefix - 1) / ap.chunk, ap.n_splits - 1) + 1;
     }
   }
+  int pos = 0, row = 0;
+  if (live) block_token(a, w, t, pos, row);
+  (void)pos;
+  // Every thread waits before it exits (the grid never completes before the decode kernel's).
+  pdl_enter();
+  if (!live) return;
   const auto m_of = [&](int e) {
     return e < n_own ? a.part_ml[((own0 + e) * rmax + r) * 2] : ap.part_ml[((pre0 + e - n_own) * rmax_p + pr) * 2];
   };
@@ -574,6 +596,19 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   // that ran, or 0 for rows it did not see). Since 2026-12-01e; the serial loops before it (one thread
   // reading every split's m, l in turn) made the same sums in the same order.
   __shared__ float ms[2 * kMaxSplits], ls[2 * kMaxSplits];
+  // The splits' O rows into L1 now, so that the O loop below finds them there instead of making a round trip to
+  // L2 after the weights (which need the (m, l) loads first); issued first, since a thread's stores of (m, l)
+  // wait for their loads. A hint (kPrefetch, attn::merge_prefetch();
+  // POLYKV_CUDA_MERGE_PREFETCH=0 turns it off for A/B): the same loads, the same sums.
+  if constexpr (kPrefetch) {
+    constexpr int kLines = HD / 32;  // 128-byte lines of a row of HD floats
+    for (int i = threadIdx.x; i < n * kLines; i += kThreads) {
+      const int e = i / kLines, q = i - e * kLines;
+      const float* src = e < n_own ? a.part_o + ((own0 + e) * rmax + r) * HD
+                                   : ap.part_o + ((pre0 + e - n_own) * rmax_p + pr) * HD;
+      prefetch_l1(src + 32 * q);
+    }
+  }
   for (int e = threadIdx.x; e < n; e += kThreads) ms[e] = m_of(e), ls[e] = l_of(e);
   __syncthreads();
   for (int e = 0; e < n; ++e) M = fmaxf(M, ms[e]);
@@ -628,8 +663,6 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   }
   __syncthreads();
   if (kv_rotated(a.v_type)) fwht_rows<HD>(o, HD, 1, false);
-  int pos, row;
-  block_token(a, w, t, pos, row);
   for (int d = threadIdx.x; d < HD; d += kThreads) a.out[(size_t(row) * a.n_head + h) * HD + d] = o[d];
 }
 
