@@ -666,5 +666,94 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   for (int d = threadIdx.x; d < HD; d += kThreads) a.out[(size_t(row) * a.n_head + h) * HD + d] = o[d];
 }
 
+// ---- the merge inside the decode kernel (Args::fused_merge, attn::fused_merge_ok) ----
+
+// Blocks of work item i = z * grid_y + y that have written their partial in the running launch; the item's last
+// block resets it (zero when the module loads), so every launch and graph replay starts from zero. Launches of
+// the attention kernels never overlap (each waits for the grids before it, transitively for the previous
+// attention launch).
+static __device__ unsigned g_merge_done[kMergeCounters];
+
+// Called by every thread of a decode block after it wrote its partial (fold_slots). The item's last block to get
+// here folds the item's kDecodeRows rows as merge_kernel<HD, true> does (warp r folds row r: the same loads of the
+// splits' (m, l, O), the same sums in the same order, so the same bits) and writes the outputs. Its reads of other
+// blocks' partials go to L2 (__ldcg: this multiprocessor's L1 may hold an older launch's lines). sm: the block's
+// dynamic shared memory, fused_merge_smem_bytes(HD), free after the fold.
+template <int HD>
+__device__ void fused_merge_tail(const Args& a, const Work& w, const int* qrow, float* sm) {
+  constexpr int R = kDecodeRows, C = HD / 4, G = kThreads >= C ? kThreads / C : 1;
+  __shared__ int is_last;
+  __syncthreads();  // the block's partial stores are issued
+  if (threadIdx.x == 0) {
+    __threadfence();  // ... and visible to the GPU before the count that may let another block read them
+    int n_own = 0;
+    if (w.kv_lo < w.kv_hi) n_own = min((w.kv_hi - 1) / a.chunk, a.n_splits - 1) - w.kv_lo / a.chunk + 1;
+    const unsigned item = blockIdx.z * gridDim.y + blockIdx.y;
+    const unsigned done = atomicAdd(&g_merge_done[item], 1u) + 1u;
+    is_last = done == unsigned(n_own) ? 1 : 0;
+    if (is_last) {
+      atomicExch(&g_merge_done[item], 0u);
+      __threadfence();  // the other blocks' partials, counted above, are read after this
+    }
+  }
+  __syncthreads();
+  if (!is_last) return;
+  const int s_lo = w.kv_lo / a.chunk;
+  const int n = min((w.kv_hi - 1) / a.chunk, a.n_splits - 1) - s_lo + 1;  // >= 1: this block wrote one
+  const size_t own0 = (size_t(blockIdx.z) * gridDim.y + blockIdx.y) * a.n_splits + s_lo;
+  float* o_all = sm;                   // [R][HD]
+  float* ms_all = o_all + R * HD;      // [R][kMaxSplits]
+  float* ls_all = ms_all + R * kMaxSplits;
+  float* wt_all = ls_all + R * kMaxSplits;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < R; r += kThreads / 32) {  // warp-uniform
+    if (qrow[r] < 0) continue;  // no row: fold_slots wrote no partial for it, write_outputs skips it
+    float *ms = ms_all + r * kMaxSplits, *ls = ls_all + r * kMaxSplits, *wts = wt_all + r * kMaxSplits;
+    for (int e = lane; e < n; e += 32) {
+      ms[e] = __ldcg(a.part_ml + ((own0 + e) * R + r) * 2);
+      ls[e] = __ldcg(a.part_ml + ((own0 + e) * R + r) * 2 + 1);
+    }
+    __syncwarp();
+    float M = -INFINITY, L = 0.0f;
+    for (int e = 0; e < n; ++e) M = fmaxf(M, ms[e]);
+    for (int e = lane; e < n; e += 32) wts[e] = ms[e] == -INFINITY ? 0.0f : expf(ms[e] - M);
+    __syncwarp();
+    for (int e = 0; e < n; ++e) L += wts[e] * ls[e];
+    const int h = w.g * a.group + w.j0 + r % a.gj;
+    const float inv = row_norm(a, h, M, L);
+    // Column c: the G group sums over splits g, g + G, ... (merge_kernel's threads (g, c)), then added in
+    // group order.
+    for (int c = lane; c < C; c += 32) {
+      float4 s4[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) s4[g] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 2
+      for (int e0 = 0; e0 < n; e0 += G) {
+        float4 x[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+          if (e0 + g < n) x[g] = __ldcg(reinterpret_cast<const float4*>(a.part_o + ((own0 + e0 + g) * R + r) * HD) + c);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          if (e0 + g >= n) continue;
+          const float we = wts[e0 + g];
+          if (we != 0.0f) {
+            s4[g].x += we * x[g].x;
+            s4[g].y += we * x[g].y;
+            s4[g].z += we * x[g].z;
+            s4[g].w += we * x[g].w;
+          }
+        }
+      }
+      float4 sum = s4[0];
+#pragma unroll
+      for (int g = 1; g < G; ++g) sum.x += s4[g].x, sum.y += s4[g].y, sum.z += s4[g].z, sum.w += s4[g].w;
+      reinterpret_cast<float4*>(o_all + r * HD)[c] = make_float4(sum.x * inv, sum.y * inv, sum.z * inv, sum.w * inv);
+    }
+  }
+  __syncthreads();
+  write_outputs<HD>(a, w, R, o_all, HD, qrow);
+}
+
 }  // namespace POLYKV_ATTN_NS
 }  // namespace polykv::cuda::attn
