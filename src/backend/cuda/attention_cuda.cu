@@ -169,7 +169,7 @@ void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::P
                bool pdl) {
   launch_main<HD>(a, P, stream, pdl);
   if (a.n_prefix > 0) launch_main<HD>(ap, Pp, stream, pdl);
-  if (a.partial && !a.fused_merge)  // (a fused merge runs in the decode kernel's last blocks)
+  if (a.partial)
     launch_pdl(!attn::merge_grouped()   ? attn::merge_kernel<HD, false>
                : attn::merge_prefetch() ? attn::merge_kernel<HD, true, true>
                                         : attn::merge_kernel<HD, true, false>,
@@ -234,7 +234,6 @@ void attention(const KvLayerDevice& L, const AttentionParams& p, const Attention
                               : nullptr;
   Args a = attn::make_args(L, p, b, P, q, out, part);
   a.early = early ? 1 : 0;
-  a.fused_merge = attn::fused_merge_ok(P, a, L.head_dim) ? 1 : 0;
   const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
   switch (L.head_dim) {
     case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream(), pdl); break;

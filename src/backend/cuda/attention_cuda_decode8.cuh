@@ -73,7 +73,7 @@ __device__ __forceinline__ void all_gather(float (&x)[N]) {
 // call it (it has barriers), after a barrier that follows the last write of the states.
 template <int HD>
 __device__ void fold_slots(const Args& a, const Work& w, int ns, float* Qs, int ld, const int* qhi, const int* qrow,
-                           const float* st_acc, const float* st_ml, float* wgt, float* merge_smem) {
+                           const float* st_acc, const float* st_ml, float* wgt) {
   constexpr int R = kDecodeRows;
   const int tid = threadIdx.x;
   for (int i = tid; i < ns * R; i += kThreads) {  // i = slot * R + row
@@ -106,10 +106,7 @@ __device__ void fold_slots(const Args& a, const Work& w, int ns, float* Qs, int 
       }
     }
   }
-  if (partial) {
-    if (a.fused_merge) fused_merge_tail<HD>(a, w, qrow, merge_smem);  // (the dynamic smem: after its reads above)
-    return;
-  }
+  if (partial) return;
   __syncthreads();
   write_outputs<HD>(a, w, R, Qs, ld, qrow);
 }
@@ -400,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
     st_ml[(slot * R + pr) * 2 + 1] = l;
   }
   __syncthreads();
-  fold_slots<HD>(a, w, NS, Qs, LD, qhi, qrow, st_acc, st_ml, wgt, reinterpret_cast<float*>(smem4));
+  fold_slots<HD>(a, w, NS, Qs, LD, qhi, qrow, st_acc, st_ml, wgt);
 }
 
 }  // namespace POLYKV_ATTN_NS

@@ -609,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       }
   }
   __syncthreads();
-  fold_slots<HD>(a, w, NW, Qs, LD, qhi, qrow, st_acc, st_ml, wgt, reinterpret_cast<float*>(smem4));
+  fold_slots<HD>(a, w, NW, Qs, LD, qhi, qrow, st_acc, st_ml, wgt);
 }
 
 }  // namespace POLYKV_ATTN_NS

@@ -248,24 +248,6 @@ inline bool& merge_prefetch() {
   return on;
 }
 
-// The split merge inside the decode kernel (Args::fused_merge): POLYKV_CUDA_MERGE_FUSED=1 on, 0 off. Process-wide.
-inline bool& merge_fused() {
-  static bool on = [] {
-    const char* e = std::getenv("POLYKV_CUDA_MERGE_FUSED");
-    return e && std::strcmp(e, "1") == 0;
-  }();
-  return on;
-}
-
-// Work items (grid_y * grid_z) a fused-merge launch may have: one device counter each.
-constexpr int kMergeCounters = 4096;
-
-// Dynamic shared memory the fused merge reuses after the fold: [kDecodeRows][hd] outputs, then per row the
-// splits' m, l and weights ([kDecodeRows][kMaxSplits] each).
-constexpr size_t fused_merge_smem_bytes(int hd) {
-  return sizeof(float) * (size_t(kDecodeRows) * size_t(hd) + 3 * size_t(kDecodeRows) * kMaxSplits);
-}
-
 // The prefix pass of shared prefixes (plan_prefix): which kernel scores a group's query rows against
 // its shared keys. F32: the tiled kernel's f32 shapes (the cascade as first written); Mma: the
 // tiled plan's shapes, tensor cores for its large shape (64 rows per block); Wide: as Mma, but when
@@ -391,10 +373,6 @@ struct Args {
   // multi-token block sets the window's start (0: max(split start, first visible key)); and a block
   // that writes its outputs normalizes them as o * (1 / L), as merge_kernel does (0: o / L).
   int invariant;
-  // 1: the lanes8 / tensor-core decode kernel merges the splits itself: the last block of a work item to write
-  // its partial (a device counter per item) folds the item's rows as merge_kernel would, the same bits, and the
-  // launcher launches no merge_kernel (fused_merge_ok; POLYKV_CUDA_MERGE_FUSED).
-  int fused_merge;
 };
 
 enum class Kernel { Decode, Tiled };
@@ -613,15 +591,6 @@ inline Plan plan_prefix(const KvLayerDevice& L, const AttentionParams& p, const 
     plan_splits(P, b.max_prefix_kv, sm_count, hd);
   plan_partials(P, L.head_dim);
   return P;
-}
-
-// Whether a launch with arguments a of plan P may merge inside the decode kernel: a per-sequence decode plan
-// of the lanes8 or tensor-core kernels (their fold_slots), with splits, no shared prefix (the prefix pass is
-// another grid), not batch-invariant, its work items within the counters and its shared memory large enough.
-inline bool fused_merge_ok(const Plan& P, const Args& a, int hd) {
-  return merge_fused() && a.partial && a.n_prefix == 0 && !a.prefix_pass && !a.invariant &&
-         P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots && P.rows == kDecodeRows &&
-         int64_t(P.grid_y) * P.grid_z <= kMergeCounters && P.smem >= fused_merge_smem_bytes(hd);
 }
 
 // The kernels' arguments of plan P (plan_prefix's when prefix_pass). part: P.partial_o_floats +

@@ -844,7 +844,6 @@ struct StoreArgs {
   int n_head = 0, block_tokens = 0;
   size_t block_stride = 0;  // bytes from one block to the next (all layers)
   int64_t units_k = 0, units_total = 0;
-  int touch_tables = 1;  // GPU: read the side's table lines before the PDL wait (POLYKV_CUDA_KV_STORE_TOUCH=0: not)
 };
 
 // The rows of (row, head g, slot i of block b) start at base + b * block_stride +
@@ -863,8 +862,6 @@ inline StoreArgs make_store_args(KvType k_type, int head_dim, KvType v_type, int
   const int64_t rows_heads = int64_t(n) * n_head;
   a.units_k = rows_heads * a.side[0].p.units;
   a.units_total = a.units_k + rows_heads * a.side[1].p.units;
-  const char* touch = std::getenv("POLYKV_CUDA_KV_STORE_TOUCH");
-  a.touch_tables = touch && std::strcmp(touch, "0") == 0 ? 0 : 1;
   return a;
 }
 

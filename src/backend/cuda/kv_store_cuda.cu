@@ -52,19 +52,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) kv_store_kernel(const __g
   const float* x = nullptr;
   uint8_t* dst = nullptr;
   const bool mine = unit < a.units_total && enc::locate_unit(a, unit, side, x, dst);
-  // The turbo / trellis tables live in this launch's parameter space, new for every launch: their first reads miss
-  // the constant cache. Volatile reads of a word of each line they span now (nothing waits for them) take those
-  // misses under the kernel before instead of on the encoder's chain after the wait. The same bytes.
-  if (mine && a.touch_tables && a.side[side].p.bits > 0) {
-    const enc::TurboTables& tb = a.side[side].p.tab;
-    const auto touch = [](const void* p) { (void)*static_cast<const volatile uint32_t*>(p); };
-    touch(&tb.sign_neg[0]);
-    touch(&tb.lv[0]);
-    touch(&tb.lv[16]);
-    touch(&tb.mid[0]);
-    touch(&tb.scale);
-    touch(&tb.form);
-  }
   // Launched with PDL: the kernel before writes k and v. Every thread waits before it exits, so this
   // grid never completes before the one before it (the kernels after rely on that order).
   wait_for_previous_grid();
