@@ -170,9 +170,7 @@ void launch_hd(const Args& a, const attn::Plan& P, const Args& ap, const attn::P
   launch_main<HD>(a, P, stream, pdl);
   if (a.n_prefix > 0) launch_main<HD>(ap, Pp, stream, pdl);
   if (a.partial)
-    launch_pdl(!attn::merge_grouped()   ? attn::merge_kernel<HD, false>
-               : attn::merge_prefetch() ? attn::merge_kernel<HD, true, true>
-                                        : attn::merge_kernel<HD, true, false>,
+    launch_pdl(attn::merge_grouped() ? attn::merge_kernel<HD, true> : attn::merge_kernel<HD, false>,
                dim3(unsigned(P.rows), unsigned(P.grid_y), unsigned(P.grid_z)), 0, stream, pdl, a, P.rows, ap, Pp.rows);
 }
 

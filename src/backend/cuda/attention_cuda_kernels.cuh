@@ -70,15 +70,6 @@ __device__ __forceinline__ void prefetch_sequence(const Args& a) {
 #endif
 }
 
-// An L1 prefetch of the line holding p (a hint: no effect on results; a no-op in the emulation).
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__)
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#else
-  (void)p;
-#endif
-}
-
 // What one (y, z) grid cell computes; false when its query tile lies beyond the sequence (or the
 // group, in the prefix pass).
 struct Work {
@@ -529,7 +520,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_kernel(const Args a) {
 // launch a (rmax rows per block) by log-sum-exp: its key splits, and with a shared prefix the splits
 // of its row in the prefix pass ap (rmax_p rows per block; ignored without prefixes). Normalizes,
 // rotates back for turbo V and writes the output row.
-template <int HD, bool kGrouped = true, bool kPrefetch = true>
+template <int HD, bool kGrouped = true>
 __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax, const Args ap, int rmax_p) {
   __shared__ float o[HD];
   __shared__ float wts[2 * kMaxSplits];
@@ -596,19 +587,6 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   // that ran, or 0 for rows it did not see). Since 2026-12-01e; the serial loops before it (one thread
   // reading every split's m, l in turn) made the same sums in the same order.
   __shared__ float ms[2 * kMaxSplits], ls[2 * kMaxSplits];
-  // The splits' O rows into L1 now, so that the O loop below finds them there instead of making a round trip to
-  // L2 after the weights (which need the (m, l) loads first); issued first, since a thread's stores of (m, l)
-  // wait for their loads. A hint (kPrefetch, attn::merge_prefetch();
-  // POLYKV_CUDA_MERGE_PREFETCH=0 turns it off for A/B): the same loads, the same sums.
-  if constexpr (kPrefetch) {
-    constexpr int kLines = HD / 32;  // 128-byte lines of a row of HD floats
-    for (int i = threadIdx.x; i < n * kLines; i += kThreads) {
-      const int e = i / kLines, q = i - e * kLines;
-      const float* src = e < n_own ? a.part_o + ((own0 + e) * rmax + r) * HD
-                                   : ap.part_o + ((pre0 + e - n_own) * rmax_p + pr) * HD;
-      prefetch_l1(src + 32 * q);
-    }
-  }
   for (int e = threadIdx.x; e < n; e += kThreads) ms[e] = m_of(e), ls[e] = l_of(e);
   __syncthreads();
   for (int e = 0; e < n; ++e) M = fmaxf(M, ms[e]);

@@ -238,16 +238,6 @@ inline bool& merge_grouped() {
   return on;
 }
 
-// The merge's L1 prefetch of the splits' O rows (merge_kernel's kPrefetch; on by default since 2026-12-02's
-// seventh session, POLYKV_CUDA_MERGE_PREFETCH=0 turns it off for A/B; the same bits either way). Process-wide.
-inline bool& merge_prefetch() {
-  static bool on = [] {
-    const char* e = std::getenv("POLYKV_CUDA_MERGE_PREFETCH");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
 // The prefix pass of shared prefixes (plan_prefix): which kernel scores a group's query rows against
 // its shared keys. F32: the tiled kernel's f32 shapes (the cascade as first written); Mma: the
 // tiled plan's shapes, tensor cores for its large shape (64 rows per block); Wide: as Mma, but when

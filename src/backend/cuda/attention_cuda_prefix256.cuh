@@ -61,7 +61,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 #endif
 }
-// prefetch_l1: attention_cuda_kernels.cuh.
+// Hint: brings the line of p into L1 (no effect on results; a no-op in the emulation).
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+#if !defined(POLYKV_ATTN_EMULATION) && defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
 
 constexpr int kPrefix256Part = 64;  // query rows staged in f32 at a time by the prologue
 // f16 elements of one stage: K hi, K lo, V hi, V lo, each [kTileKeys][mma_ldq(hd)].
