@@ -25,6 +25,7 @@
 #include "kv/kv_cache.h"
 #include "kv/paged_kv.h"
 #include "kv/recurrent_state.h"
+#include "scoped_env.h"
 
 namespace polykv {
 namespace {
@@ -236,10 +237,13 @@ TEST(GdnCuda, ConvAndRuleMatchCpuOverSeveralSequences) {
   }
 }
 
-// A sequence's rows give the same results whatever shares the step and however its prompt is cut:
-// one 40-row step == 40 single-row steps (and == 13 + 27), bit for bit (token-sequential kernel).
+// With POLYKV_CUDA_GDN=tokens (every step token by token), a sequence's rows give the same results whatever
+// shares the step and however its prompt is cut: one 40-row step == 40 single-row steps (and == 13 + 27),
+// bit for bit. The 40- and 27-row steps also run the row-parallel convolution, the single rows the
+// sequential one: the same bits.
 TEST(GdnCuda, PrefillEqualsTokenByTokenBitForBit) {
   POLYKV_REQUIRE_GPU();
+  const test::ScopedEnv tokens{{"POLYKV_CUDA_GDN", "tokens"}};
   for (const Case& c : {kCases[0], kCases[1], kCases[2]}) {
     SCOPED_TRACE(name(c));
     Harness h(c, 3, 1, 99u);
@@ -276,6 +280,48 @@ TEST(GdnCuda, PrefillEqualsTokenByTokenBitForBit) {
     expect_bits(out2.get(), out0.get(), name(c) + ": 13 + 27 rows vs one 40-row step (outputs)");
     expect_bits(h.gpu_state(1), h.gpu_state(0), name(c) + ": state after 40 single-row steps vs one step");
     expect_bits(h.gpu_state(2), h.gpu_state(0), name(c) + ": state after 13 + 27 rows vs one step");
+  }
+}
+
+// The chunked delta rule (prompt steps of more than 16 rows, the default) against the token-sequential
+// kernel (POLYKV_CUDA_GDN=tokens) on the same inputs: steps of one sequence of 17..300 rows (one chunk
+// boundary and more, a last chunk of 1 row), from a zero and from a non-zero state, in steps that mix them
+// with short sequences; outputs and states close, and the state of sequence 2, always short (token by
+// token in both), bit-identical.
+TEST(GdnCuda, ChunkedMatchesTokenByToken) {
+  POLYKV_REQUIRE_GPU();
+  for (const Case& c : {kCases[0], kCases[1], kCases[3], kCases[4]}) {
+    SCOPED_TRACE(name(c));
+    std::printf("[%s]\n", name(c).c_str());
+    Harness chunked(c, 4, 2, 4321u + uint32_t(c.d));
+    std::unique_ptr<Harness> tokens;
+    {
+      const test::ScopedEnv env{{"POLYKV_CUDA_GDN", "tokens"}};
+      tokens = std::make_unique<Harness>(c, 4, 2, 4321u + uint32_t(c.d));
+    }
+    // Rows per sequence and step (both harnesses draw the same inputs); 0: not in the step.
+    const std::vector<std::vector<int>> steps = {{65, 0, 3, 0}, {129, 17, 1, 64}, {1, 200, 16, 1}, {2, 1, 5, 100}};
+    for (size_t st = 0; st < steps.size(); ++st) {
+      std::vector<int> ids, rows;
+      for (int i = 0; i < 4; ++i)
+        if (steps[st][size_t(i)] > 0) {
+          ids.push_back(i);
+          rows.push_back(steps[st][size_t(i)]);
+        }
+      const auto g = chunked.step(ids, rows, false).first;
+      const auto t = tokens->step(ids, rows, false).first;
+      const std::string at = name(c) + " step " + std::to_string(st);
+      expect_bits(g.conv, t.conv, at + " ssm_conv output");
+      expect_close(g.rule, t.rule, 2e-4, at + " gated_delta_rule output (chunked vs token by token)");
+      for (int i = 0; i < 4; ++i) {
+        const std::string which = at + " state of sequence " + std::to_string(i);
+        if (i == 2)
+          expect_bits(chunked.gpu_state(i), tokens->gpu_state(i), which);
+        else
+          expect_close(chunked.gpu_state(i), tokens->gpu_state(i), 2e-4, which);
+      }
+      if (HasFailure()) return;
+    }
   }
 }
 
@@ -356,7 +402,7 @@ TEST(GdnCuda, DeinterleaveAndSigmoidMulMatchCpu) {
 
 // Timing at Qwen3.5-9B's GDN shape (16 key / 32 value heads of 128, K = 4), one layer: decode steps
 // of 1, 8 and 64 sequences (state bytes read + written per step: 2 x 32 x 128^2 x 4 B per sequence)
-// and one 512-row prompt step (token-sequential). Prints; asserts nothing. Run by name
+// and one 512-row prompt step (chunked, and token by token). Prints; asserts nothing. Run by name
 // (--gtest_also_run_disabled_tests --gtest_filter='GdnCuda.DISABLED_*').
 TEST(GdnCuda, DISABLED_DecodeAndPrefillSpeed) {
   POLYKV_REQUIRE_GPU();
@@ -395,7 +441,9 @@ TEST(GdnCuda, DISABLED_DecodeAndPrefillSpeed) {
     std::printf("decode, %d sequences: %.1f us per layer step (host begin_step included), state %.1f MB -> %.0f GB/s\n",
                 n_seq, us, bytes / 1e6, bytes / us / 1e3);
   }
-  {
+  for (const char* mode : {"chunked", "tokens"}) {
+    std::unique_ptr<test::ScopedEnv> env;
+    if (std::string(mode) == "tokens") env = std::make_unique<test::ScopedEnv>(std::initializer_list<std::pair<const char*, const char*>>{{"POLYKV_CUDA_GDN", "tokens"}});
     Harness h(c, 1, 1, 6u);
     Backend& be = h.gpu();
     const int C = h.channels(), n = 512;
@@ -423,7 +471,7 @@ TEST(GdnCuda, DISABLED_DecodeAndPrefillSpeed) {
       best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       kv.commit(n);
     }
-    std::printf("prefill, one sequence of %d rows: %.0f us per layer (token-sequential), %.2f us per row\n", n, best,
+    std::printf("prefill, one sequence of %d rows: %.0f us per layer (%s), %.2f us per row\n", n, best, mode,
                 best / n);
   }
 }

@@ -1,11 +1,18 @@
 #include "backend/cuda/cuda_backend_hybrid.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 #include "kv/recurrent_state.h"
 
 namespace polykv::cuda {
+
+CudaHybrid::CudaHybrid(CudaContext& ctx) : ctx_(ctx) {
+  const char* g = std::getenv("POLYKV_CUDA_GDN");
+  chunked_ = !(g && std::strcmp(g, "tokens") == 0);
+}
 
 CudaHybrid::~CudaHybrid() {
   if (table_) {  // a destructor: no throwing
@@ -32,8 +39,10 @@ void CudaHybrid::begin_step(std::span<const StepSeq> seqs, const KvMemory& memor
   }
   if (with_state == 0) return;
   check(with_state == int(seqs.size()), "CUDA backend: a step mixes sequences with and without a recurrent state");
+  max_rows_ = 0;
   for (const StepSeq& s : seqs) {  // everything checked: start the states' steps
     RecurrentState* r = s.kv->recurrent_state();
+    max_rows_ = std::max(max_rows_, s.n);
     r->begin_step(s.pos0, s.n);
     host_.push_back({r->conv(0), r->next_conv(0), r->log_row(0, 0), s.row0, s.n});
   }
@@ -66,14 +75,14 @@ void CudaHybrid::sigmoid_mul(float* x, const float* gate, int64_t n) { cuda::sig
 void CudaHybrid::ssm_conv(int state_layer, const float* w, int kernel, const float* x, float* out, int channels) {
   require_states("ssm_conv");
   check(shape_.channels == channels && shape_.kernel == kernel, "CUDA ssm_conv: state shape mismatch");
-  cuda::ssm_conv(table_, int(host_.size()), shape_, state_layer, w, x, out, ctx_.stream());
+  cuda::ssm_conv(table_, int(host_.size()), shape_, state_layer, w, x, out, max_rows_, ctx_.stream());
 }
 
 void CudaHybrid::gated_delta_rule(int state_layer, const GdnParams& p, const float* qkv, const float* alpha,
                                   const float* beta_logit, const float* dt_bias, const float* a, float* out) {
   require_states("gated_delta_rule");
   cuda::gated_delta_rule(table_, int(host_.size()), shape_, state_layer, p, qkv, alpha, beta_logit, dt_bias, a, out,
-                         ctx_.stream());
+                         max_rows_, chunked_, ctx_.stream());
 }
 
 }  // namespace polykv::cuda

@@ -18,7 +18,8 @@ namespace polykv::cuda {
 
 class CudaHybrid {
  public:
-  explicit CudaHybrid(CudaContext& ctx) : ctx_(ctx) {}
+  // POLYKV_CUDA_GDN=tokens: every step token by token (the chunked form off, for A/B runs and bit-identity).
+  explicit CudaHybrid(CudaContext& ctx);
   ~CudaHybrid();
   CudaHybrid(const CudaHybrid&) = delete;
   CudaHybrid& operator=(const CudaHybrid&) = delete;
@@ -44,6 +45,8 @@ class CudaHybrid {
   size_t capacity_ = 0;
   uint64_t generation_ = 0;
   bool has_states_ = false;         // every step sequence has a recurrent state
+  bool chunked_ = true;             // prompt chunks take the chunked delta rule
+  int max_rows_ = 0;                // this step's most rows of a sequence
   GdnShapeDevice shape_;
   RecurrentShape rshape_;
 };

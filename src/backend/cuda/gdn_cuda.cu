@@ -6,8 +6,8 @@
 // 128: 4 threads per column), or, for other d, to one thread in the next slot in global memory. Per
 // token: the block l2-normalises q and k of the head's key head (two block sums in a fixed order),
 // then the threads advance their column pieces (decay_dot, update_dot) and write o_j.
-// Token-sequential for every step length: a prompt chunk of n rows takes n dependent iterations (no
-// chunked form on the GPU yet).
+// Token-sequential; steps of more than kMaxLoggedRows rows (prompt chunks) take the chunked form instead
+// (gdn_chunked_cuda.cu) unless POLYKV_CUDA_GDN=tokens.
 // Results depend only on the sequence's own rows: batching never changes them.
 #include "backend/cuda/gdn_cuda.h"
 
@@ -71,6 +71,39 @@ __global__ void ssm_conv_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh, int
   for (int j = 0; j < K - 1; ++j) nx[int64_t(j) * C + c] = win[j];
 }
 
+// The same outputs, state and log for long steps (prompt chunks): thread = channel c of sequence blockIdx.y
+// for the kConvRows rows starting at kConvRows * blockIdx.z (each output reads its K inputs, so rows need
+// not wait for each other); the block holding the sequence's last row writes the next conv state. Same
+// conv_silu on the same window as ssm_conv_kernel: the same bits.
+constexpr int kConvRows = 16;
+__global__ void ssm_conv_rows_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh, int layer, const float* w,
+                                     const float* x, float* out) {
+  const int C = sh.channels, K = sh.kernel, km1 = K - 1;
+  const int c = int(blockIdx.x) * blockDim.x + int(threadIdx.x);
+  const GdnSeqDevice s = seqs[blockIdx.y];
+  const int t0 = int(blockIdx.z) * kConvRows;
+  if (c >= C || t0 >= s.n) return;
+  const float* st = s.cur + int64_t(layer) * sh.layer_floats;  // [K-1][C]
+  // Input at position p of the step (p < 0: the conv state's row K-1+p).
+  const auto input = [&](int p) { return p < 0 ? st[int64_t(km1 + p) * C + c] : x[int64_t(s.row0 + p) * C + c]; };
+  float* lg = s.log ? s.log + int64_t(layer) * sh.log_layer_floats : nullptr;
+  float win[gdn::kMaxConvKernel], wc[gdn::kMaxConvKernel];
+  for (int j = 0; j < K; ++j) wc[j] = w[int64_t(c) * K + j];
+  for (int j = 0; j < km1; ++j) win[j] = input(t0 - km1 + j);
+  const int t1 = min(s.n, t0 + kConvRows);
+  for (int t = t0; t < t1; ++t) {
+    const float xv = input(t);
+    win[km1] = xv;
+    out[int64_t(s.row0 + t) * C + c] = gdn::conv_silu(wc, win, K);
+    if (lg) lg[int64_t(t) * sh.log_row_floats + c] = xv;
+    for (int j = 0; j < km1; ++j) win[j] = win[j + 1];
+  }
+  if (t1 == s.n) {  // the next conv state: the last K-1 inputs
+    float* nx = s.next + int64_t(layer) * sh.layer_floats;
+    for (int j = 0; j < km1; ++j) nx[int64_t(j) * C + c] = input(s.n - km1 + j);
+  }
+}
+
 // Replay: to's conv state = the last K-1 of [from's ; n_rows logged inputs]. Grid (channels, layers).
 __global__ void conv_replay_kernel(GdnShapeDevice sh, const float* from, float* to, const float* log, int n_rows) {
   const int C = sh.channels, km1 = sh.kernel - 1;
@@ -111,6 +144,7 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* red) {
 
 struct RuleArgs {
   int layer;
+  int max_rows;  // sequences of more rows are the chunked kernel's (gdn_chunked_cuda.cu): skipped here
   float q_scale, norm_eps;
   const float* qkv;
   const float* alpha;
@@ -186,6 +220,7 @@ __global__ void gdn_rule_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh, Rul
   float* ks = smem + d;
   float* red = ks + d;
   const GdnSeqDevice s = seqs[blockIdx.y];
+  if (s.n > A.max_rows) return;
   const int64_t head = sh.conv_floats + int64_t(vh) * d * d;
   const float* S0 = s.cur + int64_t(A.layer) * sh.layer_floats + head;
   float* S1 = s.next + int64_t(A.layer) * sh.layer_floats + head;
@@ -299,25 +334,37 @@ void sigmoid_mul(float* x, const float* gate, int64_t n, cudaStream_t s) {
 }
 
 void ssm_conv(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer, const float* w, const float* x,
-              float* out, cudaStream_t s) {
+              float* out, int max_rows, cudaStream_t s) {
   check(sh.kernel >= 1 && sh.kernel <= gdn::kMaxConvKernel, "CUDA ssm_conv: convolution kernel ", sh.kernel,
         " (at most ", gdn::kMaxConvKernel, ")");
   check(layer >= 0 && layer < sh.n_layer, "CUDA ssm_conv: state layer ", layer, " out of range");
   if (n_seq == 0) return;
-  const dim3 grid(unsigned((sh.channels + kConvThreads - 1) / kConvThreads), unsigned(n_seq));
-  ssm_conv_kernel<<<grid, kConvThreads, 0, s>>>(seqs, sh, layer, w, x, out);
+  const unsigned cb = unsigned((sh.channels + kConvThreads - 1) / kConvThreads);
+  if (max_rows > kLogged) {  // prompt chunks: rows in parallel
+    const dim3 grid(cb, unsigned(n_seq), unsigned((max_rows + kConvRows - 1) / kConvRows));
+    ssm_conv_rows_kernel<<<grid, kConvThreads, 0, s>>>(seqs, sh, layer, w, x, out);
+  } else {
+    ssm_conv_kernel<<<dim3(cb, unsigned(n_seq)), kConvThreads, 0, s>>>(seqs, sh, layer, w, x, out);
+  }
   POLYKV_CUDA_LAUNCHED();
 }
 
 void gated_delta_rule(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer, const GdnParams& p,
                       const float* qkv, const float* alpha, const float* beta_logit, const float* dt_bias,
-                      const float* a, float* out, cudaStream_t s) {
+                      const float* a, float* out, int max_rows, bool chunked, cudaStream_t s) {
   check(p.n_k_heads == sh.n_k && p.n_v_heads == sh.n_v && p.head_dim == sh.d,
         "CUDA gated_delta_rule: parameters do not match the recurrent state's shape");
   check(sh.d >= 1 && sh.d <= 1024, "CUDA gated_delta_rule: head size ", sh.d, " (at most 1024)");
   check(layer >= 0 && layer < sh.n_layer, "CUDA gated_delta_rule: state layer ", layer, " out of range");
   if (n_seq == 0) return;
-  const RuleArgs A{layer, p.q_scale, p.norm_eps, qkv, alpha, beta_logit, dt_bias, a, out};
+  // Sequences of more than kLogged rows (never logged: prompt chunks) take the chunked form when asked
+  // and the head size has it; the token-sequential kernel then skips them (its blocks return at once).
+  const bool chunk = chunked && max_rows > kLogged && gdn_chunked_supported(sh.d);
+  if (chunk)
+    gated_delta_rule_chunked(seqs, n_seq, sh, layer, p, qkv, alpha, beta_logit, dt_bias, a, out, kLogged, s);
+  // The token-sequential kernel runs even when every sequence was chunked: which sequences are short is
+  // data to a recorded step graph (its key holds the longest sequence's rows only).
+  const RuleArgs A{layer, chunk ? kLogged : 0x7fffffff, p.q_scale, p.norm_eps, qkv, alpha, beta_logit, dt_bias, a, out};
   const dim3 grid(unsigned(sh.n_v), unsigned(n_seq));
   const int threads = rule_threads(sh.d);
   const size_t shared = (2 * size_t(sh.d) + 64) * sizeof(float);

@@ -36,13 +36,25 @@ void deinterleave(const float* src, int rows, int groups, int a, int b, float* d
 void sigmoid_mul(float* x, const float* gate, int64_t n, cudaStream_t s);
 // Causal depthwise conv + SiLU of every sequence's rows from its conv state at `layer`, writing the next
 // conv state (and the log's conv inputs). w [C][K], x/out [rows][C]. Throws Error if K > kMaxConvKernel.
+// max_rows: the most rows of a sequence in the step; past kMaxLoggedRows rows run in parallel (same bits).
 void ssm_conv(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer, const float* w, const float* x,
-              float* out, cudaStream_t s);
-// The gated delta rule of every sequence's rows, token by token (one block per (sequence, value head),
-// one thread per state column), from the ssm state at `layer` into the next slot; logs k, v, decay, beta.
+              float* out, int max_rows, cudaStream_t s);
+// The gated delta rule of every sequence's rows from the ssm state at `layer` into the next slot. Token by
+// token (one block per (sequence, value head), one thread per state column; logs k, v, decay, beta) for
+// sequences of at most RecurrentState::kMaxLoggedRows rows, and for all when `chunked` is false or the
+// head size has no chunked form; the others take gated_delta_rule_chunked. max_rows: the most rows of a
+// sequence in the step (the host's table).
 void gated_delta_rule(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer, const GdnParams& p,
                       const float* qkv, const float* alpha, const float* beta_logit, const float* dt_bias,
-                      const float* a, float* out, cudaStream_t s);
+                      const float* a, float* out, int max_rows, bool chunked, cudaStream_t s);
+// Head sizes with a chunked form (32, 64, 128).
+bool gdn_chunked_supported(int d);
+// The chunked (WY) form (gdn_chunked_cuda.cu) for the sequences of more than min_rows rows (the others are
+// skipped: their blocks return at once); never logs (such steps are not logged). Throws Error for a head
+// size without it.
+void gated_delta_rule_chunked(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer,
+                              const GdnParams& p, const float* qkv, const float* alpha, const float* beta_logit,
+                              const float* dt_bias, const float* a, float* out, int min_rows, cudaStream_t s);
 // RecurrentStateOps::replay_recurrent: every layer's state `to` = `from` advanced by n_rows logged rows.
 void gdn_replay(const GdnShapeDevice& sh, const float* from, float* to, const float* log, int n_rows, cudaStream_t s);
 
