@@ -8,6 +8,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "kv/kv_block_store.h"
+#include "kv/recurrent_state.h"
 #include "engine_test_util.h"
 #include "hybrid_test_util.h"
 #include "test_util.h"
@@ -87,6 +89,32 @@ TEST(HybridEngine, NoAutomaticPrefixCaching) {
     if (round == 0) first = c.ids;
     EXPECT_EQ(c.ids, first);
   }
+}
+
+// --kv-memory holds the recurrent states of --parallel running sequences beside the KV blocks: a budget
+// below them is refused with a message naming them, and above them the blocks get exactly the rest.
+TEST(HybridEngine, KvMemoryHoldsTheRunningSequencesStates) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  Fixture f;
+  const KvShape shape = f.model->kv_shape();
+  const size_t state = RecurrentState::bytes_for(shape.recurrent);
+  ASSERT_GT(state, 0u);
+  EngineOptions o = options();
+  o.kv_tokens = 0;
+  o.kv_memory_bytes = size_t(o.parallel) * state - 1;
+  try {
+    Engine engine(*f.model, [](int32_t) { return false; }, o);
+    FAIL() << "a budget below the states was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recurrent states"), std::string::npos) << e.what();
+  }
+  const KvBlockStore one(shape, KvType::F32, KvType::F32, 1, o.block_tokens);
+  const size_t blocks_bytes = 10 * one.block_bytes() + 7;
+  o.kv_memory_bytes = size_t(o.parallel) * state + blocks_bytes;
+  Engine engine(*f.model, [](int32_t) { return false; }, o);
+  EXPECT_EQ(engine.metrics().kv_blocks_total,
+            KvBlockStore::blocks_for_bytes(shape, KvType::F32, KvType::F32, o.block_tokens, blocks_bytes));
+  EXPECT_EQ(engine.metrics().kv_blocks_total, 10);
 }
 
 }  // namespace

@@ -98,7 +98,8 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   auto* kv_mem =
-      app.add_option("--kv-memory", f.kv_memory_mib, "KV memory budget in MiB")->check(CLI::Range(0.001, 1e9));
+      app.add_option("--kv-memory", f.kv_memory_mib,
+                     "KV memory budget in MiB (hybrid models: with the recurrent states of --parallel sequences)")->check(CLI::Range(0.001, 1e9));
   auto* ctx = app.add_option("-c,--ctx-size", f.kv_tokens, "KV budget in tokens (0: four contexts' worth)")
                   ->check(CLI::Range(0, 1 << 26));
   kv_mem->excludes(ctx);

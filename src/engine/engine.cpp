@@ -87,7 +87,13 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
         const KvType kt = parse_kv_type(opts.k_type), vt = parse_kv_type(opts.v_type);
         int n_blocks;
         if (opts.kv_memory_bytes > 0) {
-          n_blocks = KvBlockStore::blocks_for_bytes(shape, kt, vt, opts.block_tokens, opts.kv_memory_bytes);
+          // Hybrid models: the budget also holds the recurrent states of the running sequences (one each,
+          // fixed size, in the same memory: ~121 MiB for Qwen3.5-9B); the blocks get the rest.
+          const size_t states = size_t(std::max(1, opts.parallel)) * RecurrentState::bytes_for(shape.recurrent);
+          check(states < opts.kv_memory_bytes, "the KV memory (", opts.kv_memory_bytes >> 20,
+                " MiB) cannot hold the recurrent states of ", opts.parallel, " running sequences (",
+                states >> 20, " MiB): raise --kv-memory or lower --parallel");
+          n_blocks = KvBlockStore::blocks_for_bytes(shape, kt, vt, opts.block_tokens, opts.kv_memory_bytes - states);
         } else {
           const int ctx = opts.n_ctx > 0 ? opts.n_ctx : std::max(1, model.config().n_ctx_train);
           const int tokens = opts.kv_tokens > 0 ? opts.kv_tokens : 4 * ctx;
@@ -368,10 +374,29 @@ void Engine::preempt(Seq& s) {
 }
 
 // Admits waiting sequences while there is room. Called with mu_ held; touches mgr_ (step thread only).
-void Engine::admit_locked() {
+void Engine::admit_locked(std::vector<std::unique_ptr<Seq>>& failed) {
   while (!waiting_.empty() && int(running_.size()) < opts_.parallel) {
     std::unique_ptr<Seq> s = std::move(waiting_.front());
     waiting_.pop_front();
+    try {
+      admit_one_locked(*s);
+    } catch (const std::exception& e) {
+      // Its KV or recurrent state could not be made (device memory exhausted): the request fails alone,
+      // and admission stops for this step. finish() (after mu_ is released) frees its blocks.
+      s->info.error = e.what();
+      failed.push_back(std::move(s));
+      return;
+    }
+    running_.push_back(std::move(s));
+  }
+}
+
+// Admits s (popped from waiting_): registers its blocks (sharing its pool's or the prefix cache's),
+// makes its KV (and recurrent state) and seeds its drafter. Throws Error when the KV or the state cannot be
+// made; s.sid is then set, so finish() releases what was registered.
+void Engine::admit_one_locked(Seq& seq) {
+  {
+    Seq* s = &seq;
     s->sid = next_sid_++;
     int n_computed = 0;
     auto pool = s->is_pool || s->pool.empty() ? pools_.end() : pools_.find(s->pool);
@@ -418,7 +443,6 @@ void Engine::admit_locked() {
         s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);
       s->pool_hidden_src = pool->second.hidden;
     }
-    running_.push_back(std::move(s));
   }
 }
 
@@ -527,11 +551,16 @@ void Engine::step() {
     if (s) finish(*s, FinishReason::Cancelled);
   }
   for (auto sid : pools_to_free) mgr_.free(sid);
+  std::vector<std::unique_ptr<Seq>> failed;  // admission threw: finished below, outside mu_
   {
     std::lock_guard<std::mutex> lk(mu_);
-    admit_locked();
+    admit_locked(failed);
     std::erase_if(pool_drafts_, [&](const auto& p) { return !pools_.contains(p.first); });  // deleted pools
     std::erase_if(pool_mtps_, [&](const auto& p) { return !pools_.contains(p.first); });
+  }
+  for (auto& s : failed) {
+    const std::string why = s->info.error;
+    finish(*s, FinishReason::Error, why);
   }
   if (running_.empty()) return;
 

@@ -106,7 +106,8 @@ class Engine final : public InferenceService {
   void step_loop();
   void step();  // one step: cancellations, admissions, one batch
   void refresh_kv_stats();  // metrics' view of the block pool (step thread)
-  void admit_locked();
+  void admit_locked(std::vector<std::unique_ptr<Seq>>& failed);
+  void admit_one_locked(Seq& s);
   bool make_room(Seq& s, int n, std::vector<Seq*>& batch);
   void finish(Seq& s, FinishReason r, const std::string& error = "");
   void preempt(Seq& s);

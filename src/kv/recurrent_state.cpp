@@ -49,6 +49,13 @@ void RecurrentState::zero(float* p, size_t n) {
 
 size_t RecurrentState::bytes() const { return (2 * slot_floats() + log_floats()) * sizeof(float); }
 
+size_t RecurrentState::bytes_for(const RecurrentShape& s) {
+  if (s.n_layer <= 0) return 0;
+  const size_t slot = size_t(s.n_layer) * (s.conv_floats() + s.ssm_floats());
+  const size_t log = size_t(s.n_layer) * kMaxLoggedRows * s.log_row_floats();
+  return (2 * slot + log) * sizeof(float);
+}
+
 void RecurrentState::reset() {
   zero(slots_[size_t(cur_)], slot_floats());
   n_tokens_ = 0;

@@ -69,6 +69,7 @@ class RecurrentState {
   size_t layer_floats() const { return layer_floats_; }
   int n_tokens() const { return n_tokens_; }
   size_t bytes() const;  // both slots and the log
+  static size_t bytes_for(const RecurrentShape& shape);  // bytes() of a state of this shape
 
   // Back to the empty sequence (all zero, n_tokens() == 0).
   void reset();
