@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
 #include "engine/engine.h"
 #include "kv/kv_block_store.h"
 #include "kv/recurrent_state.h"
