@@ -25,7 +25,7 @@
 #include "kv/kv_cache.h"
 #include "kv/paged_kv.h"
 #include "kv/recurrent_state.h"
-#include "scoped_env.h"
+#include "../scoped_env.h"
 
 namespace polykv {
 namespace {
