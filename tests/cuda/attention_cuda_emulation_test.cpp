@@ -295,7 +295,7 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
     run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
              [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
   } else {
-    if constexpr (attn::mma_supports(HD)) {
+    if constexpr (attn::tiled_mma_supports(HD)) {
       if (P.mma) {
         run_grid(gx, gy, gz, attn::mma_smem_bytes(HD), [&] { attn::attention_mma_kernel<HD>(a); });
         return;
@@ -407,7 +407,8 @@ void expect_ok_with_plan(const Case& c, attn::Kernel kernel, bool split) {
     if (kernel == attn::Kernel::Decode)
       EXPECT_EQ(r.plan.variant, c.head_dim <= 128 ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
     else
-      EXPECT_EQ(r.plan.mma, attn::prefill_mma() && c.head_dim <= 128 && r.plan.rows == attn::large_rows(c.head_dim))
+      EXPECT_EQ(r.plan.mma, attn::prefill_mma() && attn::tiled_mma_supports(c.head_dim) &&
+                                r.plan.rows == attn::kMmaTiledRows)
           << plan_name(r.plan);
   }
 }

@@ -49,8 +49,8 @@ void allow_smem_hd() {
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
+  if constexpr (attn::tiled_mma_supports(HD)) allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
   if constexpr (attn::mma_supports(HD)) {
-    allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
     allow_smem(attn::attention_prefix_mma_kernel<HD>, attn::prefix_mma_smem_bytes(HD));
     // The 256-row prefix kernel where the device's opt-in limit holds it with its static arrays
     // (else plan_prefix keeps the 128-row kernel).
@@ -151,7 +151,7 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
   } else if (P.rows == attn::kSmallRows) {
     launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream, pdl);
   } else {
-    if constexpr (attn::mma_supports(HD)) {
+    if constexpr (attn::tiled_mma_supports(HD)) {
       if (P.mma) {
         launch_kernel(attn::attention_mma_kernel<HD>, a, P, attn::mma_smem_bytes(HD), stream, pdl);
         return;

@@ -1,5 +1,5 @@
 // The tensor-core prefill kernel of polykv::cuda::attention (Plan::mma: the tiled plan's large
-// shape, 64 rows per block, head sizes 64 and 128): the same work decomposition, prologue, masking,
+// shape, 64 rows per block, head sizes 64, 128 and 256): the same work decomposition, prologue, masking,
 // online softmax, split partials and outputs as attention_kernel (attention_cuda_kernels.cuh), with
 // both products on mma.sync.m16n8k16 (f16 inputs, f32 accumulation).
 //
@@ -47,7 +47,7 @@ __device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], con
   mma16816(d, ah, bh);
 }
 
-constexpr int kMmaRows = 64;  // rows per block (4 warps x 16)
+constexpr int kMmaRows = kMmaTiledRows;  // rows per block (4 warps x 16)
 // Row strides in f16 elements: Q and K rows of hd (+8: conflict-free fragment loads), V^T rows of
 // kTileKeys keys (+8).
 POLYKV_HD constexpr int mma_ldq(int hd) { return hd + 8; }
@@ -68,7 +68,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const Args a) {
   constexpr int T = kTileKeys, R = kMmaRows, LD = HD + 4, LQ = mma_ldq(HD), LV = kMmaLdv;
   constexpr int NT = HD / 8;  // 8-wide output tiles of a row
-  static_assert(T == 32 && kThreads == 128 && (HD == 64 || HD == 128));
+  static_assert(T == 32 && kThreads == 128 && tiled_mma_supports(HD) && kMmaRows == 64);
 
   pdl_enter();
   Work w;

@@ -185,7 +185,11 @@ inline bool& prefill_mma() {
   }();
   return on;
 }
-constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }
+constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }  // the prefix-pass tensor-core kernels
+// The tiled tensor-core kernel (attention_mma_kernel, 64 rows per block) also at head size 256 (Gemma, Qwen3.5):
+// its O accumulator is 128 floats a thread there, and a block takes ~143 KB of shared memory (one per SM).
+constexpr bool tiled_mma_supports(int hd) { return hd == 64 || hd == 128 || hd == 256; }
+constexpr int kMmaTiledRows = 64;  // rows per block of attention_mma_kernel (4 warps x 16)
 
 // Decode plans whose host bound on the keys (AttentionBatchDevice::max_kv: the CUDA backend's bucket,
 // at least 256) is at most this many read all keys in ONE split: the block writes the normalized
@@ -376,7 +380,7 @@ struct Plan {
   DecodeVariant variant = DecodeVariant::Slots;  // decode kernel: which one
   int tile_keys = 0;           // decode kernel: keys per tile (a stage)
   bool tc = false;             // decode kernel: the tensor-core kernel (attention_cuda_decode_tc.cuh; decode_tc_mode)
-  bool mma = false;            // tiled plan: the tensor-core kernel (rows = large_rows(hd))
+  bool mma = false;            // tiled plan: the tensor-core kernel (rows = kMmaTiledRows)
   int stages = 0;              // decode kernel: pipeline stages
   size_t smem = 0;             // decode kernel: dynamic shared memory (bytes)
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
@@ -414,15 +418,22 @@ inline void plan_partials(Plan& P, int hd) {
 }
 
 // Rows, head parts and query tiles of a tiled-kernel plan for up to max_q queries per work item.
-inline void plan_tiled_rows(Plan& P, int max_q, int hd) {
-  P.kernel = Kernel::Tiled;
-  P.rows = P.group * max_q <= kSmallRows ? kSmallRows : large_rows(hd);
-  P.mma = P.rows == large_rows(hd) && mma_supports(hd) && prefill_mma();
+// mma: the large shape on tensor cores (attention_mma_kernel: kMmaTiledRows rows; equal to large_rows(hd) up to
+// head size 128), when the head size has it; else the f32 kernel's large_rows(hd).
+inline void set_tiled_rows(Plan& P, int rows, int max_q) {
+  P.rows = rows;
   P.gj = std::min(P.group, P.rows);
   P.hparts = (P.group + P.gj - 1) / P.gj;
   P.qt = P.rows / P.gj;
   P.qtiles = (max_q + P.qt - 1) / P.qt;
 }
+inline void plan_tiled_rows(Plan& P, int max_q, int hd, bool mma) {
+  P.kernel = Kernel::Tiled;
+  const bool small = P.group * max_q <= kSmallRows;
+  P.mma = !small && mma && tiled_mma_supports(hd);
+  set_tiled_rows(P, small ? kSmallRows : P.mma ? kMmaTiledRows : large_rows(hd), max_q);
+}
+inline void plan_tiled_rows(Plan& P, int max_q, int hd) { plan_tiled_rows(P, max_q, hd, prefill_mma()); }
 
 // The decode kernel's rows, head parts, query tiles (for up to max_n_q queries per sequence), variant,
 // tile, stages and shared memory (P.group set).
@@ -548,18 +559,17 @@ inline Plan plan_prefix(const KvLayerDevice& L, const AttentionParams& p, const 
   Plan P;
   P.group = p.n_head / L.n_head_kv;
   const int hd = L.head_dim;
-  plan_tiled_rows(P, b.max_prefix_q, hd);
   // The kernel by counting: up to 16 rows per KV head the small f32 shape (one 16-row block; a 64-row
   // tensor-core block would compute 4x the products for nothing); up to 64 the 64-row tensor-core
-  // block; beyond, 128 rows per block: the K/V tile decode and f16 split (the part of a tile's work
-  // that does not grow with the rows) and the B-fragment loads are shared by twice the rows.
+  // block; beyond, 128 rows per block (head sizes 64 and 128): the K/V tile decode and f16 split (the part
+  // of a tile's work that does not grow with the rows) and the B-fragment loads are shared by twice the rows.
   const PrefixKernel k = prefix_kernel();
-  if (P.rows == large_rows(hd)) P.mma = k != PrefixKernel::F32 && mma_supports(hd);
+  plan_tiled_rows(P, b.max_prefix_q, hd, k != PrefixKernel::F32);
   const int64_t rows_kv = int64_t(P.group) * b.max_prefix_q;  // rows sharing a KV head's prefix
   // Beyond 128 rows, 256 per block (each K/V tile decoded once for all of them; a block whose rows
   // are fewer skips the MMAs of its empty warps).
-  const bool w256 = P.mma && k == PrefixKernel::Wide256 && rows_kv > kPrefixRows && prefix256_fits(hd);
-  const bool wide = !w256 && P.mma && (k == PrefixKernel::Wide || k == PrefixKernel::Wide256) &&
+  const bool w256 = P.mma && mma_supports(hd) && k == PrefixKernel::Wide256 && rows_kv > kPrefixRows && prefix256_fits(hd);
+  const bool wide = !w256 && P.mma && mma_supports(hd) && (k == PrefixKernel::Wide || k == PrefixKernel::Wide256) &&
                     rows_kv > large_rows(hd);
   if (wide || w256) {
     P.rows = w256 ? kPrefix256Rows : kPrefixRows;
