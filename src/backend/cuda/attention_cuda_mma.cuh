@@ -68,7 +68,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(const Args a) {
   constexpr int T = kTileKeys, R = kMmaRows, LD = HD + 4, LQ = mma_ldq(HD), LV = kMmaLdv;
   constexpr int NT = HD / 8;  // 8-wide output tiles of a row
-  static_assert(T == 32 && kThreads == 128 && tiled_mma_supports(HD) && kMmaRows == 64);
+  static_assert(T == 32 && kThreads == 128 && (HD == 64 || HD == 128 || HD == 256) && kMmaRows == 64);
 
   pdl_enter();
   Work w;
