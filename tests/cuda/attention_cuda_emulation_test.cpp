@@ -471,6 +471,36 @@ TEST(CudaAttentionEmulation, HeadSizes) {
   }
 }
 
+// The tiled tensor-core kernel at head size 256 (attention_mma_kernel<256>, 64 rows: Qwen3.5's and Gemma's
+// prefill), against the f32 kernel's bound: Qwen3.5's attention shape (GQA 4, q8_0 K / turbo3t V, two prompt
+// chunks of uneven length, one past a 64-row block), Gemma's (softcap, sliding window, f16) and turbo K, each
+// with key splits and without.
+TEST(CudaAttentionEmulation, TiledMmaHeadSize256) {
+  uint32_t seed = 170;
+  struct Shape {
+    KvType kt, vt;
+    int window;
+    float softcap;
+  };
+  for (const Shape& sh : {Shape{KvType::Q8_0, KvType::Turbo3T, 0, 0.0f}, Shape{KvType::F16, KvType::F16, 50, 30.0f},
+                          Shape{KvType::Turbo3T, KvType::Q4_0, 0, 0.0f}}) {
+    for (auto seqs : {std::vector<SeqSpec>{{0, 70}, {33, 17}}, std::vector<SeqSpec>{{400, 24}}}) {
+      Case c;
+      c.kt = sh.kt, c.vt = sh.vt, c.head_dim = 256, c.n_head_kv = 2, c.group = 4, c.window = sh.window,
+      c.softcap = sh.softcap, c.seqs = seqs, c.seed = seed++;
+      for (attn::DecodeVariant v : kVariants) {
+        const VariantScope scope(v);
+        const Ran r = run_case(c);
+        EXPECT_LE(r.result.worst, attn_test::kBound)
+            << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
+        EXPECT_EQ(r.plan.kernel, attn::Kernel::Tiled) << plan_name(r.plan);
+        EXPECT_EQ(r.plan.mma, v != attn::DecodeVariant::Slots) << plan_name(r.plan);
+        EXPECT_EQ(r.plan.rows, r.plan.mma ? attn::kMmaTiledRows : attn::large_rows(256)) << plan_name(r.plan);
+      }
+    }
+  }
+}
+
 // The merge's serial O loop (POLYKV_CUDA_MERGE=serial, kept for A/B) on split decode and prefill rows of
 // every head size; the other tests run the default grouped loop.
 TEST(CudaAttentionEmulation, SerialMergeHeadSizes) {
