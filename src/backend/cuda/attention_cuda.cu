@@ -49,7 +49,17 @@ void allow_smem_hd() {
   allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
-  if constexpr (attn::tiled_mma_supports(HD)) allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
+  if constexpr (attn::tiled_mma_supports(HD)) {
+    bool fits = true;
+    if constexpr (HD == 256) {  // ~143 KB: more than sm_86 / sm_89 give a block (plans then keep the f32 kernel)
+      int dev = 0, optin = 0;
+      POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
+      POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+      fits = attn::mma_smem_bytes(HD) + 4 * 1024 <= size_t(optin);
+      attn::tiled_mma256_fits() = fits;
+    }
+    if (fits) allow_smem(attn::attention_mma_kernel<HD>, attn::mma_smem_bytes(HD));
+  }
   if constexpr (attn::mma_supports(HD)) {
     allow_smem(attn::attention_prefix_mma_kernel<HD>, attn::prefix_mma_smem_bytes(HD));
     // The 256-row prefix kernel where the device's opt-in limit holds it with its static arrays

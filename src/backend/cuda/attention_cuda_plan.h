@@ -189,6 +189,13 @@ constexpr bool mma_supports(int hd) { return hd == 64 || hd == 128; }  // the pr
 // The tiled tensor-core kernel (attention_mma_kernel, 64 rows per block) also at head size 256 (Gemma, Qwen3.5):
 // its O accumulator is 128 floats a thread there, and a block takes ~143 KB of shared memory (one per SM).
 constexpr bool tiled_mma_supports(int hd) { return hd == 64 || hd == 128 || hd == 256; }
+// Whether the device's opt-in shared memory holds attention_mma_kernel<256> (~143 KB: sm_80 and sm_90 do, sm_86
+// and sm_89 with ~99 KB do not; set by the head size's setup in attention_cuda.cu, as prefix256_fits). Head sizes
+// 64 and 128 (~40-75 KB) fit every supported GPU. Process-wide, like the other plan switches.
+inline bool& tiled_mma256_fits() {
+  static bool fits = true;
+  return fits;
+}
 constexpr int kMmaTiledRows = 64;  // rows per block of attention_mma_kernel (4 warps x 16)
 
 // Decode plans whose host bound on the keys (AttentionBatchDevice::max_kv: the CUDA backend's bucket,
@@ -430,7 +437,7 @@ inline void set_tiled_rows(Plan& P, int rows, int max_q) {
 inline void plan_tiled_rows(Plan& P, int max_q, int hd, bool mma) {
   P.kernel = Kernel::Tiled;
   const bool small = P.group * max_q <= kSmallRows;
-  P.mma = !small && mma && tiled_mma_supports(hd);
+  P.mma = !small && mma && tiled_mma_supports(hd) && (hd != 256 || tiled_mma256_fits());
   set_tiled_rows(P, small ? kSmallRows : P.mma ? kMmaTiledRows : large_rows(hd), max_q);
 }
 inline void plan_tiled_rows(Plan& P, int max_q, int hd) { plan_tiled_rows(P, max_q, hd, prefill_mma()); }

@@ -256,7 +256,18 @@ void launch(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, const
 
 }  // namespace
 
-bool gdn_chunked_supported(int d) { return d == 32 || d == 64 || d == 128; }
+bool gdn_chunked_supported(int d) {
+  if (d != 32 && d != 64 && d != 128) return false;
+  // The block's shared memory (~133 KB at d = 128) must fit the device's opt-in limit (sm_86 / sm_89: ~99 KB;
+  // there d = 128 stays token by token). Asked once per device.
+  static int optin[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (optin[dev] == 0 && cudaDeviceGetAttribute(&optin[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return false;
+  const size_t bytes = d == 32 ? sizeof(ChunkSmem<32>) : d == 64 ? sizeof(ChunkSmem<64>) : sizeof(ChunkSmem<128>);
+  return bytes <= size_t(optin[dev]);
+}
 
 void gated_delta_rule_chunked(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer,
                               const GdnParams& p, const float* qkv, const float* alpha, const float* beta_logit,

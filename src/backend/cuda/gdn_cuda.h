@@ -47,7 +47,7 @@ void ssm_conv(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int
 void gated_delta_rule(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer, const GdnParams& p,
                       const float* qkv, const float* alpha, const float* beta_logit, const float* dt_bias,
                       const float* a, float* out, int max_rows, bool chunked, cudaStream_t s);
-// Head sizes with a chunked form (32, 64, 128).
+// Head sizes with a chunked form (32, 64, 128) whose block fits the current device's shared memory.
 bool gdn_chunked_supported(int d);
 // The chunked (WY) form (gdn_chunked_cuda.cu) for the sequences of more than min_rows rows (the others are
 // skipped: their blocks return at once); never logs (such steps are not logged). Throws Error for a head
