@@ -40,17 +40,8 @@ constexpr int kJB = 32;       // value columns per block
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-struct ChunkArgs {
-  int layer;
-  int min_rows;  // sequences of at most this many rows are the token-sequential kernel's
-  float q_scale, norm_eps;
-  const float* qkv;
-  const float* alpha;
-  const float* beta_logit;
-  const float* dt_bias;
-  const float* a;
-  float* out;
-};
+// Sequences of at most A.min_rows rows are the token-sequential kernel's: skipped here.
+using ChunkArgs = GdnRuleArgs;
 
 // Shared memory of a block (dynamic; ~133 KB at D = 128). Row strides are padded: K and Q rows by one
 // float (the Gram tiles walk 16 rows at once), the 64x64 matrices to a multiple of 4.
@@ -269,15 +260,11 @@ bool gdn_chunked_supported(int d) {
   return bytes <= size_t(optin[dev]);
 }
 
-void gated_delta_rule_chunked(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer,
-                              const GdnParams& p, const float* qkv, const float* alpha, const float* beta_logit,
-                              const float* dt_bias, const float* a, float* out, int min_rows, cudaStream_t s) {
+void gated_delta_rule_chunked(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, const GdnRuleArgs& A,
+                              cudaStream_t s) {
   check(gdn_chunked_supported(sh.d), "CUDA gated_delta_rule_chunked: head size ", sh.d, " (32, 64 or 128)");
-  check(p.n_k_heads == sh.n_k && p.n_v_heads == sh.n_v && p.head_dim == sh.d,
-        "CUDA gated_delta_rule_chunked: parameters do not match the recurrent state's shape");
-  check(layer >= 0 && layer < sh.n_layer, "CUDA gated_delta_rule_chunked: state layer ", layer, " out of range");
+  check(A.layer >= 0 && A.layer < sh.n_layer, "CUDA gated_delta_rule_chunked: state layer ", A.layer, " out of range");
   if (n_seq == 0) return;
-  const ChunkArgs A{layer, min_rows, p.q_scale, p.norm_eps, qkv, alpha, beta_logit, dt_bias, a, out};
   switch (sh.d) {
     case 32: launch<32>(seqs, n_seq, sh, A, s); break;
     case 64: launch<64>(seqs, n_seq, sh, A, s); break;

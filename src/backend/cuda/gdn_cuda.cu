@@ -142,17 +142,8 @@ __device__ __forceinline__ void block_sum2(float& a, float& b, float* red) {
   }
 }
 
-struct RuleArgs {
-  int layer;
-  int max_rows;  // sequences of more rows are the chunked kernel's (gdn_chunked_cuda.cu): skipped here
-  float q_scale, norm_eps;
-  const float* qkv;
-  const float* alpha;
-  const float* beta_logit;
-  const float* dt_bias;
-  const float* a;
-  float* out;
-};
+// Sequences of more than A.max_rows rows are the chunked kernel's (gdn_chunked_cuda.cu): skipped here.
+using RuleArgs = GdnRuleArgs;
 
 // The piece of column j a thread owns: rows [i0, i0 + R) in registers (R > 0), or the whole column in
 // the next slot in global memory (R == 0, d at run time).
@@ -360,11 +351,19 @@ void gated_delta_rule(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice&
   // Sequences of more than kLogged rows (never logged: prompt chunks) take the chunked form when asked
   // and the head size has it; the token-sequential kernel then skips them (its blocks return at once).
   const bool chunk = chunked && max_rows > kLogged && gdn_chunked_supported(sh.d);
-  if (chunk)
-    gated_delta_rule_chunked(seqs, n_seq, sh, layer, p, qkv, alpha, beta_logit, dt_bias, a, out, kLogged, s);
+  RuleArgs A;
+  A.layer = layer;
+  A.q_scale = p.q_scale;
+  A.norm_eps = p.norm_eps;
+  A.qkv = qkv, A.alpha = alpha, A.beta_logit = beta_logit, A.dt_bias = dt_bias, A.a = a, A.out = out;
+  if (chunk) {
+    A.min_rows = kLogged;
+    gated_delta_rule_chunked(seqs, n_seq, sh, A, s);
+    A.min_rows = 0;
+    A.max_rows = kLogged;
+  }
   // The token-sequential kernel runs even when every sequence was chunked: which sequences are short is
   // data to a recorded step graph (its key holds the longest sequence's rows only).
-  const RuleArgs A{layer, chunk ? kLogged : 0x7fffffff, p.q_scale, p.norm_eps, qkv, alpha, beta_logit, dt_bias, a, out};
   const dim3 grid(unsigned(sh.n_v), unsigned(n_seq));
   const int threads = rule_threads(sh.d);
   const size_t shared = (2 * size_t(sh.d) + 64) * sizeof(float);

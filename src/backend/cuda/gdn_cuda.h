@@ -49,12 +49,25 @@ void gated_delta_rule(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice&
                       const float* a, float* out, int max_rows, bool chunked, cudaStream_t s);
 // Head sizes with a chunked form (32, 64, 128) whose block fits the current device's shared memory.
 bool gdn_chunked_supported(int d);
-// The chunked (WY) form (gdn_chunked_cuda.cu) for the sequences of more than min_rows rows (the others are
+
+// What the delta-rule kernels take (both forms): the layer, the sequences' row bounds each kernel serves
+// (min_rows < n <= max_rows), the parameters and the step's device buffers (gated_delta_rule's).
+struct GdnRuleArgs {
+  int layer = 0;
+  int min_rows = 0, max_rows = 0x7fffffff;
+  float q_scale = 1.0f, norm_eps = 0.0f;
+  const float* qkv = nullptr;
+  const float* alpha = nullptr;
+  const float* beta_logit = nullptr;
+  const float* dt_bias = nullptr;
+  const float* a = nullptr;
+  float* out = nullptr;
+};
+// The chunked (WY) form (gdn_chunked_cuda.cu) for the sequences of more than A.min_rows rows (the others are
 // skipped: their blocks return at once); never logs (such steps are not logged). Throws Error for a head
 // size without it.
-void gated_delta_rule_chunked(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int layer,
-                              const GdnParams& p, const float* qkv, const float* alpha, const float* beta_logit,
-                              const float* dt_bias, const float* a, float* out, int min_rows, cudaStream_t s);
+void gated_delta_rule_chunked(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, const GdnRuleArgs& A,
+                              cudaStream_t s);
 // RecurrentStateOps::replay_recurrent: every layer's state `to` = `from` advanced by n_rows logged rows.
 void gdn_replay(const GdnShapeDevice& sh, const float* from, float* to, const float* log, int n_rows, cudaStream_t s);
 
