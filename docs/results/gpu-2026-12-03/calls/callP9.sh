@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOT RUN this stop (no device time left to start a machine): kept for the next one.
 # 2026-12-03 call P9, the final build: Nsight Compute of the chunked delta rule (gdn_chunked_kernel<128>, Qwen3.5-9B's
 # shape, one 512-row step of the one-layer speed test): what bounds its ~36 us per 64-row chunk (for the next stop).
 source scripts/gpu-lib.sh; call_setup
