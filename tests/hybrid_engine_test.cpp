@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "kv/kv_block_store.h"
 #include "kv/recurrent_state.h"
+#include "cuda_rounding_backend.h"
 #include "engine_test_util.h"
 #include "hybrid_test_util.h"
 #include "test_util.h"
@@ -116,6 +117,87 @@ TEST(HybridEngine, KvMemoryHoldsTheRunningSequencesStates) {
   EXPECT_EQ(engine.metrics().kv_blocks_total,
             KvBlockStore::blocks_for_bytes(shape, KvType::F32, KvType::F32, o.block_tokens, blocks_bytes));
   EXPECT_EQ(engine.metrics().kv_blocks_total, 10);
+}
+
+// A memory that refuses allocations once `left` blocks of bytes are out (a GPU out of memory), to reach the
+// engine's admission failure on the CPU.
+class ScarceMemory : public KvMemory {
+ public:
+  explicit ScarceMemory(int left) : left_(left) {}
+  void* allocate(size_t bytes) override {
+    if (left_ <= 0) return nullptr;
+    --left_;
+    return host_kv_memory().allocate(bytes);
+  }
+  void release(void* p) override {
+    if (!p) return;
+    ++left_;
+    host_kv_memory().release(p);
+  }
+  void copy(void* d, const void* s, size_t n) override { host_kv_memory().copy(d, s, n); }
+  bool host_accessible() const override { return true; }
+  const char* name() const override { return "scarce host"; }
+  void set_left(int n) { left_ = n; }
+
+ private:
+  int left_;
+};
+class ScarceBackend : public test::CudaRoundingBackend {
+ public:
+  ScarceBackend() : CudaRoundingBackend(std::make_unique<CpuBackend>(2), false), mem_(1 << 20) {}
+  KvMemory& kv_memory() override { return mem_; }
+  void set_left(int n) { mem_.set_left(n); }
+
+ private:
+  ScarceMemory mem_;
+};
+
+// A sequence whose recurrent state cannot be allocated at admission fails alone with the error: the running
+// sequences finish normally, its blocks are released, and the engine serves the next request once memory is
+// back (before, the exception left the admission: the request was never answered and its blocks leaked).
+TEST(HybridEngine, AdmissionOutOfMemoryFailsOnlyThatRequest) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  const std::string dir = test::fixtures_dir() + "/models/random";
+  ScarceBackend be;
+  auto model = Model::load(dir + "/qwen35.gguf", be);
+  std::ifstream in(dir + "/qwen35.ref.json");
+  const auto ids = nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
+  EngineOptions o = options();
+  o.check_invariants = true;
+  Engine engine(*model, [](int32_t) { return false; }, o);
+  be.set_left(2 * 3);  // the recurrent states of two sequences (two slots and a log each), no more
+  // Greedy, the prompt in one step then single tokens: the engine's chunking for these sizes.
+  const auto whole = [&](const std::vector<int32_t>& p, int n) {
+    KvCache kv(model->kv_shape(), KvType::F32, KvType::F32, 256, 16);
+    std::vector<float> logits(kVocab);
+    model->forward(p, kv, logits.data(), false);
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(argmax(logits));
+      if (i + 1 < n) model->forward(std::span(&out.back(), 1), kv, logits.data(), false);
+    }
+    return out;
+  };
+  const std::vector<int32_t> a(ids.begin(), ids.begin() + 20), b(ids.begin() + 5, ids.begin() + 30),
+      c(ids.begin() + 10, ids.begin() + 40);
+  test::Collector ca, cb, cc, cd;
+  engine.submit(ca.request(a, 12, "", true));
+  engine.submit(cb.request(b, 12, "", true));
+  engine.submit(cc.request(c, 12, "", true));
+  ca.wait();
+  cb.wait();
+  cc.wait();
+  EXPECT_EQ(ca.info.reason, FinishReason::Length);
+  EXPECT_EQ(cb.info.reason, FinishReason::Length);
+  EXPECT_EQ(cc.info.reason, FinishReason::Error);
+  EXPECT_NE(cc.info.error.find("recurrent state"), std::string::npos) << cc.info.error;
+  EXPECT_EQ(ca.ids, whole(a, 12));  // (whole's KvCache takes host memory, not the scarce one)
+  EXPECT_EQ(cb.ids, whole(b, 12));
+  // The first two released their states (release gives the allocations back): the same prompt now runs.
+  engine.submit(cd.request(c, 12, "", true));
+  cd.wait();
+  EXPECT_EQ(cd.info.reason, FinishReason::Length) << cd.info.error;
+  EXPECT_EQ(cd.ids, whole(c, 12));
 }
 
 }  // namespace
