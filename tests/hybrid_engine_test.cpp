@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <fstream>
+#include <mutex>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
@@ -164,6 +166,7 @@ TEST(HybridEngine, AdmissionOutOfMemoryFailsOnlyThatRequest) {
   const auto ids = nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
   EngineOptions o = options();
   o.check_invariants = true;
+  test::Collector ca, cb, cc, cd;  // before the engine: it answers what it still holds when destroyed
   Engine engine(*model, [](int32_t) { return false; }, o);
   be.set_left(2 * 3);  // the recurrent states of two sequences (two slots and a log each), no more
   // Greedy, the prompt in one step then single tokens: the engine's chunking for these sizes.
@@ -180,13 +183,15 @@ TEST(HybridEngine, AdmissionOutOfMemoryFailsOnlyThatRequest) {
   };
   const std::vector<int32_t> a(ids.begin(), ids.begin() + 20), b(ids.begin() + 5, ids.begin() + 30),
       c(ids.begin() + 10, ids.begin() + 40);
-  test::Collector ca, cb, cc, cd;
+  // Bounded waits: before the fix the third request was never answered (a hang, not a failure).
+  const auto answered = [](test::Collector& col) {
+    std::unique_lock<std::mutex> lk(col.mu);
+    return col.cv.wait_for(lk, std::chrono::seconds(60), [&] { return col.done; });
+  };
   engine.submit(ca.request(a, 12, "", true));
   engine.submit(cb.request(b, 12, "", true));
   engine.submit(cc.request(c, 12, "", true));
-  ca.wait();
-  cb.wait();
-  cc.wait();
+  ASSERT_TRUE(answered(ca) && answered(cb) && answered(cc)) << "a request was never answered";
   EXPECT_EQ(ca.info.reason, FinishReason::Length);
   EXPECT_EQ(cb.info.reason, FinishReason::Length);
   EXPECT_EQ(cc.info.reason, FinishReason::Error);
@@ -195,7 +200,7 @@ TEST(HybridEngine, AdmissionOutOfMemoryFailsOnlyThatRequest) {
   EXPECT_EQ(cb.ids, whole(b, 12));
   // The first two released their states (release gives the allocations back): the same prompt now runs.
   engine.submit(cd.request(c, 12, "", true));
-  cd.wait();
+  ASSERT_TRUE(answered(cd));
   EXPECT_EQ(cd.info.reason, FinishReason::Length) << cd.info.error;
   EXPECT_EQ(cd.ids, whole(c, 12));
 }
