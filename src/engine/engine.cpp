@@ -395,54 +395,52 @@ void Engine::admit_locked(std::vector<std::unique_ptr<Seq>>& failed) {
 // makes its KV (and recurrent state) and seeds its drafter. Throws Error when the KV or the state cannot be
 // made; s.sid is then set, so finish() releases what was registered.
 void Engine::admit_one_locked(Seq& seq) {
-  {
-    Seq* s = &seq;
-    s->sid = next_sid_++;
-    int n_computed = 0;
-    auto pool = s->is_pool || s->pool.empty() ? pools_.end() : pools_.find(s->pool);
-    if (pool != pools_.end() && pool->second.ready) {
-      // An agent: share every block of its pool (the partial last one is copied on its first write).
-      mgr_.fork(s->sid, pool->second.sid);
-      n_computed = int(pool->second.tokens.size());
-      mgr_.append_tokens(s->sid, std::span(s->tokens).subspan(size_t(n_computed)));
-      ++pool->second.agents;
-      if (s->n_cached < 0) ++pool->second.hits;
-    } else {
-      // Its pool (if any) was deleted while it waited: its content is in s->tokens; the prefix cache
-      // may still hold the pool's full blocks.
-      const BlockHash seed = s->req.cache_salt.empty()
-                                 ? hash_seed_
-                                 : prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, s->req.cache_salt);
-      // Hybrid models: no automatic prefix caching. A cached block holds KV but no recurrent state at
-      // its end, so a sequence's own seed (never matched) keeps it from hitting; named pools share instead.
-      const BlockHash own = hybrid_ ? seed ^ (0x9e3779b97f4a7c15ull * uint64_t(s->sid + 1)) : seed;
-      n_computed = mgr_.add_sequence(s->sid, s->tokens, own);
+  Seq* s = &seq;
+  s->sid = next_sid_++;
+  int n_computed = 0;
+  auto pool = s->is_pool || s->pool.empty() ? pools_.end() : pools_.find(s->pool);
+  if (pool != pools_.end() && pool->second.ready) {
+    // An agent: share every block of its pool (the partial last one is copied on its first write).
+    mgr_.fork(s->sid, pool->second.sid);
+    n_computed = int(pool->second.tokens.size());
+    mgr_.append_tokens(s->sid, std::span(s->tokens).subspan(size_t(n_computed)));
+    ++pool->second.agents;
+    if (s->n_cached < 0) ++pool->second.hits;
+  } else {
+    // Its pool (if any) was deleted while it waited: its content is in s->tokens; the prefix cache
+    // may still hold the pool's full blocks.
+    const BlockHash seed = s->req.cache_salt.empty()
+                               ? hash_seed_
+                               : prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, s->req.cache_salt);
+    // Hybrid models: no automatic prefix caching. A cached block holds KV but no recurrent state at
+    // its end, so a sequence's own seed (never matched) keeps it from hitting; named pools share instead.
+    const BlockHash own = hybrid_ ? seed ^ (0x9e3779b97f4a7c15ull * uint64_t(s->sid + 1)) : seed;
+    n_computed = mgr_.add_sequence(s->sid, s->tokens, own);
+  }
+  if (s->n_cached < 0) {
+    s->n_cached = std::min(n_computed, s->n_context);
+    if (!s->is_pool) {
+      m_.prompt_tokens_total += s->n_context;
+      m_.cached_prompt_tokens_total += s->n_cached;
     }
-    if (s->n_cached < 0) {
-      s->n_cached = std::min(n_computed, s->n_context);
-      if (!s->is_pool) {
-        m_.prompt_tokens_total += s->n_context;
-        m_.cached_prompt_tokens_total += s->n_cached;
-      }
-    }
-    s->kv = std::make_unique<PagedKv>(store_, opts_.n_ctx);
-    s->kv->set_blocks(mgr_.block_table(s->sid));
-    if (RecurrentState* r = s->kv->recurrent_state(); r && n_computed > 0) {  // hybrid agent: its pool's state
-      check(pool != pools_.end() && pool->second.state, "hybrid model: a cached prefix without a state checkpoint");
-      r->copy_from(*pool->second.state);
-    }
-    s->kv->reset(n_computed);
-    if (pool != pools_.end() && pool->second.hidden && s->drafter && s->drafter->needs_target_hidden() &&
-        pool->second.hidden->size() == size_t(n_computed) * size_t(model_.config().n_embd)) {
-      // MTP: the pool's rows. The engine's MtpDrafter gets only the last one: the rows before it come
-      // from the pool's shared head KV at its first draft (share_pool_mtp), not from 3 MB of copies.
-      const size_t E = size_t(model_.config().n_embd);
-      if (dynamic_cast<MtpDrafter*>(s->drafter.get()) && n_computed >= 2)
-        s->drafter->target_hidden(pool->second.hidden->data() + size_t(n_computed - 1) * E, 1, n_computed - 1);
-      else
-        s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);
-      s->pool_hidden_src = pool->second.hidden;
-    }
+  }
+  s->kv = std::make_unique<PagedKv>(store_, opts_.n_ctx);
+  s->kv->set_blocks(mgr_.block_table(s->sid));
+  if (RecurrentState* r = s->kv->recurrent_state(); r && n_computed > 0) {  // hybrid agent: its pool's state
+    check(pool != pools_.end() && pool->second.state, "hybrid model: a cached prefix without a state checkpoint");
+    r->copy_from(*pool->second.state);
+  }
+  s->kv->reset(n_computed);
+  if (pool != pools_.end() && pool->second.hidden && s->drafter && s->drafter->needs_target_hidden() &&
+      pool->second.hidden->size() == size_t(n_computed) * size_t(model_.config().n_embd)) {
+    // MTP: the pool's rows. The engine's MtpDrafter gets only the last one: the rows before it come
+    // from the pool's shared head KV at its first draft (share_pool_mtp), not from 3 MB of copies.
+    const size_t E = size_t(model_.config().n_embd);
+    if (dynamic_cast<MtpDrafter*>(s->drafter.get()) && n_computed >= 2)
+      s->drafter->target_hidden(pool->second.hidden->data() + size_t(n_computed - 1) * E, 1, n_computed - 1);
+    else
+      s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);
+    s->pool_hidden_src = pool->second.hidden;
   }
 }
 
