@@ -236,10 +236,18 @@ __global__ void __launch_bounds__(kThreads) gdn_chunked_kernel(const GdnSeqDevic
 
 template <int D>
 void launch(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, const ChunkArgs& A, cudaStream_t s) {
-  const size_t bytes = sizeof(ChunkSmem<D>);  // over 48 KB: the opt-in, at every launch (per device; prompt
-                                              // steps only: ~1 us against a chunk's tens)
-  POLYKV_CUDA_CHECK(
-      cudaFuncSetAttribute(gdn_chunked_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  const size_t bytes = sizeof(ChunkSmem<D>);
+  // Over 48 KB: the opt-in, once per device. A step's first run is eager (cuda_backend.cpp: graphs record a step
+  // the second time they see it), so this never runs inside a graph capture.
+  static bool opted_in[64] = {};
+  int dev = 0;
+  POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
+  check(dev >= 0 && dev < 64, "CUDA gated_delta_rule_chunked: device ", dev, " (at most 64)");
+  if (!opted_in[dev]) {
+    POLYKV_CUDA_CHECK(
+        cudaFuncSetAttribute(gdn_chunked_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    opted_in[dev] = true;
+  }
   const dim3 grid(unsigned(sh.n_v * (D / kJB)), unsigned(n_seq));
   gdn_chunked_kernel<D><<<grid, kThreads, bytes, s>>>(seqs, sh, A);
   POLYKV_CUDA_LAUNCHED();
