@@ -28,6 +28,13 @@ CLI::Option* add_batch_invariant_option(CLI::App& app, bool& on) {
                       "always is");
 }
 
+CLI::Option* add_ubatch_option(CLI::App& app, int& ubatch) {
+  return app.add_option("--ubatch", ubatch, "prompt tokens per forward pass (-ub; more: fewer weight reads per prompt, "
+                        "more scratch memory)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+}
+
 bool resolve_batch_invariant(const CLI::Option* opt, bool given_value, bool drafting) {
   return opt != nullptr && opt->count() > 0 ? given_value : drafting;
 }
@@ -62,6 +69,7 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
     std::string a = argv[i];
     if (a == "-ctk") a = "--cache-type-k";
     if (a == "-ctv") a = "--cache-type-v";
+    if (a == "-ub") a = "--ubatch";
     args.push_back(a);
   }
   try {

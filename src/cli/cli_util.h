@@ -63,6 +63,12 @@ CLI::Option* add_batch_invariant_option(CLI::App& app, bool& on);
 // output without it on CUDA too (docs/CUDA_SPEC.md).
 bool resolve_batch_invariant(const CLI::Option* opt, bool given_value, bool drafting);
 
+// -ub/--ubatch N: prompt tokens per forward pass (1 <= N <= 65536, else a usage error). Longer passes read
+// the weights fewer times per prompt (on CUDA, prefill dequantizes each weight once per pass) at the cost of
+// scratch memory for N rows. Not given: ubatch keeps its value (kDefaultUbatch).
+inline constexpr int kDefaultUbatch = 512;
+CLI::Option* add_ubatch_option(CLI::App& app, int& ubatch);
+
 // --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
 void add_k_eq_option(CLI::App& app, float& alpha);
 // Installs K equalization of strength alpha (if > 0) in a fresh cache of the model.

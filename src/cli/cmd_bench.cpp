@@ -32,10 +32,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Forwards tokens in chunks (bounded scratch memory), keeping only the last logits.
-void fill(Model& m, KvSequence& kv, const std::vector<int32_t>& toks, std::vector<float>& logits) {
-  constexpr size_t kChunk = 512;
-  for (size_t i = 0; i < toks.size(); i += kChunk) {
-    const size_t n = std::min(kChunk, toks.size() - i);
+void fill(Model& m, KvSequence& kv, const std::vector<int32_t>& toks, std::vector<float>& logits, int ubatch) {
+  const size_t chunk = size_t(ubatch);
+  for (size_t i = 0; i < toks.size(); i += chunk) {
+    const size_t n = std::min(chunk, toks.size() - i);
     m.forward(std::span(toks).subspan(i, n), kv, logits.data(), false);
   }
 }
@@ -60,7 +60,7 @@ std::string weight_type_name(const Model& m) {
 int cmd_bench(int argc, char** argv) {
   CLI::App app{"Measure prefill and decode tokens/s", "polykv bench"};
   std::string model_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
-  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, fill_threads = 0, reps = 1;
+  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, fill_threads = 0, reps = 1, ubatch = kDefaultUbatch;
   bool json = false;
   double bw_gbs = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
@@ -68,6 +68,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-n,--n-gen", n_gen, "decode tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-d,--depth", depth, "tokens already in the KV cache")->check(CLI::Range(0, 1 << 22));
   add_threads_option(app, threads);
+  add_ubatch_option(app, ubatch);
   app.add_option("--fill-threads", fill_threads, "threads for the untimed depth fill (0: same as -t)")
       ->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", reps, "repetitions (best in the table and JSON; every one in the JSON's *_reps)")->check(CLI::Range(1, 100));
@@ -149,9 +150,9 @@ int cmd_bench(int argc, char** argv) {
         ThreadPool& p;
         ~Restore() { b.set_pool(p); }
       } restore{*cpu, pool};
-      fill(*model, kv, random_tokens(depth), logits);
+      fill(*model, kv, random_tokens(depth), logits, ubatch);
     } else {
-      fill(*model, kv, random_tokens(depth), logits);
+      fill(*model, kv, random_tokens(depth), logits, ubatch);
     }
     std::fprintf(stderr, "depth fill: %d tokens in %.1f s\n", depth, seconds_since(t0));
   }
@@ -177,7 +178,7 @@ int cmd_bench(int argc, char** argv) {
     if (n_prompt > 0) {
       const auto toks = random_tokens(n_prompt);
       const auto t0 = std::chrono::steady_clock::now();
-      fill(*model, kv, toks, logits);
+      fill(*model, kv, toks, logits, ubatch);
       prefill_reps.push_back(n_prompt / seconds_since(t0));
       prefill_tok_s = std::max(prefill_tok_s, prefill_reps.back());
       truncate(kv, depth);
@@ -226,7 +227,7 @@ int cmd_bench(int argc, char** argv) {
       {"model", model_path},           {"arch", c.arch},
       {"weight_type", wtype},          {"threads", n_threads},
       {"device", backend.describe()},
-      {"matmul_isa", matmul_isa()},    {"depth", depth},
+      {"matmul_isa", matmul_isa()},    {"depth", depth}, {"ubatch", ubatch},
       {"n_prompt", n_prompt},          {"n_gen", n_gen},
       {"cache_type_k", ctk},           {"cache_type_v", ctv},
       {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},

@@ -77,6 +77,7 @@ int cmd_run(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text")->check(token_ids_check());
+  add_ubatch_option(app, opts.prefill_chunk);
   app.add_option("-n,--n-predict", opts.n_predict, "tokens to generate (-1: until the context is full)")
       ->check(CLI::Range(-1, 1 << 24));
   app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0: the model's training context)")

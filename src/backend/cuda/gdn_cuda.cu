@@ -47,34 +47,10 @@ __global__ void sigmoid_mul_kernel(float* x, const float* gate, int64_t n) {
 int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 16)); }
 
 // ---- short convolution ----------------------------------------------------------------------------
-// Thread = channel c of sequence blockIdx.y; the window [K-1 previous inputs ; current] in registers.
-__global__ void ssm_conv_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh, int layer, const float* w, const float* x,
-                                float* out) {
-  const int C = sh.channels, K = sh.kernel;
-  const int c = int(blockIdx.x) * blockDim.x + int(threadIdx.x);
-  if (c >= C) return;
-  const GdnSeqDevice s = seqs[blockIdx.y];
-  const float* st = s.cur + int64_t(layer) * sh.layer_floats;  // [K-1][C]
-  float* nx = s.next + int64_t(layer) * sh.layer_floats;
-  float* lg = s.log ? s.log + int64_t(layer) * sh.log_layer_floats : nullptr;
-  float win[gdn::kMaxConvKernel], wc[gdn::kMaxConvKernel];
-  for (int j = 0; j < K; ++j) wc[j] = w[int64_t(c) * K + j];
-  for (int j = 0; j < K - 1; ++j) win[j] = st[int64_t(j) * C + c];
-  for (int t = 0; t < s.n; ++t) {
-    const int64_t at = int64_t(s.row0 + t) * C + c;
-    const float xv = x[at];
-    win[K - 1] = xv;
-    out[at] = gdn::conv_silu(wc, win, K);
-    if (lg) lg[int64_t(t) * sh.log_row_floats + c] = xv;  // the log row starts with the conv input
-    for (int j = 0; j + 1 < K; ++j) win[j] = win[j + 1];
-  }
-  for (int j = 0; j < K - 1; ++j) nx[int64_t(j) * C + c] = win[j];
-}
-
-// The same outputs, state and log for long steps (prompt chunks): thread = channel c of sequence blockIdx.y
-// for the kConvRows rows starting at kConvRows * blockIdx.z (each output reads its K inputs, so rows need
-// not wait for each other); the block holding the sequence's last row writes the next conv state. Same
-// conv_silu on the same window as ssm_conv_kernel: the same bits.
+// Thread = channel c of sequence blockIdx.y for the kConvRows rows starting at kConvRows * blockIdx.z; the
+// window [K-1 previous inputs ; current] in registers. Each output reads its K inputs (from the step or the
+// conv state), so row blocks need not wait for each other; the block holding the sequence's last row (block
+// 0 for a sequence of no rows: the state copied as is) writes the next conv state and every row logs its input.
 constexpr int kConvRows = 16;
 __global__ void ssm_conv_rows_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh, int layer, const float* w,
                                      const float* x, float* out) {
@@ -82,7 +58,7 @@ __global__ void ssm_conv_rows_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh
   const int c = int(blockIdx.x) * blockDim.x + int(threadIdx.x);
   const GdnSeqDevice s = seqs[blockIdx.y];
   const int t0 = int(blockIdx.z) * kConvRows;
-  if (c >= C || t0 >= s.n) return;
+  if (c >= C || (t0 >= s.n && t0 > 0)) return;
   const float* st = s.cur + int64_t(layer) * sh.layer_floats;  // [K-1][C]
   // Input at position p of the step (p < 0: the conv state's row K-1+p).
   const auto input = [&](int p) { return p < 0 ? st[int64_t(km1 + p) * C + c] : x[int64_t(s.row0 + p) * C + c]; };
@@ -331,12 +307,8 @@ void ssm_conv(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice& sh, int
   check(layer >= 0 && layer < sh.n_layer, "CUDA ssm_conv: state layer ", layer, " out of range");
   if (n_seq == 0) return;
   const unsigned cb = unsigned((sh.channels + kConvThreads - 1) / kConvThreads);
-  if (max_rows > kLogged) {  // prompt chunks: rows in parallel
-    const dim3 grid(cb, unsigned(n_seq), unsigned((max_rows + kConvRows - 1) / kConvRows));
-    ssm_conv_rows_kernel<<<grid, kConvThreads, 0, s>>>(seqs, sh, layer, w, x, out);
-  } else {
-    ssm_conv_kernel<<<dim3(cb, unsigned(n_seq)), kConvThreads, 0, s>>>(seqs, sh, layer, w, x, out);
-  }
+  const dim3 grid(cb, unsigned(n_seq), unsigned((std::max(max_rows, 1) + kConvRows - 1) / kConvRows));
+  ssm_conv_rows_kernel<<<grid, kConvThreads, 0, s>>>(seqs, sh, layer, w, x, out);
   POLYKV_CUDA_LAUNCHED();
 }
 
