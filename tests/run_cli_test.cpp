@@ -88,6 +88,28 @@ TEST(RunCli, SaysWhyGenerationStopped) {
   EXPECT_NE(r.out.find("stopped: context full (8 tokens)"), std::string::npos) << r.out;
 }
 
+// --ubatch (-ub) sets the prompt tokens per forward pass: greedy output does not depend on it (a sequence's
+// logits do not depend on its chunking), and values outside 1..65536 are usage errors.
+TEST(RunCli, UbatchChangesChunkingNotOutput) {
+  const std::string prompt = "-p 'def fibonacci(n):\n    if n < 2:\n        return n\n' -n 12";
+  const auto base = polykv(run_args(prompt));
+  ASSERT_EQ(base.code, 0) << base.out;
+  for (const std::string ub : {"--ubatch 1", "--ubatch 7", "-ub 3", "--ubatch 65536"}) {
+    const auto r = polykv(run_args(prompt + " " + ub));
+    ASSERT_EQ(r.code, 0) << ub << ": " << r.out;
+    EXPECT_EQ(generated(r.out), generated(base.out)) << ub;
+  }
+  for (const std::string bad : {"--ubatch 0", "--ubatch -4", "--ubatch 65537", "--ubatch x"}) {
+    const auto r = polykv(run_args(prompt + " " + bad));
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_NE(r.out.find("ubatch"), std::string::npos) << bad << ": " << r.out;
+  }
+  const auto b = polykv("bench -m " + embedded_model() + " -t 2 -p 40 -n 0 --ubatch 16 --json");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("\"ubatch\":16"), std::string::npos) << b.out;
+  EXPECT_EQ(polykv("bench -m " + embedded_model() + " -p 40 -n 0 --ubatch 0").code, 2);
+}
+
 // A prompt of 150 lines "x = 1" (more than one prefill chunk of 512 tokens).
 constexpr const char* kLongPrompt = "-p \"$(printf 'x = 1\\n%.0s' $(seq 150))\" -n 1";
 

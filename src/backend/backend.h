@@ -57,6 +57,11 @@ class Backend {
   // step (cuda_backend_plan.cpp), so callers that batch sequences with private KVs (the MTP head's)
   // group them per pool there.
   virtual bool one_kv_pool_per_step() const { return false; }
+  // Prompt rows per forward pass when the caller sets none (--ubatch; the engine's step budget). The CPU's
+  // packed GEMMs gain nothing from longer passes (pp2048 at 512 and 2048 rows the same on Zen 5); CUDA
+  // prefill dequantizes each weight to f16 once per pass for cuBLAS, so its passes are 4096 rows
+  // (pp4096 1.46-1.62x against 512: docs/PERFORMANCE.md, "Sixteenth session"). Scratch grows with it.
+  virtual int default_prompt_rows() const { return 512; }
 
   // ---- memory -------------------------------------------------------------------------------
   // Bytes in backend memory (uninitialized); throws Error when they cannot be had.

@@ -11,6 +11,7 @@
 #include "kv/kv_type.h"
 
 namespace polykv {
+class Backend;
 class Model;
 }
 
@@ -65,9 +66,10 @@ bool resolve_batch_invariant(const CLI::Option* opt, bool given_value, bool draf
 
 // -ub/--ubatch N: prompt tokens per forward pass (1 <= N <= 65536, else a usage error). Longer passes read
 // the weights fewer times per prompt (on CUDA, prefill dequantizes each weight once per pass) at the cost of
-// scratch memory for N rows. Not given: ubatch keeps its value (kDefaultUbatch).
-inline constexpr int kDefaultUbatch = 512;
+// scratch memory for N rows. Not given: ubatch keeps its value, 0 = the backend's
+// (Backend::default_prompt_rows: 512 on the CPU, 4096 on CUDA); resolve_ubatch turns 0 into that.
 CLI::Option* add_ubatch_option(CLI::App& app, int& ubatch);
+int resolve_ubatch(int ubatch, const Backend& backend);
 
 // --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
 void add_k_eq_option(CLI::App& app, float& alpha);

@@ -60,7 +60,7 @@ std::string weight_type_name(const Model& m) {
 int cmd_bench(int argc, char** argv) {
   CLI::App app{"Measure prefill and decode tokens/s", "polykv bench"};
   std::string model_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
-  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, fill_threads = 0, reps = 1, ubatch = kDefaultUbatch;
+  int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, fill_threads = 0, reps = 1, ubatch = 0;
   bool json = false;
   double bw_gbs = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
@@ -110,6 +110,7 @@ int cmd_bench(int argc, char** argv) {
 
   const std::unique_ptr<Backend> backend_ptr = make_backend({device, threads, batch_invariant});
   Backend& backend = *backend_ptr;
+  ubatch = resolve_ubatch(ubatch, backend);
   CpuBackend* cpu = dynamic_cast<CpuBackend*>(&backend);  // nullptr on a GPU
   const int n_threads = cpu ? cpu->pool().size() : 0;
   auto model = Model::load(model_path, backend);

@@ -77,7 +77,8 @@ int cmd_run(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text")->check(token_ids_check());
-  add_ubatch_option(app, opts.prefill_chunk);
+  int ubatch = 0;
+  add_ubatch_option(app, ubatch);
   app.add_option("-n,--n-predict", opts.n_predict, "tokens to generate (-1: until the context is full)")
       ->check(CLI::Range(-1, 1 << 24));
   app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0: the model's training context)")
@@ -128,6 +129,7 @@ int cmd_run(int argc, char** argv) {
                              (unsigned long long)opts.sampling.seed, (unsigned long long)opts.sampling.seed);
 
   const std::unique_ptr<Backend> backend = make_backend({device, threads, batch_invariant});
+  opts.prefill_chunk = resolve_ubatch(ubatch, *backend);
   auto model = Model::load(model_path, *backend);
   const std::unique_ptr<Model> draft_model = load_draft_model(spec, *model, *backend);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());

@@ -30,6 +30,7 @@ namespace {
 struct ServeFlags {
   std::string model_path, chat_template_file;
   int parallel = 4, max_queue = 64, threads = 0, kv_tokens = 0;
+  int ubatch = 0;  // the engine's step budget (prompt rows + decodes); 0: the backend's
   double kv_memory_mib = 0;
   std::string ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   SpecCli spec;                   // the default of requests that do not choose
@@ -46,6 +47,7 @@ std::unique_ptr<InferenceService> make_service(Model& model, const Tokenizer& to
   o.max_waiting = f.max_queue + f.parallel;  // the server's own limit (--max-queue) answers 503 first
   o.kv_memory_bytes = size_t(f.kv_memory_mib * 1048576.0);
   o.kv_tokens = f.kv_tokens;
+  o.step_tokens = f.ubatch;
   o.k_type = f.ctk;
   o.v_type = f.ctv;
   o.model_id = model_id;
@@ -94,6 +96,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--parallel", f.parallel, "sequences generated at once (continuous batching)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  add_ubatch_option(app, f.ubatch);
   app.add_option("--max-queue", f.max_queue, "requests waiting beyond --parallel before 503")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();

@@ -107,7 +107,8 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
       step_cost_(opts.spec_cost_per_row > 0 ? StepCostModel::exact(opts.spec_cost_fixed, opts.spec_cost_per_row)
                                             : StepCostModel{}) {
   check(opts.parallel >= 1, "--parallel must be at least 1");
-  check(opts.step_tokens >= 1, "the step token budget must be at least 1");
+  check(opts.step_tokens >= 0, "the step token budget must be at least 1 (0: the backend's)");
+  if (opts_.step_tokens == 0) opts_.step_tokens = model.backend().default_prompt_rows();
   const int pool_tokens = store_.n_blocks() * store_.block_tokens();
   if (opts_.n_ctx <= 0) opts_.n_ctx = model.config().n_ctx_train > 0 ? model.config().n_ctx_train : pool_tokens;
   opts_.n_ctx = std::min(opts_.n_ctx, pool_tokens);

@@ -55,7 +55,8 @@ struct EngineOptions {
   size_t kv_memory_bytes = 0;  // KV pool size; 0: kv_tokens decides
   int kv_tokens = 0;           // KV pool size in tokens when kv_memory_bytes is 0; 0: 4 contexts' worth
   int block_tokens = 64;       // positions per KV block (prefix-cache granularity)
-  int step_tokens = 512;       // token budget of one step (prefill chunks + decodes)
+  int step_tokens = 0;         // token budget of one step (prefill chunks + decodes); 0: the backend's
+                               // prompt rows per pass (Backend::default_prompt_rows: CPU 512, CUDA 4096)
   std::string k_type = "q8_0", v_type = "turbo3t";
   std::string model_id;        // served model name, and part of the prefix-cache key
   SpecOptions spec;            // speculative decoding of requests that do not choose (serve --spec)

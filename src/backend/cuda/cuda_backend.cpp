@@ -99,6 +99,7 @@ class CudaBackend final : public Backend {
   DeviceKind kind() const override { return DeviceKind::Cuda; }
   bool batch_invariant() const override { return ctx_.batch_invariant(); }
   bool one_kv_pool_per_step() const override { return true; }
+  int default_prompt_rows() const override { return 4096; }
   std::string describe() const override { return describe_; }
 
   // ---- memory -------------------------------------------------------------------------------
