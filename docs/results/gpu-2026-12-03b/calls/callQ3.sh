@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 2026-12-03 (second session) call Q3, the same build as Q2: where a long prefill goes now. (1) synth llama-3.1-8b q4_0,
 # prefill pp16384 at --ubatch 512 / 4096 / 16384, interleaved, 2 rounds of 3 reps; pp32768 at 4096 / 8192, 1 round;
-# (2) kernel timelines of pp4096 and pp16384 at the default (4096).
+# (2) kernel timelines of pp4096 and pp16384 at the default (4096); (3) 1 and 64 agents on one shared 32k context
+# (the engine's step budget is now 4096 on CUDA: the pool's prefill), 2 reps.
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS; M=/tmp/llama-3.1-8b-q4_0.gguf
 $P synth --shape llama-3.1-8b --type q4_0 -o $M --threads 16 > /dev/null 2>&1
@@ -23,6 +24,9 @@ for p in 4096 16384; do
   python3 scripts/cuda_trace_totals.py $OUT/t.csv --top 30 > $OUT/trace-llama-pp$p.txt 2>&1; rm -f $OUT/t.csv
   note "trace llama-3.1-8b pp$p:"; head -12 $OUT/trace-llama-pp$p.txt >> $SUMMARY
 done
+timeout 200 $P bench-agents -m $M --device cuda --agents 1,64 --share on --context 32768 --suffix 32 --gen 32 -r 2 --json \
+  2>> $OUT/bench.err | grep '^{' >> $OUT/agents.jsonl
+note "agents ($((SECONDS-t0)) s): $(grep -oE '"agents":[0-9]+|"decode_tok_s":[0-9.]+|"pool_prefill_s":[0-9.]+' $OUT/agents.jsonl | paste -sd' ')"
 note "done at $((SECONDS-t0)) s"
 grep -i "error" $OUT/bench.err | sort | uniq -c | head -5 >> $SUMMARY
-cd $OUT && tar cJf results.tar.xz long.jsonl summary.txt bench.err trace-*.txt
+cd $OUT && tar cJf results.tar.xz long.jsonl agents.jsonl summary.txt bench.err trace-*.txt
