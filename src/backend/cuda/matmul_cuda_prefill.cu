@@ -104,16 +104,19 @@ void gemm(CudaContext& ctx, int64_t rows, int n, int64_t k, const void* a, cudaD
                                       CUBLAS_GEMM_DEFAULT));
 }
 
-void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
-  const cudaStream_t s = ctx.stream();
-  if (w.type == DType::F32) {
-    gemm(ctx, w.n_out, n, w.n_in, w.data, CUDA_R_32F, int64_t(w.row_stride / 4), x, CUDA_R_32F, y, w.n_out);
-    return;
-  }
-  const int64_t total_x = int64_t(n) * w.n_in;
+// x ([n][k] floats) as f16 in the MatmulActs scratch, for matmul_tensor_cores_f16.
+const __half* acts_f16(const float* x, int64_t k, int n, CudaContext& ctx) {
+  const int64_t total_x = int64_t(n) * k;
   __half* x16 = static_cast<__half*>(ctx.scratch(Scratch::MatmulActs, size_t(total_x) * sizeof(__half)));
-  to_f16_kernel<<<grid_stride_blocks(total_x, 256), 256, 0, s>>>(x, total_x, x16);
+  to_f16_kernel<<<grid_stride_blocks(total_x, 256), 256, 0, ctx.stream()>>>(x, total_x, x16);
   POLYKV_CUDA_LAUNCHED();
+  return x16;
+}
+
+// y = w · x on cuBLAS with x16 = acts_f16(x): f16 weights as they are, quantized ones dequantized to f16 a
+// tile of rows at a time (g_tile_bytes). w is not f32.
+void matmul_tensor_cores_f16(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx) {
+  const cudaStream_t s = ctx.stream();
   if (w.type == DType::F16) {
     gemm(ctx, w.n_out, n, w.n_in, w.data, CUDA_R_16F, int64_t(w.row_stride / 2), x16, CUDA_R_16F, y, w.n_out);
     return;
@@ -128,6 +131,19 @@ void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n,
     dequantize_tile_f16(w, o0, rows, wt, s);
     gemm(ctx, rows, n, w.n_in, wt, CUDA_R_16F, w.n_in, x16, CUDA_R_16F, y + o0, w.n_out);
   }
+}
+
+void matmul_tensor_cores(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
+  if (w.type == DType::F32) {
+    gemm(ctx, w.n_out, n, w.n_in, w.data, CUDA_R_32F, int64_t(w.row_stride / 4), x, CUDA_R_32F, y, w.n_out);
+    return;
+  }
+  matmul_tensor_cores_f16(w, acts_f16(x, w.n_in, n, ctx), y, n, ctx);
+}
+
+// Whether matmul() takes matmul_tensor_cores for w at n columns (not batch invariant).
+bool takes_tensor_cores(const WeightMatrix& w, int n) {
+  return n > kMatvecMaxCols && !mmq_takes(w, n) && (is_float_weight(w.type) || n > kChunkedMatvecMaxCols);
 }
 
 }  // namespace
@@ -186,6 +202,15 @@ void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, Cuda
     // What matmul() does for each part, x converted once.
     const void* x16 = mmq_prepare_x(x, w0.n_in, n, ctx);
     for (const MatvecPart& p : parts) mmq_launch(*p.w, x16, p.y, n, ctx);
+    return;
+  }
+  bool all_f16_gemm = true;
+  for (const MatvecPart& p : parts)
+    all_f16_gemm = all_f16_gemm && takes_tensor_cores(*p.w, n) && p.w->type != DType::F32 && p.w->n_in == w0.n_in;
+  if (all_f16_gemm) {
+    // What matmul() does for each part, x converted to f16 once (the same bits).
+    const __half* x16 = acts_f16(x, w0.n_in, n, ctx);
+    for (const MatvecPart& p : parts) matmul_tensor_cores_f16(*p.w, x16, p.y, n, ctx);
     return;
   }
   const bool matvec_path = n <= kMatvecMaxCols || (!is_float_weight(w0.type) && n <= kChunkedMatvecMaxCols);
