@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# 2026-12-03 (second session) call Q3, the same build as Q2: where a long prefill goes now. (1) synth llama-3.1-8b q4_0,
+# 2026-12-03 (second session) call Q3, Q2's build plus the f16 conversion of a parts call's input done once: (0) the
+# model, mat-mul and engine GPU tests; then where a long prefill goes now. (1) synth llama-3.1-8b q4_0,
 # prefill pp16384 at --ubatch 512 / 4096 / 16384, interleaved, 2 rounds of 3 reps; pp32768 at 4096 / 8192, 1 round;
 # (2) kernel timelines of pp4096 and pp16384 at the default (4096); (3) 1 and 64 agents on one shared 32k context
 # (the engine's step budget is now 4096 on CUDA: the pool's prefill), 2 reps.
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS; M=/tmp/llama-3.1-8b-q4_0.gguf
-$P synth --shape llama-3.1-8b --type q4_0 -o $M --threads 16 > /dev/null 2>&1
+( $P synth --shape llama-3.1-8b --type q4_0 -o $M --threads 8 > /dev/null 2>&1 ) &
+gtest_shards 4 150 '*ModelCuda*:*MatvecSplitCuda*:*Mmq*:*EngineCuda*:*GenerateCuda*:*Prefill*:-*DISABLED*:*Emulation*:*Bench*'
 note "synth done at $((SECONDS-t0)) s"
 B="--device cuda --json --bandwidth 4240"
 for round in 1 2; do
@@ -29,4 +31,4 @@ timeout 200 $P bench-agents -m $M --device cuda --agents 1,64 --share on --conte
 note "agents ($((SECONDS-t0)) s): $(grep -oE '"agents":[0-9]+|"decode_tok_s":[0-9.]+|"pool_prefill_s":[0-9.]+' $OUT/agents.jsonl | paste -sd' ')"
 note "done at $((SECONDS-t0)) s"
 grep -i "error" $OUT/bench.err | sort | uniq -c | head -5 >> $SUMMARY
-cd $OUT && tar cJf results.tar.xz long.jsonl agents.jsonl summary.txt bench.err trace-*.txt
+cd $OUT && tar cJf results.tar.xz shard*.log long.jsonl agents.jsonl summary.txt bench.err trace-*.txt
