@@ -501,6 +501,45 @@ TEST(CudaAttentionEmulation, TiledMmaHeadSize256) {
   }
 }
 
+// Long prompt passes (at least attn::kPrefill256MinRows rows a KV head) on the 256-row kernel with its
+// partials merged (attn::prefill256): scaled-product types (q8_0 / turbo3t, f16), split ones (bf16 K,
+// q4_0 V), a sliding window with softcap, attention sinks, GQA 4 and 8, head sizes 64 and 128, a second
+// shorter sequence and a sequence starting past a pool block boundary; against the reference's bound. With
+// prefill256 off the same cases take the 64-row tiled kernel.
+TEST(CudaAttentionEmulation, LongPrefillOn256RowKernel) {
+  uint32_t seed = 1300;
+  struct Shape {
+    KvType kt, vt;
+    int hd, group, window;
+    float softcap;
+    bool sinks;
+  };
+  for (const Shape& sh : {Shape{KvType::Q8_0, KvType::Turbo3T, 128, 4, 0, 0.0f, false},
+                          Shape{KvType::F16, KvType::F16, 64, 8, 100, 30.0f, false},
+                          Shape{KvType::BF16, KvType::Q4_0, 64, 4, 0, 0.0f, true}}) {
+    Case c;
+    c.kt = sh.kt, c.vt = sh.vt, c.head_dim = sh.hd, c.n_head_kv = 1, c.group = sh.group, c.window = sh.window,
+    c.softcap = sh.softcap, c.sinks = sh.sinks, c.seed = seed++;
+    c.seqs = {{37, 256}, {0, 90}};
+    for (const bool wide : {true, false}) {
+      const bool saved = attn::prefill256();
+      attn::prefill256() = wide;
+      const Ran r = run_case(c);
+      attn::prefill256() = saved;
+      EXPECT_LE(r.result.worst, attn_test::kBound)
+          << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan) << "\n  worst row: " << r.result.where;
+      EXPECT_EQ(r.plan.kernel, attn::Kernel::Tiled) << plan_name(r.plan);
+      EXPECT_EQ(r.plan.rows, wide ? attn::kPrefix256Rows : attn::kMmaTiledRows) << plan_name(r.plan);
+    }
+  }
+  // Below the threshold (255 queries x GQA 4 = 1020 rows) the 64-row kernel.
+  Case c;
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = 64, c.n_head_kv = 1, c.seqs = {{0, 255}}, c.seed = seed++;
+  const Ran r = run_case(c);
+  EXPECT_EQ(r.plan.rows, attn::kMmaTiledRows) << plan_name(r.plan);
+  EXPECT_LE(r.result.worst, attn_test::kBound);
+}
+
 // The merge's serial O loop (POLYKV_CUDA_MERGE=serial, kept for A/B) on split decode and prefill rows of
 // every head size; the other tests run the default grouped loop.
 TEST(CudaAttentionEmulation, SerialMergeHeadSizes) {

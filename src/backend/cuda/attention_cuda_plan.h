@@ -442,6 +442,20 @@ inline void plan_tiled_rows(Plan& P, int max_q, int hd, bool mma) {
 }
 inline void plan_tiled_rows(Plan& P, int max_q, int hd) { plan_tiled_rows(P, max_q, hd, prefill_mma()); }
 
+// Long prompt passes on the 256-row kernel (attention_prefix256_kernel, the shared-prefix pass's): each
+// K/V tile is decoded once for 256 rows instead of 64, in two stages, with scaled products; per-row masks
+// (causal, window) and softcap as in the tiled kernel. It always writes partials, which the merge kernel
+// normalizes. Taken when a KV head has at least kPrefill256MinRows rows (64 x 4 queries at GQA 4: the
+// 4096-row passes of Backend::default_prompt_rows, not short chunks). On unless POLYKV_CUDA_PREFILL256=0.
+constexpr int64_t kPrefill256MinRows = 1024;
+inline bool& prefill256() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_PREFILL256");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 // The decode kernel's rows, head parts, query tiles (for up to max_n_q queries per sequence), variant,
 // tile, stages and shared memory (P.group set).
 // allow_tc: the tensor-core kernel may run (decode_tc, pool blocks of a multiple of 64 keys). plan_attention
@@ -494,8 +508,9 @@ inline void check_attention_args(const KvLayerDevice& L, const AttentionParams& 
 // the device. With shared prefixes its blocks always write partials (plan_prefix plans the rest).
 // reserve_blocks: block slots the lanes8 splits leave free (early start: the kv_store's blocks, which run
 // beside the attention's one wave).
+// wide_prefill: long prompt passes may take the 256-row kernel (prefill256; not for the batch-invariant plans).
 inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b,
-                           int sm_count, int reserve_blocks = 0) {
+                           int sm_count, int reserve_blocks = 0, bool wide_prefill = true) {
   const int hd = L.head_dim;
   check_attention_args(L, p, b);
 
@@ -511,7 +526,11 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
     plan_decode_rows(P, L, b.max_n_q, b.max_kv > one_split_keys());
   } else {
     plan_tiled_rows(P, b.max_n_q, hd);
+    if (wide_prefill && P.mma && prefill256() && mma_supports(hd) && prefix256_fits(hd) &&
+        int64_t(P.group) * b.max_n_q >= kPrefill256MinRows)
+      set_tiled_rows(P, kPrefix256Rows, b.max_n_q);
   }
+  const bool w256 = P.kernel == Kernel::Tiled && P.rows == kPrefix256Rows;
   const int64_t grid_y = int64_t(L.n_head_kv) * P.hparts, grid_z = int64_t(b.n_seq) * P.qtiles;
   check(grid_y <= 65535 && grid_z <= 65535, "CUDA attention: batch too large for one launch (", grid_y, " x ",
         grid_z, " blocks)");
@@ -522,9 +541,11 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   else if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
     plan_splits(P, b.max_kv, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true,
                 reserve_blocks);
+  else if (w256)
+    plan_splits(P, b.max_kv, sm_count, hd, 1, true);  // one block per multiprocessor, one wave
   else
     plan_splits(P, b.max_kv, sm_count, hd);
-  if (P.n_splits > 1 || b.n_prefix > 0) plan_partials(P, hd);
+  if (P.n_splits > 1 || b.n_prefix > 0 || w256) plan_partials(P, hd);
   return P;
 }
 
@@ -554,7 +575,7 @@ inline int plan_invariant(const KvLayerDevice& L, const AttentionParams& p, cons
   dec.nq_hi = kInvariantDecodeQ;
   if (n_splits > 1) plan_partials(dec, hd);
   if (b.max_n_q <= kInvariantDecodeQ) return 1;
-  tiled = plan_attention(L, p, b, sm_count);  // max_n_q > 32 > decode_tokens: the tiled kernel
+  tiled = plan_attention(L, p, b, sm_count, 0, false);  // max_n_q > 32 > decode_tokens: the tiled kernel
   tiled.nq_lo = kInvariantDecodeQ + 1;
   return 2;
 }
@@ -634,7 +655,7 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.chunk = P.chunk;
   a.part_o = part;
   a.part_ml = part ? part + P.partial_o_floats : nullptr;
-  a.partial = P.n_splits > 1 || b.n_prefix > 0;
+  a.partial = P.n_splits > 1 || b.n_prefix > 0 || (P.kernel == Kernel::Tiled && P.rows == kPrefix256Rows);
   a.nq_lo = P.nq_lo;
   a.nq_hi = P.nq_hi;
   a.invariant = P.invariant ? 1 : 0;
