@@ -22,6 +22,8 @@ TEST(ServerCli, BadFlagsExitWithTwo) {
   EXPECT_EQ(test::polykv("serve" + m + " --port 70000").code, 2);
   EXPECT_EQ(test::polykv("serve" + m + " --kv-memory 64 -c 512").code, 2);  // one budget, not both
   EXPECT_EQ(test::polykv("serve" + m + " --parallel 0").code, 2);
+  EXPECT_EQ(test::polykv("serve" + m + " --ubatch 0").code, 2);       // the engine's step budget: 1..65536
+  EXPECT_EQ(test::polykv("serve" + m + " -ub 70000").code, 2);
   EXPECT_EQ(test::polykv("serve" + m + " --no-such-flag").code, 2);
   EXPECT_EQ(test::polykv("serve" + m + " --port 0 -ctk q9_9").code, 2);  // known before loading anything
   EXPECT_EQ(test::polykv("serve" + m + " --port 0 -ctv turbo3w").code, 2);  // the shared pool has no V window
