@@ -39,6 +39,7 @@ stage() {
 setup_gpu_libraries() {
   [[ -x $BIN/polykv && -x $BIN/polykv_tests ]] || die "$BIN/polykv and $BIN/polykv_tests missing: run scripts/gpu-build.sh and carry $BIN"
   export LD_LIBRARY_PATH="$PWD/$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export POLYKV_TEST_BINARY="$PWD/$BIN/polykv"  # the binary the CLI tests run (tests/test_util.cpp)
   # cuBLAS is loaded with dlopen on first use (backend/cuda/cublas_loader.cpp), so ldd does not list
   # it: put its folder on the search path whenever it is not already found there.
   if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libcublas.so.13 '; then

@@ -87,10 +87,12 @@ CliResult run_shell(std::string cmd, const std::string& stdin_text) {
 }
 
 // The polykv binary as a shell command: POLYKV_TEST_EMULATOR (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu",
-// scripts/arm64-test.sh) runs a cross-built binary under emulation.
+// scripts/arm64-test.sh) runs a cross-built binary under emulation; POLYKV_TEST_BINARY replaces the build
+// tree's path (the GPU machine runs a carried build-gpu/polykv, scripts/gpu-lib.sh).
 std::string polykv_command() {
   const char* emu = std::getenv("POLYKV_TEST_EMULATOR");
-  return (emu && *emu ? std::string(emu) + " " : std::string()) + POLYKV_BINARY;
+  const char* bin = std::getenv("POLYKV_TEST_BINARY");
+  return (emu && *emu ? std::string(emu) + " " : std::string()) + (bin && *bin ? std::string(bin) : POLYKV_BINARY);
 }
 
 }  // namespace
