@@ -207,6 +207,46 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   split_group<T, 1, Epi::Rope>(a, g, lane, rope);
 }
 
+// gate and up of one column with the gated activation and down's activations (SplitGated,
+// matmul_cuda_internal.h). Warp i (block i / 8) computes gate row i and up row i as the split kernel's
+// two rows (split_dots, R = 2: the bits of any other launch of these rows). An activation block of 32
+// outputs is written by kGatedBlocksPerAct blocks; each counts itself in arrivals[block] after its
+// stores (fence, then atomic), and the last one to arrive quantizes the block from L2 and resets the
+// counter. Why not 8 rows per warp with a block owning the 32 outputs (the fold removed on
+// 2026-12-01f, 0.95x): a quarter of the blocks (448 for 14336 rows) cannot fill the GPU's waves
+// evenly; here the grid, the warps' loads and the rows per warp are the plain launch's.
+constexpr int kGatedBlocksPerAct = hd::kActBlock / kSplitWarps;
+static_assert(kGatedBlocksPerAct * kSplitWarps == hd::kActBlock, "whole blocks per activation block");
+
+template <class T>
+__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
+    matvec_split_gated_kernel(const SplitArgs a, const SplitGated gt) {
+  constexpr int U = SplitCfg<T, 1>::kU;
+  static_assert(SplitCfg<T, 1>::kR == 2, "one column: two rows per warp");
+  __shared__ bool last;
+  allow_next_grid();
+  const int t = int(threadIdx.x), lane = t % 32, warp = t / 32;
+  const int64_t i = int64_t(blockIdx.x) * kSplitWarps + warp;  // < n_ff: n_ff is a multiple of 32
+  const uint8_t* rows[2] = {a.w[0] + size_t(i) * a.stride, a.w[1] + size_t(i) * a.stride};
+  float acc[2][1] = {};
+  split_dots<T, 1, 2, U>(a, rows, 2, lane, acc);
+  const float g = warp_sum(acc[0][0]), u = warp_sum(acc[1][0]);
+  if (lane == 0) {
+    gt.gate[i] = math::gated(g, u, gt.act);
+    gt.up[i] = u;
+  }
+  __threadfence();  // this thread's stores are visible device-wide before the block counts itself
+  __syncthreads();
+  const int64_t blk = int64_t(blockIdx.x) / kGatedBlocksPerAct;
+  if (t == 0) last = atomicAdd(gt.arrivals + blk, 1u) == unsigned(kGatedBlocksPerAct - 1);
+  __syncthreads();
+  if (!last || warp != 0) return;
+  __threadfence();
+  const float v = __ldcg(gt.gate + blk * hd::kActBlock + lane);  // other blocks' stores: from L2
+  quantize_act_block_warp(v, lane, gt.qs + blk * hd::kActBlock, gt.sc + blk);
+  if (lane == 0) gt.arrivals[blk] = 0;  // every block of it has counted: ready for the next launch
+}
+
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
 // cudaMalloc'd buffer: runs start at multiples of 16 values and rows hold multiples of 32), element
 // stores otherwise. Same values either way (Out(v) per element). Element stores of 2 bytes at a 64-byte
@@ -436,6 +476,42 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
   });
+}
+
+bool matvec_split_gated_ok(const WeightMatrix& gate, const WeightMatrix& up) {
+  return gate.layout == WeightLayout::CudaSplit && up.layout == WeightLayout::CudaSplit && hd::has_split(gate.type) &&
+         gate.type == up.type && gate.n_in == up.n_in && gate.row_stride == up.row_stride &&
+         gate.n_out == up.n_out && gate.n_out > 0 && gate.n_out % hd::kActBlock == 0 &&
+         gate.n_in % hd::kActBlock == 0;
+}
+
+void launch_matvec_split_gated(const WeightMatrix& gate, const WeightMatrix& up, const ActView& av,
+                               const SplitGated& gt, CudaContext& ctx) {
+  check(matvec_split_gated_ok(gate, up), "CUDA matvec_split_gated: ", dtype_name(gate.type), " ", gate.n_out, "x",
+        gate.n_in, " and ", dtype_name(up.type), " ", up.n_out, "x", up.n_in);
+  check(gt.gate && gt.up && gt.qs && gt.sc && gt.arrivals, "CUDA matvec_split_gated: missing buffers");
+  const bool done = hd::visit_split_decoder(gate.type, [&](auto dec) {
+    using T = decltype(dec);
+    SplitArgs a{};
+    a.n_parts = 2;
+    for (int i = 0; i < kMaxMatvecParts; ++i) {  // only w[0], w[1] are read
+      const WeightMatrix& w = i == 0 ? gate : up;
+      a.w[i] = static_cast<const uint8_t*>(w.data);
+      a.y[i] = i == 0 ? gt.gate : gt.up;
+      a.part_rows[i] = w.n_out;
+    }
+    a.n_groups = gate.n_out;
+    a.stride = gate.row_stride;
+    a.n_in = gate.n_in;
+    a.geom = hd::split_geom<T>(gate.n_in);
+    a.xq = av.qs;
+    a.xs = av.s;
+    a.ncols = 1;
+    const unsigned grid = unsigned(gate.n_out / kSplitWarps);
+    launch_kernel(matvec_split_gated_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
+                  gt);
+  });
+  check(done, "CUDA matvec_split_gated: no split kernel for ", dtype_name(gate.type));
 }
 
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s) {
