@@ -100,7 +100,7 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a,
 // gate and up (one column) with the gated activation and down's 8-bit activations in the epilogue
 // (matvec_split_gated): warp i computes gate row i and up row i (the split kernel's two rows, so each
 // dot has the bits of launch_matvec_split_parts), stores gate[i] = gated(g, u) and up[i] = u (what
-// matmul_multi, then gated_activation leave), and the last of the 4 blocks that wrote an activation
+// matmul_multi, then gated_activation leave), and the last of the 32 warps that wrote an activation
 // block of 32 quantizes it (quantize_act_block_warp: the bits of gated_activation_acts). arrivals:
 // n_ff / 32 device counters, zero before the launch and after it.
 struct SplitGated {

@@ -209,42 +209,41 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
 
 // gate and up of one column with the gated activation and down's activations (SplitGated,
 // matmul_cuda_internal.h). Warp i (block i / 8) computes gate row i and up row i as the split kernel's
-// two rows (split_dots, R = 2: the bits of any other launch of these rows). An activation block of 32
-// outputs is written by kGatedBlocksPerAct blocks; each counts itself in arrivals[block] after its
-// stores (fence, then atomic), and the last one to arrive quantizes the block from L2 and resets the
-// counter. Why not 8 rows per warp with a block owning the 32 outputs (the fold removed on
-// 2026-12-01f, 0.95x): a quarter of the blocks (448 for 14336 rows) cannot fill the GPU's waves
-// evenly; here the grid, the warps' loads and the rows per warp are the plain launch's.
-constexpr int kGatedBlocksPerAct = hd::kActBlock / kSplitWarps;
-static_assert(kGatedBlocksPerAct * kSplitWarps == hd::kActBlock, "whole blocks per activation block");
+// two rows (split_dots, R = 2: the bits of any other launch of these rows). Each warp counts itself in
+// arrivals[i / 32] after its stores (one acquire-release atomic: no block barrier, no full
+// fence), and the warp that arrives last for an activation block of 32 outputs quantizes it from L2 and
+// resets the counter. (First form, call R1: the block's 8 warps met at a barrier, fenced, and thread 0
+// counted the block; each block's tail then held its slot with no loads in flight: 0.91x decode.)
+__device__ __forceinline__ unsigned add_acq_rel_gpu(unsigned* p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
 
 template <class T>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     matvec_split_gated_kernel(const SplitArgs a, const SplitGated gt) {
   constexpr int U = SplitCfg<T, 1>::kU;
   static_assert(SplitCfg<T, 1>::kR == 2, "one column: two rows per warp");
-  __shared__ bool last;
   allow_next_grid();
-  const int t = int(threadIdx.x), lane = t % 32, warp = t / 32;
-  const int64_t i = int64_t(blockIdx.x) * kSplitWarps + warp;  // < n_ff: n_ff is a multiple of 32
+  const int lane = int(threadIdx.x % 32);
+  const int64_t i = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;  // < n_ff: a multiple of 32
   const uint8_t* rows[2] = {a.w[0] + size_t(i) * a.stride, a.w[1] + size_t(i) * a.stride};
   float acc[2][1] = {};
   split_dots<T, 1, 2, U>(a, rows, 2, lane, acc);
   const float g = warp_sum(acc[0][0]), u = warp_sum(acc[1][0]);
+  const int64_t blk = i / hd::kActBlock;
+  unsigned old = 0;
   if (lane == 0) {
     gt.gate[i] = math::gated(g, u, gt.act);
     gt.up[i] = u;
+    old = add_acq_rel_gpu(gt.arrivals + blk, 1u);  // the two stores above are visible before the count
   }
-  __threadfence();  // this thread's stores are visible device-wide before the block counts itself
-  __syncthreads();
-  const int64_t blk = int64_t(blockIdx.x) / kGatedBlocksPerAct;
-  if (t == 0) last = atomicAdd(gt.arrivals + blk, 1u) == unsigned(kGatedBlocksPerAct - 1);
-  __syncthreads();
-  if (!last || warp != 0) return;
-  __threadfence();
-  const float v = __ldcg(gt.gate + blk * hd::kActBlock + lane);  // other blocks' stores: from L2
+  if (__shfl_sync(0xffffffffu, old, 0) != unsigned(hd::kActBlock - 1)) return;  // (warp-uniform)
+  __threadfence();  // acquire: every counted warp's stores
+  const float v = __ldcg(gt.gate + blk * hd::kActBlock + lane);
   quantize_act_block_warp(v, lane, gt.qs + blk * hd::kActBlock, gt.sc + blk);
-  if (lane == 0) gt.arrivals[blk] = 0;  // every block of it has counted: ready for the next launch
+  if (lane == 0) gt.arrivals[blk] = 0;  // every warp of it has counted: ready for the next launch
 }
 
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
