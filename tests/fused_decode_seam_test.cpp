@@ -71,42 +71,5 @@ TEST(FusedDecodeSeam, CpuMatmulQkvRopeEqualsMatmulMultiThenRopeQk) {
   }
 }
 
-TEST(FusedDecodeSeam, CpuMatmulGatedEqualsMatmulMultiThenGatedActivation) {
-  auto be = make_backend({"cpu", 2});
-  const int64_t n_in = 64, n_ff = 96;
-  std::vector<uint8_t> bytes[2];
-  WeightMatrix w[2];
-  for (int i = 0; i < 2; ++i) {
-    const size_t rb = row_bytes(DType::Q8_0, n_in);
-    bytes[i].resize(rb * size_t(n_ff));
-    for (int64_t o = 0; o < n_ff; ++o) {
-      const auto row = randn(size_t(n_in), 700 + 100 * uint32_t(i) + uint32_t(o), 0.1f);
-      quantize_row_ref(DType::Q8_0, row.data(), bytes[i].data() + size_t(o) * rb, n_in);
-    }
-    WeightMatrix host;
-    host.type = DType::Q8_0;
-    host.data = bytes[i].data();
-    host.n_in = n_in;
-    host.n_out = n_ff;
-    host.row_stride = rb;
-    w[i] = be->upload_matrix(host);
-  }
-  for (Activation act : {Activation::SiLU, Activation::GeluTanh}) {
-    for (int n : {1, 3}) {
-      const auto x = randn(size_t(n * n_in), 41 + uint32_t(n));
-      std::vector<float> gf(size_t(n * n_ff)), uf(gf.size()), gp(gf.size()), up(gf.size());
-      const Backend::MatmulOut fused[] = {{&w[0], gf.data()}, {&w[1], uf.data()}};
-      be->matmul_gated(fused, x.data(), n, act);
-      be->matmul(w[0], x.data(), gp.data(), n);
-      be->matmul(w[1], x.data(), up.data(), n);
-      const std::vector<float> g_plain = gp;
-      be->gated_activation(gp.data(), up.data(), int64_t(n) * n_ff, act);
-      be->synchronize();
-      EXPECT_TRUE(same_bits(gf, gp) && same_bits(uf, up)) << "n " << n;
-      EXPECT_FALSE(same_bits(gf, g_plain)) << "the activation was applied";
-    }
-  }
-}
-
 }  // namespace
 }  // namespace polykv

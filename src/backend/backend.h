@@ -178,12 +178,6 @@ class Backend {
     matmul_multi(qkv, x, n);
     rope_qk(qkv[0].y, n_head, qkv[1].y, n_head_kv, n, head_dim, n_rot, pos, inv_freq, scale, style);
   }
-  // matmul_multi over gate_up = {gate, up} ([n][n_ff] each), then gated_activation(gate, up, act):
-  // gate = act(x·Wg) * (x·Wu), up = x·Wu.
-  virtual void matmul_gated(std::span<const MatmulOut> gate_up, const float* x, int n, Activation act) {
-    matmul_multi(gate_up, x, n);
-    gated_activation(gate_up[0].y, gate_up[1].y, int64_t(n) * gate_up[0].w->n_out, act);
-  }
 
   // ---- KV and attention ---------------------------------------------------------------------
   // The sequences of this forward step (host memory, valid until the next begin_step). store_kv and

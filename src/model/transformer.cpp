@@ -361,7 +361,8 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
   } else {
     const Backend::MatmulOut gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
-    be.matmul_gated(gate_up, h, n, c.activation);  // gate = act(h·Wg) * (h·Wu)
+    be.matmul_multi(gate_up, h, n);
+    be.gated_activation(gate, up, int64_t(n) * l.w_gate.n_out, c.activation);  // gate = act(h·Wg) * (h·Wu)
     be.matmul(l.w_down, gate, h, n);
   }
   if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);

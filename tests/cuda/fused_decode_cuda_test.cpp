@@ -4,13 +4,8 @@
 //    epilogue) = matmul_multi, then rope_qk, bit for bit, and = the CPU within a relative L2 bound;
 //    Llama-3.1-8B's heads, partial rotation, head_dim 64-256, positions up to 131071, Neox and
 //    non-split types (fall back);
-//  - Backend::matmul_gated (gate, up in one split mat-vec launch with the gated activation and down's
-//    activations in its epilogue) = matmul_multi, then gated_activation, bit for bit (gate, up and the
-//    down projection that reads the activations), three calls in a row (the arrival counters reset),
-//    and = the CPU within a relative L2 bound; q5_0 (no split layout) falls back;
-//  - the embedded model's logits with POLYKV_CUDA_FUSE_ROPE and POLYKV_CUDA_FUSE_GATED on and off
-//    (graphs and PDL on): same bits.
-// (The first norm and gated folds and their tests were removed 2026-12-01f; last in commit daaf86c.)
+//  - the embedded model's logits with POLYKV_CUDA_FUSE_ROPE on and off (graphs and PDL on): same bits.
+// (The norm and gated folds and their tests were removed 2026-12-01f; last in commit daaf86c.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -146,92 +141,10 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
   }
 }
 
-// gate, up by matmul_gated (fused: the backend's override; else the seam's default on the same backend),
-// then down = w_down · gate (reading the activations the op left, if any), for three inputs in a row;
-// prepared: x normed by rmsnorm first (which writes its activations).
-struct Gated {
-  std::vector<float> gate, up, down;
-};
-std::vector<Gated> run_gated(Backend& be, bool fused, const WeightMatrix* w, Activation act, bool prepared,
-                             const std::vector<std::vector<float>>& xs, const std::vector<float>& nw0) {
-  const int64_t n_in = w[0].n_in, n_ff = w[0].n_out;
-  std::vector<Gated> out;
-  for (const auto& x0 : xs) {
-    Buf x(be, x0), nw(be, nw0), h(be, x0.size()), g(be, size_t(n_ff)), u(be, size_t(n_ff)), d(be, size_t(n_in));
-    const float* in = x.p;
-    if (prepared) {
-      be.rmsnorm(x.p, nw.p, h.p, 1, int(n_in), 1e-5f);
-      in = h.p;
-    }
-    const Backend::MatmulOut parts[] = {{&w[0], g.p}, {&w[1], u.p}};
-    if (fused)
-      be.matmul_gated(parts, in, 1, act);
-    else
-      be.Backend::matmul_gated(parts, in, 1, act);
-    be.matmul(w[2], g.p, d.p, 1);
-    out.push_back({g.get(), u.get(), d.get()});
-  }
-  return out;
-}
-
-TEST(FuseDecCuda, MatmulGatedEqualsPlainOps) {
-  POLYKV_REQUIRE_GPU();
-  auto gpu = make_backend({"cuda", 0});
-  auto cpu = make_backend({"cpu", 2});
-  uint32_t seed = 5000;
-  struct Shape {
-    int64_t n_ff, n_in;
-  };
-  // Llama-3.1-8B's FFN and small ones (K-quants: only n_ff = 14336 gives down whole blocks); q5_0 has
-  // no split layout and falls back to the plain ops.
-  const Shape shapes[] = {{14336, 4096}, {64, 256}, {1056, 512}, {32, 1024}};
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
-    for (const Shape& s : shapes) {
-      if (dtype_info(t).block_size == 256 && s.n_in % 256 != 0) continue;
-      std::vector<cuda_test::Weights> hw;
-      hw.reserve(3);  // m.data points into each one's bytes
-      hw.push_back(cuda_test::make_weights(t, s.n_in, s.n_ff, ++seed, true));
-      hw.push_back(cuda_test::make_weights(t, s.n_in, s.n_ff, ++seed, true));
-      const int64_t down_in = dtype_info(t).block_size == 256 ? (s.n_ff + 255) / 256 * 256 : s.n_ff;
-      if (down_in != s.n_ff) continue;  // down needs whole blocks of n_ff
-      hw.push_back(cuda_test::make_weights(t, s.n_ff, s.n_in, ++seed, true));
-      WeightMatrix wg[3], wc[3];
-      for (int i = 0; i < 3; ++i) {
-        wg[i] = gpu->upload_matrix(hw[size_t(i)].m);
-        wc[i] = cpu->upload_matrix(hw[size_t(i)].m);
-      }
-      for (Activation act : {Activation::SiLU, Activation::GeluTanh}) {
-        for (bool prepared : {false, true}) {
-          const std::string what = std::string(dtype_name(t)) + " n_ff " + std::to_string(s.n_ff) + " n_in " +
-                                   std::to_string(s.n_in) + (act == Activation::SiLU ? " silu" : " gelu") +
-                                   (prepared ? " prepared" : " own activations");
-          std::vector<std::vector<float>> xs;
-          for (int k = 0; k < 3; ++k) xs.push_back(randn(size_t(s.n_in), ++seed, 1.0f));
-          const auto nw0 = randn(size_t(s.n_in), ++seed, 1.0f);
-          const auto f = run_gated(*gpu, true, wg, act, prepared, xs, nw0);
-          const auto p = run_gated(*gpu, false, wg, act, prepared, xs, nw0);
-          for (size_t k = 0; k < xs.size(); ++k) {
-            const std::string w = what + ", call " + std::to_string(k);
-            EXPECT_TRUE(bits(f[k].gate, p[k].gate, w + ": gate"));
-            EXPECT_TRUE(bits(f[k].up, p[k].up, w + ": up"));
-            EXPECT_TRUE(bits(f[k].down, p[k].down, w + ": down (reads the activations)"));
-          }
-          if (!prepared && act == Activation::SiLU) {  // against the CPU (the reference)
-            const auto c = run_gated(*cpu, false, wc, act, prepared, xs, nw0);
-            EXPECT_LT(rel_l2(f[0].gate, c[0].gate), 2e-2) << what << ": gate against the CPU backend";
-            EXPECT_LT(rel_l2(f[0].down, c[0].down), 2e-2) << what << ": down against the CPU backend";
-          }
-          if (HasFailure()) return;
-        }
-      }
-    }
-  }
-}
-
-std::vector<std::vector<float>> model_steps(const char* env, bool on, const char* ctv) {
-  setenv(env, on ? "1" : "0", 1);
+std::vector<std::vector<float>> model_steps(bool fuse_rope, const char* ctv) {
+  setenv("POLYKV_CUDA_FUSE_ROPE", fuse_rope ? "1" : "0", 1);
   auto backend = make_backend({"cuda", 0});
-  unsetenv(env);
+  unsetenv("POLYKV_CUDA_FUSE_ROPE");
   auto model = Model::load(test::embedded_model(), *backend);
   const int n_vocab = model->config().n_vocab;
   SequenceKvOptions o;
@@ -259,15 +172,13 @@ std::vector<std::vector<float>> model_steps(const char* env, bool on, const char
 
 TEST(FuseDecCuda, ModelLogitsSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
-  for (const char* env : {"POLYKV_CUDA_FUSE_ROPE", "POLYKV_CUDA_FUSE_GATED"}) {
-    for (const char* ctv : {"f16", "turbo3t"}) {
-      const auto plain = model_steps(env, false, ctv);
-      const auto fused = model_steps(env, true, ctv);
-      ASSERT_EQ(plain.size(), fused.size());
-      for (size_t s = 0; s < plain.size(); ++s)
-        EXPECT_TRUE(bits(fused[s], plain[s], std::string("v ") + ctv + " " + env + ", step " + std::to_string(s) +
-                                                 " (0: prefill, 1-8: decode, last: 3 rows)"));
-    }
+  for (const char* ctv : {"f16", "turbo3t"}) {
+    const auto plain = model_steps(false, ctv);
+    const auto fused = model_steps(true, ctv);
+    ASSERT_EQ(plain.size(), fused.size());
+    for (size_t s = 0; s < plain.size(); ++s)
+      EXPECT_TRUE(bits(fused[s], plain[s], std::string("v ") + ctv + " FUSE_ROPE, step " + std::to_string(s) +
+                                               " (0: prefill, 1-8: decode, last: 3 rows)"));
   }
 }
 

@@ -59,10 +59,6 @@ class CudaBackend final : public Backend {
     // POLYKV_CUDA_FUSE_ROPE=0: q, k, v mat-vec, then rope_qk, instead of the rope in the mat-vec's epilogue.
     const char* fr = std::getenv("POLYKV_CUDA_FUSE_ROPE");
     fuse_rope_ = fused_ && !(fr && std::strcmp(fr, "0") == 0);
-    // POLYKV_CUDA_FUSE_GATED=0: gate,up mat-vec, then the gated activation kernel, instead of the
-    // gated activation and down's activations in the mat-vec's epilogue.
-    const char* fg = std::getenv("POLYKV_CUDA_FUSE_GATED");
-    fuse_gated_ = fused_ && !(fg && std::strcmp(fg, "0") == 0);
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
@@ -393,22 +389,6 @@ class CudaBackend final : public Backend {
     const bool prepared = take_acts(x, qkv[0].w->n_in, n, true, a);
     cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, ctx_);
   }
-  // One column, gate and up split with one type: one launch that applies the gated activation and
-  // quantizes down's activations in its epilogue (POLYKV_CUDA_FUSE_GATED=0: the default's
-  // matmul_multi, then gated_activation). The same bits either way.
-  void matmul_gated(std::span<const MatmulOut> gate_up, const float* x, int n, Activation act) override {
-    if (!fuse_gated_ || !fused_acts_ || n != 1 || gate_up.size() != 2 || gate_up[0].w->n_out > kActsMaxCols ||
-        !cuda::matmul_gated_ok(*gate_up[0].w, *gate_up[1].w))
-      return Backend::matmul_gated(gate_up, x, n, act);
-    bind();
-    cuda::ActsOut a;
-    const bool prepared = take_acts(x, gate_up[0].w->n_in, n, true, a);
-    const int64_t n_ff = gate_up[0].w->n_out;
-    const cuda::ActsOut o = cuda::fused_acts_buffer(n_ff, ctx_, cuda::Scratch::GatedActs);
-    cuda::matmul_gated(*gate_up[0].w, *gate_up[1].w, x, prepared ? &a : nullptr, gate_up[0].y, gate_up[1].y, act, o,
-                       ctx_);
-    set_acts(gate_up[0].y, n_ff, o);
-  }
   void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
                const float* inv_freq, float scale, RopeStyle style) override {
     if (!fused_) return Backend::rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style);
@@ -737,7 +717,6 @@ class CudaBackend final : public Backend {
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
   bool fuse_rope_ = true;  // matmul_qkv_rope in one launch (POLYKV_CUDA_FUSE_ROPE=0: off)
-  bool fuse_gated_ = true;  // matmul_gated in one launch (POLYKV_CUDA_FUSE_GATED=0: off)
   bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
   const float* acts_x_ = nullptr;  // the input whose activations acts_ holds (nullptr: none)
   int64_t acts_total_ = 0;         // its values (rows x n_in)

@@ -1,7 +1,5 @@
 #include "backend/cuda/cuda_context.h"
 
-#include <algorithm>
-
 namespace polykv::cuda {
 
 CudaContext::CudaContext(int device) : device_(device) {
@@ -44,14 +42,6 @@ void* CudaContext::scratch(Scratch s, size_t bytes) {
   POLYKV_CUDA_CHECK(cudaMalloc(&scratch_ptr_[i], grown));
   scratch_bytes_[i] = grown;
   return scratch_ptr_[i];
-}
-
-unsigned* CudaContext::zeroed_counters(size_t n) {
-  const size_t i = size_t(Scratch::Counters), bytes = std::max<size_t>(n, 1) * sizeof(unsigned);
-  const bool grows = bytes > scratch_bytes_[i];
-  void* p = scratch(Scratch::Counters, bytes);
-  if (grows) POLYKV_CUDA_CHECK(cudaMemsetAsync(p, 0, scratch_bytes_[i], stream_));
-  return static_cast<unsigned*>(p);
 }
 
 }  // namespace polykv::cuda

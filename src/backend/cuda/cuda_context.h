@@ -11,10 +11,7 @@ namespace polykv::cuda {
 
 // Named scratch slots, so launchers that run in one op do not share a buffer by accident.
 // FusedActs: 8-bit activations written by an op for the next mat-vec (ops_cuda_acts.h). Moe: moe_cuda.h.
-// GatedActs: down's activations written by the gate,up mat-vec while it reads FusedActs (matmul_cuda_norm.h).
-// Counters: zeroed_counters().
-enum class Scratch { MatmulWeights, MatmulActs, MatmulOut, AttentionPartials, AttentionTables, KvSlots, Misc, FusedActs, Moe,
-                     GatedActs, Counters, Count };
+enum class Scratch { MatmulWeights, MatmulActs, MatmulOut, AttentionPartials, AttentionTables, KvSlots, Misc, FusedActs, Moe, Count };
 
 class CudaContext {
  public:
@@ -34,9 +31,6 @@ class CudaContext {
   // Growing synchronizes the stream first (the old buffer may be in use), so it must not be
   // called while a CUDA graph is being captured with a larger size than before.
   void* scratch(Scratch s, size_t bytes);
-  // n device counters that are zero now (a fresh buffer is zeroed on the stream); kernels that count
-  // in them leave every counter zero again (invariant). Same growth rules as scratch().
-  unsigned* zeroed_counters(size_t n);
   // Changes whenever a scratch buffer moves: recorded CUDA graphs hold scratch addresses, so a
   // graph recorded under another generation is stale.
   uint64_t scratch_generation() const { return scratch_generation_; }

@@ -97,25 +97,6 @@ struct SplitRope {
 bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
 bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a, const SplitRope& rope,
                               CudaContext& ctx);
-// gate and up (one column) with the gated activation and down's 8-bit activations in the epilogue
-// (matvec_split_gated): warp i computes gate row i and up row i (the split kernel's two rows, so each
-// dot has the bits of launch_matvec_split_parts), stores gate[i] = gated(g, u) and up[i] = u (what
-// matmul_multi, then gated_activation leave), and the last of the 32 warps that wrote an activation
-// block of 32 quantizes it (quantize_act_block_warp: the bits of gated_activation_acts). arrivals:
-// n_ff / 32 device counters, zero before the launch and after it.
-struct SplitGated {
-  float* gate = nullptr;  // device [n_ff]
-  float* up = nullptr;    // device [n_ff]
-  int8_t* qs = nullptr;   // device [n_ff]: down's activations
-  hd::ActScale* sc = nullptr;  // device [n_ff / 32]
-  unsigned* arrivals = nullptr;
-  Activation act = Activation::SiLU;
-};
-// gate and up split with one type, n_in and stride, n_ff = their rows a multiple of 32, prepared
-// activations usable (one column).
-bool matvec_split_gated_ok(const WeightMatrix& gate, const WeightMatrix& up);
-void launch_matvec_split_gated(const WeightMatrix& gate, const WeightMatrix& up, const ActView& a, const SplitGated& g,
-                               CudaContext& ctx);
 // Rows [row0, row0 + rows) of split w to f16 (dst: device __half [rows][w.n_in]).
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s);
 // dequantize_rows() for split w.

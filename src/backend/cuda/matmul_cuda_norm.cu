@@ -36,31 +36,4 @@ void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const Acts
   check(launch_matvec_split_rope(qkv, av, r, ctx), "CUDA matmul_qkv_rope: not launched");
 }
 
-bool matmul_gated_ok(const WeightMatrix& gate_w, const WeightMatrix& up_w) {
-  return matvec_split_gated_ok(gate_w, up_w) && prepared_matmul_ok(gate_w, 1) && prepared_matmul_ok(up_w, 1);
-}
-
-void matmul_gated(const WeightMatrix& gate_w, const WeightMatrix& up_w, const float* x, const ActsOut* prepared,
-                  float* gate, float* up, Activation act, const ActsOut& down_acts, CudaContext& ctx) {
-  validate_device_weights(gate_w);
-  validate_device_weights(up_w);
-  check(matmul_gated_ok(gate_w, up_w), "CUDA matmul_gated: weights it does not take");
-  check(prepared == nullptr || prepared->qs != down_acts.qs, "CUDA matmul_gated: down's activations over x's");
-  ActView av;
-  if (prepared != nullptr) {
-    av.qs = prepared->qs;
-    av.s = static_cast<const hd::ActScale*>(prepared->scales);
-  } else {
-    av = prepare_acts(gate_w, x, 1, ctx);
-  }
-  SplitGated g;
-  g.gate = gate;
-  g.up = up;
-  g.qs = down_acts.qs;
-  g.sc = static_cast<hd::ActScale*>(down_acts.scales);
-  g.arrivals = ctx.zeroed_counters(size_t(gate_w.n_out / hd::kActBlock));
-  g.act = act;
-  launch_matvec_split_gated(gate_w, up_w, av, g, ctx);
-}
-
 }  // namespace polykv::cuda

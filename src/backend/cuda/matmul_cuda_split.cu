@@ -207,45 +207,6 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   split_group<T, 1, Epi::Rope>(a, g, lane, rope);
 }
 
-// gate and up of one column with the gated activation and down's activations (SplitGated,
-// matmul_cuda_internal.h). Warp i (block i / 8) computes gate row i and up row i as the split kernel's
-// two rows (split_dots, R = 2: the bits of any other launch of these rows). Each warp counts itself in
-// arrivals[i / 32] after its stores (one acquire-release atomic: no block barrier, no full
-// fence), and the warp that arrives last for an activation block of 32 outputs quantizes it from L2 and
-// resets the counter. (First form, call R1: the block's 8 warps met at a barrier, fenced, and thread 0
-// counted the block; each block's tail then held its slot with no loads in flight: 0.91x decode.)
-__device__ __forceinline__ unsigned add_acq_rel_gpu(unsigned* p, unsigned v) {
-  unsigned old;
-  asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-
-template <class T>
-__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
-    matvec_split_gated_kernel(const SplitArgs a, const SplitGated gt) {
-  constexpr int U = SplitCfg<T, 1>::kU;
-  static_assert(SplitCfg<T, 1>::kR == 2, "one column: two rows per warp");
-  allow_next_grid();
-  const int lane = int(threadIdx.x % 32);
-  const int64_t i = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;  // < n_ff: a multiple of 32
-  const uint8_t* rows[2] = {a.w[0] + size_t(i) * a.stride, a.w[1] + size_t(i) * a.stride};
-  float acc[2][1] = {};
-  split_dots<T, 1, 2, U>(a, rows, 2, lane, acc);
-  const float g = warp_sum(acc[0][0]), u = warp_sum(acc[1][0]);
-  const int64_t blk = i / hd::kActBlock;
-  unsigned old = 0;
-  if (lane == 0) {
-    gt.gate[i] = math::gated(g, u, gt.act);
-    gt.up[i] = u;
-    old = add_acq_rel_gpu(gt.arrivals + blk, 1u);  // the two stores above are visible before the count
-  }
-  if (__shfl_sync(0xffffffffu, old, 0) != unsigned(hd::kActBlock - 1)) return;  // (warp-uniform)
-  __threadfence();  // acquire: every counted warp's stores
-  const float v = __ldcg(gt.gate + blk * hd::kActBlock + lane);
-  quantize_act_block_warp(v, lane, gt.qs + blk * hd::kActBlock, gt.sc + blk);
-  if (lane == 0) gt.arrivals[blk] = 0;  // every warp of it has counted: ready for the next launch
-}
-
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
 // cudaMalloc'd buffer: runs start at multiples of 16 values and rows hold multiples of 32), element
 // stores otherwise. Same values either way (Out(v) per element). Element stores of 2 bytes at a 64-byte
@@ -475,42 +436,6 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
   });
-}
-
-bool matvec_split_gated_ok(const WeightMatrix& gate, const WeightMatrix& up) {
-  return gate.layout == WeightLayout::CudaSplit && up.layout == WeightLayout::CudaSplit && hd::has_split(gate.type) &&
-         gate.type == up.type && gate.n_in == up.n_in && gate.row_stride == up.row_stride &&
-         gate.n_out == up.n_out && gate.n_out > 0 && gate.n_out % hd::kActBlock == 0 &&
-         gate.n_in % hd::kActBlock == 0;
-}
-
-void launch_matvec_split_gated(const WeightMatrix& gate, const WeightMatrix& up, const ActView& av,
-                               const SplitGated& gt, CudaContext& ctx) {
-  check(matvec_split_gated_ok(gate, up), "CUDA matvec_split_gated: ", dtype_name(gate.type), " ", gate.n_out, "x",
-        gate.n_in, " and ", dtype_name(up.type), " ", up.n_out, "x", up.n_in);
-  check(gt.gate && gt.up && gt.qs && gt.sc && gt.arrivals, "CUDA matvec_split_gated: missing buffers");
-  const bool done = hd::visit_split_decoder(gate.type, [&](auto dec) {
-    using T = decltype(dec);
-    SplitArgs a{};
-    a.n_parts = 2;
-    for (int i = 0; i < kMaxMatvecParts; ++i) {  // only w[0], w[1] are read
-      const WeightMatrix& w = i == 0 ? gate : up;
-      a.w[i] = static_cast<const uint8_t*>(w.data);
-      a.y[i] = i == 0 ? gt.gate : gt.up;
-      a.part_rows[i] = w.n_out;
-    }
-    a.n_groups = gate.n_out;
-    a.stride = gate.row_stride;
-    a.n_in = gate.n_in;
-    a.geom = hd::split_geom<T>(gate.n_in);
-    a.xq = av.qs;
-    a.xs = av.s;
-    a.ncols = 1;
-    const unsigned grid = unsigned(gate.n_out / kSplitWarps);
-    launch_kernel(matvec_split_gated_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
-                  gt);
-  });
-  check(done, "CUDA matvec_split_gated: no split kernel for ", dtype_name(gate.type));
 }
 
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s) {

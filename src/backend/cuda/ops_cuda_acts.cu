@@ -192,11 +192,11 @@ void launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_
 
 }  // namespace
 
-ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx, Scratch slot) {
+ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx) {
   check(total > 0 && total % hd::kActBlock == 0, "fused activations: ", total, " values (a multiple of 32 > 0)");
   const size_t qs_bytes = round_up(size_t(total), 256);
   auto* buf = static_cast<uint8_t*>(
-      ctx.scratch(slot, qs_bytes + size_t(total / hd::kActBlock) * sizeof(hd::ActScale)));
+      ctx.scratch(Scratch::FusedActs, qs_bytes + size_t(total / hd::kActBlock) * sizeof(hd::ActScale)));
   ActsOut o;
   o.qs = reinterpret_cast<int8_t*>(buf);
   o.scales = buf + qs_bytes;

@@ -21,9 +21,8 @@ struct ActsOut {
 };
 constexpr int64_t kActsBlock = 32;  // values per scale (hd::kActBlock)
 
-// A buffer for `total` activations (a multiple of 32) in ctx's scratch `slot` (FusedActs, or GatedActs
-// for an op that writes activations while it reads FusedActs).
-ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx, Scratch slot = Scratch::FusedActs);
+// A buffer for `total` activations (a multiple of 32) in ctx's FusedActs scratch.
+ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx);
 
 // Whether these kernels can write activations for rows of `cols` values.
 inline bool acts_fusable(int64_t cols) { return cols > 0 && cols % kActsBlock == 0; }

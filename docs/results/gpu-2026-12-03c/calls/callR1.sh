@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# 2026-12-03 (third session) call R1, main b848b1f (gated activation in the gate,up mat-vec's epilogue):
+# (1) the fused-op GPU tests and the 16 tests that call Q6 of the previous session was to run;
+# (2) llama-3.1-8b q4_0 decode, POLYKV_CUDA_FUSE_GATED on (default) vs 0, interleaved, 2 rounds,
+#     depth 0 (f16/f16, q8_0/turbo3t) and depth 32768 (q8_0/turbo3t); (3) one CUPTI timeline of each at depth 0.
+source scripts/gpu-lib.sh; call_setup
+t0=$SECONDS; M=/tmp/llama-3.1-8b-q4_0.gguf
+( $P synth --shape llama-3.1-8b --type q4_0 -o $M --threads 8 > /dev/null 2>&1 ) &
+gtest_shards 8 175 'FuseDecCuda.*:ModelFusedCuda.*:OpsActsCuda.*:GenerateCuda.*:MatmulPartsCuda.*:CudaAttentionEarly.StoreThenAttentionEveryMode:CudaAttentionPrefix.ManySequencesSharingAPrefix:CudaAttentionSinks.SharedPrefix:CudaAttentionSmallDepth.GraphReplayWhileTheDepthGrows:EngineCuda.AgentsOnOnePoolInGpuMemory:KvPairs/ModelCuda.LogitsMatchTheCpuBackend/f16_f16:KvPairs/ModelCuda.LogitsMatchTheCpuBackend/q8_0_q8_0:KvPairs/SpecInvarianceCuda.ForkedFromSharedPrefix/f16_f16_d0:KvPairs/SpecInvarianceCuda.ForkedFromSharedPrefix/f16_f16_d40:KvPairs/SpecInvarianceCuda.ForkedFromSharedPrefix/q8_0_q8_0_d0:KvPairs/SpecInvarianceCuda.ForkedFromSharedPrefix/q8_0_q8_0_d40:KvPairs/SpecInvarianceCuda.ForkedFromSharedPrefix/q8_0_turbo3t_d0:KvPairs/SpecInvarianceCuda.VerifyStepEqualsOneAtATime/f16_f16_d600:KvPairs/SpecInvarianceCuda.VerifyStepEqualsOneAtATime/q8_0_q8_0_d40:KvPairs/SpecInvarianceCuda.VerifyStepEqualsOneAtATime/q8_0_q8_0_d600:MoeModelCuda.Qwen3MoeMatchesTransformers'
+wait
+note "synth and tests done at $((SECONDS-t0)) s"
+B="--device cuda --json --bandwidth 4240"
+for round in 1 2; do
+  for kv in "f16 f16 0" "q8_0 turbo3t 0" "q8_0 turbo3t 32768"; do
+    set -- $kv
+    for v in gated plain; do
+      e=; [ $v = plain ] && e=POLYKV_CUDA_FUSE_GATED=0
+      env $e timeout 90 $P bench -m $M $B -ctk $1 -ctv $2 -d $3 -p 512 -n 128 -r 3 2>>$OUT/bench.err | grep '^{' | sed "s/^{/{\"variant\":\"$v\",\"round\":$round,/" >> $OUT/gated.jsonl
+      note "$1/$2 d$3 $v ($((SECONDS-t0)) s): $(tail -1 $OUT/gated.jsonl | grep -oE '"decode_tok_s_reps":[^a-z]+')"
+    done
+  done
+done
+TR=$PWD/build-gpu/lib/libpolykv_cuda_trace.so
+for v in gated plain; do
+  e=; [ $v = plain ] && e=POLYKV_CUDA_FUSE_GATED=0
+  env $e CUDA_INJECTION64_PATH=$TR POLYKV_TRACE=$OUT/trace-d0-$v.csv timeout 90 $P bench -m $M $B -ctk f16 -ctv f16 -p 512 -n 64 -r 1 > /dev/null 2>>$OUT/bench.err
+  python3 scripts/cuda_trace_summary.py $OUT/trace-d0-$v.csv --skip 4 > $OUT/trace-d0-$v.summary.txt 2>&1 && rm -f $OUT/trace-d0-$v.csv
+  head -16 $OUT/trace-d0-$v.summary.txt >> $SUMMARY
+done
+note "done at $((SECONDS-t0)) s"
+grep -i "error" $OUT/bench.err | sort | uniq -c | head -5 >> $SUMMARY
+cd $OUT && tar cJf r1.tar.xz shard*.log bench.err && rm -f shard*.log
