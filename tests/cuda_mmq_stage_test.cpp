@@ -251,10 +251,7 @@ TEST(CudaMmqStage, PlanCoversEveryChunkOnce) {
   EXPECT_EQ(hd::mmq2_plan(6144, 128, 132, 1, 0).splits, 5);   // 24 x 5 = 120
   EXPECT_EQ(hd::mmq2_plan(28672, 128, 132, 1, 0).splits, 1);  // 112
   EXPECT_EQ(hd::mmq2_plan(14336, 128, 132, 1, 0).splits, 2);  // 56 x 2 = 112
-  EXPECT_EQ(hd::mmq2_plan(1024, 128, 132, 1, 0).splits, 32);  // 4 x 32 = 128 (k, v of llama-3.1-8b)
-  EXPECT_EQ(hd::mmq2_plan(1024, 128, 132, 1, 0, 16).splits, 16);  // capped: 4 x 16 = 64
-  EXPECT_EQ(hd::mmq2_plan(1024, 128, 132, 1, 0, 0).splits, 1);    // a cap below 1 means 1
-  EXPECT_EQ(hd::mmq2_plan(1024, 128, 132, 1, 0, 99).splits, 32);  // and above kMmq2MaxSplits, kMmq2MaxSplits
+  EXPECT_EQ(hd::mmq2_plan(1024, 128, 132, 1, 0).splits, 16);  // 4 x 16 = 64
 }
 
 TEST(CudaMmqStage, SharedMemoryFitsAnH200) {

@@ -61,7 +61,7 @@ constexpr int kChunkedMatvecMaxCols = 32;
 // columns, dequantize it to f16 in registers and multiply f16 activations with mma.sync (f32 sums).
 // matmul() and matmul_parts() take it where mmq_takes(w, n); the defaults are tunable by
 // POLYKV_CUDA_MMQ_MIN / POLYKV_CUDA_MMQ_MAX, POLYKV_CUDA_MMQ=0 turns it off, POLYKV_CUDA_MMQ_SPLITS=s
-// forces the K split (0: automatic, at most POLYKV_CUDA_MMQ_MAX_SPLITS, default 32). Below min_cols the mat-vec kernels run, above max_cols cuBLAS.
+// forces the K split (0: automatic). Below min_cols the mat-vec kernels run, above max_cols cuBLAS.
 // Batch invariant within its range (a column's bits do not depend on the other columns, whatever their
 // number); not the same bits as the mat-vec path (f16 instead of 8-bit activations).
 constexpr int kMmqDefaultMinCols = 9;

@@ -34,12 +34,11 @@ unsigned grid_stride_blocks(int64_t total, int threads) {
   return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
 }
 
-// Switches (POLYKV_CUDA_MMQ=0, POLYKV_CUDA_MMQ_MIN / _MAX / _SPLITS / _MAX_SPLITS), read once.
+// Switches (POLYKV_CUDA_MMQ=0, POLYKV_CUDA_MMQ_MIN / _MAX / _SPLITS), read once.
 struct MmqSettings {
   bool read = false;
   bool on = true;
   int min_cols = kMmqDefaultMinCols, max_cols = kMmqDefaultMaxCols, splits = 0;
-  int max_splits = hd::kMmq2MaxSplits;  // the automatic split's cap (POLYKV_CUDA_MMQ_MAX_SPLITS, 1..32)
   int env_min = kMmqDefaultMinCols, env_max = kMmqDefaultMaxCols, env_splits = 0;  // what the environment set
 };
 MmqSettings g_mmq;
@@ -60,7 +59,6 @@ MmqSettings& settings() {
     g_mmq.min_cols = std::max(1, env_int("POLYKV_CUDA_MMQ_MIN", kMmqDefaultMinCols));
     g_mmq.max_cols = env_int("POLYKV_CUDA_MMQ_MAX", kMmqDefaultMaxCols);
     g_mmq.splits = std::clamp(env_int("POLYKV_CUDA_MMQ_SPLITS", 0), 0, hd::kMmq2MaxSplits);
-    g_mmq.max_splits = std::clamp(env_int("POLYKV_CUDA_MMQ_MAX_SPLITS", hd::kMmq2MaxSplits), 1, hd::kMmq2MaxSplits);
     g_mmq.env_min = g_mmq.min_cols;
     g_mmq.env_max = g_mmq.max_cols;
     g_mmq.env_splits = g_mmq.splits;
@@ -133,7 +131,7 @@ void mmq_launch(const WeightMatrix& w, const void* x16, float* y, int n, CudaCon
   check(mmq_supports(w), "CUDA mmq: ", dtype_name(w.type), " weights (layout ", int(w.layout), ") not supported");
   check(n >= 1, "CUDA mmq: ", n, " columns");
   if (w.n_out == 0) return;
-  mmq2_launch(w, static_cast<const __half*>(x16), y, n, ctx, settings().splits, settings().max_splits);
+  mmq2_launch(w, static_cast<const __half*>(x16), y, n, ctx, settings().splits);
 }
 
 void matmul_mmq(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {

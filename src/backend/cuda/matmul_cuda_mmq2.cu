@@ -236,10 +236,9 @@ void launch_nt(const dim3 grid, const Mmq2Args& a, cudaStream_t s) {
 }
 
 template <class T>
-void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits,
-                 int max_splits) {
+void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
-  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), prepare_type<T>(), forced_splits, max_splits);
+  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), prepare_type<T>(), forced_splits);
   const cudaStream_t s = ctx.stream();
   for (int c0 = 0; c0 < n; c0 += hd::kMmqMaxCols) {
     const int ncols = std::min(hd::kMmqMaxCols, n - c0);
@@ -275,11 +274,10 @@ void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, Cuda
 
 }  // namespace
 
-void mmq2_launch(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits,
-                 int max_splits) {
+void mmq2_launch(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits) {
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
-    if constexpr (hd::mmq_type<T>()) launch_type<T>(w, x16, y, n, ctx, forced_splits, max_splits);
+    if constexpr (hd::mmq_type<T>()) launch_type<T>(w, x16, y, n, ctx, forced_splits);
   });
   check(done, "CUDA mmq: no kernel for ", dtype_name(w.type));
 }

@@ -8,11 +8,9 @@
 
 namespace polykv::cuda {
 
-// y [n][w.n_out] = w . x16 ([n][w.n_in] f16) for mmq_supports(w); forced_splits > 0 forces the K split,
-// else it is chosen by hd::mmq2_plan with at most max_splits.
+// y [n][w.n_out] = w . x16 ([n][w.n_in] f16) for mmq_supports(w); forced_splits > 0 forces the K split.
 // K-split partials in ctx's MatmulWeights scratch. q4_0 / q8_0 weights are dequantized by f16
 // arithmetic, the K-quants by f32 arithmetic rounded to f16 (the same f16 values either way).
-void mmq2_launch(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits,
-                 int max_splits);
+void mmq2_launch(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits);
 
 }  // namespace polykv::cuda

@@ -36,9 +36,7 @@ constexpr int kMmq2Rows = kMmq2Warps * 32;          // rows per CTA
 constexpr int kMmq2XPitch = 320;                    // bytes per staged column (128 f16 + 64 B skew)
 constexpr int kMmq2XSlots = 16;                     // 16-byte slots per staged column
 // Most K splits: a 1024-row k / v projection is 4 row blocks; 16 splits make 64 CTAs.
-// At most 32 K splits (n_in 4096 has 32 chunks): a 1024-row k / v projection (4 row blocks) then fills 128
-// of 132 SMs instead of 64 at 16 (2026-12-03; POLYKV_CUDA_MMQ_MAX_SPLITS=16 for the previous cap).
-constexpr int kMmq2MaxSplits = 32;
+constexpr int kMmq2MaxSplits = 16;
 
 // One cp.async of a row's chunk: `bytes` from row offset `src` to region (0: A, 1: B) offset `dst`;
 // `valid` false: zero-fill (a unit past the row's end).
@@ -178,16 +176,14 @@ POLYKV_HD int64_t mmq_x_slot_pos(int64_t c, int s) {
 }
 
 // The K split: row blocks of kMmq2Rows times `splits`, about one wave of CTAs (ctas_per_sm per SM):
-// floor(SMs x ctas_per_sm / row blocks), 1..max_splits (<= kMmq2MaxSplits), each split non-empty. Depends
-// on the matrix, the device and max_splits (a process setting) only.
-inline MmqPlan mmq2_plan(int64_t n_out, int64_t n_units, int sm_count, int ctas_per_sm, int forced_splits,
-                         int max_splits = kMmq2MaxSplits) {
+// floor(SMs x ctas_per_sm / row blocks), 1..kMmq2MaxSplits, each split non-empty. Depends on the matrix
+// and the device only.
+inline MmqPlan mmq2_plan(int64_t n_out, int64_t n_units, int sm_count, int ctas_per_sm, int forced_splits) {
   MmqPlan p;
   p.row_blocks = (n_out + kMmq2Rows - 1) / kMmq2Rows;
   p.n_chunks = (n_units + kMmqUnitsPerChunk - 1) / kMmqUnitsPerChunk;
   int64_t s = forced_splits > 0 ? forced_splits : int64_t(sm_count) * ctas_per_sm / p.row_blocks;
-  const int cap = max_splits < 1 ? 1 : max_splits > kMmq2MaxSplits ? kMmq2MaxSplits : max_splits;
-  if (s > cap) s = cap;
+  if (s > kMmq2MaxSplits) s = kMmq2MaxSplits;
   if (s > p.n_chunks) s = p.n_chunks;
   if (s < 1) s = 1;
   p.chunks_per_split = (p.n_chunks + s - 1) / s;
