@@ -14,8 +14,10 @@
 #             models/polykv-code-26m-mtp-head-q8_0.gguf when MODEL is the embedded model; "none": MODEL's own nextn layers)
 #   DRAFTERS  "ngram draft mtp"  (mtp is skipped when MODEL has no nextn layers or the build has no MTP)
 #   TEXTS     "code prose shell"
-#   DEPTHS    "0 4096"  (the embedded model's context is 2048 tokens, 4096 is already past it; 16384 also
+#   DEPTHS    "0 4096"  (the embedded model's context is 2048 tokens: past it, give ROPE; 16384 also
 #             needs a longer prose text than the held-out docstrings: see docs/SPECULATIVE.md)
+#   ROPE      RoPE options for the target and the draft model, e.g. "--rope-scaling yarn --rope-scale 4"
+#             (YaRN: the embedded model at 4x its training context, docs/SPECULATIVE.md 2026-12-04)
 #   NMAX      "1 2 3 4"
 #   POLICY    adaptive (K is the upper bound of each step's drafts) or fixed (always K drafts)
 #   REPS 3  NPROMPT 256  NGEN 128  THREADS 2
@@ -34,6 +36,7 @@ NPROMPT=${NPROMPT:-256}
 NGEN=${NGEN:-128}
 THREADS=${THREADS:-2}
 OUT=${OUT:-docs/results/spec-2026-12-01b/sweep.json}
+read -r -a ROPE_ARGS <<<"${ROPE:-}"
 FIXTURES=${POLYKV_FIXTURES:-../shared/fixtures}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -55,7 +58,7 @@ for drafter in $DRAFTERS; do
   [[ $drafter == mtp && -n "${MTP:-}" ]] && extra=(--model-mtp "$MTP")
   if [[ $drafter == mtp ]]; then
     # Skip cleanly when the model has no MTP head or this build cannot draft with one.
-    if ! "$BIN" run -m "$MODEL" -n 1 -p x --spec mtp "${extra[@]}" -t 1 >/dev/null 2>"$WORK/mtp.err"; then
+    if ! "$BIN" run -m "$MODEL" "${ROPE_ARGS[@]}" -n 1 -p x --spec mtp "${extra[@]}" -t 1 >/dev/null 2>"$WORK/mtp.err"; then
       echo "skip mtp: $(tail -1 "$WORK/mtp.err")" >&2
       printf '{"spec":"mtp","skipped":%s}\n' "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$(tail -1 "$WORK/mtp.err")")" >>"$CELLS"
       continue
@@ -65,7 +68,7 @@ for drafter in $DRAFTERS; do
     for depth in $DEPTHS; do
       for n in $NMAX; do
         echo "== $drafter $text depth $depth n-max $n" >&2
-        if "$BIN" bench -m "$MODEL" --spec "$drafter" --spec-n-max "$n" --spec-policy "$POLICY" "${extra[@]}" --text "$WORK/$text.txt" \
+        if "$BIN" bench -m "$MODEL" "${ROPE_ARGS[@]}" --spec "$drafter" --spec-n-max "$n" --spec-policy "$POLICY" "${extra[@]}" --text "$WORK/$text.txt" \
             -d "$depth" -p "$NPROMPT" -n "$NGEN" -r "$REPS" -t "$THREADS" --json >"$WORK/cell.json" 2>"$WORK/cell.err"; then
           python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["text_kind"]=sys.argv[2]; print(json.dumps(j))' \
             "$WORK/cell.json" "$text" >>"$CELLS"
@@ -79,15 +82,16 @@ for drafter in $DRAFTERS; do
     done
   done
 done
-python3 - "$CELLS" "$OUT" "$MODEL" "${DRAFT:-}" "$REPS" "$NPROMPT" "$NGEN" "$THREADS" "$(uptime)" "$(git rev-parse --short HEAD)" "${MTP:-}" <<'PY'
+python3 - "$CELLS" "$OUT" "$MODEL" "${DRAFT:-}" "$REPS" "$NPROMPT" "$NGEN" "$THREADS" "$(uptime)" "$(git rev-parse --short HEAD)" "${MTP:-}" "${ROPE:-}" <<'PY'
 import json, sys, datetime
 cells = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 out = {
     "what": "speculative decoding n-max sweep (bench/spec_sweep.sh); greedy; plain and speculative decode interleaved per repetition",
     "date": datetime.datetime.utcnow().isoformat() + "Z", "commit": sys.argv[10],
-    "model": sys.argv[3], "model_draft": sys.argv[4], "model_mtp": sys.argv[11], "reps": int(sys.argv[5]), "n_prompt": int(sys.argv[6]),
+    "model": sys.argv[3], "model_draft": sys.argv[4], "model_mtp": sys.argv[11], "rope": sys.argv[12], "reps": int(sys.argv[5]), "n_prompt": int(sys.argv[6]),
     "n_gen": int(sys.argv[7]), "threads": int(sys.argv[8]), "uptime": sys.argv[9],
-    "note": "depth > 2048 is past the embedded model's training context: tok/s are valid, acceptance reflects a degraded model",
+    "note": ("depth > 2048 is past the embedded model's training context: tok/s are valid, acceptance reflects a degraded model"
+             if not sys.argv[12] else "RoPE override " + sys.argv[12] + " on the target and the draft model"),
     "cells": cells,
 }
 json.dump(out, open(sys.argv[2], "w"), indent=1)

@@ -62,8 +62,8 @@ double mean(const std::vector<double>& v) {
 int run_bench_spec(const BenchSpecArgs& a) {
   const std::unique_ptr<Backend> backend = make_backend({a.device, a.threads, a.batch_invariant});
   CpuBackend* cpu = dynamic_cast<CpuBackend*>(backend.get());
-  auto model = Model::load(a.model_path, *backend);
-  const std::unique_ptr<Model> draft_model = load_draft_model(a.spec, *model, *backend);
+  auto model = Model::load(a.model_path, *backend, a.rope);
+  const std::unique_ptr<Model> draft_model = load_draft_model(a.spec, *model, *backend, a.rope);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const std::vector<int32_t> text = tok.encode(read_text(a.text_path), true, false);
   const int need = a.depth + a.n_prompt;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/spec_options.h"
+#include "model/config.h"
 
 namespace polykv::cli {
 
@@ -17,6 +18,7 @@ struct BenchSpecArgs {
   bool json = false;
   SpecCli spec;
   bool batch_invariant = false;  // --batch-invariant (BackendOptions::batch_invariant)
+  RopeOverride rope;             // --rope-scaling etc. (the target model)
 };
 
 int run_bench_spec(const BenchSpecArgs& a);

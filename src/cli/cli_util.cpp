@@ -36,6 +36,19 @@ CLI::Option* add_ubatch_option(CLI::App& app, int& ubatch) {
       ->check(CLI::Range(1, 65536));
 }
 
+void add_rope_options(CLI::App& app, RopeOverride& rope) {
+  app.add_option("--rope-scaling", rope.scaling,
+                 "RoPE scaling over the model file's: none, linear or yarn (with --rope-scale: run past the "
+                 "training context)")
+      ->check(CLI::IsMember({"none", "linear", "yarn"}));
+  app.add_option("--rope-scale", rope.scale, "RoPE scaling factor: the context grows by it (linear: positions / F)")
+      ->check(CLI::Range(1.0f, 1024.0f));
+  app.add_option("--rope-freq-base", rope.freq_base, "RoPE base frequency θ of the global attention layers")
+      ->check(CLI::Range(1.0f, 1e12f));
+  app.add_option("--yarn-orig-ctx", rope.yarn_orig_ctx, "YaRN: the original context (default: the model's)")
+      ->check(CLI::Range(1, 1 << 24));
+}
+
 int resolve_ubatch(int ubatch, const Backend& backend) {
   return ubatch > 0 ? ubatch : backend.default_prompt_rows();
 }

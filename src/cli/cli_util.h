@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_type.h"
+#include "model/config.h"
 
 namespace polykv {
 class Backend;
@@ -70,6 +71,11 @@ bool resolve_batch_invariant(const CLI::Option* opt, bool given_value, bool draf
 // (Backend::default_prompt_rows: 512 on the CPU, 4096 on CUDA); resolve_ubatch turns 0 into that.
 CLI::Option* add_ubatch_option(CLI::App& app, int& ubatch);
 int resolve_ubatch(int ubatch, const Backend& backend);
+
+// --rope-scaling none|linear|yarn, --rope-scale F, --rope-freq-base B, --yarn-orig-ctx N (llama.cpp's
+// names): RoPE settings over the model file's (model/config.h RopeOverride), to run a model past its
+// training context, e.g. --rope-scaling yarn --rope-scale 4 for four times the context.
+void add_rope_options(CLI::App& app, RopeOverride& rope);
 
 // --k-eq ALPHA: per-channel K equalization strength (0: off), see kv/k_equalizer.h.
 void add_k_eq_option(CLI::App& app, float& alpha);

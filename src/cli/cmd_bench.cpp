@@ -64,6 +64,8 @@ int cmd_bench(int argc, char** argv) {
   bool json = false;
   double bw_gbs = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  RopeOverride rope;
+  add_rope_options(app, rope);
   app.add_option("-p,--n-prompt", n_prompt, "prefill tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-n,--n-gen", n_gen, "decode tokens (0: skip)")->check(CLI::Range(0, 1 << 20));
   app.add_option("-d,--depth", depth, "tokens already in the KV cache")->check(CLI::Range(0, 1 << 22));
@@ -100,7 +102,7 @@ int cmd_bench(int argc, char** argv) {
   if (spec.spec.enabled()) {
     usage_check(k_eq == 0 && bw_gbs == 0 && fill_threads == 0, "--k-eq, --bandwidth and --fill-threads are not used with --spec");
     return run_bench_spec(
-        {model_path, text_path, device, ctk, ctv, threads, depth, n_prompt, n_gen, reps, json, spec, batch_invariant});
+        {model_path, text_path, device, ctk, ctv, threads, depth, n_prompt, n_gen, reps, json, spec, batch_invariant, rope});
   }
   std::vector<int> verify_ks;
   if (!verify_k.empty()) {
@@ -113,7 +115,7 @@ int cmd_bench(int argc, char** argv) {
   ubatch = resolve_ubatch(ubatch, backend);
   CpuBackend* cpu = dynamic_cast<CpuBackend*>(&backend);  // nullptr on a GPU
   const int n_threads = cpu ? cpu->pool().size() : 0;
-  auto model = Model::load(model_path, backend);
+  auto model = Model::load(model_path, backend, rope);
   const ModelConfig& c = model->config();
   std::mt19937 rng(42);
   auto random_tokens = [&](int n) {

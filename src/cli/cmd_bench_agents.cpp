@@ -203,6 +203,8 @@ int cmd_bench_agents(int argc, char** argv) {
   int context = 4096, suffix = 32, gen = 32, threads = 0, reps = 1;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  RopeOverride rope;
+  add_rope_options(app, rope);
   app.add_option("--agents", agents_list, "comma-separated agent counts, each 1..1024")
       ->check(token_ids_check())
       ->capture_default_str();
@@ -228,7 +230,7 @@ int cmd_bench_agents(int argc, char** argv) {
   }
 
   const std::unique_ptr<Backend> backend = make_backend({device, threads});
-  auto model = Model::load(model_path, *backend);
+  auto model = Model::load(model_path, *backend, rope);
   EngineOptions base;
   base.k_type = ctk;
   base.v_type = ctv;

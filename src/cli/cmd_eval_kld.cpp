@@ -23,6 +23,8 @@ int cmd_eval_kld(int argc, char** argv) {
   int threads = 0;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  RopeOverride rope;
+  add_rope_options(app, rope);
   add_row_source_options(app, src);
   app.add_option("--cache-type-k", opts.test.k, kv_type_help("K", KvDefaults::kNone) + " (under test)")
       ->check(kv_k_type_check())
@@ -41,7 +43,7 @@ int cmd_eval_kld(int argc, char** argv) {
   check_kv_types(opts.ref);
   check_row_source(src);
   const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
-  auto model = Model::load(model_path, *backend);
+  auto model = Model::load(model_path, *backend, rope);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const TokenRows rows = load_rows(src, tok);
   opts.chunk_tokens = src.chunk_tokens;

@@ -26,6 +26,8 @@ int cmd_eval_needle(int argc, char** argv) {
   int threads = 0, limit = 0;
   bool json = false, verbose = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  RopeOverride rope;
+  add_rope_options(app, rope);
   app.add_option("--cases", cases_path, "cases, one JSON object a line (e.g. needle_dev.jsonl)")->required();
   app.add_option("--cache-type-k", types.k, kv_type_help("K", KvDefaults::kEval))->check(kv_k_type_check())->capture_default_str();
   app.add_option("--cache-type-v", types.v, kv_type_help("V", KvDefaults::kEval))->check(kv_v_type_check())->capture_default_str();
@@ -40,7 +42,7 @@ int cmd_eval_needle(int argc, char** argv) {
   std::vector<NeedleCase> cases = read_needle_cases(cases_path);
   if (limit > 0 && size_t(limit) < cases.size()) cases.resize(size_t(limit));
   const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
-  auto model = Model::load(model_path, *backend);
+  auto model = Model::load(model_path, *backend, rope);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const NeedleReport rep =
       evaluate_needle(*model, tok, types, cases, [&](size_t i, const NeedleCase& c, const NeedleOutcome& o) {

@@ -23,6 +23,8 @@ int cmd_eval_ppl(int argc, char** argv) {
   int threads = 0;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  RopeOverride rope;
+  add_rope_options(app, rope);
   add_row_source_options(app, src);
   app.add_option("--cache-type-k", types.k, kv_type_help("K", KvDefaults::kEval))->check(kv_k_type_check())->capture_default_str();
   app.add_option("--cache-type-v", types.v, kv_type_help("V", KvDefaults::kEval))->check(kv_v_type_check())->capture_default_str();
@@ -34,7 +36,7 @@ int cmd_eval_ppl(int argc, char** argv) {
   check_kv_types(types);
   check_row_source(src);
   const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
-  auto model = Model::load(model_path, *backend);
+  auto model = Model::load(model_path, *backend, rope);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const TokenRows rows = load_rows(src, tok);
   if (model->config().n_ctx_train > 0 && rows.ctx > model->config().n_ctx_train)

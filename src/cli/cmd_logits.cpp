@@ -16,6 +16,8 @@ int cmd_logits(int argc, char** argv) {
   std::string model_path, ids_text, out_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   int threads = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  RopeOverride rope;
+  add_rope_options(app, rope);
   app.add_option("--ids", ids_text, "comma-separated token ids")->check(token_ids_check())->required();
   app.add_option("-o,--output", out_path, "output file (float32 [n_tokens][n_vocab])")->required();
   add_threads_option(app, threads);
@@ -29,7 +31,7 @@ int cmd_logits(int argc, char** argv) {
   check_not_input(out_path, model_path);  // the model stays mapped while the logits are written
   AtomicFileWriter out(out_path);          // fails now, not after the forward pass, if OUT can't be made
   const std::unique_ptr<Backend> backend = make_backend({"cpu", threads});
-  auto model = Model::load(model_path, *backend);
+  auto model = Model::load(model_path, *backend, rope);
   const int n_vocab = model->config().n_vocab;
   const int n_ctx_train = model->config().n_ctx_train;  // the context here is the number of ids
   if (n_ctx_train > 0 && ids.size() > size_t(n_ctx_train))

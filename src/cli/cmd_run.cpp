@@ -75,6 +75,8 @@ int cmd_run(int argc, char** argv) {
   int64_t seed = int64_t(opts.sampling.seed);
   bool chat = false, no_bos = false, parse_special = false, echo = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  RopeOverride rope;
+  add_rope_options(app, rope);
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--ids", ids_text, "prompt as comma-separated token ids instead of text")->check(token_ids_check());
   int ubatch = 0;
@@ -130,8 +132,8 @@ int cmd_run(int argc, char** argv) {
 
   const std::unique_ptr<Backend> backend = make_backend({device, threads, batch_invariant});
   opts.prefill_chunk = resolve_ubatch(ubatch, *backend);
-  auto model = Model::load(model_path, *backend);
-  const std::unique_ptr<Model> draft_model = load_draft_model(spec, *model, *backend);
+  auto model = Model::load(model_path, *backend, rope);
+  const std::unique_ptr<Model> draft_model = load_draft_model(spec, *model, *backend, rope);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   std::vector<int32_t> ids;
   if (!ids_text.empty()) {

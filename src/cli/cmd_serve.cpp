@@ -29,6 +29,7 @@ namespace {
 
 struct ServeFlags {
   std::string model_path, chat_template_file;
+  RopeOverride rope;
   int parallel = 4, max_queue = 64, threads = 0, kv_tokens = 0;
   int ubatch = 0;  // the engine's step budget (prompt rows + decodes); 0: the backend's
   double kv_memory_mib = 0;
@@ -91,6 +92,7 @@ int cmd_serve(int argc, char** argv) {
   ServeFlags f;
   server::ServerOptions so;
   app.add_option("-m,--model", f.model_path, "GGUF model")->required();
+  add_rope_options(app, f.rope);
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", so.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("--parallel", f.parallel, "sequences generated at once (continuous batching)")
@@ -140,9 +142,9 @@ int cmd_serve(int argc, char** argv) {
     throw;
   }
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  const std::unique_ptr<Model> model = Model::load(f.model_path, *backend);
+  const std::unique_ptr<Model> model = Model::load(f.model_path, *backend, f.rope);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
-  const std::unique_ptr<Model> draft_model = load_draft_model(f.spec, *model, *backend);
+  const std::unique_ptr<Model> draft_model = load_draft_model(f.spec, *model, *backend, f.rope);
   f.draft_model = draft_model.get();
   check_mtp_head(f.spec, *model);  // a bad --model-mtp fails now, not at the first "mtp" request
   std::string tmpl = f.chat_template_file.empty() ? model->gguf().get_str("tokenizer.chat_template", "")

@@ -33,9 +33,10 @@ void check_spec_options(const SpecCli& s, bool serve) {
   usage_check(serve || s.spec.mtp_path.empty() || s.spec.kind == "mtp", "--model-mtp is only used with --spec mtp");
 }
 
-std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend) {
+std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend,
+                                        const RopeOverride& rope) {
   if (s.draft_path.empty()) return nullptr;
-  auto draft = Model::load(s.draft_path, backend);
+  auto draft = Model::load(s.draft_path, backend, rope);
   check_draft_vocab(target, *draft);
   return draft;
 }

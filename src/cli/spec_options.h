@@ -26,7 +26,9 @@ inline bool drafting_configured(const SpecCli& s) {
 // --model-draft, --model-draft without --spec draft (allowed for serve: requests may ask for "draft").
 void check_spec_options(const SpecCli& s, bool serve = false);
 // Loads --model-draft on `backend` and checks its vocabulary against target's; nullptr without one.
-std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend);
+// rope: the target's --rope-* override, applied to the draft model too (it drafts at the target's positions).
+std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend,
+                                        const RopeOverride& rope = {});
 
 // Loads --model-mtp once against target to check it (Error naming the file and the mismatch); no-op without one.
 void check_mtp_head(const SpecCli& s, Model& target);

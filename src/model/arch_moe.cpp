@@ -44,18 +44,7 @@ void fill(const GgufFile& f, ModelConfig& c) {
   c.moe.act = MoeActivation::SwiGLUClamped;
   c.moe.router_bias = true;
   c.moe.expert_bias = true;
-  if (f.get_str(a + "rope.scaling.type", "none") == "yarn") {
-    YarnRope y;
-    y.factor = f.get_f32(a + "rope.scaling.factor", 1.0f);
-    y.orig_ctx = float(f.get_u32(a + "rope.scaling.original_context_length", 4096));
-    y.beta_fast = f.get_f32(a + "rope.scaling.yarn_beta_fast", 32.0f);
-    y.beta_slow = f.get_f32(a + "rope.scaling.yarn_beta_slow", 1.0f);
-    if (y.factor > 1) {
-      c.rope_freq_divisors = y.freq_divisors(c.layers[0].rope_base, c.n_rot);
-      const float ms = y.mscale();
-      c.attn_scale *= ms * ms;  // cos and sin carry mscale: q·k carries its square
-    }
-  }
+  c.yarn.truncate = false;  // transformers' gpt-oss: the YaRN correction range is not rounded
 }
 
 const ArchFamily kFamily{kNames, fill};

@@ -83,9 +83,52 @@ void check_hyperparameter_ranges(const GgufFile& f, const std::string& a) {
   }
 }
 
+// The first layer that is not sliding (global attention), else layer 0: its RoPE base is the model's
+// "global" one, which --rope-freq-base and YaRN act on (gemma3's sliding layers keep their local base).
+const LayerConfig& global_rope_layer(const ModelConfig& c) {
+  for (const LayerConfig& l : c.layers)
+    if (!l.sliding) return l;
+  return c.layers.front();
+}
+
+void apply_rope_override(ModelConfig& c, const RopeOverride& o) {
+  if (o.empty()) return;
+  check(o.scaling.empty() || o.scaling == "none" || o.scaling == "linear" || o.scaling == "yarn",
+        "--rope-scaling '", printable(o.scaling), "': expected none, linear or yarn");
+  const float global_base = global_rope_layer(c).rope_base;
+  auto for_global_layers = [&](auto&& f) {  // the layers that share the global base (all of them in most models)
+    for (LayerConfig& l : c.layers)
+      if (!l.sliding || l.rope_base == global_base) f(l);
+  };
+  std::string kind = o.scaling;
+  if (kind.empty()) {
+    bool linear = false;
+    for (const LayerConfig& l : c.layers) linear |= l.rope_scale != 1.0f;
+    kind = c.yarn.factor > 1 ? "yarn" : linear ? "linear" : "none";
+  }
+  check(o.scale <= 0 || kind != "none", "--rope-scale needs --rope-scaling linear or yarn (the file has no scaling)");
+  check(o.yarn_orig_ctx <= 0 || kind == "yarn", "--yarn-orig-ctx needs --rope-scaling yarn");
+  if (kind != "yarn") c.yarn.factor = 0, c.rope_freq_divisors.clear();
+  if (kind != "linear") for_global_layers([](LayerConfig& l) { l.rope_scale = 1.0f; });
+  if (kind == "linear" && o.scale > 0) {
+    for_global_layers([&](LayerConfig& l) { l.rope_scale = o.scale; });
+    c.n_ctx_train = int(std::lround(double(c.n_ctx_train) * o.scale));
+  }
+  if (kind == "yarn") {
+    const bool from_file = c.yarn.factor > 1;
+    if (!from_file) c.yarn.orig_ctx = float(c.n_ctx_train);
+    if (o.yarn_orig_ctx > 0) c.yarn.orig_ctx = float(o.yarn_orig_ctx);
+    if (o.scale > 0) c.yarn.factor = o.scale;
+    check(c.yarn.factor > 1, "--rope-scaling yarn needs --rope-scale above 1 (the file has no YaRN factor)");
+    if (o.scale > 0 || o.yarn_orig_ctx > 0 || !from_file)
+      c.n_ctx_train = int(std::lround(double(c.yarn.orig_ctx) * c.yarn.factor));
+  }
+  if (o.freq_base > 0) for_global_layers([&](LayerConfig& l) { l.rope_base = o.freq_base; });
+}
+
 }  // namespace
 
-ModelConfig config_from_gguf(const GgufFile& f) {
+ModelConfig config_from_gguf(const GgufFile& f, const RopeOverride& rope) {
   ModelConfig c;
   c.arch = f.get_str("general.architecture");
   const ArchFamily* fam = find_family(c.arch);
@@ -124,12 +167,24 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   const std::string scaling = f.get_str(a + "rope.scaling.type", "none");
   if (scaling == "linear") rope_scale = f.get_f32(a + "rope.scaling.factor", 1.0f);
   c.layers.assign(size_t(c.n_layer), LayerConfig{false, rope_base, rope_scale});
+  if (scaling == "yarn") {
+    c.yarn.factor = f.get_f32(a + "rope.scaling.factor", 1.0f);
+    c.yarn.orig_ctx = float(f.get_u32(a + "rope.scaling.original_context_length", uint32_t(c.n_ctx_train)));
+    c.yarn.beta_fast = f.get_f32(a + "rope.scaling.yarn_beta_fast", 32.0f);
+    c.yarn.beta_slow = f.get_f32(a + "rope.scaling.yarn_beta_slow", 1.0f);
+  }
 
   const GgufTensor& embd = f.tensor("token_embd.weight");
   check(embd.ne.size() == 2 && embd.ne[0] == c.n_embd, "token_embd.weight has shape not matching n_embd ", c.n_embd);
   check(embd.ne[1] <= (1 << 24), "token_embd.weight has ", embd.ne[1], " rows: more than 2^24 tokens");
   c.n_vocab = int(embd.ne[1]);
   fam->fill(f, c);
+  apply_rope_override(c, rope);
+  if (c.yarn.factor > 1) {
+    c.rope_freq_divisors = c.yarn.freq_divisors(global_rope_layer(c).rope_base, c.n_rot);
+    const float ms = c.yarn.mscale();
+    c.attn_scale *= ms * ms;  // cos and sin carry mscale: q·k carries its square
+  }
   assign_layer_slots(c);
   return c;
 }

@@ -8,6 +8,7 @@
 #include "core/layer_kinds.h"
 #include "gguf/gguf.h"
 #include "model/moe_config.h"
+#include "model/yarn_rope.h"
 
 namespace polykv {
 
@@ -68,6 +69,7 @@ struct ModelConfig {
   bool o_bias = false;             // attn_output.bias (gpt-oss)
   bool attn_sinks = false;         // attn_sinks: one logit per head in the softmax denominator (gpt-oss)
   std::string ffn_norm_tensor = "ffn_norm";  // the FFN's pre-norm (gpt-oss: post_attention_norm)
+  YarnRope yarn;                             // yarn.factor > 1: YaRN (rope_freq_divisors, attn_scale carry it)
   std::vector<float> rope_freq_divisors;     // [n_rot / 2] inv_freq_i /= these (YaRN); empty: none
 
   int q_dim() const { return n_head * head_dim; }
@@ -80,9 +82,22 @@ struct ModelConfig {
 // Numbers the layers' kv_layer / state_layer from their kinds (config_from_gguf does it after the family's fill).
 void assign_layer_slots(ModelConfig& c);
 
-// Fills a ModelConfig from a GGUF file's metadata; throws Error naming an unsupported architecture
-// or a missing/invalid hyperparameter.
-ModelConfig config_from_gguf(const GgufFile& f);
+// RoPE settings a user puts over the file's (llama.cpp's --rope-scaling, --rope-scale, --rope-freq-base,
+// --yarn-orig-ctx): run a model past its training context. Unset fields keep the file's values.
+//   scaling "none": no scaling; "linear": positions divided by scale; "yarn": YaRN (model/yarn_rope.h) with
+//   factor scale over an original context of yarn_orig_ctx (default: the file's, else its context_length).
+// Linear and YaRN set the model's context (n_ctx_train) to the original context times the scale.
+struct RopeOverride {
+  std::string scaling;    // "", "none", "linear", "yarn"
+  float scale = 0;        // > 0: the scaling factor (needs scaling linear or yarn, given or in the file)
+  float freq_base = 0;    // > 0: RoPE base θ of every layer that is not sliding
+  int yarn_orig_ctx = 0;  // > 0: YaRN's original context
+  bool empty() const { return scaling.empty() && scale <= 0 && freq_base <= 0 && yarn_orig_ctx <= 0; }
+};
+
+// Fills a ModelConfig from a GGUF file's metadata (then the override); throws Error naming an
+// unsupported architecture or a missing/invalid hyperparameter or override.
+ModelConfig config_from_gguf(const GgufFile& f, const RopeOverride& rope = {});
 
 // One registered architecture family: the architecture strings it accepts and how it reads them.
 struct ArchFamily {

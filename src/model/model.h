@@ -23,8 +23,9 @@ namespace polykv {
 class Model {
  public:
   // Opens, checks and binds a GGUF model and uploads its weights through `backend`, which must
-  // outlive the model; throws Error naming the problem.
-  static std::unique_ptr<Model> load(const std::string& path, Backend& backend);
+  // outlive the model; throws Error naming the problem. `rope` overrides the file's RoPE settings
+  // (model/config.h RopeOverride: run past the training context).
+  static std::unique_ptr<Model> load(const std::string& path, Backend& backend, const RopeOverride& rope = {});
 
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return file_; }

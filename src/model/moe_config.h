@@ -23,17 +23,4 @@ struct MoeConfig {
   MoeRouting routing() const { return {n_expert, n_used, gating}; }
 };
 
-// YaRN RoPE as transformers computes it (gpt-oss: the correction range is NOT rounded, unlike ggml's):
-// low/high = d·ln(L0 / (beta · 2π)) / (2 ln θ) for beta_fast / beta_slow, clamped to [0, d − 1];
-// ramp_i = clip((i − low) / (high − low), 0, 1); inv_freq_i = θ^(−2i/d) · (ramp_i / factor + 1 − ramp_i);
-// cos and sin carry mscale = 0.1·ln(factor) + 1, i.e. q·k carries mscale².
-struct YarnRope {
-  float factor = 0;  // 0: no YaRN
-  float orig_ctx = 4096;
-  float beta_fast = 32, beta_slow = 1;
-  // The divisors of the plain inv_freq (inv_freq_i /= divisor_i), [n_rot / 2].
-  std::vector<float> freq_divisors(float theta, int n_rot) const;
-  float mscale() const;
-};
-
 }  // namespace polykv

@@ -73,6 +73,7 @@ MtpHead::MtpHead(Model& target, const GgufFile& f, std::unique_ptr<GgufFile> sid
   for (int i = 0; i < c.n_rot / 2; ++i) {  // as Model computes its layers' (model/transformer.cpp)
     inv_freq_[size_t(i)] = 1.0f / std::pow(lc_.rope_base, float(2 * i) / float(c.n_rot));
     if (!factors.empty()) inv_freq_[size_t(i)] /= factors[size_t(i)];
+    if (!c.rope_freq_divisors.empty()) inv_freq_[size_t(i)] /= c.rope_freq_divisors[size_t(i)];  // YaRN
   }
   host_ = bind_layer(f, c, layer_, pack);
   dev_ = upload_layer(be, host_, inv_freq_, c);

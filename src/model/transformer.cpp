@@ -60,11 +60,11 @@ bool Model::finish_argmax() {
   return true;
 }
 
-std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend) {
+std::unique_ptr<Model> Model::load(const std::string& path, Backend& backend, const RopeOverride& rope) {
   GgufFile f = GgufFile::open(path);
   ModelConfig c;
   try {
-    c = config_from_gguf(f);
+    c = config_from_gguf(f, rope);
     check_backend_runs(c, backend);
   } catch (const Error& e) {
     fail("'", path, "': ", e.what());

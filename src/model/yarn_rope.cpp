@@ -1,15 +1,17 @@
-// YarnRope (model/moe_config.h): transformers' YaRN frequencies and attention factor.
+// YarnRope (model/yarn_rope.h): transformers' YaRN frequencies and attention factor.
 #include <algorithm>
 #include <cmath>
 
-#include "model/moe_config.h"
+#include "model/yarn_rope.h"
 
 namespace polykv {
 
 std::vector<float> YarnRope::freq_divisors(float theta, int n_rot) const {
   const double d = n_rot, pi = 3.14159265358979323846;
   auto corr_dim = [&](double beta) { return d * std::log(orig_ctx / (beta * 2 * pi)) / (2 * std::log(double(theta))); };
-  double low = std::max(0.0, corr_dim(beta_fast)), high = std::min(d - 1, corr_dim(beta_slow));  // not rounded
+  double low = corr_dim(beta_fast), high = corr_dim(beta_slow);
+  if (truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(0.0, low), high = std::min(d - 1, high);
   if (low == high) high += 0.001;
   std::vector<float> out(size_t(n_rot / 2));
   for (int i = 0; i < n_rot / 2; ++i) {

@@ -33,6 +33,7 @@
 #include "engine/sequence_kv.h"
 #include "model/model.h"
 #include "model/moe_config.h"
+#include "model/yarn_rope.h"
 #include "ops_cuda_test.h"
 
 namespace polykv {

@@ -1,0 +1,229 @@
+// RoPE past the training context: YaRN read from any architecture's GGUF (rope.scaling.type = yarn), the
+// --rope-scaling / --rope-scale / --rope-freq-base / --yarn-orig-ctx override (model/config.h RopeOverride),
+// and the embedded model run at twice its 2048-token training context with YaRN (docs/SPECULATIVE.md
+// 2026-12-04: what makes speculation at depth 4096 measurable).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "embedded_model_fixture.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
+#include "model/config.h"
+#include "model/synth.h"
+#include "model/yarn_rope.h"
+#include "test_util.h"
+
+namespace polykv {
+namespace {
+
+// A tiny synthetic model of `shape` (model/synth.h) with extra metadata set by `edit`, loaded as config.
+template <class Edit>
+ModelConfig tiny_config(const std::string& shape, Edit&& edit, const RopeOverride& rope = {}) {
+  GgufWriter w;
+  SynthOptions o;
+  o.type = DType::Q8_0;
+  o.n_threads = 1;
+  add_synth_model(w, find_model_shape(shape), o);
+  edit(w);
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  return config_from_gguf(GgufFile::parse(bytes.data(), bytes.size()), rope);
+}
+ModelConfig tiny_config(const std::string& shape, const RopeOverride& rope = {}) {
+  return tiny_config(shape, [](GgufWriter&) {}, rope);
+}
+
+std::string override_error(const std::string& shape, const RopeOverride& rope) {
+  try {
+    tiny_config(shape, rope);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void set_yarn(GgufWriter& w, float factor, uint32_t orig) {
+  w.set_str("llama.rope.scaling.type", "yarn");
+  w.set_f32("llama.rope.scaling.factor", factor);
+  w.set_u32("llama.rope.scaling.original_context_length", orig);
+}
+
+// transformers' _compute_yarn_parameters with truncate (its default), written out independently.
+std::vector<double> transformers_yarn_divisors(double factor, double orig, double theta, int dim) {
+  const double pi = std::acos(-1.0);
+  auto corr = [&](double rot) { return dim * std::log(orig / (rot * 2 * pi)) / (2 * std::log(theta)); };
+  const double low = std::max(std::floor(corr(32)), 0.0), high = std::min(std::ceil(corr(1)), double(dim - 1));
+  std::vector<double> d(size_t(dim / 2));
+  for (int i = 0; i < dim / 2; ++i) {
+    const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);  // "linear_ramp_factor"
+    const double extrapolation = 1 - ramp;
+    // inv_freq = inv/factor * (1 - extrapolation) + inv * extrapolation = inv / divisor
+    d[size_t(i)] = 1.0 / ((1 - extrapolation) / factor + extrapolation);
+  }
+  return d;
+}
+
+TEST(YarnRope, DivisorsAsTransformersComputesThem) {
+  for (const double factor : {2.0, 4.0, 32.0}) {
+    YarnRope y;
+    y.factor = float(factor);
+    y.orig_ctx = 2048;
+    const std::vector<float> got = y.freq_divisors(10000.0f, 128);
+    const std::vector<double> want = transformers_yarn_divisors(factor, 2048, 10000, 128);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * want[i]) << "factor " << factor << " i " << i;
+    EXPECT_FLOAT_EQ(got.front(), 1.0f);  // the fastest pairs are never interpolated
+    EXPECT_NEAR(got.back(), factor, 1e-5 * factor);  // the slowest ones fully
+  }
+  // gpt-oss's form does not round the range: some divisor differs.
+  YarnRope t, u;
+  t.factor = u.factor = 4;
+  t.orig_ctx = u.orig_ctx = 2048;
+  u.truncate = false;
+  EXPECT_NE(t.freq_divisors(10000.0f, 128), u.freq_divisors(10000.0f, 128));
+}
+
+TEST(RopeOverride, YarnFromAnyArchitecturesFile) {
+  const ModelConfig plain = tiny_config("tiny");
+  const ModelConfig c = tiny_config("tiny", [](GgufWriter& w) { set_yarn(w, 4, 256); });
+  EXPECT_FLOAT_EQ(c.yarn.factor, 4);
+  EXPECT_TRUE(c.yarn.truncate);
+  ASSERT_EQ(c.rope_freq_divisors.size(), size_t(c.n_rot / 2));
+  const float ms = 0.1f * std::log(4.0f) + 1;
+  EXPECT_FLOAT_EQ(c.attn_scale, plain.attn_scale * ms * ms);
+  EXPECT_EQ(c.n_ctx_train, plain.n_ctx_train);  // the file's context_length stands
+  EXPECT_TRUE(plain.rope_freq_divisors.empty());
+  // gpt-oss keeps its unrounded range.
+  EXPECT_FALSE(tiny_config("tiny-gptoss").yarn.truncate);
+}
+
+TEST(RopeOverride, YarnOverAPlainFile) {
+  const ModelConfig plain = tiny_config("tiny");
+  RopeOverride o;
+  o.scaling = "yarn";
+  o.scale = 4;
+  const ModelConfig c = tiny_config("tiny", o);
+  EXPECT_EQ(c.n_ctx_train, plain.n_ctx_train * 4);
+  EXPECT_FLOAT_EQ(c.yarn.orig_ctx, float(plain.n_ctx_train));
+  YarnRope y;
+  y.factor = 4;
+  y.orig_ctx = float(plain.n_ctx_train);
+  EXPECT_EQ(c.rope_freq_divisors, y.freq_divisors(plain.layers[0].rope_base, plain.n_rot));
+  o.yarn_orig_ctx = 100;
+  EXPECT_EQ(tiny_config("tiny", o).n_ctx_train, 400);
+}
+
+TEST(RopeOverride, NoneAndOtherFactorsOverTheFilesYarn) {
+  auto file = [](GgufWriter& w) { set_yarn(w, 4, 256); };
+  const ModelConfig plain = tiny_config("tiny");
+  RopeOverride none;
+  none.scaling = "none";
+  const ModelConfig c = tiny_config("tiny", file, none);
+  EXPECT_TRUE(c.rope_freq_divisors.empty());
+  EXPECT_FLOAT_EQ(c.attn_scale, plain.attn_scale);
+  RopeOverride eight;
+  eight.scale = 8;  // the file's kind (yarn) and original context, another factor
+  const ModelConfig e = tiny_config("tiny", file, eight);
+  EXPECT_FLOAT_EQ(e.yarn.factor, 8);
+  EXPECT_FLOAT_EQ(e.yarn.orig_ctx, 256);
+  EXPECT_EQ(e.n_ctx_train, 2048);
+}
+
+TEST(RopeOverride, LinearAndFreqBase) {
+  const ModelConfig plain = tiny_config("tiny");
+  RopeOverride o;
+  o.scaling = "linear";
+  o.scale = 2;
+  o.freq_base = 40000;
+  const ModelConfig c = tiny_config("tiny", o);
+  EXPECT_EQ(c.n_ctx_train, plain.n_ctx_train * 2);
+  for (const LayerConfig& l : c.layers) {
+    EXPECT_FLOAT_EQ(l.rope_scale, 2);
+    EXPECT_FLOAT_EQ(l.rope_base, 40000);
+  }
+  EXPECT_TRUE(c.rope_freq_divisors.empty());
+}
+
+TEST(RopeOverride, Gemma3SlidingLayersKeepTheirLocalBase) {
+  const ModelConfig plain = tiny_config("tiny-gemma3");
+  RopeOverride o;
+  o.freq_base = 123456;
+  const ModelConfig c = tiny_config("tiny-gemma3", o);
+  int global = 0;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    if (plain.layers[i].sliding && plain.layers[i].rope_base != c.layers[i].rope_base) ADD_FAILURE() << "layer " << i;
+    if (!c.layers[i].sliding) EXPECT_FLOAT_EQ(c.layers[i].rope_base, 123456), ++global;
+  }
+  EXPECT_GT(global, 0);
+}
+
+TEST(RopeOverride, ContradictionsAreErrorsNamingTheFlag) {
+  RopeOverride scale_only;
+  scale_only.scale = 2;
+  EXPECT_NE(override_error("tiny", scale_only).find("--rope-scale"), std::string::npos);
+  RopeOverride yarn_no_scale;
+  yarn_no_scale.scaling = "yarn";
+  EXPECT_NE(override_error("tiny", yarn_no_scale).find("--rope-scale"), std::string::npos);
+  RopeOverride orig_only;
+  orig_only.yarn_orig_ctx = 512;
+  EXPECT_NE(override_error("tiny", orig_only).find("--yarn-orig-ctx"), std::string::npos);
+  RopeOverride bad;
+  bad.scaling = "ntk";
+  EXPECT_NE(override_error("tiny", bad).find("--rope-scaling"), std::string::npos);
+  RopeOverride fine;
+  fine.scaling = "linear";
+  fine.scale = 3;
+  EXPECT_EQ(override_error("tiny", fine), "");
+}
+
+// Mean next-token NLL over positions [from, n) of the held-out code, one forward pass at a time of 512.
+double held_out_nll(Model& model, const std::vector<int32_t>& ids, int from) {
+  const int n = int(ids.size()), V = model.config().n_vocab;
+  KvCache kv = make_kv_cache(model.kv_shape(), "f16", "f16", n);
+  std::vector<float> logits(size_t(512) * size_t(V));
+  double sum = 0;
+  int count = 0;
+  for (int p = 0; p < n - 1; p += 512) {
+    const int len = std::min(512, n - 1 - p);
+    model.forward(std::span<const int32_t>(ids.data() + p, size_t(len)), kv, logits.data(), /*all_logits=*/true);
+    for (int r = 0; r < len; ++r) {
+      if (p + r < from) continue;
+      const float* row = logits.data() + size_t(r) * size_t(V);
+      const float mx = *std::max_element(row, row + V);
+      double z = 0;
+      for (int v = 0; v < V; ++v) z += std::exp(double(row[v] - mx));
+      sum += std::log(z) + mx - row[ids[size_t(p + r + 1)]];
+      ++count;
+    }
+  }
+  return sum / count;
+}
+
+// The embedded model (2048-token training context) on tokens 2048..4095 of held-out code: with YaRN at
+// factor 2 its loss there stays near its in-context loss; without, it is several times higher. Measured
+// on the whole ppl_dev text: perplexity 3.74 (YaRN 2, -c 4096) and 20.4 (plain, -c 4096) against 3.87 at
+// -c 2048 (`polykv eval ppl`, docs/SPECULATIVE.md 2026-12-04).
+TEST(RopeOverride, EmbeddedModelPastItsContextWithYarn) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  test::EmbeddedModelFixture fx;
+  const std::vector<int32_t> ids = fx.held_out(4096);
+  const double in_context = held_out_nll(*fx.model, std::vector<int32_t>(ids.begin(), ids.begin() + 2048), 1024);
+  const double plain = held_out_nll(*fx.model, ids, 2048);
+  RopeOverride o;
+  o.scaling = "yarn";
+  o.scale = 2;
+  const std::unique_ptr<Model> yarn = Model::load(test::embedded_model(), fx.backend, o);
+  EXPECT_EQ(yarn->config().n_ctx_train, 4096);
+  const double extended = held_out_nll(*yarn, ids, 2048);
+  std::printf("held-out NLL: in context (1024..2047) %.3f, 2048..4095 plain %.3f, YaRN x2 %.3f\n", in_context, plain,
+              extended);
+  EXPECT_LT(extended, 0.5 * plain);
+  EXPECT_LT(extended, in_context + 0.5);
+}
+
+}  // namespace
+}  // namespace polykv
