@@ -65,6 +65,10 @@ const Row kRows[] = {
     {"run_id_outside_vocab", "run", "-m {M} --ids 1,99999999 -n 1", 1, "vocabulary"},
     {"run_ids_spaced_ok", "run", "-m {M} --ids ' 1, 317 ,296' -n 2 -t 1", 0},
     {"run_n_until_full_ok", "run", "-m {M} -p hi -c 8 -n -1 -t 1", 0},
+    {"run_rope_scaling_word", "run", "-m {M} -p hi --rope-scaling ntk", 2, "ntk"},
+    {"run_rope_scale_range", "run", "-m {M} -p hi --rope-scale 0.5", 2, "--rope-scale"},
+    {"run_rope_scale_without_kind", "run", "-m {M} -p hi -n 1 --rope-scale 2", 1, "--rope-scaling"},
+    {"run_rope_yarn_ok", "run", "-m {M} -p hi -n 2 -t 1 --rope-scaling yarn --rope-scale 2", 0},
     // logits
     {"logits_help", "logits", "--help", 0},
     {"logits_ids_word", "logits", "-m {M} --ids 1,x -o {TMP}/l.f32", 2, "'x'"},
