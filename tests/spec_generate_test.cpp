@@ -194,6 +194,30 @@ TEST(SpecCli, RunWithSpeculationPrintsThePlainGreedyText) {
   std::filesystem::remove(q4);
 }
 
+// Without --spec-n-max each drafter takes its own default (engine/spec/make_drafter.h): 8 for n-gram (its drafts
+// cost nothing), 3 for the draft model; the greedy text is the plain one either way.
+TEST(SpecCli, DefaultNMaxPerDrafter) {
+  SpecOptions o;
+  o.kind = "ngram";
+  EXPECT_EQ(o.resolved_n_max(), kDefaultNgramNMax);
+  o.kind = "draft";
+  EXPECT_EQ(o.resolved_n_max(), kDefaultSpecNMax);
+  o.kind = "mtp";
+  EXPECT_EQ(o.resolved_n_max(), kDefaultSpecNMax);
+  o.n_max = 5;
+  EXPECT_EQ(o.resolved_n_max(), 5);
+  const std::string run = "run -m " + test::embedded_model() + " -n 24 --temp 0 -t 2 -p 'import numpy as np\nimport'";
+  const auto base = test::polykv_streams(run);
+  ASSERT_EQ(base.code, 0) << base.err;
+  const auto ngram = test::polykv_streams(run + " --spec ngram");
+  ASSERT_EQ(ngram.code, 0) << ngram.err;
+  EXPECT_EQ(ngram.out, base.out);
+  EXPECT_NE(ngram.err.find("(ngram, n-max 8)"), std::string::npos) << ngram.err;
+  const auto draft = test::polykv_streams(run + " --spec draft --model-draft " + test::embedded_model());
+  ASSERT_EQ(draft.code, 0) << draft.err;
+  EXPECT_NE(draft.err.find("n-max 3)"), std::string::npos) << draft.err;
+}
+
 TEST(SpecCli, BadSpeculativeFlagsAreUsageErrors) {
   const std::string m = "run -m " + test::embedded_model() + " -n 4 -p hi ";
   for (const std::string bad : {"--spec bogus", "--spec ngram --spec-n-max 0", "--spec ngram --spec-n-max 17",

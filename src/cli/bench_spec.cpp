@@ -72,13 +72,14 @@ int run_bench_spec(const BenchSpecArgs& a) {
         " + prompt ", a.n_prompt, " needs ", need);
   const std::span<const int32_t> context(text.data(), size_t(a.depth));
   const std::span<const int32_t> prompt(text.data() + a.depth, size_t(a.n_prompt));
-  const int ctx = need + a.n_gen + a.spec.spec.n_max + 1;
+  const int n_max = a.spec.spec.resolved_n_max();
+  const int ctx = need + a.n_gen + n_max + 1;
 
   SequenceKvOptions kvo;
   kvo.k_type = a.ctk;
   kvo.v_type = a.ctv;
   kvo.max_tokens = ctx;
-  kvo.rollback_tokens = a.n_prompt + a.n_gen + a.spec.spec.n_max + 1;
+  kvo.rollback_tokens = a.n_prompt + a.n_gen + n_max + 1;
   const std::unique_ptr<KvSequence> kv = make_sequence_kv(*model, kvo);
   print_kv_summary(*kv);
   const std::unique_ptr<Drafter> drafter = make_drafter(a.spec.spec, *model, draft_model.get(), ctx);
@@ -105,7 +106,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
   if (drafter && a.depth > 0) {
     // Untimed warm-up: a drafter with its own KV (draft model, MTP head) fills it over the depth
     // here, not inside the first repetition's decode time; later repetitions roll it back to the depth.
-    (void)decode(*model, *kv, context, prompt, 2, drafter.get(), a.spec.spec.n_max, a.spec.spec.adaptive());
+    (void)decode(*model, *kv, context, prompt, 2, drafter.get(), n_max, a.spec.spec.adaptive());
   }
 
   std::vector<double> base_reps, spec_reps, ratio_reps;
@@ -116,7 +117,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
     truncate_sequence_kv(*kv, a.depth);
     const Run base = decode(*model, *kv, context, prompt, a.n_gen, nullptr, 1);
     truncate_sequence_kv(*kv, a.depth);
-    const Run spec = decode(*model, *kv, context, prompt, a.n_gen, drafter.get(), a.spec.spec.n_max, a.spec.spec.adaptive());
+    const Run spec = decode(*model, *kv, context, prompt, a.n_gen, drafter.get(), n_max, a.spec.spec.adaptive());
     lossless = lossless && base.out == spec.out;
     last_out = base.out;
     base_reps.push_back(base.st.n_generated / std::max(1e-9, base.st.decode_seconds));
@@ -131,7 +132,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
       {"model", a.model_path},
       {"text", a.text_path},
       {"spec", a.spec.spec.kind},
-      {"spec_n_max", a.spec.spec.n_max},
+      {"spec_n_max", n_max},
       {"spec_policy", a.spec.spec.policy},
       {"model_draft", a.spec.draft_path},
       {"threads", cpu ? cpu->pool().size() : 0},
@@ -164,7 +165,7 @@ int run_bench_spec(const BenchSpecArgs& a) {
     std::printf("| spec | n-max | depth | tg | base tok/s | spec tok/s | speedup (min..max) | accept | tok/step | lossless |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
     std::printf("| %s | %d | %d | %d | %.2f | %.2f | %.2fx (%.2f..%.2f) | %.1f%% (%lld/%lld) | %.2f | %s |\n",
-                a.spec.spec.kind.c_str(), a.spec.spec.n_max, a.depth, a.n_gen, mean(base_reps), mean(spec_reps),
+                a.spec.spec.kind.c_str(), n_max, a.depth, a.n_gen, mean(base_reps), mean(spec_reps),
                 median_ratio, sorted.front(), sorted.back(), 100.0 * total.acceptance_rate(),
                 (long long)total.accepted, (long long)total.drafted, total.tokens_per_step(),
                 lossless ? "yes" : "NO");

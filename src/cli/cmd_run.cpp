@@ -154,13 +154,13 @@ int cmd_run(int argc, char** argv) {
   kvo.v_type = ctv;
   kvo.max_tokens = ctx;
   kvo.k_eq = k_eq;
-  kvo.rollback_tokens = spec.spec.enabled() ? spec.spec.n_max + 1 : 0;  // rejected drafts roll back
+  kvo.rollback_tokens = spec.spec.enabled() ? spec.spec.resolved_n_max() + 1 : 0;  // rejected drafts roll back
   const std::unique_ptr<KvSequence> kv_seq = make_sequence_kv(*model, kvo);
   KvSequence& kv = *kv_seq;
   print_kv_summary(kv);
   const std::unique_ptr<Drafter> drafter = make_drafter(spec.spec, *model, draft_model.get(), ctx);
   opts.drafter = drafter.get();
-  opts.spec_n_max = spec.spec.n_max;
+  opts.spec_n_max = spec.spec.resolved_n_max();
   opts.spec_adaptive = spec.spec.adaptive();
   StreamingDecoder dec(tok);
   GenerateCallbacks cb;

@@ -10,7 +10,9 @@ void add_spec_options(CLI::App& app, SpecCli& s) {
   app.add_option("--spec", s.spec.kind,
                  "speculative decoding: none, ngram (prompt lookup), draft (--model-draft), mtp (the model's MTP head)")
       ->capture_default_str();
-  app.add_option("--spec-n-max", s.spec.n_max, "tokens drafted per verify step, 1..16")->capture_default_str();
+  app.add_option("--spec-n-max", s.spec.n_max,
+                 "the most tokens drafted per verify step, 1..16 (default: 8 for ngram, 3 for draft and mtp)")
+      ->check(CLI::Range(1, kMaxSpecNMax));
   app.add_option("--spec-policy", s.spec.policy,
                  "adaptive: draft 0..n-max tokens per step, as many as pay for themselves (acceptance and measured "
                  "step cost); fixed: always n-max")
@@ -24,7 +26,7 @@ void check_spec_options(const SpecCli& s, bool serve) {
   const std::string& k = s.spec.kind;
   usage_check(k.empty() || k == "none" || k == "ngram" || k == "draft" || k == "mtp",
               "--spec must be one of none, ngram, draft, mtp; got '", k, "'");
-  usage_check(s.spec.n_max >= 1 && s.spec.n_max <= kMaxSpecNMax, "--spec-n-max must be in [1, ", kMaxSpecNMax,
+  usage_check(s.spec.n_max >= 0 && s.spec.n_max <= kMaxSpecNMax, "--spec-n-max must be in [1, ", kMaxSpecNMax,
               "], got ", s.spec.n_max);
   usage_check(s.spec.policy == "adaptive" || s.spec.policy == "fixed", "--spec-policy must be adaptive or fixed; got '",
               s.spec.policy, "'");

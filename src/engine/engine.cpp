@@ -157,7 +157,7 @@ uint64_t Engine::submit(GenerationRequest req) {
       s->drafter = std::make_unique<MtpDrafter>(shared_mtp_head(so.mtp_path), opts_.n_ctx);
     else
       s->drafter = make_drafter(so, model_, opts_.draft_model, opts_.n_ctx);
-    s->spec_n_max = so.n_max;
+    s->spec_n_max = so.resolved_n_max();
     s->spec_adaptive = so.adaptive();
   }
   std::lock_guard<std::mutex> lk(mu_);

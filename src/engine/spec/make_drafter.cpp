@@ -10,7 +10,7 @@ namespace polykv {
 void validate_spec(const SpecOptions& o, bool have_draft_model) {
   check(o.kind.empty() || o.kind == "none" || o.kind == "ngram" || o.kind == "draft" || o.kind == "mtp",
         "spec must be one of none, ngram, draft, mtp; got '", o.kind.substr(0, 40), "'");
-  check(o.n_max >= 1 && o.n_max <= kMaxSpecNMax, "spec_n_max must be in [1, ", kMaxSpecNMax, "], got ", o.n_max);
+  check(o.n_max >= 0 && o.n_max <= kMaxSpecNMax, "spec_n_max must be in [1, ", kMaxSpecNMax, "], got ", o.n_max);
   check(o.policy == "adaptive" || o.policy == "fixed", "spec_policy must be adaptive or fixed; got '",
         o.policy.substr(0, 40), "'");
   check(o.kind != "draft" || have_draft_model, "spec 'draft' needs a draft model (--model-draft FILE)");
