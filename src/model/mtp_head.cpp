@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/rope_freqs.h"
 #include "quant/quant.h"
 
 namespace polykv {
@@ -68,13 +69,7 @@ MtpHead::MtpHead(Model& target, const GgufFile& f, std::unique_ptr<GgufFile> sid
   lc_.kind = LayerKind::Attention;
   lc_.kv_layer = 0;  // its own one-layer KV
   lc_.state_layer = -1;
-  inv_freq_.resize(size_t(c.n_rot / 2));
-  const auto& factors = target.weights().rope_inv_freq_factors;
-  for (int i = 0; i < c.n_rot / 2; ++i) {  // as Model computes its layers' (model/transformer.cpp)
-    inv_freq_[size_t(i)] = 1.0f / std::pow(lc_.rope_base, float(2 * i) / float(c.n_rot));
-    if (!factors.empty()) inv_freq_[size_t(i)] /= factors[size_t(i)];
-    if (!c.rope_freq_divisors.empty()) inv_freq_[size_t(i)] /= c.rope_freq_divisors[size_t(i)];  // YaRN
-  }
+  inv_freq_ = rope_inv_freq(lc_.rope_base, c.n_rot, target.weights().rope_inv_freq_factors, c.rope_freq_divisors);
   host_ = bind_layer(f, c, layer_, pack);
   dev_ = upload_layer(be, host_, inv_freq_, c);
   eh_proj_host_ = bind_matrix(f, p + "nextn.eh_proj.weight", 2 * int64_t(c.n_embd), c.n_embd, pack);

@@ -31,4 +31,15 @@ std::vector<float> llama3_rope_freqs(const Llama3RopeScaling& s, double rope_the
   return out;
 }
 
+std::vector<float> rope_inv_freq(float base, int n_rot, const std::vector<float>& llama3_factors,
+                                 const std::vector<float>& yarn_divisors) {
+  std::vector<float> f(size_t(n_rot / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = 1.0f / std::pow(base, float(2 * i) / float(n_rot));
+    if (!llama3_factors.empty()) f[i] /= llama3_factors[i];
+    if (!yarn_divisors.empty()) f[i] /= yarn_divisors[i];
+  }
+  return f;
+}
+
 }  // namespace polykv

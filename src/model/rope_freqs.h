@@ -14,4 +14,10 @@ namespace polykv {
 
 std::vector<float> llama3_rope_freqs(const Llama3RopeScaling& scaling, double rope_theta, int head_dim);
 
+// A layer's RoPE frequencies, [n_rot / 2]: inv_freq_i = base^(-2i / n_rot) in float32 as transformers computes
+// it, divided by llama3's factors (rope_freqs.weight) and by YaRN's divisors (ModelConfig::rope_freq_divisors)
+// where those are not empty. The decoder's layers and the MTP block both take theirs from here.
+std::vector<float> rope_inv_freq(float base, int n_rot, const std::vector<float>& llama3_factors,
+                                 const std::vector<float>& yarn_divisors);
+
 }  // namespace polykv

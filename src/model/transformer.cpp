@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/gated_delta_net.h"
 #include "model/model.h"
+#include "model/rope_freqs.h"
 
 namespace polykv {
 
@@ -23,16 +24,9 @@ Model::Model(GgufFile file, ModelConfig config, Backend& backend)
       moe_ws_(backend) {
   const ModelConfig& c = config_;
   inv_freq_.resize(size_t(c.n_layer));
-  for (int il = 0; il < c.n_layer; ++il) {
-    auto& f = inv_freq_[size_t(il)];
-    f.resize(size_t(c.n_rot / 2));
-    for (int i = 0; i < c.n_rot / 2; ++i) {
-      // float32 as transformers computes it: base^(-2i/n_rot)
-      f[size_t(i)] = 1.0f / std::pow(c.layers[size_t(il)].rope_base, float(2 * i) / float(c.n_rot));
-      if (!weights_.rope_inv_freq_factors.empty()) f[size_t(i)] /= weights_.rope_inv_freq_factors[size_t(i)];
-      if (!c.rope_freq_divisors.empty()) f[size_t(i)] /= c.rope_freq_divisors[size_t(i)];  // YaRN
-    }
-  }
+  for (int il = 0; il < c.n_layer; ++il)
+    inv_freq_[size_t(il)] =
+        rope_inv_freq(c.layers[size_t(il)].rope_base, c.n_rot, weights_.rope_inv_freq_factors, c.rope_freq_divisors);
   dev_ = upload_weights(backend_, weights_, inv_freq_, c);
 }
 
