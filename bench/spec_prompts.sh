@@ -41,8 +41,8 @@ CELLS="$WORK/cells.jsonl"
 : >"$CELLS"
 for drafter in $DRAFTERS; do
   extra=()
-  [[ $drafter == draft ]] && extra=(--model-draft models/polykv-draft-q8_0.gguf)
-  [[ $drafter == mtp ]] && extra=(--model-mtp models/polykv-code-26m-mtp-head-q8_0.gguf)
+  [[ $drafter == draft || $drafter == ngram+draft ]] && extra=(--model-draft models/polykv-draft-q8_0.gguf)
+  [[ $drafter == mtp || $drafter == ngram+mtp ]] && extra=(--model-mtp models/polykv-code-26m-mtp-head-q8_0.gguf)
   for n in $NMAX; do
     for ((i = 0; i < NOFF; ++i)); do
       if "$BIN" bench -m "$MODEL" "${ROPE_ARGS[@]}" -ctk "$CTK" -ctv "$CTV" --spec "$drafter" --spec-n-max "$n" "${extra[@]}" \

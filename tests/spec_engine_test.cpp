@@ -57,17 +57,17 @@ GenerationRequest spec_request(Collector& c, std::vector<int32_t> prompt, int n,
 
 TEST(SpecEngine, ConcurrentRequestsGiveThePlainGreedyTokens) {
   Engine engine(*fx().model, fx().eog(), options());
-  const char* specs[] = {"ngram", "draft", "none"};
+  const char* specs[] = {"ngram", "draft", "none", "ngram+draft"};
   std::vector<std::unique_ptr<Collector>> cs;
   std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 9; ++i) {
+  for (int i = 0; i < 12; ++i) {
     prompts.push_back(fx().encode(std::string(kCode) + "# part " + std::to_string(i) + "\nclass ", true));
     cs.push_back(std::make_unique<Collector>());
-    engine.submit(spec_request(*cs.back(), prompts.back(), 24, specs[i % 3], 1 + i % 4));
+    engine.submit(spec_request(*cs.back(), prompts.back(), 24, specs[i % 4], 1 + i % 3));
   }
   for (auto& c : cs) c->wait();
   for (size_t i = 0; i < cs.size(); ++i) {
-    SCOPED_TRACE(specs[i % 3]);
+    SCOPED_TRACE(specs[i % 4]);
     EXPECT_EQ(cs[i]->info.reason, FinishReason::Length) << cs[i]->info.error;
     EXPECT_EQ(cs[i]->ids, alone(prompts[i], 24));
   }
@@ -90,7 +90,8 @@ TEST(SpecEngine, AgentsOnASharedPoolGiveThePlainGreedyTokens) {
   for (int a = 0; a < 8; ++a) {
     suffixes.push_back(fx().encode("\n    def method_" + std::to_string(a) + "(self):\n        return self.", false));
     cs.push_back(std::make_unique<Collector>());
-    engine.submit(spec_request(*cs.back(), suffixes.back(), 20, a % 4 == 3 ? "draft" : "", a % 2 ? 4 : 0, "doc"));
+    engine.submit(spec_request(*cs.back(), suffixes.back(), 20, a % 4 == 3 ? "draft" : a % 4 == 1 ? "ngram+draft" : "",
+                               a % 2 ? 4 : 0, "doc"));
   }
   for (auto& c : cs) c->wait();
   for (size_t a = 0; a < cs.size(); ++a) {

@@ -221,7 +221,9 @@ TEST(SpecCli, DefaultNMaxPerDrafter) {
 TEST(SpecCli, BadSpeculativeFlagsAreUsageErrors) {
   const std::string m = "run -m " + test::embedded_model() + " -n 4 -p hi ";
   for (const std::string bad : {"--spec bogus", "--spec ngram --spec-n-max 0", "--spec ngram --spec-n-max 17",
-                                "--spec draft", "--model-draft x.gguf", "--spec ngram --model-draft x.gguf"}) {
+                                "--spec draft", "--model-draft x.gguf", "--spec ngram --model-draft x.gguf",
+                                "--spec ngram+draft", "--spec ngram+", "--spec mtp+ngram",
+                                "--spec ngram+mtp --model-draft x.gguf", "--spec ngram+draft --model-mtp x.gguf"}) {
     const auto r = test::polykv(m + bad);
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
   }

@@ -90,5 +90,44 @@ TEST(SpecMtpEngine, PoolAgentsDraft) {
   EXPECT_GT(m.spec_accepted_tokens_total, 0);
 }
 
+// ngram+mtp (engine/spec/hybrid_drafter.h) through the engine: its MTP head is the engine's shared one, run
+// per sequence on the generic path; agents on a pool get all the pool's hidden rows. Adaptive policy (the
+// server's default), so the per-source acceptance estimates are exercised; greedy output equals plain.
+TEST(SpecMtpEngine, HybridNgramMtpAgentsAndAlone) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  const std::vector<int32_t> doc = held_out(500);
+  EngineOptions o = options(/*step_tokens=*/256);
+  o.spec.policy = "adaptive";
+  Engine engine(*fx().model, fx().eog(), o);
+  engine.create_pool("doc", doc, "", "");
+  const int n_gen = 40;
+  std::vector<std::unique_ptr<test::Collector>> cs;
+  std::vector<std::vector<int32_t>> full;
+  for (int a = 0; a < 4; ++a) {
+    const bool on_pool = a < 3;
+    const auto prompt = on_pool ? fx().encode("\n\ndef helper_" + std::to_string(a) + "(self):\n    return self.", false)
+                                : held_out(300);
+    cs.push_back(std::make_unique<test::Collector>());
+    GenerationRequest r = mtp_request(*cs.back(), prompt, n_gen, on_pool ? "doc" : "");
+    r.spec = "ngram+mtp";
+    r.spec_n_max = a == 0 ? 0 : 5;  // 0: the kind's default (8)
+    engine.submit(std::move(r));
+    std::vector<int32_t> f = on_pool ? doc : std::vector<int32_t>{};
+    f.insert(f.end(), prompt.begin(), prompt.end());
+    full.push_back(std::move(f));
+  }
+  for (auto& c : cs) c->wait();
+  for (size_t a = 0; a < cs.size(); ++a) {
+    SCOPED_TRACE(a);
+    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
+    EXPECT_EQ(cs[a]->ids, fx().plain_greedy(full[a], n_gen));
+  }
+  const ServiceMetrics m = engine.metrics();
+  EXPECT_GT(m.spec_drafted_tokens_total, 0);
+  EXPECT_GT(m.spec_accepted_tokens_total, 0);
+  EXPECT_TRUE(engine.delete_pool("doc"));
+  EXPECT_EQ(engine.metrics().kv_blocks_used, 0);
+}
+
 }  // namespace
 }  // namespace polykv

@@ -33,7 +33,14 @@ TEST(SpecServer, RequestFieldsAreParsedAndValidated) {
       server::parse_request_json(R"({"messages": [{"role": "user", "content": "x"}], "spec": "none"})"));
   EXPECT_EQ(d.spec, "none");
   EXPECT_EQ(d.spec_n_max, 0);
+  for (const char* hybrid : {"ngram+mtp", "ngram+draft"})
+    EXPECT_EQ(server::parse_completion_request(
+                  server::parse_request_json(std::string(R"({"prompt": "x", "spec": ")") + hybrid + "\"}"))
+                  .spec,
+              hybrid);
   for (const char* bad : {R"({"prompt": "x", "spec": "bogus"})", R"({"prompt": "x", "spec": 3})",
+                          R"({"prompt": "x", "spec": ""})", R"({"prompt": "x", "spec": "ngram+"})",
+                          R"({"prompt": "x", "spec": "ngram+ngram"})", R"({"prompt": "x", "spec": "mtp+ngram"})",
                           R"({"prompt": "x", "spec_n_max": 0})", R"({"prompt": "x", "spec_n_max": 17})",
                           R"({"prompt": "x", "spec_n_max": 2.5})", R"({"prompt": "x", "spec_n_max": "4"})"})
     EXPECT_EQ(status_of(bad), 400) << bad;

@@ -47,6 +47,12 @@ TEST(TrainedDrafters, MtpHeadSideFileGreedyIdentity) { expect_greedy_identity("-
 
 TEST(TrainedDrafters, DraftModelGreedyIdentity) { expect_greedy_identity("--spec draft --model-draft '" + kDraft + "'"); }
 
+// n-gram first, the model where the context has no match (engine/spec/hybrid_drafter.h).
+TEST(TrainedDrafters, HybridGreedyIdentity) {
+  expect_greedy_identity("--spec ngram+mtp --model-mtp '" + kHead + "'");
+  expect_greedy_identity("--spec ngram+draft --model-draft '" + kDraft + "'");
+}
+
 TEST(TrainedDrafters, MtpHeadAcceptsOnHeldOutPython) {
   // Held-out code (not in tools/train_draft.py's data: written for this test).
   const std::string prompt =

@@ -8,10 +8,12 @@ namespace polykv::cli {
 
 void add_spec_options(CLI::App& app, SpecCli& s) {
   app.add_option("--spec", s.spec.kind,
-                 "speculative decoding: none, ngram (prompt lookup), draft (--model-draft), mtp (the model's MTP head)")
+                 "speculative decoding: none, ngram (prompt lookup), draft (--model-draft), mtp (the model's MTP head), "
+                 "ngram+draft / ngram+mtp (prompt lookup where the context has a match, the model elsewhere)")
       ->capture_default_str();
   app.add_option("--spec-n-max", s.spec.n_max,
-                 "the most tokens drafted per verify step, 1..16 (default: 8 for ngram, 3 for draft and mtp)")
+                 "the most tokens drafted per verify step, 1..16 (default: 8 for ngram and ngram+*, 3 for draft and "
+                 "mtp; the model of ngram+* drafts at most 3)")
       ->check(CLI::Range(1, kMaxSpecNMax));
   app.add_option("--spec-policy", s.spec.policy,
                  "adaptive: draft 0..n-max tokens per step, as many as pay for themselves (acceptance and measured "
@@ -24,15 +26,16 @@ void add_spec_options(CLI::App& app, SpecCli& s) {
 
 void check_spec_options(const SpecCli& s, bool serve) {
   const std::string& k = s.spec.kind;
-  usage_check(k.empty() || k == "none" || k == "ngram" || k == "draft" || k == "mtp",
-              "--spec must be one of none, ngram, draft, mtp; got '", k, "'");
+  usage_check(valid_spec_kind(k), "--spec must be one of ", kSpecKindsText, "; got '", k, "'");
   usage_check(s.spec.n_max >= 0 && s.spec.n_max <= kMaxSpecNMax, "--spec-n-max must be in [1, ", kMaxSpecNMax,
               "], got ", s.spec.n_max);
   usage_check(s.spec.policy == "adaptive" || s.spec.policy == "fixed", "--spec-policy must be adaptive or fixed; got '",
               s.spec.policy, "'");
-  usage_check(k != "draft" || !s.draft_path.empty(), "--spec draft needs --model-draft FILE");
-  usage_check(serve || s.draft_path.empty() || s.spec.kind == "draft", "--model-draft is only used with --spec draft");
-  usage_check(serve || s.spec.mtp_path.empty() || s.spec.kind == "mtp", "--model-mtp is only used with --spec mtp");
+  const std::string model = spec_model_kind(k);
+  usage_check(model != "draft" || !s.draft_path.empty(), "--spec ", k, " needs --model-draft FILE");
+  usage_check(serve || s.draft_path.empty() || model == "draft",
+              "--model-draft is only used with --spec draft or ngram+draft");
+  usage_check(serve || s.spec.mtp_path.empty() || model == "mtp", "--model-mtp is only used with --spec mtp or ngram+mtp");
 }
 
 std::unique_ptr<Model> load_draft_model(const SpecCli& s, const Model& target, Backend& backend,

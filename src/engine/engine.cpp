@@ -155,6 +155,8 @@ uint64_t Engine::submit(GenerationRequest req) {
     validate_spec(so, opts_.draft_model != nullptr);
     if (so.kind == "mtp")  // every MTP request shares the engine's head: their drafts run batched
       s->drafter = std::make_unique<MtpDrafter>(shared_mtp_head(so.mtp_path), opts_.n_ctx);
+    else if (so.kind == "ngram+mtp")  // the same head; its drafts run one sequence at a time (the generic path)
+      s->drafter = make_hybrid_drafter(std::make_unique<MtpDrafter>(shared_mtp_head(so.mtp_path), opts_.n_ctx));
     else
       s->drafter = make_drafter(so, model_, opts_.draft_model, opts_.n_ctx);
     s->spec_n_max = so.resolved_n_max();
@@ -506,7 +508,7 @@ void Engine::verify_and_emit(Seq& s, const float* rows, int p0) {
   mgr_.mark_computed(s.sid, keep);
   s.kv->reset(keep);
   s.kv->set_blocks(mgr_.block_table(s.sid));
-  s.spec_state.after_step(k, r.n_accepted);
+  s.spec_state.after_step(k, r.n_accepted, s.spec_source);
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++m_.spec_steps_total;
@@ -592,7 +594,7 @@ void Engine::step() {
         const double t = seconds_since(td);
         draft_s += t;
         if (s->drafter->last_catch_up() <= Drafter::kSteadyCatchUp && !s->drafts.empty()) {
-          DraftTiming& dk = drafting[s->drafter->name()];
+          DraftTiming& dk = drafting[s->drafter->source_name(s->spec_source)];
           dk.seconds += t;
           ++dk.calls;
           dk.tokens += int(s->drafts.size());

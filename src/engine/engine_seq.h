@@ -31,6 +31,7 @@ struct Engine::Seq {
   bool spec_adaptive = true;
   SpecSeqState spec_state;           // adaptive speculation: acceptance, probe counter
   int k_plan = 0;                    // drafts planned for this step (plan_speculation)
+  int spec_source = 0;               // the drafter's source of this step's drafts (Drafter::next_source)
   std::vector<int32_t> drafts;       // this step's drafts (their ids are also in the manager's tokens)
   int n_generated = 0;
   std::vector<float> pool_hidden;  // a pool with mtp_pools_: its rows' hidden states so far [n][n_embd]

@@ -46,14 +46,15 @@ void Engine::plan_speculation(const std::vector<Seq*>& order) {
     const int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
     if (n <= 0) continue;
     if (n == 1 && s->drafter) {
+      s->spec_source = std::clamp(s->drafter->next_source(s->tokens), 0, Drafter::kMaxSources - 1);
       if (!s->spec_adaptive) {
         s->k_plan = s->spec_n_max;
       } else {
         s->k_plan = s->spec_n_max;
         DraftCandidate c;
-        c.acceptance = s->spec_state.acceptance.rate;
+        c.acceptance = s->spec_state.of(s->spec_source).rate;
         c.k_max = std::max(0, draft_limit(*s, budget));
-        auto d = draft_cost_.find(s->drafter->name());
+        auto d = draft_cost_.find(s->drafter->source_name(s->spec_source));
         if (d != draft_cost_.end()) {
           c.draft_seconds = d->second.per_token();
           c.draft_call_seconds = d->second.per_call();

@@ -57,13 +57,15 @@ void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vec
   auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   SpecSeqState state;   // adaptive: acceptance, probes
   StepCostFit cost;     // adaptive: verify-step seconds against rows
-  DraftCostFit draft_cost;  // adaptive: the drafter's seconds per call and per drafted token
+  DraftCostFit draft_costs[Drafter::kMaxSources];  // adaptive: per source, seconds per call and per drafted token
   for (;;) {
     // Rows that fit the context, drafts that could still be emitted.
     int k = std::min(k_max, kv.max_tokens() - kv.n_tokens() - 1);
     if (opts.n_predict >= 0) k = std::min(k, opts.n_predict - st.n_generated - 1);
+    const int source = std::clamp(drafter.next_source(history), 0, Drafter::kMaxSources - 1);
+    DraftCostFit& draft_cost = draft_costs[source];
     if (opts.spec_adaptive && k > 0) {
-      const DraftCandidate c{state.acceptance.rate, k, draft_cost.per_token(), draft_cost.per_call(), state.probe_due()};
+      const DraftCandidate c{state.of(source).rate, k, draft_cost.per_token(), draft_cost.per_call(), state.probe_due()};
       k = plan_drafts(cost, 1, 1, std::span(&c, 1))[0];
     }
     drafts.clear();
@@ -82,7 +84,7 @@ void decode_speculative(Model& model, KvSequence& kv, Sampler& sampler, std::vec
     forward_feeding_drafter(model, kv, feed, rows.data(), true, &drafter, hidden);
     cost.add(int(feed.size()), since(tf));
     const VerifyResult r = verify_drafts(sampler, rows.data(), n_vocab, drafts, history);
-    state.after_step(int(drafts.size()), r.n_accepted);
+    state.after_step(int(drafts.size()), r.n_accepted, source);
     if (r.n_accepted < int(drafts.size())) truncate_sequence_kv(kv, n0 + 1 + r.n_accepted);
     ++st.spec.steps;
     st.spec.drafted += int64_t(drafts.size());

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "engine/spec/make_drafter.h"
 #include "server/api_error.h"
 
 namespace polykv::server {
@@ -79,8 +80,7 @@ void parse_generation_params(const Fields& f, GenerationParams& p) {
   p.cache_salt = f.string("cache_salt", 1024).value_or("");
   p.ignore_eos = f.boolean("ignore_eos").value_or(false);
   if (auto v = f.string("spec", 64)) {
-    if (*v != "none" && *v != "ngram" && *v != "draft" && *v != "mtp")
-      bad_request("'spec' must be one of \"none\", \"ngram\", \"draft\", \"mtp\"", "spec");
+    if (v->empty() || !valid_spec_kind(*v)) bad_request(std::string("'spec' must be one of ") + kSpecKindsText, "spec");
     p.spec = *v;
   }
   if (auto v = f.integer("spec_n_max", 1, 16)) p.spec_n_max = int(*v);

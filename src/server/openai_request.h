@@ -31,8 +31,8 @@ struct GenerationParams {
   std::string pool;               // named pool the request continues; empty: none
   std::string cache_salt;
   bool ignore_eos = false;           // llama-server's: end-of-generation tokens do not end it (benchmarks)
-  // polykv extensions (docs/SPECULATIVE.md): "spec": "none" | "ngram" | "draft" | "mtp" (absent: the
-  // server's default), "spec_n_max": 1..16 (absent: the server's default), "spec_policy":
+  // polykv extensions (docs/SPECULATIVE.md): "spec": "none" | "ngram" | "draft" | "mtp" | "ngram+draft" |
+  // "ngram+mtp" (absent: the server's default), "spec_n_max": 1..16 (absent: the server's default), "spec_policy":
   // "adaptive" | "fixed" (absent: the server's default).
   std::string spec;
   int spec_n_max = 0;

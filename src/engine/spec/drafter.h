@@ -72,6 +72,22 @@ class Drafter {
   static constexpr int kSteadyCatchUp = 24;
   virtual int last_catch_up() const { return 0; }
 
+  // Sources (2026-12-04): a drafter made of two (HybridDrafter: n-gram, else a model) says which one its
+  // next draft() for `context` will come from, before the adaptive policy plans that draft; the policy keeps
+  // one acceptance estimate and one cost fit per source (their drafts are accepted and cost very
+  // differently: one estimate over both once kept a hybrid from drafting where either alone would).
+  // Deterministic: the draft() that follows with the same context drafts from that source.
+  static constexpr int kMaxSources = 2;
+  virtual int next_source(std::span<const int32_t> context) {
+    (void)context;
+    return 0;
+  }
+  // The name a source's cost fit and statistics go under (name() for a drafter of one source).
+  virtual std::string source_name(int source) const {
+    (void)source;
+    return name();
+  }
+
   virtual bool needs_target_hidden() const { return false; }
   virtual void target_hidden(const float* hidden, int n_rows, int pos0) {
     (void)hidden;

@@ -16,11 +16,18 @@ inline constexpr int kDefaultSpecNMax = 3;
 inline constexpr int kDefaultNgramNMax = 8;
 inline constexpr int kMaxSpecNMax = 16;
 inline int default_spec_n_max(const std::string& kind) {
-  return kind == "ngram" ? kDefaultNgramNMax : kDefaultSpecNMax;
+  return kind.starts_with("ngram") ? kDefaultNgramNMax : kDefaultSpecNMax;
 }
 
+// The values of --spec and of a request's "spec": none, ngram, draft, mtp, and the hybrids ngram+draft and
+// ngram+mtp (engine/spec/hybrid_drafter.h: n-gram drafts where the context has a match, the model elsewhere).
+bool valid_spec_kind(const std::string& kind);
+inline constexpr const char* kSpecKindsText = "none, ngram, draft, mtp, ngram+draft, ngram+mtp";
+// The model drafter a kind uses: "draft", "mtp" or "" (none, ngram).
+std::string spec_model_kind(const std::string& kind);
+
 struct SpecOptions {
-  std::string kind;  // "" or "none": no speculation; "ngram", "draft", "mtp"
+  std::string kind;  // "" or "none": no speculation; "ngram", "draft", "mtp", "ngram+draft", "ngram+mtp"
   int n_max = 0;  // 1..kMaxSpecNMax; 0: the drafter's default (default_spec_n_max)
   std::string mtp_path;  // "mtp": the head from this side file (--model-mtp) instead of the model's GGUF
   // "adaptive" (default): each step drafts 0..n_max tokens per sequence, as many as pay for
@@ -39,5 +46,8 @@ void validate_spec(const SpecOptions& o, bool have_draft_model);
 // draft_model: the loaded --model-draft (needed for "draft", vocabulary already checked);
 // max_tokens: the sequence's context (for drafters with their own KV).
 std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, Model& target, Model* draft_model, int max_tokens);
+// n-gram first, model_drafter where the context has no match (kind "ngram+<model_drafter's name>"); the model
+// drafter drafts at most kDefaultSpecNMax tokens a step.
+std::unique_ptr<Drafter> make_hybrid_drafter(std::unique_ptr<Drafter> model_drafter);
 
 }  // namespace polykv

@@ -29,6 +29,7 @@ void NgramDrafter::sync(std::span<const int32_t> context) {
 
 void NgramDrafter::draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) {
   (void)probs;  // deterministic drafts: q is one-hot
+  last_match_ = 0;
   if (context.empty() || max_n <= 0) return;
   // The last position (L - 1) has no follower yet, so it is not among the followers: every
   // candidate is an earlier occurrence.
@@ -52,7 +53,9 @@ void NgramDrafter::draft(std::span<const int32_t> context, int max_n, std::vecto
     }
   }
   if (best < 0 || best_len < n_min_) return;
-  for (int i = best; i < L && int(out.size()) < max_n; ++i) out.push_back(tokens_[size_t(i)]);
+  last_match_ = best_len;
+  const size_t n0 = out.size();  // appends (drafter.h): at most max_n new tokens
+  for (int i = best; i < L && int(out.size() - n0) < max_n; ++i) out.push_back(tokens_[size_t(i)]);
 }
 
 void NgramDrafter::accept(std::span<const int32_t> context, int n_accepted) {

@@ -31,12 +31,15 @@ class NgramDrafter final : public Drafter {
   void draft(std::span<const int32_t> context, int max_n, std::vector<int32_t>& out, DraftProbs* probs) override;
   void accept(std::span<const int32_t> context, int n_accepted) override;
   void prefill(std::span<const int32_t> prompt) override { sync(prompt); }
+  // The match length behind the last draft() (0: no earlier occurrence of the context's last token).
+  int last_match() const { return last_match_; }
 
  private:
   void sync(std::span<const int32_t> context);  // index every token with a follower in context
 
   int n_min_, n_max_;
   std::vector<int32_t> tokens_;  // the context indexed so far
+  int last_match_ = 0;
   int indexed_ = 0;              // follower positions j < indexed_ are indexed
   std::unordered_map<int32_t, std::vector<int32_t>> followers_;  // token -> positions j with tokens_[j - 1] == token
 };

@@ -200,12 +200,13 @@ bool draft_can_pay(const StepCostFit& cost, int base_rows, int base_tokens, cons
   return c.k_max * s0 > (1 + std::max(0.0, margin)) * t0 * price;
 }
 
-void SpecSeqState::after_step(int drafted, int accepted) {
+void SpecSeqState::after_step(int drafted, int accepted, int source) {
   if (drafted > 0) {
     const bool probe = probe_due();  // drafted after probe_interval - 1 steps without drafts
     // A probe can only change the plan through the acceptance estimate: when the estimate was already
     // at least the prior, the sequence was not drafting for cost (a drafter or a batch dearer than what
     // its drafts save), so a landed probe says nothing new and backs off like a rejected one.
+    AcceptanceEma& acceptance = of(source);
     const bool was_low = acceptance.rate < AcceptanceEma::kPrior;
     acceptance.update(drafted, accepted);
     steps_without_drafts = 0;

@@ -168,13 +168,16 @@ void bound_in_batch(const StepCostFit& cost, int batch_seqs, DraftCandidate& c);
 
 // The per-sequence state of the adaptive policy: acceptance and the probe counter.
 struct SpecSeqState {
-  AcceptanceEma acceptance;
+  AcceptanceEma acceptance;      // the drafter's source 0 (a drafter's only source, or a hybrid's n-gram)
+  AcceptanceEma acceptance_alt;  // source 1 (a hybrid's model drafter: Drafter::next_source)
+  AcceptanceEma& of(int source) { return source == 1 ? acceptance_alt : acceptance; }
+  const AcceptanceEma& of(int source) const { return source == 1 ? acceptance_alt : acceptance; }
   int steps_without_drafts = 0;
   static constexpr int kProbeEvery = 8, kProbeMax = 64;
   int probe_interval = kProbeEvery;
   bool probe_due() const { return steps_without_drafts + 1 >= probe_interval; }
-  // After a step in which the sequence drafted `drafted` (0: none) and `accepted` of them were kept.
-  void after_step(int drafted, int accepted);
+  // After a step in which the sequence drafted `drafted` (0: none) from `source` and `accepted` of them were kept.
+  void after_step(int drafted, int accepted, int source = 0);
 };
 
 }  // namespace polykv
