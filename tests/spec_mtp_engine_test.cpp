@@ -129,5 +129,36 @@ TEST(SpecMtpEngine, HybridNgramMtpAgentsAndAlone) {
   EXPECT_EQ(engine.metrics().kv_blocks_used, 0);
 }
 
+// ngram+mtp pool agents take the pool's rows from the engine's shared head KV (one head pass over the pool per
+// pool, copied into each agent's head) instead of a copy of every pool row's hidden state per agent. Suffixes
+// of rare tokens: the first steps find no 2-token match, so the head drafts (fixed policy).
+TEST(SpecMtpEngine, HybridPoolAgentsShareThePoolsHeadRows) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  const std::vector<int32_t> doc = held_out(400);
+  Engine engine(*fx().model, fx().eog(), options(/*step_tokens=*/256));
+  engine.create_pool("doc", doc, "", "");
+  std::vector<std::unique_ptr<test::Collector>> cs;
+  std::vector<std::vector<int32_t>> full;
+  for (int a = 0; a < 2; ++a) {
+    const auto prompt = fx().encode(a ? "\n# zqxv kjwp 7731\n" : "\n# wvqz pjkx 1377\n", false);
+    cs.push_back(std::make_unique<test::Collector>());
+    GenerationRequest r = mtp_request(*cs.back(), prompt, 16, "doc");
+    r.spec = "ngram+mtp";
+    engine.submit(std::move(r));
+    std::vector<int32_t> f = doc;
+    f.insert(f.end(), prompt.begin(), prompt.end());
+    full.push_back(std::move(f));
+  }
+  for (auto& c : cs) c->wait();
+  for (size_t a = 0; a < cs.size(); ++a) {
+    SCOPED_TRACE(a);
+    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
+    EXPECT_EQ(cs[a]->ids, fx().plain_greedy(full[a], 16));
+  }
+  const ServiceMetrics m = engine.metrics();
+  EXPECT_GT(m.spec_mtp_shared_rows_total, 0) << "the agents' heads did not take the pool's shared rows";
+  EXPECT_GT(m.spec_drafted_tokens_total, 0);
+}
+
 }  // namespace
 }  // namespace polykv

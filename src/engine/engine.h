@@ -44,6 +44,7 @@
 
 namespace polykv {
 
+class Drafter;
 class MtpDrafter;
 class MtpHead;
 class RecurrentState;
@@ -133,6 +134,9 @@ class Engine final : public InferenceService {
   void share_pool_draft(Seq& s, DraftModelDrafter& d);
   // An MTP agent's head waiting for its pool's rows: copies them from the pool's shared head KV.
   void share_pool_mtp(Seq& s, MtpDrafter& d);
+  // The MTP head of an ngram+mtp drafter (HybridDrafter), or nullptr: it takes its pool's rows as a plain MTP
+  // drafter does (the pool's last hidden row at admission, the shared head KV at its first MTP draft).
+  static MtpDrafter* hybrid_mtp(Drafter* d);
   // The engine's MTP head (loaded on first use; every MTP request's drafter shares it).
   std::shared_ptr<MtpHead> shared_mtp_head(const std::string& path);
   PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/engine_seq.h"
 #include "engine/spec/draft_model_drafter.h"
+#include "engine/spec/hybrid_drafter.h"
 #include "engine/spec/mtp_drafter.h"
 
 namespace polykv {
@@ -197,6 +198,11 @@ void Engine::share_pool_mtp(Seq& s, MtpDrafter& d) {
   const int n = d.copy_prefix_from(*shared.drafter, s.tokens);
   std::lock_guard<std::mutex> lk(mu_);
   m_.spec_mtp_shared_rows_total += n;
+}
+
+MtpDrafter* Engine::hybrid_mtp(Drafter* d) {
+  auto* h = dynamic_cast<HybridDrafter*>(d);
+  return h ? dynamic_cast<MtpDrafter*>(&h->model_drafter()) : nullptr;
 }
 
 std::shared_ptr<MtpHead> Engine::shared_mtp_head(const std::string& path) {

@@ -39,6 +39,8 @@ class HybridDrafter final : public Drafter {
   bool needs_target_hidden() const override { return model_->needs_target_hidden(); }
   void target_hidden(const float* hidden, int n_rows, int pos0) override { model_->target_hidden(hidden, n_rows, pos0); }
 
+  // The model drafter (the engine gives an MTP head its pool's shared rows through it).
+  Drafter& model_drafter() { return *model_; }
   // Which drafter made the last draft (tests, statistics): true for the model drafter.
   bool model_drafted() const { return model_drafted_; }
   int64_t ngram_drafts() const { return ngram_drafts_; }
