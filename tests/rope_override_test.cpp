@@ -149,6 +149,25 @@ TEST(RopeOverride, LinearAndFreqBase) {
   EXPECT_TRUE(c.rope_freq_divisors.empty());
 }
 
+// Over a file with linear scaling (factor 4, its context stated scaled: 4 x the original), --rope-scale 8 replaces
+// the factor and the context is the original's 8 x, not the file's context times 8.
+TEST(RopeOverride, LinearFactorOverALinearFile) {
+  const ModelConfig plain = tiny_config("tiny");
+  auto file = [&](GgufWriter& w) {
+    w.set_str("llama.rope.scaling.type", "linear");
+    w.set_f32("llama.rope.scaling.factor", 4);
+    w.set_u32("llama.context_length", uint32_t(plain.n_ctx_train * 4));
+  };
+  const ModelConfig as_file = tiny_config_edited("tiny", file);
+  EXPECT_FLOAT_EQ(as_file.layers[0].rope_scale, 4);
+  EXPECT_EQ(as_file.n_ctx_train, plain.n_ctx_train * 4);
+  RopeOverride eight;
+  eight.scale = 8;  // the file's kind (linear), another factor
+  const ModelConfig c = tiny_config_edited("tiny", file, eight);
+  EXPECT_FLOAT_EQ(c.layers[0].rope_scale, 8);
+  EXPECT_EQ(c.n_ctx_train, plain.n_ctx_train * 8);
+}
+
 TEST(RopeOverride, Gemma3SlidingLayersKeepTheirLocalBase) {
   const ModelConfig plain = tiny_config("tiny-gemma3");
   RopeOverride o;

@@ -111,8 +111,12 @@ void apply_rope_override(ModelConfig& c, const RopeOverride& o) {
   if (kind != "yarn") c.yarn.factor = 0, c.rope_freq_divisors.clear();
   if (kind != "linear") for_global_layers([](LayerConfig& l) { l.rope_scale = 1.0f; });
   if (kind == "linear" && o.scale > 0) {
+    // A file with linear scaling states its scaled context (as transformers' max_position_embeddings does for
+    // such models), so the original is that over the file's factor: a new factor replaces the file's, it does
+    // not multiply it.
+    const float file_scale = global_rope_layer(c).rope_scale > 0 ? global_rope_layer(c).rope_scale : 1.0f;
     for_global_layers([&](LayerConfig& l) { l.rope_scale = o.scale; });
-    c.n_ctx_train = int(std::lround(double(c.n_ctx_train) * o.scale));
+    c.n_ctx_train = int(std::lround(double(c.n_ctx_train) / double(file_scale) * o.scale));
   }
   if (kind == "yarn") {
     const bool from_file = c.yarn.factor > 1;

@@ -86,7 +86,8 @@ void assign_layer_slots(ModelConfig& c);
 // --yarn-orig-ctx): run a model past its training context. Unset fields keep the file's values.
 //   scaling "none": no scaling; "linear": positions divided by scale; "yarn": YaRN (model/yarn_rope.h) with
 //   factor scale over an original context of yarn_orig_ctx (default: the file's, else its context_length).
-// Linear and YaRN set the model's context (n_ctx_train) to the original context times the scale.
+// Linear and YaRN set the model's context (n_ctx_train) to the original context times the scale (for a file with
+// linear scaling, the original is its context_length over its factor: a new factor replaces the file's).
 struct RopeOverride {
   std::string scaling;    // "", "none", "linear", "yarn"
   float scale = 0;        // > 0: the scaling factor (needs scaling linear or yarn, given or in the file)
