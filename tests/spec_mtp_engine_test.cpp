@@ -48,6 +48,18 @@ GenerationRequest mtp_request(test::Collector& c, std::vector<int32_t> prompt, i
   return r;
 }
 
+// Waits for every collector; each request ran to its length and gave the plain greedy tokens of its whole
+// context (full[i]: pool + prompt, or the prompt alone).
+void expect_plain_greedy(const std::vector<std::unique_ptr<test::Collector>>& cs,
+                         const std::vector<std::vector<int32_t>>& full, int n_gen) {
+  for (auto& c : cs) c->wait();
+  for (size_t a = 0; a < cs.size(); ++a) {
+    SCOPED_TRACE(a);
+    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
+    EXPECT_EQ(cs[a]->ids, fx().plain_greedy(full[a], n_gen));
+  }
+}
+
 TEST(SpecMtpEngine, LongPromptInChunksDrafts) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   const std::vector<int32_t> prompt = held_out(700);
@@ -78,12 +90,7 @@ TEST(SpecMtpEngine, PoolAgentsDraft) {
     f.insert(f.end(), prompt.begin(), prompt.end());
     full.push_back(std::move(f));
   }
-  for (auto& c : cs) c->wait();
-  for (int a = 0; a < n_agents; ++a) {
-    SCOPED_TRACE(a);
-    EXPECT_EQ(cs[size_t(a)]->info.reason, FinishReason::Length) << cs[size_t(a)]->info.error;
-    EXPECT_EQ(cs[size_t(a)]->ids, fx().plain_greedy(full[size_t(a)], n_gen));
-  }
+  expect_plain_greedy(cs, full, n_gen);
   const ServiceMetrics m = engine.metrics();
   // Fixed policy, n-max 3: every agent drafts in each of its decode steps once the head has its rows.
   EXPECT_GE(m.spec_drafted_tokens_total, n_agents * 3) << "the agents' heads had a gap at the pool";
@@ -116,12 +123,7 @@ TEST(SpecMtpEngine, HybridNgramMtpAgentsAndAlone) {
     f.insert(f.end(), prompt.begin(), prompt.end());
     full.push_back(std::move(f));
   }
-  for (auto& c : cs) c->wait();
-  for (size_t a = 0; a < cs.size(); ++a) {
-    SCOPED_TRACE(a);
-    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
-    EXPECT_EQ(cs[a]->ids, fx().plain_greedy(full[a], n_gen));
-  }
+  expect_plain_greedy(cs, full, n_gen);
   const ServiceMetrics m = engine.metrics();
   EXPECT_GT(m.spec_drafted_tokens_total, 0);
   EXPECT_GT(m.spec_accepted_tokens_total, 0);
@@ -148,12 +150,7 @@ TEST(SpecMtpEngine, HybridPoolAgentsShareThePoolsHeadRows) {
     f.insert(f.end(), prompt.begin(), prompt.end());
     full.push_back(std::move(f));
   }
-  for (auto& c : cs) c->wait();
-  for (size_t a = 0; a < cs.size(); ++a) {
-    SCOPED_TRACE(a);
-    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
-    EXPECT_EQ(cs[a]->ids, fx().plain_greedy(full[a], 16));
-  }
+  expect_plain_greedy(cs, full, 16);
   const ServiceMetrics m = engine.metrics();
   EXPECT_GT(m.spec_mtp_shared_rows_total, 0) << "the agents' heads did not take the pool's shared rows";
   EXPECT_GT(m.spec_drafted_tokens_total, 0);
