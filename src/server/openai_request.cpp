@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "engine/spec/make_drafter.h"
+#include "engine/spec/spec_kinds.h"
 #include "server/api_error.h"
 
 namespace polykv::server {

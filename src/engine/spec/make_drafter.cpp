@@ -8,17 +8,6 @@
 
 namespace polykv {
 
-bool valid_spec_kind(const std::string& kind) {
-  return kind.empty() || kind == "none" || kind == "ngram" || kind == "draft" || kind == "mtp" ||
-         kind == "ngram+draft" || kind == "ngram+mtp";
-}
-
-std::string spec_model_kind(const std::string& kind) {
-  if (kind == "draft" || kind == "ngram+draft") return "draft";
-  if (kind == "mtp" || kind == "ngram+mtp") return "mtp";
-  return "";
-}
-
 void validate_spec(const SpecOptions& o, bool have_draft_model) {
   check(valid_spec_kind(o.kind), "spec must be one of ", kSpecKindsText, "; got '", o.kind.substr(0, 40), "'");
   check(o.n_max >= 0 && o.n_max <= kMaxSpecNMax, "spec_n_max must be in [1, ", kMaxSpecNMax, "], got ", o.n_max);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/spec/drafter.h"
+#include "engine/spec/spec_kinds.h"
 #include "model/model.h"
 
 namespace polykv {
@@ -18,13 +19,6 @@ inline constexpr int kMaxSpecNMax = 16;
 inline int default_spec_n_max(const std::string& kind) {
   return kind.starts_with("ngram") ? kDefaultNgramNMax : kDefaultSpecNMax;
 }
-
-// The values of --spec and of a request's "spec": none, ngram, draft, mtp, and the hybrids ngram+draft and
-// ngram+mtp (engine/spec/hybrid_drafter.h: n-gram drafts where the context has a match, the model elsewhere).
-bool valid_spec_kind(const std::string& kind);
-inline constexpr const char* kSpecKindsText = "none, ngram, draft, mtp, ngram+draft, ngram+mtp";
-// The model drafter a kind uses: "draft", "mtp" or "" (none, ngram).
-std::string spec_model_kind(const std::string& kind);
 
 struct SpecOptions {
   std::string kind;  // "" or "none": no speculation; "ngram", "draft", "mtp", "ngram+draft", "ngram+mtp"
