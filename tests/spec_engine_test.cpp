@@ -106,6 +106,33 @@ TEST(SpecEngine, AgentsOnASharedPoolGiveThePlainGreedyTokens) {
   EXPECT_TRUE(engine.delete_pool("doc"));
 }
 
+// ngram+draft pool agents take the pool's draft-model prefill from the engine's shared copy (share_pool_draft),
+// as plain draft agents do, instead of each prefilling the pool in its own draft model. Suffixes of rare tokens:
+// the first steps find no 2-token match, so the draft model drafts (fixed policy).
+TEST(SpecEngine, HybridDraftAgentsShareThePoolsDraftPrefill) {
+  Engine engine(*fx().model, fx().eog(), options());
+  const std::vector<int32_t> doc = fx().encode(kCode, true);
+  engine.create_pool("doc", doc, "", "");
+  std::vector<std::unique_ptr<Collector>> cs;
+  std::vector<std::vector<int32_t>> suffixes;
+  for (int a = 0; a < 2; ++a) {
+    suffixes.push_back(fx().encode(a ? "\n# zqxv kjwp 7731\n" : "\n# wvqz pjkx 1377\n", false));
+    cs.push_back(std::make_unique<Collector>());
+    engine.submit(spec_request(*cs.back(), suffixes.back(), 16, "ngram+draft", 3, "doc"));
+  }
+  for (auto& c : cs) c->wait();
+  for (size_t a = 0; a < cs.size(); ++a) {
+    SCOPED_TRACE(a);
+    std::vector<int32_t> full = doc;
+    full.insert(full.end(), suffixes[a].begin(), suffixes[a].end());
+    EXPECT_EQ(cs[a]->info.reason, FinishReason::Length) << cs[a]->info.error;
+    EXPECT_EQ(cs[a]->ids, alone(full, 16));
+  }
+  const ServiceMetrics m = engine.metrics();
+  EXPECT_GT(m.spec_draft_shared_tokens_total, 0) << "the agents' draft models did not take the pool's shared prefill";
+  EXPECT_GT(m.spec_drafted_tokens_total, 0);
+}
+
 TEST(SpecEngine, PreemptionAndCancellationWithSpeculation) {
   EngineOptions o = options();
   o.kv_tokens = 32 * 10;  // far fewer blocks than 8 sequences of ~170 tokens need at once

@@ -439,7 +439,8 @@ void Engine::admit_one_locked(Seq& seq) {
     // MTP: the pool's rows. The engine's MtpDrafter gets only the last one: the rows before it come
     // from the pool's shared head KV at its first draft (share_pool_mtp), not from 3 MB of copies.
     const size_t E = size_t(model_.config().n_embd);
-    if ((dynamic_cast<MtpDrafter*>(s->drafter.get()) || hybrid_mtp(s->drafter.get())) && n_computed >= 2)
+    if ((dynamic_cast<MtpDrafter*>(s->drafter.get()) || dynamic_cast<MtpDrafter*>(hybrid_model(s->drafter.get()))) &&
+        n_computed >= 2)
       s->drafter->target_hidden(pool->second.hidden->data() + size_t(n_computed - 1) * E, 1, n_computed - 1);
     else
       s->drafter->target_hidden(pool->second.hidden->data(), n_computed, 0);
@@ -590,8 +591,7 @@ void Engine::step() {
       if (!dynamic_cast<DraftModelDrafter*>(s->drafter.get()) && !dynamic_cast<MtpDrafter*>(s->drafter.get()) &&
           k > 0) {
         const auto td = Clock::now();
-        if (s->spec_source == 1)  // an ngram+mtp agent's head: its pool's shared rows (a no-op once it has them)
-          if (MtpDrafter* m = hybrid_mtp(s->drafter.get())) share_pool_mtp(*s, *m);
+        if (s->spec_source == 1) share_pool_hybrid(*s);  // a hybrid agent's model: its pool's shared state
         s->drafter->draft(s->tokens, k, s->drafts, nullptr);
         const double t = seconds_since(td);
         draft_s += t;
@@ -746,7 +746,7 @@ void Engine::step() {
         // pool's shared head rows here: its first draft does (share_pool_mtp in draft_before_batch), so
         // an agent of a batch where drafts cannot pay copies nothing (2026-12-02: 8 x 1535 rows per run).
         if (s.drafter && s.n_generated == 0 && !dynamic_cast<MtpDrafter*>(s.drafter.get()) &&
-            !dynamic_cast<DraftModelDrafter*>(s.drafter.get()) && !hybrid_mtp(s.drafter.get())) {
+            !dynamic_cast<DraftModelDrafter*>(s.drafter.get()) && !hybrid_model(s.drafter.get())) {
           const auto td = Clock::now();
           s.drafter->prefill(std::span(s.tokens).first(size_t(s.n_context)));
           draft_s += seconds_since(td);

@@ -134,9 +134,12 @@ class Engine final : public InferenceService {
   void share_pool_draft(Seq& s, DraftModelDrafter& d);
   // An MTP agent's head waiting for its pool's rows: copies them from the pool's shared head KV.
   void share_pool_mtp(Seq& s, MtpDrafter& d);
-  // The MTP head of an ngram+mtp drafter (HybridDrafter), or nullptr: it takes its pool's rows as a plain MTP
-  // drafter does (the pool's last hidden row at admission, the shared head KV at its first MTP draft).
-  static MtpDrafter* hybrid_mtp(Drafter* d);
+  // The model drafter of an ngram+mtp / ngram+draft drafter (HybridDrafter), or nullptr. It takes its pool's work
+  // as a plain MTP or draft-model drafter does: an MTP head the pool's last hidden row at admission, then (both)
+  // the pool's shared state at the first model draft (share_pool_hybrid); neither prefills per agent.
+  static Drafter* hybrid_model(Drafter* d);
+  // Before a hybrid agent's model draft: share_pool_mtp / share_pool_draft for its model drafter.
+  void share_pool_hybrid(Seq& s);
   // The engine's MTP head (loaded on first use; every MTP request's drafter shares it).
   std::shared_ptr<MtpHead> shared_mtp_head(const std::string& path);
   PoolInfo pool_info_locked(const std::string& name, const Pool& p) const;

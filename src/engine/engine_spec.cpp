@@ -200,9 +200,18 @@ void Engine::share_pool_mtp(Seq& s, MtpDrafter& d) {
   m_.spec_mtp_shared_rows_total += n;
 }
 
-MtpDrafter* Engine::hybrid_mtp(Drafter* d) {
+Drafter* Engine::hybrid_model(Drafter* d) {
   auto* h = dynamic_cast<HybridDrafter*>(d);
-  return h ? dynamic_cast<MtpDrafter*>(&h->model_drafter()) : nullptr;
+  return h ? &h->model_drafter() : nullptr;
+}
+
+void Engine::share_pool_hybrid(Seq& s) {
+  Drafter* m = hybrid_model(s.drafter.get());
+  if (auto* mtp = dynamic_cast<MtpDrafter*>(m)) {
+    share_pool_mtp(s, *mtp);  // a no-op once its head has the rows
+  } else if (auto* d = dynamic_cast<DraftModelDrafter*>(m); d && d->cached_tokens().empty() && s.n_pool >= 2) {
+    share_pool_draft(s, *d);
+  }
 }
 
 std::shared_ptr<MtpHead> Engine::shared_mtp_head(const std::string& path) {

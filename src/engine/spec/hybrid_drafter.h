@@ -25,7 +25,7 @@ namespace polykv {
 
 class HybridDrafter final : public Drafter {
  public:
-  // Measured (docs/SPECULATIVE.md "n-gram first, then the MTP head"): see kDefaultMinMatch's use there.
+  // min_match 1 / 2 / 3 measured alike (docs/SPECULATIVE.md "2026-12-04b: n-gram first, then the MTP head").
   static constexpr int kDefaultMinMatch = 2;
   HybridDrafter(std::unique_ptr<Drafter> model_drafter, int model_n_max, int min_match = kDefaultMinMatch);
 
