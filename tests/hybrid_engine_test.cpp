@@ -1,6 +1,7 @@
 // The engine on a hybrid model (qwen35): agents on one named pool start from the pool's recurrent-state
-// checkpoint and generate exactly what their prompt gives run alone; automatic prefix caching is off for
-// hybrid models (a cached block has no state at its end), so a repeated prompt is recomputed.
+// checkpoint and generate exactly what their prompt gives run alone; automatic prefix caching hits only
+// blocks whose end has a state checkpoint (kv/state_checkpoints.h), and with none kept
+// (state_checkpoints 0) a repeated prompt is recomputed.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -79,10 +80,12 @@ TEST(HybridEngine, AgentsOnOnePoolMatchTheirPromptsRunAlone) {
   }
 }
 
-TEST(HybridEngine, NoAutomaticPrefixCaching) {
+TEST(HybridEngine, NoCheckpointsNoAutomaticPrefixCaching) {
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
   Fixture f;
-  Engine engine(*f.model, [](int32_t) { return false; }, options());
+  EngineOptions o = options();
+  o.state_checkpoints = 0;
+  Engine engine(*f.model, [](int32_t) { return false; }, o);
   const std::vector<int32_t> prompt(f.ids.begin(), f.ids.begin() + 40);
   std::vector<int32_t> first;
   for (int round = 0; round < 2; ++round) {
@@ -93,6 +96,124 @@ TEST(HybridEngine, NoAutomaticPrefixCaching) {
     if (round == 0) first = c.ids;
     EXPECT_EQ(c.ids, first);
   }
+  EXPECT_EQ(engine.metrics().state_checkpoints, 0);
+}
+
+// Greedy tokens with their log-probabilities (top 3), as the engine streams them.
+struct Scored {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  FinishInfo info;
+};
+
+Scored run(Engine& engine, const std::vector<int32_t>& prompt, int n) {
+  test::Collector c;
+  GenerationRequest r = c.request(prompt, n, "", true);
+  r.top_logprobs = 3;
+  Scored out;
+  r.on_token = [&](const TokenEvent& e) {
+    out.ids.push_back(e.id);
+    out.logprobs.push_back(e.logprob);
+    for (const auto& t : e.top) out.logprobs.push_back(t.logprob);
+    return true;
+  };
+  engine.submit(std::move(r));
+  c.wait();
+  out.info = c.info;
+  return out;
+}
+
+std::vector<int32_t> tokens(int n, int salt) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(int32_t((17 + 7919 * salt + 131 * i + i * i) % kVocab));
+  return t;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Prompt chunks of at most 24 rows, cut at blocks of 16: [0,16) [16,32) [32,48) [48,64) [64,70) for 70 tokens,
+// each boundary a state checkpoint.
+EngineOptions chunked_options() {
+  EngineOptions o = options();
+  o.step_tokens = 24;
+  o.check_invariants = true;
+  return o;
+}
+
+// The same prompt again hits its last full block (64 of 70 tokens) and restores the state there: the same
+// tokens and log-probabilities bit for bit (the last chunk, [64, 70), is computed from the same state).
+TEST(HybridEngine, RepeatedPromptHitsItsStateCheckpoint) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  Fixture f;
+  Engine engine(*f.model, [](int32_t) { return false; }, chunked_options());
+  const auto prompt = tokens(70, 1);
+  const Scored a = run(engine, prompt, 6);
+  EXPECT_EQ(a.info.cached_tokens, 0);
+  EXPECT_EQ(engine.metrics().state_checkpoints, 4);  // 16, 32, 48, 64
+  const Scored b = run(engine, prompt, 6);
+  EXPECT_EQ(b.info.reason, FinishReason::Length) << b.info.error;
+  EXPECT_EQ(b.info.cached_tokens, 64);
+  EXPECT_EQ(b.ids, a.ids);
+  EXPECT_EQ(b.logprobs, a.logprobs);
+  // Against the engine without prefix caching for hybrids (other chunk ends: float rounding of the
+  // recurrence differs, ~1e-6): the same tokens, log-probabilities within 1e-4.
+  EngineOptions o = chunked_options();
+  o.state_checkpoints = 0;
+  Engine plain(*f.model, [](int32_t) { return false; }, o);
+  const Scored c = run(plain, prompt, 6);
+  EXPECT_EQ(c.ids, a.ids);
+  ASSERT_EQ(c.logprobs.size(), a.logprobs.size());
+  for (size_t i = 0; i < c.logprobs.size(); ++i) EXPECT_NEAR(c.logprobs[i], a.logprobs[i], 1e-4) << i;
+}
+
+// Many agents, one document, no named pool: the second prompt (same document, another question) hits the
+// first one's checkpoint at 48 of the document's 50 tokens, and gives what it gives on a fresh engine (the
+// same chunk ends there, so bit for bit).
+TEST(HybridEngine, SharedDocumentHitsTheCheckpointAtItsLastFullBlock) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  Fixture f;
+  const auto doc = tokens(50, 2);
+  const auto q1 = concat(doc, tokens(7, 3)), q2 = concat(doc, tokens(9, 4));
+  Engine engine(*f.model, [](int32_t) { return false; }, chunked_options());
+  EXPECT_EQ(run(engine, q1, 4).info.cached_tokens, 0);
+  const Scored hit = run(engine, q2, 6);
+  EXPECT_EQ(hit.info.cached_tokens, 48);
+  Engine fresh(*f.model, [](int32_t) { return false; }, chunked_options());
+  const Scored alone = run(fresh, q2, 6);
+  EXPECT_EQ(alone.info.cached_tokens, 0);
+  EXPECT_EQ(hit.ids, alone.ids);
+  EXPECT_EQ(hit.logprobs, alone.logprobs);
+  const ServiceMetrics m = engine.metrics();
+  EXPECT_EQ(m.cached_prompt_tokens_total, 48);
+  EXPECT_EQ(m.state_checkpoint_evictions_total, 0);
+}
+
+// With room for one checkpoint, only the newest survives: a prompt that shares two blocks with the first
+// one finds their KV cached but no state at their end, so it is recomputed (and still right); the second
+// document prompt hits the newest checkpoint.
+TEST(HybridEngine, AHitNeedsACheckpointNotJustCachedBlocks) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  Fixture f;
+  EngineOptions o = chunked_options();
+  o.state_checkpoints = 1;
+  const auto doc = tokens(50, 5);
+  const auto q1 = concat(doc, tokens(7, 6)), q2 = concat(doc, tokens(9, 7));
+  const auto early = concat(std::vector<int32_t>(doc.begin(), doc.begin() + 40), tokens(5, 8));
+  Engine engine(*f.model, [](int32_t) { return false; }, o);
+  EXPECT_EQ(run(engine, q1, 3).info.cached_tokens, 0);  // checkpoints at 16, 32, 48: two evicted
+  EXPECT_EQ(engine.metrics().state_checkpoints, 1);
+  EXPECT_EQ(engine.metrics().state_checkpoint_evictions_total, 2);
+  const Scored e = run(engine, early, 5);
+  EXPECT_EQ(e.info.cached_tokens, 0);  // blocks [0, 32) are cached, the state at 32 is not
+  EngineOptions p = o;
+  p.state_checkpoints = 0;
+  Engine plain(*f.model, [](int32_t) { return false; }, p);
+  EXPECT_EQ(run(plain, early, 5).ids, e.ids);
+  // `early` left its own checkpoint at 32 (evicting 48): q2 hits 32 now.
+  EXPECT_EQ(run(engine, q2, 3).info.cached_tokens, 32);
 }
 
 // --kv-memory holds the recurrent states of --parallel running sequences beside the KV blocks: a budget
@@ -105,6 +226,7 @@ TEST(HybridEngine, KvMemoryHoldsTheRunningSequencesStates) {
   ASSERT_GT(state, 0u);
   EngineOptions o = options();
   o.kv_tokens = 0;
+  o.state_checkpoints = 0;
   o.kv_memory_bytes = size_t(o.parallel) * state - 1;
   try {
     Engine engine(*f.model, [](int32_t) { return false; }, o);
@@ -119,6 +241,28 @@ TEST(HybridEngine, KvMemoryHoldsTheRunningSequencesStates) {
   EXPECT_EQ(engine.metrics().kv_blocks_total,
             KvBlockStore::blocks_for_bytes(shape, KvType::F32, KvType::F32, o.block_tokens, blocks_bytes));
   EXPECT_EQ(engine.metrics().kv_blocks_total, 10);
+  // State checkpoints come out of the same budget: 3 of them leave the blocks 3 slots less, and a budget
+  // that cannot hold them is refused naming them.
+  const size_t slot = RecurrentState::slot_bytes_for(shape.recurrent);
+  o.state_checkpoints = 3;
+  o.kv_memory_bytes = size_t(o.parallel) * state + 3 * slot + blocks_bytes;
+  Engine with(*f.model, [](int32_t) { return false; }, o);
+  EXPECT_EQ(with.metrics().kv_blocks_total, 10);
+  o.kv_memory_bytes = size_t(o.parallel) * state + 3 * slot;
+  try {
+    Engine none(*f.model, [](int32_t) { return false; }, o);
+    FAIL() << "a budget without room for blocks beside the checkpoints was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("state checkpoints"), std::string::npos) << e.what();
+  }
+  // The default (-1): 2 x parallel checkpoints, at most an eighth of the budget.
+  o.state_checkpoints = -1;
+  o.kv_memory_bytes = size_t(o.parallel) * state + blocks_bytes + 2 * slot;
+  Engine dflt(*f.model, [](int32_t) { return false; }, o);
+  const int cap = int(std::min<size_t>(2 * size_t(o.parallel), o.kv_memory_bytes / 8 / slot));
+  EXPECT_EQ(dflt.metrics().kv_blocks_total,
+            KvBlockStore::blocks_for_bytes(shape, KvType::F32, KvType::F32, o.block_tokens,
+                                           o.kv_memory_bytes - size_t(o.parallel) * state - size_t(cap) * slot));
 }
 
 // A memory that refuses allocations once `left` blocks of bytes are out (a GPU out of memory), to reach the
@@ -166,6 +310,7 @@ TEST(HybridEngine, AdmissionOutOfMemoryFailsOnlyThatRequest) {
   const auto ids = nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
   EngineOptions o = options();
   o.check_invariants = true;
+  o.state_checkpoints = 0;  // no checkpoint takes the scarce memory (and each prompt runs in one chunk)
   test::Collector ca, cb, cc, cd;  // before the engine: it answers what it still holds when destroyed
   Engine engine(*model, [](int32_t) { return false; }, o);
   be.set_left(2 * 3);  // the recurrent states of two sequences (two slots and a log each), no more

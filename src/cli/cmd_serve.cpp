@@ -32,6 +32,7 @@ struct ServeFlags {
   RopeOverride rope;
   int parallel = 4, max_queue = 64, threads = 0, kv_tokens = 0;
   int ubatch = 0;  // the engine's step budget (prompt rows + decodes); 0: the backend's
+  int state_checkpoints = -1;  // hybrid models: the prefix cache's state checkpoints; -1: the engine's default
   double kv_memory_mib = 0;
   std::string ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   SpecCli spec;                   // the default of requests that do not choose
@@ -49,6 +50,7 @@ std::unique_ptr<InferenceService> make_service(Model& model, const Tokenizer& to
   o.kv_memory_bytes = size_t(f.kv_memory_mib * 1048576.0);
   o.kv_tokens = f.kv_tokens;
   o.step_tokens = f.ubatch;
+  o.state_checkpoints = f.state_checkpoints;
   o.k_type = f.ctk;
   o.v_type = f.ctv;
   o.model_id = model_id;
@@ -108,6 +110,12 @@ int cmd_serve(int argc, char** argv) {
   auto* ctx = app.add_option("-c,--ctx-size", f.kv_tokens, "KV budget in tokens (0: four contexts' worth)")
                   ->check(CLI::Range(0, 1 << 26));
   kv_mem->excludes(ctx);
+  app.add_option("--state-checkpoints", f.state_checkpoints,
+                 "hybrid models (Gated DeltaNet): recurrent states kept at prompt block ends for automatic prefix "
+                 "caching, in the KV memory (-1: 2 x --parallel, at most 1/8 of --kv-memory; 0: no automatic prefix "
+                 "caching)")
+      ->check(CLI::Range(-1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--cache-type-k", f.ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
   app.add_option("--cache-type-v", f.ctv,
                  "KV cache type for V (-ctv): " + kv_type_names() + " (the shared pool has no V precision window)")

@@ -76,6 +76,18 @@ int sample_threads(DeviceKind kind) {
   return int(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
 }
 
+// Hybrid models: how many recurrent-state checkpoints the prefix cache keeps (EngineOptions::state_checkpoints).
+int checkpoint_capacity(const EngineOptions& o, const KvShape& shape) {
+  if (shape.recurrent.n_layer <= 0) return 0;
+  if (o.state_checkpoints >= 0) return o.state_checkpoints;
+  int n = 2 * std::max(1, o.parallel);
+  if (o.kv_memory_bytes > 0) {
+    const size_t slot = RecurrentState::slot_bytes_for(shape.recurrent);
+    n = int(std::min<size_t>(size_t(n), o.kv_memory_bytes / 8 / slot));
+  }
+  return n;
+}
+
 }  // namespace
 
 Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOptions& opts)
@@ -88,12 +100,18 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
         int n_blocks;
         if (opts.kv_memory_bytes > 0) {
           // Hybrid models: the budget also holds the recurrent states of the running sequences (one each,
-          // fixed size, in the same memory: ~121 MiB for Qwen3.5-9B); the blocks get the rest.
+          // fixed size, in the same memory: ~121 MiB for Qwen3.5-9B) and the prefix cache's state
+          // checkpoints (checkpoint_capacity); the blocks get the rest.
           const size_t states = size_t(std::max(1, opts.parallel)) * RecurrentState::bytes_for(shape.recurrent);
           check(states < opts.kv_memory_bytes, "the KV memory (", opts.kv_memory_bytes >> 20,
                 " MiB) cannot hold the recurrent states of ", opts.parallel, " running sequences (",
                 states >> 20, " MiB): raise --kv-memory or lower --parallel");
-          n_blocks = KvBlockStore::blocks_for_bytes(shape, kt, vt, opts.block_tokens, opts.kv_memory_bytes - states);
+          const size_t ckpts = StateCheckpointCache::bytes_for(shape.recurrent, checkpoint_capacity(opts, shape));
+          check(states + ckpts < opts.kv_memory_bytes, "the KV memory (", opts.kv_memory_bytes >> 20,
+                " MiB) cannot hold the recurrent states of ", opts.parallel, " running sequences and ",
+                opts.state_checkpoints, " state checkpoints (", (states + ckpts) >> 20,
+                " MiB): raise --kv-memory or lower --state-checkpoints");
+          n_blocks = KvBlockStore::blocks_for_bytes(shape, kt, vt, opts.block_tokens, opts.kv_memory_bytes - states - ckpts);
         } else {
           const int ctx = opts.n_ctx > 0 ? opts.n_ctx : std::max(1, model.config().n_ctx_train);
           const int tokens = opts.kv_tokens > 0 ? opts.kv_tokens : 4 * ctx;
@@ -114,6 +132,9 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
   opts_.n_ctx = std::min(opts_.n_ctx, pool_tokens);
   hash_seed_ = prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, "");
   hybrid_ = store_.shape().recurrent.n_layer > 0;
+  if (hybrid_)
+    checkpoints_ = std::make_unique<StateCheckpointCache>(store_.shape().recurrent, store_.memory(),
+                                                          checkpoint_capacity(opts_, store_.shape()));
   mtp_pools_ = !opts_.spec.mtp_path.empty() || model_.config().n_nextn > 0;
   m_.kv_blocks_total = store_.n_blocks();
   m_.kv_block_tokens = store_.block_tokens();
@@ -415,10 +436,18 @@ void Engine::admit_one_locked(Seq& seq) {
     const BlockHash seed = s->req.cache_salt.empty()
                                ? hash_seed_
                                : prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, s->req.cache_salt);
-    // Hybrid models: no automatic prefix caching. A cached block holds KV but no recurrent state at
-    // its end, so a sequence's own seed (never matched) keeps it from hitting; named pools share instead.
-    const BlockHash own = hybrid_ ? seed ^ (0x9e3779b97f4a7c15ull * uint64_t(s->sid + 1)) : seed;
-    n_computed = mgr_.add_sequence(s->sid, s->tokens, own);
+    if (!hybrid_) {
+      n_computed = mgr_.add_sequence(s->sid, s->tokens, seed);
+    } else if (checkpoints_->capacity() > 0) {
+      // Hybrid models: a hit must end on a block whose end has a state checkpoint (a cached block holds
+      // KV but no recurrent state); the state is restored below.
+      n_computed = mgr_.add_sequence(s->sid, s->tokens, seed,
+                                     [this](BlockHash h) { return checkpoints_->contains(h); });
+    } else {
+      // No checkpoints: no automatic prefix caching. The sequence's own seed (never matched) keeps it from
+      // hitting; named pools share instead.
+      n_computed = mgr_.add_sequence(s->sid, s->tokens, seed ^ (0x9e3779b97f4a7c15ull * uint64_t(s->sid + 1)));
+    }
   }
   if (s->n_cached < 0) {
     s->n_cached = std::min(n_computed, s->n_context);
@@ -429,9 +458,15 @@ void Engine::admit_one_locked(Seq& seq) {
   }
   s->kv = std::make_unique<PagedKv>(store_, opts_.n_ctx);
   s->kv->set_blocks(mgr_.block_table(s->sid));
-  if (RecurrentState* r = s->kv->recurrent_state(); r && n_computed > 0) {  // hybrid agent: its pool's state
-    check(pool != pools_.end() && pool->second.state, "hybrid model: a cached prefix without a state checkpoint");
-    r->copy_from(*pool->second.state);
+  if (RecurrentState* r = s->kv->recurrent_state(); r && n_computed > 0) {
+    if (pool != pools_.end() && pool->second.ready) {  // a hybrid agent: its pool's state
+      check(pool->second.state != nullptr, "hybrid model: a pool without a state checkpoint");
+      r->copy_from(*pool->second.state);
+    } else {  // a prefix-cache hit: the checkpoint at the end of its last block
+      checkpoints_->restore(mgr_.chain_hash(s->sid, n_computed / mgr_.block_tokens() - 1), *r);
+    }
+    check(r->n_tokens() == n_computed, "hybrid model: a state checkpoint at position ", r->n_tokens(),
+          " for a prefix of ", n_computed, " tokens");
   }
   s->kv->reset(n_computed);
   if (pool != pools_.end() && pool->second.hidden && s->drafter && s->drafter->needs_target_hidden() &&
@@ -585,6 +620,17 @@ void Engine::step() {
     if (s->finished || s->sid < 0) continue;  // preempted by an earlier one of this loop
     int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
     if (n <= 0) continue;
+    if (checkpoints_ && checkpoints_->capacity() > 0 && s->n_generated == 0 && !s->is_pool && n > 1) {
+      // A hybrid prompt chunk ends on a block boundary (where its state can be checkpointed), unless it is
+      // the prompt's last chunk; that one is cut at the prompt's last full block, whose checkpoint is what a
+      // later prompt sharing this one's prefix hits (checkpoint_after_step).
+      const int bt = mgr_.block_tokens(), p0 = s->kv->n_tokens(), end = p0 + n;
+      const int last_full = (int(s->tokens.size()) - 1) / bt * bt;
+      if (end < int(s->tokens.size()) && end % bt != 0 && end - end % bt > p0)
+        n -= end % bt;
+      else if (end == int(s->tokens.size()) && last_full > p0)
+        n = last_full - p0;
+    }
     if (n == 1 && s->drafter) {
       const int k = draft_limit(*s, budget);
       // The draft model's and the MTP head's are drafted already (draft_before_batch).
@@ -726,6 +772,7 @@ void Engine::step() {
       continue;
     }
     mgr_.mark_computed(s.sid, s.kv->n_tokens());
+    checkpoint_after_step(s);
     if (s.is_pool) {
       if (on_pool_progress) on_pool_progress(s.pool, s.kv->n_tokens(), int(s.tokens.size()));
       if (s.kv->n_tokens() == int(s.tokens.size())) finish(s, FinishReason::Stop);
@@ -790,6 +837,23 @@ void Engine::step() {
     m_.decode_forward_seconds_total += forward_s;
     m_.decode_post_seconds_total += post_s;
     m_.decode_host_cpu_seconds_total += host_cpu_s;
+  }
+}
+
+// Hybrid models: a prompt chunk that ended on a block boundary leaves its state as a checkpoint under that
+// block's chain hash, for later prompts with the same prefix (admit_one_locked). Prompt positions of
+// requests only (a sequence that has generated nothing); decode steps take none, nor do named pools (their
+// agents start from the pool's own state, Pool::state).
+void Engine::checkpoint_after_step(Seq& s) {
+  if (!checkpoints_ || checkpoints_->capacity() == 0 || s.n_generated != 0 || s.is_pool) return;
+  const int n = s.kv->n_tokens(), bt = mgr_.block_tokens();
+  const RecurrentState* r = s.kv->recurrent_state();
+  if (!r || n == 0 || n % bt != 0) return;
+  const BlockHash h = mgr_.chain_hash(s.sid, n / bt - 1);
+  if (checkpoints_->save(h, *r)) {
+    std::lock_guard<std::mutex> lk(mu_);
+    m_.state_checkpoints = checkpoints_->size();
+    m_.state_checkpoint_evictions_total = checkpoints_->n_evictions();
   }
 }
 

@@ -40,6 +40,7 @@
 #include "engine/spec/spec_policy.h"
 #include "kv/kv_block_store.h"
 #include "kv/kv_sequence_manager.h"
+#include "kv/state_checkpoints.h"
 #include "model/model.h"
 
 namespace polykv {
@@ -62,6 +63,10 @@ struct EngineOptions {
   std::string model_id;        // served model name, and part of the prefix-cache key
   SpecOptions spec;            // speculative decoding of requests that do not choose (serve --spec)
   Model* draft_model = nullptr;  // for spec "draft" (vocabulary already checked); must outlive the engine
+  // Hybrid models: recurrent-state checkpoints kept for automatic prefix caching (kv/state_checkpoints.h),
+  // one state slot each (~60 MiB for Qwen3.5-9B), in the KV memory and counted in kv_memory_bytes.
+  // -1: 2 x parallel, at most an eighth of kv_memory_bytes; 0: no automatic prefix caching for hybrids.
+  int state_checkpoints = -1;
   bool check_invariants = false;  // tests: verify the block pool after every step (a violation fails the step)
   // Adaptive speculation's step cost (engine/spec/spec_policy.h): when spec_cost_per_row > 0, the
   // cost model is T(R) = spec_cost_fixed + spec_cost_per_row * R seconds (tests: deterministic plans);
@@ -151,6 +156,10 @@ class Engine final : public InferenceService {
   KvSequenceManager mgr_;  // touched by the step thread only (and by constructors before it starts)
   BlockHash hash_seed_ = 0;
   bool hybrid_ = false;  // the model has recurrent (Gated DeltaNet) layers: see admit_locked
+  // Hybrid models: states at block ends of prompts, the prefix cache's other half (null otherwise).
+  std::unique_ptr<StateCheckpointCache> checkpoints_;
+  // Hybrid prompt chunks end on block boundaries so that their ends can be checkpointed (see step()).
+  void checkpoint_after_step(Seq& s);
   bool mtp_pools_ = false;  // requests may draft with an MTP head: pools keep their rows' hidden states
   HostFloats step_logits_;  // step(): the step's logit rows, reused from step to step (step thread)
   // Samples the step's decode rows in parallel (each sequence's own Sampler, so the same tokens as one

@@ -89,6 +89,9 @@ struct ServiceMetrics {
   size_t kv_bytes_per_block = 0;
   double prefix_hit_rate = 0;        // cached_prompt_tokens_total / prompt_tokens_total
   size_t pool_bytes = 0;             // KV bytes held by named pools
+  // Hybrid models: recurrent-state checkpoints the prefix cache holds, and how many it evicted.
+  int state_checkpoints = 0;
+  int64_t state_checkpoint_evictions_total = 0;
   int64_t steps_total = 0;
   double step_seconds_total = 0, last_step_seconds = 0;
   // Step composition (profiling): rows the target's forward passes computed (prompt chunks, decode

@@ -22,26 +22,33 @@ const KvSequenceManager::Seq& KvSequenceManager::get(SeqId seq, const char* what
   return const_cast<KvSequenceManager*>(this)->get(seq, what);
 }
 
-void KvSequenceManager::match_prefix(std::span<const int32_t> prompt, BlockHash seed, std::vector<BlockId>& ids,
-                                     std::vector<BlockHash>* hashes) const {
+void KvSequenceManager::match_prefix(std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end,
+                                     std::vector<BlockId>& ids, std::vector<BlockHash>* hashes) const {
   // Never the whole prompt: the last token must be computed for its logits.
   const int max_blocks = prompt.empty() ? 0 : int((prompt.size() - 1) / size_t(block_tokens_));
+  std::vector<BlockHash> hs;
   BlockHash h = seed;
+  size_t usable = 0;  // blocks of the longest matched prefix that may end a hit
   for (int k = 0; k < max_blocks; ++k) {
     h = block_hash(h, prompt.subspan(size_t(k) * size_t(block_tokens_), size_t(block_tokens_)));
     const BlockId b = pool_.lookup(h);
     if (b < 0) break;
     ids.push_back(b);
-    if (hashes) hashes->push_back(h);
+    hs.push_back(h);
+    if (!usable_end || usable_end(h)) usable = ids.size();
   }
+  ids.resize(usable);
+  hs.resize(usable);
+  if (hashes) *hashes = std::move(hs);
 }
 
-int KvSequenceManager::add_sequence(SeqId seq, std::span<const int32_t> prompt, BlockHash seed) {
+int KvSequenceManager::add_sequence(SeqId seq, std::span<const int32_t> prompt, BlockHash seed,
+                                    const UsableEnd& usable_end) {
   check(!seqs_.count(seq), "kv sequences: sequence ", seq, " already exists");
   Seq s;
   s.tokens.assign(prompt.begin(), prompt.end());
   s.seed = seed;
-  match_prefix(prompt, seed, s.table, &s.hashes);
+  match_prefix(prompt, seed, usable_end, s.table, &s.hashes);
   for (BlockId b : s.table) pool_.ref(b);
   s.n_computed = s.n_reserved = int(s.table.size()) * block_tokens_;
   ++prefix_stats_.n_queries;
@@ -52,15 +59,17 @@ int KvSequenceManager::add_sequence(SeqId seq, std::span<const int32_t> prompt, 
   return cached;
 }
 
-int KvSequenceManager::cached_prefix_tokens(std::span<const int32_t> prompt, BlockHash seed) const {
+int KvSequenceManager::cached_prefix_tokens(std::span<const int32_t> prompt, BlockHash seed,
+                                            const UsableEnd& usable_end) const {
   std::vector<BlockId> ids;
-  match_prefix(prompt, seed, ids, nullptr);
+  match_prefix(prompt, seed, usable_end, ids, nullptr);
   return int(ids.size()) * block_tokens_;
 }
 
-int KvSequenceManager::blocks_to_admit(std::span<const int32_t> prompt, BlockHash seed) const {
+int KvSequenceManager::blocks_to_admit(std::span<const int32_t> prompt, BlockHash seed,
+                                       const UsableEnd& usable_end) const {
   std::vector<BlockId> ids;
-  match_prefix(prompt, seed, ids, nullptr);
+  match_prefix(prompt, seed, usable_end, ids, nullptr);
   int n = ceil_blocks(int(prompt.size())) - int(ids.size());
   for (BlockId b : ids) n += pool_.refcount(b) == 0 ? 1 : 0;  // reviving a cached-idle block uses it up
   return n;
@@ -160,5 +169,12 @@ std::span<const BlockId> KvSequenceManager::block_table(SeqId seq) const { retur
 int KvSequenceManager::n_computed(SeqId seq) const { return get(seq, "n_computed").n_computed; }
 int KvSequenceManager::n_tokens(SeqId seq) const { return int(get(seq, "n_tokens").tokens.size()); }
 std::span<const int32_t> KvSequenceManager::tokens(SeqId seq) const { return get(seq, "tokens").tokens; }
+
+BlockHash KvSequenceManager::chain_hash(SeqId seq, int k) const {
+  const Seq& s = get(seq, "chain_hash");
+  check(k >= 0 && size_t(k) < s.hashes.size(), "kv sequences: chain_hash of block ", k, " of sequence ", seq,
+        ", which has ", s.hashes.size(), " full computed blocks");
+  return s.hashes[size_t(k)];
+}
 
 }  // namespace polykv

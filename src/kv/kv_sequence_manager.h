@@ -27,7 +27,10 @@
 //
 // Policies (documented choices):
 //  - Hits: full blocks only, never the whole prompt (at most floor((n - 1) / block_tokens) blocks),
-//    so the last prompt token is always computed and gives logits.
+//    so the last prompt token is always computed and gives logits. With a `usable_end` predicate
+//    (hybrid models: only a block whose end has a recurrent-state checkpoint can end a hit) the hit
+//    is the longest matched prefix whose last block's chain hash satisfies it; the matched blocks
+//    after it are not referenced (the sequence recomputes them into private blocks).
 //  - A full block whose hash another block already holds (two sequences computed the same prefix
 //    at once) stays private and unhashed: no sharing, no swap of table entries.
 //  - Rollback into a hashed block: truncate() keeps the block and its hash (its computed rows are
@@ -38,6 +41,7 @@
 //    its head (evicting a head would orphan every cached block after it).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -64,12 +68,14 @@ class KvSequenceManager {
   // (full blocks, chained from `seed`, at most floor((n - 1) / block_tokens) blocks) and returns
   // the number of cached tokens, a multiple of block_tokens; n_computed starts there. Never
   // allocates, so it never fails for lack of blocks.
-  int add_sequence(SeqId seq, std::span<const int32_t> prompt, BlockHash seed);
-  // Cached tokens add_sequence(prompt, seed) would find now, without changing anything.
-  int cached_prefix_tokens(std::span<const int32_t> prompt, BlockHash seed) const;
+  // usable_end (optional): see Policies, "Hits".
+  using UsableEnd = std::function<bool(BlockHash)>;
+  int add_sequence(SeqId seq, std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end = {});
+  // Cached tokens add_sequence(prompt, seed, usable_end) would find now, without changing anything.
+  int cached_prefix_tokens(std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end = {}) const;
   // Blocks add_sequence + reserve(all prompt tokens) would take from n_available() now: blocks to
   // allocate plus cached-idle hits (a hit on a block in use costs nothing). For admission.
-  int blocks_to_admit(std::span<const int32_t> prompt, BlockHash seed) const;
+  int blocks_to_admit(std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end = {}) const;
 
   // New sequence sharing every block of `parent` that holds computed positions, its partial last
   // block included (refs++), with all the parent's tokens as its own, the same seed and n_computed.
@@ -94,6 +100,9 @@ class KvSequenceManager {
   void free(SeqId seq);  // unrefs all its blocks (hashed ones stay findable, cached-idle LRU)
 
   std::span<const BlockId> block_table(SeqId seq) const;
+  // Chain hash of full computed block k (k < n_computed / block_tokens): the key of the prefix
+  // [0, (k + 1) * block_tokens), whether or not the block itself is registered under it.
+  BlockHash chain_hash(SeqId seq, int k) const;
   int n_computed(SeqId seq) const;
   int n_tokens(SeqId seq) const;
   std::span<const int32_t> tokens(SeqId seq) const;
@@ -118,8 +127,8 @@ class KvSequenceManager {
   Seq& get(SeqId seq, const char* what);
   const Seq& get(SeqId seq, const char* what) const;
   // Cached blocks of prompt's prefix: fills ids (and their chain hashes) in order.
-  void match_prefix(std::span<const int32_t> prompt, BlockHash seed, std::vector<BlockId>& ids,
-                    std::vector<BlockHash>* hashes) const;
+  void match_prefix(std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end,
+                    std::vector<BlockId>& ids, std::vector<BlockHash>* hashes) const;
   int ceil_blocks(int n_positions) const { return (n_positions + block_tokens_ - 1) / block_tokens_; }
 
   BlockPool pool_;

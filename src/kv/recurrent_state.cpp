@@ -75,6 +75,25 @@ void RecurrentState::copy_from(const RecurrentState& other) {
   step_pos0_ = -1;
 }
 
+size_t RecurrentState::slot_bytes_for(const RecurrentShape& s) {
+  if (s.n_layer <= 0) return 0;
+  return size_t(s.n_layer) * (s.conv_floats() + s.ssm_floats()) * sizeof(float);
+}
+
+void RecurrentState::save_to(void* dst) const {
+  check(step_pos0_ < 0, "recurrent state: a checkpoint taken during a step");
+  memory_->copy(dst, slots_[size_t(cur_)], slot_bytes());
+}
+
+void RecurrentState::load_from(const void* src, int n) {
+  check(n >= 0, "recurrent state: a checkpoint at position ", n);
+  memory_->copy(slots_[size_t(cur_)], src, slot_bytes());
+  n_tokens_ = n;
+  base_ = -1;
+  logged_rows_ = 0;
+  step_pos0_ = -1;
+}
+
 void RecurrentState::begin_step(int pos0, int n) {
   check(pos0 == n_tokens_ && n > 0, "recurrent state: a step at position ", pos0, " but the state is at ", n_tokens_);
   step_pos0_ = pos0;

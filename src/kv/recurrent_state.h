@@ -76,6 +76,13 @@ class RecurrentState {
   // This state becomes a copy of `other`'s current state at other.n_tokens() (same shape and memory; a
   // fork of a shared prefix). The copy cannot be rolled back past that point.
   void copy_from(const RecurrentState& other);
+  // A checkpoint (kv/state_checkpoints.h): save_to copies the current state (at n_tokens()) into `dst`,
+  // slot_bytes() bytes of this state's memory; load_from makes the state the one saved there, at
+  // position n (it cannot be rolled back past n).
+  size_t slot_bytes() const { return slot_floats() * sizeof(float); }
+  static size_t slot_bytes_for(const RecurrentShape& shape);
+  void save_to(void* dst) const;
+  void load_from(const void* src, int n);
 
   // ---- a step (see the rules above) ----
   void begin_step(int pos0, int n);

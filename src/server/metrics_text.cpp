@@ -83,6 +83,12 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
            double(m.kv_blocks_used) * double(m.kv_bytes_per_block));
   e.metric("prefix_hit_rate", "gauge", "Cached prompt tokens / prompt tokens.", m.prefix_hit_rate);
   e.metric("pool_bytes", "gauge", "KV bytes held by named pools.", double(m.pool_bytes));
+  e.metric("state_checkpoints", "gauge",
+           "Hybrid models: recurrent-state checkpoints held for automatic prefix caching.",
+           double(m.state_checkpoints));
+  e.metric("state_checkpoint_evictions_total", "counter",
+           "Hybrid models: recurrent-state checkpoints evicted (least recently used).",
+           double(m.state_checkpoint_evictions_total));
   e.metric("pools", "gauge", "Named pools.", double(pools.size()));
   e.metric("steps_total", "counter", "Engine steps run.", double(m.steps_total));
   e.metric("step_seconds_total", "counter", "Seconds spent in engine steps.", m.step_seconds_total);
@@ -150,7 +156,9 @@ Json status_json(const ModelInfo& model, const ServiceMetrics& m, const std::vec
              {"block_tokens", m.kv_block_tokens},
              {"bytes_per_block", m.kv_bytes_per_block},
              {"bytes_used", size_t(m.kv_blocks_used) * m.kv_bytes_per_block},
-             {"pool_bytes", m.pool_bytes}};
+             {"pool_bytes", m.pool_bytes},
+             {"state_checkpoints", m.state_checkpoints},
+             {"state_checkpoint_evictions", m.state_checkpoint_evictions_total}};
   j["steps"] = {{"total", m.steps_total},
                 {"seconds_total", m.step_seconds_total},
                 {"last_seconds", m.last_step_seconds},
