@@ -116,6 +116,7 @@ const Row kRows[] = {
     {"serve_no_model", "serve", "--port 0", 2, "--model"},
     {"serve_bad_port", "serve", "-m {M} --port 70000", 2, "--port"},
     {"serve_bad_ctk", "serve", "-m {M} -ctk foo", 2, "'foo'"},
+    {"serve_bad_state_checkpoints", "serve", "-m {M} --state-checkpoints -2", 2, "--state-checkpoints"},
     {"serve_v_window", "serve", "-m {M} -ctv turbo3w", 2, "turbo3w"},
     {"serve_two_budgets", "serve", "-m {M} --kv-memory 64 -c 512", 2, "--kv-memory"},
     {"serve_missing_model", "serve", "-m /nonexistent.gguf --port 0", 1, "/nonexistent.gguf"},

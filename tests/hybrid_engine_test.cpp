@@ -191,6 +191,31 @@ TEST(HybridEngine, SharedDocumentHitsTheCheckpointAtItsLastFullBlock) {
   EXPECT_EQ(m.state_checkpoint_evictions_total, 0);
 }
 
+// A prompt that leaves a cached prefix where no state was kept (the first prompt ran in one chunk past it)
+// recomputes it, but anchors a checkpoint where it leaves the prefix: the third prompt hits there.
+TEST(HybridEngine, ADivergencePointBecomesACheckpoint) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  Fixture f;
+  EngineOptions o = options();
+  o.step_tokens = 64;
+  o.check_invariants = true;
+  const auto doc = tokens(45, 9);
+  const auto q1 = concat(doc, tokens(20, 10)), q2 = concat(doc, tokens(11, 11)), q3 = concat(doc, tokens(13, 12));
+  Engine engine(*f.model, [](int32_t) { return false; }, o);
+  EXPECT_EQ(run(engine, q1, 3).info.cached_tokens, 0);  // [0, 64) in one chunk: one checkpoint, at 64
+  EXPECT_EQ(engine.metrics().state_checkpoints, 1);
+  EXPECT_EQ(run(engine, q2, 3).info.cached_tokens, 0);  // blocks [0, 32) are cached, no state at 16 or 32
+  const Scored hit = run(engine, q3, 6);
+  EXPECT_EQ(hit.info.cached_tokens, 32);  // q2 left the cached prefix at 32 and anchored a checkpoint there
+  EngineOptions p = o;
+  p.state_checkpoints = 0;
+  Engine plain(*f.model, [](int32_t) { return false; }, p);
+  const Scored alone = run(plain, q3, 6);
+  EXPECT_EQ(hit.ids, alone.ids);
+  ASSERT_EQ(hit.logprobs.size(), alone.logprobs.size());
+  for (size_t i = 0; i < hit.logprobs.size(); ++i) EXPECT_NEAR(hit.logprobs[i], alone.logprobs[i], 1e-4) << i;
+}
+
 // With room for one checkpoint, only the newest survives: a prompt that shares two blocks with the first
 // one finds their KV cached but no state at their end, so it is recomputed (and still right); the second
 // document prompt hits the newest checkpoint.
@@ -203,7 +228,7 @@ TEST(HybridEngine, AHitNeedsACheckpointNotJustCachedBlocks) {
   const auto q1 = concat(doc, tokens(7, 6)), q2 = concat(doc, tokens(9, 7));
   const auto early = concat(std::vector<int32_t>(doc.begin(), doc.begin() + 40), tokens(5, 8));
   Engine engine(*f.model, [](int32_t) { return false; }, o);
-  EXPECT_EQ(run(engine, q1, 3).info.cached_tokens, 0);  // checkpoints at 16, 32, 48: two evicted
+  EXPECT_EQ(run(engine, q1, 3).info.cached_tokens, 0);  // checkpoints at 16, 32 (plain), 48 (anchor): two evicted
   EXPECT_EQ(engine.metrics().state_checkpoints, 1);
   EXPECT_EQ(engine.metrics().state_checkpoint_evictions_total, 2);
   const Scored e = run(engine, early, 5);
@@ -212,7 +237,8 @@ TEST(HybridEngine, AHitNeedsACheckpointNotJustCachedBlocks) {
   p.state_checkpoints = 0;
   Engine plain(*f.model, [](int32_t) { return false; }, p);
   EXPECT_EQ(run(plain, early, 5).ids, e.ids);
-  // `early` left its own checkpoint at 32 (evicting 48): q2 hits 32 now.
+  // `early` anchored its own checkpoint at 32 (its last full block, where it left the cached prefix;
+  // evicting the anchor at 48): q2 hits 32 now.
   EXPECT_EQ(run(engine, q2, 3).info.cached_tokens, 32);
 }
 

@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend_test_util.h"
 #include "core/error.h"
+#include "engine/sequence_kv.h"
 #include "kv/recurrent_state.h"
 #include "model/model.h"
 #include "hybrid_test_util.h"
@@ -118,6 +119,38 @@ TEST(HybridState, CopiedStateContinuesLikeTheOriginal) {
   b.recurrent_state()->copy_from(*a.recurrent_state());
   EXPECT_EQ(b.recurrent_state()->n_tokens(), 40);
   EXPECT_EQ(f.step(a, 40, 48), f.step(b, 40, 48));
+}
+
+// bench's repetitions at a depth: a mark keeps the state at the depth, so the KV comes back there after
+// steps the state alone could not roll back (a prompt chunk, then single tokens), and the same tokens give
+// the same logits again, bit for bit.
+TEST(HybridState, SequenceMarkRewindsPastSeveralSteps) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  Fixture f;
+  KvCache a = f.cache();
+  f.step(a, 0, 24);
+  const SequenceMark mark(a);
+  EXPECT_EQ(mark.position(), 24);
+  std::vector<float> first;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    std::vector<float> got = f.step(a, 24, 36);
+    for (int p = 36; p < 40; ++p) {
+      const std::vector<float> one = f.step(a, p, p + 1);
+      got.insert(got.end(), one.begin(), one.end());
+    }
+    EXPECT_THROW(truncate_sequence_kv(a, 24), Error);  // the state alone cannot go back there
+    if (round == 0) first = got;
+    EXPECT_EQ(got, first);
+    mark.rewind(a);
+    EXPECT_EQ(a.n_tokens(), 24);
+    EXPECT_EQ(a.recurrent_state()->n_tokens(), 24);
+  }
+  // `bench --depth` on the hybrid fixture: repetitions come back to the depth.
+  const test::CliResult r = test::polykv("bench -m " + test::fixtures_dir() +
+                                         "/models/random/qwen35.gguf -d 40 -p 8 -n 4 -r 2 -t 1 --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"depth\":40"), std::string::npos) << r.out;
 }
 
 // A device backend without the hybrid ops (Backend's defaults) loads the model (CUDA has them) but

@@ -96,6 +96,39 @@ TEST(StateCheckpoints, LeastRecentlyUsedIsEvictedAndItsSlotReused) {
   (void)at8;
 }
 
+// Anchors (a prompt's last full block, a divergence point) outlive plain chunk ends: plain saves evict only
+// plain checkpoints, an anchor evicts a plain one first, then the oldest anchor.
+TEST(StateCheckpoints, PlainChunkEndsNeverFlushAnchors) {
+  RecurrentState r(shape());
+  StateCheckpointCache cache(shape(), host_kv_memory(), 3);
+  fake_step(r, 4, 1.0f);
+  ASSERT_TRUE(cache.save(1, r, /*anchor=*/true));
+  fake_step(r, 4, 2.0f);
+  ASSERT_TRUE(cache.save(2, r));
+  fake_step(r, 4, 3.0f);
+  ASSERT_TRUE(cache.save(3, r));
+  fake_step(r, 4, 4.0f);
+  ASSERT_TRUE(cache.save(4, r));  // evicts plain 2, not the older anchor 1
+  EXPECT_TRUE(cache.contains(1) && !cache.contains(2) && cache.contains(3) && cache.contains(4));
+  EXPECT_TRUE(cache.is_anchor(1));
+  EXPECT_FALSE(cache.is_anchor(3));
+  ASSERT_TRUE(cache.save(3, r, /*anchor=*/true));  // promoted (its state is the one saved first)
+  EXPECT_TRUE(cache.is_anchor(3));
+  EXPECT_EQ(cache.position(3), 12);
+  EXPECT_EQ(cache.n_anchors(), 2);
+  fake_step(r, 4, 5.0f);
+  ASSERT_TRUE(cache.save(5, r, /*anchor=*/true));  // evicts plain 4 first
+  EXPECT_FALSE(cache.contains(4));
+  EXPECT_EQ(cache.n_anchors(), 3);
+  fake_step(r, 4, 6.0f);
+  EXPECT_FALSE(cache.save(6, r));  // a plain save into a cache full of anchors: nothing
+  EXPECT_FALSE(cache.contains(6));
+  ASSERT_TRUE(cache.save(7, r, /*anchor=*/true));  // evicts the least recently used anchor, 1
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_TRUE(cache.contains(3) && cache.contains(5) && cache.contains(7));
+  EXPECT_EQ(cache.n_evictions(), 3);
+}
+
 TEST(StateCheckpoints, CapacityZeroSavesNothing) {
   RecurrentState r(shape());
   StateCheckpointCache cache(shape(), host_kv_memory(), 0);

@@ -103,6 +103,8 @@ int run_bench_spec(const BenchSpecArgs& a) {
       drafter->target_hidden(hidden.data(), n, i);
     }
   }
+  // Every repetition comes back to the depth (a hybrid model's recurrent state by a copy of it).
+  const SequenceMark at_depth(*kv);
   if (drafter && a.depth > 0) {
     // Untimed warm-up: a drafter with its own KV (draft model, MTP head) fills it over the depth
     // here, not inside the first repetition's decode time; later repetitions roll it back to the depth.
@@ -114,9 +116,9 @@ int run_bench_spec(const BenchSpecArgs& a) {
   bool lossless = true;
   std::vector<int32_t> last_out;  // the plain greedy tokens of the last repetition
   for (int r = 0; r < a.reps; ++r) {  // interleaved: base, spec, base, spec, ...
-    truncate_sequence_kv(*kv, a.depth);
+    at_depth.rewind(*kv);
     const Run base = decode(*model, *kv, context, prompt, a.n_gen, nullptr, 1);
-    truncate_sequence_kv(*kv, a.depth);
+    at_depth.rewind(*kv);
     const Run spec = decode(*model, *kv, context, prompt, a.n_gen, drafter.get(), n_max, a.spec.spec.adaptive());
     lossless = lossless && base.out == spec.out;
     last_out = base.out;

@@ -160,8 +160,11 @@ int cmd_bench(int argc, char** argv) {
     std::fprintf(stderr, "depth fill: %d tokens in %.1f s\n", depth, seconds_since(t0));
   }
 
+  // Every repetition comes back here (a hybrid model's recurrent state by a copy: it cannot roll back that far).
+  const SequenceMark at_depth(kv);
+  const auto rewind = [&](int n) { n == depth ? at_depth.rewind(kv) : truncate(kv, n); };
   if (!verify_ks.empty()) {
-    nlohmann::json r = bench_verify(*model, kv, [&](int n) { truncate(kv, n); }, {verify_ks, verify_steps, reps, depth}, rng);
+    nlohmann::json r = bench_verify(*model, kv, rewind, {verify_ks, verify_steps, reps, depth}, rng);
     r.update({{"model", model_path}, {"arch", c.arch}, {"weight_type", weight_type_name(*model)},
               {"threads", n_threads}, {"device", backend.describe()}, {"matmul_isa", matmul_isa()}, {"depth", depth},
               {"cache_type_k", ctk}, {"cache_type_v", ctv}, {"batch_invariant", backend.batch_invariant()}});
@@ -184,7 +187,7 @@ int cmd_bench(int argc, char** argv) {
       fill(*model, kv, toks, logits, ubatch);
       prefill_reps.push_back(n_prompt / seconds_since(t0));
       prefill_tok_s = std::max(prefill_tok_s, prefill_reps.back());
-      truncate(kv, depth);
+      rewind(depth);
     }
     if (n_gen > 0) {
       int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
@@ -212,7 +215,7 @@ int cmd_bench(int argc, char** argv) {
       }
       decode_reps.push_back(n_gen / seconds_since(t0));
       decode_tok_s = std::max(decode_tok_s, decode_reps.back());
-      truncate(kv, depth);
+      rewind(depth);
     }
   }
 

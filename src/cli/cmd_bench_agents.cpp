@@ -1,10 +1,13 @@
 // `polykv bench-agents -m FILE [--agents 1,4,16,64] [--context 4096] [--suffix 32] [--gen 32]
-//  [--share on|off|both] [-t T] [-ctk K -ctv V] [--json]`: many agents over one shared context, in
+//  [--share on|off|prefix|both|all] [-t T] [-ctk K -ctv V] [--json]`: many agents over one shared context, in
 // the engine (no HTTP). Per agent count N and sharing mode:
 //   share on:  the context is prefilled once as a named pool; N agents attach to it, each with its
 //              own random suffix, and generate --gen tokens (greedy, end-of-text ignored);
 //   share off: each agent sends context + suffix with its own cache_salt, so nothing is shared
-//              and every agent prefills and holds its own copy (what N independent sessions cost).
+//              and every agent prefills and holds its own copy (what N independent sessions cost);
+//   share prefix: each agent sends context + suffix with no salt: automatic prefix caching shares
+//              the context's full blocks (hybrid models: up to the last block whose end has a
+//              recurrent-state checkpoint), with no named pool. JSON: "share_mode".
 // Reported: KV bytes in use at the peak; time to first token of agent 1 (share on: the pool's
 // prefill plus agent 1's own wait) and of agents 2..N; aggregate decode tokens/s over the window in
 // which every agent is decoding (tokens stamped in that window / its length).
@@ -48,6 +51,10 @@ struct RunResult {
   double decode_tok_s = 0, decode_window_s = 0;
   size_t kv_peak_bytes = 0;
   int64_t tokens = 0;
+  // Phase 1 (arrival): prompt tokens and those served from cached or shared KV; hybrid models' state
+  // checkpoints held at its end.
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0;
+  int state_checkpoints = 0;
   // The engine's own account of phase 2 (decode): steps, rows, wall seconds of its steps and of the
   // model's forward passes inside them (the rest of a step is host work: scheduling, sampling).
   int64_t steps = 0, step_rows = 0;
@@ -58,8 +65,13 @@ struct RunResult {
   double dec_step_s = 0, dec_forward_s = 0, dec_post_s = 0, dec_host_cpu_s = 0;
 };
 
-RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool share, int context, int suffix,
+enum class Share { Pool, Off, Prefix };
+
+const char* share_name(Share s) { return s == Share::Pool ? "on" : s == Share::Off ? "off" : "prefix"; }
+
+RunResult run_once(Model& model, const EngineOptions& base, int n_agents, Share mode, int context, int suffix,
                    int gen, uint32_t seed, bool staggered) {
+  const bool share = mode == Share::Pool;
   std::mt19937 rng(seed);
   const int32_t n_vocab = model.config().n_vocab;
   auto random_tokens = [&](int n) {
@@ -71,6 +83,8 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
   EngineOptions o = base;
   o.parallel = n_agents;
   const int per_agent = suffix + gen + o.block_tokens;
+  // Prefix: as large as private copies (agents arriving together all compute the context; the peak in
+  // use is what is measured, not the pool's size).
   o.kv_tokens = share ? context + n_agents * per_agent + 4 * o.block_tokens
                       : n_agents * (context + per_agent) + 4 * o.block_tokens;
   o.n_ctx = context + suffix + gen + 1;
@@ -136,7 +150,7 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
       GenerationRequest q = request(a, prompts[size_t(a)]);
       q.max_tokens = max_tokens;
       if (share) q.pool = "context";
-      else q.cache_salt = "agent-" + std::to_string(a);
+      else if (mode == Share::Off) q.cache_salt = "agent-" + std::to_string(a);
       submitted[size_t(a)] = Clock::now();
       engine.submit(std::move(q));
       if (one_by_one) {
@@ -163,6 +177,9 @@ RunResult run_once(Model& model, const EngineOptions& base, int n_agents, bool s
     }
   }
   const ServiceMetrics m0 = engine.metrics();
+  r.prompt_tokens = m0.prompt_tokens_total;
+  r.cached_prompt_tokens = m0.cached_prompt_tokens_total;
+  r.state_checkpoints = m0.state_checkpoints;
   run_phase(gen, submitted, false);
   const ServiceMetrics m1 = engine.metrics();
   r.steps = m1.steps_total - m0.steps_total;
@@ -211,7 +228,10 @@ int cmd_bench_agents(int argc, char** argv) {
   app.add_option("--context", context, "shared context tokens")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--suffix", suffix, "private suffix tokens per agent")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   app.add_option("--gen", gen, "tokens each agent generates")->check(CLI::Range(2, 1 << 16))->capture_default_str();
-  app.add_option("--share", share, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
+  app.add_option("--share", share,
+                 "on (a named pool), off (private copies), prefix (automatic prefix caching), both (on and off) or all")
+      ->check(CLI::IsMember({"on", "off", "prefix", "both", "all"}))
+      ->capture_default_str();
   app.add_option("--arrival", arrival, "together (all agents' first requests at once) or staggered (one after another's first token)")
       ->check(CLI::IsMember({"together", "staggered"}))
       ->capture_default_str();
@@ -242,13 +262,18 @@ int cmd_bench_agents(int argc, char** argv) {
   }
   for (int rep = 0; rep < reps; ++rep)
     for (int n : counts)
-      for (bool on : {true, false}) {
-        if ((on && share == "off") || (!on && share == "on")) continue;
-        const RunResult r = run_once(*model, base, n, on, context, suffix, gen, 1234u + uint32_t(rep), arrival == "staggered");
+      for (Share mode : {Share::Pool, Share::Off, Share::Prefix}) {
+        const bool on = mode == Share::Pool;
+        const bool wanted = share == "all" || share == share_name(mode) || (share == "both" && mode != Share::Prefix);
+        if (!wanted) continue;
+        const RunResult r = run_once(*model, base, n, mode, context, suffix, gen, 1234u + uint32_t(rep), arrival == "staggered");
         if (json) {
           const nlohmann::json j = {{"model", model_path}, {"weight_type", wtype}, {"matmul_isa", matmul_isa()},
                                     {"attention_isa", kv_row_isa()}, {"threads", threads},
                                     {"cache_type_k", ctk}, {"cache_type_v", ctv}, {"agents", n}, {"share", on},
+                                    {"share_mode", share_name(mode)}, {"prompt_tokens", r.prompt_tokens},
+                                    {"cached_prompt_tokens", r.cached_prompt_tokens},
+                                    {"state_checkpoints", r.state_checkpoints},
                                     {"context", context}, {"suffix", suffix}, {"gen", gen}, {"rep", rep},
                                     {"arrival", arrival}, {"device", backend->describe()},
                                     {"kv_peak_bytes", r.kv_peak_bytes}, {"pool_prefill_s", r.pool_prefill_s},
@@ -265,7 +290,7 @@ int cmd_bench_agents(int argc, char** argv) {
                                     {"engine_step", engine_step_old() ? "old" : "new"}};
           std::printf("%s\n", j.dump().c_str());
         } else {
-          std::printf("| %d | %s | %.1f | %.3f | %.3f / %.3f | %.2f |\n", n, on ? "on" : "off",
+          std::printf("| %d | %s | %.1f | %.3f | %.3f / %.3f | %.2f |\n", n, share_name(mode),
                       double(r.kv_peak_bytes) / 1048576.0, r.ttft_first, r.ttft_rest_mean, r.ttft_rest_max,
                       r.decode_tok_s);
         }

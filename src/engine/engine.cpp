@@ -443,6 +443,10 @@ void Engine::admit_one_locked(Seq& seq) {
       // KV but no recurrent state); the state is restored below.
       n_computed = mgr_.add_sequence(s->sid, s->tokens, seed,
                                      [this](BlockHash h) { return checkpoints_->contains(h); });
+      // Blocks cached past the hit (another prompt computed them, but no state is kept at their end):
+      // this prompt leaves that prefix at `cached`, the first place every later prompt with it can hit.
+      const int cached = mgr_.cached_prefix_tokens(s->tokens, seed);
+      s->checkpoint_anchor = cached > n_computed ? cached : 0;
     } else {
       // No checkpoints: no automatic prefix caching. The sequence's own seed (never matched) keeps it from
       // hitting; named pools share instead.
@@ -621,15 +625,16 @@ void Engine::step() {
     int n = std::min(budget, int(s->tokens.size()) - s->kv->n_tokens());
     if (n <= 0) continue;
     if (checkpoints_ && checkpoints_->capacity() > 0 && s->n_generated == 0 && !s->is_pool && n > 1) {
-      // A hybrid prompt chunk ends on a block boundary (where its state can be checkpointed), unless it is
-      // the prompt's last chunk; that one is cut at the prompt's last full block, whose checkpoint is what a
-      // later prompt sharing this one's prefix hits (checkpoint_after_step).
-      const int bt = mgr_.block_tokens(), p0 = s->kv->n_tokens(), end = p0 + n;
-      const int last_full = (int(s->tokens.size()) - 1) / bt * bt;
-      if (end < int(s->tokens.size()) && end % bt != 0 && end - end % bt > p0)
-        n -= end % bt;
-      else if (end == int(s->tokens.size()) && last_full > p0)
-        n = last_full - p0;
+      // A hybrid prompt chunk ends on a block boundary, where its state can be checkpointed
+      // (checkpoint_after_step), and stops at the two anchors it passes: the prompt's last full block
+      // (what the same prompt, or one extending it, hits) and checkpoint_anchor.
+      const int bt = mgr_.block_tokens(), p0 = s->kv->n_tokens(), size = int(s->tokens.size());
+      int end = p0 + n;
+      bool cut = false;
+      for (int anchor : {s->checkpoint_anchor, (size - 1) / bt * bt})
+        if (anchor > p0 && anchor < end) end = anchor, cut = true;
+      if (!cut && end < size && end % bt != 0 && end - end % bt > p0) end -= end % bt;
+      n = end - p0;
     }
     if (n == 1 && s->drafter) {
       const int k = draft_limit(*s, budget);
@@ -850,7 +855,8 @@ void Engine::checkpoint_after_step(Seq& s) {
   const RecurrentState* r = s.kv->recurrent_state();
   if (!r || n == 0 || n % bt != 0) return;
   const BlockHash h = mgr_.chain_hash(s.sid, n / bt - 1);
-  if (checkpoints_->save(h, *r)) {
+  const bool anchor = n == s.checkpoint_anchor || n == (int(s.tokens.size()) - 1) / bt * bt;
+  if (checkpoints_->save(h, *r, anchor)) {
     std::lock_guard<std::mutex> lk(mu_);
     m_.state_checkpoints = checkpoints_->size();
     m_.state_checkpoint_evictions_total = checkpoints_->n_evictions();

@@ -24,6 +24,10 @@ struct Engine::Seq {
   std::vector<int32_t> tokens;   // context (pool + prompt), then generated tokens
   int n_context = 0;
   int n_cached = -1;             // context tokens served from cache at first admission (-1: not yet)
+  // Hybrid models: where this prompt leaves the prefix whose blocks are cached but whose end has no state
+  // checkpoint (0: none). A chunk ends there and its state becomes an anchor checkpoint, so the next
+  // prompt with that prefix hits it (Engine::checkpoint_after_step).
+  int checkpoint_anchor = 0;
   std::unique_ptr<PagedKv> kv;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Drafter> drafter;  // speculative decoding; nullptr: off

@@ -30,4 +30,20 @@ void truncate_sequence_kv(KvSequence& kv, int n_tokens) {
   fail("this KV sequence cannot roll back");
 }
 
+SequenceMark::SequenceMark(KvSequence& kv) : position_(kv.n_tokens()) {
+  if (const RecurrentState* r = kv.recurrent_state()) {
+    state_ = std::make_unique<RecurrentState>(r->shape(), r->memory());
+    state_->copy_from(*r);
+  }
+}
+
+SequenceMark::~SequenceMark() = default;
+
+void SequenceMark::rewind(KvSequence& kv) const {
+  check(kv.n_tokens() >= position_, "rewind to position ", position_, " of a sequence of ", kv.n_tokens(), " tokens");
+  if (RecurrentState* r = kv.recurrent_state(); r && state_ && r->n_tokens() != position_)
+    r->copy_from(*state_);  // the state at the mark: the truncate below then leaves it alone
+  truncate_sequence_kv(kv, position_);
+}
+
 }  // namespace polykv

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kv/kv_sequence.h"
+#include "kv/recurrent_state.h"
 #include "model/model.h"
 
 namespace polykv {
@@ -28,5 +29,21 @@ std::unique_ptr<KvSequence> make_sequence_kv(const Model& model, const SequenceK
 // bench repetitions). Throws Error for another kind of KvSequence or a rollback a sliding-window
 // layer of a KvCache can no longer do (see rollback_tokens).
 void truncate_sequence_kv(KvSequence& kv, int n_tokens);
+
+// A position of a sequence to come back to (bench repetitions at a depth). A hybrid model's recurrent state
+// cannot be rolled back past its last step, so the mark keeps a copy of the state at the mark (in the
+// state's memory: the GPU's for a CUDA sequence); rewind() restores it and truncates the KV to the mark.
+class SequenceMark {
+ public:
+  explicit SequenceMark(KvSequence& kv);
+  ~SequenceMark();
+  int position() const { return position_; }
+  // kv (the sequence marked, at or past the mark) back at the mark.
+  void rewind(KvSequence& kv) const;
+
+ private:
+  int position_;
+  std::unique_ptr<RecurrentState> state_;  // the state at the mark (hybrid models), else null
+};
 
 }  // namespace polykv

@@ -13,7 +13,8 @@ StateCheckpointCache::StateCheckpointCache(const RecurrentShape& shape, KvMemory
 }
 
 StateCheckpointCache::~StateCheckpointCache() {
-  for (Entry& e : entries_) memory_->release(e.slot);
+  for (Entry& e : plain_) memory_->release(e.slot);
+  for (Entry& e : anchors_) memory_->release(e.slot);
 }
 
 size_t StateCheckpointCache::bytes_for(const RecurrentShape& shape, int capacity) {
@@ -31,25 +32,35 @@ void StateCheckpointCache::check_compatible(const RecurrentState& s) const {
         memory_->name());
 }
 
-bool StateCheckpointCache::save(BlockHash h, const RecurrentState& s) {
+bool StateCheckpointCache::is_anchor(BlockHash h) const {
+  auto it = by_hash_.find(h);
+  return it != by_hash_.end() && it->second->anchor;
+}
+
+bool StateCheckpointCache::save(BlockHash h, const RecurrentState& s, bool anchor) {
   check_compatible(s);
   if (capacity_ == 0) return false;
-  if (auto it = by_hash_.find(h); it != by_hash_.end()) {
-    entries_.splice(entries_.end(), entries_, it->second);
+  if (auto it = by_hash_.find(h); it != by_hash_.end()) {  // same prefix, same state: refresh (and promote)
+    List& from = list_of(it->second->anchor);
+    it->second->anchor = it->second->anchor || anchor;
+    List& to = list_of(it->second->anchor);
+    to.splice(to.end(), from, it->second);
     return true;
   }
   void* slot = nullptr;
-  if (int(entries_.size()) < capacity_) slot = memory_->allocate(slot_bytes_);
-  if (!slot) {  // full, or the memory refused: reuse the oldest checkpoint's slot
-    if (entries_.empty()) return false;
-    slot = entries_.front().slot;
-    by_hash_.erase(entries_.front().hash);
-    entries_.pop_front();
+  if (size() < capacity_) slot = memory_->allocate(slot_bytes_);
+  if (!slot) {  // full, or the memory refused: reuse the slot of the oldest plain checkpoint, else anchor
+    List& victims = !plain_.empty() || !anchor ? plain_ : anchors_;
+    if (victims.empty()) return false;
+    slot = victims.front().slot;
+    by_hash_.erase(victims.front().hash);
+    victims.pop_front();
     ++n_evictions_;
   }
   s.save_to(slot);
-  entries_.push_back({h, s.n_tokens(), slot});
-  by_hash_[h] = std::prev(entries_.end());
+  List& to = list_of(anchor);
+  to.push_back({h, s.n_tokens(), slot, anchor});
+  by_hash_[h] = std::prev(to.end());
   return true;
 }
 
@@ -57,7 +68,8 @@ void StateCheckpointCache::restore(BlockHash h, RecurrentState& s) {
   check_compatible(s);
   auto it = by_hash_.find(h);
   check(it != by_hash_.end(), "state checkpoints: no checkpoint under this prefix");
-  entries_.splice(entries_.end(), entries_, it->second);
+  List& l = list_of(it->second->anchor);
+  l.splice(l.end(), l, it->second);
   s.load_from(it->second->slot, it->second->position);
 }
 

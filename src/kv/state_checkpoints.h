@@ -7,8 +7,13 @@
 // whose end has a checkpoint. vLLM's and SGLang's hybrid prefix caches were the designs studied.
 //
 // Rules:
-//  - At most capacity() checkpoints; save() of a new hash when full evicts the least recently saved
-//    or restored one and reuses its slot. capacity 0: nothing is ever saved (caching off).
+//  - At most capacity() checkpoints; save() of a new hash when full evicts one and reuses its slot:
+//    the least recently saved or restored *plain* checkpoint, or for an anchor when there is none,
+//    the least recently used anchor (a plain save into a cache full of anchors saves nothing).
+//    Anchors are the checkpoints a caller expects to be hit (the engine: a prompt's last full block,
+//    and the point where a prompt left a cached prefix); plain ones are every other chunk end, so a
+//    long prompt's many chunk ends never flush the anchors. Saving an existing hash as an anchor
+//    promotes it. capacity 0: nothing is ever saved (caching off).
 //  - Slots live in the states' memory (host, or the GPU's for a CUDA pool) and are allocated on first
 //    use; when the memory refuses one, the oldest checkpoint's slot is reused, or with none, nothing
 //    is saved (save returns false). Copies go through KvMemory::copy, so kv/ touches no device code.
@@ -37,7 +42,8 @@ class StateCheckpointCache {
   static size_t bytes_for(const RecurrentShape& shape, int capacity);
 
   int capacity() const { return capacity_; }
-  int size() const { return int(entries_.size()); }
+  int size() const { return int(plain_.size() + anchors_.size()); }
+  int n_anchors() const { return int(anchors_.size()); }
   int64_t n_evictions() const { return n_evictions_; }
   bool contains(BlockHash h) const { return by_hash_.count(h) != 0; }
   // Position the checkpoint under h summarises, or -1.
@@ -45,8 +51,10 @@ class StateCheckpointCache {
 
   // Saves s's current state (at s.n_tokens(), between steps) under h. An existing checkpoint under h
   // is only refreshed in the LRU order (same hash, same prefix, same state). False when nothing was
-  // saved (capacity 0, or no slot could be had). Throws Error on a shape or memory mismatch.
-  bool save(BlockHash h, const RecurrentState& s);
+  // saved (capacity 0, or no slot could be had under the rules). Throws Error on a shape or memory
+  // mismatch.
+  bool save(BlockHash h, const RecurrentState& s, bool anchor = false);
+  bool is_anchor(BlockHash h) const;
   // s becomes the state saved under h, at position(h); the checkpoint becomes most recently used.
   // Throws Error when there is none, or on a shape or memory mismatch.
   void restore(BlockHash h, RecurrentState& s);
@@ -56,15 +64,18 @@ class StateCheckpointCache {
     BlockHash hash;
     int position;
     void* slot;
+    bool anchor;
   };
+  using List = std::list<Entry>;
   void check_compatible(const RecurrentState& s) const;
+  List& list_of(bool anchor) { return anchor ? anchors_ : plain_; }
 
   RecurrentShape shape_;
   KvMemory* memory_;
   int capacity_;
   size_t slot_bytes_;
-  std::list<Entry> entries_;  // front = least recently saved or restored
-  std::unordered_map<BlockHash, std::list<Entry>::iterator> by_hash_;
+  List plain_, anchors_;  // each: front = least recently saved or restored
+  std::unordered_map<BlockHash, List::iterator> by_hash_;
   int64_t n_evictions_ = 0;
 };
 
