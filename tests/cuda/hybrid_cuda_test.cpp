@@ -308,4 +308,58 @@ TEST(HybridCuda, EngineAgentsOnOnePoolMatchTheirPromptsAlone) {
 }
 
 }  // namespace
+// Automatic prefix caching of a hybrid model on the GPU: the state checkpoints live in device memory
+// (KvMemory::copy on the stream). A repeated prompt hits its last full block and generates the same tokens;
+// a second prompt on the same document hits the first one's checkpoint and generates what it generates on a
+// fresh engine (the same chunk ends); `bench --depth` rewinds through a state copy in device memory.
+TEST(HybridCuda, EnginePrefixCacheHitsStateCheckpoints) {
+  POLYKV_REQUIRE_GPU();
+  const HybridOptIn opt_in;
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  auto gpu = make_backend({"cuda", 0});
+  auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
+  EngineOptions o;
+  o.parallel = 4;
+  o.kv_tokens = 4096;
+  o.block_tokens = 16;
+  o.step_tokens = 24;
+  o.n_ctx = 256;
+  o.k_type = "q8_0";
+  o.v_type = "turbo3t";
+  o.model_id = "qwen35";
+  o.check_invariants = true;
+  std::vector<int32_t> doc;
+  for (int i = 0; i < 50; ++i) doc.push_back(int32_t((17 + 131 * i + i * i) % kVocab));
+  auto with = [&](std::vector<int32_t> a, int salt, int n) {
+    for (int i = 0; i < n; ++i) a.push_back(int32_t((29 + 7919 * salt + 37 * i) % kVocab));
+    return a;
+  };
+  const auto q1 = with(doc, 1, 7), q2 = with(doc, 2, 9);
+  auto run = [&](Engine& e, const std::vector<int32_t>& p, test::Collector& c) {
+    e.submit(c.request(p, 6, "", /*ignore_eos=*/true));
+    c.wait();
+    EXPECT_EQ(c.info.reason, FinishReason::Length) << c.info.error;
+  };
+  test::Collector a1, a2, b, fresh_b;
+  {
+    Engine engine(*model, [](int32_t) { return false; }, o);
+    run(engine, q1, a1);
+    run(engine, q1, a2);
+    run(engine, q2, b);
+    EXPECT_EQ(engine.metrics().state_checkpoints, 3);  // 16, 32 and 48 (q1's last full block)
+  }
+  {
+    Engine engine(*model, [](int32_t) { return false; }, o);
+    run(engine, q2, fresh_b);
+  }
+  EXPECT_EQ(a1.info.cached_tokens, 0);
+  EXPECT_EQ(a2.info.cached_tokens, 48);
+  EXPECT_EQ(a2.ids, a1.ids);
+  EXPECT_EQ(b.info.cached_tokens, 48);
+  EXPECT_EQ(fresh_b.info.cached_tokens, 0);
+  EXPECT_EQ(b.ids, fresh_b.ids);
+  const test::CliResult r = test::polykv("bench -m " + dir() + "/qwen35.gguf --device cuda -d 40 -p 8 -n 4 -r 2 --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 }  // namespace polykv
