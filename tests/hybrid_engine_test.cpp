@@ -189,6 +189,28 @@ TEST(HybridEngine, SharedDocumentHitsTheCheckpointAtItsLastFullBlock) {
   const ServiceMetrics m = engine.metrics();
   EXPECT_EQ(m.cached_prompt_tokens_total, 48);
   EXPECT_EQ(m.state_checkpoint_evictions_total, 0);
+  EXPECT_EQ(m.state_checkpoints, 4);  // 16, 32, 48 (q1's prompt) and 64 (q2's decode crossed a block boundary)
+}
+
+// A chat's next turn (prompt + answer + a new message) hits the state at the answer's last block boundary,
+// saved by a decode step and made an anchor when the first turn finished.
+TEST(HybridEngine, NextTurnHitsTheAnswersLastBlockBoundary) {
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  Fixture f;
+  const auto p1 = tokens(40, 13);
+  Engine engine(*f.model, [](int32_t) { return false; }, chunked_options());
+  const Scored t1 = run(engine, p1, 30);  // positions 40..68 computed by decode steps: boundaries 48 and 64
+  EXPECT_EQ(t1.info.cached_tokens, 0);
+  const auto p2 = concat(concat(p1, t1.ids), tokens(5, 14));
+  const Scored t2 = run(engine, p2, 6);
+  EXPECT_EQ(t2.info.cached_tokens, 64);
+  EngineOptions o = chunked_options();
+  o.state_checkpoints = 0;
+  Engine plain(*f.model, [](int32_t) { return false; }, o);
+  const Scored alone = run(plain, p2, 6);
+  EXPECT_EQ(t2.ids, alone.ids);
+  ASSERT_EQ(t2.logprobs.size(), alone.logprobs.size());
+  for (size_t i = 0; i < t2.logprobs.size(); ++i) EXPECT_NEAR(t2.logprobs[i], alone.logprobs[i], 1e-4) << i;
 }
 
 // A prompt that leaves a cached prefix where no state was kept (the first prompt ran in one chunk past it)

@@ -349,6 +349,15 @@ void Engine::finish(Seq& s, FinishReason r, const std::string& error) {
   s.info.completion_tokens = s.n_generated;
   s.info.time_to_first_token_s = s.ttft;
   const bool keep_pool = s.is_pool && r == FinishReason::Stop;
+  if (s.sid >= 0 && !s.is_pool && s.kv && checkpoints_ && checkpoints_->capacity() > 0) {
+    // Hybrid models: the sequence's last block-boundary checkpoint (from its last decode steps, or its prompt)
+    // becomes an anchor, so that its next turn finds it however many prompt chunk ends come after.
+    const int k = mgr_.n_computed(s.sid) / mgr_.block_tokens();
+    if (const RecurrentState* st = s.kv->recurrent_state(); st && k > 0) {
+      const BlockHash h = mgr_.chain_hash(s.sid, k - 1);
+      if (checkpoints_->contains(h)) checkpoints_->save(h, *st, /*anchor=*/true);
+    }
+  }
   if (s.sid >= 0 && !keep_pool) mgr_.free(s.sid);
   std::unique_ptr<Seq> owned;
   {
@@ -845,17 +854,19 @@ void Engine::step() {
   }
 }
 
-// Hybrid models: a prompt chunk that ended on a block boundary leaves its state as a checkpoint under that
-// block's chain hash, for later prompts with the same prefix (admit_one_locked). Prompt positions of
-// requests only (a sequence that has generated nothing); decode steps take none, nor do named pools (their
-// agents start from the pool's own state, Pool::state).
+// Hybrid models: a step that ended on a block boundary leaves its state as a checkpoint under that block's
+// chain hash, for later prompts with the same prefix (admit_one_locked): prompt chunks (cut to end there),
+// and decode steps that happen to (every block_tokens generated tokens; the last one becomes an anchor when
+// the request finishes: what the next turn of a chat, prompt + answer + more, hits). Verify steps of
+// speculative decoding take none (they jump over boundaries), nor do named pools (their agents start from
+// the pool's own state, Pool::state).
 void Engine::checkpoint_after_step(Seq& s) {
-  if (!checkpoints_ || checkpoints_->capacity() == 0 || s.n_generated != 0 || s.is_pool) return;
+  if (!checkpoints_ || checkpoints_->capacity() == 0 || s.is_pool) return;
   const int n = s.kv->n_tokens(), bt = mgr_.block_tokens();
   const RecurrentState* r = s.kv->recurrent_state();
   if (!r || n == 0 || n % bt != 0) return;
   const BlockHash h = mgr_.chain_hash(s.sid, n / bt - 1);
-  const bool anchor = n == s.checkpoint_anchor || n == (int(s.tokens.size()) - 1) / bt * bt;
+  const bool anchor = s.n_generated == 0 && (n == s.checkpoint_anchor || n == (int(s.tokens.size()) - 1) / bt * bt);
   if (checkpoints_->save(h, *r, anchor)) {
     std::lock_guard<std::mutex> lk(mu_);
     m_.state_checkpoints = checkpoints_->size();
