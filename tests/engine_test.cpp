@@ -146,6 +146,7 @@ TEST(Engine, CancelAndPreemptionLeaveNoBlocksBehind) {
   EngineOptions o = options();
   o.kv_tokens = 32 * 24;  // 24 blocks: far fewer than 8 sequences of ~190 tokens need at once
   o.step_tokens = 64;
+  o.wait_for_running_prefix = false;  // all eight compute the shared document at once, and run out of blocks
   Engine engine(*fx().model, fx().eog(), o);
   std::vector<std::unique_ptr<Collector>> cs;
   std::vector<std::vector<int32_t>> prompts;

@@ -324,7 +324,13 @@ TEST(SpecPoolMtp, EightAgentsOnAPoolAreLosslessAndShareThePoolsRows) {
     r.spec_policy = policy;
     engine.submit(std::move(r));
     c.wait();
-    EXPECT_EQ(engine.metrics().spec_mtp_shared_rows_total, m.spec_mtp_shared_rows_total + per_agent);
+    // With the adaptive policy the lone agent drafts only if the measured step costs say a draft pays (wall
+    // clock: a loaded machine may say no, 1 run in 10 on the 2-core VM of 2026-12-04), and copies only then.
+    const int64_t after = engine.metrics().spec_mtp_shared_rows_total;
+    if (std::string(policy) == "fixed")
+      EXPECT_EQ(after, m.spec_mtp_shared_rows_total + per_agent);
+    else
+      EXPECT_TRUE(after == m.spec_mtp_shared_rows_total || after == m.spec_mtp_shared_rows_total + per_agent) << after;
   }
 }
 

@@ -1,5 +1,5 @@
 // `polykv bench-agents -m FILE [--agents 1,4,16,64] [--context 4096] [--suffix 32] [--gen 32]
-//  [--share on|off|prefix|both|all] [-t T] [-ctk K -ctv V] [--json]`: many agents over one shared context, in
+//  [--share on|off|prefix|both|all] [--prefix-wait on|off] [-t T] [-ctk K -ctv V] [--json]`: many agents over one shared context, in
 // the engine (no HTTP). Per agent count N and sharing mode:
 //   share on:  the context is prefilled once as a named pool; N agents attach to it, each with its
 //              own random suffix, and generate --gen tokens (greedy, end-of-text ignored);
@@ -235,6 +235,11 @@ int cmd_bench_agents(int argc, char** argv) {
   app.add_option("--arrival", arrival, "together (all agents' first requests at once) or staggered (one after another's first token)")
       ->check(CLI::IsMember({"together", "staggered"}))
       ->capture_default_str();
+  std::string prefix_wait = "on";
+  app.add_option("--prefix-wait", prefix_wait,
+                 "prefix-aware admission: a request waits for a running one that computes its prefix (on, off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   add_threads_option(app, threads);
   app.add_option("-r,--repetitions", reps, "repetitions of each configuration (all reported)")->check(CLI::Range(1, 100));
   app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
@@ -255,6 +260,7 @@ int cmd_bench_agents(int argc, char** argv) {
   base.k_type = ctk;
   base.v_type = ctv;
   base.model_id = model_path;
+  base.wait_for_running_prefix = prefix_wait == "on";
   const std::string wtype = dtype_name(model->weights().layers[0].wq.type);
   if (!json) {
     std::printf("| agents | share | KV MiB in use | TTFT agent 1 s | TTFT agents 2..N mean / max s | aggregate decode tok/s |\n");
@@ -271,7 +277,8 @@ int cmd_bench_agents(int argc, char** argv) {
           const nlohmann::json j = {{"model", model_path}, {"weight_type", wtype}, {"matmul_isa", matmul_isa()},
                                     {"attention_isa", kv_row_isa()}, {"threads", threads},
                                     {"cache_type_k", ctk}, {"cache_type_v", ctv}, {"agents", n}, {"share", on},
-                                    {"share_mode", share_name(mode)}, {"prompt_tokens", r.prompt_tokens},
+                                    {"share_mode", share_name(mode)}, {"prefix_wait", prefix_wait == "on"},
+                                    {"prompt_tokens", r.prompt_tokens},
                                     {"cached_prompt_tokens", r.cached_prompt_tokens},
                                     {"state_checkpoints", r.state_checkpoints},
                                     {"context", context}, {"suffix", suffix}, {"gen", gen}, {"rep", rep},

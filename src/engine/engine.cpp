@@ -407,10 +407,16 @@ void Engine::preempt(Seq& s) {
 }
 
 // Admits waiting sequences while there is room. Called with mu_ held; touches mgr_ (step thread only).
+// A request whose prompt shares blocks with a running sequence's prompt still being computed waits for them
+// (wait_for_running_prefix) and lets the requests behind it in; the others are admitted in order.
 void Engine::admit_locked(std::vector<std::unique_ptr<Seq>>& failed) {
-  while (!waiting_.empty() && int(running_.size()) < opts_.parallel) {
-    std::unique_ptr<Seq> s = std::move(waiting_.front());
-    waiting_.pop_front();
+  for (auto it = waiting_.begin(); it != waiting_.end() && int(running_.size()) < opts_.parallel;) {
+    if (wait_for_running_prefix(**it)) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Seq> s = std::move(*it);
+    it = waiting_.erase(it);
     try {
       admit_one_locked(*s);
     } catch (const std::exception& e) {
@@ -442,9 +448,7 @@ void Engine::admit_one_locked(Seq& seq) {
   } else {
     // Its pool (if any) was deleted while it waited: its content is in s->tokens; the prefix cache
     // may still hold the pool's full blocks.
-    const BlockHash seed = s->req.cache_salt.empty()
-                               ? hash_seed_
-                               : prefix_hash_seed(opts_.model_id, opts_.k_type + "/" + opts_.v_type, s->req.cache_salt);
+    const BlockHash seed = seed_of(*s);
     if (!hybrid_) {
       n_computed = mgr_.add_sequence(s->sid, s->tokens, seed);
     } else if (checkpoints_->capacity() > 0) {
@@ -454,8 +458,8 @@ void Engine::admit_one_locked(Seq& seq) {
                                      [this](BlockHash h) { return checkpoints_->contains(h); });
       // Blocks cached past the hit (another prompt computed them, but no state is kept at their end):
       // this prompt leaves that prefix at `cached`, the first place every later prompt with it can hit.
-      const int cached = mgr_.cached_prefix_tokens(s->tokens, seed);
-      s->checkpoint_anchor = cached > n_computed ? cached : 0;
+      if (const int cached = mgr_.cached_prefix_tokens(s->tokens, seed); cached > n_computed)
+        s->checkpoint_anchors.push_back(cached);
     } else {
       // No checkpoints: no automatic prefix caching. The sequence's own seed (never matched) keeps it from
       // hitting; named pools share instead.
@@ -635,13 +639,15 @@ void Engine::step() {
     if (n <= 0) continue;
     if (checkpoints_ && checkpoints_->capacity() > 0 && s->n_generated == 0 && !s->is_pool && n > 1) {
       // A hybrid prompt chunk ends on a block boundary, where its state can be checkpointed
-      // (checkpoint_after_step), and stops at the two anchors it passes: the prompt's last full block
-      // (what the same prompt, or one extending it, hits) and checkpoint_anchor.
+      // (checkpoint_after_step), and stops at the anchors it passes: the prompt's last full block (what
+      // the same prompt, or one extending it, hits) and checkpoint_anchors.
       const int bt = mgr_.block_tokens(), p0 = s->kv->n_tokens(), size = int(s->tokens.size());
       int end = p0 + n;
       bool cut = false;
-      for (int anchor : {s->checkpoint_anchor, (size - 1) / bt * bt})
+      s->checkpoint_anchors.push_back((size - 1) / bt * bt);  // the last full block (taken back below)
+      for (int anchor : s->checkpoint_anchors)
         if (anchor > p0 && anchor < end) end = anchor, cut = true;
+      s->checkpoint_anchors.pop_back();
       if (!cut && end < size && end % bt != 0 && end - end % bt > p0) end -= end % bt;
       n = end - p0;
     }
@@ -851,26 +857,6 @@ void Engine::step() {
     m_.decode_forward_seconds_total += forward_s;
     m_.decode_post_seconds_total += post_s;
     m_.decode_host_cpu_seconds_total += host_cpu_s;
-  }
-}
-
-// Hybrid models: a step that ended on a block boundary leaves its state as a checkpoint under that block's
-// chain hash, for later prompts with the same prefix (admit_one_locked): prompt chunks (cut to end there),
-// and decode steps that happen to (every block_tokens generated tokens; the last one becomes an anchor when
-// the request finishes: what the next turn of a chat, prompt + answer + more, hits). Verify steps of
-// speculative decoding take none (they jump over boundaries), nor do named pools (their agents start from
-// the pool's own state, Pool::state).
-void Engine::checkpoint_after_step(Seq& s) {
-  if (!checkpoints_ || checkpoints_->capacity() == 0 || s.is_pool) return;
-  const int n = s.kv->n_tokens(), bt = mgr_.block_tokens();
-  const RecurrentState* r = s.kv->recurrent_state();
-  if (!r || n == 0 || n % bt != 0) return;
-  const BlockHash h = mgr_.chain_hash(s.sid, n / bt - 1);
-  const bool anchor = s.n_generated == 0 && (n == s.checkpoint_anchor || n == (int(s.tokens.size()) - 1) / bt * bt);
-  if (checkpoints_->save(h, *r, anchor)) {
-    std::lock_guard<std::mutex> lk(mu_);
-    m_.state_checkpoints = checkpoints_->size();
-    m_.state_checkpoint_evictions_total = checkpoints_->n_evictions();
   }
 }
 

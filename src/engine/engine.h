@@ -67,6 +67,9 @@ struct EngineOptions {
   // one state slot each (~60 MiB for Qwen3.5-9B), in the KV memory and counted in kv_memory_bytes.
   // -1: 2 x parallel, at most an eighth of kv_memory_bytes; 0: no automatic prefix caching for hybrids.
   int state_checkpoints = -1;
+  // Prefix-aware admission: a request whose prompt begins with blocks a running sequence is computing waits
+  // for them instead of computing them too (agents that arrive together on one document).
+  bool wait_for_running_prefix = true;
   bool check_invariants = false;  // tests: verify the block pool after every step (a violation fails the step)
   // Adaptive speculation's step cost (engine/spec/spec_policy.h): when spec_cost_per_row > 0, the
   // cost model is T(R) = spec_cost_fixed + spec_cost_per_row * R seconds (tests: deterministic plans);
@@ -159,7 +162,11 @@ class Engine final : public InferenceService {
   // Hybrid models: states at block ends of prompts, the prefix cache's other half (null otherwise).
   std::unique_ptr<StateCheckpointCache> checkpoints_;
   // Hybrid prompt chunks end on block boundaries so that their ends can be checkpointed (see step()).
+  // engine_prefix.cpp, with the prefix-aware admission:
   void checkpoint_after_step(Seq& s);
+  bool wait_for_running_prefix(Seq& w);  // mu_ held
+  BlockHash seed_of(const Seq& s) const;
+  const std::vector<BlockHash>& context_chain(Seq& s) const;
   bool mtp_pools_ = false;  // requests may draft with an MTP head: pools keep their rows' hidden states
   HostFloats step_logits_;  // step(): the step's logit rows, reused from step to step (step thread)
   // Samples the step's decode rows in parallel (each sequence's own Sampler, so the same tokens as one

@@ -24,10 +24,16 @@ struct Engine::Seq {
   std::vector<int32_t> tokens;   // context (pool + prompt), then generated tokens
   int n_context = 0;
   int n_cached = -1;             // context tokens served from cache at first admission (-1: not yet)
-  // Hybrid models: where this prompt leaves the prefix whose blocks are cached but whose end has no state
-  // checkpoint (0: none). A chunk ends there and its state becomes an anchor checkpoint, so the next
-  // prompt with that prefix hits it (Engine::checkpoint_after_step).
-  int checkpoint_anchor = 0;
+  // Hybrid models: positions where a prompt chunk must end and leave an anchor checkpoint
+  // (Engine::checkpoint_after_step): where this prompt leaves a prefix whose blocks are cached without a
+  // state at their end, and where a waiting prompt that shares this one's prefix will hit it
+  // (Engine::wait_for_running_prefix), so that the next prompts with those prefixes hit there.
+  std::vector<int> checkpoint_anchors;
+  // Prefix-aware admission (Engine::wait_for_running_prefix): the cache key's seed and the chain hashes of
+  // the context's full blocks, made at the first check; whether it has waited for a running prefix.
+  BlockHash seed = 0;
+  std::vector<BlockHash> context_chain;
+  bool waited_for_prefix = false;
   std::unique_ptr<PagedKv> kv;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Drafter> drafter;  // speculative decoding; nullptr: off

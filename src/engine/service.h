@@ -78,6 +78,7 @@ struct ServiceMetrics {
   int64_t requests_total = 0, requests_running = 0, requests_waiting = 0, requests_failed = 0;
   int64_t prompt_tokens_total = 0, cached_prompt_tokens_total = 0, generated_tokens_total = 0;
   int64_t preemptions_total = 0;
+  int64_t prefix_waits_total = 0;  // requests that waited for a running sequence to compute their prefix
   // Speculative decoding: verify steps of sequences with a drafter, tokens drafted, of which accepted.
   int64_t spec_steps_total = 0, spec_drafted_tokens_total = 0, spec_accepted_tokens_total = 0;
   int64_t spec_draft_forwards_total = 0;  // draft-model forward passes (batched over the step's sequences)

@@ -83,6 +83,9 @@ std::string prometheus_text(const ModelInfo& model, const ServiceMetrics& m, con
            double(m.kv_blocks_used) * double(m.kv_bytes_per_block));
   e.metric("prefix_hit_rate", "gauge", "Cached prompt tokens / prompt tokens.", m.prefix_hit_rate);
   e.metric("pool_bytes", "gauge", "KV bytes held by named pools.", double(m.pool_bytes));
+  e.metric("prefix_waits_total", "counter",
+           "Requests that waited for a running sequence to compute their prompt's prefix (prefix-aware admission).",
+           double(m.prefix_waits_total));
   e.metric("state_checkpoints", "gauge",
            "Hybrid models: recurrent-state checkpoints held for automatic prefix caching.",
            double(m.state_checkpoints));
@@ -162,7 +165,8 @@ Json status_json(const ModelInfo& model, const ServiceMetrics& m, const std::vec
   j["steps"] = {{"total", m.steps_total},
                 {"seconds_total", m.step_seconds_total},
                 {"last_seconds", m.last_step_seconds},
-                {"preemptions", m.preemptions_total}};
+                {"preemptions", m.preemptions_total},
+                {"prefix_waits", m.prefix_waits_total}};
   Json pl = Json::array();
   for (const PoolInfo& p : pools) pl.push_back(pool_json(p));
   j["pools"] = std::move(pl);
