@@ -17,6 +17,7 @@
 #include "cuda_rounding_backend.h"
 #include "engine_test_util.h"
 #include "hybrid_test_util.h"
+#include "scarce_memory.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -313,29 +314,7 @@ TEST(HybridEngine, KvMemoryHoldsTheRunningSequencesStates) {
                                            o.kv_memory_bytes - size_t(o.parallel) * state - size_t(cap) * slot));
 }
 
-// A memory that refuses allocations once `left` blocks of bytes are out (a GPU out of memory), to reach the
-// engine's admission failure on the CPU.
-class ScarceMemory : public KvMemory {
- public:
-  explicit ScarceMemory(int left) : left_(left) {}
-  void* allocate(size_t bytes) override {
-    if (left_ <= 0) return nullptr;
-    --left_;
-    return host_kv_memory().allocate(bytes);
-  }
-  void release(void* p) override {
-    if (!p) return;
-    ++left_;
-    host_kv_memory().release(p);
-  }
-  void copy(void* d, const void* s, size_t n) override { host_kv_memory().copy(d, s, n); }
-  bool host_accessible() const override { return true; }
-  const char* name() const override { return "scarce host"; }
-  void set_left(int n) { left_ = n; }
-
- private:
-  int left_;
-};
+using test::ScarceMemory;
 class ScarceBackend : public test::CudaRoundingBackend {
  public:
   ScarceBackend() : CudaRoundingBackend(std::make_unique<CpuBackend>(2), false), mem_(1 << 20) {}

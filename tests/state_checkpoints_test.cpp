@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kv/kv_sequence_manager.h"
 #include "kv/state_checkpoints.h"
+#include "scarce_memory.h"
 
 namespace polykv {
 namespace {
@@ -138,27 +139,7 @@ TEST(StateCheckpoints, CapacityZeroSavesNothing) {
   EXPECT_EQ(cache.size(), 0);
 }
 
-// A memory that refuses allocations once `left` are out (a full GPU).
-class ScarceMemory : public KvMemory {
- public:
-  explicit ScarceMemory(int left) : left_(left) {}
-  void* allocate(size_t bytes) override {
-    if (left_ <= 0) return nullptr;
-    --left_;
-    return host_kv_memory().allocate(bytes);
-  }
-  void release(void* p) override {
-    if (!p) return;
-    ++left_;
-    host_kv_memory().release(p);
-  }
-  void copy(void* d, const void* s, size_t n) override { host_kv_memory().copy(d, s, n); }
-  bool host_accessible() const override { return true; }
-  const char* name() const override { return "scarce"; }
-
- private:
-  int left_;
-};
+using test::ScarceMemory;
 
 TEST(StateCheckpoints, RefusedMemoryReusesTheOldestSlotOrSavesNothing) {
   ScarceMemory mem(3);  // the state's two slots and its log
