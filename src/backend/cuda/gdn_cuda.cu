@@ -12,6 +12,7 @@
 #include "backend/cuda/gdn_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gdn_cuda_math.cuh"
@@ -163,24 +164,31 @@ struct Layout {
   static_assert(D == 0 ? SPLIT == 1 : (D % SPLIT == 0 && (SPLIT & (SPLIT - 1)) == 0 && SPLIT <= 32), "bad split");
   static constexpr int R = D > 0 ? D / SPLIT : 0;
   int d, j, h, r, i0;
-  __device__ __forceinline__ Layout(int d_run) {
+  // col0: the first column of this block (a head's columns may be spread over several blocks).
+  __device__ __forceinline__ Layout(int d_run, int col0 = 0) {
     d = D > 0 ? D : d_run;
     const int tid = int(threadIdx.x);
-    j = tid / SPLIT;
+    j = col0 + tid / SPLIT;
     h = tid % SPLIT;
     r = D > 0 ? R : d;
     i0 = h * r;
   }
 };
 
-// Grid (n_v, n_seq), blockDim.x = D * SPLIT (D == 0: d rounded up to 32). Shared: q[d], k[d], red[64].
-template <int D, int SPLIT>
+// Grid (n_v * G, n_seq): G blocks per value head, each owning D / G of its columns; blockDim.x = D / G * SPLIT
+// (D == 0: d rounded up to 32, G = 1), at least d (every block loads all of q and k: their norms are summed
+// in the same order whatever G, and every column's arithmetic is the same, so G does not change the bits;
+// G > 1 spreads a token's 32 heads over more multiprocessors: the state's 64 KB a head is read and written
+// at the bandwidth of G multiprocessors). Shared: q[d], k[d], red[64].
+template <int D, int SPLIT, int G = 1>
 __global__ void gdn_rule_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh, RuleArgs A) {
+  static_assert(G == 1 || (D > 0 && D % G == 0 && D / G * SPLIT >= D), "bad column groups");
   extern __shared__ float smem[];
   using L = Layout<D, SPLIT>;
-  const L lay(sh.d);
+  const int cg = int(blockIdx.x) % G;
+  const L lay(sh.d, cg * (D > 0 ? D / G : 0));
   const int d = lay.d, nk = sh.n_k, nv = sh.n_v, C = sh.channels;
-  const int vh = int(blockIdx.x), kh = vh % nk, e = int(threadIdx.x);
+  const int vh = int(blockIdx.x) / G, kh = vh % nk, e = int(threadIdx.x);
   const bool elem_ok = e < d;      // thread e loads element e of q, k, v
   const bool col_ok = lay.j < d;   // and owns a piece of column lay.j
   float* qs = smem;
@@ -209,7 +217,7 @@ __global__ void gdn_rule_kernel(const GdnSeqDevice* seqs, GdnShapeDevice sh, Rul
     }
     const float decay = expf(gdn::log_decay(A.alpha[row * nv + vh], A.dt_bias[vh], A.a[vh]));
     const float beta = gdn::sigmoid(A.beta_logit[row * nv + vh]);
-    if (lg) {  // the step log (RecurrentShape::log_row_floats): conv input | k [n_k][d] | v [n_v][d] | decay | beta
+    if (lg && cg == 0) {  // the step log (RecurrentShape::log_row_floats): conv input | k [n_k][d] | v [n_v][d] | decay | beta
       float* lr = lg + int64_t(t) * sh.log_row_floats + C;
       if (elem_ok && vh < nk) lr[vh * d + e] = kn;  // vh < nk: vh is its own key head
       if (elem_ok) lr[(nk + vh) * d + e] = vrow[e];
@@ -339,10 +347,20 @@ void gated_delta_rule(const GdnSeqDevice* seqs, int n_seq, const GdnShapeDevice&
   const dim3 grid(unsigned(sh.n_v), unsigned(n_seq));
   const int threads = rule_threads(sh.d);
   const size_t shared = (2 * size_t(sh.d) + 64) * sizeof(float);
+  // d = 128: 4 blocks a head (32 columns x 4 pieces = 128 threads each); POLYKV_CUDA_GDN_GROUPS=1: one.
+  static const int groups = [] {
+    const char* v = std::getenv("POLYKV_CUDA_GDN_GROUPS");
+    return v && *v == '1' ? 1 : 4;
+  }();
   switch (sh.d) {
     case 32: gdn_rule_kernel<32, 1><<<grid, threads, shared, s>>>(seqs, sh, A); break;
     case 64: gdn_rule_kernel<64, 2><<<grid, threads, shared, s>>>(seqs, sh, A); break;
-    case 128: gdn_rule_kernel<128, 4><<<grid, threads, shared, s>>>(seqs, sh, A); break;
+    case 128:
+      if (groups == 4)
+        gdn_rule_kernel<128, 4, 4><<<dim3(grid.x * 4, grid.y), threads / 4, shared, s>>>(seqs, sh, A);
+      else
+        gdn_rule_kernel<128, 4><<<grid, threads, shared, s>>>(seqs, sh, A);
+      break;
     default: gdn_rule_kernel<0, 1><<<grid, threads, shared, s>>>(seqs, sh, A); break;
   }
   POLYKV_CUDA_LAUNCHED();
