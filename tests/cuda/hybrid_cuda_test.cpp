@@ -358,7 +358,7 @@ TEST(HybridCuda, EnginePrefixCacheHitsStateCheckpoints) {
   EXPECT_EQ(b.info.cached_tokens, 48);
   EXPECT_EQ(fresh_b.info.cached_tokens, 0);
   EXPECT_EQ(b.ids, fresh_b.ids);
-  const test::CliResult r = test::polykv("bench -m " + dir() + "/qwen35.gguf --device cuda -d 40 -p 8 -n 4 -r 2 --json");
+  const test::CliResult r = test::polykv("bench -m " + dir() + "/qwen35.gguf --device cuda -d 40 -p 8 -n 4 -r 2 --bandwidth 1000 --json");
   EXPECT_EQ(r.code, 0) << r.out;
 }
 
