@@ -79,6 +79,14 @@ call_setup() {
   tar xJf .gpucarry/build-gpu.tar.xz
   BIN=build-gpu SUMMARY=$OUT/summary.txt T=build-gpu/polykv_tests P=build-gpu/polykv
   setup_gpu_libraries
+  # ../shared does not travel to the GPU machine: fixtures copied into .gpucarry/fixtures (carried) are the
+  # tests' fixtures there; without them every fixture-dependent GPU test SKIPS (docs/GPU.md).
+  if [ -d .gpucarry/fixtures ]; then
+    export POLYKV_FIXTURES=$PWD/.gpucarry/fixtures
+    note "fixtures: $(cd .gpucarry/fixtures && find . -name '*.gguf' | sort | paste -sd' ')"
+  else
+    note "fixtures: none carried (fixture-dependent GPU tests skip)"
+  fi
   note "$(nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader)"
 }
 
