@@ -642,14 +642,13 @@ void Engine::step() {
       // (checkpoint_after_step), and stops at the anchors it passes: the prompt's last full block (what
       // the same prompt, or one extending it, hits) and checkpoint_anchors.
       const int bt = mgr_.block_tokens(), p0 = s->kv->n_tokens(), size = int(s->tokens.size());
-      int end = p0 + n;
-      bool cut = false;
-      s->checkpoint_anchors.push_back((size - 1) / bt * bt);  // the last full block (taken back below)
+      const int end = p0 + n, last_full = (size - 1) / bt * bt;
+      int cut = end;  // the first anchor inside (p0, end), if any
       for (int anchor : s->checkpoint_anchors)
-        if (anchor > p0 && anchor < end) end = anchor, cut = true;
-      s->checkpoint_anchors.pop_back();
-      if (!cut && end < size && end % bt != 0 && end - end % bt > p0) end -= end % bt;
-      n = end - p0;
+        if (anchor > p0 && anchor < cut) cut = anchor;
+      if (last_full > p0 && last_full < cut) cut = last_full;
+      if (cut == end && end < size && end % bt != 0 && end - end % bt > p0) cut = end - end % bt;
+      n = cut - p0;
     }
     if (n == 1 && s->drafter) {
       const int k = draft_limit(*s, budget);
