@@ -108,6 +108,7 @@ const Row kRows[] = {
     // bench-agents
     {"bench_agents_help", "bench-agents", "--help", 0},
     {"bench_agents_bad_share", "bench-agents", "-m {M} --share maybe", 2, "--share"},
+    {"bench_agents_bad_prefix_wait", "bench-agents", "-m {M} --prefix-wait maybe", 2, "--prefix-wait"},
     {"bench_agents_zero_agents", "bench-agents", "-m {M} --agents 4,0", 2, "--agents"},
     {"bench_agents_bad_ctv", "bench-agents", "-m {M} -ctv turbo9", 2, "'turbo9'"},
     {"bench_agents_missing_model", "bench-agents", "-m /nonexistent.gguf", 1, "/nonexistent.gguf"},

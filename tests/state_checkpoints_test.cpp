@@ -210,6 +210,9 @@ TEST(KvSequenceManagerUsableEnd, HitEndsOnTheLastUsableMatchedBlock) {
   auto usable = [&](BlockHash x) { return x == h[1] || x == h[3]; };
   EXPECT_EQ(m.cached_prefix_tokens(prompt, kSeed), 20);
   EXPECT_EQ(m.cached_prefix_tokens(prompt, kSeed, usable), 16);
+  EXPECT_EQ(m.cached_chain_tokens(h, usable), 16);  // the same from the chain
+  EXPECT_EQ(m.cached_chain_tokens(h), 20);
+  EXPECT_EQ(m.cached_chain_tokens(std::span(h).first(3), usable), 8);
   EXPECT_EQ(m.blocks_to_admit(prompt, kSeed, usable), 6 - 4);
   ASSERT_EQ(m.add_sequence(2, prompt, kSeed, usable), 16);
   EXPECT_EQ(m.n_computed(2), 16);

@@ -106,10 +106,11 @@ Engine::Engine(Model& model, std::function<bool(int32_t)> is_eog, const EngineOp
           check(states < opts.kv_memory_bytes, "the KV memory (", opts.kv_memory_bytes >> 20,
                 " MiB) cannot hold the recurrent states of ", opts.parallel, " running sequences (",
                 states >> 20, " MiB): raise --kv-memory or lower --parallel");
-          const size_t ckpts = StateCheckpointCache::bytes_for(shape.recurrent, checkpoint_capacity(opts, shape));
+          const int n_ckpts = checkpoint_capacity(opts, shape);
+          const size_t ckpts = StateCheckpointCache::bytes_for(shape.recurrent, n_ckpts);
           check(states + ckpts < opts.kv_memory_bytes, "the KV memory (", opts.kv_memory_bytes >> 20,
                 " MiB) cannot hold the recurrent states of ", opts.parallel, " running sequences and ",
-                opts.state_checkpoints, " state checkpoints (", (states + ckpts) >> 20,
+                n_ckpts, " state checkpoints (", (states + ckpts) >> 20,
                 " MiB): raise --kv-memory or lower --state-checkpoints");
           n_blocks = KvBlockStore::blocks_for_bytes(shape, kt, vt, opts.block_tokens, opts.kv_memory_bytes - states - ckpts);
         } else {

@@ -56,8 +56,10 @@ bool Engine::wait_for_running_prefix(Seq& w) {
     if (tokens > computed && tokens > best) best = tokens, best_r = &r;
   }
   if (!best_r) return false;
-  const auto usable = [this](BlockHash h) { return checkpoints_->contains(h); };
-  const int cached = hybrid_ ? mgr_.cached_prefix_tokens(w.tokens, w.seed, usable) : mgr_.cached_prefix_tokens(w.tokens, w.seed);
+  // What the prefix cache holds for w now, from its chain (not hashing its prompt again every step).
+  const std::span<const BlockHash> w_chain(wc.data(), std::min(w_max, wc.size()));
+  const int cached = hybrid_ ? mgr_.cached_chain_tokens(w_chain, [this](BlockHash h) { return checkpoints_->contains(h); })
+                             : mgr_.cached_chain_tokens(w_chain);
   if (best < cached + bt) return false;
   if (hybrid_ && std::ranges::find(best_r->checkpoint_anchors, best) == best_r->checkpoint_anchors.end())
     best_r->checkpoint_anchors.push_back(best);

@@ -66,6 +66,13 @@ int KvSequenceManager::cached_prefix_tokens(std::span<const int32_t> prompt, Blo
   return int(ids.size()) * block_tokens_;
 }
 
+int KvSequenceManager::cached_chain_tokens(std::span<const BlockHash> chain, const UsableEnd& usable_end) const {
+  size_t usable = 0;
+  for (size_t k = 0; k < chain.size() && pool_.lookup(chain[k]) >= 0; ++k)
+    if (!usable_end || usable_end(chain[k])) usable = k + 1;
+  return int(usable) * block_tokens_;
+}
+
 int KvSequenceManager::blocks_to_admit(std::span<const int32_t> prompt, BlockHash seed,
                                        const UsableEnd& usable_end) const {
   std::vector<BlockId> ids;

@@ -73,6 +73,9 @@ class KvSequenceManager {
   int add_sequence(SeqId seq, std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end = {});
   // Cached tokens add_sequence(prompt, seed, usable_end) would find now, without changing anything.
   int cached_prefix_tokens(std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end = {}) const;
+  // The same from the prompt's chain hashes (block_hash chained from its seed; at most
+  // floor((n - 1) / block_tokens) of them, as a hit never takes the whole prompt), for callers that keep them.
+  int cached_chain_tokens(std::span<const BlockHash> chain, const UsableEnd& usable_end = {}) const;
   // Blocks add_sequence + reserve(all prompt tokens) would take from n_available() now: blocks to
   // allocate plus cached-idle hits (a hit on a block in use costs nothing). For admission.
   int blocks_to_admit(std::span<const int32_t> prompt, BlockHash seed, const UsableEnd& usable_end = {}) const;
