@@ -292,8 +292,9 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
     if constexpr (attn::mma_supports(HD))
       run_grid(gx, gy, gz, attn::prefix_mma_smem_bytes(HD), [&] { attn::attention_prefix_mma_kernel<HD>(a); });
   } else if (P.rows == attn::kSmallRows) {
-    run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
-             [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
+    if constexpr (HD >= 64)  // plan_tiled_rows gives head size 32 no small shape
+      run_grid(gx, gy, gz, attn::smem_bytes(HD, attn::kSmallRows),
+               [&] { attn::attention_kernel<HD, attn::kSmallRows>(a); });
   } else {
     if constexpr (attn::tiled_mma_supports(HD)) {
       if (P.mma) {
@@ -345,6 +346,7 @@ Ran run_case(const Case& c) {
   const attn::Args ap =
       f->b.n_prefix > 0 ? attn::make_args(f->L, f->p, f->b, Pp, f->q.data(), out.data(), part.data() + own, true) : a;
   switch (c.head_dim) {
+    case 32: run_kernels<32>(a, P, ap, Pp); break;
     case 64: run_kernels<64>(a, P, ap, Pp); break;
     case 128: run_kernels<128>(a, P, ap, Pp); break;
     case 256: run_kernels<256>(a, P, ap, Pp); break;
@@ -405,7 +407,7 @@ void expect_ok_with_plan(const Case& c, attn::Kernel kernel, bool split) {
     EXPECT_EQ(r.plan.n_splits > 1, split && !filled && !one_split)
         << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
     if (kernel == attn::Kernel::Decode)
-      EXPECT_EQ(r.plan.variant, c.head_dim <= 128 ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
+      EXPECT_EQ(r.plan.variant, attn::decode8_supports(c.head_dim) ? v : attn::DecodeVariant::Slots) << plan_name(r.plan);
     else
       EXPECT_EQ(r.plan.mma, attn::prefill_mma() && attn::tiled_mma_supports(c.head_dim) &&
                                 r.plan.rows == attn::kMmaTiledRows)
@@ -454,6 +456,22 @@ TEST(CudaAttentionEmulation, EveryTypeAsKAndAsVPrefill) {
     Case c;
     c.kt = kAllKvTypes[i], c.vt = kAllKvTypes[(i + 5) % n], c.head_dim = 64, c.seed = seed++;
     c.seqs = {{20, 37}, {0, 5}};
+    expect_ok(c, attn::Kernel::Tiled, false);
+  }
+}
+
+// Head size 32 (qwen2's fixture; small models): the slots decode kernel (2 lanes per key), the f32 tiled
+// kernel with its 64-row shape only (no 16-row one: plan_tiled_rows), and the merge, every type as K and V.
+TEST(CudaAttentionEmulation, HeadSize32EveryTypeAsKAndAsV) {
+  uint32_t seed = 70;
+  const int n = int(std::size(kAllKvTypes));
+  for (int i = 0; i < n; ++i) {
+    Case c;
+    c.kt = kAllKvTypes[i], c.vt = kAllKvTypes[(i + 3) % n], c.head_dim = 32, c.seed = seed++;
+    c.seqs = {{0, 1}, {36, 1}, {299, 1}};
+    expect_ok(c, attn::Kernel::Decode, true);
+    c.seqs = {{20, 37}, {0, 5}};
+    c.seed = seed++;
     expect_ok(c, attn::Kernel::Tiled, false);
   }
 }
@@ -548,7 +566,7 @@ TEST(CudaAttentionEmulation, SerialMergeHeadSizes) {
   } restore;
   attn::merge_grouped() = false;
   uint32_t seed = 150;
-  for (int hd : {64, 128, 256, 512}) {
+  for (int hd : {32, 64, 128, 256, 512}) {
     Case c;
     c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.head_dim = hd, c.n_head_kv = 1, c.seed = seed++;
     c.seqs = {{0, 1}, {700, 1}};

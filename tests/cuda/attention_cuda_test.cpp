@@ -175,7 +175,7 @@ TEST(CudaAttention, HeadSizes) {
                                              {KvType::Turbo3, KvType::Turbo3T}, {KvType::F32, KvType::Q8_0},
                                              {KvType::Turbo2T, KvType::Turbo4}};
   uint32_t seed = 300;
-  for (int hd : {64, 256, 512})
+  for (int hd : {32, 64, 256, 512})
     for (const auto& [kt, vt] : pairs) {
       Case c;
       c.kt = kt, c.vt = vt, c.head_dim = hd, c.seed = seed++;

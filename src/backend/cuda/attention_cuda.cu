@@ -46,7 +46,8 @@ void allow_smem_hd() {
                                                int(cudaSharedmemCarveoutMaxShared)));
       });
   }
-  allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
+  if constexpr (HD >= 64)  // plan_tiled_rows gives head size 32 no small shape
+    allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
   allow_smem(attn::attention_kernel<HD, rows>, attn::smem_bytes(HD, rows));
   if constexpr (attn::tiled_mma_supports(HD)) {
@@ -92,6 +93,7 @@ void init_device(cudaStream_t stream) {
         "CUDA attention: the first call on a device must run outside graph capture (it uploads tables)");
   const KvDecodeTables t = make_kv_decode_tables();
   POLYKV_CUDA_CHECK(cudaMemcpyToSymbol(attn::g_tables, &t, sizeof t));
+  allow_smem_hd<32>();
   allow_smem_hd<64>();
   allow_smem_hd<128>();
   allow_smem_hd<256>();
@@ -159,7 +161,9 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
     if constexpr (attn::mma_supports(HD))
       launch_kernel(attn::attention_prefix_mma_kernel<HD>, a, P, attn::prefix_mma_smem_bytes(HD), stream, false);
   } else if (P.rows == attn::kSmallRows) {
-    launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream, pdl);
+    if constexpr (HD >= 64)
+      launch_kernel(attn::attention_kernel<HD, attn::kSmallRows>, a, P, attn::smem_bytes(HD, attn::kSmallRows), stream,
+                    pdl);
   } else {
     if constexpr (attn::tiled_mma_supports(HD)) {
       if (P.mma) {
@@ -207,6 +211,7 @@ void attention_invariant(const KvLayerDevice& L, const AttentionParams& p, const
     a.early = i == 0 && n_plans == 1 && after_store && pdl && attn::attention_early() && b.n_seq == 1 &&
               P[i].variant != attn::DecodeVariant::Slots ? 1 : 0;
     switch (L.head_dim) {
+      case 32: launch_hd_plain<32>(a, P[i], ctx.stream(), pdl); break;
       case 64: launch_hd_plain<64>(a, P[i], ctx.stream(), pdl); break;
       case 128: launch_hd_plain<128>(a, P[i], ctx.stream(), pdl); break;
       case 256: launch_hd_plain<256>(a, P[i], ctx.stream(), pdl); break;
@@ -244,6 +249,7 @@ void attention(const KvLayerDevice& L, const AttentionParams& p, const Attention
   a.early = early ? 1 : 0;
   const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
   switch (L.head_dim) {
+    case 32: launch_hd<32>(a, P, ap, Pp, ctx.stream(), pdl); break;
     case 64: launch_hd<64>(a, P, ap, Pp, ctx.stream(), pdl); break;
     case 128: launch_hd<128>(a, P, ap, Pp, ctx.stream(), pdl); break;
     case 256: launch_hd<256>(a, P, ap, Pp, ctx.stream(), pdl); break;

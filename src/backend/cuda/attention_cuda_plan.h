@@ -436,7 +436,9 @@ inline void set_tiled_rows(Plan& P, int rows, int max_q) {
 }
 inline void plan_tiled_rows(Plan& P, int max_q, int hd, bool mma) {
   P.kernel = Kernel::Tiled;
-  const bool small = P.group * max_q <= kSmallRows;
+  // The small shape needs hd >= 64 (its accumulation gives each thread 8 values of a row: 16 rows x hd / 8
+  // threads must cover the block's 128); head size 32 always takes large_rows.
+  const bool small = hd >= 64 && P.group * max_q <= kSmallRows;
   P.mma = !small && mma && tiled_mma_supports(hd) && (hd != 256 || tiled_mma256_fits());
   set_tiled_rows(P, small ? kSmallRows : P.mma ? kMmaTiledRows : large_rows(hd), max_q);
 }
@@ -494,8 +496,8 @@ inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q, bool 
 // Throws Error unless the layer, the parameters and the batch's bounds are ones the kernels take.
 inline void check_attention_args(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b) {
   const int hd = L.head_dim;
-  check(hd == 64 || hd == 128 || hd == 256 || hd == 512, "CUDA attention: head size ", hd,
-        " is not supported (64, 128, 256 or 512)");
+  check(hd == 32 || hd == 64 || hd == 128 || hd == 256 || hd == 512, "CUDA attention: head size ", hd,
+        " is not supported (32, 64, 128, 256 or 512)");
   check(L.head_dim_v == hd, "CUDA attention: V head size ", L.head_dim_v, " differs from K's ", hd);
   check(L.k_head_bytes == kv_head_bytes(L.k_type, hd) && L.v_head_bytes == kv_head_bytes(L.v_type, hd),
         "CUDA attention: row sizes do not match the KV types");
