@@ -5,6 +5,7 @@
 #pragma once
 #include <unistd.h>
 
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +16,19 @@
 #include "test_util.h"
 
 namespace polykv::test {
+
+// The files mtp_test_model wrote in this process, removed when it exits (each is a ~35 MB copy of the
+// embedded model; they were left behind in /tmp before 2026-12-04d, a hundred after a few test runs).
+struct MtpTestModelFiles {
+  std::vector<std::string> paths;
+  ~MtpTestModelFiles() {
+    for (const std::string& p : paths) std::remove(p.c_str());
+  }
+};
+inline MtpTestModelFiles& mtp_test_model_files() {
+  static MtpTestModelFiles files;
+  return files;
+}
 
 // Writes the model to a temporary file (once per process and seed) and returns its path.
 // weight_std: the random matrices' N(0, std); norms are 1 + N(0, 0.2) so that enorm, hnorm and
@@ -51,6 +65,7 @@ inline std::string mtp_test_model(uint32_t seed = 7, float weight_std = 0.05f) {
     add(p + t.name.substr(6), t.ne, t.ne.size() == 1);
   }
   w.write(path);
+  mtp_test_model_files().paths.push_back(path);
   return path;
 }
 

@@ -4,6 +4,9 @@
 // --chat keeps the user's text from producing control tokens (--echo shows them).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -132,11 +135,18 @@ TEST(RunCli, PrefillProgressOnlyOnATerminal) {
   EXPECT_NE(out.find("\r\033[K"), std::string::npos) << "the progress line is erased: " << out;
 }
 
+// Removes the file at `path` when the process exits.
+struct RemoveAtExit {
+  std::string path;
+  ~RemoveAtExit() { std::remove(path.c_str()); }
+};
+
 // A copy of the embedded model with a Llama-2 style chat template (its vocabulary has <s> and </s> as
-// control tokens).
+// control tokens), one per process (tests run as parallel processes under ctest), removed at exit.
 std::string chat_model() {
-  static const std::string path = [] {
-    const std::string out = std::filesystem::temp_directory_path() / "polykv_run_cli_chat.gguf";
+  static const RemoveAtExit file{[] {
+    const std::string out = std::filesystem::temp_directory_path() /
+                            ("polykv_run_cli_chat_" + std::to_string(getpid()) + ".gguf");
     const GgufFile src = GgufFile::open(embedded_model());
     GgufWriter w;
     for (const auto& [key, value] : src.metadata())
@@ -146,8 +156,8 @@ std::string chat_model() {
     for (const GgufTensor& t : src.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data);
     w.write(out);
     return out;
-  }();
-  return path;
+  }()};
+  return file.path;
 }
 
 TEST(RunCli, ChatUserTextCannotInjectControlTokens) {
