@@ -163,6 +163,16 @@ class Backend {
     add(x, r, int64_t(rows) * cols);
     rmsnorm(x, w, out, rows, cols, eps);
   }
+  // The norm in front of a matmul: r == nullptr: out = rmsnorm(x) * w; else x += r, then that. The caller
+  // promises that the next op reads out and is a matmul, matmul_multi or matmul_qkv_rope of out, and that
+  // nothing reads out after it (until out is written again). A backend may then leave out unwritten and
+  // fold the normalization into that op: CUDA quantizes x * w as the mat-vec's activations and scales its
+  // outputs by 1 / rms(x) (docs/CUDA_DECODE.md, "Deferred norms"). The default is the plain norm.
+  virtual void rmsnorm_into_matmul(float* x, const float* r, const float* w, float* out, int rows, int cols,
+                                   float eps) {
+    if (r != nullptr) add_rmsnorm(x, r, w, out, rows, cols, eps);
+    else rmsnorm(x, w, out, rows, cols, eps);
+  }
   // rope of q ([rows][n_head][head_dim]) and of k ([rows][n_head_kv][head_dim]) at the same positions.
   virtual void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot,
                        const int32_t* pos, const float* inv_freq, float scale, RopeStyle style) {

@@ -5,17 +5,21 @@
 
 namespace polykv {
 
+bool gdn_separate_projections() {
+  static const bool separate = [] {
+    const char* v = std::getenv("POLYKV_GDN_SEPARATE_PROJ");
+    return v && *v && *v != '0';
+  }();
+  return separate;
+}
+
 void gdn_mixer(Backend& be, const ModelConfig& c, const DeviceGdnWeights& w, int state_layer, HybridWorkspace& ws,
                const float* h, float* y, int n) {
   const GdnConfig& g = c.gdn;
   // The four input projections read the same h: one matmul_multi (the same bits as four matmuls, by the
   // Backend contract; on CUDA one mat-vec launch when they share a type, where four launches cost ~0.35 ms
   // of a 2.6 ms Qwen3.5-9B token, docs/HYBRID.md). POLYKV_GDN_SEPARATE_PROJ=1: four matmuls (A/B).
-  static const bool separate = [] {
-    const char* v = std::getenv("POLYKV_GDN_SEPARATE_PROJ");
-    return v && *v && *v != '0';
-  }();
-  if (separate) {
+  if (gdn_separate_projections()) {
     be.matmul(w.w_qkv, h, ws.qkv, n);
     be.matmul(w.w_gate, h, ws.z, n);
     be.matmul(w.w_beta, h, ws.beta, n);

@@ -12,6 +12,10 @@
 namespace polykv {
 
 // h: [n][n_embd] (normed input, backend memory); y: [n][n_embd] (may alias h).
+// POLYKV_GDN_SEPARATE_PROJ=1: the four input projections as four matmuls (A/B); else one matmul_multi, the
+// only reader of the mixer's input h (what Backend::rmsnorm_into_matmul asks of its caller).
+bool gdn_separate_projections();
+
 void gdn_mixer(Backend& be, const ModelConfig& c, const DeviceGdnWeights& w, int state_layer, HybridWorkspace& ws,
                const float* h, float* y, int n);
 

@@ -93,9 +93,14 @@ class Model {
   // h_ready: ws.h already holds attn_norm(x) (the previous layer's fused add_rmsnorm wrote it).
   // next_attn_norm: if set, the layer ends with x += h; h = rmsnorm(x) * next_attn_norm (one fused op)
   // instead of x += h, for the next layer to start from.
+  // next_reads_once: the next layer's mixer reads its normed input once (mixer_reads_once), so the norm may be
+  // Backend::rmsnorm_into_matmul.
   void issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, int kv_layer, int n,
                        const int32_t* pos, StepWorkspace& ws, bool h_ready = false,
-                       const float* next_attn_norm = nullptr);
+                       const float* next_attn_norm = nullptr, bool next_reads_once = false);
+  // Whether a layer of this kind reads its normed input h with one matmul op (one matmul_multi /
+  // matmul_qkv_rope), nothing else: what Backend::rmsnorm_into_matmul asks.
+  bool mixer_reads_once(const LayerConfig& lc) const;
 
  private:
   Model(GgufFile file, ModelConfig config, Backend& backend);

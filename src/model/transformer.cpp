@@ -285,24 +285,35 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
     const LayerConfig& lc = c.layers[size_t(il)];
     // Layer il > 0 finds h = attn_norm(x) written by the previous layer's last add_rmsnorm.
     const float* next_attn_norm = il + 1 < n_layer ? w.layers[size_t(il) + 1].attn_norm : nullptr;
-    issue_layer_ops(w.layers[size_t(il)], lc, lc.kv_layer, n, pos, ws_, /*h_ready=*/il > 0, next_attn_norm);
+    const bool next_reads_once = il + 1 < n_layer && mixer_reads_once(c.layers[size_t(il) + 1]);
+    issue_layer_ops(w.layers[size_t(il)], lc, lc.kv_layer, n, pos, ws_, /*h_ready=*/il > 0, next_attn_norm,
+                    next_reads_once);
   }
   if (n_out == 0) return;
   // The wanted rows of x, gathered into h, normed in place, then the vocabulary matmul.
   be.gather_rows(x, gather, n_out, E, h);
-  be.rmsnorm(h, w.output_norm, h, n_out, E, c.rms_eps);
+  be.rmsnorm_into_matmul(h, nullptr, w.output_norm, h, n_out, E, c.rms_eps);
   be.matmul(w.output, h, logits, n_out);  // [n_out][n_vocab]
   if (c.final_softcap > 0) be.softcap(logits, int64_t(n_out) * c.n_vocab, c.final_softcap);
 }
 
+bool Model::mixer_reads_once(const LayerConfig& lc) const {
+  if (lc.kind == LayerKind::GatedDeltaNet) return !gdn_separate_projections();  // one matmul_multi
+  return !config_.attn_output_gate;  // else q (with its gate) and k,v are two matmuls of h
+}
+
 void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, int kv_layer, int n,
-                            const int32_t* pos, StepWorkspace& ws, bool h_ready, const float* next_attn_norm) {
+                            const int32_t* pos, StepWorkspace& ws, bool h_ready, const float* next_attn_norm,
+                            bool next_reads_once) {
   const ModelConfig& c = config_;
   Backend& be = backend_;
   const int E = c.n_embd, Q = int(c.q_dim()), K = int(c.kv_dim()), V = int(c.v_dim());
   float *x = ws.x, *h = ws.h, *q = ws.q, *k = ws.k, *v = ws.v, *att = ws.att, *gate = ws.gate, *up = ws.up;
   hws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
-  if (!h_ready) be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
+  if (!h_ready) {
+    if (mixer_reads_once(lc)) be.rmsnorm_into_matmul(x, nullptr, l.attn_norm, h, n, E, c.rms_eps);
+    else be.rmsnorm(x, l.attn_norm, h, n, E, c.rms_eps);
+  }
   if (lc.kind == LayerKind::GatedDeltaNet) {
     gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
   } else {
@@ -349,7 +360,8 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     if (c.o_bias) be.add_bias(h, l.bo, n, E);
     if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
   }
-  be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
+  if (c.moe.enabled()) be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
+  else be.rmsnorm_into_matmul(x, h, l.ffn_norm, h, n, E, c.rms_eps);     // ... read only by gate,up's matmul_multi
   if (c.moe.enabled()) {
     moe_ws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
     moe_ffn(be, c, l.moe, h, n, moe_ws_, h);  // model/moe_ffn.h
@@ -360,8 +372,10 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     be.matmul(l.w_down, gate, h, n);
   }
   if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
-  if (next_attn_norm)
-    be.add_rmsnorm(x, h, next_attn_norm, h, n, E, c.rms_eps);  // x += h; h = the next layer's attn_norm(x)
+  if (next_attn_norm && next_reads_once)  // x += h; h = the next layer's attn_norm(x)
+    be.rmsnorm_into_matmul(x, h, next_attn_norm, h, n, E, c.rms_eps);
+  else if (next_attn_norm)
+    be.add_rmsnorm(x, h, next_attn_norm, h, n, E, c.rms_eps);
   else
     be.add(x, h, int64_t(n) * E);
 }

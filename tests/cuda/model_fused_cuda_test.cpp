@@ -5,6 +5,7 @@
 // 3-token step (speculative verification's shape) must be the same bits. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,11 +22,17 @@
 namespace polykv {
 namespace {
 
-std::vector<std::vector<float>> run_steps(bool fused, const char* ctv) {
+// defer: norms deferred into the mat-vecs (Backend::rmsnorm_into_matmul; other bits by design, so the
+// bit-for-bit comparison runs the fused ops without them).
+std::vector<std::vector<float>> run_steps(bool fused, const char* ctv, bool defer = false, bool graphs = true) {
   setenv("POLYKV_CUDA_FUSED", fused ? "1" : "0", 1);
+  setenv("POLYKV_CUDA_DEFER_NORM", defer ? "1" : "0", 1);
+  setenv("POLYKV_CUDA_GRAPHS", graphs ? "1" : "0", 1);
   if (!fused) setenv("POLYKV_CUDA_PDL", "0", 1);  // process-wide until restored below
   auto backend = make_backend({"cuda", 0});
   unsetenv("POLYKV_CUDA_FUSED");
+  unsetenv("POLYKV_CUDA_DEFER_NORM");
+  unsetenv("POLYKV_CUDA_GRAPHS");
   unsetenv("POLYKV_CUDA_PDL");
   struct RestorePdl {
     ~RestorePdl() { cuda::set_pdl_enabled(true); }
@@ -70,6 +77,37 @@ TEST(ModelFusedCuda, FusedOpsGiveTheSameLogits) {
                            << " logits differ; first at " << first << ": fused "
                            << (first < plain[s].size() ? fused[s][first] : 0.0f) << ", plain "
                            << (first < plain[s].size() ? plain[s][first] : 0.0f);
+    }
+  }
+}
+
+// Deferred norms with the decode steps replayed from CUDA graphs and run eagerly: the same bits.
+TEST(ModelFusedCuda, DeferredNormsSameBitsEagerAndFromGraphs) {
+  POLYKV_REQUIRE_GPU();
+  for (const char* ctv : {"q8_0", "turbo3t"}) {
+    const auto eager = run_steps(true, ctv, true, false), graphs = run_steps(true, ctv, true, true);
+    ASSERT_EQ(eager.size(), graphs.size());
+    for (size_t s = 0; s < eager.size(); ++s)
+      EXPECT_TRUE(cuda_test::same_bits(graphs[s], eager[s], std::string("v ") + ctv + " step " + std::to_string(s)));
+  }
+}
+
+// Deferred norms (the default) against the fused norms: the activations are quantized before the scale
+// instead of after, a rounding of the same size as the fused path's own (relative L2 of the logits printed;
+// bound 3e-2: the base of the GPU-vs-CPU model bounds, model_cuda_test.cpp), and the greedy token agrees at every decode step.
+TEST(ModelFusedCuda, DeferredNormsStayCloseToTheFusedNorms) {
+  POLYKV_REQUIRE_GPU();
+  for (const char* ctv : {"q8_0", "turbo3t"}) {
+    const auto plain = run_steps(true, ctv, false), defer = run_steps(true, ctv, true);
+    ASSERT_EQ(plain.size(), defer.size());
+    for (size_t s = 0; s < plain.size(); ++s) {
+      const double e = cuda_test::rel_l2(defer[s], plain[s]);
+      std::printf("  v %s step %zu: rel L2 %.3e\n", ctv, s, e);
+      EXPECT_LE(e, 3e-2) << "v " << ctv << ", step " << s;
+      if (s > 0 && s + 1 < plain.size()) {  // the single-token decode steps
+        const auto am = [](const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); };
+        EXPECT_EQ(am(defer[s]), am(plain[s])) << "v " << ctv << ", step " << s;
+      }
     }
   }
 }

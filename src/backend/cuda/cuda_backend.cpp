@@ -56,6 +56,12 @@ class CudaBackend final : public Backend {
     // blocks side by side (2026-12-01), the norms writing the next mat-vec's activations decode 1-2%
     // faster on the H200 than each mat-vec quantizing its own (docs/PERFORMANCE.md); before, 2% slower.
     fused_acts_ = fused_ && !(fa && std::strcmp(fa, "0") == 0);
+    // POLYKV_CUDA_DEFER_NORM=0: Backend::rmsnorm_into_matmul is the plain fused norm (rmsnorm_acts) instead of
+    // rmsnorm_defer + the scale in the mat-vec's epilogue (docs/CUDA_DECODE.md, "Deferred norms").
+    const char* dn = std::getenv("POLYKV_CUDA_DEFER_NORM");
+    // Not with --batch-invariant: a row's bits would then depend on whether its step had at most
+    // kMatvecMaxCols rows (deferred) or more (the plain norm).
+    defer_norms_ = fused_acts_ && !batch_invariant && !(dn && std::strcmp(dn, "0") == 0);
     // POLYKV_CUDA_FUSE_ROPE=0: q, k, v mat-vec, then rope_qk, instead of the rope in the mat-vec's epilogue.
     const char* fr = std::getenv("POLYKV_CUDA_FUSE_ROPE");
     fuse_rope_ = fused_ && !(fr && std::strcmp(fr, "0") == 0);
@@ -195,10 +201,13 @@ class CudaBackend final : public Backend {
     check(cuda::has_weight_kernels(host.type), "the CUDA backend has no kernels for ", dtype_name(host.type),
           " weights; run this model with --device cpu");
     if (host.n_out == 0) return d;
+    const bool split = cuda::split_layout_enabled(host.type) && cuda::split_layout_fits(host) &&
+                       host.layout == WeightLayout::Rows;
+    all_split_ = all_split_ && split;
     const size_t rb = row_bytes(host.type, host.n_in);
     check(host.data != nullptr && host.row_stride >= rb, "upload_matrix: row stride ", host.row_stride,
           " shorter than a row of ", rb, " bytes");
-    if (cuda::split_layout_enabled(host.type) && cuda::split_layout_fits(host) && host.layout == WeightLayout::Rows) {
+    if (split) {
       // Repacked for the split mat-vec kernel (matmul_cuda_split.h); no ggml copy stays on the device.
       drop_acts();
       void* p = allocate(size_t(host.n_out) * cuda::split_row_stride(host.type, host.n_in));
@@ -227,10 +236,12 @@ class CudaBackend final : public Backend {
   void matmul(const WeightMatrix& w, const float* x, float* y, int n) override {
     bind();
     cuda::ActsOut a;
-    const bool prepared = take_acts(x, w.n_in, n, cuda::prepared_matmul_ok(w, n), a);
+    cuda::DeferredNorm dn;
+    const bool prepared =
+        take_acts(x, w.n_in, n, cuda::prepared_matmul_ok(w, n), a, cuda::deferred_norm_ok(w, n) ? &dn : nullptr);
     if (n == 0) return;
     if (prepared)
-      cuda::matmul_prepared(w, a, y, n, ctx_);
+      cuda::matmul_prepared(w, a, y, n, ctx_, dn);
     else
       cuda::matmul(w, x, y, n, ctx_);
   }
@@ -347,22 +358,38 @@ class CudaBackend final : public Backend {
     if (!fused_) return Backend::matmul_multi(parts, x, n);
     bind();
     std::vector<cuda::MatvecPart> mp;
-    bool prepared_ok = true;
+    bool prepared_ok = true, defer_ok = true;
     for (const MatmulOut& p : parts) {
       if (p.w->n_out > 0) mp.push_back({p.w, p.y});  // an empty matrix writes nothing
       prepared_ok = prepared_ok && cuda::prepared_matmul_ok(*p.w, n) && p.w->n_in == parts[0].w->n_in;
+      defer_ok = defer_ok && cuda::deferred_norm_ok(*p.w, n);
     }
     cuda::ActsOut a;
-    const bool prepared = !parts.empty() && take_acts(x, parts[0].w->n_in, n, prepared_ok, a);
+    cuda::DeferredNorm dn;
+    const bool prepared = !parts.empty() && take_acts(x, parts[0].w->n_in, n, prepared_ok, a, defer_ok ? &dn : nullptr);
     if (n == 0 || mp.empty()) return;
     // Up to kMaxMatvecParts per launch (the kernel's limit): every row as in its own call.
     for (size_t i = 0; i < mp.size(); i += size_t(cuda::kMaxMatvecParts)) {
       const std::span<const cuda::MatvecPart> some(mp.data() + i, std::min(mp.size() - i, size_t(cuda::kMaxMatvecParts)));
       if (prepared)
-        cuda::matmul_parts_prepared(some, a, n, ctx_);
+        cuda::matmul_parts_prepared(some, a, n, ctx_, dn);
       else
         cuda::matmul_parts(some, x, n, ctx_);
     }
+  }
+  // A decode-sized norm whose only reader is the next mat-vec: x (+= r) * w quantized as its activations and
+  // the blocks' sums of squares (rmsnorm_defer); the mat-vec scales its outputs (or materialize_norm writes out).
+  void rmsnorm_into_matmul(float* x, const float* r, const float* w, float* out, int rows, int cols,
+                           float eps) override {
+    if (!defer_norms_ || !all_split_ || !acts_for(rows, cols))
+      return Backend::rmsnorm_into_matmul(x, r, w, out, rows, cols, eps);
+    drop_acts();
+    bind();
+    const int64_t total = int64_t(rows) * cols;
+    const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_, /*with_ss=*/true);
+    cuda::rmsnorm_defer(x, r, w, rows, cols, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    set_acts(out, total, o);
+    pending_norm_ = {x, w, out, rows, cols, eps};
   }
   void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) override {
     if (!fused_) return Backend::add_rmsnorm(x, r, w, out, rows, cols, eps);
@@ -386,8 +413,9 @@ class CudaBackend final : public Backend {
       return Backend::matmul_qkv_rope(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style);
     bind();
     cuda::ActsOut a;
-    const bool prepared = take_acts(x, qkv[0].w->n_in, n, true, a);
-    cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, ctx_);
+    cuda::DeferredNorm dn;  // matmul_qkv_rope_ok: every part split, so a deferred norm can go with the acts
+    const bool prepared = take_acts(x, qkv[0].w->n_in, n, true, a, &dn);
+    cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, ctx_, dn);
   }
   void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
                const float* inv_freq, float scale, RopeStyle style) override {
@@ -643,11 +671,31 @@ class CudaBackend final : public Backend {
     acts_total_ = total;
     acts_ = o;
   }
-  void drop_acts() { acts_x_ = nullptr; }
-  // The prepared activations, if they are x's ([n][n_in]) and `usable`; drops them either way.
-  bool take_acts(const float* x, int64_t n_in, int n, bool usable, cuda::ActsOut& a) {
-    const bool ok = usable && acts_x_ != nullptr && acts_x_ == x && n >= 1 && int64_t(n) * n_in == acts_total_;
-    if (ok) a = acts_;
+  void drop_acts() {
+    if (pending_norm_.x != nullptr) materialize_norm();
+    acts_x_ = nullptr;
+  }
+  // Writes the pending deferred norm's out (its reader is not the mat-vec it was deferred into).
+  void materialize_norm() {
+    const PendingNorm p = pending_norm_;
+    pending_norm_ = {};
+    bind();
+    cuda::rmsnorm_materialize(p.x, p.w, p.out, p.rows, p.cols, p.eps, acts_.ss, ctx_.stream(), cuda::pdl_enabled(ctx_));
+  }
+  // The prepared activations, if they are x's ([n][n_in]) and `usable`; drops them either way. A pending
+  // deferred norm goes with them only to a caller that passes dn (its mat-vecs scale by it: every matrix
+  // cuda::deferred_norm_ok); otherwise out is written first and the caller computes its own activations.
+  bool take_acts(const float* x, int64_t n_in, int n, bool usable, cuda::ActsOut& a, cuda::DeferredNorm* dn = nullptr) {
+    bool ok = usable && acts_x_ != nullptr && acts_x_ == x && n >= 1 && int64_t(n) * n_in == acts_total_;
+    if (pending_norm_.x != nullptr) ok = ok && dn != nullptr;
+    if (ok) {
+      a = acts_;
+      if (dn != nullptr) {
+        *dn = {};
+        if (pending_norm_.x != nullptr) *dn = {acts_.ss, pending_norm_.cols, pending_norm_.eps};
+      }
+      pending_norm_ = {};  // consumed: out stays unwritten (Backend::rmsnorm_into_matmul's contract)
+    }
     drop_acts();
     return ok;
   }
@@ -718,6 +766,20 @@ class CudaBackend final : public Backend {
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
   bool fuse_rope_ = true;  // matmul_qkv_rope in one launch (POLYKV_CUDA_FUSE_ROPE=0: off)
   bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
+  bool defer_norms_ = true;  // rmsnorm_into_matmul defers the norm into the mat-vec (POLYKV_CUDA_DEFER_NORM=0: off)
+  // Every matrix uploaded so far is in the split layout, so every mat-vec after a norm can take a deferred
+  // one. A model with other matrices (f16, q5_K, ...) keeps the fused norm: its mat-vec after a deferred norm
+  // would need the norm written out first (materialize_norm), one kernel more than the fused norm.
+  bool all_split_ = true;
+  // The norm rmsnorm_into_matmul deferred (x: nullptr when none is pending): out is not written yet; the
+  // next mat-vec of out takes it (take_acts), any other op first writes out (materialize_norm).
+  struct PendingNorm {
+    const float* x = nullptr;
+    const float* w = nullptr;
+    float* out = nullptr;
+    int rows = 0, cols = 0;
+    float eps = 0;
+  } pending_norm_;
   const float* acts_x_ = nullptr;  // the input whose activations acts_ holds (nullptr: none)
   int64_t acts_total_ = 0;         // its values (rows x n_in)
   cuda::ActsOut acts_;

@@ -147,10 +147,12 @@ void by_width(int ncols, Launch&& launch) {
 // Launched with PDL (matmul_cuda_launch.cuh): waits for the kernel before it (which writes x, or
 // reads the scratch buffer these writes overwrite), and lets the mat-vec kernel after it start and
 // issue its weight copies at once.
+// early: the mat-vec may launch before this kernel's wait (early_allow()).
 __global__ void quantize_acts_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ qs,
-                                     hd::ActScale* __restrict__ s) {
+                                     hd::ActScale* __restrict__ s, int early) {
+  if (early) allow_next_grid();
   wait_for_previous_grid();
-  allow_next_grid();
+  if (!early) allow_next_grid();
   const int64_t b = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (b >= n_blocks) return;
   const int lane = int(threadIdx.x % 32);
@@ -261,10 +263,20 @@ ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& 
   hd::ActScale* sc = reinterpret_cast<hd::ActScale*>(buf + qs_bytes);
   constexpr int kBlocksPerCta = 8;
   launch_kernel(quantize_acts_kernel, dim3(unsigned((n_blocks + kBlocksPerCta - 1) / kBlocksPerCta)),
-                dim3(32 * kBlocksPerCta), 0, s, matvec_pdl(ctx), x, n_blocks, qs, sc);
+                dim3(32 * kBlocksPerCta), 0, s, matvec_pdl(ctx), x, n_blocks, qs, sc, early_allow() >= 2 ? 1 : 0);
   a.qs = qs;
   a.s = sc;
   return a;
+}
+
+int early_allow() {
+  static const int level = [] {
+    const char* e = std::getenv("POLYKV_CUDA_EARLY_ALLOW");
+    if (e && std::strcmp(e, "0") == 0) return 0;
+    if (e && std::strcmp(e, "all") == 0) return 2;
+    return 1;
+  }();
+  return level;
 }
 
 void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx) {
@@ -276,6 +288,7 @@ void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols,
           "CUDA matvec: split ", dtype_name(w.type), " weights without a split kernel");
     return;
   }
+  check(a.dn.ss == nullptr, "CUDA matvec: a deferred norm needs split weights (", dtype_name(w.type), ")");
   if (launch_matvec_stream(w, a, col0, ncols, y, ctx)) return;
   const cudaStream_t s = ctx.stream();
   const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_dot.cuh"
+#include "backend/cuda/ops_cuda_acts.h"
 #include "core/layer_kinds.h"
 
 namespace polykv::cuda {
@@ -19,13 +20,26 @@ void validate_device_weights(const WeightMatrix& w);
 // Activations of n columns in the form the mat-vec kernels of w's type read, in ctx's MatmulActs
 // scratch: quantized weights: qs [n][n_in] int8 + s [n][n_in / 32]; float weights: xf [n][ldx] f32,
 // zero-padded to ldx = n_in rounded up to 8.
+// dn: a norm deferred into this mat-vec (ops_cuda_acts.h; only the split kernels take one: launch_matvec
+// refuses it elsewhere), for the view's column 0.
 struct ActView {
   const int8_t* qs = nullptr;
   const hd::ActScale* s = nullptr;
   const float* xf = nullptr;
   int64_t ldx = 0;
+  DeferredNorm dn;
 };
 ActView prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& ctx);
+
+// Which activation kernels let the mat-vec after them launch before their own PDL wait, not only after it:
+// its blocks then become resident and issue their first weight loads while the kernel before the activation
+// kernel drains (a short activation kernel otherwise leaves the mat-vec's start-up exposed: docs/CUDA_DECODE.md,
+// "Deferred norms"). Safe because every kernel still waits before it exits (a grid never completes before the
+// one before it) and the mat-vecs read only weights before their wait. Level 1 (the default): rmsnorm_defer
+// only, 1.02-1.04x decode on the H200; POLYKV_CUDA_EARLY_ALLOW=all (2): also gated_activation_acts and
+// prepare_acts' quantization, which measured slower than 1 (0.98x dense q8_0/turbo3t: the o and down
+// mat-vecs' blocks then sit on the multiprocessors the attention and the FFN need; call V6); =0: none.
+int early_allow();
 
 // y[col0 + c][o] for c < ncols (1..8) and every row o; y: [*][w.n_out]. On ctx's stream, with PDL
 // (matvec_pdl): the kernel may read w before the kernel before it on the stream has completed, so

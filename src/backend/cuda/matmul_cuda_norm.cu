@@ -16,14 +16,16 @@ bool matmul_qkv_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot
 }
 
 void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const ActsOut* prepared, int head_dim, int n_rot,
-                     const int32_t* pos, const float* inv_freq, float scale, CudaContext& ctx) {
+                     const int32_t* pos, const float* inv_freq, float scale, CudaContext& ctx, const DeferredNorm& dn) {
   for (const MatvecPart& p : qkv) validate_device_weights(*p.w);
   check(matmul_qkv_rope_ok(qkv, head_dim, n_rot), "CUDA matmul_qkv_rope: parts it does not take");
   check(n_rot == 0 || (pos != nullptr && inv_freq != nullptr), "CUDA matmul_qkv_rope: no positions or frequencies");
   ActView av;
+  check(dn.ss == nullptr || prepared != nullptr, "CUDA matmul_qkv_rope: a deferred norm without its activations");
   if (prepared != nullptr) {
     av.qs = prepared->qs;
     av.s = static_cast<const hd::ActScale*>(prepared->scales);
+    av.dn = dn;
   } else {
     av = prepare_acts(*qkv[0].w, x, 1, ctx);
   }

@@ -21,7 +21,9 @@ namespace polykv::cuda {
 // head_dim and n_rot even, n_rot <= head_dim; prepared_matmul_ok for one column.
 bool matmul_qkv_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
 // x's activations: `prepared` when not null, else computed here. pos: device [1]; inv_freq: device [n_rot / 2].
+// dn: a norm deferred into it (with prepared only), applied before the rotation.
 void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const ActsOut* prepared, int head_dim, int n_rot,
-                     const int32_t* pos, const float* inv_freq, float scale, CudaContext& ctx);
+                     const int32_t* pos, const float* inv_freq, float scale, CudaContext& ctx,
+                     const DeferredNorm& dn = {});
 
 }  // namespace polykv::cuda

@@ -10,10 +10,11 @@
 namespace polykv::cuda {
 namespace {
 
-ActView view_of(const ActsOut& o) {
+ActView view_of(const ActsOut& o, const DeferredNorm& dn) {
   ActView v;
   v.qs = o.qs;
   v.s = static_cast<const hd::ActScale*>(o.scales);
+  v.dn = dn;
   return v;
 }
 
@@ -25,15 +26,20 @@ bool prepared_matmul_ok(const WeightMatrix& w, int n) {
          !mmq_takes(w, n);
 }
 
-void matmul_prepared(const WeightMatrix& w, const ActsOut& o, float* y, int n, CudaContext& ctx) {
-  const ActView a = view_of(o);
+bool deferred_norm_ok(const WeightMatrix& w, int n) {
+  return w.layout == WeightLayout::CudaSplit && prepared_matmul_ok(w, n);
+}
+
+void matmul_prepared(const WeightMatrix& w, const ActsOut& o, float* y, int n, CudaContext& ctx, const DeferredNorm& dn) {
+  const ActView a = view_of(o, dn);
   validate_device_weights(w);
   check(prepared_matmul_ok(w, n), "CUDA matmul_prepared: ", dtype_name(w.type), " with ", n, " columns");
   for (int c = 0; c < n; c += kMatvecMaxCols) launch_matvec(w, a, c, std::min(kMatvecMaxCols, n - c), y, ctx);
 }
 
-void matmul_parts_prepared(std::span<const MatvecPart> parts, const ActsOut& o, int n, CudaContext& ctx) {
-  const ActView a = view_of(o);
+void matmul_parts_prepared(std::span<const MatvecPart> parts, const ActsOut& o, int n, CudaContext& ctx,
+                           const DeferredNorm& dn) {
+  const ActView a = view_of(o, dn);
   check(!parts.empty(), "CUDA matmul_parts_prepared: no parts");
   for (const MatvecPart& p : parts) {
     validate_device_weights(*p.w);

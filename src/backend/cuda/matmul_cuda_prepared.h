@@ -13,9 +13,15 @@ namespace polykv::cuda {
 // Whether matmul_prepared can take w and n columns (quantized weights, 1 <= n <= kChunkedMatvecMaxCols).
 bool prepared_matmul_ok(const WeightMatrix& w, int n);
 
-// y = w · x for the x whose activations `a` holds ([n][w.n_in]).
-void matmul_prepared(const WeightMatrix& w, const ActsOut& a, float* y, int n, CudaContext& ctx);
+// Whether it can also take a deferred norm (DeferredNorm): prepared_matmul_ok and the split layout.
+bool deferred_norm_ok(const WeightMatrix& w, int n);
+
+// y = w · x for the x whose activations `a` holds ([n][w.n_in]); with dn.ss: y = w · x scaled per column by
+// the deferred norm's inverse (every matrix deferred_norm_ok).
+void matmul_prepared(const WeightMatrix& w, const ActsOut& a, float* y, int n, CudaContext& ctx,
+                     const DeferredNorm& dn = {});
 // matmul_parts on prepared activations (every part prepared_matmul_ok, one n_in).
-void matmul_parts_prepared(std::span<const MatvecPart> parts, const ActsOut& a, int n, CudaContext& ctx);
+void matmul_parts_prepared(std::span<const MatvecPart> parts, const ActsOut& a, int n, CudaContext& ctx,
+                           const DeferredNorm& dn = {});
 
 }  // namespace polykv::cuda

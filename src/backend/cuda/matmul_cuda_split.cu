@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cuda/deferred_norm.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/matmul_cuda_acts.cuh"
@@ -64,6 +65,7 @@ struct SplitArgs {
   const int8_t* xq;        // [ncols][n_in]
   const hd::ActScale* xs;  // [ncols][n_in / 32]
   int ncols;
+  DeferredNorm dn;  // dn.ss: [ncols][n_in / 32] from the call's first column; outputs scaled by deferred_inv
 };
 
 struct GroupPart {
@@ -101,9 +103,11 @@ enum class Epi { Store, Rope };
 // The dot products of R rows (rows[r], r < nrows; the others are not loaded and stay 0) with the
 // activations of every column: lane `lane`'s partial sums in acc (warp_sum adds the lanes'). Waits
 // for the previous grid (PDL) after issuing the first chunk's weight loads.
+// inv: each column's deferred-norm scale (a.dn.ss; else 1), computed right after the PDL wait: its loads hit
+// L2 while the first chunk's weight loads are still in flight, so no warp waits for them at its end.
 template <class T, int NC, int R, int U>
 __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* const (&rows)[R], int nrows, int lane,
-                                           float (&acc)[R][NC]) {
+                                           float (&acc)[R][NC], float (&inv)[NC]) {
   using S = hd::Split<T>;
   constexpr int QW = S::kUnitWords, HW = S::kHeadWords;
   const int64_t n_units = a.geom.n_units, n_steps = (n_units + 31) / 32;
@@ -128,6 +132,12 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
     if (!waited) {
       wait_for_previous_grid();  // the activations come from the kernel before this one
       waited = true;
+      if (a.dn.ss != nullptr) {
+        const int nb = a.dn.cols / int(hd::kActBlock);
+#pragma unroll
+        for (int c = 0; c < NC; ++c)
+          if (c < a.ncols) inv[c] = deferred_inv(a.dn.ss + int64_t(c) * nb, a.dn.cols, a.dn.eps, lane);
+      }
     }
 #pragma unroll
     for (int k = 0; k < U; ++k) {
@@ -155,12 +165,22 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
 #pragma unroll
   for (int r = 0; r < R; ++r) rows[r] = gp.w + size_t(row0 + min(r, nrows - 1)) * a.stride;
   float acc[R][NC] = {};
-  split_dots<T, NC, R, U>(a, rows, nrows, lane, acc);
+  // A deferred norm (ops_cuda_acts.h): column c's outputs times its row's inverse norm inv[c], the same bits
+  // in every lane and every warp (deferred_inv).
+  float inv[NC];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) inv[c] = 1.0f;
+  split_dots<T, NC, R, U>(a, rows, nrows, lane, acc, inv);
+  const bool scaled = a.dn.ss != nullptr;
   // Every lane holds every (r, c) sum after warp_sum (the same bits in every lane: the butterfly's
   // adds are commutative); lane (r * NC + c) % 32 stores it.
   if constexpr (kEpi == Epi::Rope) {
     static_assert(NC == 1 && R == 2, "the rope epilogue pairs the warp's two rows of one column");
     float v0 = warp_sum(acc[0][0]), v1 = warp_sum(acc[1][0]);
+    if (scaled) {
+      v0 = math::mul_rn(v0, inv[0]);
+      v1 = math::mul_rn(v1, inv[0]);
+    }
     const int d = int(row0 % rope.head_dim);  // even: part rows and row0 are even
     if (gp.index < 2 && nrows == 2 && d < rope.n_rot) {
       const float angle = math::rope_angle(rope.pos[0], rope.scale, rope.inv_freq[d / 2]);
@@ -177,7 +197,8 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
     for (int r = 0; r < R; ++r) {
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
-        const float v = warp_sum(acc[r][c]);
+        float v = warp_sum(acc[r][c]);
+        if (scaled) v = math::mul_rn(v, inv[c]);
         if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) gp.y[int64_t(c) * gp.rows + row0 + r] = v;
       }
     }
@@ -384,6 +405,11 @@ bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView&
       a.xq = av.qs + int64_t(col0) * w0.n_in;
       a.xs = av.s + int64_t(col0) * (w0.n_in / hd::kActBlock);
       a.ncols = ncols;
+      a.dn = av.dn;
+      if (a.dn.ss != nullptr) {
+        check(a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of rows of ", a.dn.cols, " for n_in ", w0.n_in);
+        a.dn.ss += int64_t(col0) * (w0.n_in / hd::kActBlock);
+      }
       const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
       launch_kernel(matvec_split_kernel<T, NC>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
     });
@@ -432,6 +458,8 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     a.xq = av.qs;
     a.xs = av.s;
     a.ncols = 1;
+    a.dn = av.dn;
+    check(a.dn.ss == nullptr || a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of another n_in");
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);

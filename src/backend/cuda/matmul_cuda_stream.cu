@@ -418,6 +418,7 @@ bool parts_stream_together(std::span<const MatvecPart> parts) {
 bool launch_matvec_stream_parts(std::span<const MatvecPart> parts, const ActView& a, int col0, int ncols,
                                 CudaContext& ctx) {
   if (launch_matvec_split_parts(parts, a, col0, ncols, ctx)) return true;  // weights in the split layout
+  check(a.dn.ss == nullptr, "CUDA matvec: a deferred norm needs split weights");
   if (!parts_stream_together(parts)) return false;
   WeightMatrix all = *parts[0].w;
   all.n_out = 0;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backend/cuda/deferred_norm.cuh"
 #include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
@@ -145,11 +146,57 @@ __global__ void rmsnorm_acts_cluster_kernel(float* x, const float* r, const floa
                                math::kRmsThreads / hd::kActBlock);
 }
 
-// Warp-aligned grid stride over n (n % 32 == 0): a warp takes one block of 32 values per step.
-__global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activation act, int8_t* __restrict__ qs,
-                                  hd::ActScale* __restrict__ sc) {
+// rmsnorm_defer: warp w of block (bx, row) owns block b = bx * 8 + w of 32 values of the row (kDeferWarps warps
+// a block). Its norm weights are read before the PDL wait (they are constants).
+constexpr int kDeferWarps = 8;
+// early: the next kernel may launch before this one's wait (early_allow(), matmul_cuda_internal.h).
+__global__ void rmsnorm_defer_kernel(float* x, const float* r, const float* __restrict__ w, int cols,
+                                     int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc, double* __restrict__ ss,
+                                     int early) {
+  const int lane = int(threadIdx.x % 32);
+  const int nb = cols / hd::kActBlock;
+  const int b = int(blockIdx.x) * kDeferWarps + int(threadIdx.x / 32);
+  const bool live = b < nb;  // warp-uniform
+  const int i = b * hd::kActBlock + lane;
+  const float wv = live ? w[i] : 0.0f;
+  if (early) allow_next_grid();
+  wait_for_previous_grid();
+  if (!early) allow_next_grid();
+  if (!live) return;
+  const int64_t row0 = int64_t(blockIdx.y) * cols;
+  float v = x[row0 + i];
+  if (r != nullptr) {
+    v = math::add_rn(v, r[row0 + i]);
+    x[row0 + i] = v;
+  }
+  double q = math::dmul_rn(double(v), double(v));
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) q = math::dadd_rn(q, __shfl_xor_sync(0xffffffffu, q, off));
+  if (lane == 0) ss[int64_t(blockIdx.y) * nb + b] = q;
+  const int64_t fb = row0 / hd::kActBlock + b;  // the flat activation block
+  quantize_act_block_warp(math::mul_rn(v, wv), lane, qs + fb * hd::kActBlock, sc + fb);
+}
+
+__global__ void rmsnorm_materialize_kernel(const float* x, const float* __restrict__ w, float* out, int cols, float eps,
+                                           const double* ss) {
+  const int lane = int(threadIdx.x % 32);
+  const int nb = cols / hd::kActBlock;
+  const int b = int(blockIdx.x) * kDeferWarps + int(threadIdx.x / 32);
   wait_for_previous_grid();
   allow_next_grid();
+  if (b >= nb) return;  // warp-uniform
+  const float inv = deferred_inv(ss + int64_t(blockIdx.y) * nb, cols, eps, lane);
+  const int64_t i = int64_t(blockIdx.y) * cols + b * hd::kActBlock + lane;
+  out[i] = math::rms_out(x[i], inv, w[b * hd::kActBlock + lane]);
+}
+
+// Warp-aligned grid stride over n (n % 32 == 0): a warp takes one block of 32 values per step.
+// early: as rmsnorm_defer_kernel's (its reader is the down projection's mat-vec).
+__global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activation act, int8_t* __restrict__ qs,
+                                  hd::ActScale* __restrict__ sc, int early) {
+  if (early) allow_next_grid();
+  wait_for_previous_grid();
+  if (!early) allow_next_grid();
   const int lane = int(threadIdx.x % 32);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x - lane; base < n; base += stride) {
@@ -161,6 +208,7 @@ __global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activ
 }
 
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
 
 // POLYKV_CUDA_RMS_CLUSTER=0: the one-block kernel for every norm (A/B); read once.
 bool rms_clusters_enabled() {
@@ -192,15 +240,37 @@ void launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_
 
 }  // namespace
 
-ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx) {
+ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx, bool with_ss) {
   check(total > 0 && total % hd::kActBlock == 0, "fused activations: ", total, " values (a multiple of 32 > 0)");
   const size_t qs_bytes = round_up(size_t(total), 256);
-  auto* buf = static_cast<uint8_t*>(
-      ctx.scratch(Scratch::FusedActs, qs_bytes + size_t(total / hd::kActBlock) * sizeof(hd::ActScale)));
+  const size_t sc_bytes = round_up(size_t(total / hd::kActBlock) * sizeof(hd::ActScale), 256);
+  const size_t ss_bytes = with_ss ? size_t(total / hd::kActBlock) * sizeof(double) : 0;
+  auto* buf = static_cast<uint8_t*>(ctx.scratch(Scratch::FusedActs, qs_bytes + sc_bytes + ss_bytes));
   ActsOut o;
   o.qs = reinterpret_cast<int8_t*>(buf);
   o.scales = buf + qs_bytes;
+  o.ss = with_ss ? reinterpret_cast<double*>(buf + qs_bytes + sc_bytes) : nullptr;
   return o;
+}
+
+void rmsnorm_defer(float* x, const float* r, const float* w, int rows, int cols, ActsOut acts, cudaStream_t s,
+                   bool pdl) {
+  check(rows >= 0 && acts_fusable(cols), "rmsnorm_defer: ", rows, " rows of ", cols, " (a multiple of 32)");
+  check(acts.qs != nullptr && acts.scales != nullptr && acts.ss != nullptr, "rmsnorm_defer: no activation buffer");
+  if (rows == 0) return;
+  const int nb = cols / int(hd::kActBlock);
+  const dim3 grid{unsigned((nb + kDeferWarps - 1) / kDeferWarps), unsigned(rows)}, block{unsigned(32 * kDeferWarps)};
+  launch_kernel(rmsnorm_defer_kernel, grid, block, 0, s, pdl, x, r, w, cols, acts.qs,
+                static_cast<hd::ActScale*>(acts.scales), acts.ss, early_allow() >= 1 ? 1 : 0);
+}
+
+void rmsnorm_materialize(const float* x, const float* w, float* out, int rows, int cols, float eps, const double* ss,
+                         cudaStream_t s, bool pdl) {
+  check(rows >= 0 && acts_fusable(cols) && ss != nullptr, "rmsnorm_materialize: ", rows, " rows of ", cols);
+  if (rows == 0) return;
+  const int nb = cols / int(hd::kActBlock);
+  const dim3 grid{unsigned((nb + kDeferWarps - 1) / kDeferWarps), unsigned(rows)}, block{unsigned(32 * kDeferWarps)};
+  launch_kernel(rmsnorm_materialize_kernel, grid, block, 0, s, pdl, x, w, out, cols, eps, ss);
 }
 
 void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps, ActsOut acts,
@@ -235,7 +305,7 @@ void gated_activation_acts(float* gate, const float* up, int64_t n, Activation a
   constexpr int kThreads = 256;
   const int blocks = int(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 16));
   launch_kernel(gated_acts_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, s, pdl, gate, up, n, act, acts.qs,
-                static_cast<hd::ActScale*>(acts.scales));
+                static_cast<hd::ActScale*>(acts.scales), early_allow() >= 2 ? 1 : 0);
 }
 
 }  // namespace polykv::cuda

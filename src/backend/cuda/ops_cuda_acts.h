@@ -18,11 +18,22 @@ namespace polykv::cuda {
 struct ActsOut {
   int8_t* qs = nullptr;
   void* scales = nullptr;
+  double* ss = nullptr;  // [total / 32] (fused_acts_buffer with_ss): rmsnorm_defer's sums of squares
+};
+
+// A norm deferred into the mat-vec that reads its activations (rmsnorm_defer): the activations are those
+// of x * w, not yet scaled by 1 / rms(x); ss [rows][cols / 32] holds the sums of squares of x's blocks of
+// 32 values (doubles). The mat-vec multiplies each output of column c by deferred_inv(ss + c * cols / 32)
+// (deferred_norm.cuh): rms_inv of the row, its sum in one fixed order. ss == nullptr: no deferred norm.
+struct DeferredNorm {
+  const double* ss = nullptr;
+  int cols = 0;
+  float eps = 0;
 };
 constexpr int64_t kActsBlock = 32;  // values per scale (hd::kActBlock)
 
-// A buffer for `total` activations (a multiple of 32) in ctx's FusedActs scratch.
-ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx);
+// A buffer for `total` activations (a multiple of 32) in ctx's FusedActs scratch; with_ss: and ss.
+ActsOut fused_acts_buffer(int64_t total, CudaContext& ctx, bool with_ss = false);
 
 // Whether these kernels can write activations for rows of `cols` values.
 inline bool acts_fusable(int64_t cols) { return cols > 0 && cols % kActsBlock == 0; }
@@ -34,6 +45,19 @@ inline bool acts_fusable(int64_t cols) { return cols > 0 && cols % kActsBlock ==
 // POLYKV_CUDA_RMS_CLUSTER=0 turns it off). Results never depend on either.
 void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps, ActsOut acts,
                   cudaStream_t s, bool pdl = false, bool clusters = false);
+
+// The norm deferred into the next mat-vec (DeferredNorm): r != nullptr: x += r (in place); then the
+// activations of x * w (acts.qs, acts.scales) and the sums of squares of x's blocks of 32 (acts.ss), for
+// rows x cols (acts_fusable(cols)). out is not written: the mat-vec scales its outputs instead, and
+// rmsnorm_materialize writes out when something else needs it. One warp per block of 32 values, no
+// barrier and no reduction across blocks: the short chain that is its point (a whole-row norm waits for
+// the row's sum before it can write anything).
+void rmsnorm_defer(float* x, const float* r, const float* w, int rows, int cols, ActsOut acts, cudaStream_t s,
+                   bool pdl = false);
+// out = x * deferred_inv(row) * w (math::rms_out) for rmsnorm_defer's x and ss: the normed rows, for a
+// reader other than the mat-vec the norm was deferred into.
+void rmsnorm_materialize(const float* x, const float* w, float* out, int rows, int cols, float eps, const double* ss,
+                         cudaStream_t s, bool pdl = false);
 
 // gate[i] = act(gate[i]) * up[i] (gated_activation), plus acts of gate (n % 32 == 0).
 void gated_activation_acts(float* gate, const float* up, int64_t n, Activation act, ActsOut acts, cudaStream_t s,
