@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# 2026-12-04d call V9 (the final build): the deferred-norm tests, and the fixture goldens of the MoE, gpt-oss and
+# hybrid families (gptoss, qwen3moe, qwen35moe, qwen35 carried compressed; the models/ GGUFs stayed behind).
+mkdir -p .gpucarry/fixtures && for f in .gpucarry/fx-*.tar.xz; do tar xJf "$f" -C .gpucarry/fixtures; done
+source scripts/gpu-lib.sh; call_setup
+gtest_shards 6 240 '*DeferredNorm*:*GptOssCuda*:MoeModelCuda.*:MoeRouterTies.*:*HybridCudaLayers*:*HybridMtpCuda*:HybridCuda.Qwen35*:HybridCuda.Sequences*'
+grep -h "SKIPPED \]\|cannot open" $OUT/shard*.log | sort -u | head -20 >> $OUT/summary.txt
+grep -h "max |dlogprob|\|rel L2 to\|materialized" $OUT/shard*.log > $OUT/golden.txt
+cd $OUT && tar cJf v9.tar.xz shard*.log && rm -f shard*.log
