@@ -6,6 +6,7 @@
 //   logits = norm(x)·Wout [softcapped]
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "model/gated_delta_net.h"
@@ -297,9 +298,21 @@ void Model::issue_step_ops(int n, int n_out, const int32_t* tokens, const int32_
   if (c.final_softcap > 0) be.softcap(logits, int64_t(n_out) * c.n_vocab, c.final_softcap);
 }
 
+namespace {
+// POLYKV_GATED_Q_SEPARATE=1: a gated-q attention layer (Qwen3.5) reads h with two matmul ops, q with its
+// gate, then k and v, as before 2026-12-04d (so its norm is not deferred). For A/B runs; read once.
+bool gated_q_separate() {
+  static const bool on = [] {
+    const char* v = std::getenv("POLYKV_GATED_Q_SEPARATE");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+}  // namespace
+
 bool Model::mixer_reads_once(const LayerConfig& lc) const {
   if (lc.kind == LayerKind::GatedDeltaNet) return !gdn_separate_projections();  // one matmul_multi
-  return !config_.attn_output_gate;  // else q (with its gate) and k,v are two matmuls of h
+  return !(config_.attn_output_gate && gated_q_separate());  // matmul_qkv_rope, or one matmul_multi of q, k, v
 }
 
 void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, int kv_layer, int n,
@@ -318,11 +331,15 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
   } else {
     bool roped = false;  // q and k rotated by matmul_qkv_rope
-    if (c.attn_output_gate) {  // attn_q rows per head: query | gate
+    if (c.attn_output_gate && gated_q_separate()) {  // the form before 2026-12-04d (A/B)
       be.matmul(l.wq, h, hws_.qg, n);
       be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
       const Backend::MatmulOut kv_parts[] = {{&l.wk, k}, {&l.wv, v}};
       be.matmul_multi(kv_parts, h, n);
+    } else if (c.attn_output_gate) {  // attn_q rows per head: query | gate; q (with its gate), k, v in one matmul_multi
+      const Backend::MatmulOut qkv_parts[] = {{&l.wq, hws_.qg}, {&l.wk, k}, {&l.wv, v}};
+      be.matmul_multi(qkv_parts, h, n);
+      be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
     } else if (!c.qkv_bias && !c.qk_norm) {
       // q, k, v and the rope of q and k in one op (a backend may rotate in the mat-vec's epilogue).
       const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
