@@ -25,6 +25,30 @@
 
 namespace polykv::cuda_test {
 
+// Backend memory holding a copy of host floats (or `n` NaN floats), released with it (BackendBuf below: bytes).
+struct BackendFloats {
+  Backend& be;
+  float* p = nullptr;
+  size_t n = 0;
+  BackendFloats(Backend& b, const std::vector<float>& host) : be(b), n(host.size()) {
+    p = static_cast<float*>(be.allocate(n * sizeof(float)));
+    be.upload(p, host.data(), n * sizeof(float));
+  }
+  BackendFloats(Backend& b, size_t count) : be(b), n(count) {
+    p = static_cast<float*>(be.allocate(n * sizeof(float)));
+    const std::vector<float> nan(n, std::nanf(""));
+    be.upload(p, nan.data(), n * sizeof(float));
+  }
+  ~BackendFloats() { be.release(p); }
+  std::vector<float> get() const {
+    std::vector<float> v(n);
+    be.download(v.data(), p, n * sizeof(float));
+    return v;
+  }
+  BackendFloats(const BackendFloats&) = delete;
+  BackendFloats& operator=(const BackendFloats&) = delete;
+};
+
 // A device allocation (cudaMalloc, at least 16 bytes) that frees itself.
 struct DeviceBuffer {
   void* p = nullptr;

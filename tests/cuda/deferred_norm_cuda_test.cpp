@@ -29,23 +29,7 @@
 namespace polykv {
 namespace {
 
-struct Buf {
-  Backend& be;
-  float* p = nullptr;
-  size_t n = 0;
-  Buf(Backend& b, const std::vector<float>& host) : be(b), n(host.size()) {
-    p = static_cast<float*>(be.allocate(n * sizeof(float)));
-    be.upload(p, host.data(), n * sizeof(float));
-  }
-  ~Buf() { be.release(p); }
-  std::vector<float> get() const {
-    std::vector<float> v(n);
-    be.download(v.data(), p, n * sizeof(float));
-    return v;
-  }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-};
+using Buf = cuda_test::BackendFloats;
 
 std::vector<float> randn(size_t n, uint32_t seed, float scale) { return cuda_test::normal_floats(n, seed, scale); }
 
