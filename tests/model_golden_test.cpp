@@ -45,15 +45,7 @@ std::vector<int32_t> fixture_ids(const std::string& dir, const std::string& name
   return j["ref"]["ids"].get<std::vector<int32_t>>();
 }
 
-std::vector<double> log_softmax(const float* x, int n) {
-  double mx = -INFINITY;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - mx - std::log(s);
-  return out;
-}
+using test::log_softmax;
 
 int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); }
 

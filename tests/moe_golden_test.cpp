@@ -41,14 +41,7 @@ std::vector<int32_t> fixture_ids(const std::string& name) {
   return nlohmann::json::parse(in)["ref"]["ids"].get<std::vector<int32_t>>();
 }
 
-std::vector<double> log_softmax(const float* x, int n) {
-  double mx = -INFINITY, s = 0;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
-  for (int i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - mx - std::log(s);
-  return out;
-}
+using test::log_softmax;
 
 void compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref, int V,
              Tolerance tol) {

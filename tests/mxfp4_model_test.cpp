@@ -45,14 +45,7 @@ struct Quality {
   int top1 = 0;
 };
 
-std::vector<double> log_softmax(const float* x, int n) {
-  double mx = -INFINITY, s = 0;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
-  for (int i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - mx - std::log(s);
-  return out;
-}
+using test::log_softmax;
 
 // Full sequence in one pass, f32 KV, against transformers' logits.
 Quality run(const std::string& path) {

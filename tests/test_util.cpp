@@ -3,7 +3,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -111,5 +113,14 @@ CliStreams polykv_streams(const std::string& args, const std::string& stdin_text
 }
 
 std::string embedded_model() { return std::string(POLYKV_SOURCE_DIR) + "/models/polykv-code-26m-q8_0.gguf"; }
+
+std::vector<double> log_softmax(const float* x, int n) {
+  double mx = -INFINITY, s = 0;
+  for (int i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
+  for (int i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - mx - std::log(s);
+  return out;
+}
 
 }  // namespace polykv::test

@@ -22,6 +22,8 @@ std::string test_data_dir();  // tests/data in the source tree
 std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32(const std::string& path);
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
+// log-softmax of x[0..n) in double (max subtracted first): how the golden tests compare logits.
+std::vector<double> log_softmax(const float* x, int n);
 
 // Runs the polykv binary with args (a shell command line), stdin_text (or nothing) on its standard
 // input; returns its exit code (-1 if it did not exit normally) and stdout + stderr together.

@@ -41,14 +41,7 @@ constexpr double kMinTop1DefaultRandom = 0.25;
 
 std::string dir() { return test::fixtures_dir() + "/models/random"; }
 
-std::vector<double> log_softmax(const float* x, int n) {
-  double mx = -INFINITY, s = 0;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
-  for (int i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - mx - std::log(s);
-  return out;
-}
+using test::log_softmax;
 
 // Gap between the largest and second largest of x[0..n).
 double top2_gap(const float* x, int n) {

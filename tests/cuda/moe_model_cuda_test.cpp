@@ -37,14 +37,7 @@ constexpr int kPrompt = 40;
 
 std::string dir() { return test::fixtures_dir() + "/models/random"; }
 
-std::vector<double> log_softmax(const float* x, int n) {
-  double mx = -INFINITY, s = 0;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, double(x[i]));
-  for (int i = 0; i < n; ++i) s += std::exp(double(x[i]) - mx);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - mx - std::log(s);
-  return out;
-}
+using test::log_softmax;
 
 // Max |Δ log-softmax| over the rows with a bound (bound[t] < 0: none) and the rows whose top-1 agrees;
 // prints the worst bounded row and the near-tied rows' largest difference.

@@ -690,10 +690,9 @@ class CudaBackend final : public Backend {
     if (pending_norm_.x != nullptr) ok = ok && dn != nullptr;
     if (ok) {
       a = acts_;
-      if (dn != nullptr) {
-        *dn = {};
-        if (pending_norm_.x != nullptr) *dn = {acts_.ss, pending_norm_.cols, pending_norm_.eps};
-      }
+      if (dn != nullptr)
+        *dn = pending_norm_.x != nullptr ? cuda::DeferredNorm{acts_.ss, pending_norm_.cols, pending_norm_.eps}
+                                         : cuda::DeferredNorm{};
       pending_norm_ = {};  // consumed: out stays unwritten (Backend::rmsnorm_into_matmul's contract)
     }
     drop_acts();

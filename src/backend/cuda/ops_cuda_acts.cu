@@ -209,7 +209,6 @@ __global__ void gated_acts_kernel(float* gate, const float* up, int64_t n, Activ
 
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
-
 // POLYKV_CUDA_RMS_CLUSTER=0: the one-block kernel for every norm (A/B); read once.
 bool rms_clusters_enabled() {
   static const bool on = [] {
