@@ -2,8 +2,8 @@
 """CudaMmqBench.DISABLED_VsOldPath's output (gtest stdout) -> JSON.
 
 Usage: scripts/mmq_bench_json.py BENCH.log > docs/results/<topic>/mmq-bench.json
-Keeps the copy bandwidth line, every per-matrix row (type, matrix, n_out, n_in, n, old/mmq us) and every
-LAYER row (type, n, old/mmq/floor us). Logs of 2026-12-01e and before (columns old/v1/v2/v3[/v4], the
+Keeps the copy bandwidth line, every per-matrix row (type, matrix, n_out, n_in, n, old/mmq[/wgmma] us) and
+every LAYER row (type, n, old/mmq[/wgmma]/floor us). Logs of 2026-12-01e and before (columns old/v1/v2/v3[/v4], the
 kernels then selectable) are read too, with those keys.
 """
 import json
@@ -23,7 +23,24 @@ def parse(text):
     row_new = re.compile(r"^(\S+)\s+(q/o|k/v|gate/up|down)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+"
                          r"[\d.]+%\s+[\d.]+\s*$")
     layer_new = re.compile(r"^(\S+)\s+LAYER n=(\d+)\s+old\s+([\d.]+) us\s+mmq\s+([\d.]+) us\s+floor\s+([\d.]+) us")
+    # 2026-12-04 and on: the old path, the mma.sync kernel and the wgmma kernel (0.0: not run).
+    row_wg = re.compile(r"^(\S+)\s+(q/o|k/v|gate/up|down)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+"
+                        r"[\d.]+\s+[\d.]+%\s+[\d.]+\s+[\d.]+\s*$")
+    layer_wg = re.compile(r"^(\S+)\s+LAYER n=(\d+)\s+old\s+([\d.]+) us\s+mmq\s+([\d.]+) us\s+wgmma\s+([\d.]+) us\s+"
+                          r"floor\s+([\d.]+) us")
     for line in text.splitlines():
+        r = row_wg.match(line)
+        if r:
+            out["matrices"].append({"type": r.group(1), "matrix": r.group(2), "n_out": int(r.group(3)),
+                                    "n_in": int(r.group(4)), "n": int(r.group(5)), "old_us": float(r.group(6)),
+                                    "mmq_us": float(r.group(7)), "wgmma_us": float(r.group(8)) or None})
+            continue
+        r = layer_wg.match(line)
+        if r:
+            out["layers"].append({"type": r.group(1), "n": int(r.group(2)), "old_us": float(r.group(3)),
+                                  "mmq_us": float(r.group(4)), "wgmma_us": float(r.group(5)) or None,
+                                  "floor_us": float(r.group(6))})
+            continue
         r = row_new.match(line)
         if r:
             out["matrices"].append({"type": r.group(1), "matrix": r.group(2), "n_out": int(r.group(3)),

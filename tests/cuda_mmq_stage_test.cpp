@@ -269,5 +269,90 @@ TEST(CudaMmqStage, SharedMemoryFitsAnH200) {
   EXPECT_EQ(hd::mmq2_stage_bytes<hd::DecQ6_K>(1) % 16, 0);
 }
 
+// The wgmma kernel's activations (matmul_cuda_mmq_stage.cuh, "wgmma"): the permuted x, copied into a
+// stage as the kernel copies it (8 threads a core matrix: 16 bytes from mmq3_x_global_offset + 16 r to
+// mmq3_x_stage_offset + 16 r), then read as wgmma reads a no-swizzle K-major B through the descriptor the
+// kernel builds (start = k-step j's offset, LBO 128 between the two k halves, SBO 256 between column
+// groups; element (k slot kk, column n) at start + (n / 8) SBO + (kk / 8) LBO + 16 (n % 8) + 2 (kk % 8)),
+// must give, for every k-step j and slot kk, the f16 activation of the value the A fragment puts in that
+// slot (word j of unit 4c + t, t = (kk % 8) / 2, value 2 (kk / 8) + kk % 2: mma.m16n8k16's A layout), zero
+// for a unit past the row's last or a column past the call's; and every value of x once per column.
+TEST(CudaMmqStage, WgmmaActivationsMatchTheAFragmentSlots) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  for (DType t : kSplitTypes) {
+    hd::visit_split_decoder(t, [&](auto dec) {
+      using T = decltype(dec);
+      for (int ncols : {1, 9, 11, 40, 64}) {
+        const int64_t n_in = T::kBlockValues == 256 ? 1280 : 1056;  // 1056: 33 units, a partial last chunk
+        const hd::SplitGeom g = hd::split_geom<T>(n_in);
+        const int64_t n_chunks = (g.n_units + 3) / 4;
+        const int nt = hd::mmq_tiles(ncols);
+        std::vector<float> x(size_t(ncols) * size_t(n_in));
+        for (float& v : x) v = dist(rng);
+        // The conversion kernel's output (mmq3_to_f16_kernel).
+        const int64_t total = hd::mmq3_x_halves(g.n_units, ncols);
+        std::vector<uint16_t> xw(static_cast<size_t>(total));
+        for (int64_t i = 0; i < total; ++i) {
+          int col = -1;
+          const int64_t src = hd::mmq3_x_source<T>(g, ncols, i, col);
+          ASSERT_GE(col, 0);
+          ASSERT_LT(col, 8 * ((ncols + 7) / 8));
+          xw[size_t(i)] = src < 0 ? f32_to_fp16(0.0f) : f32_to_fp16(x[size_t(col) * size_t(n_in) + size_t(src)]);
+        }
+        const int n_groups = (ncols + 7) / 8;
+        std::vector<int> hits(size_t(ncols) * size_t(n_in), 0);
+        std::vector<uint8_t> stage(size_t(nt) * 8 * 2 * hd::kMmq3CoreBytes);
+        for (int64_t c = 0; c < n_chunks; ++c) {
+          std::fill(stage.begin(), stage.end(), uint8_t(0xEE));
+          for (int i = 0; i < nt * 16 * 8; ++i) {  // the kernel's copy loop
+            const int r = i % 8, m = (i / 8) % 16, cg = i / 128;
+            uint8_t* dst = stage.data() + hd::mmq3_x_stage_offset(nt, m / 2, cg, m % 2) + 16 * r;
+            if (cg < n_groups)
+              std::memcpy(dst, reinterpret_cast<const uint8_t*>(xw.data()) +
+                                   hd::mmq3_x_global_offset(n_chunks, cg, c, m / 2, m % 2) + 16 * r, 16);
+            else
+              std::memset(dst, 0, 16);
+          }
+          for (int j = 0; j < hd::kMmqStepsPerChunk; ++j) {
+            const int start = hd::mmq3_x_stage_offset(nt, j, 0, 0);
+            for (int n = 0; n < 8 * nt; ++n) {
+              for (int kk = 0; kk < 16; ++kk) {
+                const size_t at = size_t(start + (n / 8) * 2 * hd::kMmq3CoreBytes + (kk / 8) * hd::kMmq3CoreBytes +
+                                         16 * (n % 8) + 2 * (kk % 8));
+                uint16_t got;
+                std::memcpy(&got, stage.data() + at, 2);
+                const int tt = (kk % 8) / 2, e = 2 * (kk / 8) + kk % 2;
+                const int64_t u = 4 * c + tt;
+                if (n >= ncols || u >= g.n_units) {
+                  ASSERT_EQ(fp16_to_f32(got), 0.0f) << dtype_name(t) << " ncols " << ncols << " chunk " << c;
+                  continue;
+                }
+                const int64_t pos = hd::mmq_value_pos<T>(u / T::kParts, int(u % T::kParts), j, e);
+                const size_t xi = size_t(n) * size_t(n_in) + size_t(pos);
+                ASSERT_EQ(got, f32_to_fp16(x[xi])) << dtype_name(t) << " ncols " << ncols << " chunk " << c
+                                                   << " step " << j << " slot " << kk << " column " << n;
+                ++hits[xi];
+              }
+            }
+          }
+        }
+        for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << dtype_name(t) << " ncols " << ncols << " at " << i;
+      }
+    });
+  }
+}
+
+TEST(CudaMmqStage, WgmmaSharedMemoryFitsAnH200) {
+  for (int nt : {1, 2, 4, 8}) {
+    EXPECT_LE(hd::mmq3_smem_bytes<hd::DecQ4_0>(nt), 227 * 1024) << nt;
+    EXPECT_LE(hd::mmq3_smem_bytes<hd::DecQ8_0>(nt), 227 * 1024) << nt;
+    EXPECT_LE(hd::mmq3_smem_bytes<hd::DecQ4_K>(nt), 227 * 1024) << nt;
+    EXPECT_LE(hd::mmq3_smem_bytes<hd::DecQ6_K>(nt), 227 * 1024) << nt;
+    // The x region (descriptor start addresses) stays 16-byte aligned.
+    EXPECT_EQ(hd::mmq3_stage_bytes<hd::DecQ8_0>(nt) % 128, 0) << nt;
+  }
+}
+
 }  // namespace
 }  // namespace polykv

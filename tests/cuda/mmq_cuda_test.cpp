@@ -22,6 +22,7 @@
 
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/matmul_cuda.h"
+#include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_split.h"
 #include "core/fp16.h"
 #include "cuda_test_util.h"
@@ -41,11 +42,24 @@ using cuda_test::upload;
 std::vector<float> download(const float* d, size_t n) { return cuda_test::download(d, n, ctx().stream()); }
 void poison(float* y, size_t n) { cuda_test::poison(y, n, ctx().stream()); }
 
-// The settings of the mmq path for one test; restored after it.
+// The settings of the mmq path for one test; restored after it (the wgmma kernel: back on, the default).
 struct MmqScope {
   bool on = cuda::mmq_enabled();
-  ~MmqScope() { cuda::set_mmq(on); }
+  ~MmqScope() {
+    cuda::set_mmq(on);
+    cuda::set_mmq_wgmma(true);
+  }
 };
+
+// The kernels to test for w on this device: the mma.sync kernel, and the wgmma kernel where it runs
+// (builds for sm_90, an H100 / H200). Sets the switch; the name for messages.
+std::vector<bool> kernels_for(const WeightMatrix& w) {
+  cuda::set_mmq_wgmma(true);
+  std::vector<bool> k = {false};
+  if (cuda::mmq_wgmma_takes(w, ctx())) k.push_back(true);
+  return k;
+}
+const char* kernel_name(bool wgmma) { return wgmma ? "mmq wgmma" : "mmq mma.sync"; }
 
 struct Split {
   std::unique_ptr<DeviceBuffer> buf;
@@ -164,12 +178,14 @@ TEST(MmqCuda, AgainstTheReferences) {
       const auto dx = upload(x);
       const Ref16 ref = reference16(w.m, x, nmax);
       DeviceBuffer y(size_t(nmax * s.n_out) * 4);
+      for (const bool wgmma : kernels_for(d.w))
       for (const int n : kCols) {
+        cuda::set_mmq_wgmma(wgmma);
         const size_t total = size_t(n * s.n_out);
         poison(y.as<float>(), total);
         cuda::matmul_mmq(d.w, dx->as<float>(), y.as<float>(), n, ctx());
         const auto got = download(y.as<float>(), total);
-        const std::string what = describe(w.m, n, "mmq");
+        const std::string what = describe(w.m, n, kernel_name(wgmma));
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_FALSE(std::isnan(got[i])) << what << ": output " << i << " (column " << i / size_t(s.n_out)
                                            << ", row " << i % size_t(s.n_out) << ") not written";
@@ -196,8 +212,10 @@ TEST(MmqCuda, BatchInvariant) {
     const Split d = upload_split(w.m);
     const auto x = cuda_test::normal_floats(size_t(100 * n_in), seed + 1);
     const auto dx = upload(x);
+    for (const bool wgmma : kernels_for(d.w))
     for (const int splits : {0, 1, 3, 16}) {
       cuda::set_mmq(true, 0, 0, splits);
+      cuda::set_mmq_wgmma(wgmma);
       DeviceBuffer y9(size_t(9 * n_out) * 4), y64(size_t(64 * n_out) * 4), y100(size_t(100 * n_out) * 4);
       cuda::matmul_mmq(d.w, dx->as<float>() + 55 * n_in, y9.as<float>(), 9, ctx());
       cuda::matmul_mmq(d.w, dx->as<float>(), y64.as<float>(), 64, ctx());
@@ -207,7 +225,7 @@ TEST(MmqCuda, BatchInvariant) {
       const auto a100 = download(y100.as<float>(), size_t(100 * n_out));
       const std::vector<float> c64(a64.begin() + 55 * n_out, a64.end());
       const std::vector<float> c100(a100.begin() + 55 * n_out, a100.begin() + 64 * n_out);
-      const std::string tag = " (splits " + std::to_string(splits) + ")";
+      const std::string tag = std::string(" (") + kernel_name(wgmma) + ", splits " + std::to_string(splits) + ")";
       expect_same_bits(a9, c64, describe(w.m, 9, "columns 55..63 alone vs in 64 columns" + tag), n_out);
       expect_same_bits(a9, c100, describe(w.m, 9, "columns 55..63 alone vs in 100 columns" + tag), n_out);
       // One column alone in a 9-column call of copies of another column: still the same bits.
@@ -262,6 +280,63 @@ TEST(MmqCuda, Routing) {
   EXPECT_NE(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "switched off, matmul() still took the mmq path";
 }
 
+
+// The wgmma kernel against the mma.sync kernel on the same f16 operands: both sum exact products in f32,
+// in other orders, so they agree to a few f32 roundings of the sum of |products| (the bound of
+// AgainstTheReferences); prints whether they are bit-identical. Also matmul_parts over parts of two
+// types (q4_K and q6_K: two permutations of x) equals matmul() per part.
+TEST(MmqCuda, WgmmaAgainstMmaSync) {
+  POLYKV_REQUIRE_GPU();
+  MmqScope scope;
+  uint32_t seed = 400;
+  for (DType t : kTypes) {
+    const int64_t n_in = dtype_info(t).block_size == 256 ? 4352 : 4128, n_out = 777;
+    const auto w = cuda_test::make_weights(t, n_in, n_out, ++seed, true);
+    const Split d = upload_split(w.m);
+    if (kernels_for(d.w).size() < 2) GTEST_SKIP() << "no wgmma kernel on this device or build";
+    const auto x = cuda_test::normal_floats(size_t(64 * n_in), seed + 1);
+    const auto dx = upload(x);
+    const Ref16 ref = reference16(w.m, x, 64);
+    DeviceBuffer ya(size_t(64 * n_out) * 4), yb(size_t(64 * n_out) * 4);
+    for (const int n : {9, 24, 64}) {
+      cuda::set_mmq_wgmma(false);
+      cuda::matmul_mmq(d.w, dx->as<float>(), ya.as<float>(), n, ctx());
+      cuda::set_mmq_wgmma(true);
+      cuda::matmul_mmq(d.w, dx->as<float>(), yb.as<float>(), n, ctx());
+      const auto a = download(ya.as<float>(), size_t(n * n_out)), b = download(yb.as<float>(), size_t(n * n_out));
+      expect_near_ref16(b, ref, n, n_out, describe(w.m, n, "wgmma"));
+      size_t differ = 0;
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        differ += a[i] != b[i];
+        worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+      }
+      std::printf("%s n=%d: wgmma vs mma.sync: %zu of %zu outputs differ, max |diff| %.3g\n", dtype_name(t), n, differ,
+                  a.size(), worst);
+      if (HasFailure()) return;
+    }
+  }
+  // Parts of two types in one matmul_parts call.
+  const int64_t n_in = 2048;
+  const auto wk = cuda_test::make_weights(DType::Q4_K, n_in, 300, 501, true);
+  const auto wv = cuda_test::make_weights(DType::Q6_K, n_in, 200, 502, true);
+  const Split dk = upload_split(wk.m), dv = upload_split(wv.m);
+  const auto x = cuda_test::normal_floats(size_t(40 * n_in), 503);
+  const auto dx = upload(x);
+  DeviceBuffer yk(size_t(40 * 300) * 4), yv(size_t(40 * 200) * 4), y1(size_t(40 * 300) * 4);
+  const cuda::MatvecPart parts[] = {{&dk.w, yk.as<float>()}, {&dv.w, yv.as<float>()}, {&dk.w, y1.as<float>()}};
+  cuda::matmul_parts(parts, dx->as<float>(), 40, ctx());
+  DeviceBuffer yr(size_t(40 * 300) * 4);
+  cuda::matmul(dk.w, dx->as<float>(), yr.as<float>(), 40, ctx());
+  expect_same_bits(download(yk.as<float>(), size_t(40 * 300)), download(yr.as<float>(), size_t(40 * 300)),
+                   describe(dk.w, 40, "matmul_parts q4_K part vs matmul"), 300);
+  expect_same_bits(download(y1.as<float>(), size_t(40 * 300)), download(yr.as<float>(), size_t(40 * 300)),
+                   describe(dk.w, 40, "matmul_parts third part (q4_K after q6_K) vs matmul"), 300);
+  cuda::matmul(dv.w, dx->as<float>(), yr.as<float>(), 40, ctx());
+  expect_same_bits(download(yv.as<float>(), size_t(40 * 200)), download(yr.as<float>(), size_t(40 * 200)),
+                   describe(dv.w, 40, "matmul_parts q6_K part vs matmul"), 200);
+}
+
 // ---- benchmark ----
 
 template <class Fn>
@@ -307,8 +382,8 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   }
   std::printf("device-to-device copy: %.0f GB/s (read + write); mmq splits %s\n", copy * 1e-9,
               std::getenv("POLYKV_CUDA_MMQ_SPLITS") ? std::getenv("POLYKV_CUDA_MMQ_SPLITS") : "auto");
-  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %6s %7s\n", "type", "matrix", "n_out", "n_in", "n", "old_us",
-              "mmq_us", "mmq_GB/s", "mmq%fl", "old/mmq");
+  std::printf("%-5s %-8s %6s %6s %4s %9s %9s %9s %9s %6s %7s %7s\n", "type", "matrix", "n_out", "n_in", "n", "old_us",
+              "mmq_us", "wgmma_us", "best_GB/s", "best%fl", "old/bst", "mma/wg");
   struct BenchShape {
     const char* name;
     int64_t n_out, n_in;
@@ -320,7 +395,7 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
   const char* only = std::getenv("POLYKV_MMQ_BENCH_TYPES");
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
-    double layer[4][2] = {};  // [n][path: old, mmq] us
+    double layer[4][3] = {};  // [n][path: old, mmq mma.sync, mmq wgmma] us
     double layer_bytes = 0;
     for (const BenchShape& sh : shapes) {
       const size_t stride = cuda::split_row_stride(t, sh.n_in);
@@ -346,24 +421,28 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
       DeviceBuffer y(size_t(128 * sh.n_out) * 4);
       for (int ni = 0; ni < 4; ++ni) {
         const int n = kNs[ni];
-        double us[2];  // 0: the old path; 1: mmq
-        for (int k = 0; k < 2; ++k) {
+        double us[3] = {};  // 0: the old path; 1: mmq, mma.sync kernel; 2: mmq, wgmma kernel (where it runs)
+        for (int k = 0; k < 3; ++k) {
           cuda::set_mmq(k > 0, 1, 1 << 20, 0);
+          cuda::set_mmq_wgmma(k == 2);
+          if (k == 2 && !cuda::mmq_wgmma_takes(ws[0], ctx())) break;
           us[k] = 1e6 * median_per_call([&](int i) {
             cuda::matmul(ws[size_t(i % copies)], dx->as<float>(), y.as<float>(), n, ctx());
           }, copies);
           layer[ni][k] += us[k] * sh.per_layer;
         }
-        const double gb = double(bytes) / us[1] * 1e-3;
-        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.0f %5.1f%% %7.2f\n", dtype_name(t), sh.name,
-                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], gb, 100.0 * gb * 1e9 / copy,
-                    us[0] / us[1]);
+        const int best = us[2] > 0 ? 2 : 1;
+        const double gb = double(bytes) / us[best] * 1e-3;
+        std::printf("%-5s %-8s %6lld %6lld %4d %9.1f %9.1f %9.1f %9.0f %5.1f%% %7.2f %7.2f\n", dtype_name(t), sh.name,
+                    (long long)sh.n_out, (long long)sh.n_in, n, us[0], us[1], us[2], gb, 100.0 * gb * 1e9 / copy,
+                    us[0] / us[best], us[2] > 0 ? us[1] / us[2] : 0.0);
         std::fflush(stdout);
       }
     }
     for (int ni = 0; ni < 4; ++ni)
-      std::printf("%-5s LAYER n=%-4d old %8.1f us  mmq %8.1f us  floor %6.1f us  (%.2fx old)\n", dtype_name(t),
-                  kNs[ni], layer[ni][0], layer[ni][1], 1e6 * layer_bytes / copy, layer[ni][0] / layer[ni][1]);
+      std::printf("%-5s LAYER n=%-4d old %8.1f us  mmq %8.1f us  wgmma %8.1f us  floor %6.1f us  (mma.sync / wgmma %.2fx)\n",
+                  dtype_name(t), kNs[ni], layer[ni][0], layer[ni][1], layer[ni][2], 1e6 * layer_bytes / copy,
+                  layer[ni][2] > 0 ? layer[ni][1] / layer[ni][2] : 0.0);
     std::fflush(stdout);
   }
 }

@@ -79,11 +79,29 @@ bool matvec_pdl(const CudaContext& ctx);
 // small matrices run in several tiles. Not thread-safe; set it while no matmul runs.
 void set_prefill_tile_bytes(size_t bytes);
 
-// The mmq path in two steps (matmul_parts converts x once): x [n][n_in] f32 to f16 in ctx's
-// MatmulActs scratch (returned), then y = w . x16 for mmq_supports(w) (K-split partials in the
-// MatmulWeights scratch).
+// The mmq path in two steps (matmul_parts converts x once per weight type): x [n][n_in] f32 to f16 in
+// ctx's MatmulActs scratch, in the order w's kernel reads (mma.sync: [n][n_in]; wgmma: permuted for w's
+// type), then y = w . x for mmq_supports(w) (K-split partials in the MatmulWeights scratch).
+struct MmqActs {
+  const void* x16 = nullptr;
+  int64_t n_in = 0;
+  int n = 0;
+  int order = -1;  // -1: [n][n_in]; else the DType whose permutation it is (wgmma)
+};
+MmqActs mmq_prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& ctx);
+// Whether acts is what w's kernel reads (so matmul_parts can skip a conversion).
+bool mmq_acts_fit(const MmqActs& acts, const WeightMatrix& w, int n, const CudaContext& ctx);
+void mmq_launch(const WeightMatrix& w, const MmqActs& acts, float* y, int n, CudaContext& ctx);
+// x [n][n_in] f32 to f16 [n][n_in] in the MatmulActs scratch (the MoE experts' mma.sync kernel reads it).
 const void* mmq_prepare_x(const float* x, int64_t n_in, int n, CudaContext& ctx);
-void mmq_launch(const WeightMatrix& w, const void* x16, float* y, int n, CudaContext& ctx);
+// The wgmma kernel (matmul_cuda_mmq3_sm90a.cu, docs/CUDA_MMQ.md "wgmma"): on by default where it exists
+// (builds for sm_90 compile it for sm_90a; devices of compute capability 9.0); POLYKV_CUDA_MMQ_WGMMA=0 or
+// set_mmq_wgmma(false) runs the mma.sync kernel instead. The same contract (batch invariance included);
+// on the H200 also the same bits as the mma.sync kernel in every case tested (MmqCuda.WgmmaAgainstMmaSync,
+// call W1), which PTX does not promise. Tests and benchmarks: not thread-safe.
+void set_mmq_wgmma(bool on);
+// Whether matmul() / matmul_parts() take the wgmma kernel for w on ctx's device (when they take mmq).
+bool mmq_wgmma_takes(const WeightMatrix& w, const CudaContext& ctx);
 
 // True for f32 / f16 / bf16 weights.
 bool is_float_weight(DType t);

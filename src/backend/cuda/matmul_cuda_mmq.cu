@@ -30,6 +30,17 @@ __global__ void mmq_to_f16_kernel(const float* __restrict__ x, int64_t total, __
     out[i] = __float2half_rn(x[i]);
 }
 
+// The wgmma kernel's permuted x (matmul_cuda_mmq_stage.cuh, mmq3_x_source): out[i] for i < total.
+template <class T>
+__global__ void mmq3_to_f16_kernel(const float* __restrict__ x, int64_t n_in, hd::SplitGeom geom, int ncols,
+                                   int64_t total, __half* __restrict__ out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int col = 0;
+    const int64_t src = hd::mmq3_x_source<T>(geom, ncols, i, col);
+    out[i] = src < 0 ? __float2half_rn(0.0f) : __float2half_rn(x[int64_t(col) * n_in + src]);
+  }
+}
+
 unsigned grid_stride_blocks(int64_t total, int threads) {
   return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
 }
@@ -39,6 +50,7 @@ struct MmqSettings {
   bool read = false;
   bool on = true;
   int min_cols = kMmqDefaultMinCols, max_cols = kMmqDefaultMaxCols, splits = 0;
+  bool wgmma = true;
   int env_min = kMmqDefaultMinCols, env_max = kMmqDefaultMaxCols, env_splits = 0;  // what the environment set
 };
 MmqSettings g_mmq;
@@ -59,6 +71,8 @@ MmqSettings& settings() {
     g_mmq.min_cols = std::max(1, env_int("POLYKV_CUDA_MMQ_MIN", kMmqDefaultMinCols));
     g_mmq.max_cols = env_int("POLYKV_CUDA_MMQ_MAX", kMmqDefaultMaxCols);
     g_mmq.splits = std::clamp(env_int("POLYKV_CUDA_MMQ_SPLITS", 0), 0, hd::kMmq2MaxSplits);
+    const char* wg = std::getenv("POLYKV_CUDA_MMQ_WGMMA");
+    g_mmq.wgmma = !(wg && std::strcmp(wg, "0") == 0);
     g_mmq.env_min = g_mmq.min_cols;
     g_mmq.env_max = g_mmq.max_cols;
     g_mmq.env_splits = g_mmq.splits;
@@ -119,6 +133,25 @@ bool mmq_takes(const WeightMatrix& w, int n) {
   return m.on && n >= m.min_cols && n <= m.max_cols && n >= 1 && mmq_supports(w);
 }
 
+void set_mmq_wgmma(bool on) { settings().wgmma = on; }
+
+bool mmq_wgmma_takes(const WeightMatrix& w, const CudaContext& ctx) {
+#ifdef POLYKV_CUDA_SM90A
+  if (!settings().wgmma || ctx.cc_major() != 9 || ctx.cc_minor() != 0 || w.layout != WeightLayout::CudaSplit)
+    return false;
+  bool ok = false;
+  hd::visit_split_decoder(w.type, [&](auto dec) {
+    using T = decltype(dec);
+    if constexpr (hd::mmq_type<T>()) ok = hd::mmq3_smem_bytes<T>(8) <= device_smem_optin();
+  });
+  return ok;
+#else
+  (void)w;
+  (void)ctx;
+  return false;
+#endif
+}
+
 const void* mmq_prepare_x(const float* x, int64_t n_in, int n, CudaContext& ctx) {
   const int64_t total = int64_t(n) * n_in;
   __half* x16 = static_cast<__half*>(ctx.scratch(Scratch::MatmulActs, size_t(total) * sizeof(__half)));
@@ -127,17 +160,53 @@ const void* mmq_prepare_x(const float* x, int64_t n_in, int n, CudaContext& ctx)
   return x16;
 }
 
-void mmq_launch(const WeightMatrix& w, const void* x16, float* y, int n, CudaContext& ctx) {
+MmqActs mmq_prepare_acts(const WeightMatrix& w, const float* x, int n, CudaContext& ctx) {
+  MmqActs acts;
+  acts.n_in = w.n_in;
+  acts.n = n;
+  if (!mmq_wgmma_takes(w, ctx)) {
+    acts.x16 = mmq_prepare_x(x, w.n_in, n, ctx);
+    return acts;
+  }
+  acts.order = int(w.type);
+  hd::visit_split_decoder(w.type, [&](auto dec) {
+    using T = decltype(dec);
+    if constexpr (hd::mmq_type<T>()) {
+      const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
+      const int64_t total = hd::mmq3_x_halves(geom.n_units, n);
+      __half* xw = static_cast<__half*>(ctx.scratch(Scratch::MatmulActs, size_t(total) * sizeof(__half)));
+      mmq3_to_f16_kernel<T><<<grid_stride_blocks(total, 256), 256, 0, ctx.stream()>>>(x, w.n_in, geom, n, total, xw);
+      POLYKV_CUDA_LAUNCHED();
+      acts.x16 = xw;
+    }
+  });
+  return acts;
+}
+
+bool mmq_acts_fit(const MmqActs& acts, const WeightMatrix& w, int n, const CudaContext& ctx) {
+  const int order = mmq_wgmma_takes(w, ctx) ? int(w.type) : -1;
+  return acts.x16 != nullptr && acts.n_in == w.n_in && acts.n == n && acts.order == order;
+}
+
+void mmq_launch(const WeightMatrix& w, const MmqActs& acts, float* y, int n, CudaContext& ctx) {
   check(mmq_supports(w), "CUDA mmq: ", dtype_name(w.type), " weights (layout ", int(w.layout), ") not supported");
   check(n >= 1, "CUDA mmq: ", n, " columns");
+  check(mmq_acts_fit(acts, w, n, ctx), "CUDA mmq: activations prepared for another kernel or shape");
   if (w.n_out == 0) return;
-  mmq2_launch(w, static_cast<const __half*>(x16), y, n, ctx, settings().splits);
+  const __half* x16 = static_cast<const __half*>(acts.x16);
+#ifdef POLYKV_CUDA_SM90A
+  if (acts.order >= 0) {
+    mmq3_launch(w, x16, y, n, ctx, settings().splits);
+    return;
+  }
+#endif
+  mmq2_launch(w, x16, y, n, ctx, settings().splits);
 }
 
 void matmul_mmq(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
   validate_device_weights(w);
   if (n == 0 || w.n_out == 0) return;
-  mmq_launch(w, mmq_prepare_x(x, w.n_in, n, ctx), y, n, ctx);
+  mmq_launch(w, mmq_prepare_acts(w, x, n, ctx), y, n, ctx);
 }
 
 }  // namespace polykv::cuda

@@ -264,15 +264,17 @@ void launch_type(const WeightMatrix& w, const __half* x16, float* y, int n, Cuda
       case 4: launch_nt<T, 4>(grid, a, s); break;
       default: launch_nt<T, 8>(grid, a, s); break;
     }
-    if (plan.splits > 1) {
-      const unsigned blocks = unsigned(std::clamp<int64_t>((total + 255) / 256, 1, 65535));
-      mmq2_reduce_kernel<<<blocks, 256, 0, s>>>(a.out, plan.splits, total, yc);
-      POLYKV_CUDA_LAUNCHED();
-    }
+    if (plan.splits > 1) mmq2_reduce_splits(a.out, plan.splits, total, yc, s);
   }
 }
 
 }  // namespace
+
+void mmq2_reduce_splits(const float* partial, int splits, int64_t total, float* y, cudaStream_t s) {
+  const unsigned blocks = unsigned(std::clamp<int64_t>((total + 255) / 256, 1, 65535));
+  mmq2_reduce_kernel<<<blocks, 256, 0, s>>>(partial, splits, total, y);
+  POLYKV_CUDA_LAUNCHED();
+}
 
 void mmq2_launch(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits) {
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {

@@ -13,4 +13,13 @@ namespace polykv::cuda {
 // arithmetic, the K-quants by f32 arithmetic rounded to f16 (the same f16 values either way).
 void mmq2_launch(const WeightMatrix& w, const __half* x16, float* y, int n, CudaContext& ctx, int forced_splits);
 
+// y[i] = partial[0][i] + partial[1][i] + ... in split order (i < total), on stream s: the K-split sum of
+// both kernels.
+void mmq2_reduce_splits(const float* partial, int splits, int64_t total, float* y, cudaStream_t s);
+
+// The wgmma kernel (matmul_cuda_mmq3_sm90a.cu; only in builds with POLYKV_CUDA_SM90A, only for a device
+// of compute capability 9.0): mmq2_launch's contract, with x permuted for w's type (xw: the
+// mmq3_x_source order of matmul_cuda_mmq_stage.cuh, n columns). Shared memory: hd::mmq3_smem_bytes.
+void mmq3_launch(const WeightMatrix& w, const __half* xw, float* y, int n, CudaContext& ctx, int forced_splits);
+
 }  // namespace polykv::cuda

@@ -203,4 +203,56 @@ POLYKV_HDC constexpr int mmq2_stages(int nt) { return nt >= 8 ? 3 : 4; }
 template <class T>
 POLYKV_HDC constexpr int mmq2_smem_bytes(int nt) { return mmq2_stages(nt) * mmq2_stage_bytes<T>(nt); }
 
+// ---- The wgmma kernel's activations (matmul_cuda_mmq3_sm90a.cu, sm_90a) ----
+// wgmma reads B from shared memory in core matrices (wgmma.cuh): 8 columns x 8 k slots, 16 bytes a
+// column. k-step j's 16 slots are those of the mma.sync kernel (slots 2t, 2t+1, 2t+8, 2t+9 = values
+// e = 0, 1, 2, 3 of word j of unit 4c + t), so slot 8h + 2t + e' (h, e' in {0, 1}) holds value 2h + e'
+// of that word: core matrix h of k-step j takes, per column, the 8 values of slots 8h .. 8h + 7.
+// x is converted to f16 once per call into that order ("permuted x", per weight type T):
+//   [column group cg = col / 8][chunk c][k-step j][h][col % 8][8 values]   (f16)
+// so that every core matrix is 128 contiguous bytes in global memory as in shared memory, where stage
+// slot (j, cg, h) sits at mmq3_x_stage_offset. Columns past the call's last and units past a row's
+// last hold zeros (the weights' A fragments are zero there too).
+constexpr int kMmq3CoreBytes = 128;                    // one core matrix: 8 columns x 16 bytes
+constexpr int kMmq3GroupChunkHalves = 8 * 2 * 64;      // one column group's chunk: 8 k-steps x 2 x 64 f16
+
+// f16 values of the permuted x of ncols columns (the scratch's size / 2).
+POLYKV_HDC constexpr int64_t mmq3_x_halves(int64_t n_units, int ncols) {
+  return int64_t((ncols + 7) / 8) * ((n_units + kMmqUnitsPerChunk - 1) / kMmqUnitsPerChunk) * kMmq3GroupChunkHalves;
+}
+
+// Permuted index i (0 .. mmq3_x_halves) -> column (through `col`) and position in x's row, or -1 for a zero
+// (a unit past the row's last, or a column >= ncols).
+template <class T>
+POLYKV_HD int64_t mmq3_x_source(const SplitGeom& g, int ncols, int64_t i, int& col) {
+  const int64_t n_chunks = (g.n_units + kMmqUnitsPerChunk - 1) / kMmqUnitsPerChunk;
+  const int e8 = int(i % 8), r = int((i / 8) % 8), h = int((i / 64) % 2), j = int((i / 128) % 8);
+  const int64_t gc = i / kMmq3GroupChunkHalves;  // cg * n_chunks + c
+  const int64_t cg = gc / n_chunks, c = gc % n_chunks;
+  col = int(8 * cg + r);
+  const int t = e8 / 2, e = 2 * h + e8 % 2;
+  const int64_t u = kMmqUnitsPerChunk * c + t;
+  if (col >= ncols || u >= g.n_units) return -1;
+  return mmq_value_pos<T>(u / T::kParts, int(u % T::kParts), j, e);
+}
+
+// Byte offset, in a stage's x region of nt n tiles, of core matrix (k-step j, column group cg, half h):
+// k-step j's B operand is [cg][h] at j * nt * 256, so its descriptor has LBO 128 (h) and SBO 256 (cg).
+POLYKV_HDC constexpr int mmq3_x_stage_offset(int nt, int j, int cg, int h) {
+  return j * nt * 2 * kMmq3CoreBytes + cg * 2 * kMmq3CoreBytes + h * kMmq3CoreBytes;
+}
+// Byte offset, in the permuted x, of core matrix (j, h) of column group cg's chunk c.
+POLYKV_HDC constexpr int64_t mmq3_x_global_offset(int64_t n_chunks, int64_t cg, int64_t c, int j, int h) {
+  return ((cg * n_chunks + c) * 16 + 2 * j + h) * kMmq3CoreBytes;
+}
+
+// The wgmma kernel's stages: 4, three chunks in flight while one is computed; the x region is nt x 2 KB.
+constexpr int kMmq3Stages = 4;
+template <class T>
+POLYKV_HDC constexpr int mmq3_stage_bytes(int nt) {
+  return kMmq2Rows * (MmqStage<T>::kPitchA + MmqStage<T>::kPitchB) + nt * 8 * 2 * kMmq3CoreBytes;
+}
+template <class T>
+POLYKV_HDC constexpr int mmq3_smem_bytes(int nt) { return kMmq3Stages * mmq3_stage_bytes<T>(nt); }
+
 }  // namespace polykv::cuda::hd

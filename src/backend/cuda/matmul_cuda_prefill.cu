@@ -169,7 +169,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
   }
   if (mmq_takes(w, n)) {
     // Split-layout weights, min..max columns: one read of the weights, tensor cores (matmul_cuda_mmq.cu).
-    mmq_launch(w, mmq_prepare_x(x, w.n_in, n, ctx), y, n, ctx);
+    mmq_launch(w, mmq_prepare_acts(w, x, n, ctx), y, n, ctx);
     return;
   }
   if (!is_float_weight(w.type) && n <= kChunkedMatvecMaxCols) {
@@ -199,9 +199,13 @@ void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, Cuda
   bool all_mmq = true;
   for (const MatvecPart& p : parts) all_mmq = all_mmq && mmq_takes(*p.w, n) && p.w->n_in == w0.n_in;
   if (all_mmq) {
-    // What matmul() does for each part, x converted once.
-    const void* x16 = mmq_prepare_x(x, w0.n_in, n, ctx);
-    for (const MatvecPart& p : parts) mmq_launch(*p.w, x16, p.y, n, ctx);
+    // What matmul() does for each part, x converted once per order the parts' kernels read (one
+    // conversion unless the parts' types differ and the wgmma kernel takes them).
+    MmqActs acts;
+    for (const MatvecPart& p : parts) {
+      if (!mmq_acts_fit(acts, *p.w, n, ctx)) acts = mmq_prepare_acts(*p.w, x, n, ctx);
+      mmq_launch(*p.w, acts, p.y, n, ctx);
+    }
     return;
   }
   bool all_f16_gemm = true;

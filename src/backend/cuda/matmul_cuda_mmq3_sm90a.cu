@@ -1,0 +1,278 @@
+// The quantized mat-mul on Hopper's warpgroup MMA ("mmq3", sm_90a only; docs/CUDA_MMQ.md "wgmma").
+// CMake compiles this file for sm_90a alone; matmul_cuda_mmq.cu launches it on a device of compute
+// capability 9.0 when the build has it (POLYKV_CUDA_SM90A) and POLYKV_CUDA_MMQ_WGMMA is not 0.
+//
+// The mma.sync kernel (matmul_cuda_mmq2.cu) with its weights, A fragments and cp.async ring unchanged,
+// but each k-step's products are two wgmma m64nNk16 per warpgroup (one per m16 tile of its warps)
+// instead of 2 x NT mma.sync per warp, and the activations go from shared memory to the tensor cores
+// without passing through registers. Per k-step and warp: the A fragments (dequantized in registers as
+// before), one wgmma.fence, 2 wgmma, a commit and a wait for the k-step before; the mma.sync kernel
+// issued 2 NT mma's and NT / 2 16-byte shared loads there. The wgmmas of a k-step run while the warp
+// dequantizes the next one.
+//
+// The ring has 4 stages: while chunk i is computed, chunks i + 1 .. i + 3 are being copied (the mma.sync
+// kernel keeps 2 in flight at 64 columns). A warp waits for all its wgmmas at the end of a chunk (with a
+// group in flight across the loop's back edge ptxas serializes every wgmma: warning C7515), so after
+// the barrier at the top of iteration i chunk i - 1's stage is free to be refilled with chunk i + 3.
+//
+// Activations: the permuted x (matmul_cuda_mmq_stage.cuh, mmq3_x_source), each core matrix 128 contiguous
+// bytes in global and shared memory.
+//
+// Numbers: the same f16 weights and activations as the mma.sync kernel, f32 sums in the tensor core's
+// order, the K split of the mma.sync kernel's plan. On the H200 the results are the mma.sync kernel's bit
+// for bit (every type, 9 / 24 / 64 columns: MmqCuda.WgmmaAgainstMmaSync, call W1); PTX does not promise
+// it, so the tests hold it to the references' bound and to batch invariance (a column's bits do not
+// depend on the column count, which picks N: MmqCuda.BatchInvariant).
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/matmul_cuda_mmq2.h"
+#include "backend/cuda/matmul_cuda_mmq_stage.cuh"
+#include "backend/cuda/mma_fragments.cuh"
+#include "backend/cuda/wgmma.cuh"
+#include "core/error.h"
+
+namespace polykv::cuda {
+namespace {
+
+constexpr int kThreads = hd::kMmq2Rows;  // 8 warps = 2 warpgroups, two m16 tiles per warp: 256 rows
+constexpr int kMT = 2;
+template <class T>
+constexpr bool kHalf = hd::mmq_half_dequant<T>();
+
+struct Mmq3Args {
+  const uint8_t* w;  // split rows
+  size_t stride;
+  hd::SplitGeom geom;
+  int64_t n_out;
+  const __half* x;   // permuted x of the launch's first column group
+  int n_groups;      // column groups of 8 in the permuted x from x on
+  int ncols;         // 1..kMmqMaxCols
+  float* out;        // [splits][ncols][n_out] partials, or y [ncols][n_out] (one split)
+  int64_t chunks_per_split, n_chunks;
+};
+
+using mma::cp_async;
+
+// Copies chunk c into stage `st`: the weights as the mma.sync kernel stages them, then the NT column
+// groups' 16 core matrices each (8 threads a core matrix: 128 contiguous bytes both sides).
+template <class T, int NT>
+__device__ __forceinline__ void stage_chunk(const Mmq3Args& a, uint8_t* st, int64_t row_base, int64_t c, int tid) {
+  using G = hd::MmqStage<T>;
+  uint8_t* sa = st;
+  uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
+  uint8_t* sx = sb + hd::kMmq2Rows * G::kPitchB;
+#pragma unroll
+  for (int k = 0; k < G::kPiecesA * hd::kMmq2Rows / kThreads; ++k) {
+    const int i = k * kThreads + tid, r = i / G::kPiecesA, pk = i % G::kPiecesA;
+    const uint8_t* row = a.w + size_t(min(row_base + r, a.n_out - 1)) * a.stride;
+    const hd::MmqPiece p = G::piece(a.geom, c, pk);
+    cp_async<16>(sa + r * G::kPitchA + 16 * pk, p.valid ? row + p.src : row, p.valid);
+  }
+  const uint8_t* row = a.w + size_t(min(row_base + tid, a.n_out - 1)) * a.stride;
+#pragma unroll
+  for (int k = G::kPiecesA; k < G::kPieces; ++k) {
+    const hd::MmqPiece p = G::piece(a.geom, c, k);
+    uint8_t* dst = sb + tid * G::kPitchB + p.dst;
+    const uint8_t* src = p.valid ? row + p.src : row;
+    if (p.bytes == 16)
+      cp_async<16>(dst, src, p.valid);
+    else if (p.bytes == 8)
+      cp_async<8>(dst, src, p.valid);
+    else
+      cp_async<4>(dst, src, p.valid);
+  }
+  constexpr int kPieces = NT * 16 * 8;  // NT groups x 16 core matrices x 8 sixteen-byte rows
+  const uint8_t* xb = reinterpret_cast<const uint8_t*>(a.x);
+#pragma unroll
+  for (int i = tid; i < kPieces; i += kThreads) {
+    const int r = i % 8, m = (i / 8) % 16, cg = i / 128;  // m = 2 j + h
+    const bool valid = cg < a.n_groups;
+    const uint8_t* src = xb + (valid ? hd::mmq3_x_global_offset(a.n_chunks, cg, c, m / 2, m % 2) + 16 * r : 0);
+    cp_async<16>(sx + hd::mmq3_x_stage_offset(NT, m / 2, cg, m % 2) + 16 * r, src, valid);
+  }
+}
+
+template <class T, int NT, bool HALF>
+__global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
+  static_assert(!HALF || hd::mmq_half_dequant<T>(), "f16 dequantization for q4_0 / q8_0 only");
+  using S = hd::Split<T>;
+  using G = hd::MmqStage<T>;
+  constexpr int kNR = 2 * kMT;  // rows per thread
+  constexpr int kStageBytes = hd::mmq3_stage_bytes<T>(NT);
+  constexpr int kStages = hd::kMmq3Stages;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = int(threadIdx.x);
+  const int lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t row_base = int64_t(blockIdx.x) * hd::kMmq2Rows;
+  const int64_t c_begin = int64_t(blockIdx.y) * a.chunks_per_split;
+  const int64_t c_end = min(c_begin + a.chunks_per_split, a.n_chunks);
+  const int64_t n_my = c_end - c_begin;
+
+  // Prologue: chunks 0 .. kStages - 2 of the split in flight (one commit group each, empty or not).
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_my) stage_chunk<T, NT>(a, smem + s * kStageBytes, row_base, c_begin + s, tid);
+    mma::cp_async_commit();
+  }
+
+  float acc[kMT][4 * NT];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int k = 0; k < 4 * NT; ++k) acc[mt][k] = 0.0f;
+
+  for (int64_t i = 0; i < n_my; ++i) {
+    // Chunk i has landed for this thread; the proxy fence makes its copies visible to the wgmmas, the
+    // barrier every thread's. Every warp has waited for its wgmmas of chunk i - 1.
+    mma::cp_async_wait<kStages - 2>();
+    wg::fence_proxy_async();
+    __syncthreads();
+    {
+      const int64_t nxt = i + kStages - 1;
+      if (nxt < n_my)
+        stage_chunk<T, NT>(a, smem + int(nxt % kStages) * kStageBytes, row_base, c_begin + nxt, tid);
+      mma::cp_async_commit();
+    }
+    const int64_t c = c_begin + i;
+    const uint8_t* st = smem + int(i % kStages) * kStageBytes;
+    const uint8_t* sa = st;
+    const uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
+    const uint32_t sx = wg::smem_u32(sb + hd::kMmq2Rows * G::kPitchB);
+    const int64_t u = hd::kMmqUnitsPerChunk * c + t;  // this thread's unit
+    const bool has = u < a.geom.n_units;
+    const int part = int(u % T::kParts);
+    typename T::Unit wu[kNR];
+    uint32_t d2[kNR];  // HALF: the unit's f16 d twice (0 for a unit past the row's end)
+#pragma unroll
+    for (int r = 0; r < kNR; ++r) {
+      const int lr = warp * 16 * kMT + 8 * r + g;  // row 8 r + g of the warp: m tile r / 2, upper half r % 2
+      uint32_t q[S::kUnitWords], h[S::kHeadWords];
+      hd::mmq_stage_unit<T>(sa + lr * G::kPitchA, sb + lr * G::kPitchB, c, t, q, h);
+      S::decode(q, h, part, wu[r]);
+      d2[r] = has ? (h[0] & 0xFFFFu) * 0x10001u : 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < hd::kMmqStepsPerChunk; ++j) {
+      uint32_t af[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if constexpr (HALF)
+          hd::mmq_a_fragment_half<T>(wu[2 * mt], wu[2 * mt + 1], j, d2[2 * mt], d2[2 * mt + 1], af[mt]);
+        else
+          hd::mmq_a_fragment(wu[2 * mt], wu[2 * mt + 1], j, has, af[mt]);
+      }
+      const uint64_t desc = wg::desc_k_major(sx + uint32_t(hd::mmq3_x_stage_offset(NT, j, 0, 0)),
+                                             hd::kMmq3CoreBytes, 2 * hd::kMmq3CoreBytes);
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) wg::pin(acc[mt]);
+      wg::fence();
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) wg::wgmma_rs(acc[mt], af[mt], desc);
+      wg::commit();
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) wg::pin(acc[mt]);
+      wg::wait<1>();
+    }
+    wg::wait<0>();
+  }
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) wg::pin(acc[mt]);
+  mma::cp_async_wait<0>();
+
+  const int64_t wrow = row_base + 16 * kMT * warp;
+  float* out = a.out + int64_t(blockIdx.y) * a.ncols * a.n_out;
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int64_t row = wrow + 16 * mt + g + 8 * (k / 2);
+        const int col = 8 * nt + 2 * t + k % 2;
+        if (row < a.n_out && col < a.ncols) out[int64_t(col) * a.n_out + row] = acc[mt][4 * nt + k];
+      }
+    }
+  }
+}
+
+template <class T, int NT>
+void allow_smem() {
+  POLYKV_CUDA_CHECK(cudaFuncSetAttribute(mmq3_kernel<T, NT, kHalf<T>>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         hd::mmq3_smem_bytes<T>(NT)));
+}
+
+// Once per type, outside any capture (the backend's first run of a step is eager): every instance may
+// take its shared memory; the CTAs per SM of the 8-n-tile instance set the split plan for every column
+// count (batch invariance).
+template <class T>
+int prepare_type() {
+  static int per_sm = 0;
+  if (per_sm == 0) {
+    allow_smem<T, 1>();
+    allow_smem<T, 2>();
+    allow_smem<T, 4>();
+    allow_smem<T, 8>();
+    int n = 0;
+    POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mmq3_kernel<T, 8, kHalf<T>>, kThreads,
+                                                                    hd::mmq3_smem_bytes<T>(8)));
+    check(n >= 1, "CUDA mmq (wgmma): a kernel of ", T::kBlockBytes, "-byte blocks does not fit an SM");
+    per_sm = n;
+  }
+  return per_sm;
+}
+
+template <class T, int NT>
+void launch_nt(const dim3 grid, const Mmq3Args& a, cudaStream_t s) {
+  mmq3_kernel<T, NT, kHalf<T>><<<grid, kThreads, hd::mmq3_smem_bytes<T>(NT), s>>>(a);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+template <class T>
+void launch_type(const WeightMatrix& w, const __half* xw, float* y, int n, CudaContext& ctx, int forced_splits) {
+  const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
+  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), prepare_type<T>(), forced_splits);
+  const cudaStream_t s = ctx.stream();
+  const int n_groups = (n + 7) / 8;
+  for (int c0 = 0; c0 < n; c0 += hd::kMmqMaxCols) {
+    const int ncols = std::min(hd::kMmqMaxCols, n - c0);
+    const int64_t total = int64_t(ncols) * w.n_out;
+    float* yc = y + int64_t(c0) * w.n_out;
+    Mmq3Args a{};
+    a.w = static_cast<const uint8_t*>(w.data);
+    a.stride = w.row_stride;
+    a.geom = geom;
+    a.n_out = w.n_out;
+    a.x = xw + (c0 / 8) * plan.n_chunks * hd::kMmq3GroupChunkHalves;
+    a.n_groups = n_groups - c0 / 8;
+    a.ncols = ncols;
+    a.out = plan.splits > 1
+                ? static_cast<float*>(ctx.scratch(Scratch::MatmulWeights, size_t(plan.splits) * size_t(total) * 4))
+                : yc;
+    a.chunks_per_split = plan.chunks_per_split;
+    a.n_chunks = plan.n_chunks;
+    const dim3 grid(unsigned(plan.row_blocks), unsigned(plan.splits));
+    switch (hd::mmq_tiles(ncols)) {
+      case 1: launch_nt<T, 1>(grid, a, s); break;
+      case 2: launch_nt<T, 2>(grid, a, s); break;
+      case 4: launch_nt<T, 4>(grid, a, s); break;
+      default: launch_nt<T, 8>(grid, a, s); break;
+    }
+    if (plan.splits > 1) mmq2_reduce_splits(a.out, plan.splits, total, yc, s);
+  }
+}
+
+}  // namespace
+
+void mmq3_launch(const WeightMatrix& w, const __half* xw, float* y, int n, CudaContext& ctx, int forced_splits) {
+  const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
+    using T = decltype(dec);
+    if constexpr (hd::mmq_type<T>()) launch_type<T>(w, xw, y, n, ctx, forced_splits);
+  });
+  check(done, "CUDA mmq (wgmma): no kernel for ", dtype_name(w.type));
+}
+
+}  // namespace polykv::cuda
