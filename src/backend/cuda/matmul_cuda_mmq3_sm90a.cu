@@ -11,9 +11,16 @@
 // dequantizes the next one.
 //
 // The ring has 4 stages: while chunk i is computed, chunks i + 1 .. i + 3 are being copied (the mma.sync
-// kernel keeps 2 in flight at 64 columns). A warp waits for all its wgmmas at the end of a chunk (with a
-// group in flight across the loop's back edge ptxas serializes every wgmma: warning C7515), so after
-// the barrier at the top of iteration i chunk i - 1's stage is free to be refilled with chunk i + 3.
+// kernel keeps 2 in flight at 64 columns). A warp waits for all its wgmmas at the end of a chunk, so
+// after the barrier at the top of iteration i chunk i - 1's stage is free to be refilled with chunk i + 3.
+// (Keeping the last group in flight across the barrier, with 2 chunks in flight, measured the same in
+// calls W2 / W3: 3197-3278 vs 3230-3287 tok/s at 64 agents; removed. Its accumulators needed a first
+// wgmma with scale_d = 0: a zeroing move reaching a group in flight across the loop's back edge makes
+// ptxas serialize every wgmma, warning C7515.)
+// Within a chunk, per k-step: one fence, the 2 wgmmas, one commit, and a wait for the k-step before
+// (wgmma.wait_group 1), so a k-step's products run while the warp dequantizes the next. Two k-steps per
+// commit group and/or two groups in flight measured the same (call W4: 179.1-181.5 us a q4_0 layer at 64
+// columns for all four; removed).
 //
 // Activations: the permuted x (matmul_cuda_mmq_stage.cuh, mmq3_x_source), each core matrix 128 contiguous
 // bytes in global and shared memory.
@@ -56,44 +63,75 @@ struct Mmq3Args {
 
 using mma::cp_async;
 
-// Copies chunk c into stage `st`: the weights as the mma.sync kernel stages them, then the NT column
-// groups' 16 core matrices each (8 threads a core matrix: 128 contiguous bytes both sides).
+// A thread's share of the copies of a chunk into a stage: the weights as the mma.sync kernel stages them
+// (region A: kA 16-byte pieces of rows spread over consecutive lanes; region B: its own row's heads), then
+// the NT column groups' 16 core matrices each (8 threads a core matrix: 128 contiguous bytes both sides).
+// The addresses are set up once: chunk c's A piece is chunk 0's plus c times the row's bytes per chunk, its x
+// rows chunk 0's plus c x 2 KB (mmq3_x_global_offset). Computed per chunk, the addresses were ~40% of the
+// kernel's instructions (call W2, sass regions).
 template <class T, int NT>
-__device__ __forceinline__ void stage_chunk(const Mmq3Args& a, uint8_t* st, int64_t row_base, int64_t c, int tid) {
+struct Stager {
   using G = hd::MmqStage<T>;
-  uint8_t* sa = st;
-  uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
-  uint8_t* sx = sb + hd::kMmq2Rows * G::kPitchB;
+  static constexpr int kA = G::kPiecesA * hd::kMmq2Rows / kThreads;        // A pieces per thread
+  static constexpr int kX = (NT * 16 * 8 + kThreads - 1) / kThreads;       // x rows per thread (at most)
+  static constexpr int kXChunkBytes = 16 * hd::kMmq3CoreBytes;             // a column group's chunk
+  const uint8_t* a_src[kA];  // chunk 0's piece of the row
+  int a_dst[kA], a_piece[kA];
+  int64_t a_step;            // bytes of a row's quants per chunk
+  const uint8_t* row;        // the row whose heads this thread copies
+  int b_dst;
+  const uint8_t* x_src[kX];  // chunk 0's core-matrix row
+  int x_dst[kX];
+  bool x_valid[kX], x_any[kX];
+
+  __device__ __forceinline__ Stager(const Mmq3Args& a, int64_t row_base, int tid) {
 #pragma unroll
-  for (int k = 0; k < G::kPiecesA * hd::kMmq2Rows / kThreads; ++k) {
-    const int i = k * kThreads + tid, r = i / G::kPiecesA, pk = i % G::kPiecesA;
-    const uint8_t* row = a.w + size_t(min(row_base + r, a.n_out - 1)) * a.stride;
-    const hd::MmqPiece p = G::piece(a.geom, c, pk);
-    cp_async<16>(sa + r * G::kPitchA + 16 * pk, p.valid ? row + p.src : row, p.valid);
-  }
-  const uint8_t* row = a.w + size_t(min(row_base + tid, a.n_out - 1)) * a.stride;
+    for (int k = 0; k < kA; ++k) {
+      const int i = k * kThreads + tid, r = i / G::kPiecesA, pk = i % G::kPiecesA;
+      const uint8_t* rw = a.w + size_t(min(row_base + r, a.n_out - 1)) * a.stride;
+      a_src[k] = rw + G::piece(a.geom, 0, pk).src;
+      a_dst[k] = r * G::kPitchA + 16 * pk;
+      a_piece[k] = pk;
+    }
+    a_step = G::piece(a.geom, 1, 0).src - G::piece(a.geom, 0, 0).src;
+    row = a.w + size_t(min(row_base + tid, a.n_out - 1)) * a.stride;
+    b_dst = hd::kMmq2Rows * G::kPitchA + tid * G::kPitchB;
+    const uint8_t* xb = reinterpret_cast<const uint8_t*>(a.x);
 #pragma unroll
-  for (int k = G::kPiecesA; k < G::kPieces; ++k) {
-    const hd::MmqPiece p = G::piece(a.geom, c, k);
-    uint8_t* dst = sb + tid * G::kPitchB + p.dst;
-    const uint8_t* src = p.valid ? row + p.src : row;
-    if (p.bytes == 16)
-      cp_async<16>(dst, src, p.valid);
-    else if (p.bytes == 8)
-      cp_async<8>(dst, src, p.valid);
-    else
-      cp_async<4>(dst, src, p.valid);
+    for (int k = 0; k < kX; ++k) {
+      const int i = k * kThreads + tid;
+      const int r = i % 8, m = (i / 8) % 16, cg = i / 128;  // m = 2 j + h
+      x_any[k] = i < NT * 16 * 8;
+      x_valid[k] = cg < a.n_groups;
+      x_src[k] = xb + (x_valid[k] ? hd::mmq3_x_global_offset(a.n_chunks, cg, 0, m / 2, m % 2) + 16 * r : 0);
+      x_dst[k] = hd::kMmq2Rows * (G::kPitchA + G::kPitchB) + hd::mmq3_x_stage_offset(NT, m / 2, cg, m % 2) + 16 * r;
+    }
   }
-  constexpr int kPieces = NT * 16 * 8;  // NT groups x 16 core matrices x 8 sixteen-byte rows
-  const uint8_t* xb = reinterpret_cast<const uint8_t*>(a.x);
+
+  // Issues chunk c's copies into stage st (no commit).
+  __device__ __forceinline__ void copy(const Mmq3Args& a, uint8_t* st, int64_t c) const {
 #pragma unroll
-  for (int i = tid; i < kPieces; i += kThreads) {
-    const int r = i % 8, m = (i / 8) % 16, cg = i / 128;  // m = 2 j + h
-    const bool valid = cg < a.n_groups;
-    const uint8_t* src = xb + (valid ? hd::mmq3_x_global_offset(a.n_chunks, cg, c, m / 2, m % 2) + 16 * r : 0);
-    cp_async<16>(sx + hd::mmq3_x_stage_offset(NT, m / 2, cg, m % 2) + 16 * r, src, valid);
+    for (int k = 0; k < kA; ++k) {
+      const bool valid = G::piece(a.geom, c, a_piece[k]).valid;
+      cp_async<16>(st + a_dst[k], valid ? a_src[k] + c * a_step : a_src[k], valid);
+    }
+#pragma unroll
+    for (int k = G::kPiecesA; k < G::kPieces; ++k) {
+      const hd::MmqPiece p = G::piece(a.geom, c, k);
+      uint8_t* dst = st + b_dst + p.dst;
+      const uint8_t* src = p.valid ? row + p.src : row;
+      if (p.bytes == 16)
+        cp_async<16>(dst, src, p.valid);
+      else if (p.bytes == 8)
+        cp_async<8>(dst, src, p.valid);
+      else
+        cp_async<4>(dst, src, p.valid);
+    }
+#pragma unroll
+    for (int k = 0; k < kX; ++k)
+      if (x_any[k]) cp_async<16>(st + x_dst[k], x_valid[k] ? x_src[k] + c * kXChunkBytes : x_src[k], x_valid[k]);
   }
-}
+};
 
 template <class T, int NT, bool HALF>
 __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
@@ -103,6 +141,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
   constexpr int kNR = 2 * kMT;  // rows per thread
   constexpr int kStageBytes = hd::mmq3_stage_bytes<T>(NT);
   constexpr int kStages = hd::kMmq3Stages;
+  constexpr int kAhead = kStages - 1;  // chunks in flight while one is computed
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = int(threadIdx.x);
   const int lane = tid % 32, warp = tid / 32;
@@ -112,10 +151,11 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
   const int64_t c_end = min(c_begin + a.chunks_per_split, a.n_chunks);
   const int64_t n_my = c_end - c_begin;
 
-  // Prologue: chunks 0 .. kStages - 2 of the split in flight (one commit group each, empty or not).
+  const Stager<T, NT> stager(a, row_base, tid);
+  // Prologue: chunks 0 .. kAhead - 1 of the split in flight (one commit group each, empty or not).
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_my) stage_chunk<T, NT>(a, smem + s * kStageBytes, row_base, c_begin + s, tid);
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < n_my) stager.copy(a, smem + s * kStageBytes, c_begin + s);
     mma::cp_async_commit();
   }
 
@@ -128,13 +168,12 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
   for (int64_t i = 0; i < n_my; ++i) {
     // Chunk i has landed for this thread; the proxy fence makes its copies visible to the wgmmas, the
     // barrier every thread's. Every warp has waited for its wgmmas of chunk i - 1.
-    mma::cp_async_wait<kStages - 2>();
+    mma::cp_async_wait<kAhead - 1>();
     wg::fence_proxy_async();
     __syncthreads();
     {
-      const int64_t nxt = i + kStages - 1;
-      if (nxt < n_my)
-        stage_chunk<T, NT>(a, smem + int(nxt % kStages) * kStageBytes, row_base, c_begin + nxt, tid);
+      const int64_t nxt = i + kAhead;
+      if (nxt < n_my) stager.copy(a, smem + int(nxt % kStages) * kStageBytes, c_begin + nxt);
       mma::cp_async_commit();
     }
     const int64_t c = c_begin + i;
@@ -179,6 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
     }
     wg::wait<0>();
   }
+  wg::wait<0>();
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) wg::pin(acc[mt]);
   mma::cp_async_wait<0>();
