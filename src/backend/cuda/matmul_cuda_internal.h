@@ -92,6 +92,10 @@ MmqActs mmq_prepare_acts(const WeightMatrix& w, const float* x, int n, CudaConte
 // Whether acts is what w's kernel reads (so matmul_parts can skip a conversion).
 bool mmq_acts_fit(const MmqActs& acts, const WeightMatrix& w, int n, const CudaContext& ctx);
 void mmq_launch(const WeightMatrix& w, const MmqActs& acts, float* y, int n, CudaContext& ctx);
+// matmul_parts' mmq path in one launch of the wgmma kernel when every part takes it with one type, n_in
+// and row stride (each part's results are mmq_launch's bit for bit); false (nothing done) otherwise, and
+// with POLYKV_CUDA_MMQ_FUSE=0 (one launch per part, for A/B).
+bool mmq_launch_fused(std::span<const MatvecPart> parts, const float* x, int n, CudaContext& ctx);
 // x [n][n_in] f32 to f16 [n][n_in] in the MatmulActs scratch (the MoE experts' mma.sync kernel reads it).
 const void* mmq_prepare_x(const float* x, int64_t n_in, int n, CudaContext& ctx);
 // The wgmma kernel (matmul_cuda_mmq3_sm90a.cu, docs/CUDA_MMQ.md "wgmma"): on by default where it exists

@@ -51,6 +51,7 @@ struct MmqSettings {
   bool on = true;
   int min_cols = kMmqDefaultMinCols, max_cols = kMmqDefaultMaxCols, splits = 0;
   bool wgmma = true;
+  bool fuse = true;
   int env_min = kMmqDefaultMinCols, env_max = kMmqDefaultMaxCols, env_splits = 0;  // what the environment set
 };
 MmqSettings g_mmq;
@@ -73,6 +74,8 @@ MmqSettings& settings() {
     g_mmq.splits = std::clamp(env_int("POLYKV_CUDA_MMQ_SPLITS", 0), 0, hd::kMmq2MaxSplits);
     const char* wg = std::getenv("POLYKV_CUDA_MMQ_WGMMA");
     g_mmq.wgmma = !(wg && std::strcmp(wg, "0") == 0);
+    const char* fu = std::getenv("POLYKV_CUDA_MMQ_FUSE");
+    g_mmq.fuse = !(fu && std::strcmp(fu, "0") == 0);
     g_mmq.env_min = g_mmq.min_cols;
     g_mmq.env_max = g_mmq.max_cols;
     g_mmq.env_splits = g_mmq.splits;
@@ -201,6 +204,28 @@ void mmq_launch(const WeightMatrix& w, const MmqActs& acts, float* y, int n, Cud
   }
 #endif
   mmq2_launch(w, x16, y, n, ctx, settings().splits);
+}
+
+bool mmq_launch_fused(std::span<const MatvecPart> parts, const float* x, int n, CudaContext& ctx) {
+#ifdef POLYKV_CUDA_SM90A
+  if (!settings().fuse || parts.size() < 2 || parts.size() > size_t(kMaxMatvecParts)) return false;
+  const WeightMatrix& w0 = *parts[0].w;
+  for (const MatvecPart& p : parts) {
+    if (!mmq_supports(*p.w) || !mmq_wgmma_takes(*p.w, ctx) || p.w->type != w0.type || p.w->n_in != w0.n_in ||
+        p.w->row_stride != w0.row_stride)
+      return false;
+  }
+  check(n >= 1, "CUDA mmq: ", n, " columns");
+  const MmqActs acts = mmq_prepare_acts(w0, x, n, ctx);
+  mmq3_launch_parts(parts, static_cast<const __half*>(acts.x16), n, ctx, settings().splits);
+  return true;
+#else
+  (void)parts;
+  (void)x;
+  (void)n;
+  (void)ctx;
+  return false;
+#endif
 }
 
 void matmul_mmq(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {

@@ -3,7 +3,10 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <span>
+
 #include "backend/cuda/cuda_context.h"
+#include "backend/cuda/matmul_cuda.h"
 #include "backend/cpu/matmul.h"
 
 namespace polykv::cuda {
@@ -21,5 +24,8 @@ void mmq2_reduce_splits(const float* partial, int splits, int64_t total, float* 
 // of compute capability 9.0): mmq2_launch's contract, with x permuted for w's type (xw: the
 // mmq3_x_source order of matmul_cuda_mmq_stage.cuh, n columns). Shared memory: hd::mmq3_smem_bytes.
 void mmq3_launch(const WeightMatrix& w, const __half* xw, float* y, int n, CudaContext& ctx, int forced_splits);
+// Up to 4 parts of one type, n_in and row stride in one launch (each with the split plan it has alone, so
+// each part's results are mmq3_launch's bit for bit); xw permuted for that type.
+void mmq3_launch_parts(std::span<const MatvecPart> parts, const __half* xw, int n, CudaContext& ctx, int forced_splits);
 
 }  // namespace polykv::cuda

@@ -33,6 +33,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <span>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/matmul_cuda_mmq2.h"
@@ -49,16 +50,34 @@ constexpr int kMT = 2;
 template <class T>
 constexpr bool kHalf = hd::mmq_half_dequant<T>();
 
+// Up to kMmq3MaxParts matrices of one type and n_in in one launch (matmul_parts: q, k, v; gate, up):
+// grid x is every part's row blocks in part order, grid y the most splits of any part; each part keeps the
+// split plan it has alone (a CTA past its part's splits exits), so its results are matmul()'s bit for bit.
+constexpr int kMmq3MaxParts = 4;
+struct Mmq3Part {
+  const uint8_t* w;          // split rows
+  int64_t n_out;
+  float* out;                // [splits][ncols][n_out] partials, or y [ncols][n_out] (one split)
+  int64_t rb_begin;          // first row block (grid x) of the part
+  int64_t chunks_per_split;
+  int splits;
+};
 struct Mmq3Args {
-  const uint8_t* w;  // split rows
+  Mmq3Part part[kMmq3MaxParts];
+  int n_parts;
   size_t stride;
   hd::SplitGeom geom;
-  int64_t n_out;
   const __half* x;   // permuted x of the launch's first column group
   int n_groups;      // column groups of 8 in the permuted x from x on
   int ncols;         // 1..kMmqMaxCols
-  float* out;        // [splits][ncols][n_out] partials, or y [ncols][n_out] (one split)
-  int64_t chunks_per_split, n_chunks;
+  int64_t n_chunks;
+};
+
+// A CTA's share: its part's rows and chunk range.
+struct Mmq3Job {
+  const uint8_t* w;
+  int64_t n_out, row_base, c_begin, n_my;
+  float* out;  // this split's [ncols][n_out]
 };
 
 using mma::cp_async;
@@ -84,17 +103,18 @@ struct Stager {
   int x_dst[kX];
   bool x_valid[kX], x_any[kX];
 
-  __device__ __forceinline__ Stager(const Mmq3Args& a, int64_t row_base, int tid) {
+  __device__ __forceinline__ Stager(const Mmq3Args& a, const Mmq3Job& job, int tid) {
+    const int64_t row_base = job.row_base;
 #pragma unroll
     for (int k = 0; k < kA; ++k) {
       const int i = k * kThreads + tid, r = i / G::kPiecesA, pk = i % G::kPiecesA;
-      const uint8_t* rw = a.w + size_t(min(row_base + r, a.n_out - 1)) * a.stride;
+      const uint8_t* rw = job.w + size_t(min(row_base + r, job.n_out - 1)) * a.stride;
       a_src[k] = rw + G::piece(a.geom, 0, pk).src;
       a_dst[k] = r * G::kPitchA + 16 * pk;
       a_piece[k] = pk;
     }
     a_step = G::piece(a.geom, 1, 0).src - G::piece(a.geom, 0, 0).src;
-    row = a.w + size_t(min(row_base + tid, a.n_out - 1)) * a.stride;
+    row = job.w + size_t(min(row_base + tid, job.n_out - 1)) * a.stride;
     b_dst = hd::kMmq2Rows * G::kPitchA + tid * G::kPitchB;
     const uint8_t* xb = reinterpret_cast<const uint8_t*>(a.x);
 #pragma unroll
@@ -146,12 +166,20 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
   const int tid = int(threadIdx.x);
   const int lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
-  const int64_t row_base = int64_t(blockIdx.x) * hd::kMmq2Rows;
-  const int64_t c_begin = int64_t(blockIdx.y) * a.chunks_per_split;
-  const int64_t c_end = min(c_begin + a.chunks_per_split, a.n_chunks);
-  const int64_t n_my = c_end - c_begin;
+  int p = 0;
+  while (p + 1 < a.n_parts && int64_t(blockIdx.x) >= a.part[p + 1].rb_begin) ++p;
+  const Mmq3Part& part = a.part[p];
+  if (int(blockIdx.y) >= part.splits) return;  // the whole CTA: no barrier passed yet
+  Mmq3Job job;
+  job.w = part.w;
+  job.n_out = part.n_out;
+  job.row_base = (int64_t(blockIdx.x) - part.rb_begin) * hd::kMmq2Rows;
+  job.c_begin = int64_t(blockIdx.y) * part.chunks_per_split;
+  job.n_my = min(job.c_begin + part.chunks_per_split, a.n_chunks) - job.c_begin;
+  job.out = part.out + int64_t(blockIdx.y) * a.ncols * part.n_out;
+  const int64_t row_base = job.row_base, c_begin = job.c_begin, n_my = job.n_my;
 
-  const Stager<T, NT> stager(a, row_base, tid);
+  const Stager<T, NT> stager(a, job, tid);
   // Prologue: chunks 0 .. kAhead - 1 of the split in flight (one commit group each, empty or not).
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) {
@@ -224,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
   mma::cp_async_wait<0>();
 
   const int64_t wrow = row_base + 16 * kMT * warp;
-  float* out = a.out + int64_t(blockIdx.y) * a.ncols * a.n_out;
+  float* out = job.out;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
@@ -233,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
       for (int k = 0; k < 4; ++k) {
         const int64_t row = wrow + 16 * mt + g + 8 * (k / 2);
         const int col = 8 * nt + 2 * t + k % 2;
-        if (row < a.n_out && col < a.ncols) out[int64_t(col) * a.n_out + row] = acc[mt][4 * nt + k];
+        if (row < job.n_out && col < a.ncols) out[int64_t(col) * job.n_out + row] = acc[mt][4 * nt + k];
       }
     }
   }
@@ -272,47 +300,87 @@ void launch_nt(const dim3 grid, const Mmq3Args& a, cudaStream_t s) {
 }
 
 template <class T>
-void launch_type(const WeightMatrix& w, const __half* xw, float* y, int n, CudaContext& ctx, int forced_splits) {
-  const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
-  const hd::MmqPlan plan = hd::mmq2_plan(w.n_out, geom.n_units, ctx.sm_count(), prepare_type<T>(), forced_splits);
+void launch_type(std::span<const MatvecPart> parts, const __half* xw, int n, CudaContext& ctx, int forced_splits) {
+  const WeightMatrix& w0 = *parts[0].w;
+  const hd::SplitGeom geom = hd::split_geom<T>(w0.n_in);
+  const int per_sm = prepare_type<T>();
   const cudaStream_t s = ctx.stream();
   const int n_groups = (n + 7) / 8;
+  const int np = int(parts.size());
+  hd::MmqPlan plan[kMmq3MaxParts];
+  int64_t row_blocks = 0;
+  int max_splits = 1;
+  for (int p = 0; p < np; ++p) {
+    plan[p] = hd::mmq2_plan(parts[p].w->n_out, geom.n_units, ctx.sm_count(), per_sm, forced_splits);
+    row_blocks += plan[p].row_blocks;
+    max_splits = std::max(max_splits, plan[p].splits);
+  }
   for (int c0 = 0; c0 < n; c0 += hd::kMmqMaxCols) {
     const int ncols = std::min(hd::kMmqMaxCols, n - c0);
-    const int64_t total = int64_t(ncols) * w.n_out;
-    float* yc = y + int64_t(c0) * w.n_out;
+    // The parts' K-split partials, one after another in the MatmulWeights scratch.
+    size_t partial_floats = 0;
+    for (int p = 0; p < np; ++p)
+      if (plan[p].splits > 1) partial_floats += size_t(plan[p].splits) * size_t(ncols) * size_t(parts[p].w->n_out);
+    float* partials = partial_floats > 0
+                          ? static_cast<float*>(ctx.scratch(Scratch::MatmulWeights, partial_floats * sizeof(float)))
+                          : nullptr;
     Mmq3Args a{};
-    a.w = static_cast<const uint8_t*>(w.data);
-    a.stride = w.row_stride;
+    a.n_parts = np;
+    a.stride = w0.row_stride;
     a.geom = geom;
-    a.n_out = w.n_out;
-    a.x = xw + (c0 / 8) * plan.n_chunks * hd::kMmq3GroupChunkHalves;
+    a.x = xw + (c0 / 8) * plan[0].n_chunks * hd::kMmq3GroupChunkHalves;
     a.n_groups = n_groups - c0 / 8;
     a.ncols = ncols;
-    a.out = plan.splits > 1
-                ? static_cast<float*>(ctx.scratch(Scratch::MatmulWeights, size_t(plan.splits) * size_t(total) * 4))
-                : yc;
-    a.chunks_per_split = plan.chunks_per_split;
-    a.n_chunks = plan.n_chunks;
-    const dim3 grid(unsigned(plan.row_blocks), unsigned(plan.splits));
+    a.n_chunks = plan[0].n_chunks;
+    int64_t rb = 0;
+    size_t used = 0;
+    for (int p = 0; p < np; ++p) {
+      const WeightMatrix& w = *parts[p].w;
+      Mmq3Part& q = a.part[p];
+      q.w = static_cast<const uint8_t*>(w.data);
+      q.n_out = w.n_out;
+      q.rb_begin = rb;
+      q.chunks_per_split = plan[p].chunks_per_split;
+      q.splits = plan[p].splits;
+      q.out = parts[p].y + int64_t(c0) * w.n_out;
+      if (plan[p].splits > 1) {
+        q.out = partials + used;
+        used += size_t(plan[p].splits) * size_t(ncols) * size_t(w.n_out);
+      }
+      rb += plan[p].row_blocks;
+    }
+    const dim3 grid{unsigned(row_blocks), unsigned(max_splits)};
     switch (hd::mmq_tiles(ncols)) {
       case 1: launch_nt<T, 1>(grid, a, s); break;
       case 2: launch_nt<T, 2>(grid, a, s); break;
       case 4: launch_nt<T, 4>(grid, a, s); break;
       default: launch_nt<T, 8>(grid, a, s); break;
     }
-    if (plan.splits > 1) mmq2_reduce_splits(a.out, plan.splits, total, yc, s);
+    for (int p = 0; p < np; ++p)
+      if (plan[p].splits > 1)
+        mmq2_reduce_splits(a.part[p].out, plan[p].splits, int64_t(ncols) * parts[p].w->n_out,
+                           parts[p].y + int64_t(c0) * parts[p].w->n_out, s);
   }
 }
 
 }  // namespace
 
-void mmq3_launch(const WeightMatrix& w, const __half* xw, float* y, int n, CudaContext& ctx, int forced_splits) {
-  const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
+void mmq3_launch_parts(std::span<const MatvecPart> parts, const __half* xw, int n, CudaContext& ctx,
+                       int forced_splits) {
+  check(!parts.empty() && parts.size() <= size_t(kMmq3MaxParts), "CUDA mmq (wgmma): ", parts.size(), " parts");
+  for (const MatvecPart& p : parts)
+    check(p.w->type == parts[0].w->type && p.w->n_in == parts[0].w->n_in && p.w->row_stride == parts[0].w->row_stride,
+          "CUDA mmq (wgmma): parts of one launch need one type, n_in and row stride");
+  const bool done = hd::visit_split_decoder(parts[0].w->type, [&](auto dec) {
     using T = decltype(dec);
-    if constexpr (hd::mmq_type<T>()) launch_type<T>(w, xw, y, n, ctx, forced_splits);
+    if constexpr (hd::mmq_type<T>()) launch_type<T>(parts, xw, n, ctx, forced_splits);
   });
-  check(done, "CUDA mmq (wgmma): no kernel for ", dtype_name(w.type));
+  check(done, "CUDA mmq (wgmma): no kernel for ", dtype_name(parts[0].w->type));
+}
+
+void mmq3_launch(const WeightMatrix& w, const __half* xw, float* y, int n, CudaContext& ctx, int forced_splits) {
+  const MatvecPart part{&w, y};
+  mmq3_launch_parts(std::span<const MatvecPart>(&part, 1), xw, n, ctx, forced_splits);
 }
 
 }  // namespace polykv::cuda

@@ -199,8 +199,10 @@ void matmul_parts(std::span<const MatvecPart> parts, const float* x, int n, Cuda
   bool all_mmq = true;
   for (const MatvecPart& p : parts) all_mmq = all_mmq && mmq_takes(*p.w, n) && p.w->n_in == w0.n_in;
   if (all_mmq) {
-    // What matmul() does for each part, x converted once per order the parts' kernels read (one
-    // conversion unless the parts' types differ and the wgmma kernel takes them).
+    // What matmul() does for each part: in one launch where the wgmma kernel takes them all, else x
+    // converted once per order the parts' kernels read (one conversion unless the parts' types differ
+    // and the wgmma kernel takes them).
+    if (mmq_launch_fused(parts, x, n, ctx)) return;
     MmqActs acts;
     for (const MatvecPart& p : parts) {
       if (!mmq_acts_fit(acts, *p.w, n, ctx)) acts = mmq_prepare_acts(*p.w, x, n, ctx);
