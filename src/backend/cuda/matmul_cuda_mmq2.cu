@@ -88,7 +88,6 @@ __device__ __forceinline__ void stage_chunk(const Mmq2Args& a, uint8_t* st, int6
 template <class T, int NT, bool HALF>
 __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
   static_assert(!HALF || hd::mmq_half_dequant<T>(), "f16 dequantization for q4_0 / q8_0 only");
-  using S = hd::Split<T>;
   using G = hd::MmqStage<T>;
   constexpr int kNR = 2 * kMT;  // rows per thread
   constexpr int kStageBytes = hd::mmq2_stage_bytes<T>(NT);
@@ -126,19 +125,10 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
     const uint8_t* sa = st;
     const uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
     const uint8_t* sx = sb + hd::kMmq2Rows * G::kPitchB;
-    const int64_t u = hd::kMmqUnitsPerChunk * c + t;  // this thread's unit
-    const bool has = u < a.geom.n_units;
-    const int part = int(u % T::kParts);
+    const bool has = hd::kMmqUnitsPerChunk * c + t < a.geom.n_units;  // this thread's unit
     typename T::Unit wu[kNR];
     uint32_t d2[kNR];  // HALF: the unit's f16 d twice (0 for a unit past the row's end)
-#pragma unroll
-    for (int r = 0; r < kNR; ++r) {
-      const int lr = warp * 16 * kMT + 8 * r + g;  // row 8 r + g of the warp: m tile r / 2, upper half r % 2
-      uint32_t q[S::kUnitWords], h[S::kHeadWords];
-      hd::mmq_stage_unit<T>(sa + lr * G::kPitchA, sb + lr * G::kPitchB, c, t, q, h);
-      S::decode(q, h, part, wu[r]);
-      d2[r] = has ? (h[0] & 0xFFFFu) * 0x10001u : 0u;
-    }
+    hd::mmq_stage_units<T, kNR>(sa, sb, warp * 16 * kMT, g, t, c, a.geom, wu, d2);
 #pragma unroll
     for (int jp = 0; jp < hd::kMmqStepsPerChunk / 2; ++jp) {
       // A fragments of k-steps 2 jp and 2 jp + 1 (16 registers), then per n tile one 16-byte load of
@@ -168,20 +158,9 @@ __global__ void __launch_bounds__(kThreads, 1) mmq2_kernel(const Mmq2Args a) {
   }
   mma::cp_async_wait<0>();
 
-  const int64_t wrow = row_base + 16 * kMT * warp;
   float* out = a.out + int64_t(blockIdx.y) * a.ncols * a.n_out;
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int64_t row = wrow + 16 * mt + g + 8 * (k / 2);
-        const int col = 8 * nt + 2 * t + k % 2;
-        if (row < a.n_out && col < a.ncols) out[int64_t(col) * a.n_out + row] = acc[mt][nt][k];
-      }
-    }
-  }
+  hd::mmq_store_tiles<kMT, NT>(out, a.n_out, a.ncols, row_base + 16 * kMT * warp, g, t,
+                               [&](int mt, int nt, int k) { return acc[mt][nt][k]; });
 }
 
 // y[i] = partial[0][i] + partial[1][i] + ... in split order; i < total (= ncols x n_out).

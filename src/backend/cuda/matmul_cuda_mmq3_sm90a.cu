@@ -156,7 +156,6 @@ struct Stager {
 template <class T, int NT, bool HALF>
 __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
   static_assert(!HALF || hd::mmq_half_dequant<T>(), "f16 dequantization for q4_0 / q8_0 only");
-  using S = hd::Split<T>;
   using G = hd::MmqStage<T>;
   constexpr int kNR = 2 * kMT;  // rows per thread
   constexpr int kStageBytes = hd::mmq3_stage_bytes<T>(NT);
@@ -209,19 +208,10 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
     const uint8_t* sa = st;
     const uint8_t* sb = st + hd::kMmq2Rows * G::kPitchA;
     const uint32_t sx = wg::smem_u32(sb + hd::kMmq2Rows * G::kPitchB);
-    const int64_t u = hd::kMmqUnitsPerChunk * c + t;  // this thread's unit
-    const bool has = u < a.geom.n_units;
-    const int part = int(u % T::kParts);
+    const bool has = hd::kMmqUnitsPerChunk * c + t < a.geom.n_units;  // this thread's unit
     typename T::Unit wu[kNR];
     uint32_t d2[kNR];  // HALF: the unit's f16 d twice (0 for a unit past the row's end)
-#pragma unroll
-    for (int r = 0; r < kNR; ++r) {
-      const int lr = warp * 16 * kMT + 8 * r + g;  // row 8 r + g of the warp: m tile r / 2, upper half r % 2
-      uint32_t q[S::kUnitWords], h[S::kHeadWords];
-      hd::mmq_stage_unit<T>(sa + lr * G::kPitchA, sb + lr * G::kPitchB, c, t, q, h);
-      S::decode(q, h, part, wu[r]);
-      d2[r] = has ? (h[0] & 0xFFFFu) * 0x10001u : 0u;
-    }
+    hd::mmq_stage_units<T, kNR>(sa, sb, warp * 16 * kMT, g, t, c, a.geom, wu, d2);
 #pragma unroll
     for (int j = 0; j < hd::kMmqStepsPerChunk; ++j) {
       uint32_t af[kMT][4];
@@ -251,20 +241,8 @@ __global__ void __launch_bounds__(kThreads, 1) mmq3_kernel(const Mmq3Args a) {
   for (int mt = 0; mt < kMT; ++mt) wg::pin(acc[mt]);
   mma::cp_async_wait<0>();
 
-  const int64_t wrow = row_base + 16 * kMT * warp;
-  float* out = job.out;
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int64_t row = wrow + 16 * mt + g + 8 * (k / 2);
-        const int col = 8 * nt + 2 * t + k % 2;
-        if (row < job.n_out && col < a.ncols) out[int64_t(col) * job.n_out + row] = acc[mt][4 * nt + k];
-      }
-    }
-  }
+  hd::mmq_store_tiles<kMT, NT>(job.out, job.n_out, a.ncols, row_base + 16 * kMT * warp, g, t,
+                               [&](int mt, int nt, int k) { return acc[mt][4 * nt + k]; });
 }
 
 template <class T, int NT>

@@ -166,6 +166,55 @@ POLYKV_HD void mmq_stage_unit(const uint8_t* a, const uint8_t* b, int64_t c, int
   }
 }
 
+// Chunk c's units of a thread's kNR rows from a stage (sa, sb: the stage's A and B regions): row
+// row0 + 8 r + g for r < kNR (both kernels: a warp's rows, m tile r / 2, upper half r % 2), unit 4 c + t,
+// decoded; d2[r] = the unit's f16 d twice (the f16-dequantizing q4_0 / q8_0 kernels), 0 for a unit past
+// the row's last (which makes every value of its A fragment 0).
+template <class T, int kNR>
+POLYKV_HD void mmq_stage_units(const uint8_t* sa, const uint8_t* sb, int row0, int g, int t, int64_t c,
+                               const SplitGeom& geom, typename T::Unit (&wu)[kNR], uint32_t (&d2)[kNR]) {
+  using S = Split<T>;
+  using G = MmqStage<T>;
+  const int64_t u = kMmqUnitsPerChunk * c + t;
+  const bool has = u < geom.n_units;
+  const int part = int(u % T::kParts);
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int r = 0; r < kNR; ++r) {
+    const int lr = row0 + 8 * r + g;
+    uint32_t q[S::kUnitWords], h[S::kHeadWords];
+    mmq_stage_unit<T>(sa + lr * G::kPitchA, sb + lr * G::kPitchB, c, t, q, h);
+    S::decode(q, h, part, wu[r]);
+    d2[r] = has ? (h[0] & 0xFFFFu) * 0x10001u : 0u;
+  }
+}
+
+// The epilogue of both kernels: the warp's kMT m16 tiles x NT n8 tiles in mma.m16n8k16's C layout
+// (acc(mt, nt, k): rows g, g + 8 of tile mt, columns 2t, 2t + 1 of tile nt) to out [ncols][n_out] from
+// row wrow on, inside n_out and ncols.
+template <int kMT, int NT, class Acc>
+POLYKV_HD void mmq_store_tiles(float* out, int64_t n_out, int ncols, int64_t wrow, int g, int t, const Acc& acc) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int mt = 0; mt < kMT; ++mt) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int nt = 0; nt < NT; ++nt) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+      for (int k = 0; k < 4; ++k) {
+        const int64_t row = wrow + 16 * mt + g + 8 * (k / 2);
+        const int col = 8 * nt + 2 * t + k % 2;
+        if (row < n_out && col < ncols) out[int64_t(col) * n_out + row] = acc(mt, nt, k);
+      }
+    }
+  }
+}
+
 // Activations: staged slot s (0..15) = 4 jp + t holds the 8 values of x at chunk-relative position
 // mmq_x_slot_pos(c, s) (k-steps 2 jp, 2 jp + 1 of unit 4 c + t).
 template <class T>
