@@ -280,7 +280,6 @@ TEST(MmqCuda, Routing) {
   EXPECT_NE(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "switched off, matmul() still took the mmq path";
 }
 
-
 // The wgmma kernel against the mma.sync kernel on the same f16 operands: both sum exact products in f32,
 // in other orders, so they agree to a few f32 roundings of the sum of |products| (the bound of
 // AgainstTheReferences); prints whether they are bit-identical. Also matmul_parts over parts of two
