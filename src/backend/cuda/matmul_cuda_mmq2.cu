@@ -66,12 +66,7 @@ __device__ __forceinline__ void stage_chunk(const Mmq2Args& a, uint8_t* st, int6
     const hd::MmqPiece p = G::piece(a.geom, c, k);
     uint8_t* dst = sb + tid * G::kPitchB + p.dst;
     const uint8_t* src = p.valid ? row + p.src : row;
-    if (p.bytes == 16)
-      cp_async<16>(dst, src, p.valid);
-    else if (p.bytes == 8)
-      cp_async<8>(dst, src, p.valid);
-    else
-      cp_async<4>(dst, src, p.valid);
+    mma::cp_async_bytes(dst, src, p.bytes, p.valid);
   }
   constexpr int kSlots = 8 * NT * hd::kMmq2XSlots;
 #pragma unroll

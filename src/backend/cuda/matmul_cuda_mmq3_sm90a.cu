@@ -50,10 +50,9 @@ constexpr int kMT = 2;
 template <class T>
 constexpr bool kHalf = hd::mmq_half_dequant<T>();
 
-// Up to kMmq3MaxParts matrices of one type and n_in in one launch (matmul_parts: q, k, v; gate, up):
+// Up to kMaxMatvecParts matrices of one type and n_in in one launch (matmul_parts: q, k, v; gate, up):
 // grid x is every part's row blocks in part order, grid y the most splits of any part; each part keeps the
 // split plan it has alone (a CTA past its part's splits exits), so its results are matmul()'s bit for bit.
-constexpr int kMmq3MaxParts = 4;
 struct Mmq3Part {
   const uint8_t* w;          // split rows
   int64_t n_out;
@@ -63,7 +62,7 @@ struct Mmq3Part {
   int splits;
 };
 struct Mmq3Args {
-  Mmq3Part part[kMmq3MaxParts];
+  Mmq3Part part[kMaxMatvecParts];
   int n_parts;
   size_t stride;
   hd::SplitGeom geom;
@@ -141,12 +140,7 @@ struct Stager {
       const hd::MmqPiece p = G::piece(a.geom, c, k);
       uint8_t* dst = st + b_dst + p.dst;
       const uint8_t* src = p.valid ? row + p.src : row;
-      if (p.bytes == 16)
-        cp_async<16>(dst, src, p.valid);
-      else if (p.bytes == 8)
-        cp_async<8>(dst, src, p.valid);
-      else
-        cp_async<4>(dst, src, p.valid);
+      mma::cp_async_bytes(dst, src, p.bytes, p.valid);
     }
 #pragma unroll
     for (int k = 0; k < kX; ++k)
@@ -286,7 +280,7 @@ void launch_type(std::span<const MatvecPart> parts, const __half* xw, int n, Cud
   const cudaStream_t s = ctx.stream();
   const int n_groups = (n + 7) / 8;
   const int np = int(parts.size());
-  hd::MmqPlan plan[kMmq3MaxParts];
+  hd::MmqPlan plan[kMaxMatvecParts];
   int64_t row_blocks = 0;
   int max_splits = 1;
   for (int p = 0; p < np; ++p) {
@@ -346,7 +340,7 @@ void launch_type(std::span<const MatvecPart> parts, const __half* xw, int n, Cud
 
 void mmq3_launch_parts(std::span<const MatvecPart> parts, const __half* xw, int n, CudaContext& ctx,
                        int forced_splits) {
-  check(!parts.empty() && parts.size() <= size_t(kMmq3MaxParts), "CUDA mmq (wgmma): ", parts.size(), " parts");
+  check(!parts.empty() && parts.size() <= size_t(kMaxMatvecParts), "CUDA mmq (wgmma): ", parts.size(), " parts");
   for (const MatvecPart& p : parts)
     check(p.w->type == parts[0].w->type && p.w->n_in == parts[0].w->n_in && p.w->row_stride == parts[0].w->row_stride,
           "CUDA mmq (wgmma): parts of one launch need one type, n_in and row stride");

@@ -169,6 +169,15 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, bool valid)
                  : "memory");
   }
 }
+// cp_async of a staging piece whose size (4, 8 or 16 bytes) is known only at run time.
+__device__ __forceinline__ void cp_async_bytes(void* dst, const void* src, int bytes, bool valid) {
+  if (bytes == 16)
+    cp_async<16>(dst, src, valid);
+  else if (bytes == 8)
+    cp_async<8>(dst, src, valid);
+  else
+    cp_async<4>(dst, src, valid);
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are in flight.
 template <int N>
