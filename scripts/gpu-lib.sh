@@ -63,7 +63,7 @@ start_llama_build() {
   [[ -s .gpucarry/llama-src.tar.xz && ! -x $LLAMA/build/bin/llama-bench ]] || return 0
   (mkdir -p "$LLAMA" && tar xJf .gpucarry/llama-src.tar.xz -C "$LLAMA" --strip-components=1 &&
     cmake -S "$LLAMA" -B "$LLAMA/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DLLAMA_CURL=OFF -DGGML_NATIVE=ON &&
+      -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF &&
     cmake --build "$LLAMA/build" -j"$(nproc)" --target llama-bench) >"$1" 2>&1 &
   LLAMA_PID=$!
 }
