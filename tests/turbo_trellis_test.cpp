@@ -233,5 +233,51 @@ TEST(TrellisDecode, FastMatchesScalarOnRandomBytes) {
 #endif
 }
 
+// Rows that stress the encoder's ties, NaN / infinity handling and scaling: the AVX2 encoder (8 states per vector)
+// must give the reference's bytes for every one of them.
+std::vector<float> awkward_row(int kind, int d, uint32_t seed) {
+  std::vector<float> x = gaussian(size_t(d), seed);
+  std::mt19937 rng(seed);
+  switch (kind) {
+    case 0: break;                                             // Gaussian
+    case 1: for (float& v : x) v *= 1e30f; break;              // r² near double's comfort, u in range
+    case 2: for (float& v : x) v *= 1e-41f; break;             // subnormal inputs
+    case 3: for (float& v : x) v = 1.0f; break;                // a constant: many equal coordinates after rotation
+    case 4: for (float& v : x) v = float(int(rng() % 5) - 2); break;  // small integers: exact ties between paths
+    case 5: for (int i = 0; i < d / 2; ++i) x[size_t(i)] = 0.0f; break;  // a zero first group (d >= 64: 2 groups)
+    case 6: x[size_t(rng() % unsigned(d))] = std::numeric_limits<float>::quiet_NaN(); break;
+    case 7: x[size_t(rng() % unsigned(d))] = std::numeric_limits<float>::infinity(); break;
+    case 8: for (int i = 0; i < d; ++i) x[size_t(i)] = i == 3 ? 1.0f : 0.0f; break;  // one spike: a flat rotation
+    default: for (float& v : x) v = -0.0f; break;              // negative zeros: the all-zero record
+  }
+  return x;
+}
+
+TEST(TrellisEncode, Avx2MatchesTheReferenceByteForByte) {
+  const QuantizeFn avx2 = quantize_head_avx2_kernel();
+  if (!avx2) GTEST_SKIP() << "no AVX2 encoder on this CPU / architecture";
+  int rows = 0;
+  for (int b : kBits)
+    for (int d : kHeadDims)
+      for (int kind = 0; kind < 10; ++kind)
+        for (int rep = 0; rep < (kind == 0 ? 40 : 3); ++rep) {
+          const std::vector<float> x = awkward_row(kind, d, uint32_t(1000 * kind + 10 * d + rep + b));
+          std::vector<uint8_t> ref(head_bytes(b, d), 0xAB), got(head_bytes(b, d), 0xCD);
+          quantize_head(b, x.data(), ref.data(), d);
+          avx2(b, x.data(), got.data(), d);
+          ASSERT_EQ(ref, got) << "bits " << b << " head_dim " << d << " kind " << kind << " rep " << rep;
+          std::fill(got.begin(), got.end(), uint8_t(0xCD));
+          quantize_head_fast(b, x.data(), got.data(), d);
+          ASSERT_EQ(ref, got) << "quantize_head_fast: bits " << b << " head_dim " << d << " kind " << kind;
+          ++rows;
+        }
+  EXPECT_EQ(rows, 3 * 5 * (40 + 9 * 3));
+  // The dispatcher keeps the reference's errors.
+  std::vector<float> x(128, 1.0f);
+  std::vector<uint8_t> out(100);
+  EXPECT_THROW(quantize_head_fast(5, x.data(), out.data(), 128), Error);
+  EXPECT_THROW(quantize_head_fast(3, x.data(), out.data(), 96), Error);
+}
+
 }  // namespace
 }  // namespace polykv::turbo::trellis

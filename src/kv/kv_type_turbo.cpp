@@ -57,7 +57,7 @@ void trellis_axpy(float a, const uint8_t* v, float* acc, int hd) {
   }
 }
 template <int B>
-void trellis_quantize(const float* x, uint8_t* dst, int hd) { turbo::trellis::quantize_head(B, x, dst, hd); }
+void trellis_quantize(const float* x, uint8_t* dst, int hd) { turbo::trellis::quantize_head_fast(B, x, dst, hd); }
 template <int B>
 void trellis_dequantize(const uint8_t* src, float* x, int hd) { turbo::trellis::dequantize_head(B, src, x, hd); }
 template <int B>

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/isa.h"
 #include "core/fp16.h"
 #include "quant/turbo.h"
 #include "quant/turbo_internal.h"
@@ -165,6 +166,12 @@ void quantize_head(int bits, const float* x, uint8_t* dst, int head_dim) {
     const uint16_t h = f32_to_fp16(float(r / std::sqrt(c2)));
     std::memcpy(rec, &h, 2);
   }
+}
+
+void quantize_head_fast(int bits, const float* x, uint8_t* dst, int head_dim) {
+  const QuantizeFn avx2 = bits >= 2 && bits <= 4 && isa_has_avx2(active_isa()) ? quantize_head_avx2_kernel() : nullptr;
+  if (avx2 == nullptr) return quantize_head(bits, x, dst, head_dim);  // also the errors for bad bits / head_dim
+  avx2(bits, x, dst, head_dim);
 }
 
 void decode_rotated(int bits, const uint8_t* src, float* y, int head_dim) {

@@ -55,6 +55,12 @@ void decode_rotated(int bits, const uint8_t* src, float* y, int head_dim);
 // src -> x[0..head_dim) in the original basis (decode_rotated, then S·H per group).
 void dequantize_head(int bits, const uint8_t* src, float* x, int head_dim);
 
+// The same bytes as quantize_head, with the AVX2 encoder (turbo_trellis_encode_avx2.cpp: the 8 Viterbi states
+// in one vector) when the active ISA (core/isa.h) has AVX2; the KV cache's trellis types store through it.
+void quantize_head_fast(int bits, const float* x, uint8_t* dst, int head_dim);
+using QuantizeFn = void (*)(int bits, const float* x, uint8_t* dst, int head_dim);
+QuantizeFn quantize_head_avx2_kernel();  // nullptr without AVX2 (and on ARM64)
+
 // The same as decode_rotated, with AVX-512 or AVX2 when the CPU has it, NEON on ARM64 (bit-identical results).
 void decode_rotated_fast(int bits, const uint8_t* src, float* y, int head_dim);
 using DecodeFn = void (*)(int bits, const uint8_t* src, float* y, int head_dim);

@@ -13,6 +13,7 @@ const Kernels* kernels_avx2() { return nullptr; }
 namespace trellis {
 DecodeFn decode_rotated_avx2_kernel() { return nullptr; }
 DecodeFn decode_rotated_avx512_kernel() { return nullptr; }
+QuantizeFn quantize_head_avx2_kernel() { return nullptr; }
 void decode_rotated_fast(int bits, const uint8_t* src, float* y, int head_dim) {
 #if defined(__aarch64__)
   decode_rotated_neon_kernel()(bits, src, y, head_dim);
