@@ -419,6 +419,28 @@ TEST(Matmul, BatchInvariant) {
     }
 }
 
+// matmul_serial (the calling thread alone) gives matmul's bits on every type, packed or not, at awkward row
+// counts (tails of the row groups) and token counts, against a 3-thread pool.
+TEST(Matmul, SerialGivesThePoolsBits) {
+  for (DType t : kTypes)
+    for (bool packed : {false, true}) {
+      if (packed && !cpu::packable(t)) continue;
+      const int64_t n_in = dtype_info(t).block_size == 256 ? 512 : 1024 + 64;
+      for (int64_t n_out : {7, 37, 50})
+        for (int64_t n_tokens : {1, 3, 8, 9}) {
+          SCOPED_TRACE(testing::Message() << dtype_name(t) << " packed=" << packed << " n_out=" << n_out
+                                          << " n_tokens=" << n_tokens);
+          const Weights w = make_weights(t, n_in, n_out, 91u, false);
+          const WeightMatrix m = packed ? with_packed(w.m) : w.m;
+          const auto x = test::random_floats(size_t(n_in * n_tokens), 92u);
+          std::vector<float> a(size_t(n_out * n_tokens)), b(size_t(n_out * n_tokens), -1.0f);
+          matmul(m, x.data(), a.data(), n_tokens, pool(3));
+          matmul_serial(m, x.data(), b.data(), n_tokens);
+          ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+        }
+    }
+}
+
 // Wide rows, whose token tile (token_tile: the tokens whose activations fit the L2 budget) is small:
 // ranges that end at, start at and straddle tile boundaries. Float rows of an odd length (masked
 // tails).

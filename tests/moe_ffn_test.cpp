@@ -208,6 +208,34 @@ INSTANTIATE_TEST_SUITE_P(Types, MoeFfn,
                                   (info.param.shared ? "_shared" : "");
                          });
 
+// Decode-sized steps (at most kMoeExpertParallelRows rows per expert) run each expert on one thread
+// (matmul_serial); larger ones and one-thread pools split every product over the threads. Both must give the
+// same bits: a one-thread pool (always the split path) against a three-thread pool, for steps on both sides of
+// the threshold, with biases and the clamped activation.
+TEST(MoeExpertsCpu, ExpertParallelPathGivesTheSplitPathsBits) {
+  for (const Param prm : {Param{DType::Q4_0, true, false}, Param{DType::F32, false, false}, Param{DType::Q8_0, false, false}}) {
+    MoeSetup s;
+    build(s, prm.type, prm.gptoss, prm.shared);
+    const int E = s.c.n_embd, NE = s.c.moe.n_expert, K = s.c.moe.n_used;
+    ThreadPool one(1), three(3);
+    MoeScratch s1, s3;
+    for (int n : {1, 2, 5, 13, 40}) {
+      const auto x = test::random_floats(size_t(n) * E, uint32_t(50 + n), 2.0f);
+      std::vector<int32_t> ids(size_t(n) * K);
+      std::vector<float> wts(size_t(n) * K);
+      for (int t = 0; t < n; ++t)
+        for (int j = 0; j < K; ++j) {
+          ids[size_t(t * K + j)] = (t * 5 + j * 3 + n) % NE;  // distinct within a token (K = 2, 3 coprime to 6)
+          wts[size_t(t * K + j)] = 0.25f + 0.5f * float(j);
+        }
+      std::vector<float> a(size_t(n) * E), b(size_t(n) * E, -1.0f);
+      moe_experts_cpu(s.dev.experts, x.data(), ids.data(), wts.data(), n, K, a.data(), one, s1);
+      moe_experts_cpu(s.dev.experts, x.data(), ids.data(), wts.data(), n, K, b.data(), three, s3);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << dtype_name(prm.type) << " n " << n;
+    }
+  }
+}
+
 TEST(MoeRoute, TopKOrderAndWeights) {
   // 2 rows, 5 experts, k = 3; ties go to the lower index.
   const float logits[] = {0.5f, 2.0f, 1.0f, 2.0f, -1.0f, 3.0f, 0.0f, 0.0f, 1.0f, -2.0f};

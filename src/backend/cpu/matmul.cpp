@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -140,7 +141,20 @@ int64_t token_tile(DType weight_type, int64_t n_in) {
 
 const char* matmul_isa() { return cpu::isa_name(cpu::active_isa()); }
 
-void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
+namespace {
+
+// pool->parallel_for, or fn over the whole range on the calling thread when pool is null (matmul_serial).
+void run_range(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1) {
+  if (pool) {
+    pool->parallel_for(n, fn, min_chunk);
+  } else if (n > 0) {
+    fn(0, n);
+  }
+}
+
+// matmul() and matmul_serial(): the same kernels and activations, so the same bits; only the split of the
+// work over threads differs (none when pool is null).
+void matmul_impl(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool* pool) {
   using namespace cpu;
   validate(w);
   if (n_tokens <= 0 || w.n_out == 0) return;
@@ -174,7 +188,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     const auto q8_K = qisa == Isa::Avx512 ? quantize_act_q8_K_avx512
                       : qisa == Isa::Avx2 ? quantize_act_q8_K_avx2
                                           : quantize_act_q8_K;
-    pool.parallel_for(n_tokens, [&](int64_t t0, int64_t t1) {
+    run_range(pool, n_tokens, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         uint8_t* p = base + size_t(t) * l.stride;
         int8_t* qs = reinterpret_cast<int8_t*>(p);
@@ -237,7 +251,7 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
   auto run_groups = [&](int64_t rows_per_group, int64_t max_tok, auto&& group) {
     const int64_t n_groups = n_out / rows_per_group;
     const bool tail = n_out > n_groups * rows_per_group;
-    pool.parallel_for(n_groups + (tail ? 1 : 0), [&](int64_t g0, int64_t g1) {
+    run_range(pool, n_groups + (tail ? 1 : 0), [&](int64_t g0, int64_t g1) {
       for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) {
         const int64_t t1 = std::min(n_tokens, t0 + tile);
         for (int64_t g = g0; g < g1; ++g) {
@@ -280,9 +294,19 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, T
     return;
   }
 
-  pool.parallel_for(n_out, [&](int64_t o0, int64_t o1) {
+  run_range(pool, n_out, [&](int64_t o0, int64_t o1) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += tile) rows(o0, o1, t0, std::min(n_tokens, t0 + tile));
   });
+}
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
+  matmul_impl(w, x, y, n_tokens, &pool);
+}
+
+void matmul_serial(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens) {
+  matmul_impl(w, x, y, n_tokens, nullptr);
 }
 
 void pack_for_matmul(WeightMatrix& w) {

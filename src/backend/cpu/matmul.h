@@ -46,6 +46,10 @@ bool matmul_reads_original(const WeightMatrix& w);
 // Optimized, multithreaded (SIMD chosen at run time for the CPU it runs on).
 void matmul(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);
 
+// The same results as matmul() (the same kernels and activations, bit for bit), computed on the calling thread
+// alone: for callers that spread several products over the threads themselves (moe_experts_cpu's decode steps).
+void matmul_serial(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens);
+
 // Scalar reference: dequantize each row with dequantize_row_ref and accumulate in double.
 void matmul_ref(const WeightMatrix& w, const float* x, float* y, int64_t n_tokens);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include "backend/cpu/matmul.h"
@@ -71,26 +73,56 @@ void moe_experts_cpu(const MoeExperts& w, const float* x, const int32_t* ids, co
   if (s.up.size() < mr * size_t(F)) s.up.resize(mr * size_t(F));
   if (s.y.size() < size_t(n_slots) * size_t(E)) s.y.resize(size_t(n_slots) * size_t(E));
 
-  for (int e = 0; e < ne; ++e) {
+  // One expert's products over its m gathered rows: gate / up, the activation, down, each row's result into its
+  // slot of y. xg [m][E] (gathered rows, then the down outputs), gate / up [m][F]. mm is matmul or matmul_serial
+  // (the same bits).
+  const auto expert = [&](int e, float* xg, float* gate, float* up, auto&& mm) {
     const int b = s.count[size_t(e)], m = s.count[size_t(e) + 1] - b;
-    if (m == 0) continue;  // no token chose e: its weights are not read
     const int32_t* sl = s.slots.data() + b;
-    for (int i = 0; i < m; ++i) std::copy_n(x + int64_t(sl[i] / k) * E, E, s.xg.data() + size_t(i) * size_t(E));
-    matmul(w.gate[size_t(e)], s.xg.data(), s.gate.data(), m, pool);  // [m][F]
-    matmul(w.up[size_t(e)], s.xg.data(), s.up.data(), m, pool);      // [m][F]
+    for (int i = 0; i < m; ++i) std::copy_n(x + int64_t(sl[i] / k) * E, E, xg + size_t(i) * size_t(E));
+    mm(w.gate[size_t(e)], xg, gate, m);  // [m][F]
+    mm(w.up[size_t(e)], xg, up, m);      // [m][F]
     for (int i = 0; i < m; ++i) {
-      float* g = s.gate.data() + size_t(i) * size_t(F);
-      float* u = s.up.data() + size_t(i) * size_t(F);
+      float* g = gate + size_t(i) * size_t(F);
+      float* u = up + size_t(i) * size_t(F);
       if (w.gate_bias) add_inplace(g, w.gate_bias + int64_t(e) * F, F);
       if (w.up_bias) add_inplace(u, w.up_bias + int64_t(e) * F, F);
       moe_activation(g, u, F, w.act, w.alpha, w.limit);
     }
-    matmul(w.down[size_t(e)], s.gate.data(), s.xg.data(), m, pool);  // [m][E] (xg is free again)
+    mm(w.down[size_t(e)], gate, xg, m);  // [m][E] (xg is free again)
     for (int i = 0; i < m; ++i) {
-      float* d = s.xg.data() + size_t(i) * size_t(E);
+      float* d = xg + size_t(i) * size_t(E);
       if (w.down_bias) add_inplace(d, w.down_bias + int64_t(e) * E, E);
       std::copy_n(d, E, s.y.data() + size_t(sl[i]) * size_t(E));
     }
+  };
+  s.active.clear();
+  for (int e = 0; e < ne; ++e)
+    if (s.count[size_t(e) + 1] > s.count[size_t(e)]) s.active.push_back(e);  // no token chose the others: not read
+  const int n_active = int(s.active.size());
+  static const bool expert_parallel = [] {  // POLYKV_MOE_EXPERT_PARALLEL=0: every step splits each product (A/B)
+    const char* e = std::getenv("POLYKV_MOE_EXPERT_PARALLEL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  if (expert_parallel && max_rows <= kMoeExpertParallelRows && n_active >= 2 && pool.size() > 1) {
+    // Decode and verify steps: a few rows per expert, so each expert's three products are small (a q4_0 expert
+    // of Qwen3-30B-A3B: 0.9 MB a matrix) and splitting each over the threads paid a dispatch per product. Here
+    // the threads take whole experts instead: one dispatch a step, every expert's rows on one thread, its own
+    // scratch.
+    const size_t xs = mr * size_t(E), fs = mr * size_t(F);
+    if (s.pxg.size() < size_t(n_active) * xs) s.pxg.resize(size_t(n_active) * xs);
+    if (s.pgate.size() < size_t(n_active) * fs) s.pgate.resize(size_t(n_active) * fs);
+    if (s.pup.size() < size_t(n_active) * fs) s.pup.resize(size_t(n_active) * fs);
+    pool.parallel_for(n_active, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a)
+        expert(s.active[size_t(a)], s.pxg.data() + size_t(a) * xs, s.pgate.data() + size_t(a) * fs,
+               s.pup.data() + size_t(a) * fs,
+               [](const WeightMatrix& m, const float* in, float* out, int rows) { matmul_serial(m, in, out, rows); });
+    });
+  } else {
+    for (int e : s.active)
+      expert(e, s.xg.data(), s.gate.data(), s.up.data(),
+             [&](const WeightMatrix& m, const float* in, float* out, int rows) { matmul(m, in, out, rows, pool); });
   }
   // Every token sums its slots in slot order (x is no longer read: out may alias it).
   for (int t = 0; t < n; ++t) {

@@ -22,7 +22,16 @@ struct MoeScratch {
   std::vector<float> xg;       // [max rows of an expert][n_embd] gathered inputs, then down outputs
   std::vector<float> gate, up; // [max rows][n_ff]
   std::vector<float> y;        // [n * k][n_embd] per-slot expert outputs
+  std::vector<int> active;     // experts chosen by at least one slot, ascending
+  // Per active expert (the expert-parallel path): [n_active][max rows][n_embd], [n_active][max rows][n_ff] x 2.
+  std::vector<float> pxg, pgate, pup;
 };
+
+// At most this many rows per expert (decode and verify steps), the threads take whole experts (each expert's
+// products on one thread, matmul_serial) instead of splitting each product over the threads: one dispatch a
+// step instead of three per expert. The same bits either way (matmul_serial is matmul on one thread).
+// POLYKV_MOE_EXPERT_PARALLEL=0 turns it off (read once; for A/B runs).
+inline constexpr int kMoeExpertParallelRows = 8;
 
 // Top-k routing of each row (backend.h moe_route).
 void moe_route_cpu(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights);
