@@ -149,23 +149,10 @@ size_t head_bytes(int bits, int head_dim) {
 
 void quantize_head(int bits, const float* x, uint8_t* dst, int head_dim) {
   const int n = group_size(head_dim);
-  const float* lv = levels(bits, n);
-  const size_t gb = group_bytes(bits, n);
-  float u[128];
-  for (int g = 0; g < head_dim / n; ++g) {
-    uint8_t* rec = dst + size_t(g) * gb;
-    std::memset(rec, 0, gb);
-    const double r2 = turbo::detail::group_norm2(x + g * n, n);
-    if (r2 == 0) continue;  // all-zero group: r' = 0
-    const double r = std::sqrt(r2);
-    std::memcpy(u, x + g * n, sizeof(float) * size_t(n));
-    rotate(u, n);
-    const float inv_r = float(1.0 / r);
-    for (int i = 0; i < n; ++i) u[i] *= inv_r;
-    const double c2 = encode_group(bits, u, lv, n, rec);
-    const uint16_t h = f32_to_fp16(float(r / std::sqrt(c2)));
-    std::memcpy(rec, &h, 2);
-  }
+  const float* lv = levels(bits, n);  // validates bits
+  detail::encode_groups(
+      bits, x, dst, head_dim, [](float* u, int group) { rotate(u, group); },
+      [&](const float* u, uint8_t* rec) { return encode_group(bits, u, lv, n, rec); });
 }
 
 void quantize_head_fast(int bits, const float* x, uint8_t* dst, int head_dim) {

@@ -186,22 +186,8 @@ template <int kBits>
 void quantize_groups(const float* x, uint8_t* dst, int head_dim) {
   const int n = group_size(head_dim);
   const float* lv = levels(kBits, n);
-  const size_t gb = 2 + size_t(n) * kBits / 8;
-  alignas(32) float u[128];
-  for (int g = 0; g < head_dim / n; ++g) {
-    uint8_t* rec = dst + size_t(g) * gb;
-    std::memset(rec, 0, gb);
-    const double r2 = turbo::detail::group_norm2(x + g * n, n);
-    if (r2 == 0) continue;  // all-zero group: r' = 0
-    const double r = std::sqrt(r2);
-    std::memcpy(u, x + g * n, sizeof(float) * size_t(n));
-    rotate_group(u, n);
-    const float inv_r = float(1.0 / r);
-    for (int i = 0; i < n; ++i) u[i] *= inv_r;
-    const double c2 = encode_group<kBits>(u, lv, n, rec);
-    const uint16_t h = f32_to_fp16(float(r / std::sqrt(c2)));
-    std::memcpy(rec, &h, 2);
-  }
+  detail::encode_groups(kBits, x, dst, head_dim, rotate_group,
+                        [&](const float* u, uint8_t* rec) { return encode_group<kBits>(u, lv, n, rec); });
 }
 
 void quantize_head_avx2(int bits, const float* x, uint8_t* dst, int head_dim) {

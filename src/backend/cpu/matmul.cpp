@@ -16,9 +16,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
