@@ -59,7 +59,7 @@ TEST(GatedDeltaNet, ChunkedMatchesTokenByToken) {
       std::vector<float> S0 = test::random_floats(size_t(p.n_v_heads) * d * d, uint32_t(n + 99), 0.3f);
       std::vector<float> S_ref = S0, S_chk = S0;
       std::vector<float> o_ref(size_t(n) * p.n_v_heads * d), o_chk(o_ref.size());
-      gdn_rule_tokens(p, in.view(n), S_ref.data(), o_ref.data(), 0, p.n_v_heads);
+      gdn_rule_tokens(p, in.view(n), S_ref.data(), S_ref.data(), o_ref.data(), 0, p.n_v_heads);
       gdn_rule_chunked(p, in.view(n), S_chk.data(), o_chk.data(), 0, p.n_v_heads, 64);
       double eo = 0, es = 0, mo = 0;
       for (size_t i = 0; i < o_ref.size(); ++i) eo = std::max(eo, double(std::abs(o_ref[i] - o_chk[i]))), mo = std::max(mo, double(std::abs(o_ref[i])));

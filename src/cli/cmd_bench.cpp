@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/sysinfo.h"
+#include "engine/argmax.h"
 #include "engine/sequence_kv.h"
 #include "engine/step_switch.h"
 #include "kv/owned_paged_kv.h"
@@ -61,7 +62,7 @@ int cmd_bench(int argc, char** argv) {
   CLI::App app{"Measure prefill and decode tokens/s", "polykv bench"};
   std::string model_path, ctk = kDefaultCacheTypeK, ctv = kDefaultCacheTypeV;
   int n_prompt = 512, n_gen = 128, depth = 0, threads = 0, fill_threads = 0, reps = 1, ubatch = 0;
-  bool json = false;
+  bool json = false, no_warmup = false;
   double bw_gbs = 0;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
   RopeOverride rope;
@@ -74,6 +75,9 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--fill-threads", fill_threads, "threads for the untimed depth fill (0: same as -t)")
       ->check(CLI::Range(0, 1024));
   app.add_option("-r,--repetitions", reps, "repetitions (best in the table and JSON; every one in the JSON's *_reps)")->check(CLI::Range(1, 100));
+  app.add_flag("--no-warmup", no_warmup,
+               "skip the untimed warm-up (one prompt pass and one decode step before the repetitions, as "
+               "llama-bench does: first-touch page faults, scratch buffers and caches are not timed)");
   app.add_option("--cache-type-k", ctk, kv_type_help("K"))->check(kv_k_type_check())->capture_default_str();
   app.add_option("--cache-type-v", ctv, kv_type_help("V"))->check(kv_v_type_check())->capture_default_str();
   app.add_option("--bandwidth", bw_gbs, "memory read bandwidth in GB/s (0: measured)")->check(CLI::NonNegativeNumber);
@@ -180,6 +184,44 @@ int cmd_bench(int argc, char** argv) {
   // from the host's logits on the CPU (engine/step_switch.h; POLYKV_ENGINE_ARGMAX).
   const bool backend_argmax = device_argmax(backend.kind());
   const bool pipelined = pipelined_greedy();
+  // N greedy decode steps from a random token, as `run` decodes.
+  const auto decode_steps = [&](int n) {
+    int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
+    int32_t ring[2] = {-1, -1};  // pipelined steps' tokens (read back one step late; unused by the loop)
+    for (int i = 0; i < n; ++i) {
+      if (backend_argmax && pipelined) {  // as generate(): step i + 1 issued before step i's token is read
+        Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
+        one.argmax = &ring[i % 2];
+        one.argmax_async = true;
+        one.token_from_last_argmax = i > 0;
+        model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+        if (i > 0) model->finish_argmax();  // step i - 1's token (fed to step i on the backend)
+        if (i + 1 == n) model->finish_argmax();
+      } else if (backend_argmax) {
+        Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
+        int32_t next = -1;
+        one.argmax = &next;
+        model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
+        tok = std::max(next, 0);  // -1: no finite logit (random weights); any id keeps the loop going
+      } else {
+        model->forward(std::span(&tok, 1), kv, logits.data(), false);
+        tok = std::max(argmax_first(logits.data(), c.n_vocab), 0);  // the sampler's greedy kernel, as `run`'s
+      }
+    }
+  };
+  // Untimed warm-up, as llama-bench's (its default): one prompt pass of the timed size and two decode
+  // steps, so that no repetition pays for first touches of scratch and weights (or a GPU's graph
+  // captures) that the other engine's warm-up has already paid.
+  if (!no_warmup) {
+    if (n_prompt > 0) {
+      fill(*model, kv, random_tokens(n_prompt), logits, ubatch);
+      rewind(depth);
+    }
+    if (n_gen > 0) {
+      decode_steps(std::min(n_gen, 2));
+      rewind(depth);
+    }
+  }
   for (int r = 0; r < reps; ++r) {
     if (n_prompt > 0) {
       const auto toks = random_tokens(n_prompt);
@@ -190,29 +232,8 @@ int cmd_bench(int argc, char** argv) {
       rewind(depth);
     }
     if (n_gen > 0) {
-      int32_t tok = int32_t(rng() % uint32_t(c.n_vocab));
-      int32_t ring[2] = {-1, -1};  // pipelined steps' tokens (read back one step late; unused by the loop)
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < n_gen; ++i) {
-        if (backend_argmax && pipelined) {  // as generate(): step i + 1 issued before step i's token is read
-          Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
-          one.argmax = &ring[i % 2];
-          one.argmax_async = true;
-          one.token_from_last_argmax = i > 0;
-          model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
-          if (i > 0) model->finish_argmax();  // step i - 1's token (fed to step i on the backend)
-          if (i + 1 == n_gen) model->finish_argmax();
-        } else if (backend_argmax) {
-          Model::BatchSeq one{std::span(&tok, 1), &kv, nullptr, false};
-          int32_t next = -1;
-          one.argmax = &next;
-          model->forward_batch(std::span<const Model::BatchSeq>(&one, 1));
-          tok = std::max(next, 0);  // -1: no finite logit (random weights); any id keeps the loop going
-        } else {
-          model->forward(std::span(&tok, 1), kv, logits.data(), false);
-          tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        }
-      }
+      decode_steps(n_gen);
       decode_reps.push_back(n_gen / seconds_since(t0));
       decode_tok_s = std::max(decode_tok_s, decode_reps.back());
       rewind(depth);
@@ -242,7 +263,7 @@ int cmd_bench(int argc, char** argv) {
       {"mem_read_bw_gbs", bw / 1e9},   {"decode_floor_tok_s", floor_tok_s},
       {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
       {"prefill_tok_s_reps", prefill_reps}, {"decode_tok_s_reps", decode_reps},
-      {"batch_invariant", backend.batch_invariant()},
+      {"batch_invariant", backend.batch_invariant()}, {"warmup", !no_warmup},
       {"decode_argmax", backend_argmax ? (pipelined ? "backend, pipelined" : "backend") : "host"},
   };
   if (json) {

@@ -9,16 +9,20 @@
 
 namespace polykv::gdn {
 
-// One token for one value head: updates S in place and, if q != nullptr, writes o = S^T q.
-// k, q: [d] (already l2-normalised, q scaled); v, o: [d]; tmp: [d] scratch.
-inline void token_step(float* S, const float* k, const float* v, const float* q, float decay, float beta, int d,
-                       float* tmp, float* o) {
+// One token for one value head, the reference: reads the state before the token from S0 and writes the
+// state after it to S (S0 == S: in place; otherwise the two may not overlap) and, if q != nullptr,
+// writes o = S^T q. k, q: [d] (already l2-normalised, q scaled); v, o: [d]; tmp: [d] scratch.
+// Every value is a plain IEEE multiply then add (no fused multiply-add), one column j at a time in key
+// order i, so that gated_delta_kernels.h's SIMD forms give these bits exactly.
+inline void token_step_ref(const float* S0, float* S, const float* k, const float* v, const float* q, float decay,
+                           float beta, int d, float* tmp, float* o) {
   for (int j = 0; j < d; ++j) tmp[j] = 0.0f;
-  for (int i = 0; i < d; ++i) {  // S *= decay; tmp = S^T k
+  for (int i = 0; i < d; ++i) {  // S = decay * S0; tmp = S^T k
+    const float* s0 = S0 + i * d;
     float* s = S + i * d;
     const float ki = k[i];
     for (int j = 0; j < d; ++j) {
-      s[j] *= decay;
+      s[j] = s0[j] * decay;
       tmp[j] += ki * s[j];
     }
   }
@@ -40,6 +44,12 @@ inline void token_step(float* S, const float* k, const float* v, const float* q,
       for (int j = 0; j < d; ++j) s[j] += ki * tmp[j];
     }
   }
+}
+
+// The reference in place.
+inline void token_step(float* S, const float* k, const float* v, const float* q, float decay, float beta, int d,
+                       float* tmp, float* o) {
+  token_step_ref(S, S, k, v, q, decay, beta, d, tmp, o);
 }
 
 // x / sqrt(sum x^2 + eps) of n values, into out (may alias x), times `scale`.

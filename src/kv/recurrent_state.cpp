@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kv/gated_delta_kernels.h"
 #include "kv/gated_delta_math.h"
 
 namespace polykv {
@@ -169,7 +170,7 @@ void RecurrentState::replay(int n_rows) {
       const float* decay = v + size_t(s.n_v_heads) * d;  // [n_v]
       const float* beta = decay + s.n_v_heads;           // [n_v]
       for (int j = 0; j < s.n_v_heads; ++j)
-        gdn::token_step(S + size_t(j) * d * d, k + size_t(j % s.n_k_heads) * d, v + size_t(j) * d, nullptr, decay[j],
+        gdn::token_step_fast(S + size_t(j) * d * d, S + size_t(j) * d * d, k + size_t(j % s.n_k_heads) * d, v + size_t(j) * d, nullptr, decay[j],
                         beta[j], d, tmp.data(), nullptr);
     }
   }

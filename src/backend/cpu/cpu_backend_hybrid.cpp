@@ -61,7 +61,6 @@ void CpuBackend::gated_delta_rule(int layer, const GdnParams& p, const float* qk
     const StepSeq& s = step_[i];
     RecurrentState& r = state_of(s);
     check(r.shape().conv_channels() == C && r.shape().n_v_heads == nv, "gated_delta_rule: state shape mismatch");
-    std::memcpy(r.next_ssm(layer), r.ssm(layer), r.shape().ssm_floats() * sizeof(float));
     const size_t o = size_t(s.row0);
     ins[i] = {s.n, q + o * nk * d, k + o * nk * d, v + o * nv * d, g + o * nv, beta + o * nv};
     for (int t = 0; t < s.n; ++t) {  // the step log: key, value, decay, beta (after the conv input)
@@ -77,20 +76,27 @@ void CpuBackend::gated_delta_rule(int layer, const GdnParams& p, const float* qk
       }
     }
   }
-  // One work item per (sequence, value head). Short steps (decode, speculative verification) run token by
-  // token, as the rollback replay does; longer ones (prompt chunks) in chunks.
+  // One work item per (sequence, value head): it reads the head's state at the step's start (ssm) and
+  // writes the state after the step (next_ssm, the other slot). Short steps (decode, speculative
+  // verification) run token by token, as the rollback replay does, reading ssm directly; longer ones
+  // (prompt chunks) copy the head over, then run in chunks in place.
   const int64_t items = int64_t(step_.size()) * nv;
+  const size_t head_floats = size_t(d) * d;
   pool_->parallel_for(items, [&](int64_t b, int64_t e) {
     for (int64_t it = b; it < e; ++it) {
       const size_t i = size_t(it / nv);
       const int j = int(it % nv);
       const StepSeq& s = step_[i];
-      float* S = s.kv->recurrent_state()->next_ssm(layer);
+      RecurrentState& r = *s.kv->recurrent_state();
+      const float* S0 = r.ssm(layer);
+      float* S = r.next_ssm(layer);
       float* o = out + int64_t(s.row0) * nv * d;
-      if (s.n <= RecurrentState::kMaxLoggedRows)
-        gdn_rule_tokens(p, ins[i], S, o, j, j + 1);
-      else
+      if (s.n <= RecurrentState::kMaxLoggedRows) {
+        gdn_rule_tokens(p, ins[i], S0, S, o, j, j + 1);
+      } else {
+        std::memcpy(S + j * head_floats, S0 + j * head_floats, head_floats * sizeof(float));
         gdn_rule_chunked(p, ins[i], S, o, j, j + 1);
+      }
     }
   });
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kv/gated_delta_kernels.h"
 #include "kv/gated_delta_math.h"
 
 namespace polykv {
@@ -46,18 +47,20 @@ void gdn_prepare(const GdnParams& p, int n, const float* qkv, const float* alpha
   }
 }
 
-void gdn_rule_tokens(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1) {
+void gdn_rule_tokens(const GdnParams& p, const GdnInputs& in, const float* S0, float* S, float* out, int h0, int h1) {
   const int d = p.head_dim, nk = p.n_k_heads, nv = p.n_v_heads;
   std::vector<float> tmp(static_cast<size_t>(d));
   for (int j = h0; j < h1; ++j) {
-    float* Sj = S + size_t(j) * d * d;
+    const size_t head = size_t(j) * d * d;
     const int kh = j % nk;
     for (int t = 0; t < in.n; ++t) {
       const size_t gi = size_t(t) * nv + j;
-      gdn::token_step(Sj, in.k + (size_t(t) * nk + kh) * d, in.v + (size_t(t) * nv + j) * d,
-                      in.q + (size_t(t) * nk + kh) * d, std::exp(in.g[gi]), in.beta[gi], d, tmp.data(),
-                      out + (size_t(t) * nv + j) * d);
+      // The first row reads S0; the others S, in place.
+      gdn::token_step_fast(t == 0 ? S0 + head : S + head, S + head, in.k + (size_t(t) * nk + kh) * d,
+                           in.v + (size_t(t) * nv + j) * d, in.q + (size_t(t) * nk + kh) * d, std::exp(in.g[gi]),
+                           in.beta[gi], d, tmp.data(), out + (size_t(t) * nv + j) * d);
     }
+    if (in.n == 0 && S0 != S) std::memcpy(S + head, S0 + head, size_t(d) * d * sizeof(float));
   }
 }
 

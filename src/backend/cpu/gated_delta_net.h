@@ -43,7 +43,11 @@ void ssm_conv_rows(const float* w, int K, int C, const float* state, const float
 // The recurrence of value heads [h0, h1) over in.n rows: S ([n_v_heads][d][d]) is updated in place,
 // out ([n][n_v_heads][d]) gets o_t. Token by token (gdn_rule_tokens, the reference) or in chunks of
 // `chunk` rows (gdn_rule_chunked); the two agree to float rounding.
-void gdn_rule_tokens(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1);
+// gdn_rule_tokens reads the state before the rows from S0 and leaves the state after them in S (S0 == S:
+// in place; otherwise S0 is only read, and heads outside [h0, h1) of S are not touched): a step that keeps
+// the previous state (kv/recurrent_state.h's two slots) needs no copy of it first. Its token steps are
+// kv/gated_delta_kernels.h's SIMD forms, token_step_ref's bits.
+void gdn_rule_tokens(const GdnParams& p, const GdnInputs& in, const float* S0, float* S, float* out, int h0, int h1);
 void gdn_rule_chunked(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1, int chunk = 64);
 
 // Prepares one sequence's inputs from the convolution's output qkv [n][C] (q | k | v per row), the raw
