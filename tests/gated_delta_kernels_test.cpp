@@ -1,7 +1,8 @@
 // kv/gated_delta_kernels.h: the SIMD token step of every supported ISA gives token_step_ref's bytes, state
 // and output, for head sizes around the vector widths (1 .. 260), in place and from a separate source,
 // with and without a query, over several tokens, with zeros, signed zeros, subnormals, infinities and NaNs
-// in the state; and gdn_rule_tokens reading S0 leaves S0 alone and writes only its heads of S.
+// in the state; gdn_rule_tokens reading S0 leaves S0 alone and writes only its heads of S; and the chunked
+// recurrence of every ISA (gdn_rule_chunked_fast) gives gdn_rule_chunked's bytes at awkward d, rows and chunks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -107,6 +108,43 @@ TEST(GatedDeltaKernels, RuleTokensFromASeparateSourceMatchesInPlace) {
       if (j == 1 || j == 2)
         ASSERT_EQ(std::memcmp(&o_a[(size_t(t) * p.n_v_heads + j) * d], &o_b[(size_t(t) * p.n_v_heads + j) * d],
                               size_t(d) * sizeof(float)), 0);
+  }
+}
+
+TEST(GatedDeltaKernels, ChunkedOfEveryIsaGivesTheReferencesBytes) {
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    for (int d : {1, 7, 16, 33, 64, 128}) {
+      GdnParams p;
+      p.n_k_heads = 2;
+      p.n_v_heads = 4;
+      p.head_dim = d;
+      p.q_scale = 1.0f / std::sqrt(float(d));
+      for (int n : {1, 5, 17, 64, 70}) {
+        const uint32_t seed = uint32_t(d * 1000 + n);
+        auto qk = [&](uint32_t sd, float scale) {
+          auto x = test::random_floats(size_t(n) * p.n_k_heads * d, sd);
+          for (size_t r = 0; r < x.size(); r += size_t(d)) gdn::l2_normalize(&x[r], &x[r], d, 1e-6f, scale);
+          return x;
+        };
+        const auto q = qk(seed, p.q_scale), k = qk(seed + 1, 1.0f);
+        const auto v = test::random_floats(size_t(n) * p.n_v_heads * d, seed + 2);
+        auto g = test::random_floats(size_t(n) * p.n_v_heads, seed + 3, 3.0f);
+        auto beta = test::random_floats(size_t(n) * p.n_v_heads, seed + 4, 3.0f);
+        for (float& x : g) x = gdn::log_decay(x, 0.5f, -0.7f);
+        for (float& x : beta) x = gdn::sigmoid(x);
+        const GdnInputs in{n, q.data(), k.data(), v.data(), g.data(), beta.data()};
+        const std::vector<float> S0 = test::random_floats(size_t(p.n_v_heads) * d * d, seed + 5, 0.3f);
+        for (int chunk : {1, 7, 16, 64}) {
+          SCOPED_TRACE(testing::Message() << isa_name(isa) << " d " << d << " n " << n << " chunk " << chunk);
+          std::vector<float> S_ref = S0, S_fast = S0, o_ref(size_t(n) * p.n_v_heads * d, 3.0f), o_fast = o_ref;
+          gdn_rule_chunked(p, in, S_ref.data(), o_ref.data(), 0, p.n_v_heads, chunk);
+          gdn_rule_chunked_fast(p, in, S_fast.data(), o_fast.data(), 0, p.n_v_heads, chunk);
+          ASSERT_TRUE(same_bytes(S_ref, S_fast)) << "state";
+          ASSERT_TRUE(same_bytes(o_ref, o_fast)) << "outputs";
+        }
+      }
+    }
   }
 }
 

@@ -6,26 +6,16 @@
 #elif defined(__clang__)
 #pragma clang fp contract(off)
 #endif
-#include <immintrin.h>
-
 #include <cstddef>
 
+#include "core/simd_f32_x86.h"
 #include "kv/gated_delta_kernels.h"
 #include "kv/gated_delta_simd.h"
 
 namespace polykv::gdn {
 namespace {
 
-struct V {
-  using T = __m256;
-  static constexpr int kWidth = 8;
-  static T zero() { return _mm256_setzero_ps(); }
-  static T set1(float x) { return _mm256_set1_ps(x); }
-  static T load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, T x) { _mm256_storeu_ps(p, x); }
-  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
-  static T add(T a, T b) { return _mm256_add_ps(a, b); }
-};
+using V = simd_x86::F32x8;
 
 void kernel(const float* S0, float* S, const float* k, const float* v, const float* q, float decay, float beta, int d,
             float* tmp, float* o) {

@@ -1,7 +1,7 @@
 // The body of gated_delta_kernels.h's SIMD token step, over a vector type V (gated_delta_kernels_avx2.cpp,
 // gated_delta_kernels_avx512.cpp include it, each compiled for its ISA with contraction off).
 //
-// V provides: T (the vector), kWidth (floats a vector), zero(), set1(x), load(p), store(p, x), mul(a, b), add(a, b).
+// V: core/simd_f32_x86.h's F32x8 or F32x16 (T, kWidth, zero, set1, load, store, mul, add).
 // Columns are taken in blocks of 4 vectors (then single vectors, then single floats), and for each block the
 // rows i = 0 .. d-1 in order, so that the accumulators (tmp, o) stay in registers and every element's chain is
 // token_step_ref's: s = s0 * decay; tmp += k_i * s;  u = beta * (v - tmp);  s += k_i * u; o += q_i * s.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/gated_delta_net.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kv/recurrent_state.h"
@@ -95,7 +96,7 @@ void CpuBackend::gated_delta_rule(int layer, const GdnParams& p, const float* qk
         gdn_rule_tokens(p, ins[i], S0, S, o, j, j + 1);
       } else {
         std::memcpy(S + j * head_floats, S0 + j * head_floats, head_floats * sizeof(float));
-        gdn_rule_chunked(p, ins[i], S, o, j, j + 1);
+        gdn_rule_chunked_fast(p, ins[i], S, o, j, j + 1);
       }
     }
   });

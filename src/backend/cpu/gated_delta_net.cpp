@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/gated_delta_chunked.h"
+#include "core/isa.h"
 #include "kv/gated_delta_kernels.h"
 #include "kv/gated_delta_math.h"
 
@@ -64,78 +66,17 @@ void gdn_rule_tokens(const GdnParams& p, const GdnInputs& in, const float* S0, f
   }
 }
 
-namespace {
-
-float dot(const float* a, const float* b, int d) {
-  float s = 0.0f;
-  for (int i = 0; i < d; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// y[j] += c * x[j]
-void axpy(float c, const float* x, float* y, int d) {
-  for (int i = 0; i < d; ++i) y[i] += c * x[i];
-}
-
-}  // namespace
-
 void gdn_rule_chunked(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1, int chunk) {
-  const int d = p.head_dim, nk = p.n_k_heads, nv = p.n_v_heads;
-  const int L = std::max(1, chunk);
-  const size_t Ls = static_cast<size_t>(L), ds = static_cast<size_t>(d);
-  std::vector<float> G(Ls), U(Ls * ds), KK(Ls * Ls), QK(Ls * Ls), Sq(ds);
-  for (int j = h0; j < h1; ++j) {
-    float* Sj = S + size_t(j) * d * d;
-    const int kh = j % nk;
-    auto krow = [&](int t) { return in.k + (size_t(t) * nk + kh) * d; };
-    auto qrow = [&](int t) { return in.q + (size_t(t) * nk + kh) * d; };
-    for (int c0 = 0; c0 < in.n; c0 += L) {
-      const int n = std::min(L, in.n - c0);
-      float acc = 0.0f;
-      for (int t = 0; t < n; ++t) G[size_t(t)] = acc += in.g[size_t(c0 + t) * nv + j];
-      // Gram matrices of the chunk (s <= t)
-      for (int t = 0; t < n; ++t)
-        for (int s = 0; s <= t; ++s) {
-          KK[size_t(t) * L + s] = dot(krow(c0 + t), krow(c0 + s), d);
-          QK[size_t(t) * L + s] = dot(qrow(c0 + t), krow(c0 + s), d);
-        }
-      // U_t = beta_t (v_t - e^{G_t} S0^T k_t) - sum_{s<t} beta_t e^{G_t - G_s} KK_ts U_s
-      for (int t = 0; t < n; ++t) {
-        float* u = U.data() + size_t(t) * d;
-        const float* k = krow(c0 + t);
-        std::fill(u, u + d, 0.0f);
-        for (int i = 0; i < d; ++i) axpy(k[i], Sj + size_t(i) * d, u, d);  // u = S0^T k
-        const float b = in.beta[size_t(c0 + t) * nv + j], eg = std::exp(G[size_t(t)]);
-        const float* v = in.v + (size_t(c0 + t) * nv + j) * d;
-        for (int x = 0; x < d; ++x) u[x] = b * (v[x] - eg * u[x]);
-        for (int s = 0; s < t; ++s)
-          axpy(-b * std::exp(G[size_t(t)] - G[size_t(s)]) * KK[size_t(t) * L + s], U.data() + size_t(s) * d, u, d);
-      }
-      // o_t = e^{G_t} S0^T q_t + sum_{s<=t} e^{G_t - G_s} QK_ts U_s
-      for (int t = 0; t < n; ++t) {
-        float* o = out + (size_t(c0 + t) * nv + j) * d;
-        const float* q = qrow(c0 + t);
-        std::fill(Sq.begin(), Sq.end(), 0.0f);
-        for (int i = 0; i < d; ++i) axpy(q[i], Sj + size_t(i) * d, Sq.data(), d);
-        const float eg = std::exp(G[size_t(t)]);
-        for (int x = 0; x < d; ++x) o[x] = eg * Sq[size_t(x)];
-        for (int s = 0; s <= t; ++s)
-          axpy(std::exp(G[size_t(t)] - G[size_t(s)]) * QK[size_t(t) * L + s], U.data() + size_t(s) * d, o, d);
-      }
-      // S = e^{G_last} S0 + sum_s e^{G_last - G_s} k_s U_s^T
-      const float gl = G[size_t(n - 1)], egl = std::exp(gl);
-      for (int i = 0; i < d; ++i) {
-        float* srow = Sj + size_t(i) * d;
-        for (int x = 0; x < d; ++x) srow[x] *= egl;
-      }
-      for (int s = 0; s < n; ++s) {
-        const float* k = krow(c0 + s);
-        const float w = std::exp(gl - G[size_t(s)]);
-        const float* u = U.data() + size_t(s) * d;
-        for (int i = 0; i < d; ++i) axpy(w * k[i], u, Sj + size_t(i) * d, d);
-      }
-    }
-  }
+  gdn_chunked::rule_chunked<gdn_chunked::ScalarChunkOps>(p, in, S, out, h0, h1, chunk);
+}
+
+void gdn_rule_chunked_fast(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1, int chunk) {
+  const Isa isa = active_isa();
+  GdnChunkedFn fn = nullptr;
+  if (isa_has_avx512(isa)) fn = gdn_rule_chunked_avx512();
+  if (!fn && isa_has_avx2(isa)) fn = gdn_rule_chunked_avx2();
+  if (!fn) fn = &gdn_rule_chunked;
+  fn(p, in, S, out, h0, h1, chunk);
 }
 
 }  // namespace polykv

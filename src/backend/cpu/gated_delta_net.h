@@ -49,6 +49,12 @@ void ssm_conv_rows(const float* w, int K, int C, const float* state, const float
 // kv/gated_delta_kernels.h's SIMD forms, token_step_ref's bits.
 void gdn_rule_tokens(const GdnParams& p, const GdnInputs& in, const float* S0, float* S, float* out, int h0, int h1);
 void gdn_rule_chunked(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1, int chunk = 64);
+// gdn_rule_chunked in the widest SIMD form of core/isa.h's active_isa(): the same bytes (gated_delta_chunked.h).
+void gdn_rule_chunked_fast(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1,
+                           int chunk = 64);
+using GdnChunkedFn = void (*)(const GdnParams&, const GdnInputs&, float*, float*, int, int, int);
+GdnChunkedFn gdn_rule_chunked_avx2();    // nullptr without the ISA in this build (and on ARM64)
+GdnChunkedFn gdn_rule_chunked_avx512();
 
 // Prepares one sequence's inputs from the convolution's output qkv [n][C] (q | k | v per row), the raw
 // alpha and beta projections [n][n_v_heads] and the layer's dt_bias, a [n_v_heads]: q, k [n][n_k_heads][d]

@@ -3,6 +3,7 @@
 // "no kernel", exactly as the x86 files do on an x86 CPU without the ISA, so the tables fall back
 // to the scalar or NEON kernels (core/isa.h never lets an x86 ISA be active on such a CPU).
 #include "backend/cpu/attention_tile.h"
+#include "backend/cpu/gated_delta_net.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/mxfp4_kernels.h"
@@ -17,6 +18,8 @@ ScoreTileFn score_tile_avx512() { return nullptr; }
 AccumulateTileFn accumulate_tile_avx2() { return nullptr; }
 AccumulateTileFn accumulate_tile_avx512() { return nullptr; }
 SoftmaxTileFn softmax_tile_avx512() { return nullptr; }
+GdnChunkedFn gdn_rule_chunked_avx2() { return nullptr; }
+GdnChunkedFn gdn_rule_chunked_avx512() { return nullptr; }
 
 ExpSumFn exp_sum_avx2() { return nullptr; }
 const KvRowKernels* kv_row_kernels_avx2(KvType) { return nullptr; }

@@ -1,0 +1,24 @@
+// AVX512 form of the chunked Gated DeltaNet recurrence: gdn_rule_chunked's bytes, 16 values a vector
+// (gated_delta_chunked.h). Compiled with -mfma (CMakeLists.txt): contraction is off so that every multiply-add
+// keeps the reference's two roundings.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+#include "backend/cpu/gated_delta_chunked.h"
+#include "backend/cpu/gated_delta_net.h"
+#include "core/simd_f32_x86.h"
+
+namespace polykv {
+namespace {
+
+void rule_chunked_avx512(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1, int chunk) {
+  gdn_chunked::rule_chunked<gdn_chunked::VectorChunkOps<simd_x86::F32x16>>(p, in, S, out, h0, h1, chunk);
+}
+
+}  // namespace
+
+GdnChunkedFn gdn_rule_chunked_avx512() { return &rule_chunked_avx512; }
+
+}  // namespace polykv
