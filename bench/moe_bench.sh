@@ -2,7 +2,8 @@
 # MoE and hybrid decode / prefill speed, polykv against llama.cpp's llama-bench, on synth files of the
 # real shapes (Qwen3-30B-A3B, gpt-oss-20b, Qwen3.5-9B, Qwen3.5-35B-A3B; docs/MOE.md, docs/HYBRID.md).
 # Same files, same threads, f16 KV on both, the two engines interleaved (rep 1: llama.cpp, polykv;
-# rep 2: ...), REPS repetitions each. The decode floor is polykv's: bytes of the weights one token
+# rep 2: ...), REPS repetitions each. Each run warms up untimed first: llama-bench by default, polykv bench
+# since 2026-12-04 (before that, polykv's prefill figures here included a cold first pass; docs/MOE.md). The decode floor is polykv's: bytes of the weights one token
 # reads (attention / Gated DeltaNet, router, the k ACTIVE experts + the shared expert, output matrix)
 # over the measured read bandwidth; `active_weight_bytes_per_token` in the JSON.
 #
