@@ -4,6 +4,8 @@
 // --chat keeps the user's text from producing control tokens (--echo shows them).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -111,6 +113,19 @@ TEST(RunCli, UbatchChangesChunkingNotOutput) {
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("\"ubatch\":16"), std::string::npos) << b.out;
   EXPECT_EQ(polykv("bench -m " + embedded_model() + " -p 40 -n 0 --ubatch 0").code, 2);
+}
+
+// bench warms up untimed by default (as llama-bench): the repetitions in the JSON are the -r timed ones only,
+// and --no-warmup is reported as such.
+TEST(RunCli, BenchWarmUpIsUntimedAndCanBeSkipped) {
+  for (const std::string flag : {"", " --no-warmup"}) {
+    const auto r = polykv("bench -m " + embedded_model() + " -t 1 -p 8 -n 3 -r 2 --json" + flag);
+    ASSERT_EQ(r.code, 0) << flag << ": " << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(j["warmup"].get<bool>(), flag.empty()) << flag;
+    EXPECT_EQ(j["prefill_tok_s_reps"].size(), 2u) << flag;
+    EXPECT_EQ(j["decode_tok_s_reps"].size(), 2u) << flag;
+  }
 }
 
 // A prompt of 150 lines "x = 1" (more than one prefill chunk of 512 tokens).
