@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,34 @@ double cold_core_read_gbs() {
   return double(n * 8) / best / 1e9;
 }
 
+// --paired N: N rounds of one read pass of 1 GiB (measure_read_bandwidth's loop, the same threads)
+// followed by one 1-token pass over each type's copies, printed as JSON rows [read GB/s, GB/s per
+// type]. Each round's ratios use the read pass just before it: on a host whose bandwidth drifts from
+// minute to minute (docs/TERNARY.md), the best of 5 read passes against the best of 2 kernel passes
+// (the repetitions above) is biased towards a high floor. bench/ternary_paired_ab.sh alternates two
+// builds of this mode.
+int paired_passes(const std::vector<Copies>& all, const std::vector<float>& x, std::vector<float>& y, ThreadPool& pool,
+                  int rounds) {
+  const size_t n = (size_t(1) << 30) / 8;
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  pool.parallel_for(int64_t(n), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf[size_t(i)] = uint64_t(i);
+  });
+  read_pass_bandwidth(pool, buf.get(), n);  // warm-up
+  std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"columns\": [\"read\"", matmul_isa(), pool.size());
+  for (const Copies& c : all) std::printf(", \"%s\"", dtype_name(c.type));
+  std::printf("],\n \"rounds\": [");
+  for (int r = 0; r < rounds; ++r) {
+    std::printf("%s\n  [%.2f", r ? "," : "", read_pass_bandwidth(pool, buf.get(), n) / 1e9);
+    for (const Copies& c : all)
+      std::printf(", %.2f", double(c.matrix_bytes) * double(c.ws.size()) / sweep_seconds(c, x, y, 1, pool, 1) / 1e9);
+    std::printf("]");
+    std::fflush(stdout);
+  }
+  std::printf("]}\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,6 +168,7 @@ int main(int argc, char** argv) {
   bool ab = true;    // --ab 0 skips the old kernels
   std::string types = "tq1_0,tq2_0,ptq1_0";
   std::string old_kind = "novbmi";  // --old: what the old_ variant is (see set_old below)
+  int paired = 0;                   // --paired N: N paired passes instead (see paired_passes)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--threads") threads = std::atoi(v.c_str());
@@ -151,6 +181,7 @@ int main(int argc, char** argv) {
     else if (a == "--cold") cold = std::atoi(v.c_str()) != 0;
     else if (a == "--ab") ab = std::atoi(v.c_str()) != 0;
     else if (a == "--old") old_kind = v;
+    else if (a == "--paired") paired = std::atoi(v.c_str());
     else return std::fprintf(stderr, "unknown option %s\n", a.c_str()), 2;
   }
   std::vector<int> tokens;  // batch sizes besides 1
@@ -179,6 +210,7 @@ int main(int argc, char** argv) {
   std::vector<float> x(size_t(n_in) * size_t(max_tok)), y(size_t(n_out) * size_t(max_tok));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 2654435761u % 2001) - 1000) / 1000.0f;
   for (const Copies& c : all) sweep_seconds(c, x, y, 1, pool, 1);  // warm-up: page faults, scratch
+  if (paired > 0) return paired_passes(all, x, y, pool, paired);
 
   std::printf("{\"old\": \"%s\", \"matmul_isa\": \"%s\", \"threads\": %d, \"n_in\": %lld, \"n_out\": %lld, \"tokens\": \"1,%s\",\n",
               old_kind.c_str(), matmul_isa(), threads, (long long)n_in, (long long)n_out, tokens_list.c_str());

@@ -41,6 +41,7 @@ CpuFeatures detect() {
     f.avx512vnni = c & (1u << 11);
     f.avx512vbmi = c & (1u << 1);
   }
+  f.gfni = c & (1u << 8);
   // Leaf 7 subleaf 1 (EAX of subleaf 0 is the highest subleaf), EAX bit 4: AVX-VNNI (VEX vpdpbusd).
   if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = a & (1u << 4);
 #elif defined(__aarch64__) && defined(__linux__)

@@ -16,6 +16,7 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5, Sapphire Rapids); not part of any set
   bool avx512vbmi = false;  // vpermb / vpermi2b (Ice Lake+, Zen 4+); not part of any set (ternary_kernels.h)
+  bool gfni = false;        // gf2p8affineqb (Ice Lake+, Zen 4+): bit matrices on bytes; not part of any set
   // AMD family 0x1A or later (Zen 5): 512-bit datapaths, where vpermi2b zmm runs at full rate (on Sapphire
   // Rapids it is 2 uops and 512-bit code loses port 1). Picks the VBMI TQ1_0 kernel (docs/TERNARY.md).
   bool amd_zen5_or_later = false;

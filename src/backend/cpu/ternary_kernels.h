@@ -32,8 +32,8 @@ RowDotFn ternary_row_dot(Isa isa, DType type);
 RowDotFn ternary_row_dot_scalar(DType type);
 RowDotFn ternary_row_dot_avx2(DType type);
 RowDotFn ternary_row_dot_avx512(DType type);
-// TQ1_0 / PTQ1_0 on AVX-512 VBMI (ternary_kernels_avx512vbmi.cpp), or nullptr: another type, a CPU
-// without VBMI, the switch below off, or (by default) TQ1_0 on a CPU other than AMD Zen 5+ (on Sapphire
+// TQ1_0 / PTQ1_0 on AVX-512 VBMI + GFNI (ternary_kernels_avx512vbmi.cpp), or nullptr: another type, a
+// CPU without VBMI or GFNI, the switch below off, or (by default) TQ1_0 on a CPU other than AMD Zen 5+ (on Sapphire
 // Rapids its 1-token kernel measured 0.87x of the VNNI one; PTQ1_0's VNNI kernel is ~2x slower than
 // TQ1_0's, so PTQ1_0 takes VBMI wherever it exists). They read ActRow::tperm; where it is null (PTQ1_0
 // rows not of whole 256s) they call the AVX-512 kernel instead.

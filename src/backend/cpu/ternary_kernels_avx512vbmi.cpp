@@ -5,9 +5,11 @@
 // PTQ1_0 takes two blocks (26 code bytes each) per zmm, one per 256-bit half, so that one vector
 // covers one Q8_K activation block (256 values) for both types. Digit n of code byte m weighs the
 // activation at byte 64n + m of the permuted block (0 where no value falls), so no shuffle is needed
-// on the weight side. Per block (pair): digit n of every byte by a 256-entry table lookup, two
-// vpermi2b (the low 7 bits index a pair of zmm, merged on bit 7 in the mask2 form), five digits = 10
-// vpermi2b shared by the tokens; per token 5 vpdpbusd started from the block's -Σq (lane 0; PTQ1_0
+// on the weight side. Per block (pair): the digits of every byte by 256-entry table lookups, each two
+// vpermi2b (the low 7 bits index a pair of zmm, merged on bit 7 in the mask2 form): one lookup of
+// digits 0..3 packed 2 bits apiece, split by an and and three gf2p8affineqb (GFNI), and one of digit 4,
+// 4 vpermi2b shared by the tokens (10 before 2026-12-04: one lookup per digit; the same codes, 1.06-1.09x
+// one core from L2 at 1 token, docs/TERNARY.md); per token 5 vpdpbusd started from the block's -Σq (lane 0; PTQ1_0
 // lanes 0 and 9, one per half), which gives Σ c q - Σ q = Σ t q exactly, as the other kernels.
 // (The base-3 states of ternary_kernels_x86.h on these vectors, 10 byte adds and 10 vpdpbusd per token
 // instead of the lookups, measured the same at 1 token and 14 % slower at 2 on this machine: not kept.)
@@ -30,16 +32,25 @@
 namespace polykv::cpu {
 namespace {
 
-// kDigit.t[n][b] = digit n of byte b = ((b * 3^n mod 256) * 3) >> 8 (the code 0, 1 or 2).
+// kDigit.t[n][b] = digit n of byte b = ((b * 3^n mod 256) * 3) >> 8 (the code 0, 1 or 2);
+// kDigit.packed[b] = digits 0..3 of b in bits 2n, 2n + 1 (digit 4 has its own table, t[4]).
 struct DigitTables {
   alignas(64) uint8_t t[5][256];
-  constexpr DigitTables() : t() {
+  alignas(64) uint8_t packed[256];
+  constexpr DigitTables() : t(), packed() {
     uint32_t p = 1;
     for (int n = 0; n < 5; ++n, p *= 3)
       for (uint32_t b = 0; b < 256; ++b) t[n][b] = uint8_t((((b * p) & 255) * 3) >> 8);
+    for (int b = 0; b < 256; ++b) packed[b] = uint8_t(t[0][b] | t[1][b] << 2 | t[2][b] << 4 | t[3][b] << 6);
   }
 };
 constexpr DigitTables kDigit{};
+
+// gf2p8affineqb matrix that moves bits 2n and 2n + 1 of every byte to bits 0 and 1 and clears the rest
+// (row i of the matrix, the byte 7 - i of the qword, selects the input bits of output bit i).
+constexpr uint64_t field_matrix(int n) {
+  return (uint64_t(1u << (2 * n)) << 56) | (uint64_t(1u << (2 * n + 1)) << 48);
+}
 
 // kPerm.idx[k][n][m]: the value (within the 256 of a Q8_K block) at byte m of permuted vector n, for
 // k = 0 TQ1_0, 1 PTQ1_0 (ternary_permute_act), bit 7 of the index selecting values 128..255;
@@ -61,24 +72,27 @@ struct PermTables {
 };
 constexpr PermTables kPerm{};
 
+// Digits of 64 code bytes with 4 byte lookups instead of 10 (vpermi2b and vpdpbusd share two pipes on
+// Zen 5; gf2p8affineqb runs beside them): one 256-entry lookup (two vpermi2b, merged on bit 7) of the
+// packed digits 0..3, split into four codes by an and and three gf2p8affineqb, and one of digit 4.
+// The codes are the same bytes as five lookups of kDigit.t (the same products, the same bits).
 struct Tables {
-  __m512i lo0[5], lo1[5], hi0[5], hi1[5];  // table n, entries 0..63, 64..127, 128..191, 192..255
+  __m512i p0, p1, p2, p3;  // kDigit.packed, entries 0..63, 64..127, 128..191, 192..255
+  __m512i d0, d1, d2, d3;  // kDigit.t[4], the same quarters
   Tables() {
-#pragma GCC unroll 5
-    for (int d = 0; d < 5; ++d) {
-      lo0[d] = _mm512_load_si512(kDigit.t[d]);
-      lo1[d] = _mm512_load_si512(kDigit.t[d] + 64);
-      hi0[d] = _mm512_load_si512(kDigit.t[d] + 128);
-      hi1[d] = _mm512_load_si512(kDigit.t[d] + 192);
-    }
+    p0 = _mm512_load_si512(kDigit.packed), p1 = _mm512_load_si512(kDigit.packed + 64);
+    p2 = _mm512_load_si512(kDigit.packed + 128), p3 = _mm512_load_si512(kDigit.packed + 192);
+    d0 = _mm512_load_si512(kDigit.t[4]), d1 = _mm512_load_si512(kDigit.t[4] + 64);
+    d2 = _mm512_load_si512(kDigit.t[4] + 128), d3 = _mm512_load_si512(kDigit.t[4] + 192);
   }
   void codes(__m512i x, __m512i c[5]) const {
     const __mmask64 khi = _mm512_movepi8_mask(x), klo = _knot_mask64(khi);
-#pragma GCC unroll 5
-    for (int d = 0; d < 5; ++d) {
-      const __m512i l = _mm512_mask2_permutex2var_epi8(lo0[d], x, klo, lo1[d]);
-      c[d] = _mm512_mask2_permutex2var_epi8(hi0[d], l, khi, hi1[d]);
-    }
+    const __m512i packed = _mm512_mask2_permutex2var_epi8(p2, _mm512_mask2_permutex2var_epi8(p0, x, klo, p1), khi, p3);
+    c[0] = _mm512_and_si512(packed, _mm512_set1_epi8(3));
+    c[1] = _mm512_gf2p8affine_epi64_epi8(packed, _mm512_set1_epi64(int64_t(field_matrix(1))), 0);
+    c[2] = _mm512_gf2p8affine_epi64_epi8(packed, _mm512_set1_epi64(int64_t(field_matrix(2))), 0);
+    c[3] = _mm512_gf2p8affine_epi64_epi8(packed, _mm512_set1_epi64(int64_t(field_matrix(3))), 0);
+    c[4] = _mm512_mask2_permutex2var_epi8(d2, _mm512_mask2_permutex2var_epi8(d0, x, klo, d1), khi, d3);
   }
 };
 
@@ -159,7 +173,7 @@ void ternary_permute_act_vbmi(DType type, const int8_t* qs, const int16_t* bsums
 }
 
 RowDotFn ternary_row_dot_avx512vbmi(DType type) {
-  static const bool cpu_ok = cpu_features().has_avx512_set() && cpu_features().avx512vbmi;
+  static const bool cpu_ok = cpu_features().has_avx512_set() && cpu_features().avx512vbmi && cpu_features().gfni;
   const int mode = ternary_vbmi_kernels();
   if (!cpu_ok || mode == 0) return nullptr;
   switch (type) {
