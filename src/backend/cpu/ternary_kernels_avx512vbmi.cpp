@@ -119,10 +119,14 @@ struct VbmiKernel {
         x = _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_maskz_loadu_epi8(k26, w)),
                                _mm256_maskz_loadu_epi8(k26, w + sizeof(BlockPTQ1_0)), 1);
         const auto* blk = reinterpret_cast<const BlockPTQ1_0*>(w);
-        dv = _mm512_insertf32x8(_mm512_set1_ps(half_to_f32(blk[0].d)), _mm256_set1_ps(half_to_f32(blk[1].d)), 1);
+        uint16_t h0, h1;
+        std::memcpy(&h0, &blk[0].d, 2), std::memcpy(&h1, &blk[1].d, 2);
+        dv = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(int16_t(h0))), _mm_set1_epi16(int16_t(h1)), 1));
       } else {
         x = _mm512_maskz_loadu_epi8((__mmask64(1) << 52) - 1, w);
-        dv = _mm512_set1_ps(half_to_f32(reinterpret_cast<const BlockTQ1_0*>(w)->d));
+        uint16_t h;
+        std::memcpy(&h, &reinterpret_cast<const BlockTQ1_0*>(w)->d, 2);
+        dv = _mm512_cvtph_ps(_mm256_set1_epi16(int16_t(h)));
       }
       __m512i c[5];
       tab.codes(x, c);
