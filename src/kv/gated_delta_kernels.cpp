@@ -11,6 +11,9 @@ void token_step_fast(const float* S0, float* S, const float* k, const float* v, 
   TokenStepFn fn = nullptr;
   if (isa_has_avx512(isa)) fn = token_step_avx512_kernel();
   if (!fn && isa_has_avx2(isa)) fn = token_step_avx2_kernel();
+#if defined(__aarch64__)
+  if (isa == Isa::Neon) fn = token_step_neon_kernel();
+#endif
   if (!fn) fn = &token_step_ref;
   fn(S0, S, k, v, q, decay, beta, d, tmp, o);
 }

@@ -5,7 +5,7 @@
 // ISA: each output element is the same chain of IEEE multiplies and adds in the same order (the columns j
 // are independent, so lanes over j change no order; no fused multiply-add). The step and its replay
 // (kv/recurrent_state.cpp) call it alike, so a replayed state is the state the step computed.
-// Chosen once per call on core/isa.h's active_isa() (avx512 > avx2 > the reference).
+// Chosen once per call on core/isa.h's active_isa() (avx512 > avx2 > the reference; neon > the reference).
 #pragma once
 
 namespace polykv::gdn {
@@ -21,5 +21,8 @@ void token_step_fast(const float* S0, float* S, const float* k, const float* v, 
 // ISA kernels (nullptr where this build or target has none: gated_delta_kernels_nonx86.cpp).
 TokenStepFn token_step_avx2_kernel();
 TokenStepFn token_step_avx512_kernel();
+#if defined(__aarch64__)
+TokenStepFn token_step_neon_kernel();  // gated_delta_kernels_neon.cpp
+#endif
 
 }  // namespace polykv::gdn

@@ -1,4 +1,4 @@
-// Targets without x86 SIMD (ARM64): no x86 token-step kernels; token_step_fast runs the reference.
+// Targets without x86 SIMD (ARM64): no x86 token-step kernels (ARM64 has gated_delta_kernels_neon.cpp).
 #include "kv/gated_delta_kernels.h"
 
 namespace polykv::gdn {

@@ -14,37 +14,10 @@ namespace polykv::gdn {
 // writes o = S^T q. k, q: [d] (already l2-normalised, q scaled); v, o: [d]; tmp: [d] scratch.
 // Every value is a plain IEEE multiply then add (no fused multiply-add), one column j at a time in key
 // order i, so that gated_delta_kernels.h's SIMD forms give these bits exactly.
-inline void token_step_ref(const float* S0, float* S, const float* k, const float* v, const float* q, float decay,
-                           float beta, int d, float* tmp, float* o) {
-  for (int j = 0; j < d; ++j) tmp[j] = 0.0f;
-  for (int i = 0; i < d; ++i) {  // S = decay * S0; tmp = S^T k
-    const float* s0 = S0 + i * d;
-    float* s = S + i * d;
-    const float ki = k[i];
-    for (int j = 0; j < d; ++j) {
-      s[j] = s0[j] * decay;
-      tmp[j] += ki * s[j];
-    }
-  }
-  for (int j = 0; j < d; ++j) tmp[j] = beta * (v[j] - tmp[j]);
-  if (q) {
-    for (int j = 0; j < d; ++j) o[j] = 0.0f;
-    for (int i = 0; i < d; ++i) {  // S += k u^T; o = S^T q
-      float* s = S + i * d;
-      const float ki = k[i], qi = q[i];
-      for (int j = 0; j < d; ++j) {
-        s[j] += ki * tmp[j];
-        o[j] += qi * s[j];
-      }
-    }
-  } else {
-    for (int i = 0; i < d; ++i) {
-      float* s = S + i * d;
-      const float ki = k[i];
-      for (int j = 0; j < d; ++j) s[j] += ki * tmp[j];
-    }
-  }
-}
+// Defined in gated_delta_ref.cpp, compiled with contraction off on every target (GCC contracts a * b + c
+// into an FMA by default on ARM64 even in ISO mode, which would make the reference's bits depend on the target).
+void token_step_ref(const float* S0, float* S, const float* k, const float* v, const float* q, float decay, float beta,
+                    int d, float* tmp, float* o);
 
 // The reference in place.
 inline void token_step(float* S, const float* k, const float* v, const float* q, float decay, float beta, int d,

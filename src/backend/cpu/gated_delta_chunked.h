@@ -1,12 +1,12 @@
 // The chunked Gated DeltaNet recurrence (gated_delta_net.h has the algebra) written once over an
-// arithmetic policy: gated_delta_net.cpp instantiates it with ScalarChunkOps (gdn_rule_chunked, the
-// reference), the *_avx2 / *_avx512 TUs with VectorChunkOps<V> (gdn_rule_chunked_fast). The vector policy
+// arithmetic policy: gated_delta_chunked_ref.cpp instantiates it with ScalarChunkOps (gdn_rule_chunked, the
+// reference), the *_avx2 / *_avx512 / *_neon TUs with VectorChunkOps<V> (gdn_rule_chunked_fast). The vector policy
 // gives the reference's bits: every value is the same chain of IEEE multiplies and adds in the same order,
 // only many independent values at a time (contraction is off in those TUs):
 //   axpy  y[x] += c * x[x]       the reference's loop, lanes over x;
 //   gram  KK[t][s] = k_t . k_s,  QK[t][s] = q_t . k_s  (s <= t), each a sum over i = 0 .. d-1 in order from
 //         0.0f: the vector form holds the chunk's keys transposed (KT [d][L]) and runs lanes over s.
-// Include only from gated_delta_net.cpp and the ISA TUs.
+// Include only from gated_delta_chunked_ref.cpp and the ISA TUs (all compiled with contraction off).
 #pragma once
 #include <algorithm>
 #include <cmath>

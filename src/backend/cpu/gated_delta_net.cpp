@@ -5,7 +5,6 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/gated_delta_chunked.h"
 #include "core/isa.h"
 #include "kv/gated_delta_kernels.h"
 #include "kv/gated_delta_math.h"
@@ -66,15 +65,14 @@ void gdn_rule_tokens(const GdnParams& p, const GdnInputs& in, const float* S0, f
   }
 }
 
-void gdn_rule_chunked(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1, int chunk) {
-  gdn_chunked::rule_chunked<gdn_chunked::ScalarChunkOps>(p, in, S, out, h0, h1, chunk);
-}
-
 void gdn_rule_chunked_fast(const GdnParams& p, const GdnInputs& in, float* S, float* out, int h0, int h1, int chunk) {
   const Isa isa = active_isa();
   GdnChunkedFn fn = nullptr;
   if (isa_has_avx512(isa)) fn = gdn_rule_chunked_avx512();
   if (!fn && isa_has_avx2(isa)) fn = gdn_rule_chunked_avx2();
+#if defined(__aarch64__)
+  if (isa == Isa::Neon) fn = gdn_rule_chunked_neon();
+#endif
   if (!fn) fn = &gdn_rule_chunked;
   fn(p, in, S, out, h0, h1, chunk);
 }

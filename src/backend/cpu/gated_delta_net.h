@@ -55,6 +55,9 @@ void gdn_rule_chunked_fast(const GdnParams& p, const GdnInputs& in, float* S, fl
 using GdnChunkedFn = void (*)(const GdnParams&, const GdnInputs&, float*, float*, int, int, int);
 GdnChunkedFn gdn_rule_chunked_avx2();    // nullptr without the ISA in this build (and on ARM64)
 GdnChunkedFn gdn_rule_chunked_avx512();
+#if defined(__aarch64__)
+GdnChunkedFn gdn_rule_chunked_neon();    // gated_delta_net_neon.cpp
+#endif
 
 // Prepares one sequence's inputs from the convolution's output qkv [n][C] (q | k | v per row), the raw
 // alpha and beta projections [n][n_v_heads] and the layer's dt_bias, a [n_v_heads]: q, k [n][n_k_heads][d]
