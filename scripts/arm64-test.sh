@@ -48,7 +48,7 @@ fi
 t_start=$SECONDS
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DPOLYKV_CUDA=OFF -DPOLYKV_LIB_EXCLUDE="chat|server|eval|engine" \
-  -DPOLYKV_TEST_FILES="attention.*|forward_batch|gated_delta.*|greedy_isa|hybrid_golden|isa|kv_cache|matmul.*|model_golden|quant|turbo.*|[a-z0-9_]*neon[a-z0-9_]*" \
+  -DPOLYKV_TEST_FILES="attention.*|forward_batch|gated_delta.*|greedy_isa|hybrid_golden|isa|kv_cache|matmul.*|model_golden|quant|ternary_(kernels|kernel_extremes|matmul|quant)|turbo.*|[a-z0-9_]*neon[a-z0-9_]*" \
   >/dev/null
 cmake --build "$build" -j"$jobs" --target polykv_tests
 t_build=$SECONDS
@@ -86,9 +86,9 @@ run() {  # run LABEL ENV... -- GTEST_FILTER: the filter's tests in $jobs shards 
 export POLYKV_TEST_EMULATOR="${qemu[*]}"  # (only CLI tests use it; none of these start the CLI)
 
 run "kernels (scalar and neon, dotprod)" -- \
-  "Isa.*:Matmul*.*:*Neon*.*:AttentionTile.*:GatedDelta*.*:KvRowKernels.*:AllPairs/AttentionPair.*:AttentionSinks.*:KvType.*:KvCache.*:Quant*.*:Turbo*.*:Trellis*.*:AttentionBatch.EqualsAloneF16:AttentionBatch.EqualsAloneQ8Turbo3tHd128:AttentionBatch.EqualsAloneQ4Turbo2t:AttentionBatch.ChunkingAndThreadsNeverChangeARow:AttentionBatch.RejectsMixedShapes-Isa.Environment*:TurboSpeed.*"
+  "Isa.*:Matmul*.*:*Neon*.*:AttentionTile.*:GatedDelta*.*:Ternary*.*:KvRowKernels.*:AllPairs/AttentionPair.*:AttentionSinks.*:KvType.*:KvCache.*:Quant*.*:Turbo*.*:Trellis*.*:AttentionBatch.EqualsAloneF16:AttentionBatch.EqualsAloneQ8Turbo3tHd128:AttentionBatch.EqualsAloneQ4Turbo2t:AttentionBatch.ChunkingAndThreadsNeverChangeARow:AttentionBatch.RejectsMixedShapes-Isa.Environment*:TurboSpeed.*"
 run "NEON kernels without dotprod (QEMU_CPU=cortex-a72)" QEMU_CPU=cortex-a72 -- \
-  "*Neon*.*:Matmul.IsasAgreeWithScalar:Matmul.PackedMatchesReference:KvRowKernels.*:AttentionTile.*:TrellisDecode.*"
+  "*Neon*.*:Matmul.IsasAgreeWithScalar:Matmul.PackedMatchesReference:KvRowKernels.*:AttentionTile.*:TrellisDecode.*:Ternary*.*"
 run "golden (transformers logits), neon" -- \
   "Model/GoldenRandom.MatchesTransformers/*:Model/GoldenRandom.*/1:Model/HybridGolden.*:GreedyIsa.*:KvTypes/ForwardBatch.*/1"
 run "golden qwen2, POLYKV_ISA=scalar" POLYKV_ISA=scalar -- "Model/GoldenRandom.MatchesTransformers/1"

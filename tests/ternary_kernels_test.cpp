@@ -19,6 +19,7 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/ternary_kernels.h"
 #include "core/fp16.h"
+#include "core/isa.h"
 #include "core/thread_pool.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
@@ -41,11 +42,8 @@ struct OldKernelsGuard {
   bool was;
 };
 
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= int(cpu::detected_isa()); ++i) out.push_back(Isa(i));
-  return out;
-}
+// Every kernel set this CPU and build can run (core/isa.h): scalar, then avx2 / avx512 on x86, neon on ARM64.
+std::vector<Isa> isas() { return supported_isas(); }
 
 // n_out rows of random bytes (every code 0..2 of base-3 bytes, any byte) with random fp16 scales.
 std::vector<uint8_t> random_rows(DType t, int64_t n_in, int64_t n_out, uint32_t seed) {

@@ -16,6 +16,7 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/ternary_kernels.h"
 #include "core/fp16.h"
+#include "core/isa.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
 #include "test_util.h"
@@ -68,11 +69,8 @@ struct IsaGuard {
   ~IsaGuard() { cpu::clear_isa_override(); }
 };
 
-std::vector<Isa> isas() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= int(cpu::detected_isa()); ++i) out.push_back(Isa(i));
-  return out;
-}
+// Every kernel set this CPU and build can run (core/isa.h): scalar, then avx2 / avx512 on x86, neon on ARM64.
+std::vector<Isa> isas() { return supported_isas(); }
 
 // Rigorous error bound of y[t][o] against the double-precision reference: activations are rounded to
 // d*q with |x - d*q| <= d/2, d = amax/127 over their block (32 or 256 values, within the enclosing

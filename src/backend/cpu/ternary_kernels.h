@@ -32,6 +32,10 @@ RowDotFn ternary_row_dot(Isa isa, DType type);
 RowDotFn ternary_row_dot_scalar(DType type);
 RowDotFn ternary_row_dot_avx2(DType type);
 RowDotFn ternary_row_dot_avx512(DType type);
+#if defined(__aarch64__)
+RowDotFn ternary_row_dot_neon(DType type);        // SDOT kernels where the CPU has them (ternary_kernels_neon.cpp)
+RowDotFn ternary_row_dot_neon_plain(DType type);  // the ARMv8-A kernels on any ARM64 CPU (tests)
+#endif
 // TQ1_0 / PTQ1_0 on AVX-512 VBMI + GFNI (ternary_kernels_avx512vbmi.cpp), or nullptr: another type, a
 // CPU without VBMI or GFNI, the switch below off, or (by default) TQ1_0 on a CPU other than AMD Zen 5+ (on Sapphire
 // Rapids its 1-token kernel measured 0.87x of the VNNI one; PTQ1_0's VNNI kernel is ~2x slower than

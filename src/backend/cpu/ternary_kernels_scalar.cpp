@@ -151,6 +151,9 @@ RowDotFn ternary_row_dot(Isa isa, DType type) {
   if (isa == Isa::Avx512 && !ternary_old_kernels()) f = ternary_row_dot_avx512vbmi(type);
   if (!f && isa == Isa::Avx512) f = ternary_row_dot_avx512(type);
   if (!f && isa_has_avx2(isa)) f = ternary_row_dot_avx2(type);
+#if defined(__aarch64__)
+  if (!f && isa == Isa::Neon) f = ternary_row_dot_neon(type);
+#endif
   return f ? f : ternary_row_dot_scalar(type);
 }
 
