@@ -150,7 +150,7 @@ TEST(CudaQuantDecode, UnitsMatchDequantizeRefBitExact) {
       ++checked;
     });
   }
-  EXPECT_EQ(checked, 10);
+  EXPECT_EQ(checked, 13);  // the 10 quantized types of weight_types() and the 3 ternary ones
 }
 
 TEST(CudaQuantDecode, FloatUnitsMatchDequantizeRef) {

@@ -20,6 +20,9 @@ inline std::vector<size_t> half_fields(DType t) {
     case DType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
     case DType::Q3_K: return {offsetof(BlockQ3_K, d)};
     case DType::Q6_K: return {offsetof(BlockQ6_K, d)};
+    case DType::TQ1_0: return {52};  // quant/ternary.h: the scale is the last field of all three layouts
+    case DType::TQ2_0: return {64};
+    case DType::PTQ1_0: return {26};
     default: return {};
   }
 }

@@ -23,8 +23,8 @@ namespace polykv::cuda_test {
 
 // Every weight type the CPU matmul takes (DTypeInfo::weight_type).
 inline std::vector<DType> weight_types() {
-  return {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-          DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  return {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,  DType::Q4_1,  DType::Q5_0, DType::Q5_1,
+          DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::TQ1_0, DType::TQ2_0, DType::PTQ1_0};
 }
 
 using test::half_fields;

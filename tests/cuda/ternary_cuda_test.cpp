@@ -1,5 +1,6 @@
-// The CUDA backend has no ternary kernels: it must refuse a ternary matrix at upload with a clear
-// Error naming the type and the way out (--device cpu), never fail later inside a step.
+// Without POLYKV_CUDA_TERNARY=1 (its kernels are not yet validated on a GPU) the CUDA backend must refuse a
+// ternary matrix at upload with a clear Error naming the type and the way out (--device cpu), never fail later
+// inside a step.
 #include <gtest/gtest.h>
 
 #include <string>

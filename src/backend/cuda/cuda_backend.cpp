@@ -29,6 +29,7 @@
 #include "backend/cuda/ops_cuda_acts.h"
 #include "backend/cuda/ops_cuda_fused.h"
 #include "core/error.h"
+#include "quant/ternary.h"
 #include "kv/kv_block_store.h"
 
 namespace polykv {
@@ -199,7 +200,8 @@ class CudaBackend final : public Backend {
     d.packed = nullptr;  // the CPU's interleaved copy means nothing on the GPU
     d.data = nullptr;
     check(cuda::has_weight_kernels(host.type), "the CUDA backend has no kernels for ", dtype_name(host.type),
-          " weights; run this model with --device cpu");
+          " weights; run this model with --device cpu",
+          is_ternary(host.type) ? " (or set POLYKV_CUDA_TERNARY=1: ternary kernels not yet validated on a GPU)" : "");
     if (host.n_out == 0) return d;
     const bool split = cuda::split_layout_enabled(host.type) && cuda::split_layout_fits(host) &&
                        host.layout == WeightLayout::Rows;

@@ -14,6 +14,8 @@
 #include "backend/cuda/matmul_cuda.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -222,7 +224,18 @@ size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 bool is_float_weight(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-bool has_weight_kernels(DType t) { return is_float_weight(t) || hd::visit_quant_decoder(t, [](auto) {}); }
+bool ternary_weights_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_TERNARY");
+    return e != nullptr && std::string_view(e) == "1";
+  }();
+  return on;
+}
+
+bool has_weight_kernels(DType t) {
+  if (t == DType::TQ1_0 || t == DType::TQ2_0 || t == DType::PTQ1_0) return ternary_weights_enabled();
+  return is_float_weight(t) || hd::visit_quant_decoder(t, [](auto) {});
+}
 
 void validate_device_weights(const WeightMatrix& w) {
   const DTypeInfo& info = dtype_info(w.type);

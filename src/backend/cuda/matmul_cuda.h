@@ -28,8 +28,12 @@
 namespace polykv::cuda {
 
 // True if matmul() has kernels for weights of type t (the float types and the quantized types of
-// matmul_cuda_decode.cuh; not the ternary ones). The backend refuses other types at upload.
+// matmul_cuda_decode.cuh). The backend refuses other types at upload. The ternary types (tq1_0, tq2_0,
+// ptq1_0) have decoders since 2026-12-04, checked on the CPU bit for bit against dequantize_row_ref
+// (CudaQuantDecode.*), but no GPU has run them yet: they count only with POLYKV_CUDA_TERNARY=1 (the GPU
+// tests call the kernels directly and cover them), until a GPU run validates them (docs/TERNARY.md).
 bool has_weight_kernels(DType t);
+bool ternary_weights_enabled();  // POLYKV_CUDA_TERNARY=1, read once
 
 // w.data: device pointer. x, y: device pointers.
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);

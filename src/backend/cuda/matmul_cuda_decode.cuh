@@ -387,6 +387,130 @@ struct DecMXFP4 {
   }
 };
 
+// Ternary types (quant/ternary.h; values t = code - 1, x = d * t): x = d * code - d, codes as q (0..2; TQ2_0 0..3),
+// one group per run with scale d and min -d (exact: d * code is exact and so is its difference with d).
+// Base-3 bytes (TQ1_0, PTQ1_0): digit n of byte b is ((b * 3^n mod 256) * 3) >> 8 (quant/ternary.h base3_digit).
+POLYKV_HD uint32_t base3_digits4(uint32_t w, uint32_t pow3) {  // digit of each of the 4 bytes of w
+  uint32_t out = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) out |= ((((((w >> (8 * j)) & 0xFFu) * pow3) & 0xFFu) * 3u) >> 8) << (8 * j);
+  return out;
+}
+template <class U>
+POLYKV_HD void ternary_scales(float d, U& u) {
+#pragma unroll
+  for (int g = 0; g < U::kGroupCount; ++g) u.scale[g] = d, u.min[g] = -d;
+}
+
+struct DecTQ2_0 {  // qs[64], d (f16); value 128c + 32k + m: (qs[32c + m] >> 2k) & 3, minus 1
+  static constexpr int kBlockValues = 256, kBlockBytes = 66, kParts = 4, kRuns = 4, kGroups = 4, kMaxAlign = 2;
+  static constexpr bool kHasMin = true;
+  using Unit = QUnit<kRuns, kGroups>;
+  // part = 2c + h: 16 bytes qs[32c + 16h ..], runs at 128c + 32k + 16h (bits 2k..2k+1), as q2_K's qs.
+  POLYKV_HD static int run_pos(int part, int r) { return 128 * (part / 2) + 32 * r + 16 * (part % 2); }
+  template <int A>
+  POLYKV_HD static void load(const uint8_t* b, int part, Unit& u) {
+    const int off = 32 * (part / 2) + 16 * (part % 2);
+    uint32_t v[4];
+    if (off == 0) ld_16B<field_align(A, 0)>(b, v);
+    else if (off == 16) ld_16B<field_align(A, 16)>(b + 16, v);
+    else if (off == 32) ld_16B<field_align(A, 32)>(b + 32, v);
+    else ld_16B<field_align(A, 48)>(b + 48, v);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) u.q[4 * k + w] = (v[w] >> (2 * k)) & 0x03030303u;
+    ternary_scales(half_to_f32(uint16_t(ld_u16(b + 64))), u);
+  }
+};
+
+// TQ1_0: qs[48], qh[4], d (f16). Values 32n + m: digit n of qs[m] (m < 32); 160 + 16n + m: digit n of
+// qs[32 + m]; 240 + 4n + h: digit n < 4 of qh[h]. Parts: 0 and 1 digits 0..3 of qs[0..15] / qs[16..31]
+// (runs at 32r, 32r + 16); 2: digit 4 of qs[0..15] and qs[16..31], digits 0, 1 of qs[32..47] (runs at 128 +
+// 16r); 3: digits 2, 3, 4 of qs[32..47] and qh (runs at 192 + 16r).
+struct DecTQ1_0 {
+  static constexpr int kBlockValues = 256, kBlockBytes = 54, kParts = 4, kRuns = 4, kGroups = 4, kMaxAlign = 2;
+  static constexpr bool kHasMin = true;
+  using Unit = QUnit<kRuns, kGroups>;
+  POLYKV_HD static int run_pos(int part, int r) { return part < 2 ? 32 * r + 16 * part : 128 + 64 * (part - 2) + 16 * r; }
+  template <int A>
+  POLYKV_HD static void load(const uint8_t* b, int part, Unit& u) {
+    constexpr uint32_t kPow3[5] = {1, 3, 9, 27, 81};
+    uint32_t v[4];
+    if (part == 0 || part == 1) {
+      if (part == 0) ld_16B<field_align(A, 0)>(b, v);
+      else ld_16B<field_align(A, 16)>(b + 16, v);
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) u.q[4 * r + k] = base3_digits4(v[k], kPow3[r]);
+    } else if (part == 2) {
+      uint32_t a[4], c[4];
+      ld_16B<field_align(A, 0)>(b, a);
+      ld_16B<field_align(A, 16)>(b + 16, c);
+      ld_16B<field_align(A, 32)>(b + 32, v);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        u.q[k] = base3_digits4(a[k], 81);
+        u.q[4 + k] = base3_digits4(c[k], 81);
+        u.q[8 + k] = base3_digits4(v[k], 1);
+        u.q[12 + k] = base3_digits4(v[k], 3);
+      }
+    } else {
+      ld_16B<field_align(A, 32)>(b + 32, v);
+      const uint32_t h = ld_u32<field_align(A, 48)>(b + 48);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        u.q[k] = base3_digits4(v[k], 9);
+        u.q[4 + k] = base3_digits4(v[k], 27);
+        u.q[8 + k] = base3_digits4(v[k], 81);
+        u.q[12 + k] = base3_digits4(h, kPow3[k]);  // values 240 + 4k + j: digit k of qh[j]
+      }
+    }
+    ternary_scales(half_to_f32(uint16_t(ld_u16(b + 52))), u);
+  }
+};
+
+// PTQ1_0: qs[24], qh[2], d (f16), 128 values. 16n + m: digit n of qs[m] (m < 16); 80 + 8n + m: digit n of
+// qs[16 + m]; 120 + 2n + h: digit n < 4 of qh[h]. Part 0: digits 0..3 of qs[0..15] (runs at 16r); part 1:
+// digit 4 of qs[0..15], then qs[16..23] and qh (runs at 64 + 16r).
+struct DecPTQ1_0 {
+  static constexpr int kBlockValues = 128, kBlockBytes = 28, kParts = 2, kRuns = 4, kGroups = 4, kMaxAlign = 4;
+  static constexpr bool kHasMin = true;
+  using Unit = QUnit<kRuns, kGroups>;
+  POLYKV_HD static int run_pos(int part, int r) { return 64 * part + 16 * r; }
+  template <int A>
+  POLYKV_HD static void load(const uint8_t* b, int part, Unit& u) {
+    constexpr uint32_t kPow3[5] = {1, 3, 9, 27, 81};
+    uint32_t v[4];
+    ld_16B<field_align(A, 0)>(b, v);
+    if (part == 0) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) u.q[4 * r + k] = base3_digits4(v[k], kPow3[r]);
+    } else {
+      const uint32_t s0 = ld_u32<field_align(A, 16)>(b + 16), s1 = ld_u32<field_align(A, 20)>(b + 20);
+      const uint32_t h = ld_u16(b + 24);  // qh[0] | qh[1] << 8
+#pragma unroll
+      for (int k = 0; k < 4; ++k) u.q[k] = base3_digits4(v[k], 81);
+#pragma unroll
+      for (int r = 1; r < 3; ++r) {  // values 80 + 16(r-1) + 8t + 4w + j: digit 2(r-1) + t of qs[16 + 4w + j]
+        u.q[4 * r + 0] = base3_digits4(s0, kPow3[2 * (r - 1)]);
+        u.q[4 * r + 1] = base3_digits4(s1, kPow3[2 * (r - 1)]);
+        u.q[4 * r + 2] = base3_digits4(s0, kPow3[2 * (r - 1) + 1]);
+        u.q[4 * r + 3] = base3_digits4(s1, kPow3[2 * (r - 1) + 1]);
+      }
+      u.q[12] = base3_digits4(s0, 81);
+      u.q[13] = base3_digits4(s1, 81);
+      // values 120 + 2n + h: word 14 = digits 0, 1 of (qh[0], qh[1]); word 15 = digits 2, 3
+      u.q[14] = (base3_digits4(h, 1) & 0xFFFFu) | (base3_digits4(h, 3) << 16);
+      u.q[15] = (base3_digits4(h, 9) & 0xFFFFu) | (base3_digits4(h, 27) << 16);
+    }
+    ternary_scales(half_to_f32(uint16_t(ld_u16(b + 26))), u);
+  }
+};
+
 // Float types: a unit is 16 bytes of the row (4 f32 or 8 f16/bf16 values), decoded to f32 exactly.
 // Rows may end inside a unit (any n_in): the values past n_in read as 0 and nothing past the row's
 // last byte is read. kVec: the row's first byte is 16-byte aligned (one 16-byte load per whole unit).
@@ -459,6 +583,9 @@ bool visit_quant_decoder(DType t, Fn&& fn) {
     case DType::Q5_K: fn(DecQ5_K{}); return true;
     case DType::Q6_K: fn(DecQ6_K{}); return true;
     case DType::MXFP4: fn(DecMXFP4{}); return true;
+    case DType::TQ1_0: fn(DecTQ1_0{}); return true;
+    case DType::TQ2_0: fn(DecTQ2_0{}); return true;
+    case DType::PTQ1_0: fn(DecPTQ1_0{}); return true;
     default: return false;
   }
 }
