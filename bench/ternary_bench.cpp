@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/packed_weights.h"
 #include "backend/cpu/ternary_kernels.h"
 #include "core/dtype.h"
 #include "core/fp16.h"
@@ -35,9 +36,16 @@ namespace {
 struct Copies {
   DType type;
   size_t matrix_bytes = 0;  // file bytes of one copy (a packed copy has as many): the floor's byte count
+  // The matrices' bytes; in transparent huge pages (cpu::alloc_packed_bytes) unless --thp 0, as the engine
+  // holds its weights since 2026-12-04 (matmul.h, pack_for_matmul).
+  std::unique_ptr<uint8_t, void (*)(void*)> buf{nullptr, nullptr};
   std::vector<uint8_t> bytes;
+  uint8_t* data = nullptr;  // buf or bytes
+  size_t size = 0;
   std::vector<WeightMatrix> ws;
 };
+
+bool g_thp = true;  // --thp 0: the matrices in ordinary pages (std::vector)
 
 Copies make_copies(DType t, int64_t n_in, int64_t n_out, size_t total_bytes) {
   Copies c;
@@ -45,18 +53,25 @@ Copies make_copies(DType t, int64_t n_in, int64_t n_out, size_t total_bytes) {
   const size_t rb = row_bytes(t, n_in);
   c.matrix_bytes = rb * size_t(n_out);
   const size_t n = std::max<size_t>(1, (total_bytes + c.matrix_bytes - 1) / c.matrix_bytes);
-  c.bytes.resize(n * c.matrix_bytes);
+  c.size = n * c.matrix_bytes;
+  if (g_thp) {
+    c.buf = cpu::alloc_packed_bytes(c.size);
+    c.data = c.buf.get();
+  } else {
+    c.bytes.resize(c.size);
+    c.data = c.bytes.data();
+  }
   uint64_t s = 0x9E3779B97F4A7C15ull;
-  for (size_t i = 0; i + 8 <= c.bytes.size(); i += 8) {  // xorshift64: fast random bytes
+  for (size_t i = 0; i + 8 <= c.size; i += 8) {  // xorshift64: fast random bytes
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    std::memcpy(&c.bytes[i], &s, 8);
+    std::memcpy(&c.data[i], &s, 8);
   }
   const DTypeInfo& info = dtype_info(t);
   const uint16_t d = f32_to_fp16(0.01f);
-  for (size_t b = 0; b < c.bytes.size() / size_t(info.type_size); ++b)  // the scale is each block's last field
-    std::memcpy(&c.bytes[(b + 1) * size_t(info.type_size) - 2], &d, 2);
+  for (size_t b = 0; b < c.size / size_t(info.type_size); ++b)  // the scale is each block's last field
+    std::memcpy(&c.data[(b + 1) * size_t(info.type_size) - 2], &d, 2);
   for (size_t k = 0; k < n; ++k) {
-    c.ws.push_back({t, c.bytes.data() + k * c.matrix_bytes, n_in, n_out, rb});
+    c.ws.push_back({t, c.data + k * c.matrix_bytes, n_in, n_out, rb});
     pack_for_matmul(c.ws.back());  // as the engine does (q4_0 / q8_0 ...; no-op for the ternary types)
   }
   return c;
@@ -138,16 +153,17 @@ double cold_core_read_gbs() {
 int paired_passes(const std::vector<Copies>& all, const std::vector<float>& x, std::vector<float>& y, ThreadPool& pool,
                   int rounds) {
   const size_t n = (size_t(1) << 30) / 8;
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  const auto mem = cpu::alloc_packed_bytes(n * 8);  // huge pages, as measure_read_bandwidth's buffer
+  uint64_t* buf = reinterpret_cast<uint64_t*>(mem.get());
   pool.parallel_for(int64_t(n), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) buf[size_t(i)] = uint64_t(i);
   });
-  read_pass_bandwidth(pool, buf.get(), n);  // warm-up
+  read_pass_bandwidth(pool, buf, n);  // warm-up
   std::printf("{\"matmul_isa\": \"%s\", \"threads\": %d, \"columns\": [\"read\"", matmul_isa(), pool.size());
   for (const Copies& c : all) std::printf(", \"%s\"", dtype_name(c.type));
   std::printf("],\n \"rounds\": [");
   for (int r = 0; r < rounds; ++r) {
-    std::printf("%s\n  [%.2f", r ? "," : "", read_pass_bandwidth(pool, buf.get(), n) / 1e9);
+    std::printf("%s\n  [%.2f", r ? "," : "", read_pass_bandwidth(pool, buf, n) / 1e9);
     for (const Copies& c : all)
       std::printf(", %.2f", double(c.matrix_bytes) * double(c.ws.size()) / sweep_seconds(c, x, y, 1, pool, 1) / 1e9);
     std::printf("]");
@@ -182,6 +198,7 @@ int main(int argc, char** argv) {
     else if (a == "--ab") ab = std::atoi(v.c_str()) != 0;
     else if (a == "--old") old_kind = v;
     else if (a == "--paired") paired = std::atoi(v.c_str());
+    else if (a == "--thp") g_thp = std::atoi(v.c_str()) != 0;
     else return std::fprintf(stderr, "unknown option %s\n", a.c_str()), 2;
   }
   std::vector<int> tokens;  // batch sizes besides 1

@@ -21,8 +21,7 @@ std::unique_ptr<PackedMatrix> pack_matrix_q6_K(const void* data, int64_t n_in, i
   p->n_groups = n_out / kPackRows;
   const int64_t nb = p->n_blocks();
   const size_t bytes = size_t(p->n_groups * nb) * kQ6KRecordBytes;
-  p->qs = {static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), std::free};
-  check(p->qs != nullptr, "out of memory: cannot allocate ", bytes, " bytes for packed weights");
+  p->qs = alloc_packed_bytes(bytes);
   const uint8_t* base = static_cast<const uint8_t*>(data);
   for (int64_t g = 0; g < p->n_groups; ++g)
     for (int64_t b = 0; b < nb; ++b) {

@@ -1,8 +1,17 @@
 // Repacking into the x16 layout (packed_weights.h) and the scalar reference of the group kernel.
 #include "backend/cpu/packed_weights.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
+#include <string_view>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "backend/cpu/matmul_kernels.h"
 #include "core/error.h"
@@ -21,6 +30,83 @@ PackedDotFn packed_dot_q5_K_scalar();
 std::unique_ptr<PackedMatrix> pack_matrix_q6_K(const void* data, int64_t n_in, int64_t n_out, size_t row_stride);
 PackedDotFn packed_dot_q6_K_scalar();
 
+namespace {
+
+constexpr size_t kHugePage = size_t(2) << 20;
+
+// POLYKV_THP=0 in the environment: no huge-page advice (the same layout, ordinary pages; for A/B runs and
+// for hosts where THP misbehaves). Read once.
+bool huge_pages_wanted() {
+  static const bool on = [] {
+    const char* e = std::getenv("POLYKV_THP");
+    return e == nullptr || std::string_view(e) != "0";
+  }();
+  return on;
+}
+
+void* alloc_huge(size_t align, size_t size) {  // size: a multiple of align
+  void* p = std::aligned_alloc(align, size);
+  check(p != nullptr, "out of memory: cannot allocate ", size, " bytes for packed weights");
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (huge_pages_wanted()) madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+#endif
+  return p;
+}
+
+// Buffers under 2 MiB (a MoE model's experts: 6144 matrices of 0.6 MB in an 8-layer qwen3.5-35b-a3b cut) are
+// carved from shared huge-page chunks of kChunk bytes, kChunk-aligned so that a buffer finds its chunk's
+// header by masking its address. The header counts the chunk's live buffers plus one while it is the chunk
+// being carved; the last release frees it. Invariant: every carved buffer lies inside its chunk, after the
+// 64-byte header.
+constexpr size_t kChunk = size_t(64) << 20;
+struct ChunkHeader {
+  std::atomic<int64_t> refs;
+};
+static_assert(sizeof(ChunkHeader) <= 64);
+
+void release_chunk(ChunkHeader* h) {
+  if (h->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    h->~ChunkHeader();
+    std::free(h);
+  }
+}
+
+void free_carved(void* p) {
+  release_chunk(reinterpret_cast<ChunkHeader*>(reinterpret_cast<uintptr_t>(p) & ~(uintptr_t(kChunk) - 1)));
+}
+
+struct Carver {
+  std::mutex mu;
+  ChunkHeader* chunk = nullptr;  // holds one reference while set
+  size_t used = 0;               // bytes of chunk handed out, header included
+  void* carve(size_t size) {     // size: a multiple of 64, < kChunk - 64
+    std::lock_guard<std::mutex> lock(mu);
+    if (chunk == nullptr || used + size > kChunk) {
+      if (chunk != nullptr) release_chunk(chunk);
+      chunk = new (alloc_huge(kChunk, kChunk)) ChunkHeader{{1}};
+      used = 64;
+    }
+    void* p = reinterpret_cast<uint8_t*>(chunk) + used;
+    used += size;
+    chunk->refs.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  ~Carver() {
+    if (chunk != nullptr) release_chunk(chunk);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<uint8_t, void (*)(void*)> alloc_packed_bytes(size_t bytes) {
+  if (bytes >= kHugePage) {
+    const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;  // aligned_alloc wants a multiple
+    return {static_cast<uint8_t*>(alloc_huge(kHugePage, size)), std::free};
+  }
+  static Carver carver;
+  return {static_cast<uint8_t*>(carver.carve((std::max<size_t>(bytes, 1) + 63) / 64 * 64)), free_carved};
+}
+
 bool packable(DType type) {
   return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::MXFP4 || type == DType::Q4_K ||
          type == DType::Q5_K || type == DType::Q6_K;
@@ -38,8 +124,7 @@ std::unique_ptr<PackedMatrix> pack_matrix(DType type, const void* data, int64_t 
   p->n_groups = n_out / kPackRows;
   const int64_t nb = p->n_blocks();
   const size_t qs_bytes = size_t(p->n_groups * nb) * p->qs_block_bytes();  // a multiple of 256
-  p->qs = {static_cast<uint8_t*>(std::aligned_alloc(64, qs_bytes)), std::free};
-  check(p->qs != nullptr, "out of memory: cannot allocate ", qs_bytes, " bytes for packed weights");
+  p->qs = alloc_packed_bytes(qs_bytes);
   p->d = std::make_unique<uint16_t[]>(size_t(p->n_groups * nb * kPackRows));
   const uint8_t* base = static_cast<const uint8_t*>(data);
   const bool mx = type == DType::MXFP4;
