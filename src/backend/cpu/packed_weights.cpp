@@ -44,11 +44,13 @@ bool huge_pages_wanted() {
   return on;
 }
 
-void* alloc_huge(size_t align, size_t size) {  // size: a multiple of align
+// size: a multiple of align. The first `advise` bytes (a multiple of kHugePage) are advised for huge pages;
+// the rest stays in 4 KiB pages, so that a buffer's partial last 2 MiB is not made resident whole.
+void* alloc_huge(size_t align, size_t size, size_t advise) {
   void* p = std::aligned_alloc(align, size);
   check(p != nullptr, "out of memory: cannot allocate ", size, " bytes for packed weights");
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (huge_pages_wanted()) madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+  if (huge_pages_wanted() && advise > 0) madvise(p, advise, MADV_HUGEPAGE);  // advice only
 #endif
   return p;
 }
@@ -83,7 +85,7 @@ struct Carver {
     std::lock_guard<std::mutex> lock(mu);
     if (chunk == nullptr || used + size > kChunk) {
       if (chunk != nullptr) release_chunk(chunk);
-      chunk = new (alloc_huge(kChunk, kChunk)) ChunkHeader{{1}};
+      chunk = new (alloc_huge(kChunk, kChunk, kChunk)) ChunkHeader{{1}};
       used = 64;
     }
     void* p = reinterpret_cast<uint8_t*>(chunk) + used;
@@ -101,7 +103,7 @@ struct Carver {
 std::unique_ptr<uint8_t, void (*)(void*)> alloc_packed_bytes(size_t bytes) {
   if (bytes >= kHugePage) {
     const size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;  // aligned_alloc wants a multiple
-    return {static_cast<uint8_t*>(alloc_huge(kHugePage, size)), std::free};
+    return {static_cast<uint8_t*>(alloc_huge(kHugePage, size, bytes / kHugePage * kHugePage)), std::free};
   }
   static Carver carver;
   return {static_cast<uint8_t*>(carver.carve((std::max<size_t>(bytes, 1) + 63) / 64 * 64)), free_carved};
