@@ -1,11 +1,7 @@
 // AVX2 form of the Gated DeltaNet token step (gated_delta_kernels.h): token_step_ref's bits, 8 columns a vector.
 // This file is compiled with -mfma (CMakeLists.txt): contraction is off here so that every multiply-add
 // stays the reference's two roundings.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 #include <cstddef>
 
 #include "core/simd_f32_x86.h"

@@ -1,10 +1,6 @@
 // ARM64 NEON form of the Gated DeltaNet token step (gated_delta_kernels.h): token_step_ref's bits, 4 columns a
 // vector. Contraction is off here (GCC fuses vmulq_f32 + vaddq_f32 into fmla otherwise), as in token_step_ref's TU.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 #include <cstddef>
 
 #include "core/simd_f32_neon.h"

@@ -1,11 +1,7 @@
 // gated_delta_math.h's token_step_ref, in a TU of its own with floating-point contraction off, so that its
 // multiplies and adds are two roundings each on every target and compiler (gated_delta_kernels.h's SIMD forms,
 // also compiled without contraction, promise exactly these bits).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 #include "kv/gated_delta_math.h"
 
 namespace polykv::gdn {

@@ -8,11 +8,7 @@
 // right over the values, `a*b*c` is (a*b)*c, `a*b - c*d` rounds both products first, and a division
 // is never replaced by a multiplication with a reciprocal. The comments give the math; the code
 // keeps that order.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 
 #include "quant/kquant_quantize_ref.h"
 

@@ -7,11 +7,7 @@
 // multiply-add). ggml's C source leaves contraction to the compiler, so an FMA build of ggml can
 // differ from this in the last step of a rounding tie; gguf-py's numpy port emulates the fused form
 // for q4_0/q5_0. See tests/quant_test.cpp for how the two are compared.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 
 #include <algorithm>
 #include <cfloat>

@@ -2,11 +2,7 @@
 // scalar policy, in a TU of its own with floating-point contraction off, as in the vector policy's TUs
 // (*_avx2, *_avx512, *_neon), so that both give the same bits on every target (GCC contracts a * b + c into an
 // FMA by default on ARM64).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 #include "backend/cpu/gated_delta_chunked.h"
 #include "backend/cpu/gated_delta_net.h"
 

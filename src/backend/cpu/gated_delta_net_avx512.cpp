@@ -1,11 +1,7 @@
 // AVX512 form of the chunked Gated DeltaNet recurrence: gdn_rule_chunked's bytes, 16 values a vector
 // (gated_delta_chunked.h). Compiled with -mfma (CMakeLists.txt): contraction is off so that every multiply-add
 // keeps the reference's two roundings.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 #include "backend/cpu/gated_delta_chunked.h"
 #include "backend/cpu/gated_delta_net.h"
 #include "core/simd_f32_x86.h"

@@ -1,10 +1,6 @@
 // ARM64 NEON form of the chunked Gated DeltaNet recurrence: gdn_rule_chunked's bytes, 4 values a vector
 // (gated_delta_chunked.h). Contraction is off, as in the reference's TU (gated_delta_chunked_ref.cpp).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#elif defined(__clang__)
-#pragma clang fp contract(off)
-#endif
+#include "core/fp_contract_off.h"  // first: contraction off for this TU
 #include "backend/cpu/gated_delta_chunked.h"
 #include "backend/cpu/gated_delta_net.h"
 #include "core/simd_f32_neon.h"

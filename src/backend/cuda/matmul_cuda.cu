@@ -224,13 +224,15 @@ size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 bool is_float_weight(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-bool ternary_weights_enabled() {
+namespace {
+bool ternary_weights_enabled() {  // POLYKV_CUDA_TERNARY=1, read once
   static const bool on = [] {
     const char* e = std::getenv("POLYKV_CUDA_TERNARY");
     return e != nullptr && std::string_view(e) == "1";
   }();
   return on;
 }
+}  // namespace
 
 bool has_weight_kernels(DType t) {
   if (t == DType::TQ1_0 || t == DType::TQ2_0 || t == DType::PTQ1_0) return ternary_weights_enabled();

@@ -33,7 +33,6 @@ namespace polykv::cuda {
 // (CudaQuantDecode.*), but no GPU has run them yet: they count only with POLYKV_CUDA_TERNARY=1 (the GPU
 // tests call the kernels directly and cover them), until a GPU run validates them (docs/TERNARY.md).
 bool has_weight_kernels(DType t);
-bool ternary_weights_enabled();  // POLYKV_CUDA_TERNARY=1, read once
 
 // w.data: device pointer. x, y: device pointers.
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);
