@@ -6,7 +6,9 @@
 #   bench/ternary_paired_ab.sh LIB_A LIB_B OUT.json
 # LIB_A / LIB_B: libpolykv_lib.a of the two versions (e.g. a copy of build/libpolykv_lib.a before a change,
 # and the one after). Environment: ROUNDS (alternations, 4), K (paired rounds per run, 5), TYPES
-# (q8_0,q4_0,tq2_0,tq1_0,ptq1_0). Needs the sources of this checkout for the benchmark itself.
+# (q8_0,q4_0,tq2_0,tq1_0,ptq1_0), ENV_A / ENV_B (environment assignments for A's / B's runs, e.g.
+# ENV_A=POLYKV_TQ_LUT=0 with the same library twice: an A/B inside one build). Needs the sources of this
+# checkout for the benchmark itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lib_a=$1 lib_b=$2 out=$3
@@ -19,7 +21,10 @@ for v in a b; do
 done
 load_before=$(uptime)
 for ((r = 0; r < ROUNDS; ++r)); do
-  for v in a b; do "$work/tb_$v" --types "$TYPES" --paired "$K" >"$work/$v.$r.json"; done
+  for v in a b; do
+    envs=${ENV_A:-}; [ "$v" = b ] && envs=${ENV_B:-}
+    env $envs "$work/tb_$v" --types "$TYPES" --paired "$K" >"$work/$v.$r.json"
+  done
 done
 load_after=$(uptime)
 mkdir -p "$(dirname "$out")"
@@ -33,6 +38,7 @@ runs = {v: [json.load(open(f"{work}/{v}.{r}.json")) for r in range(rounds)] for 
 cols = runs["a"][0]["columns"]
 doc = {"date_utc": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z", "commit": os.environ["COMMIT"],
        "cpu": os.environ["CPU"], "lib_a": os.environ["LIB_A"], "lib_b": os.environ["LIB_B"],
+       "env_a": os.environ.get("ENV_A", ""), "env_b": os.environ.get("ENV_B", ""),
        "matmul_isa": runs["a"][0]["matmul_isa"], "threads": runs["a"][0]["threads"],
        "uptime_before": os.environ["LOAD_BEFORE"].strip(), "uptime_after": os.environ["LOAD_AFTER"].strip(),
        "columns": cols, "rounds": {v: [row for run in runs[v] for row in run["rounds"]] for v in "ab"}, "summary": {}}

@@ -25,8 +25,10 @@
 #include "backend/cpu/mxfp4_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/ternary_kernels.h"
+#include "backend/cpu/ternary_lut.h"
 #include "core/error.h"
 #include "quant/quant.h"
+#include "quant/ternary.h"
 
 namespace polykv {
 namespace cpu {
@@ -272,6 +274,22 @@ void matmul_impl(const WeightMatrix& w, const float* x, float* y, int64_t n_toke
     });
   };
 
+  if (w.packed && w.packed->rows_per_group == kLutRows && fmt == ActFormat::Q8_K) {
+    // Ternary LUT layout (ternary_lut.h): each thread takes one contiguous range of 64-row chunks (its
+    // tables are built once per block for all of them); the n_out % 64 tail rows go to the row kernel.
+    const PackedMatrix& p = *w.packed;
+    const bool simd = active_isa() == Isa::Avx512 && ternary_lut_available(w.type, n_in);
+    const int64_t parts = pool ? pool->size() : 1, n_chunks = std::min(p.n_groups, n_out / kLutRows);
+    run_range(pool, parts, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t c0 = n_chunks * i / parts, c1 = n_chunks * (i + 1) / parts;
+        if (simd) ternary_lut_matmul_avx512vbmi(p, c0, c1, acts.data(), int(n_tokens), y, n_out);
+        else ternary_lut_matmul_scalar(p, c0, c1, acts.data(), int(n_tokens), y, n_out);
+        if (i == parts - 1 && n_chunks * kLutRows < n_out) rows(n_chunks * kLutRows, n_out, 0, n_tokens);
+      }
+    });
+    return;
+  }
   if (const PackedDotFn pdot = w.packed ? pick_packed_kernel(active_isa(), w.type) : nullptr) {
     const PackedMatrix& p = *w.packed;  // p.n_groups == n_out / kPackRows
     run_groups(kPackRows, kMaxPackedTokens, [&](int64_t g, int64_t t, int nt) {
@@ -312,6 +330,13 @@ void matmul_serial(const WeightMatrix& w, const float* x, float* y, int64_t n_to
 void pack_for_matmul(WeightMatrix& w) {
   using namespace cpu;
   const Isa isa = active_isa();  // pack where the active ISA has a packed kernel (not for scalar)
+  if (is_ternary(w.type)) {  // the LUT layout where the CPU has its kernel (ternary_lut.h)
+    if (!w.packed && ternary_lut_available(w.type, w.n_in)) {
+      validate(w);
+      w.packed = pack_ternary_lut(w.type, w.data, w.n_in, w.n_out, w.row_stride);
+    }
+    return;
+  }
   if (w.packed || isa == Isa::Scalar || !packable(w.type) || !pick_packed_kernel(isa, w.type)) return;
   validate(w);
   w.packed = pack_matrix(w.type, w.data, w.n_in, w.n_out, w.row_stride);
@@ -319,6 +344,8 @@ void pack_for_matmul(WeightMatrix& w) {
 
 bool matmul_reads_original(const WeightMatrix& w) {
   using namespace cpu;
+  if (w.packed && w.packed->rows_per_group == kLutRows)  // every ISA has a LUT kernel (the scalar one)
+    return w.packed->n_groups * kLutRows != w.n_out || act_format_for(w.type, w.n_in) != ActFormat::Q8_K;
   return !(w.packed && w.packed->n_groups * kPackRows == w.n_out &&
            pick_packed_kernel(active_isa(), w.type) != nullptr);
 }

@@ -49,9 +49,10 @@ constexpr int kPackRows = 16;  // rows per interleaved group
 std::unique_ptr<uint8_t, void (*)(void*)> alloc_packed_bytes(size_t bytes);
 
 struct PackedMatrix {
-  DType type = DType::F32;  // Q4_0, Q8_0, MXFP4, Q4_K, Q5_K or Q6_K
+  DType type = DType::F32;  // Q4_0, Q8_0, MXFP4, Q4_K, Q5_K or Q6_K; or TQ1_0, TQ2_0, PTQ1_0 (ternary_lut.h)
   int64_t n_in = 0;         // values per row (a multiple of the type's block)
-  int64_t n_groups = 0;     // packed rows = 16 * n_groups
+  int64_t n_groups = 0;     // packed rows = rows_per_group * n_groups
+  int rows_per_group = kPackRows;  // 16; 64 for the ternary LUT layout (ternary_lut.h: its own records)
   std::unique_ptr<uint8_t, void (*)(void*)> qs{nullptr, nullptr};  // 64-byte aligned
   std::unique_ptr<uint16_t[]> d;
 
