@@ -160,17 +160,55 @@ void run_tile(const PackedMatrix& p, int64_t c0, int64_t c1, const ActRow* act, 
     for (int t = 0; t < NT; ++t) build_tables(k, kCode, act[t].qs + 256 * b, tabs + t * kTab);
     float dx[NT];
     for (int t = 0; t < NT; ++t) dx[t] = act[t].d[b];
-    for (int64_t j0 = c0 / kLutTile * kLutTile; j0 < c1; j0 += kLutTile) {
+    // This thread's bytes of block b: [base_b, base_b + span); block b + 1's are block_stride further.
+    const int64_t jb = c0 / kLutTile * kLutTile, je = std::min<int64_t>(G, (c1 + kLutTile - 1) / kLutTile * kLutTile);
+    const uint8_t* base_b = p.qs.get() + size_t(b * G + jb) * kRec;
+    const int64_t span = (je - jb) * kRec, block_stride = G * kRec;
+    int64_t pf_v = kTernaryPrefetchBytes;  // prefetch cursor, an offset in that stream
+    for (int64_t j0 = jb; j0 < c1; j0 += kLutTile) {
       const int64_t tc = std::min<int64_t>(kLutTile, G - j0), cs = std::max(c0, j0), ce = std::min(c1, j0 + tc);
+      const int64_t tile_lines = tc * kRec / 64, pf_per_m = (tile_lines + kCode - 1) / kCode;
+      int64_t pf_done = 0;
       const int n = int(ce - cs);
       const uint8_t* rec = p.qs.get() + size_t(b * G + j0) * kRec;
       const uint8_t* codes = rec + size_t(cs - j0) * 64;  // + m * tc * 64: position m of chunk cs
       for (int t = 0; t < NT; ++t)
         for (int i = 0; i < n; ++i) acc16[t][i][0] = acc16[t][i][1] = _mm512_setzero_si512();
+      __m512i reg[kLutTile][2];  // NT == 1, whole tiles: acc16 in registers
+#pragma GCC unroll 8
+      for (int i = 0; i < kLutTile; ++i) reg[i][0] = reg[i][1] = _mm512_setzero_si512();
       for (int m = 0; m < kCode; ++m) {
         const uint8_t* xm = codes + size_t(m * tc) * 64;
-        for (int i = 0; i < n; ++i)
-          _mm_prefetch(reinterpret_cast<const char*>(xm + kTernaryPrefetchBytes + 64 * i), _MM_HINT_T0);
+        // Prefetch: the tile's lines (codes and scales) spread over its positions, kTernaryPrefetchBytes ahead in
+        // this thread's stream (its tiles of block b, then the same tiles of block b + 1).
+        for (int64_t e = std::min<int64_t>(tile_lines, pf_per_m * (m + 1)); pf_done < e; ++pf_done, pf_v += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(pf_v < span ? base_b + pf_v : base_b + block_stride + (pf_v - span)),
+                       _MM_HINT_T0);
+        if constexpr (NT == 1) {
+          if (n == kLutTile) {  // one token, a whole tile: the 16 accumulators stay in registers
+            const uint8_t* tm = tabs + 512 * m;
+            const __m512i l0 = _mm512_load_si512(tm), l1 = _mm512_load_si512(tm + 64);
+            const __m512i l2 = _mm512_load_si512(tm + 128), l3 = _mm512_load_si512(tm + 192);
+            const __m512i h0 = _mm512_load_si512(tm + 256), h1 = _mm512_load_si512(tm + 320);
+            const __m512i h2 = _mm512_load_si512(tm + 384), h3 = _mm512_load_si512(tm + 448);
+#pragma GCC unroll 8
+            for (int i = 0; i < kLutTile; ++i) {
+              const __m512i x = _mm512_load_si512(xm + 64 * i);
+              const __mmask64 khi = _mm512_movepi8_mask(x), klo = _knot_mask64(khi);
+              const __m512i lo = _mm512_mask2_permutex2var_epi8(l2, _mm512_mask2_permutex2var_epi8(l0, x, klo, l1), khi, l3);
+              const __m512i hi = _mm512_mask2_permutex2var_epi8(h2, _mm512_mask2_permutex2var_epi8(h0, x, klo, h1), khi, h3);
+              reg[i][0] = _mm512_add_epi16(reg[i][0], _mm512_unpacklo_epi8(lo, hi));
+              reg[i][1] = _mm512_add_epi16(reg[i][1], _mm512_unpackhi_epi8(lo, hi));
+            }
+            if ((m + 1) % kSeg != 0) continue;
+#pragma GCC unroll 8
+            for (int i = 0; i < kLutTile; ++i) {
+              acc16[0][i][0] = reg[i][0], acc16[0][i][1] = reg[i][1];
+              reg[i][0] = reg[i][1] = _mm512_setzero_si512();
+            }
+            goto flush;
+          }
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
           const uint8_t* tm = tabs + t * kTab + 512 * m;
@@ -188,6 +226,7 @@ void run_tile(const PackedMatrix& p, int64_t c0, int64_t c1, const ActRow* act, 
           }
         }
         if ((m + 1) % kSeg != 0) continue;
+      flush:
         for (int i = 0; i < n; ++i) {
           const int64_t c = cs + i;
           const uint8_t* d = rec + size_t(kCode * tc) * 64 + size_t(c - j0) * 128;  // + s * tc * 128: scale s
