@@ -224,12 +224,15 @@ TEST(TernaryLut, PartialSumsAtTheirBounds) {
 TEST(TernaryLut, MatmulWithPackedRows) {
   for (DType t : kTypes) {
     if (!cpu::ternary_lut_available(t, 256)) GTEST_SKIP() << "no LUT kernel on this CPU / ISA";
-    for (const int64_t n_out : {int64_t(192), int64_t(200)}) {
+    for (const int64_t n_out : {int64_t(576), int64_t(600)}) {
       SCOPED_TRACE(testing::Message() << dtype_name(t) << " n_out=" << n_out);
       const int64_t n_in = 1024, n_tok = 11;
       const size_t stride = row_bytes(t, n_in);
       auto bytes = make_rows(t, n_in, n_out, stride, 3, false);
       WeightMatrix w{t, bytes.data(), n_in, n_out, stride};
+      WeightMatrix small{t, bytes.data(), n_in, cpu::kLutMinRows - 64, stride};
+      pack_for_matmul(small);
+      EXPECT_EQ(small.packed, nullptr);  // below kLutMinRows: the row kernels
       pack_for_matmul(w);
       ASSERT_NE(w.packed, nullptr);
       EXPECT_EQ(matmul_reads_original(w), n_out % 64 != 0);
@@ -253,7 +256,7 @@ TEST(TernaryLut, MatmulWithPackedRows) {
       matmul(w, x.data(), scalar.data(), n_tok, pool(2));
       cpu::clear_isa_override();
       for (int64_t tok = 0; tok < n_tok; ++tok)
-        ASSERT_EQ(0, std::memcmp(scalar.data() + tok * n_out, all.data() + tok * n_out, 192 * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(scalar.data() + tok * n_out, all.data() + tok * n_out, 576 * sizeof(float)));
     }
   }
 }

@@ -331,7 +331,7 @@ void pack_for_matmul(WeightMatrix& w) {
   using namespace cpu;
   const Isa isa = active_isa();  // pack where the active ISA has a packed kernel (not for scalar)
   if (is_ternary(w.type)) {  // the LUT layout where the CPU has its kernel (ternary_lut.h)
-    if (!w.packed && ternary_lut_available(w.type, w.n_in)) {
+    if (!w.packed && w.n_out >= kLutMinRows && ternary_lut_available(w.type, w.n_in)) {
       validate(w);
       w.packed = pack_ternary_lut(w.type, w.data, w.n_in, w.n_out, w.row_stride);
     }

@@ -81,9 +81,15 @@ int lut_value_index(DType type, int m, int n);
 // The value (-1, 0, 1; TQ2_0 code 3: 2) that digit n of code byte q stands for.
 int lut_digit_value(DType type, uint8_t q, int n);
 
-// True if matmul() packs `type` for the LUT path on this CPU (AVX-512 with VBMI as the active ISA, the
-// switch below on) for rows of n_in values.
+// True if the LUT kernel runs here for rows of n_in values: AVX-512 with VBMI as the active ISA, the switch
+// below on, n_in a multiple of 256.
 bool ternary_lut_available(DType type, int64_t n_in);
+
+// Fewest rows for which pack_for_matmul (matmul.h) packs a ternary matrix for the LUT path: each thread builds
+// its tables once per block (~0.25 us a token on the Zen 5 VM, ~4 chunks' lookups), so below ~8 chunks a
+// thread the row kernels are as fast (bench/ternary_bench.cpp hot_core at 512 rows, 2026-12-05). A property
+// of the matrix only, so a row's kernel never depends on the batch or the threads.
+constexpr int64_t kLutMinRows = 512;
 
 // Switch for A/B runs and tests: false = never pack ternary matrices for the LUT path (the row kernels of
 // ternary_kernels.h, as before 2026-12-05). Starts from POLYKV_TQ_LUT ("0" = off). Affects packing only:
