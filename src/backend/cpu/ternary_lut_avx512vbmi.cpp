@@ -144,6 +144,11 @@ inline void scale_into(const __m512i s[4], const uint8_t* d, float dx, float* ac
   }
 }
 
+// The second prefetch: with only the L1 one (4 KB ahead) this kernel streamed tq1_0 at ~51-54 GB/s with 2 threads
+// on the Zen 5 VM, ~55 with no arithmetic at all, against ~75 for the q8_0 packed kernel; a T1 prefetch 12 KB
+// ahead gave 57-64 (bench/ternary_bench.cpp --paired, 2026-12-05; 8 and 16 KB within the host's noise of it).
+constexpr int64_t kLutL2PrefetchBytes = 12288;
+
 template <DType kType, int NT>
 void run_tile(const PackedMatrix& p, int64_t c0, int64_t c1, const ActRow* act, float* y, int64_t ldy,
               uint8_t* tabs, float* accf) {
@@ -179,11 +184,16 @@ void run_tile(const PackedMatrix& p, int64_t c0, int64_t c1, const ActRow* act, 
       for (int i = 0; i < kLutTile; ++i) reg[i][0] = reg[i][1] = _mm512_setzero_si512();
       for (int m = 0; m < kCode; ++m) {
         const uint8_t* xm = codes + size_t(m * tc) * 64;
-        // Prefetch: the tile's lines (codes and scales) spread over its positions, kTernaryPrefetchBytes ahead in
-        // this thread's stream (its tiles of block b, then the same tiles of block b + 1).
-        for (int64_t e = std::min<int64_t>(tile_lines, pf_per_m * (m + 1)); pf_done < e; ++pf_done, pf_v += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(pf_v < span ? base_b + pf_v : base_b + block_stride + (pf_v - span)),
-                       _MM_HINT_T0);
+        // Prefetch: the tile's lines (codes and scales) spread over its positions, in this thread's stream (its
+        // tiles of block b, then the same tiles of block b + 1): into L1 kTernaryPrefetchBytes ahead and into L2
+        // kLutL2PrefetchBytes ahead.
+        const auto at = [&](int64_t v) {
+          return reinterpret_cast<const char*>(v < span ? base_b + v : base_b + block_stride + (v - span));
+        };
+        for (int64_t e = std::min<int64_t>(tile_lines, pf_per_m * (m + 1)); pf_done < e; ++pf_done, pf_v += 64) {
+          _mm_prefetch(at(pf_v), _MM_HINT_T0);
+          _mm_prefetch(at(pf_v + kLutL2PrefetchBytes - kTernaryPrefetchBytes), _MM_HINT_T1);
+        }
         if constexpr (NT == 1) {
           if (n == kLutTile) {  // one token, a whole tile: a fixed 8-chunk loop (GCC 12 still keeps the 16 sums in
                                 // L1, as it did with named variables and with memory operands for half the table;
