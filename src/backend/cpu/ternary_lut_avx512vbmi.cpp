@@ -71,8 +71,10 @@ struct Perms {
 };
 constexpr Perms kPerms{};
 
-// Tables of one token and block: tab + 512 m = low plane (256 B) then high plane of position m.
-void build_tables(const LutConsts& k, int n_code, const int8_t* x, uint8_t* tab) {
+// Tables of one token and block: tab + 512 m = low plane (256 B) then high plane of position m. per_table(m) is
+// called before each table (the caller's prefetches).
+template <typename PerTable>
+void build_tables(const LutConsts& k, int n_code, const int8_t* x, uint8_t* tab, PerTable&& per_table) {
   const __m512i q0 = _mm512_loadu_si512(x), q1 = _mm512_loadu_si512(x + 64);
   const __m512i q2 = _mm512_loadu_si512(x + 128), q3 = _mm512_loadu_si512(x + 192);
   __m512i X[5];
@@ -102,6 +104,7 @@ void build_tables(const LutConsts& k, int n_code, const int8_t* x, uint8_t* tab)
   const __m512i even = _mm512_load_si512(kPerms.even), odd = _mm512_load_si512(kPerms.odd);
   const auto* pairs = reinterpret_cast<const __m512i*>(k.pairs);  // [3][8] vectors of 32 code pairs
   for (int m = 0; m < n_code; ++m, tab += 512) {
+    per_table(m);
     const __m512i w01 = _mm512_set1_epi16(int16_t(w[0][m])), w23 = _mm512_set1_epi16(int16_t(w[1][m]));
     const __m512i w4 = _mm512_set1_epi16(int16_t(w[2][m])), ns = _mm512_set1_epi16(negsum[m]);
 #pragma GCC unroll 4
@@ -148,6 +151,7 @@ inline void scale_into(const __m512i s[4], const uint8_t* d, float dx, float* ac
 // on the Zen 5 VM, ~55 with no arithmetic at all, against ~75 for the q8_0 packed kernel; a T1 prefetch 12 KB
 // ahead gave 57-64 (bench/ternary_bench.cpp --paired, 2026-12-05; 8 and 16 KB within the host's noise of it).
 constexpr int64_t kLutL2PrefetchBytes = 12288;
+constexpr int64_t kLutBuildPrefetchBytes = 16384;
 
 template <DType kType, int NT>
 void run_tile(const PackedMatrix& p, int64_t c0, int64_t c1, const ActRow* act, float* y, int64_t ldy,
@@ -162,13 +166,24 @@ void run_tile(const PackedMatrix& p, int64_t c0, int64_t c1, const ActRow* act, 
   alignas(64) __m512i acc16[NT][kLutTile][2];  // 16-bit partial sums of (token, chunk of the tile)
   alignas(64) __m512i first[NT][kLutTile][4];  // TQ2_0: the first half's widened sums
   for (int64_t b = 0; b < nb; ++b) {
-    for (int t = 0; t < NT; ++t) build_tables(k, kCode, act[t].qs + 256 * b, tabs + t * kTab);
-    float dx[NT];
-    for (int t = 0; t < NT; ++t) dx[t] = act[t].d[b];
     // This thread's bytes of block b: [base_b, base_b + span); block b + 1's are block_stride further.
     const int64_t jb = c0 / kLutTile * kLutTile, je = std::min<int64_t>(G, (c1 + kLutTile - 1) / kLutTile * kLutTile);
     const uint8_t* base_b = p.qs.get() + size_t(b * G + jb) * kRec;
     const int64_t span = (je - jb) * kRec, block_stride = G * kRec;
+    // While the tables are built (no weight is read), keep the stream going: kLutBuildPrefetchBytes past the L2
+    // prefetch's frontier, spread over the first token's tables (the cursor below repeats some: harmless).
+    for (int t = 0; t < NT; ++t)
+      build_tables(k, kCode, act[t].qs + 256 * b, tabs + t * kTab, [&](int m) {
+        if (t != 0) return;
+        constexpr int64_t kLines = kLutBuildPrefetchBytes / 64, kPer = (kLines + kCode - 1) / kCode;
+        for (int64_t l = kPer * m; l < std::min<int64_t>(kLines, kPer * (m + 1)); ++l) {
+          const int64_t v = kLutL2PrefetchBytes + 64 * l;
+          _mm_prefetch(reinterpret_cast<const char*>(v < span ? base_b + v : base_b + block_stride + (v - span)),
+                       _MM_HINT_T1);
+        }
+      });
+    float dx[NT];
+    for (int t = 0; t < NT; ++t) dx[t] = act[t].d[b];
     int64_t pf_v = kTernaryPrefetchBytes;  // prefetch cursor, an offset in that stream
     for (int64_t j0 = jb; j0 < c1; j0 += kLutTile) {
       const int64_t tc = std::min<int64_t>(kLutTile, G - j0), cs = std::max(c0, j0), ce = std::min(c1, j0 + tc);
