@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
+#include "q8k_acts.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -52,23 +53,7 @@ std::vector<uint8_t> make_rows(DType t, int64_t n_in, int64_t n_out, size_t stri
   return bytes;
 }
 
-// Q8_K activations of n_tok tokens.
-struct Acts {
-  std::vector<int8_t> qs;
-  std::vector<float> d;
-  std::vector<int16_t> bsums;
-  std::vector<cpu::ActRow> rows;
-  Acts(const std::vector<float>& x, int64_t n_in, int n_tok)
-      : qs(size_t(n_in * n_tok)), d(size_t(n_in / 256 * n_tok)), bsums(size_t(n_in / 16 * n_tok)), rows(size_t(n_tok)) {
-    for (int t = 0; t < n_tok; ++t) {
-      cpu::quantize_act_q8_K(x.data() + t * n_in, n_in, qs.data() + t * n_in, d.data() + t * (n_in / 256),
-                             bsums.data() + t * (n_in / 16));
-      rows[size_t(t)].qs = qs.data() + t * n_in;
-      rows[size_t(t)].d = d.data() + t * (n_in / 256);
-      rows[size_t(t)].bsums = bsums.data() + t * (n_in / 16);
-    }
-  }
-};
+using Acts = test::Q8KActs;
 
 // The AVX-512 VBMI kernel may run (CPU and active ISA).
 bool simd_available(DType t) { return cpu::ternary_lut_available(t, 256); }

@@ -14,6 +14,7 @@
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "quant/quant.h"
+#include "q8k_acts.h"
 #include "test_util.h"
 
 namespace polykv {
@@ -32,26 +33,7 @@ std::vector<uint8_t> random_matrix(DType type, int64_t n_in, int64_t n_out, uint
   return m;
 }
 
-// Quantized activations of n_tok tokens in the Q8_K format (what matmul makes for k-quant weights).
-struct Acts {
-  std::vector<int8_t> qs;
-  std::vector<float> d;
-  std::vector<int16_t> bsums;
-  std::vector<cpu::ActRow> rows;
-  Acts(const std::vector<float>& x, int64_t n_in, int n_tok)
-      : qs(size_t(n_in * n_tok)), d(size_t(n_in / 256 * n_tok)), bsums(size_t(n_in / 16 * n_tok)) {
-    for (int t = 0; t < n_tok; ++t)
-      cpu::quantize_act_q8_K(x.data() + t * n_in, n_in, qs.data() + t * n_in, d.data() + t * (n_in / 256),
-                             bsums.data() + t * (n_in / 16));
-    for (int t = 0; t < n_tok; ++t) {
-      cpu::ActRow a;
-      a.qs = qs.data() + t * n_in;
-      a.d = d.data() + t * (n_in / 256);
-      a.bsums = bsums.data() + t * (n_in / 16);
-      rows.push_back(a);
-    }
-  }
-};
+using Acts = test::Q8KActs;  // Q8_K activations, as matmul makes them for k-quant weights
 
 TEST(VerifyKernels, PackedQ4KGroupKernelEqualsScalarReference) {
   if (cpu::detected_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512";
