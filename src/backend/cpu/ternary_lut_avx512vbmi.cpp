@@ -7,12 +7,13 @@
 //     X_n (lane m); T_m[q] = Σ_n c_n(q) x_n - Σ_n x_n with codes c = t + 1 (0..3): three vpmaddubsw of
 //     constant code pairs (c_0, c_1), (c_2, c_3), (c_4, 0) per 32 entries with the broadcast pairs
 //     (x_0, x_1), (x_2, x_3), (x_4, 0), then one byte permute per plane and 64 entries.
-//  2. per chunk of 64 rows: per m, the 64 code bytes index both planes (two vpermi2b each: entries 0..127,
-//     then 128..255 where bit 7 is set, the mask2 form merging the two), vpunpck{l,h}bw rebuild the 16-bit
-//     entries of rows 0..31 / 32..63 (lut_row_of_lane) and vpaddw sums them; at the end of a segment the
-//     sums are widened to int32; per block one FMA per 16 rows and token into accumulators kept per chunk.
-// Measured in a microbenchmark on the 2-core Zen 5 VM: ~1.1 ns per position and chunk at one token (320
-// weights of 64 rows), i.e. TQ1_0 at ~60 GB/s of one core from L1, against 16-17 GB/s for the row kernel.
+//  2. per tile of 8 chunks of 64 rows and per m: the position's table loaded once (8 vectors), then for each
+//     chunk the 64 code bytes index both planes (two vpermi2b each: entries 0..127, then 128..255 where bit 7
+//     is set, the mask2 form merging the two), vpunpck{l,h}bw rebuild the 16-bit entries of rows 0..31 /
+//     32..63 (lut_row_of_lane) and vpaddw sums them; at the end of a segment the sums are widened to int32;
+//     per block one FMA per 16 rows and token into accumulators kept per chunk.
+// One core from L2 at one token: ~60 ns per chunk and block (3456 B of TQ1_0: ~57 GB/s), against ~160 for the
+// row kernel; from DRAM with 2 threads the stream, not this arithmetic, sets the pace (docs/TERNARY.md 2026-12-05).
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 on the 256-bit extracts / widenings of avx512fintrin.h
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
