@@ -48,7 +48,7 @@ fi
 t_start=$SECONDS
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DPOLYKV_CUDA=OFF -DPOLYKV_LIB_EXCLUDE="chat|server|eval|engine" \
-  -DPOLYKV_TEST_FILES="attention.*|forward_batch|gated_delta.*|greedy_isa|hybrid_golden|isa|kv_cache|matmul.*|model_golden|quant|ternary_(kernels|kernel_extremes|matmul|quant)|turbo.*|[a-z0-9_]*neon[a-z0-9_]*" \
+  -DPOLYKV_TEST_FILES="attention.*|forward_batch|gated_delta.*|greedy_isa|hybrid_golden|isa|kv_cache|matmul.*|model_golden|quant|ternary_(kernels|kernel_extremes|matmul|quant|lut)|turbo.*|[a-z0-9_]*neon[a-z0-9_]*" \
   >/dev/null
 cmake --build "$build" -j"$jobs" --target polykv_tests
 t_build=$SECONDS

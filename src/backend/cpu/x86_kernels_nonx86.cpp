@@ -9,6 +9,7 @@
 #include "backend/cpu/mxfp4_kernels.h"
 #include "backend/cpu/packed_weights.h"
 #include "backend/cpu/ternary_kernels.h"
+#include "backend/cpu/ternary_lut.h"
 #include "core/error.h"
 
 namespace polykv {
@@ -36,6 +37,10 @@ RowDotFn ternary_row_dot_avx512(DType) { return nullptr; }
 RowDotFn ternary_row_dot_avx512vbmi(DType) { return nullptr; }
 void ternary_permute_act_vbmi(DType, const int8_t*, const int16_t*, int64_t, int8_t*) {
   fail("ternary_permute_act_vbmi: not an x86 build");
+}
+// ternary_lut_available() is false on a CPU without AVX-512, so matmul never calls it here.
+void ternary_lut_matmul_avx512vbmi(const PackedMatrix&, int64_t, int64_t, const ActRow*, int, float*, int64_t) {
+  fail("ternary_lut_matmul_avx512vbmi: not an x86 build");
 }
 PackedDotFn packed_dot_avx512(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2(DType) { return nullptr; }
