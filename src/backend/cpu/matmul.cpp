@@ -164,6 +164,9 @@ void matmul_impl(const WeightMatrix& w, const float* x, float* y, int64_t n_toke
   const ActFormat fmt = act_format_for(w.type, w.n_in);
   const int64_t n_in = w.n_in;
 
+  // Ternary matrices packed for the LUT path (ternary_lut.h).
+  const bool lut = w.packed && w.packed->rows_per_group == kLutRows && fmt == ActFormat::Q8_K;
+
   // Activations, quantized once per matmul (in parallel over tokens) for the integer kernels.
   std::vector<ActRow> acts(static_cast<size_t>(n_tokens));
   // The AVX-512 packed kernels of q4_0 / q8_0 / mxfp4 start each block's sum at zp[b] (ActRow::zp).
@@ -176,8 +179,11 @@ void matmul_impl(const WeightMatrix& w, const float* x, float* y, int64_t n_toke
   if (fmt == ActFormat::F32) {
     for (int64_t t = 0; t < n_tokens; ++t) acts[size_t(t)].f32 = x + t * n_in;
   } else {
-    const size_t perm_bytes =
-        fmt == ActFormat::Q8_K && ternary_wants_perm(active_isa(), w.type, n_in) ? ternary_perm_bytes(w.type, n_in) : 0;
+    // (The LUT path reads qs and d only: the permuted copy is for the row kernel, i.e. for its tail rows.)
+    const bool lut_covers_all = lut && w.packed->n_groups * kLutRows >= w.n_out;
+    const size_t perm_bytes = fmt == ActFormat::Q8_K && !lut_covers_all && ternary_wants_perm(active_isa(), w.type, n_in)
+                                  ? ternary_perm_bytes(w.type, n_in)
+                                  : 0;
     const ActLayout l = act_layout(fmt, n_in, zero_point != 0 || with_bsp, perm_bytes);
     thread_local std::vector<uint8_t> scratch;  // reused across calls by the calling thread
     scratch.resize(l.stride * size_t(n_tokens) + 64);
@@ -274,11 +280,11 @@ void matmul_impl(const WeightMatrix& w, const float* x, float* y, int64_t n_toke
     });
   };
 
-  if (w.packed && w.packed->rows_per_group == kLutRows && fmt == ActFormat::Q8_K) {
+  if (lut) {
     // Ternary LUT layout (ternary_lut.h): each thread takes one contiguous range of 64-row chunks (its
     // tables are built once per block for all of them); the n_out % 64 tail rows go to the row kernel.
     const PackedMatrix& p = *w.packed;
-    const bool simd = active_isa() == Isa::Avx512 && ternary_lut_available(w.type, n_in);
+    const bool simd = ternary_lut_available(w.type, n_in);
     const int64_t parts = pool ? pool->size() : 1, n_chunks = std::min(p.n_groups, n_out / kLutRows);
     run_range(pool, parts, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -331,7 +337,7 @@ void pack_for_matmul(WeightMatrix& w) {
   using namespace cpu;
   const Isa isa = active_isa();  // pack where the active ISA has a packed kernel (not for scalar)
   if (is_ternary(w.type)) {  // the LUT layout where the CPU has its kernel (ternary_lut.h)
-    if (!w.packed && w.n_out >= kLutMinRows && ternary_lut_available(w.type, w.n_in)) {
+    if (!w.packed && w.n_out >= kLutMinRows && ternary_lut_enabled() && ternary_lut_available(w.type, w.n_in)) {
       validate(w);
       w.packed = pack_ternary_lut(w.type, w.data, w.n_in, w.n_out, w.row_stride);
     }

@@ -68,8 +68,7 @@ bool ternary_lut_enabled() { return lut_flag().load(std::memory_order_relaxed); 
 
 bool ternary_lut_available(DType type, int64_t n_in) {
   static const bool cpu_ok = cpu_features().has_avx512_set() && cpu_features().avx512vbmi;
-  return is_ternary(type) && n_in > 0 && n_in % 256 == 0 && cpu_ok && active_isa() == Isa::Avx512 &&
-         ternary_lut_enabled();
+  return is_ternary(type) && n_in > 0 && n_in % 256 == 0 && cpu_ok && active_isa() == Isa::Avx512;
 }
 
 std::unique_ptr<PackedMatrix> pack_ternary_lut(DType type, const void* data, int64_t n_in, int64_t n_out,

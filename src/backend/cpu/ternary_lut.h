@@ -81,8 +81,8 @@ int lut_value_index(DType type, int m, int n);
 // The value (-1, 0, 1; TQ2_0 code 3: 2) that digit n of code byte q stands for.
 int lut_digit_value(DType type, uint8_t q, int n);
 
-// True if the LUT kernel runs here for rows of n_in values: AVX-512 with VBMI as the active ISA, the switch
-// below on, n_in a multiple of 256.
+// True if the AVX-512 LUT kernel runs here for rows of n_in values: AVX-512 with VBMI as the active ISA, n_in a
+// multiple of 256. (pack_for_matmul also asks ternary_lut_enabled(); a matrix packed already keeps its kernel.)
 bool ternary_lut_available(DType type, int64_t n_in);
 
 // Fewest rows for which pack_for_matmul (matmul.h) packs a ternary matrix for the LUT path: each thread builds
