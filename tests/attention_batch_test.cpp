@@ -190,7 +190,8 @@ void check_batch_equals_alone(const Config& cfg) {
           for (size_t i = 0; i < seqs.size(); ++i) {
             if (seqs[i].n_q != 1) continue;
             std::vector<float> ref(out_batch[i].size());
-            attention_ref(p, batch[i].kv, seqs[i].pos0, 1, seqs[i].q.data(), ref.data());
+            attention_ref(p, batch[i].kv, seqs[i].pos0, 1, seqs[i].q.data(), ref.data(),
+                          attention_uses_q8_scores(k, cfg.kt, cfg.hd));
             double worst = 0, scale = 0;
             for (size_t j = 0; j < ref.size(); ++j) {
               worst = std::max(worst, double(std::abs(out_batch[i][j] - ref[j])));

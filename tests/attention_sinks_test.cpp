@@ -98,7 +98,8 @@ TEST(AttentionSinks, FastMatchesReference) {
       kv.commit(n);
       std::vector<float> fast(size_t(c.n_q) * r.p.n_head * c.head_dim), ref(fast.size());
       attention(r.p, kv.view(0), c.n_past, c.n_q, r.q.data(), fast.data(), pool);
-      attention_ref(r.p, kv.view(0), c.n_past, c.n_q, r.q.data(), ref.data());
+      attention_ref(r.p, kv.view(0), c.n_past, c.n_q, r.q.data(), ref.data(),
+                    attention_uses_q8_scores(attention_kernels(), kt, c.head_dim));
       double worst = 0, scale = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
         worst = std::max(worst, double(std::abs(fast[i] - ref[i])));

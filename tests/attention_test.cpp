@@ -4,9 +4,10 @@
 // kernels against the scalar ones.
 //
 // Tolerance: both sides read the same stored rows. The fast path decodes every K and V row to f32 in
-// its type's basis and dots it with the f32 query (no integer dots, so q8_0/q4_0 K no longer round
-// the query), so it differs from the reference only by f32 instead of double accumulation (~1e-6
-// relative). We require max |fast - ref| <= 1e-4 * max |ref| for every pair.
+// its type's basis and dots it with the f32 query, except q8_0 K where the ISA scores it in integers
+// (attention_q8.h: the query rounded to q8_0 blocks; the reference then rounds it the same way), so
+// it differs from the reference only by f32 instead of double accumulation (~1e-6 relative). We
+// require max |fast - ref| <= 1e-4 * max |ref| for every pair.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,7 +52,8 @@ double run_case(KvType kt, KvType vt, const Case& c, ThreadPool& pool) {
   p.window = c.window;
   std::vector<float> fast(size_t(c.n_q) * n_head * c.head_dim), ref(fast.size());
   attention(p, kv.view(0), c.n_past, c.n_q, q.data(), fast.data(), pool);
-  attention_ref(p, kv.view(0), c.n_past, c.n_q, q.data(), ref.data());
+  attention_ref(p, kv.view(0), c.n_past, c.n_q, q.data(), ref.data(),
+                attention_uses_q8_scores(attention_kernels(), kt, c.head_dim));
   double worst = 0, scale = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     worst = std::max(worst, double(std::abs(fast[i] - ref[i])));

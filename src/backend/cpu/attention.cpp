@@ -12,6 +12,7 @@
 
 #include "backend/cpu/attention_plan.h"
 #include "core/error.h"
+#include "quant/quant.h"
 
 namespace polykv {
 namespace {
@@ -216,7 +217,7 @@ bool attention_kernels_for(const char* isa, AttentionKernels& out) {
     if (!score_tile_avx512() || !accumulate_tile_avx512() || !softmax_tile_avx512() ||
         !kv_row_kernels_avx512(KvType::F16))
       return false;
-    out = {score_tile_avx512(), accumulate_tile_avx512(), softmax_tile_avx512(), avx512_rows};
+    out = {score_tile_avx512(), accumulate_tile_avx512(), softmax_tile_avx512(), avx512_rows, score_tile_q8_avx512()};
     return true;
   }
   if (name == "avx2") {
@@ -242,30 +243,43 @@ void attention_batch(const AttentionParams& p, std::span<const AttentionSeq> seq
   attention_batch(p, seqs, pool, attention_kernels());
 }
 
+bool attention_uses_q8_scores(const AttentionKernels& kernels, KvType k_type, int hd) {
+  return k_type == KvType::Q8_0 && kernels.score_q8 && attention_q8_enabled() && hd % 32 == 0 && hd <= kQ8ScoreMaxHd;
+}
+
 void attention_batch(const AttentionParams& p, std::span<const AttentionSeq> seqs, ThreadPool& pool,
                      const AttentionKernels& kernels) {
   if (seqs.empty()) return;
   check_batch(p, seqs);
   const KvLayerView& v0 = seqs[0].kv;
   const int hd = v0.head_dim;
+  const bool q8 = attention_uses_q8_scores(kernels, v0.k_type, hd);
   Plan c{p, kernels, p.n_head / v0.n_head_kv, hd, v0.head_dim_v, v0.n_head_kv, &kernels.rows(v0.k_type),
-         &kernels.rows(v0.v_type), &kv_type_ops(v0.v_type), 0, {}, {}, {}};
+         &kernels.rows(v0.v_type), &kv_type_ops(v0.v_type), q8, 0, {}, {}, {}};
 
-  // f32 queries in K's basis: rotated once for turbo K, else q itself (a float K type's prepared
-  // query is a plain copy; q8_0/q4_0 K rows are decoded to f32 and dotted with q as it is).
+  // Queries in K's form: rotated once for turbo K; quantized once to prepared q8 rows for q8_0 K
+  // scored in integers; else q itself (a float K type's prepared query is a plain copy; q8_0/q4_0 K
+  // rows decoded to f32 are dotted with q as it is).
   const bool rotated = kv_type_rotated(v0.k_type);
   const KvTypeOps& kops = kv_type_ops(v0.k_type);
-  const size_t q_stride = rotated ? (kops.query_bytes(hd) + 63) / 64 * 64 / sizeof(float) : size_t(hd);
+  const bool prepared = rotated || q8;
+  const size_t q_bytes = q8 ? q8_prepared_bytes(hd) : (kops.query_bytes(hd) + 63) / 64 * 64;
+  const size_t q_stride = prepared ? q_bytes / sizeof(float) : size_t(hd);
   std::vector<size_t> q_offset(seqs.size() + 1, 0);  // rows of the prepared queries before each sequence
   for (size_t i = 0; i < seqs.size(); ++i) q_offset[i + 1] = q_offset[i] + size_t(seqs[i].n_q) * size_t(p.n_head);
-  std::vector<float> q_rot(rotated ? q_offset.back() * q_stride : 0);  // [rows][q_stride]
-  if (rotated) {
+  std::vector<float> q_rot(prepared ? q_offset.back() * q_stride : 0);  // [rows][q_stride], bytes inside
+  if (prepared) {
     pool.parallel_for(int64_t(q_offset.back()), [&](int64_t b, int64_t e) {
       size_t si = size_t(std::upper_bound(q_offset.begin(), q_offset.end(), size_t(b)) - q_offset.begin()) - 1;
       for (int64_t r = b; r < e; ++r) {
         while (size_t(r) >= q_offset[si + 1]) ++si;
-        kops.prepare_query(seqs[si].q + (size_t(r) - q_offset[si]) * size_t(hd),
-                           reinterpret_cast<uint8_t*>(q_rot.data() + size_t(r) * q_stride), hd);
+        const float* x = seqs[si].q + (size_t(r) - q_offset[si]) * size_t(hd);
+        uint8_t* out = reinterpret_cast<uint8_t*>(q_rot.data() + size_t(r) * q_stride);
+        if (q8) {
+          q8_prepare_query(x, out, hd);
+        } else {
+          kops.prepare_query(x, out, hd);
+        }
       }
     });
   }
@@ -273,7 +287,7 @@ void attention_batch(const AttentionParams& p, std::span<const AttentionSeq> seq
     const AttentionSeq& s = seqs[i];
     const int n_pos = s.pos0 + s.n_q;
     c.seqs.push_back({&s.kv, s.pos0, s.n_q, (n_pos + s.kv.block_tokens - 1) / s.kv.block_tokens,
-                      rotated ? q_rot.data() + q_offset[i] * q_stride : s.q, q_stride, s.out,
+                      prepared ? q_rot.data() + q_offset[i] * q_stride : s.q, q_stride, s.out,
                       &kernels.rows(s.kv.v_hi_type)});
   }
   build_blocks(c);
@@ -287,17 +301,24 @@ void attention(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_
   attention_batch(p, std::span<const AttentionSeq>(&seq, 1), pool);
 }
 
-void attention_ref(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_q, const float* q, float* out) {
+void attention_ref(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_q, const float* q, float* out,
+                   bool q8_query) {
   const int group = p.n_head / kv.n_head_kv;
   const int hd = kv.head_dim, hdv = kv.head_dim_v;
   const KvTypeOps& kops = kv_type_ops(kv.k_type);
   const KvTypeOps& vops = kv_type_ops(kv.v_type);
-  std::vector<float> krow(static_cast<size_t>(hd)), vrow(static_cast<size_t>(hdv));
+  std::vector<float> krow(static_cast<size_t>(hd)), vrow(static_cast<size_t>(hdv)), qrow(static_cast<size_t>(hd));
+  std::vector<uint8_t> qblocks(q8_query ? size_t(hd / 32) * 34 : 0);
   for (int i = 0; i < n_q; ++i) {
     const int qpos = pos0 + i, lo = first_visible(p, qpos);
     for (int h = 0; h < p.n_head; ++h) {
       const int g = h / group;
       const float* qh = q + (int64_t(i) * p.n_head + h) * hd;
+      if (q8_query) {  // the values the integer scores dot with: d * round(x / d) per block of 32
+        quantize_row_ref(DType::Q8_0, qh, qblocks.data(), hd);
+        dequantize_row_ref(DType::Q8_0, qblocks.data(), qrow.data(), hd);
+        qh = qrow.data();
+      }
       std::vector<double> s;
       for (int k = lo; k <= qpos; ++k) {
         kops.dequantize_head(kv.k_row(k, g), krow.data(), hd);

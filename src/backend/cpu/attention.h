@@ -12,7 +12,8 @@
 //  - keys are cut at absolute positions into chunks of kAttentionChunkKeys, and chunks into tiles of
 //    32 keys; a row's partial softmax state (m, l, acc) of a chunk runs over that chunk's tiles in
 //    order, each tile decoded to f32 and scored / accumulated by the tile kernels of
-//    attention_tile.h (whose per-row arithmetic is independent of the other rows); keys the row must
+//    attention_tile.h (q8_0 K: scored in integers from its blocks, attention_q8.h), whose per-row
+//    arithmetic is independent of the other rows; keys the row must
 //    not see get score -inf (weight 0) inside the same kernels;
 //  - a row's chunk partials are folded by log-sum-exp in chunk order (0, 1, ...), one formula,
 //    whether one work item ran all chunks or each chunk ran on its own thread.
@@ -21,6 +22,7 @@
 #pragma once
 #include <span>
 
+#include "backend/cpu/attention_q8.h"
 #include "backend/cpu/attention_tile.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "core/thread_pool.h"
@@ -60,6 +62,9 @@ struct AttentionKernels {
   AccumulateTileFn accumulate = nullptr;
   SoftmaxTileFn softmax = nullptr;
   const KvRowKernels& (*rows)(KvType) = nullptr;  // K/V row decoders
+  // Integer scores of q8_0 K (attention_q8.h), used instead of decoding K to f32 and `score` when
+  // set and attention_q8_enabled(); nullptr: this ISA scores every K type in f32.
+  Q8ScoreTileFn score_q8 = nullptr;
 };
 const AttentionKernels& attention_kernels();
 // The set of one ISA ("avx512", "avx2", "scalar"); false if this CPU lacks it.
@@ -81,8 +86,15 @@ void attention_batch(const AttentionParams& p, std::span<const AttentionSeq> seq
 void attention_batch(const AttentionParams& p, std::span<const AttentionSeq> seqs, ThreadPool& pool,
                      const AttentionKernels& kernels);
 
+// True when attention_batch with these kernels scores K of type k_type and head size hd in integers
+// (attention_q8.h: q8_0 K, an ISA with the kernel, attention_q8_enabled()); the query is then rounded
+// to q8_0 blocks first.
+bool attention_uses_q8_scores(const AttentionKernels& kernels, KvType k_type, int hd);
+
 // Scalar reference: every visible row decoded by the type's reference dequantize_head (original
-// basis), exact float query, double accumulation, two-pass softmax. For tests.
-void attention_ref(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_q, const float* q, float* out);
+// basis), exact float query (q8_query: the query rounded through q8_0 blocks, as the integer scores
+// see it), double accumulation, two-pass softmax. For tests.
+void attention_ref(const AttentionParams& p, const KvLayerView& kv, int pos0, int n_q, const float* q, float* out,
+                   bool q8_query = false);
 
 }  // namespace polykv

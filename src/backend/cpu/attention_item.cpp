@@ -48,16 +48,22 @@ void tile_group(const Plan& c, const RowSet& first, const RowSet& last, int g, i
   float* ktile = s.ktile;
   float* vtile = s.vtile;
   const int r0 = first.row0, nr = last.row0 + last.nt * c.group - r0;
-  for (int j = 0; j < kKeyTile; ++j) {
-    float* kj = ktile + size_t(j) * hd;
-    if (mask >> j & 1) {
-      c.kk->decode(kv.k_row(t0 + j, g), kj, hd);
-    } else {
-      std::fill(kj, kj + hd, 0.0f);
-    }
-  }
   float* Sg = S + size_t(r0) * kKeyTile;
-  c.k.score(ktile, kKeyTile, hd, s.q_rows.data() + r0, nr, Sg, kKeyTile);
+  if (c.q8) {  // scored from the stored blocks; a masked key reads the zero row
+    const uint8_t* rows[kKeyTile];
+    for (int j = 0; j < kKeyTile; ++j) rows[j] = mask >> j & 1 ? kv.k_row(t0 + j, g) : q8_zero_row();
+    c.k.score_q8(rows, hd, s.qb_rows.data() + r0, nr, Sg, kKeyTile);
+  } else {
+    for (int j = 0; j < kKeyTile; ++j) {
+      float* kj = ktile + size_t(j) * hd;
+      if (mask >> j & 1) {
+        c.kk->decode(kv.k_row(t0 + j, g), kj, hd);
+      } else {
+        std::fill(kj, kj + hd, 0.0f);
+      }
+    }
+    c.k.score(ktile, kKeyTile, hd, s.q_rows.data() + r0, nr, Sg, kKeyTile);
+  }
   for (int r = r0; r < r0 + nr; ++r) {  // each row's visible keys of the tile, [ta, te] (ta > te: none)
     s.ta[size_t(r)] = std::max(s.lo[size_t(r)], t0) - t0;
     s.te[size_t(r)] = std::min(s.hi[size_t(r)], t0 + kKeyTile - 1) - t0;
@@ -86,6 +92,7 @@ void Scratch::bind(const Plan& c) {
   if (buf.size() < need) buf.resize(need);  // grows only: no clearing on the hot path
   if (q_rows.size() < rows) {
     q_rows.resize(rows);
+    qb_rows.resize(rows);
     lo.resize(rows);
     hi.resize(rows);
     ta.resize(rows);
@@ -107,6 +114,7 @@ void bind_rows(const Plan& c, const RowBlock& b, int g, Scratch& s) {
       for (int h = 0; h < c.group; ++h) {
         const size_t r = size_t(rs.row0 + t * c.group + h);
         s.q_rows[r] = sq.qf + (size_t(rs.i0 + t) * size_t(c.p.n_head) + size_t(g * c.group + h)) * sq.qf_stride;
+        s.qb_rows[r] = reinterpret_cast<const uint8_t*>(s.q_rows[r]);
         s.lo[r] = c.p.window > 0 ? std::max(0, qpos - c.p.window + 1) : 0;
         s.hi[r] = qpos;
       }

@@ -28,7 +28,7 @@ struct SeqCtx {
   const KvLayerView* kv;
   int pos0, n_q;
   int n_blocks;        // entries of kv.k_blocks that hold positions < pos0 + n_q
-  const float* qf;     // f32 queries in K's basis: [n_q][n_head][qf_stride]
+  const float* qf;     // f32 queries in K's basis: [n_q][n_head][qf_stride] (Plan::q8: prepared q8 rows)
   size_t qf_stride;
   float* out;          // [n_q][n_head][head_dim_v]
   const KvRowKernels* vhk;  // the V precision window's type (when kv.v_hi)
@@ -57,6 +57,7 @@ struct Plan {
   const KvRowKernels* kk;    // K rows
   const KvRowKernels* vk;    // V rows
   const KvTypeOps* vops;     // V's finish_output
+  bool q8 = false;           // K q8_0 scored in integers (k.score_q8); SeqCtx::qf holds prepared rows
   int max_rows = 0;          // largest row block
   std::vector<SeqCtx> seqs;
   std::vector<RowSet> rowsets;
@@ -71,6 +72,7 @@ struct Plan {
 struct Scratch {
   std::vector<float> buf;
   std::vector<const float*> q_rows;  // [rows] query row pointers
+  std::vector<const uint8_t*> qb_rows;  // [rows] the same as bytes (Plan::q8: prepared q8 rows)
   std::vector<int> lo, hi;           // [rows] first and last visible key
   std::vector<int> ta, te;           // [rows] visible keys of the current tile, relative to it
   // Views into buf, set by bind:

@@ -2,6 +2,7 @@
 // *_avx2 / *_avxvnni / *_avx512 files there (their intrinsics do not exist). Every getter answers
 // "no kernel", exactly as the x86 files do on an x86 CPU without the ISA, so the tables fall back
 // to the scalar or NEON kernels (core/isa.h never lets an x86 ISA be active on such a CPU).
+#include "backend/cpu/attention_q8.h"
 #include "backend/cpu/attention_tile.h"
 #include "backend/cpu/gated_delta_net.h"
 #include "backend/cpu/kv_row_ops.h"
@@ -16,6 +17,7 @@ namespace polykv {
 
 ScoreTileFn score_tile_avx2() { return nullptr; }
 ScoreTileFn score_tile_avx512() { return nullptr; }
+Q8ScoreTileFn score_tile_q8_avx512() { return nullptr; }
 AccumulateTileFn accumulate_tile_avx2() { return nullptr; }
 AccumulateTileFn accumulate_tile_avx512() { return nullptr; }
 SoftmaxTileFn softmax_tile_avx512() { return nullptr; }
