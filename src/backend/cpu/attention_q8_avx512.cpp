@@ -14,6 +14,7 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -32,7 +33,20 @@ struct Packed {
   alignas(64) float dk[kQ8ScoreMaxHd / 32][kKeys];
 };
 
-void pack_tile(const uint8_t* const* rows, int hd, Packed& t) {
+// Row j of the tile: rows[j], or base + j * stride when the 32 rows are evenly spaced (the usual
+// case: a tile inside one KV block), which spares the kernel 16 live pointers.
+struct RowList {
+  const uint8_t* const* rows;
+  const uint8_t* row(int j) const { return rows[j]; }
+};
+struct RowStride {
+  const uint8_t* base;
+  ptrdiff_t stride;
+  const uint8_t* row(int j) const { return base + ptrdiff_t(j) * stride; }
+};
+
+template <class Rows>
+void pack_tile(const Rows& rows, int hd, Packed& t) {
   const int nb = hd / 32;
   const __m512i flip = _mm512_set1_epi8(char(0x80));
   for (int h = 0; h < kKeys; h += 16)
@@ -41,7 +55,7 @@ void pack_tile(const uint8_t* const* rows, int hd, Packed& t) {
       __m512i r[16];
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) {
-        const uint8_t* p = rows[h + j] + size_t(b) * kBlockBytes + 2;
+        const uint8_t* p = rows.row(h + j) + size_t(b) * kBlockBytes + 2;
         const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
         const __m256i hi = pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kBlockBytes))
                                 : _mm256_setzero_si256();
@@ -53,7 +67,7 @@ void pack_tile(const uint8_t* const* rows, int hd, Packed& t) {
     }
   alignas(64) uint16_t dh[kQ8ScoreMaxHd / 32][kKeys];  // the scales as stored, then 16 at a time to f32
   for (int j = 0; j < kKeys; ++j)
-    for (int b = 0; b < nb; ++b) std::memcpy(&dh[b][j], rows[j] + size_t(b) * kBlockBytes, 2);
+    for (int b = 0; b < nb; ++b) std::memcpy(&dh[b][j], rows.row(j) + size_t(b) * kBlockBytes, 2);
   for (int b = 0; b < nb; ++b)
     for (int h = 0; h < kKeys; h += 16)
       _mm512_store_ps(&t.dk[b][h], _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(&dh[b][h]))));
@@ -104,7 +118,14 @@ void score_rows(const Packed& t, int nb, const uint8_t* const* q, float* S, size
 void score_tile_q8(const uint8_t* const* k_rows, int hd, const uint8_t* const* q_rows, int n_rows, float* S,
                    size_t s_stride) {
   Packed t;
-  pack_tile(k_rows, hd, t);
+  const ptrdiff_t stride = k_rows[1] - k_rows[0];
+  bool even = true;
+  for (int j = 2; j < kKeys; ++j) even = even && k_rows[j] == k_rows[0] + ptrdiff_t(j) * stride;
+  if (even) {
+    pack_tile(RowStride{k_rows[0], stride}, hd, t);
+  } else {
+    pack_tile(RowList{k_rows}, hd, t);
+  }
   const int nb = hd / 32;
   int r0 = 0;
   for (; r0 + 4 <= n_rows; r0 += 4) score_rows<4>(t, nb, q_rows + r0, S + size_t(r0) * s_stride, s_stride);
