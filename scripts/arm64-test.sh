@@ -86,7 +86,7 @@ run() {  # run LABEL ENV... -- GTEST_FILTER: the filter's tests in $jobs shards 
 export POLYKV_TEST_EMULATOR="${qemu[*]}"  # (only CLI tests use it; none of these start the CLI)
 
 run "kernels (scalar and neon, dotprod)" -- \
-  "Isa.*:Matmul*.*:*Neon*.*:AttentionTile.*:GatedDelta*.*:Ternary*.*:KvRowKernels.*:AllPairs/AttentionPair.*:AttentionSinks.*:KvType.*:KvCache.*:Quant*.*:Turbo*.*:Trellis*.*:AttentionBatch.EqualsAloneF16:AttentionBatch.EqualsAloneQ8Turbo3tHd128:AttentionBatch.EqualsAloneQ4Turbo2t:AttentionBatch.ChunkingAndThreadsNeverChangeARow:AttentionBatch.RejectsMixedShapes-Isa.Environment*:TurboSpeed.*"
+  "Isa.*:Matmul*.*:*Neon*.*:AttentionTile.*:AttentionQ8.*:GatedDelta*.*:Ternary*.*:KvRowKernels.*:AllPairs/AttentionPair.*:AttentionSinks.*:KvType.*:KvCache.*:Quant*.*:Turbo*.*:Trellis*.*:AttentionBatch.EqualsAloneF16:AttentionBatch.EqualsAloneQ8Turbo3tHd128:AttentionBatch.EqualsAloneQ4Turbo2t:AttentionBatch.ChunkingAndThreadsNeverChangeARow:AttentionBatch.RejectsMixedShapes-Isa.Environment*:TurboSpeed.*"
 run "NEON kernels without dotprod (QEMU_CPU=cortex-a72)" QEMU_CPU=cortex-a72 -- \
   "*Neon*.*:Matmul.IsasAgreeWithScalar:Matmul.PackedMatchesReference:KvRowKernels.*:AttentionTile.*:TrellisDecode.*:Ternary*.*"
 run "golden (transformers logits), neon" -- \

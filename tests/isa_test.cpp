@@ -84,6 +84,8 @@ TEST(Isa, EveryTableFollowsTheForcedIsa) {
     EXPECT_EQ(attention_kernels().score, expected.score);
     EXPECT_EQ(attention_kernels().accumulate, expected.accumulate);
     EXPECT_EQ(attention_kernels().softmax, expected.softmax);
+    EXPECT_EQ(attention_kernels().score_q8, expected.score_q8);
+    if (isa != Isa::Avx512) EXPECT_EQ(nullptr, attention_kernels().score_q8) << "integer K scores are AVX-512's only";
   }
   EXPECT_EQ(active_isa(), before);
 }

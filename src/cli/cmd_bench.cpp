@@ -10,6 +10,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_row_ops.h"
 #include "backend/cpu/matmul.h"
@@ -260,6 +261,8 @@ int cmd_bench(int argc, char** argv) {
       {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", weight_bytes}, {"kv_bytes_per_token", kv_bytes_per_token},
       {"kv_allocated_bytes", kv_allocated}, {"attention_isa", kv_row_isa()},
+      {"attention_k_scores",  // how the CPU attention scores K (attention_q8.h)
+       attention_uses_q8_scores(attention_kernels(), parse_kv_type(ctk), c.head_dim) ? "int8 (q8_0 query)" : "f32"},
       {"mem_read_bw_gbs", bw / 1e9},   {"decode_floor_tok_s", floor_tok_s},
       {"decode_fraction_of_floor", decode_tok_s / floor_tok_s}, {"peak_rss_bytes", peak_rss},
       {"prefill_tok_s_reps", prefill_reps}, {"decode_tok_s_reps", decode_reps},
