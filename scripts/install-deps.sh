@@ -8,7 +8,7 @@ apt-get install -y -qq --no-install-recommends \
   libpcre2-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libicu-dev \
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev \
   libgtest-dev libboost-context-dev clang-14 libclang-rt-14-dev \
-  python3-numpy python3-jinja2 chromium >/dev/null
+  python3-numpy python3-jinja2 python3-sentencepiece chromium >/dev/null
 # The openai npm client test (tests/e2e) needs node and npm; a node from elsewhere (NodeSource, which
 # bundles npm and conflicts with Debian's npm package) is kept.
 if ! command -v npm >/dev/null; then
