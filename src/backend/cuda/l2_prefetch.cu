@@ -12,17 +12,17 @@
 namespace polykv::cuda {
 namespace {
 
-constexpr size_t kPiece = 16 << 10;  // bytes per bulk prefetch: spread over every multiprocessor's copy unit
 constexpr size_t kLine = 128;
 
 struct Ranges {
+  uint64_t piece;  // bytes per bulk prefetch (sm_90)
   const char* p[kMaxPrefetchRanges];
   uint64_t bytes[kMaxPrefetchRanges];
   uint64_t first[kMaxPrefetchRanges + 1];  // prefix sums of the ranges' units (pieces or lines)
   int n;
 };
 
-// Unit u of all ranges: range r with first[r] <= u < first[r + 1]. Units are kPiece (sm_90) or kLine bytes;
+// Unit u of all ranges: range r with first[r] <= u < first[r + 1]. Units are a.piece (sm_90) or kLine bytes;
 // sm_90's pieces start at the range's first 16-byte boundary and stop at its last (the ends are left out: a hint).
 __global__ void l2_prefetch_kernel(Ranges a) {
   const uint64_t total = a.first[a.n];
@@ -33,9 +33,9 @@ __global__ void l2_prefetch_kernel(Ranges a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const uintptr_t b = (reinterpret_cast<uintptr_t>(a.p[r]) + 15) & ~uintptr_t(15);
     const uintptr_t e = (reinterpret_cast<uintptr_t>(a.p[r]) + a.bytes[r]) & ~uintptr_t(15);
-    const uintptr_t s = b + k * kPiece;
+    const uintptr_t s = b + k * a.piece;
     if (s >= e) continue;
-    const uint32_t n = uint32_t(e - s < kPiece ? e - s : kPiece);
+    const uint32_t n = uint32_t(e - s < a.piece ? e - s : a.piece);
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(s), "r"(n) : "memory");
 #elif defined(__CUDA_ARCH__)
     const char* s = a.p[r] + k * kLine;
@@ -71,6 +71,24 @@ size_t prefetch_max_kv_bytes() {
   return b;
 }
 
+// POLYKV_CUDA_PREFETCH_PIECE_KB (bytes per bulk prefetch, default 16 KiB) and POLYKV_CUDA_PREFETCH_BLOCKS (blocks of
+// one warp; default 0: one per multiprocessor): the launch's shape, for A/B runs. Read once.
+static size_t piece_bytes() {
+  static const size_t b = [] {
+    const char* v = std::getenv("POLYKV_CUDA_PREFETCH_PIECE_KB");
+    const long kb = v && *v ? std::strtol(v, nullptr, 10) : 16;
+    return size_t(std::clamp(kb, 1L, 1L << 20)) << 10;
+  }();
+  return b;
+}
+static int block_limit() {
+  static const int b = [] {
+    const char* v = std::getenv("POLYKV_CUDA_PREFETCH_BLOCKS");
+    return v && *v ? int(std::max(0L, std::strtol(v, nullptr, 10))) : 0;
+  }();
+  return b;
+}
+
 uint64_t prefetch_launches() { return g_launches.load(std::memory_order_relaxed); }
 
 void launch_l2_prefetch(std::span<const PrefetchRange> ranges, cudaStream_t stream) {
@@ -78,8 +96,9 @@ void launch_l2_prefetch(std::span<const PrefetchRange> ranges, cudaStream_t stre
   POLYKV_CUDA_CHECK(cudaGetDevice(&device));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const size_t unit = major >= 9 ? kPiece : kLine;
+  const size_t unit = major >= 9 ? piece_bytes() : kLine;
   Ranges a{};
+  a.piece = unit;
   for (const PrefetchRange& r : ranges) {
     if (a.n == kMaxPrefetchRanges) break;
     if (!r.p || r.bytes == 0) continue;
@@ -92,7 +111,8 @@ void launch_l2_prefetch(std::span<const PrefetchRange> ranges, cudaStream_t stre
   // One warp a multiprocessor (every copy unit gets pieces), more for the line form.
   const uint64_t units = a.first[a.n];
   const int threads = 32;
-  const int blocks = int(std::min<uint64_t>((units + threads - 1) / threads, uint64_t(std::max(sms, 1)) * (major >= 9 ? 1 : 4)));
+  const uint64_t cap = block_limit() > 0 ? uint64_t(block_limit()) : uint64_t(std::max(sms, 1)) * (major >= 9 ? 1 : 4);
+  const int blocks = int(std::min<uint64_t>((units + threads - 1) / threads, cap));
   l2_prefetch_kernel<<<blocks, threads, 0, stream>>>(a);
   POLYKV_CUDA_LAUNCHED();
   g_launches.fetch_add(1, std::memory_order_relaxed);
