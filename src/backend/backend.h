@@ -189,11 +189,6 @@ class Backend {
     rope_qk(qkv[0].y, n_head, qkv[1].y, n_head_kv, n, head_dim, n_rot, pos, inv_freq, scale, style);
   }
 
-  // A hint: the matrices in `ws` (in this order) are read by ops issued soon after this call. A backend may start
-  // moving their bytes toward its compute units while the ops in between run (CUDA: into L2 on a side stream,
-  // backend/cuda/l2_prefetch.h). Never changes a result. Default: nothing.
-  virtual void prefetch_weights(std::span<const WeightMatrix* const> /*ws*/) {}
-
   // ---- KV and attention ---------------------------------------------------------------------
   // The sequences of this forward step (host memory, valid until the next begin_step). store_kv and
   // attention below act on all of them. A backend may refuse a sequence it cannot address (CUDA needs

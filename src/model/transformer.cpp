@@ -370,15 +370,6 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     ap.sinks = l.attn_sinks;
     // Every sequence stores its rows first; then one attention call over all of them, which reads
     // the blocks sequences share (a common prefix) once for all their queries.
-    // The store and the attention are chains of latency with few bytes in flight (at short depths): the next
-    // mat-vecs' weights may move toward the compute units under them (a hint; CUDA: into L2).
-    if (c.moe.enabled()) {
-      const WeightMatrix* next[] = {&l.wo};
-      be.prefetch_weights(next);
-    } else {
-      const WeightMatrix* next[] = {&l.wo, &l.w_gate, &l.w_up};
-      be.prefetch_weights(next);
-    }
     be.store_kv(kv_layer, k, v);
     be.attention(kv_layer, ap, q, att);
     if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
@@ -394,8 +385,6 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
   } else {
     const Backend::MatmulOut gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
     be.matmul_multi(gate_up, h, n);
-    const WeightMatrix* next[] = {&l.w_down};  // read after the gated activation (a latency chain)
-    be.prefetch_weights(next);
     be.gated_activation(gate, up, int64_t(n) * l.w_gate.n_out, c.activation);  // gate = act(h·Wg) * (h·Wu)
     be.matmul(l.w_down, gate, h, n);
   }

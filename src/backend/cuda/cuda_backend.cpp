@@ -20,7 +20,6 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/cuda_kv_memory.h"
 #include "backend/cuda/kv_cuda.h"
-#include "backend/cuda/l2_prefetch.h"
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_norm.h"
 #include "backend/cuda/matmul_cuda_prepared.h"
@@ -536,7 +535,6 @@ class CudaBackend final : public Backend {
     }
     if (!capturing_) return;
     capturing_ = false;
-    prefetch_.join(ctx_.stream());  // a captured fork must be joined before the capture ends
     if (!graph_pdl_) cuda::set_pdl_enabled(pdl_before_capture_);
     cudaGraph_t graph = nullptr;
     const cudaError_t err = cudaStreamEndCapture(ctx_.stream(), &graph);
@@ -556,31 +554,6 @@ class CudaBackend final : public Backend {
     }
     graphs_[capture_key_].exec = exec;
     POLYKV_CUDA_CHECK(cudaGraphLaunch(exec, ctx_.stream()));  // the recorded ops run now
-  }
-
-  // Recorded steps only (the decode and verify steps that replay thousands of times; an eager step would pay
-  // two event calls a hint on the host): the matrices' first bytes, up to the budget, into L2 on the side
-  // stream, unless the step's attention reads more KV a layer than prefetch_max_kv_bytes. No bind(): the hint
-  // launches nothing on the backend's stream (attention's early start counts the binds since store_kv).
-  void prefetch_weights(std::span<const WeightMatrix* const> ws) override {
-    if (!capturing_ || plan_.total_rows == 0 || plan_.store == nullptr) return;
-    size_t left = cuda::prefetch_budget_bytes();
-    if (left == 0) return;
-    // KV bytes a layer the step's attention may read: every sequence up to the launch's key bucket (what the
-    // graph's key holds, so that a replay makes the same choice).
-    const KvBlockStore& st = *plan_.store;
-    const size_t kv_layer_bytes = size_t(batch_.max_kv) * size_t(plan_.n_seq) * (st.layer_bytes() / size_t(st.block_tokens()));
-    if (kv_layer_bytes > cuda::prefetch_max_kv_bytes()) return;
-    cuda::PrefetchRange r[cuda::kMaxPrefetchRanges];
-    int n = 0;
-    for (const WeightMatrix* w : ws) {
-      if (n == cuda::kMaxPrefetchRanges || left == 0) break;
-      if (!w || !w->data || w->n_out <= 0) continue;
-      const size_t b = std::min(left, w->row_stride * size_t(w->n_out));
-      r[n++] = {w->data, b};
-      left -= b;
-    }
-    if (n > 0) prefetch_.issue(ctx_.stream(), std::span<const cuda::PrefetchRange>(r, size_t(n)));
   }
 
   void store_kv(int layer, float* k, const float* v) override {
@@ -772,7 +745,6 @@ class CudaBackend final : public Backend {
   cuda::AsyncCopies async_{ctx_};  // upload_async, download_async, begin_step's tables
   cuda::CudaKvMemory kv_memory_;
   cuda::CudaHybrid hybrid_{ctx_};
-  cuda::SideStreamPrefetch prefetch_{ctx_.device()};  // prefetch_weights' side stream (l2_prefetch.h)
   std::string describe_;
   std::vector<void*> owned_;  // device copies made by upload_matrix / upload_floats
 
