@@ -199,9 +199,9 @@ class CudaBackend final : public Backend {
     WeightMatrix d = host;
     d.packed = nullptr;  // the CPU's interleaved copy means nothing on the GPU
     d.data = nullptr;
-    check(cuda::has_weight_kernels(host.type), "the CUDA backend has no kernels for ", dtype_name(host.type),
-          " weights; run this model with --device cpu",
-          is_ternary(host.type) ? " (or set POLYKV_CUDA_TERNARY=1: ternary kernels not yet validated on a GPU)" : "");
+    check(cuda::has_weight_kernels(host.type), "the CUDA backend ",
+          is_ternary(host.type) ? "has its kernels for " : "has no kernels for ", dtype_name(host.type), " weights",
+          is_ternary(host.type) ? " turned off (POLYKV_CUDA_TERNARY=0)" : "", "; run this model with --device cpu");
     if (host.n_out == 0) return d;
     const bool split = cuda::split_layout_enabled(host.type) && cuda::split_layout_fits(host) &&
                        host.layout == WeightLayout::Rows;

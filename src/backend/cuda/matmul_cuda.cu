@@ -14,6 +14,7 @@
 #include "backend/cuda/matmul_cuda.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string_view>
 
@@ -225,14 +226,19 @@ size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 bool is_float_weight(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 namespace {
-bool ternary_weights_enabled() {  // POLYKV_CUDA_TERNARY=1, read once
-  static const bool on = [] {
+std::atomic<int> g_ternary{-1};  // -1: POLYKV_CUDA_TERNARY not read yet
+bool ternary_weights_enabled() {  // unless POLYKV_CUDA_TERNARY=0; read once unless set_ternary_weights_enabled
+  int on = g_ternary.load(std::memory_order_relaxed);
+  if (on < 0) {
     const char* e = std::getenv("POLYKV_CUDA_TERNARY");
-    return e != nullptr && std::string_view(e) == "1";
-  }();
-  return on;
+    on = !(e != nullptr && std::string_view(e) == "0");
+    g_ternary.store(on, std::memory_order_relaxed);
+  }
+  return on != 0;
 }
 }  // namespace
+
+void set_ternary_weights_enabled(bool on) { g_ternary.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 bool has_weight_kernels(DType t) {
   if (t == DType::TQ1_0 || t == DType::TQ2_0 || t == DType::PTQ1_0) return ternary_weights_enabled();

@@ -29,10 +29,12 @@ namespace polykv::cuda {
 
 // True if matmul() has kernels for weights of type t (the float types and the quantized types of
 // matmul_cuda_decode.cuh). The backend refuses other types at upload. The ternary types (tq1_0, tq2_0,
-// ptq1_0) have decoders since 2026-12-04, checked on the CPU bit for bit against dequantize_row_ref
-// (CudaQuantDecode.*), but no GPU has run them yet: they count only with POLYKV_CUDA_TERNARY=1 (the GPU
-// tests call the kernels directly and cover them), until a GPU run validates them (docs/TERNARY.md).
+// ptq1_0) have decoders since 2026-12-04 (CudaQuantDecode.* on the CPU, bit for bit against dequantize_row_ref),
+// run on a GPU since 2026-12-05 (MatmulCuda.*, TernaryCuda.ModelLogitsMatchTheCpu; docs/TERNARY.md);
+// POLYKV_CUDA_TERNARY=0 refuses them.
 bool has_weight_kernels(DType t);
+// Tests: ternary weights taken or refused for the rest of the process (overrides POLYKV_CUDA_TERNARY).
+void set_ternary_weights_enabled(bool on);
 
 // w.data: device pointer. x, y: device pointers.
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx);

@@ -3,10 +3,12 @@
 # CPU's q8_0-rounded query) and the attention / model tests around it; (2) why `run` printed other tokens on the CPU
 # than on CUDA for the ternary requantizations of the embedded model in Y2: the same prompt, 48 greedy tokens, on the
 # embedded q8_0 model and each ternary file, CUDA against the CPU with its default scores and with POLYKV_ATTN_Q8=0,
-# with the default KV (q8_0/turbo3t) and with f32/f32 KV.
+# with the default KV (q8_0/turbo3t) and with f32/f32 KV; (3) TernaryCuda.ModelLogitsMatchTheCpu (new): the ternary
+# requantizations on CUDA against the CPU backend, logits per row.
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS
 gtest_shards 4 150 'HybridAttentionCuda.*:ModelCuda*:CudaAttention*:GenerateCuda.*:TernaryCuda*:MatmulCuda.*'
+grep -h '^  t[q]\|^  ptq\|worst relative' $OUT/shard*.log >> $SUMMARY
 export POLYKV_CUDA_TERNARY=1
 E=models/polykv-code-26m-q8_0.gguf
 PROMPT=1,442,2180,7809,1494,7809,7794,285,7809,7794,285,858,267
