@@ -171,6 +171,30 @@ std::vector<T> backend_download(Backend& be, const void* p, size_t n) {
   return v;
 }
 
+// CPU logits against GPU logits, rows of n_vocab (the model tests): the worst per-row relative L2 and how many
+// rows keep the CPU's top-1; every GPU logit must be finite.
+struct RowCompare {
+  double worst_rel = 0;  // max over rows of ||gpu - cpu|| / ||cpu||
+  int top1_same = 0, rows = 0;
+};
+
+inline void compare_rows(const std::vector<float>& cpu, const std::vector<float>& gpu, int n_vocab, RowCompare& r) {
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t row = 0; row * size_t(n_vocab) < cpu.size(); ++row) {
+    const float* a = cpu.data() + row * size_t(n_vocab);
+    const float* b = gpu.data() + row * size_t(n_vocab);
+    double e2 = 0, r2 = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+      ASSERT_TRUE(std::isfinite(b[i])) << "row " << row << " logit " << i << " is " << b[i];
+      e2 += (double(b[i]) - a[i]) * (double(b[i]) - a[i]);
+      r2 += double(a[i]) * a[i];
+    }
+    r.worst_rel = std::max(r.worst_rel, std::sqrt(e2 / std::max(r2, 1e-30)));
+    r.top1_same += (std::max_element(a, a + n_vocab) - a) == (std::max_element(b, b + n_vocab) - b);
+    ++r.rows;
+  }
+}
+
 // Bit-identical (memcmp per value). On failure: how many differ, the first (with its column and row when
 // row_len > 0: value i is row i % row_len of column i / row_len) and got / want.
 inline ::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want,

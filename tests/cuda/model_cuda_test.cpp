@@ -31,27 +31,8 @@
 namespace polykv {
 namespace {
 
-struct RowCompare {
-  double worst_rel = 0;  // max over rows of ||gpu - cpu|| / ||cpu||
-  int top1_same = 0, rows = 0;
-};
-
-void compare_rows(const std::vector<float>& cpu, const std::vector<float>& gpu, int n_vocab, RowCompare& r) {
-  ASSERT_EQ(cpu.size(), gpu.size());
-  for (size_t row = 0; row * size_t(n_vocab) < cpu.size(); ++row) {
-    const float* a = cpu.data() + row * size_t(n_vocab);
-    const float* b = gpu.data() + row * size_t(n_vocab);
-    double e2 = 0, r2 = 0;
-    for (int i = 0; i < n_vocab; ++i) {
-      ASSERT_TRUE(std::isfinite(b[i])) << "row " << row << " logit " << i << " is " << b[i];
-      e2 += (double(b[i]) - a[i]) * (double(b[i]) - a[i]);
-      r2 += double(a[i]) * a[i];
-    }
-    r.worst_rel = std::max(r.worst_rel, std::sqrt(e2 / std::max(r2, 1e-30)));
-    r.top1_same += (std::max_element(a, a + n_vocab) - a) == (std::max_element(b, b + n_vocab) - b);
-    ++r.rows;
-  }
-}
+using cuda_test::compare_rows;
+using cuda_test::RowCompare;
 
 class ModelCuda : public ::testing::TestWithParam<const char*> {};
 

@@ -83,30 +83,19 @@ TEST(TernaryCuda, ModelLogitsMatchTheCpu) {
     std::vector<float> lc(prompt.size() * size_t(n_vocab)), lg(lc.size(), NAN);
     cpu->forward(prompt, *kv_cpu, lc.data(), true);
     gpu->forward(prompt, *kv_gpu, lg.data(), true);
-    double worst_prefill = 0, worst_decode = 0;
-    int top1_same = 0, rows = 0;
-    auto compare = [&](const float* a, const float* b, double& worst) {
-      double e2 = 0, r2 = 0;
-      for (int i = 0; i < n_vocab; ++i) {
-        ASSERT_TRUE(std::isfinite(b[i])) << "logit " << i << " is " << b[i];
-        e2 += (double(b[i]) - a[i]) * (double(b[i]) - a[i]);
-        r2 += double(a[i]) * a[i];
-      }
-      worst = std::max(worst, std::sqrt(e2 / std::max(r2, 1e-30)));
-      top1_same += (std::max_element(a, a + n_vocab) - a) == (std::max_element(b, b + n_vocab) - b);
-      ++rows;
-    };
-    for (size_t r = 0; r < prompt.size(); ++r)
-      compare(lc.data() + r * size_t(n_vocab), lg.data() + r * size_t(n_vocab), worst_prefill);
+    cuda_test::RowCompare pre, dec;
+    cuda_test::compare_rows(lc, lg, n_vocab, pre);
     const float* last = lc.data() + (prompt.size() - 1) * size_t(n_vocab);
     int32_t next = int32_t(std::max_element(last, last + n_vocab) - last);
     std::vector<float> dc(static_cast<size_t>(n_vocab)), dg(static_cast<size_t>(n_vocab), NAN);
     for (int step = 0; step < 4; ++step) {
       cpu->forward(std::span(&next, 1), *kv_cpu, dc.data(), false);
       gpu->forward(std::span(&next, 1), *kv_gpu, dg.data(), false);
-      compare(dc.data(), dg.data(), worst_decode);
+      cuda_test::compare_rows(dc, dg, n_vocab, dec);
       next = int32_t(std::max_element(dc.begin(), dc.end()) - dc.begin());
     }
+    const double worst_prefill = pre.worst_rel, worst_decode = dec.worst_rel;
+    const int top1_same = pre.top1_same + dec.top1_same, rows = pre.rows + dec.rows;
     std::printf("  %s: worst relative L2 prefill rows %.3g, decode rows %.3g; top-1 the same in %d of %d rows\n",
                 dtype_name(t), worst_prefill, worst_decode, top1_same, rows);
     EXPECT_LE(worst_prefill, 0.1);
