@@ -8,7 +8,8 @@
 //   g++ -std=c++20 -O2 -Isrc bench/verify_matmul_bench.cpp build/libpolykv_lib.a
 //       $(pkg-config --libs libpcre2-8) -lpthread -o build/verify_matmul_bench
 //   build/verify_matmul_bench [--type q4_0|q8_0|q4_K] [--threads 2] [--rounds 5] [--steps 4]
-//   [--layers 16] [--vocab 1] (--layers 1 --vocab 0: 42 MB (q4_0), cache-resident: the compute alone)
+//   [--layers 16] [--vocab 1] (--layers 1 --vocab 0: 34 MB (q4_0), mostly cache-resident)
+//   [--one N_OUT N_IN] (one matrix only: e.g. --one 256 4096 --threads 1 stays in L2: the kernel's compute alone)
 //   (--only-k K: just rounds x steps steps of K columns after the warm-up, e.g. under perf stat)
 //   "best": the fastest round's ms per step of each k and its ratio to k = 1's fastest (a noisy
 //   host slows whole rounds; e.g. --rounds 30 --steps 1). POLYKV_PACKED_PF=0 turns the packed
@@ -46,6 +47,7 @@ static double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string type_name = "q4_0";
   int threads = 2, rounds = 5, steps = 4, layers = 16, only_k = 0;
+  int64_t one_out = 0, one_in = 0;  // --one N_OUT N_IN: that one matrix instead (e.g. L2-resident: the kernel alone)
   bool vocab = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -56,6 +58,10 @@ int main(int argc, char** argv) {
     else if (a == "--layers") layers = std::atoi(argv[i + 1]);
     else if (a == "--vocab") vocab = std::atoi(argv[i + 1]) != 0;
     else if (a == "--only-k") only_k = std::atoi(argv[i + 1]);
+    else if (a == "--one" && i + 2 < argc) {
+      one_out = std::atoll(argv[i + 1]);
+      one_in = std::atoll(argv[++i + 1]);
+    }
   }
   const DType t = type_name == "q8_0" ? DType::Q8_0 : type_name == "q4_K" ? DType::Q4_K : DType::Q4_0;
   // {n_out, n_in} of one layer, then the vocabulary matrix once.
@@ -64,6 +70,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (int l = 0; l < layers; ++l) shapes.insert(shapes.end(), layer.begin(), layer.end());
   if (vocab) shapes.push_back({128256, 2048});
+  if (one_out > 0) shapes = {{one_out, one_in}};
 
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -124,8 +131,8 @@ int main(int argc, char** argv) {
     // The fastest round of each k (least disturbed by a noisy host) and the ratio of those minima.
     const double wmin = *std::min_element(wall[size_t(i)].begin(), wall[size_t(i)].end());
     const double wmin1 = *std::min_element(wall[0].begin(), wall[0].end());
-    std::printf("k=%d wall %6.1f ms ratio %.3f (%.3f..%.3f) | process cpu %6.1f ms ratio %.3f (%.3f..%.3f) | "
-                "best %6.1f ms ratio %.3f\n", ks[i],
+    std::printf("k=%d wall %8.3f ms ratio %.3f (%.3f..%.3f) | process cpu %8.3f ms ratio %.3f (%.3f..%.3f) | "
+                "best %8.3f ms ratio %.3f\n", ks[i],
                 median(wall[size_t(i)]), median(rw), *std::min_element(rw.begin(), rw.end()),
                 *std::max_element(rw.begin(), rw.end()), median(cpu[size_t(i)]), median(rc),
                 *std::min_element(rc.begin(), rc.end()), *std::max_element(rc.begin(), rc.end()), wmin, wmin / wmin1);
