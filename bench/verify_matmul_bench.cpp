@@ -70,7 +70,14 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (int l = 0; l < layers; ++l) shapes.insert(shapes.end(), layer.begin(), layer.end());
   if (vocab) shapes.push_back({128256, 2048});
-  if (one_out > 0) shapes = {{one_out, one_in}};
+  if (one_out > 0) {
+    // The buffers below hold 8 tokens of up to 8192 inputs and 128256 outputs; n_in a whole number of q4_K blocks.
+    if (one_out % 16 != 0 || one_out > 128256 || one_in <= 0 || one_in % 256 != 0 || one_in > 8192) {
+      std::fprintf(stderr, "--one N_OUT N_IN: N_OUT a multiple of 16 up to 128256, N_IN a multiple of 256 up to 8192\n");
+      return 2;
+    }
+    shapes = {{one_out, one_in}};
+  }
 
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
