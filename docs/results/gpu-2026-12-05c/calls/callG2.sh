@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# 2026-12-05c call G2: (1) the dense fixture families (llama3_gqa, qwen2, qwen3, gemma2, gemma3) on CUDA against
+# transformers (DenseGoldenCuda), fixtures carried compressed in .gpucarry/fx-dense.tar.xz (the models/ GGUFs
+# stayed behind for the 64 MiB carry limit); (2) the attention-written activations again, now with the attention
+# kernels that write them letting the o mat-vec launch only when they complete (G1: an early launch, 0.97x):
+# POLYKV_CUDA_ATTN_ACTS=0 against the default, interleaved run by run, synth llama-3.1-8b q4_0, depth 0 (3 KV pairs,
+# 3 rounds) and 32768 (2 KV pairs, 2 rounds); one in-graph timeline of each setting at depth 0, q8_0/turbo3t.
+mkdir -p .gpucarry/fixtures && for f in .gpucarry/fx-*.tar.xz; do tar xJf "$f" -C .gpucarry/fixtures; done
+source scripts/gpu-lib.sh; call_setup
+t0=$SECONDS
+(timeout 150 $P synth --shape llama-3.1-8b --type q4_0 -o /tmp/l8-q4_0.gguf --threads 8 >>$OUT/synth.log 2>&1 || echo "synth failed" >>$OUT/synth.log) &
+gtest_shards 5 240 '*DenseGoldenCuda*'
+wait
+grep -h "SKIPPED \]\|fixtures not found\|cannot open" $OUT/shard*.log | sort -u | head -8 >> $OUT/summary.txt
+grep -h "max |dlogprob|\|top-1 differs\|rel L2" $OUT/shard*.log > $OUT/golden.txt
+note "tests done at $((SECONDS-t0)) s"
+bench() {  # bench SETTING ROUND DEPTH K V
+  local s=$1 r=$2 d=$3 k=$4 v=$5 tmo=60
+  [ "$d" -gt 0 ] && tmo=120
+  env POLYKV_CUDA_ATTN_ACTS=$s timeout $tmo $P bench -m /tmp/l8-q4_0.gguf --device cuda -ctk $k -ctv $v -d $d -p 0 -n 128 -r 3 \
+    --bandwidth 4240 --json 2>>$OUT/bench.err | grep '^{' | sed "s/^{/{\"attn_acts\":$s,\"round\":$r,/" >>$OUT/ab.jsonl
+  note "d$d $k/$v acts=$s r$r ($((SECONDS-t0)) s): $(tail -1 $OUT/ab.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]')"
+}
+for r in 1 2 3; do
+  for kv in "f16 f16" "q8_0 q8_0" "q8_0 turbo3t"; do
+    for s in 0 1; do bench $s $r 0 $kv; done
+  done
+done
+for r in 1 2; do
+  for kv in "q8_0 turbo3t" "q8_0 q8_0"; do
+    for s in 1 0; do bench $s $r 32768 $kv; done
+  done
+done
+mkdir -p $OUT/traces
+for s in 0 1; do
+  CUDA_INJECTION64_PATH=build-gpu/lib/libpolykv_cuda_trace.so POLYKV_TRACE=$OUT/traces/trace-d0-acts$s.csv POLYKV_CUDA_ATTN_ACTS=$s \
+    timeout 60 $P bench -m /tmp/l8-q4_0.gguf --device cuda -ctk q8_0 -ctv turbo3t -d 0 -p 0 -n 32 -r 1 >/dev/null 2>>$OUT/bench.err
+  python3 scripts/cuda_trace_summary.py $OUT/traces/trace-d0-acts$s.csv --skip 4 > $OUT/traces/trace-d0-acts$s.summary.txt 2>&1
+done
+cd $OUT && tar cJf g2-logs.tar.xz shard*.log synth.log bench.err traces && rm -rf shard*.log traces
+note "done at $((SECONDS-t0)) s"
