@@ -147,29 +147,6 @@ TEST(PackedKquant, Avx2MatchesScalarBitForBit) {
     }
 }
 
-// The AVX-512 q6_K kernel (packed_q6k_avx512.cpp: one pass for up to 8 tokens) against the scalar group
-// kernel, bit for bit, for every token count, on random blocks (every 6-bit value and int8 scale occurs).
-TEST(PackedKquant, Avx512Q6KMatchesScalarBitForBit) {
-  if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512";
-  const PackedDotFn f512 = packed_dot_q6_K_avx512();  // opt-in in matmul (POLYKV_PACKED_Q6K=packed)
-  for (int64_t blocks : {1, 3, 8}) {
-    const int64_t n_in = 256 * blocks, n_out = 48;
-    const auto rows = random_rows(DType::Q6_K, n_in, n_out, uint32_t(blocks) * 13u + 1u);
-    const auto p = pack_matrix(DType::Q6_K, rows.data(), n_in, n_out, row_bytes(DType::Q6_K, n_in));
-    ASSERT_TRUE(p);
-    for (int n_tok = 1; n_tok <= 8; ++n_tok) {
-      const Acts a = make_acts(n_in, n_tok, uint32_t(blocks * 10 + n_tok));
-      for (int64_t g = 0; g < p->n_groups; ++g) {
-        std::vector<float> ref(size_t(n_tok) * kPackRows), y(ref.size(), NAN);
-        packed_dot_scalar(DType::Q6_K)(*p, g, a.rows.data(), n_tok, ref.data(), kPackRows);
-        f512(*p, g, a.rows.data(), n_tok, y.data(), kPackRows);
-        ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)))
-            << "n_in " << n_in << " tokens " << n_tok << " group " << g;
-      }
-    }
-  }
-}
-
 TEST(PackedKquant, TokenResultsDoNotDependOnTheBatch) {
   if (avx2_variants(DType::Q4_K).empty()) GTEST_SKIP() << "no AVX2";
   for (DType t : kKTypes) {

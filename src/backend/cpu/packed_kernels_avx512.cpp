@@ -17,7 +17,6 @@
 #include <immintrin.h>
 
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -268,21 +267,9 @@ static_assert(UnpackQ4_0::kOffset == packed_zero_point(DType::Q4_0) &&
 
 PackedDotFn packed_dot_q4_K_avx512();  // packed_q4k_avx512.cpp
 
-// POLYKV_PACKED_Q6K=packed: q6_K matrices are packed under AVX-512 and run packed_q6k_avx512.cpp's kernel.
-// Off by default: on this project's AVX-512 VM it measured faster at k = 8 tokens and not shown faster at
-// k = 1 .. 4 than the AVX-512 row kernels (docs/VERIFY_KERNELS.md "2026-12-05c"), so q6_K keeps its rows.
-bool q6k_packed_avx512() {
-  static const bool on = [] {
-    const char* e = std::getenv("POLYKV_PACKED_Q6K");
-    return e != nullptr && std::strcmp(e, "packed") == 0;
-  }();
-  return on;
-}
-
 PackedDotFn packed_dot_avx512(DType type) {
   switch (type) {
     case DType::Q4_K: return packed_dot_q4_K_avx512();
-    case DType::Q6_K: return q6k_packed_avx512() ? packed_dot_q6_K_avx512() : nullptr;
     case DType::Q4_0: return by_zp<UnpackQ4_0>;
     case DType::Q8_0: return by_zp<UnpackQ8_0>;
     case DType::MXFP4: return by_zp<UnpackMXFP4>;

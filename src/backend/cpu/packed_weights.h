@@ -97,9 +97,6 @@ PackedDotFn packed_dot_avx512(DType type);
 // AVX-512 one where that has the type; nullptr where the
 // CPU lacks the ISA or the type has none. packed_dot_avx2 takes the AVX-VNNI variant where present.
 PackedDotFn packed_dot_avx2(DType type);
-// The AVX-512 q6_K group kernel (packed_q6k_avx512.cpp), whether or not packed_dot_avx512 hands it out
-// (POLYKV_PACKED_Q6K); x86 only, for the tests and packed_dot_avx512.
-PackedDotFn packed_dot_q6_K_avx512();
 PackedDotFn packed_dot_avx2_maddubs(DType type);  // without VNNI (AVX2 + FMA + F16C)
 PackedDotFn packed_dot_avxvnni(DType type);       // AVX2 + AVX-VNNI
 

@@ -46,7 +46,6 @@ void ternary_lut_matmul_avx512vbmi(const PackedMatrix&, int64_t, int64_t, const 
 }
 PackedDotFn packed_dot_avx512(DType) { return nullptr; }
 PackedDotFn packed_dot_avx2(DType) { return nullptr; }
-PackedDotFn packed_dot_q6_K_avx512() { return nullptr; }
 PackedDotFn packed_dot_avx2_maddubs(DType) { return nullptr; }
 PackedDotFn packed_dot_avxvnni(DType) { return nullptr; }
 RowDotFn mxfp4_row_dot_avx2(DType) { return nullptr; }
