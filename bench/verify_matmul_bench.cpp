@@ -15,6 +15,7 @@
 //   host slows whole rounds; e.g. --rounds 30 --steps 1). POLYKV_PACKED_PF=0 turns the packed
 //   kernels' weight prefetch off (docs/VERIFY_KERNELS.md "2026-12-02").
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,11 +64,14 @@ int main(int argc, char** argv) {
       one_in = std::atoll(argv[++i + 1]);
     }
   }
-  const DType t = type_name == "q8_0"   ? DType::Q8_0
-                  : type_name == "q4_K" ? DType::Q4_K
-                  : type_name == "q5_K" ? DType::Q5_K
-                  : type_name == "q6_K" ? DType::Q6_K
-                                        : DType::Q4_0;
+  const std::pair<const char*, DType> kTypes[] = {
+      {"q4_0", DType::Q4_0}, {"q8_0", DType::Q8_0}, {"q4_K", DType::Q4_K}, {"q5_K", DType::Q5_K}, {"q6_K", DType::Q6_K}};
+  const auto known = std::find_if(std::begin(kTypes), std::end(kTypes), [&](const auto& e) { return type_name == e.first; });
+  if (known == std::end(kTypes)) {
+    std::fprintf(stderr, "--type %s: one of q4_0, q8_0, q4_K, q5_K, q6_K\n", type_name.c_str());
+    return 2;
+  }
+  const DType t = known->second;
   // {n_out, n_in} of one layer, then the vocabulary matrix once.
   const std::vector<std::pair<int64_t, int64_t>> layer = {{2048, 2048}, {512, 2048}, {512, 2048}, {2048, 2048},
                                                           {8192, 2048}, {8192, 2048}, {2048, 8192}};
