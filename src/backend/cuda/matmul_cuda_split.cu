@@ -44,13 +44,24 @@ constexpr int kSplitThreads = 32 * kSplitWarps;
 // Rows per warp (R) and steps per chunk (U) for decoder T and NC columns: 8 16-byte loads per lane in
 // a chunk for 1-2 columns, 4 for more (their accumulators and activations need the registers; more
 // spilled), a 16-byte head counting as one load.
-template <class T, int NC>
+// UX > 0 overrides U (an experiment: POLYKV_CUDA_SPLIT_U, see split_u_override).
+template <class T, int NC, int UX = 0>
 struct SplitCfg {
   static constexpr int kR = NC <= 2 ? 2 : 4;
   static constexpr int kLoadsPerUnit = hd::Split<T>::kLoadsPerUnit;
   static constexpr int kLoads = NC <= 2 ? 8 : 4;
-  static constexpr int kU = kLoads / (kR * kLoadsPerUnit) > 0 ? kLoads / (kR * kLoadsPerUnit) : 1;
+  static constexpr int kU = UX > 0 ? UX : kLoads / (kR * kLoadsPerUnit) > 0 ? kLoads / (kR * kLoadsPerUnit) : 1;
 };
+
+// POLYKV_CUDA_SPLIT_U=4: q4_K mat-vecs of 1-2 columns take 4 steps a chunk instead of 2 (its 16-byte heads count as
+// loads, so it has half of q4_0's weight bytes in flight). Read once; 0 = unset.
+int split_u_override() {
+  static const int u = [] {
+    const char* e = std::getenv("POLYKV_CUDA_SPLIT_U");
+    return e && std::strcmp(e, "4") == 0 ? 4 : e && std::strcmp(e, "3") == 0 ? 3 : 0;
+  }();
+  return u;
+}
 
 // Arguments (by value). Groups of R rows are numbered part after part (a part's last group may be
 // short); part p's groups start at gbegin[p]. xq / xs / y start at the call's first column.
@@ -144,7 +155,8 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
       const int64_t u = 32 * (j0 + k) + lane;
       if (u < n_units) {
         const int64_t blk = u / T::kParts;
-        const int part = int(u % T::kParts);
+        static_assert(32 % T::kParts == 0, "a lane's units are all of one part");
+        const int part = lane % T::kParts;  // = u % kParts: the same for every step (per-part work hoists)
         typename T::Unit wu[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) S::decode(q[k][r], h[k][r], part, wu[r]);
@@ -154,9 +166,9 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
   }
 }
 
-template <class T, int NC, Epi kEpi>
+template <class T, int NC, Epi kEpi, int UX>
 __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
-  using Cfg = SplitCfg<T, NC>;
+  using Cfg = SplitCfg<T, NC, UX>;
   constexpr int R = Cfg::kR, U = Cfg::kU;
   const GroupPart gp = group_part(a, g);
   const int64_t row0 = (g - gp.gbegin) * R;  // in the part
@@ -205,7 +217,7 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
   }
 }
 
-template <class T, int NC>
+template <class T, int NC, int UX = 0>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_split_kernel(const SplitArgs a) {
   // The next kernel, if launched with PDL, may start now; it waits for this grid before it touches
   // anything this grid reads or writes.
@@ -213,19 +225,19 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;  // the whole warp
-  split_group<T, NC, Epi::Store>(a, g, lane, SplitRope{});
+  split_group<T, NC, Epi::Store, UX>(a, g, lane, SplitRope{});
 }
 
 // One column of q, k, v (parts 0, 1, 2) with q and k rotated by RoPE (Norm style) in the epilogue
 // (matvec_split_rope): the bits of the plain kernel, then rope_qk.
-template <class T>
+template <class T, int UX = 0>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     matvec_split_rope_kernel(const SplitArgs a, const SplitRope rope) {
   allow_next_grid();
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;
-  split_group<T, 1, Epi::Rope>(a, g, lane, rope);
+  split_group<T, 1, Epi::Rope, UX>(a, g, lane, rope);
 }
 
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
@@ -411,6 +423,16 @@ bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView&
         a.dn.ss += int64_t(col0) * (w0.n_in / hd::kActBlock);
       }
       const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
+      if constexpr (std::is_same_v<T, hd::DecQ4_K> && NC <= 2) {
+        if (split_u_override() == 4) {
+          launch_kernel(matvec_split_kernel<T, NC, 4>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
+          return;
+        }
+        if (split_u_override() == 3) {
+          launch_kernel(matvec_split_kernel<T, NC, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
+          return;
+        }
+      }
       launch_kernel(matvec_split_kernel<T, NC>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
     });
   });
@@ -461,6 +483,18 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     a.dn = av.dn;
     check(a.dn.ss == nullptr || a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of another n_in");
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
+    if constexpr (std::is_same_v<T, hd::DecQ4_K>) {
+      if (split_u_override() == 4) {
+        launch_kernel(matvec_split_rope_kernel<T, 4>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx),
+                      a, rope);
+        return;
+      }
+      if (split_u_override() == 3) {
+        launch_kernel(matvec_split_rope_kernel<T, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx),
+                      a, rope);
+        return;
+      }
+    }
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
   });

@@ -13,8 +13,9 @@
 // block (same operations), so the dot products are the same bits as the other kernels'.
 //   q4_0: unit = block, 16 bytes of qs; head = d (2 bytes).       same bytes per block (18)
 //   q8_0: unit = block, 32 bytes of qs; head = d (2 bytes).       same bytes per block (34)
-//   q4_K: unit = 16 bytes of qs (part 2j + h at qs[32 j + 16 h], i.e. qs in order); head = d, dmin,
-//         scales[12] (16 bytes, one aligned load shared by the block's 8 lanes). same (144)
+//   q4_K: unit = 16 bytes of qs (part 2j + h at qs[32 j + 16 h], i.e. qs in order); head = d, dmin and
+//         the 12 scale bytes re-ordered per lane pair (16 bytes, one aligned load shared by the block's 8
+//         lanes; Split<DecQ4_K> below). same (144)
 //   q6_K: unit = 16 bytes of ql + 8 bytes of its repacked qh bits + its 2 scales (three regions);
 //         head = d (2 bytes).                                     same (210)
 // The row stride is the split row's bytes rounded up to 16 (the ggml stride when that is a multiple of 16).
@@ -24,6 +25,7 @@
 
 #include "backend/cuda/matmul_cuda_decode.cuh"
 #include "core/dtype.h"
+#include "quant/kquant_scales.h"
 
 namespace polykv::cuda::hd {
 
@@ -133,14 +135,74 @@ struct Split<DecQ8_0> : PlainSplit<DecQ8_0, 32, 2> {
   }
 };
 
-// q4_K: d, dmin, scales[12] (16 bytes), qs[128] (part p's 16 bytes at 16 p). The same operations as
-// DecQ4_K::load.
+// Bytes jj (0..3) of w1, w2, w3 as bits 0-7, 8-15, 16-23 of one word (bits 24-31 are not defined: callers mask).
+// Device: two byte permutes (selectors that depend on jj only).
+POLYKV_HD uint32_t gather_byte3(uint32_t w1, uint32_t w2, uint32_t w3, int jj) {
+#ifdef __CUDA_ARCH__
+  const uint32_t t = __byte_perm(w1, w2, uint32_t(jj) | uint32_t(jj + 4) << 4);
+  return __byte_perm(t, w3, 0x10u | uint32_t(jj + 4) << 8);
+#else
+  const int sh = 8 * jj;
+  return ((w1 >> sh) & 0xFFu) | ((w2 >> sh) & 0xFFu) << 8 | ((w3 >> sh) & 0xFFu) << 16;
+#endif
+}
+
+// q4_K: d, dmin, scales[12] (16 bytes), qs[128] (part p's 16 bytes at 16 p). The quants are ggml's; the head is
+// re-ordered so that a lane finds its two sub-blocks' 6-bit scales and mins without ggml's branchy unpacking
+// (kquant_scale_min: a j < 4 test that splits every block's 8 lanes in two, and byte selects on j):
+//   word 0            d | dmin << 16, as ggml
+//   words 1, 2, 3     byte jj of word 1 + k = bits [8k, 8k + 8) of F_jj (jj = 0..3: the sub-blocks 2jj, 2jj + 1
+//                     that parts 2jj and 2jj + 1 read), where
+//                     F_jj = sc(2jj) | m(2jj) << 6 | sc(2jj + 1) << 12 | m(2jj + 1) << 18
+// 96 bits of 6-bit values in 96 bits: a bijection of ggml's 12 scale bytes (unpack inverts it, the tests check
+// every row round-trips). decode gives DecQ4_K::load's unit field for field: the same integers, then the
+// same operations (d * sc, -(dmin * m)).
 template <>
 struct Split<DecQ4_K> : PlainSplit<DecQ4_K, 16, 16> {
+  // ggml's 12 scale bytes -> words 1..3 of the split head.
+  static void pack_scales(const uint8_t* scales, uint32_t (&w)[3]) {
+    w[0] = w[1] = w[2] = 0;
+    for (int jj = 0; jj < 4; ++jj) {
+      const ScaleMin a = kquant_scale_min(2 * jj, scales), b = kquant_scale_min(2 * jj + 1, scales);
+      const uint32_t f = uint32_t(a.scale) | uint32_t(a.min) << 6 | uint32_t(b.scale) << 12 | uint32_t(b.min) << 18;
+      for (int k = 0; k < 3; ++k) w[k] |= ((f >> (8 * k)) & 0xFFu) << (8 * jj);
+    }
+  }
+  // The inverse: words 1..3 -> ggml's 12 bytes (kquant_scale_min's rule read backwards).
+  static void unpack_scales(const uint32_t (&w)[3], uint8_t* scales) {
+    uint8_t sc[8], mn[8];
+    for (int jj = 0; jj < 4; ++jj) {
+      const uint32_t f = gather_byte3(w[0], w[1], w[2], jj);
+      sc[2 * jj] = uint8_t(f & 63), mn[2 * jj] = uint8_t((f >> 6) & 63);
+      sc[2 * jj + 1] = uint8_t((f >> 12) & 63), mn[2 * jj + 1] = uint8_t((f >> 18) & 63);
+    }
+    for (int j = 0; j < 4; ++j) {
+      scales[j] = uint8_t(sc[j] | (sc[j + 4] >> 4) << 6);
+      scales[j + 4] = uint8_t(mn[j] | (mn[j + 4] >> 4) << 6);
+      scales[j + 8] = uint8_t((sc[j + 4] & 0x0F) | (mn[j + 4] & 0x0F) << 4);
+    }
+  }
+  static void pack(const uint8_t* b, uint8_t* row, const SplitGeom& g, int64_t blk) {
+    PlainSplit::pack(b, row, g, blk);
+    uint32_t w[3];
+    pack_scales(b + 4, w);
+    std::memcpy(row + g.head_offset + blk * kHeadBytes + 4, w, 12);
+  }
+  static void unpack(const uint8_t* row, const SplitGeom& g, int64_t blk, uint8_t* b) {
+    PlainSplit::unpack(row, g, blk, b);
+    uint32_t w[3];
+    std::memcpy(w, row + g.head_offset + blk * kHeadBytes + 4, 12);
+    unpack_scales(w, b + 4);
+  }
   POLYKV_HD static void decode(const uint32_t (&q)[kUnitWords], const uint32_t (&h)[kHeadWords], int part,
                                DecQ4_K::Unit& u) {
     split_nibbles(q, u);
-    kquant_45_scales_words(h, part / 2, u);
+    const float d = half_to_f32(uint16_t(h[0] & 0xFFFF)), dmin = half_to_f32(uint16_t(h[0] >> 16));
+    const uint32_t f = gather_byte3(h[1], h[2], h[3], part / 2);
+    u.scale[0] = fmul(d, float(f & 63));
+    u.min[0] = -fmul(dmin, float((f >> 6) & 63));
+    u.scale[1] = fmul(d, float((f >> 12) & 63));
+    u.min[1] = -fmul(dmin, float((f >> 18) & 63));
   }
 };
 
