@@ -21,7 +21,7 @@ namespace {
 
 using cuda_test::make_weights;
 
-const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 template <class Fn>
 void with_split(DType t, Fn&& fn) {

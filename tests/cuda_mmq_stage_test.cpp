@@ -22,7 +22,7 @@ namespace {
 
 namespace hd = cuda::hd;
 
-const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // The chunk's staged A and B bytes of one split row, as the kernel's cp.async leave them.
 template <class T>

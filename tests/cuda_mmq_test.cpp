@@ -17,7 +17,7 @@
 namespace polykv {
 namespace {
 
-const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(CudaMmqHost, FragmentValuesAreTheDequantizedRow) {
   uint32_t seed = 11;

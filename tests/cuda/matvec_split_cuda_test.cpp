@@ -99,7 +99,7 @@ std::vector<Shape> shapes_for(DType t) {
   return {{1, 32}, {3, 32}, {37, 96}, {129, 4096}, {67, 14336}, {33, 11008 + 32}, {259, 1024}};
 }
 
-const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(MatvecSplitCuda, SameBitsAsTheOldKernelsOneToEightColumns) {
   POLYKV_REQUIRE_GPU();
@@ -358,7 +358,7 @@ TEST(MatvecSplitCudaBench, DISABLED_OldVsSplit) {
   };
   const BenchShape shapes[] = {{"q/o", 4096, 4096, 1},      {"gate+up", 28672, 4096, 2}, {"up", 14336, 4096, 1},
                                {"down", 4096, 14336, 1},    {"head", 128256, 4096, 1}};
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (const BenchShape& sh : shapes) {
       const int64_t part_rows = sh.n_out / sh.parts;
       const size_t old_stride = row_bytes(t, sh.n_in), split_stride = cuda::split_row_stride(t, sh.n_in);

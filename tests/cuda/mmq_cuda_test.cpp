@@ -160,7 +160,7 @@ std::vector<Shape> shapes_for(DType t) {
   return {{1000, 4096}, {4097, 1056}, {129, 14336}, {37, 96}, {300, 4128}};
 }
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 const int kCols[] = {9, 16, 17, 33, 63, 64, 100, 128};
 
 TEST(MmqCuda, AgainstTheReferences) {
@@ -392,7 +392,7 @@ TEST(CudaMmqBench, DISABLED_VsOldPath) {
       {"q/o", 4096, 4096, 2}, {"k/v", 1024, 4096, 2}, {"gate/up", 14336, 4096, 2}, {"down", 4096, 14336, 1}};
   const int kNs[] = {16, 32, 64, 128};
   const char* only = std::getenv("POLYKV_MMQ_BENCH_TYPES");
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
     double layer[4][3] = {};  // [n][path: old, mmq mma.sync, mmq wgmma] us
     double layer_bytes = 0;

@@ -28,6 +28,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"
+#include "backend/cuda/matmul_cuda_split.h"
 #include "backend/cuda/moe_cuda.h"
 #include "core/dtype.h"
 #include "cuda_test_util.h"
@@ -229,7 +230,8 @@ std::vector<float> exact_layer(const ExactLayer& L, const std::vector<float>& x,
   return out;
 }
 
-bool is_split_type(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K; }
+// q4_0, q8_0, q4_K, q6_K, and q5_K with POLYKV_CUDA_SPLIT_Q5K=1.
+bool is_split_type(DType t) { return cuda::split_type_enabled(t); }
 
 class MoeV2Cuda : public ::testing::TestWithParam<Case> {};
 
@@ -325,6 +327,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::Q8_0, DType::Q8_0, 160, 224, 12, 4, true, MoeActivation::SwiGLUClamped},
                       Case{DType::Q4_K, DType::Q4_K, 512, 768, 16, 2, false, MoeActivation::SwiGLU},
                       Case{DType::Q4_K, DType::Q6_K, 256, 512, 20, 8, true, MoeActivation::SwiGLU},
+                      Case{DType::Q5_K, DType::Q6_K, 256, 512, 12, 4, false, MoeActivation::SwiGLU},
                       Case{DType::Q6_K, DType::Q6_K, 768, 256, 9, 1, false, MoeActivation::SwiGLUClamped},
                       Case{DType::MXFP4, DType::MXFP4, 352, 288, 8, 4, true, MoeActivation::SwiGLUClamped}),
     [](const auto& info) {

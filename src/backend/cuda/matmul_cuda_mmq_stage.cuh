@@ -8,8 +8,9 @@
 // Weights of stage (chunk c), per CTA row r (kMmq2Rows rows), two regions:
 //   A[r][kPitchA]: the 4 units' quant bytes in unit order (q4_0 / q4_K / q6_K ql: 4 x 16 B, pitch 64;
 //                  q8_0: 4 x 32 B, pitch 144 so that rows g and g + 1 fall in other banks);
-//   B[r][kPitchB]: the rest: q4_0 / q8_0 the 4 blocks' d (8 B); q4_K the block's 16-byte head; q6_K the
-//                  4 units' repacked qh (32 B), scale pairs (8 B) and the 4-byte word holding d.
+//   B[r][kPitchB]: the rest: q4_0 / q8_0 the 4 blocks' d (8 B); q4_K the block's 16-byte head; q5_K the 4
+//                  units' qh words (16 B) and the block's head; q6_K the 4 units' repacked qh (32 B), scale
+//                  pairs (8 B) and the 4-byte word holding d.
 // Each region is copied with `kPieces` cp.async of 4, 8 or 16 bytes per row (MmqStage<T>::piece): the
 // first kPiecesA are region A's, 16 bytes each, at dst 16 k (the kernel spreads them over consecutive
 // lanes, so that a warp reads whole 32-byte sectors); a unit past the row's last one is zero-filled
@@ -24,6 +25,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/matmul_cuda_mmq.cuh"
 #include "backend/cuda/matmul_cuda_split.cuh"
@@ -97,6 +99,23 @@ struct MmqStage<DecQ4_K> {  // 8 units a block: a chunk is half a block, always 
 };
 
 template <>
+struct MmqStage<DecQ5_K> {  // 8 units a block: a chunk is half a block, always whole
+  static constexpr int kPitchA = 64, kPitchB = 32, kPieces = 6, kPiecesA = 4;
+  POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
+    using S = Split<DecQ5_K>;
+    MmqPiece p;
+    if (k < 4) {
+      p.src = 16 * (4 * c + k), p.dst = 16 * k, p.bytes = 16, p.region = 0, p.valid = mmq_unit_valid(g, c, k);
+    } else if (k == 4) {  // the 4 units' qh words: 4 B per unit
+      p.src = S::qh_offset(g) + 16 * c, p.dst = 0, p.bytes = 16, p.region = 1;
+    } else {
+      p.src = g.head_offset + 16 * (c / 2), p.dst = 16, p.bytes = 16, p.region = 1;
+    }
+    return p;
+  }
+};
+
+template <>
 struct MmqStage<DecQ6_K> {  // 8 units a block: chunks always whole
   static constexpr int kPitchA = 64, kPitchB = 48, kPieces = 8, kPiecesA = 4;
   POLYKV_HD static MmqPiece piece(const SplitGeom& g, int64_t c, int k) {
@@ -154,6 +173,10 @@ POLYKV_HD void mmq_stage_unit(const uint8_t* a, const uint8_t* b, int64_t c, int
     st_ld16(a + 32 * t, q);
     st_ld16(a + 32 * t + 16, q + 4);
     h[0] = st_ld16bit(b + 2 * t);
+  } else if constexpr (std::is_same_v<T, DecQ5_K>) {
+    st_ld16(a + 16 * t, q);
+    q[4] = st_ld32(b + 4 * t);
+    st_ld16(b + 16, h);
   } else if constexpr (Split<T>::kHeadBytes == 16) {  // q4_K
     st_ld16(a + 16 * t, q);
     st_ld16(b, h);

@@ -69,6 +69,18 @@ POLYKV_HD uint32_t ld_stream_u16(const uint8_t* p) {
 #endif
 }
 
+POLYKV_HD uint32_t ld_stream_u32(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+#else
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#endif
+}
+
 inline uint32_t host_word(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -147,18 +159,17 @@ POLYKV_HD uint32_t gather_byte3(uint32_t w1, uint32_t w2, uint32_t w3, int jj) {
 #endif
 }
 
-// q4_K: d, dmin, scales[12] (16 bytes), qs[128] (part p's 16 bytes at 16 p). The quants are ggml's; the head is
-// re-ordered so that a lane finds its two sub-blocks' 6-bit scales and mins without ggml's branchy unpacking
-// (kquant_scale_min: a j < 4 test that splits every block's 8 lanes in two, and byte selects on j):
+// The 16-byte head of a q4_K / q5_K block in the split layout: d, dmin and the 12 scale bytes re-ordered so that a
+// lane finds its two sub-blocks' 6-bit scales and mins without ggml's branchy unpacking (kquant_scale_min: a j < 4
+// test that splits every block's 8 lanes in two, and byte selects on j):
 //   word 0            d | dmin << 16, as ggml
 //   words 1, 2, 3     byte jj of word 1 + k = bits [8k, 8k + 8) of F_jj (jj = 0..3: the sub-blocks 2jj, 2jj + 1
 //                     that parts 2jj and 2jj + 1 read), where
 //                     F_jj = sc(2jj) | m(2jj) << 6 | sc(2jj + 1) << 12 | m(2jj + 1) << 18
-// 96 bits of 6-bit values in 96 bits: a bijection of ggml's 12 scale bytes (unpack inverts it, the tests check
-// every row round-trips). decode gives DecQ4_K::load's unit field for field: the same integers, then the
-// same operations (d * sc, -(dmin * m)).
-template <>
-struct Split<DecQ4_K> : PlainSplit<DecQ4_K, 16, 16> {
+// 96 bits of 6-bit values in 96 bits: a bijection of ggml's 12 scale bytes (unpack_scales inverts it, the tests
+// check that every row round-trips). decode_scales gives DecQ4_K::load's / DecQ5_K::load's scale and min fields
+// bit for bit: the same integers, then the same operations (d * sc, -(dmin * m)).
+struct KQuantHead {
   // ggml's 12 scale bytes -> words 1..3 of the split head.
   static void pack_scales(const uint8_t* scales, uint32_t (&w)[3]) {
     w[0] = w[1] = w[2] = 0;
@@ -182,27 +193,118 @@ struct Split<DecQ4_K> : PlainSplit<DecQ4_K, 16, 16> {
       scales[j + 8] = uint8_t((sc[j + 4] & 0x0F) | (mn[j + 4] & 0x0F) << 4);
     }
   }
-  static void pack(const uint8_t* b, uint8_t* row, const SplitGeom& g, int64_t blk) {
-    PlainSplit::pack(b, row, g, blk);
+  // ggml's 16 head bytes (d, dmin, scales) <-> the split head's.
+  static void pack(const uint8_t* ggml, uint8_t* head) {
     uint32_t w[3];
-    pack_scales(b + 4, w);
-    std::memcpy(row + g.head_offset + blk * kHeadBytes + 4, w, 12);
+    pack_scales(ggml + 4, w);
+    std::memcpy(head, ggml, 4);
+    std::memcpy(head + 4, w, 12);
   }
-  static void unpack(const uint8_t* row, const SplitGeom& g, int64_t blk, uint8_t* b) {
-    PlainSplit::unpack(row, g, blk, b);
+  static void unpack(const uint8_t* head, uint8_t* ggml) {
     uint32_t w[3];
-    std::memcpy(w, row + g.head_offset + blk * kHeadBytes + 4, 12);
-    unpack_scales(w, b + 4);
+    std::memcpy(w, head + 4, 12);
+    std::memcpy(ggml, head, 4);
+    unpack_scales(w, ggml + 4);
   }
-  POLYKV_HD static void decode(const uint32_t (&q)[kUnitWords], const uint32_t (&h)[kHeadWords], int part,
-                               DecQ4_K::Unit& u) {
-    split_nibbles(q, u);
+  // Part `part`'s two groups (sub-blocks 2 (part / 2) and + 1): u.scale[0..1], u.min[0..1].
+  template <class U>
+  POLYKV_HD static void decode_scales(const uint32_t (&h)[4], int part, U& u) {
     const float d = half_to_f32(uint16_t(h[0] & 0xFFFF)), dmin = half_to_f32(uint16_t(h[0] >> 16));
     const uint32_t f = gather_byte3(h[1], h[2], h[3], part / 2);
     u.scale[0] = fmul(d, float(f & 63));
     u.min[0] = -fmul(dmin, float((f >> 6) & 63));
     u.scale[1] = fmul(d, float((f >> 12) & 63));
     u.min[1] = -fmul(dmin, float((f >> 18) & 63));
+  }
+};
+
+// q4_K: d, dmin, scales[12] (16 bytes), qs[128] (part p's 16 bytes at 16 p). The quants are ggml's, the head is
+// KQuantHead's. decode gives DecQ4_K::load's unit field for field.
+template <>
+struct Split<DecQ4_K> : PlainSplit<DecQ4_K, 16, 16> {
+  static void pack(const uint8_t* b, uint8_t* row, const SplitGeom& g, int64_t blk) {
+    PlainSplit::pack(b, row, g, blk);
+    KQuantHead::pack(b, row + g.head_offset + blk * kHeadBytes);
+  }
+  static void unpack(const uint8_t* row, const SplitGeom& g, int64_t blk, uint8_t* b) {
+    PlainSplit::unpack(row, g, blk, b);
+    KQuantHead::unpack(row + g.head_offset + blk * kHeadBytes, b);
+  }
+  POLYKV_HD static void decode(const uint32_t (&q)[kUnitWords], const uint32_t (&h)[kHeadWords], int part,
+                               DecQ4_K::Unit& u) {
+    split_nibbles(q, u);
+    KQuantHead::decode_scales(h, part, u);
+  }
+};
+
+// q5_K: d, dmin, scales[12], qh[32], qs[128]. Unit p = 2j + h (matmul_cuda_decode.cuh) reads qs[16 p .. 16 p + 16)
+// and, as its values' fifth bits, bits 2j (run 0) and 2j + 1 (run 1) of qh[16 h .. 16 h + 16). Split row:
+//   [qs: 16 per unit][qh bits: 4 per unit][heads: 16 per block, KQuantHead's]
+// (8 x 16 + 8 x 4 + 16 = 176 bytes per block, as ggml's). A unit's qh word W holds in byte b the fifth bits of
+// values 4k + b, k = 0..3: run 0's at bits k, run 1's at bits 4 + k; so word k of run 0 takes
+// ((W >> k) & 0x01010101) << 4 and of run 1 ((W >> (4 + k)) & 0x01010101) << 4: DecQ5_K::load's words exactly.
+template <>
+struct Split<DecQ5_K> {
+  static constexpr int kUnitBytes = 16 + 4, kHeadBytes = 16;
+  static constexpr int kUnitWords = 4 + 1, kHeadWords = 4;
+  static constexpr int kLoadsPerUnit = 2;  // the qs and the head (the 4-byte qh word not counted)
+  static_assert(kHeadBytes + DecQ5_K::kParts * kUnitBytes == DecQ5_K::kBlockBytes, "a block keeps its bytes");
+  POLYKV_HD static int64_t qh_offset(const SplitGeom& g) { return 16 * g.n_units; }
+  // The unit's qh word from the 16 qh bytes it reads (qh16[i] = qh[16 h + i]) and j, and back.
+  static uint32_t qh_word(const uint8_t* qh16, int j) {
+    uint32_t w = 0;
+    for (int k = 0; k < 4; ++k)
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t v = qh16[4 * k + b];
+        w |= ((v >> (2 * j)) & 1u) << (8 * b + k);
+        w |= ((v >> (2 * j + 1)) & 1u) << (8 * b + 4 + k);
+      }
+    return w;
+  }
+  static void unpack_qh_word(uint32_t w, int j, uint8_t* qh16) {
+    for (int k = 0; k < 4; ++k)
+      for (int b = 0; b < 4; ++b) {
+        uint8_t& v = qh16[4 * k + b];
+        v = uint8_t(v | ((w >> (8 * b + k)) & 1u) << (2 * j) | ((w >> (8 * b + 4 + k)) & 1u) << (2 * j + 1));
+      }
+  }
+  static void pack(const uint8_t* b, uint8_t* row, const SplitGeom& g, int64_t blk) {
+    for (int p = 0; p < 8; ++p) {
+      const int64_t u = blk * 8 + p;
+      std::memcpy(row + 16 * u, b + 48 + 16 * p, 16);
+      const uint32_t w = qh_word(b + 16 + 16 * (p % 2), p / 2);
+      std::memcpy(row + qh_offset(g) + 4 * u, &w, 4);
+    }
+    KQuantHead::pack(b, row + g.head_offset + blk * kHeadBytes);
+  }
+  static void unpack(const uint8_t* row, const SplitGeom& g, int64_t blk, uint8_t* b) {
+    std::memset(b + 16, 0, 32);
+    for (int p = 0; p < 8; ++p) {
+      const int64_t u = blk * 8 + p;
+      std::memcpy(b + 48 + 16 * p, row + 16 * u, 16);
+      uint32_t w;
+      std::memcpy(&w, row + qh_offset(g) + 4 * u, 4);
+      unpack_qh_word(w, p / 2, b + 16 + 16 * (p % 2));
+    }
+    KQuantHead::unpack(row + g.head_offset + blk * kHeadBytes, b);
+  }
+  POLYKV_HD static void load(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[kUnitWords],
+                             uint32_t (&h)[kHeadWords]) {
+    ld_stream_16B(row + 16 * u, q);
+    q[4] = ld_stream_u32(row + qh_offset(g) + 4 * u);
+    ld_stream_16B(row + g.head_offset + (u / 8) * kHeadBytes, h);
+  }
+  // The same words and fields as DecQ5_K::load.
+  POLYKV_HD static void decode(const uint32_t (&q)[kUnitWords], const uint32_t (&h)[kHeadWords], int part,
+                               DecQ5_K::Unit& u) {
+    const uint32_t l[4] = {q[0], q[1], q[2], q[3]};
+    split_nibbles(l, u);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      u.q[k] |= ((q[4] >> k) & 0x01010101u) << 4;
+      u.q[4 + k] |= ((q[4] >> (4 + k)) & 0x01010101u) << 4;
+    }
+    KQuantHead::decode_scales(h, part, u);
   }
 };
 
@@ -286,7 +388,7 @@ struct Split<DecQ6_K> {
 
 // Whether type t has a split layout.
 inline bool has_split(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 // Calls fn(Dec{}) for a type with a split layout and returns true; false for others.
@@ -296,6 +398,7 @@ bool visit_split_decoder(DType t, Fn&& fn) {
     case DType::Q4_0: fn(DecQ4_0{}); return true;
     case DType::Q8_0: fn(DecQ8_0{}); return true;
     case DType::Q4_K: fn(DecQ4_K{}); return true;
+    case DType::Q5_K: fn(DecQ5_K{}); return true;
     case DType::Q6_K: fn(DecQ6_K{}); return true;
     default: return false;
   }

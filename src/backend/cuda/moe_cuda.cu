@@ -385,6 +385,7 @@ void set_moe_kernel(int version) { g_moe_kernel_forced = version == 1 || version
 
 bool moe_split_upload(const WeightMatrix& host) {
   return moe_kernel_version() == 2 && host.layout == WeightLayout::Rows && split_layout_fits(host) &&
+         split_type_enabled(host.type) &&
          host.n_in % hd::kActBlock == 0;
 }
 
