@@ -44,7 +44,7 @@ constexpr int kSplitThreads = 32 * kSplitWarps;
 // Rows per warp (R) and steps per chunk (U) for decoder T and NC columns: 8 16-byte loads per lane in
 // a chunk for 1-2 columns, 4 for more (their accumulators and activations need the registers; more
 // spilled), a 16-byte head counting as one load.
-// UX > 0 overrides U (an experiment: POLYKV_CUDA_SPLIT_U, see split_u_override).
+// UX > 0 overrides U (an experiment: POLYKV_CUDA_SPLIT_U, see split_u3).
 template <class T, int NC, int UX = 0>
 struct SplitCfg {
   static constexpr int kR = NC <= 2 ? 2 : 4;
@@ -53,14 +53,15 @@ struct SplitCfg {
   static constexpr int kU = UX > 0 ? UX : kLoads / (kR * kLoadsPerUnit) > 0 ? kLoads / (kR * kLoadsPerUnit) : 1;
 };
 
-// POLYKV_CUDA_SPLIT_U=4: q4_K mat-vecs of 1-2 columns take 4 steps a chunk instead of 2 (its 16-byte heads count as
-// loads, so it has half of q4_0's weight bytes in flight). Read once; 0 = unset.
-int split_u_override() {
-  static const int u = [] {
+// POLYKV_CUDA_SPLIT_U=3: q4_K mat-vecs of 1-2 columns take 3 steps a chunk instead of 2 (its 16-byte heads count as
+// loads, so it has half of q4_0's weight bytes in flight; 4 steps spill registers at one column). An experiment of
+// 2026-12-05d, not yet measured. Read once.
+bool split_u3() {
+  static const bool on = [] {
     const char* e = std::getenv("POLYKV_CUDA_SPLIT_U");
-    return e && std::strcmp(e, "4") == 0 ? 4 : e && std::strcmp(e, "3") == 0 ? 3 : 0;
+    return e && std::strcmp(e, "3") == 0;
   }();
-  return u;
+  return on;
 }
 
 // Arguments (by value). Groups of R rows are numbered part after part (a part's last group may be
@@ -433,11 +434,7 @@ bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView&
       }
       const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
       if constexpr (std::is_same_v<T, hd::DecQ4_K> && NC <= 2) {
-        if (split_u_override() == 4) {
-          launch_kernel(matvec_split_kernel<T, NC, 4>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
-          return;
-        }
-        if (split_u_override() == 3) {
+        if (split_u3()) {
           launch_kernel(matvec_split_kernel<T, NC, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
           return;
         }
@@ -493,12 +490,7 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     check(a.dn.ss == nullptr || a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of another n_in");
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
     if constexpr (std::is_same_v<T, hd::DecQ4_K>) {
-      if (split_u_override() == 4) {
-        launch_kernel(matvec_split_rope_kernel<T, 4>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx),
-                      a, rope);
-        return;
-      }
-      if (split_u_override() == 3) {
+      if (split_u3()) {
         launch_kernel(matvec_split_rope_kernel<T, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx),
                       a, rope);
         return;
