@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
     const double wmin = *std::min_element(wall[size_t(i)].begin(), wall[size_t(i)].end());
     const double wmin1 = *std::min_element(wall[0].begin(), wall[0].end());
     std::printf("k=%d wall %8.3f ms ratio %.3f (%.3f..%.3f) | process cpu %8.3f ms ratio %.3f (%.3f..%.3f) | "
-                "best %8.3f ms ratio %.3f\n", ks[i],
+                "best %8.4f ms ratio %.3f\n", ks[i],
                 median(wall[size_t(i)]), median(rw), *std::min_element(rw.begin(), rw.end()),
                 *std::max_element(rw.begin(), rw.end()), median(cpu[size_t(i)]), median(rc),
                 *std::min_element(rc.begin(), rc.end()), *std::max_element(rc.begin(), rc.end()), wmin, wmin / wmin1);

@@ -119,10 +119,6 @@ void q4_K_group_strided(const PackedMatrix& p, int64_t g, const char* base, ptrd
   const char* pa = base + off_bsp;   // token 0's bsp[b][0..3]
   for (int64_t b = 0; b < nb; ++b, qa += 256, da += 4, pa += 16) {
     const uint8_t* rec = p.qs_at(g, b);
-    if constexpr (kPrefetch) {  // every line of the record pf bytes ahead (packed_kernels_avx512.cpp)
-#pragma GCC unroll 36
-      for (size_t o = 0; o < kQ4KRecordBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(rec) + pf + o, _MM_HINT_T0);
-    }
     const __m512i s0 = _mm512_load_si512(rec + kQ4KScalesOffset);
     const __m512i s1 = _mm512_load_si512(rec + kQ4KScalesOffset + 64);
     const __m512i s2 = _mm512_load_si512(rec + kQ4KScalesOffset + 128);
@@ -133,6 +129,12 @@ void q4_K_group_strided(const PackedMatrix& p, int64_t g, const char* base, ptrd
 #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
     auto sub_block = [&](int j, __m512i sc32) __attribute__((always_inline)) {
+      if constexpr (kPrefetch) {  // lines 5j .. 5j + 4 of the record pf bytes ahead (packed_kernels_avx512.cpp)
+        static_assert(kQ4KRecordBytes == 36 * 64, "8 sub-blocks prefetch the record's 36 lines");
+#pragma GCC unroll 5
+        for (int o = 5 * j; o < 5 * j + 5; ++o)
+          if (o < 36) _mm_prefetch(reinterpret_cast<const char*>(rec) + pf + 64 * o, _MM_HINT_T0);
+      }
       const uint8_t* qv = rec + (j / 2) * 512;
       __m512i w[8];
 #pragma GCC unroll 8
@@ -202,7 +204,9 @@ bool uniform_layout(const ActRow* act, int n_tok) {
 }
 
 // Software prefetch distance of the records (POLYKV_PACKED_PF=<bytes>, 0: none; default 2 records,
-// 4.5 KB, as q4_0's 16 blocks of 288 bytes; packed_kernels_avx512.cpp says why).
+// 4.5 KB, as q4_0's 16 blocks of 288 bytes; packed_kernels_avx512.cpp says why). The record's 36 lines
+// are prefetched 5 a sub-block, as q4_0 prefetches block by block: all 36 at the record's start made a
+// k = 8 step's matmuls ~15% slower (docs/VERIFY_KERNELS.md "2026-12-05e").
 ptrdiff_t q4_K_prefetch_bytes() {
   static const ptrdiff_t pf = packed_prefetch_env(ptrdiff_t(2 * kQ4KRecordBytes));
   return pf;

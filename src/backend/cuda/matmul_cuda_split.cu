@@ -44,25 +44,14 @@ constexpr int kSplitThreads = 32 * kSplitWarps;
 // Rows per warp (R) and steps per chunk (U) for decoder T and NC columns: 8 16-byte loads per lane in
 // a chunk for 1-2 columns, 4 for more (their accumulators and activations need the registers; more
 // spilled), a 16-byte head counting as one load.
-// UX > 0 overrides U (an experiment: POLYKV_CUDA_SPLIT_U, see split_u3).
-template <class T, int NC, int UX = 0>
+// (q4_K with 3 steps a chunk at 1-2 columns instead of 2 decoded 7-8% slower on an H100, 2026-12-05d H3.)
+template <class T, int NC>
 struct SplitCfg {
   static constexpr int kR = NC <= 2 ? 2 : 4;
   static constexpr int kLoadsPerUnit = hd::Split<T>::kLoadsPerUnit;
   static constexpr int kLoads = NC <= 2 ? 8 : 4;
-  static constexpr int kU = UX > 0 ? UX : kLoads / (kR * kLoadsPerUnit) > 0 ? kLoads / (kR * kLoadsPerUnit) : 1;
+  static constexpr int kU = kLoads / (kR * kLoadsPerUnit) > 0 ? kLoads / (kR * kLoadsPerUnit) : 1;
 };
-
-// POLYKV_CUDA_SPLIT_U=3: q4_K mat-vecs of 1-2 columns take 3 steps a chunk instead of 2 (its 16-byte heads count as
-// loads, so it has half of q4_0's weight bytes in flight; 4 steps spill registers at one column). An experiment of
-// 2026-12-05d, not yet measured. Read once.
-bool split_u3() {
-  static const bool on = [] {
-    const char* e = std::getenv("POLYKV_CUDA_SPLIT_U");
-    return e && std::strcmp(e, "3") == 0;
-  }();
-  return on;
-}
 
 // Arguments (by value). Groups of R rows are numbered part after part (a part's last group may be
 // short); part p's groups start at gbegin[p]. xq / xs / y start at the call's first column.
@@ -167,9 +156,9 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
   }
 }
 
-template <class T, int NC, Epi kEpi, int UX>
+template <class T, int NC, Epi kEpi>
 __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
-  using Cfg = SplitCfg<T, NC, UX>;
+  using Cfg = SplitCfg<T, NC>;
   constexpr int R = Cfg::kR, U = Cfg::kU;
   const GroupPart gp = group_part(a, g);
   const int64_t row0 = (g - gp.gbegin) * R;  // in the part
@@ -218,7 +207,7 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
   }
 }
 
-template <class T, int NC, int UX = 0>
+template <class T, int NC>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_split_kernel(const SplitArgs a) {
   // The next kernel, if launched with PDL, may start now; it waits for this grid before it touches
   // anything this grid reads or writes.
@@ -226,19 +215,19 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;  // the whole warp
-  split_group<T, NC, Epi::Store, UX>(a, g, lane, SplitRope{});
+  split_group<T, NC, Epi::Store>(a, g, lane, SplitRope{});
 }
 
 // One column of q, k, v (parts 0, 1, 2) with q and k rotated by RoPE (Norm style) in the epilogue
 // (matvec_split_rope): the bits of the plain kernel, then rope_qk.
-template <class T, int UX = 0>
+template <class T>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     matvec_split_rope_kernel(const SplitArgs a, const SplitRope rope) {
   allow_next_grid();
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;
-  split_group<T, 1, Epi::Rope, UX>(a, g, lane, rope);
+  split_group<T, 1, Epi::Rope>(a, g, lane, rope);
 }
 
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
@@ -433,12 +422,6 @@ bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView&
         a.dn.ss += int64_t(col0) * (w0.n_in / hd::kActBlock);
       }
       const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
-      if constexpr (std::is_same_v<T, hd::DecQ4_K> && NC <= 2) {
-        if (split_u3()) {
-          launch_kernel(matvec_split_kernel<T, NC, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
-          return;
-        }
-      }
       launch_kernel(matvec_split_kernel<T, NC>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
     });
   });
@@ -489,13 +472,6 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     a.dn = av.dn;
     check(a.dn.ss == nullptr || a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of another n_in");
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
-    if constexpr (std::is_same_v<T, hd::DecQ4_K>) {
-      if (split_u3()) {
-        launch_kernel(matvec_split_rope_kernel<T, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx),
-                      a, rope);
-        return;
-      }
-    }
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
   });
