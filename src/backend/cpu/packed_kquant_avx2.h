@@ -54,6 +54,22 @@ namespace {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// Software prefetch of the record pf bytes ahead (POLYKV_PACKED_PF, 0: none; default 2 records, as the
+// AVX-512 q4_K kernel), issued by the first half's pass only (the second re-reads the group from cache),
+// spread over the 8 sub-blocks: step j of 8 prefetches lines [j * L / 8, (j + 1) * L / 8) of the L lines.
+template <size_t kRecord>
+ptrdiff_t kq_prefetch_bytes() {
+  static const ptrdiff_t pf = packed_prefetch_env(ptrdiff_t(2 * kRecord));
+  return pf;
+}
+template <size_t kRecord>
+[[gnu::always_inline]] inline void kq_prefetch_step(const uint8_t* rec, ptrdiff_t pf, int j) {
+  constexpr int kLines = int((kRecord + 63) / 64);
+#pragma GCC unroll 8
+  for (int o = j * kLines / 8; o < (j + 1) * kLines / 8; ++o)
+    _mm_prefetch(reinterpret_cast<const char*>(rec) + pf + 64 * o, _MM_HINT_T0);
+}
+
 // q4_K (kFive = false) or q5_K, rows 8h .. 8h+7 of group g against NT <= 4 tokens.
 template <typename Dot, bool kFive>
 struct K45Half {
@@ -69,6 +85,7 @@ struct K45Half {
     __m256 acc[NT];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const ptrdiff_t pf = h == 0 ? kq_prefetch_bytes<L::kRecord>() : 0;
     for (int64_t b = 0; b < p.n_blocks(); ++b) {
       const uint8_t* rec = p.qs_at(g, b);
       const uint8_t* half = rec + 32 * h;
@@ -89,6 +106,7 @@ struct K45Half {
       for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
+        if (pf != 0) kq_prefetch_step<L::kRecord>(rec, pf, j);
         const uint8_t* qv = half + (j / 2) * 512;
 #pragma GCC unroll 8
         for (int c0 = 0; c0 < 8; c0 += F) {
@@ -155,6 +173,7 @@ struct Q6KHalf {
     __m256 acc[NT];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const ptrdiff_t pf = h == 0 ? kq_prefetch_bytes<kQ6KRecordBytes>() : 0;
     for (int64_t b = 0; b < p.n_blocks(); ++b) {
       const uint8_t* rec = p.qs_at(g, b);
       const uint8_t* half = rec + 32 * h;
@@ -175,6 +194,7 @@ struct Q6KHalf {
       for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
+        if (pf != 0) kq_prefetch_step<kQ6KRecordBytes>(rec, pf, s);
         const int hh = s / 4, k = s % 4;
         const uint8_t* lov = half + (16 * hh + 8 * (k & 1)) * 64;
         const uint8_t* hiv = half + kQ6KQhOffset + 8 * hh * 64;
