@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
@@ -48,9 +49,26 @@ RowDotFn pick_kernel(Isa isa, DType type) {
   return f;
 }
 
+// POLYKV_PACKED_AVX2_ON_AVX512=0: q5_K / q6_K stay on the AVX-512 row kernels on AVX-512 machines (A/B runs).
+bool packed_avx2_on_avx512() {
+  static const bool on = [] {
+    const char* e = std::getenv("POLYKV_PACKED_AVX2_ON_AVX512");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return on;
+}
+
 // Kernel for a packed matrix under `isa`, or nullptr (then the original rows are used).
 PackedDotFn pick_packed_kernel(Isa isa, DType type) {
-  if (isa == Isa::Avx512) return packed_dot_avx512(type);
+  if (isa == Isa::Avx512) {
+    if (const PackedDotFn f = packed_dot_avx512(type)) return f;
+    // q5_K and q6_K have no AVX-512 packed kernel. Their AVX-VNNI packed kernels (256-bit), with the records
+    // prefetched, beat the AVX-512 row kernels at every k on an AVX-512 + AVX-VNNI Zen 5 (docs/VERIFY_KERNELS.md
+    // "2026-12-05e"; without the prefetch they lost at k = 1, "2026-12-05c"). Without AVX-VNNI (vpmaddubsw
+    // only) that was not measured: the rows stay.
+    if ((type == DType::Q5_K || type == DType::Q6_K) && packed_avx2_on_avx512()) return packed_dot_avxvnni(type);
+    return nullptr;
+  }
   if (isa == Isa::Avx2) return packed_dot_avx2(type);
   if (isa == Isa::Scalar) return packed_dot_scalar(type);
   return nullptr;

@@ -65,6 +65,15 @@ template <PackKind K>
   return _mm256_set1_epi32(v);
 }
 
+// Software prefetch distance of the weight stream (POLYKV_PACKED_PF=<bytes>, 0: none), default 16 blocks as
+// the AVX-512 kernels (packed_kernels_avx512.cpp says why); issued by the first half's pass only (the second
+// re-reads the group from cache): each block's quant lines, and its scales' line every other block.
+template <PackKind K>
+ptrdiff_t half_prefetch_bytes(size_t qs_step) {
+  static const ptrdiff_t pf = packed_prefetch_env(ptrdiff_t(16 * qs_step));
+  return pf;
+}
+
 // Rows 8h .. 8h+7 of group g against NT <= 4 tokens; Dot: the integer policy (init / dot4 / prep8 /
 // dot8, see the two .cpp files; the k-quant kernels of packed_kquant_avx2.h use its kq_* part).
 template <typename Dot, PackKind K>
@@ -81,7 +90,13 @@ struct HalfGroup {
     __m256 acc[NT];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    const ptrdiff_t pf = h == 0 ? half_prefetch_bytes<K>(qs_step) : 0;
     for (int64_t b = 0; b < nb; ++b, qs += qs_step, dp += kPackRows) {
+      if (pf != 0) {  // h == 0: qs and dp are the block's own
+        for (size_t o = 0; o < qs_step; o += 64) _mm_prefetch(reinterpret_cast<const char*>(qs) + pf + o, _MM_HINT_T0);
+        if ((b & 1) == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(dp) + pf / ptrdiff_t(qs_step / 32), _MM_HINT_T0);
+      }
       __m256i s[NT];
 #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) s[t] = Dot::init(kOffset, act[t].sum[b]);
