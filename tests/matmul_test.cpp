@@ -4,15 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/packed_weights.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -255,6 +259,40 @@ TEST(Matmul, PackForMatmulKeepsOriginal) {
   Weights f = make_weights(DType::F16, 64, 32, 5u, false);
   pack_for_matmul(f.m);
   EXPECT_EQ(f.m.packed, nullptr);
+}
+
+// q5_K and q6_K have no AVX-512 packed kernel: on an AVX-512 CPU with AVX-VNNI they pack for the AVX-VNNI
+// kernel (pick_packed_kernel, 2026-12-05e), which then gives the bits it gives under the AVX2 ISA (the same
+// kernel: AVX2 prefers its AVX-VNNI form), for 1..9 tokens.
+TEST(Matmul, Q5KQ6KPackOnAvx512WithAvxVnni) {
+  const auto isas = available_isas();
+  if (std::find(isas.begin(), isas.end(), Isa::Avx512) == isas.end() || !cpu_features().avx_vnni)
+    GTEST_SKIP() << "needs AVX-512 and AVX-VNNI";
+  if (const char* e = std::getenv("POLYKV_PACKED_AVX2_ON_AVX512"); e && std::string(e) == "0")
+    GTEST_SKIP() << "POLYKV_PACKED_AVX2_ON_AVX512=0";
+  for (DType t : {DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(t));
+    Weights w = make_weights(t, 512, 48, 77u, /*random_bits=*/true);
+    {
+      IsaGuard guard(Isa::Avx512);
+      pack_for_matmul(w.m);
+      ASSERT_NE(w.m.packed, nullptr);
+      EXPECT_FALSE(matmul_reads_original(w.m));
+    }
+    for (int64_t n_tokens : {1, 2, 5, 8, 9}) {
+      const auto x = test::random_floats(size_t(512 * n_tokens), 78u + uint32_t(n_tokens));
+      std::vector<float> y512(size_t(48 * n_tokens)), y2(y512.size());
+      {
+        IsaGuard guard(Isa::Avx512);
+        matmul(w.m, x.data(), y512.data(), n_tokens, pool(2));
+      }
+      {
+        IsaGuard guard(Isa::Avx2);
+        matmul(w.m, x.data(), y2.data(), n_tokens, pool(2));
+      }
+      EXPECT_EQ(std::memcmp(y512.data(), y2.data(), y512.size() * sizeof(float)), 0) << n_tokens << " tokens";
+    }
+  }
 }
 
 TEST(Matmul, MatchesReferenceQuantizedWeights) {
