@@ -175,12 +175,17 @@ TEST(MatvecSplitCuda, ChunkedAndPrefillSameBits) {
     bool on;
     ~Restore() { cuda::set_mmq(on); }
   } restore{mmq_was};
+  struct RestoreDequant {
+    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::StagedCached); }
+  } restore_dequant;
   uint32_t seed = 3000;
   for (DType t : kSplitTypes) {
     const int64_t n_in = dtype_info(t).block_size == 256 ? 1280 : 1056, n_out = 200;
     const auto w = make_weights(t, n_in, n_out, ++seed, true);
     const Both b = upload_both(w.m);
-    for (int n : {20, 40}) {
+    for (int n : {20, 40, 41}) {
+      // 41: the tensor-core path once with each of the split tile's kernels (40 with the default).
+      if (n == 41) cuda::set_split_dequant(cuda::SplitDequant(seed % 4));
       cuda::set_prefill_tile_bytes(size_t(64) * size_t(n_in) * 2);  // several tiles
       const auto x = cuda_test::normal_floats(size_t(n * n_in), seed + 5);
       const auto dx = upload(x);
@@ -191,6 +196,44 @@ TEST(MatvecSplitCuda, ChunkedAndPrefillSameBits) {
       expect_same_bits(download(y_split.as<float>(), size_t(n * n_out)), download(y_old.as<float>(), size_t(n * n_out)),
                        describe(w.m, n, "matmul split vs old"), n_out);
       cuda::set_prefill_tile_bytes(0);
+    }
+  }
+}
+
+// The prefill tile's four kernels (cuda::SplitDequant) give the same f16 bits, rows from an offset, row counts
+// whose units do not fill the staged kernel's last thread block.
+TEST(MatvecSplitCuda, DequantTileKernelsSameBits) {
+  POLYKV_REQUIRE_GPU();
+  struct RestoreDequant {
+    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::StagedCached); }
+  } restore;
+  const cuda::SplitDequant variants[] = {cuda::SplitDequant::Old, cuda::SplitDequant::OldCached,
+                                         cuda::SplitDequant::Staged, cuda::SplitDequant::StagedCached};
+  uint32_t seed = 7100;
+  for (DType t : kSplitTypes) {
+    for (const Shape& sh : shapes_for(t)) {
+      const auto w = make_weights(t, sh.n_in, sh.n_out, ++seed, true);
+      const Both b = upload_both(w.m);
+      const int64_t row0 = sh.n_out > 2 ? 1 : 0, rows = sh.n_out - row0;
+      const size_t count = size_t(rows * sh.n_in);
+      std::vector<std::vector<uint16_t>> got;
+      for (cuda::SplitDequant v : variants) {
+        cuda::set_split_dequant(v);
+        DeviceBuffer d(count * 2);
+        POLYKV_CUDA_CHECK(cudaMemsetAsync(d.p, 0xFF, count * 2, ctx().stream()));
+        cuda::dequantize_split_tile_f16(b.split_w, row0, rows, d.p, ctx().stream());
+        std::vector<uint16_t> h(count);
+        POLYKV_CUDA_CHECK(cudaMemcpyAsync(h.data(), d.p, count * 2, cudaMemcpyDeviceToHost, ctx().stream()));
+        POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
+        got.push_back(std::move(h));
+      }
+      for (size_t k = 1; k < got.size(); ++k) {
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < count; ++i)
+          if (got[k][i] != got[0][i] && bad++ == 0) first = i;
+        EXPECT_EQ(bad, 0u) << dtype_name(t) << " " << sh.n_out << "x" << sh.n_in << " kernel " << k
+                           << ": first mismatch at " << first << " (" << got[k][first] << " vs " << got[0][first] << ")";
+      }
     }
   }
 }
@@ -338,6 +381,48 @@ double median_per_call(Fn&& fn, int per, int reps = 15) {
 // on prepared activations, launched back to back (PDL as in decode) over enough copies of the matrix
 // (>= 256 MiB in all) that L2 (50 MB) holds none of them. GB/s = weight bytes / time per call; %copy
 // against the device-to-device copy (bytes read + written).
+// The prefill tile's dequantization (cuda::SplitDequant), llama-3.1-8b tiles as matmul_tensor_cores cuts them
+// (64 MiB of f16), GB/s of weights read + f16 written.
+TEST(MatvecSplitCudaBench, DISABLED_DequantTile) {
+  POLYKV_REQUIRE_GPU();
+  struct RestoreDequant {
+    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::StagedCached); }
+  } restore;
+  const char* names[] = {"old", "old-cached", "staged", "staged-cached"};
+  std::printf("%-5s %6s %6s %-14s %9s %9s\n", "type", "rows", "n_in", "kernel", "us", "GB/s");
+  DeviceBuffer dst(size_t(64) << 20);
+  for (DType t : kSplitTypes) {
+    for (int64_t n_in : {int64_t(4096), int64_t(14336)}) {
+      const int64_t rows = (int64_t(64) << 20) / (n_in * 2) / 128 * 128;
+      const size_t stride = cuda::split_row_stride(t, n_in);
+      const int copies = 4;  // 4 matrices in turn: the weights come from DRAM
+      std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+      std::vector<WeightMatrix> ws;
+      for (int c = 0; c < copies; ++c) {
+        WeightMatrix w;
+        w.type = t;
+        w.n_in = n_in;
+        w.n_out = rows;
+        w.row_stride = stride;
+        w.layout = WeightLayout::CudaSplit;
+        bufs.push_back(filled_bytes(stride * size_t(rows), 0x11));
+        w.data = bufs.back()->p;
+        ws.push_back(w);
+      }
+      const double bytes = double(stride) * double(rows) + 2.0 * double(rows) * double(n_in);
+      for (int v = 0; v < 4; ++v) {
+        cuda::set_split_dequant(cuda::SplitDequant(v));
+        const double us = 1e6 * median_per_call([&](int i) {
+          cuda::dequantize_split_tile_f16(ws[size_t(i % copies)], 0, rows, dst.p, ctx().stream());
+        }, copies);
+        std::printf("%-5s %6lld %6lld %-14s %9.1f %9.0f\n", dtype_name(t), (long long)rows, (long long)n_in, names[v],
+                    us, bytes / us * 1e-3);
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
 TEST(MatvecSplitCudaBench, DISABLED_OldVsSplit) {
   POLYKV_REQUIRE_GPU();
   double copy = 0;

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -260,7 +261,7 @@ __device__ inline void store_run16(float* dst, const float (&v)[16]) {
 
 // Dequantization of split rows: one thread per unit. Row i of the output is row row0 + i of w, or row
 // rows[i] when rows is not null (NaN values for an index outside [0, n_out)). Out: float or __half.
-template <class T, class Out>
+template <class T, class Out, class Ld = hd::LdStream>
 __global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t stride, hd::SplitGeom geom,
                                         int64_t n_out, int64_t n_in, int64_t row0, const int32_t* __restrict__ rows,
                                         int64_t total_units, float scale, Out* __restrict__ dst) {
@@ -279,7 +280,7 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t st
       continue;
     }
     uint32_t q[S::kUnitWords], h[S::kHeadWords];
-    hd::split_load_unit<T>(w + size_t(row) * stride, geom, u, q, h);
+    hd::split_load_unit<T, Ld>(w + size_t(row) * stride, geom, u, q, h);
     typename T::Unit unit;
     S::decode(q, h, part, unit);
 #pragma unroll
@@ -291,19 +292,86 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t st
   }
 }
 
+// Prefill tiles: rows [row0, row0 + total_units / n_units) of w as f16, dst [rows][n_in]. The same values as
+// dequantize_split_kernel (one thread decodes one unit, the same operations), but a thread block stages its
+// kStageThreads units' values in shared memory and then writes them to dst as contiguous 16-byte vectors:
+// the units of a block (kStageThreads consecutive units, a multiple of kParts, rows back to back in dst) cover
+// kStageThreads x V consecutive values of dst, V = kBlockValues / kParts. (dequantize_split_kernel's lanes
+// each write two or four 32-byte pieces 64 or 128 bytes apart.)
+constexpr int kStageThreads = 256;
+template <class T, class Ld>
+__global__ void __launch_bounds__(kStageThreads)
+    dequantize_split_staged_kernel(const uint8_t* __restrict__ w, size_t stride, hd::SplitGeom geom, int64_t row0,
+                                   int64_t total_units, __half* __restrict__ dst) {
+  using S = hd::Split<T>;
+  constexpr int V = T::kBlockValues / T::kParts;  // values per unit
+  static_assert(V == 16 * T::kRuns && kStageThreads % T::kParts == 0 && (V * 2) % 16 == 0, "units tile the row");
+  __shared__ alignas(16) __half stage[kStageThreads * V];  // [kStageThreads / kParts blocks][kBlockValues]
+  const int64_t n_units = geom.n_units;
+  const int tid = int(threadIdx.x);
+  for (int64_t t0 = int64_t(blockIdx.x) * kStageThreads; t0 < total_units; t0 += int64_t(gridDim.x) * kStageThreads) {
+    const int64_t t = t0 + tid;
+    if (t < total_units) {
+      const int64_t i = t / n_units, u = t % n_units;
+      const int part = int(u % T::kParts);  // = tid % kParts: t0 and n_units are multiples of kParts
+      uint32_t q[S::kUnitWords], h[S::kHeadWords];
+      hd::split_load_unit<T, Ld>(w + size_t(row0 + i) * stride, geom, u, q, h);
+      typename T::Unit unit;
+      S::decode(q, h, part, unit);
+      __half* out = stage + (tid / T::kParts) * T::kBlockValues;
+#pragma unroll
+      for (int r = 0; r < T::kRuns; ++r) {
+        float v[16];
+        hd::unit_run_values(unit, r, 1.0f, v);
+        store_run16(out + T::run_pos(part, r), v);
+      }
+    }
+    __syncthreads();
+    const int64_t units = total_units - t0 < kStageThreads ? total_units - t0 : kStageThreads;
+    const int vecs = int(units * V / 8);  // 16-byte vectors of 8 halves
+    const uint4* from = reinterpret_cast<const uint4*>(stage);
+    uint4* to = reinterpret_cast<uint4*>(dst + t0 * V);
+    for (int k = tid; k < vecs; k += kStageThreads) to[k] = from[k];
+    __syncthreads();
+  }
+}
+
 unsigned grid_stride_blocks(int64_t total, int threads) {
   return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
 }
 
-template <class T, class Out>
+template <class T, class Out, class Ld = hd::LdStream>
 void launch_dequantize(const WeightMatrix& w, int64_t row0, const int32_t* rows, int64_t n, float scale, Out* dst,
                        cudaStream_t s) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
   const int64_t total = n * geom.n_units;
   constexpr int kT = 256;
-  dequantize_split_kernel<T, Out><<<grid_stride_blocks(total, kT), kT, 0, s>>>(
+  dequantize_split_kernel<T, Out, Ld><<<grid_stride_blocks(total, kT), kT, 0, s>>>(
       static_cast<const uint8_t*>(w.data), w.row_stride, geom, w.n_out, w.n_in, row0, rows, total, scale, dst);
   POLYKV_CUDA_LAUNCHED();
+}
+
+template <class T, class Ld>
+void launch_dequantize_staged(const WeightMatrix& w, int64_t row0, int64_t n, __half* dst, cudaStream_t s) {
+  const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
+  const int64_t total = n * geom.n_units;
+  dequantize_split_staged_kernel<T, Ld><<<grid_stride_blocks(total, kStageThreads), kStageThreads, 0, s>>>(
+      static_cast<const uint8_t*>(w.data), w.row_stride, geom, row0, total, dst);
+  POLYKV_CUDA_LAUNCHED();
+}
+
+// POLYKV_CUDA_DEQUANT (prefill tiles; SplitDequant): -1 not read yet.
+int g_dequant_variant = -1;
+SplitDequant dequant_variant() {
+  if (g_dequant_variant < 0) {
+    const char* e = std::getenv("POLYKV_CUDA_DEQUANT");
+    const std::string v = e ? e : "";
+    g_dequant_variant = v == "old"            ? int(SplitDequant::Old)
+                        : v == "old-cached"   ? int(SplitDequant::OldCached)
+                        : v == "staged"       ? int(SplitDequant::Staged)
+                                              : int(SplitDequant::StagedCached);
+  }
+  return SplitDequant(g_dequant_variant);
 }
 
 // POLYKV_CUDA_MATVEC: -1 not read yet, 0 unset (split), 1 split, 2 old (ggml rows).
@@ -477,9 +545,18 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
   });
 }
 
+void set_split_dequant(SplitDequant v) { g_dequant_variant = int(v); }
+
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s) {
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
-    launch_dequantize<decltype(dec), __half>(w, row0, nullptr, rows, 1.0f, static_cast<__half*>(dst), s);
+    using T = decltype(dec);
+    __half* d = static_cast<__half*>(dst);
+    switch (dequant_variant()) {
+      case SplitDequant::Old: launch_dequantize<T, __half, hd::LdStream>(w, row0, nullptr, rows, 1.0f, d, s); break;
+      case SplitDequant::OldCached: launch_dequantize<T, __half, hd::LdCached>(w, row0, nullptr, rows, 1.0f, d, s); break;
+      case SplitDequant::Staged: launch_dequantize_staged<T, hd::LdStream>(w, row0, rows, d, s); break;
+      case SplitDequant::StagedCached: launch_dequantize_staged<T, hd::LdCached>(w, row0, rows, d, s); break;
+    }
   });
   check(done, "CUDA matmul: no split layout for ", dtype_name(w.type));
 }
