@@ -164,9 +164,9 @@ TEST(MatvecSplitCuda, BatchInvariant) {
   }
 }
 
-// More columns: the chunked mat-vec (20) and the tensor cores (40; the same f16 tiles, so the same
-// bits), split vs old, with the mmq path off (it takes split weights from 9 columns on:
-// tests/cuda/mmq_cuda_test.cpp).
+// More columns: the chunked mat-vec (20) and the tensor cores (40 with the staged tile kernel, 41 with the old
+// one; the same f16 tiles, so the same bits), split vs old, with the mmq path off (it takes split weights from 9
+// columns on: tests/cuda/mmq_cuda_test.cpp).
 TEST(MatvecSplitCuda, ChunkedAndPrefillSameBits) {
   POLYKV_REQUIRE_GPU();
   const bool mmq_was = cuda::mmq_enabled();
@@ -176,7 +176,7 @@ TEST(MatvecSplitCuda, ChunkedAndPrefillSameBits) {
     ~Restore() { cuda::set_mmq(on); }
   } restore{mmq_was};
   struct RestoreDequant {
-    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::StagedCached); }
+    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::Staged); }
   } restore_dequant;
   uint32_t seed = 3000;
   for (DType t : kSplitTypes) {
@@ -184,8 +184,8 @@ TEST(MatvecSplitCuda, ChunkedAndPrefillSameBits) {
     const auto w = make_weights(t, n_in, n_out, ++seed, true);
     const Both b = upload_both(w.m);
     for (int n : {20, 40, 41}) {
-      // 41: the tensor-core path once with each of the split tile's kernels (40 with the default).
-      if (n == 41) cuda::set_split_dequant(cuda::SplitDequant(seed % 4));
+      // 41: the tensor-core path with the split tile's other kernel (40: the default).
+      cuda::set_split_dequant(n == 41 ? cuda::SplitDequant::Old : cuda::SplitDequant::Staged);
       cuda::set_prefill_tile_bytes(size_t(64) * size_t(n_in) * 2);  // several tiles
       const auto x = cuda_test::normal_floats(size_t(n * n_in), seed + 5);
       const auto dx = upload(x);
@@ -200,15 +200,14 @@ TEST(MatvecSplitCuda, ChunkedAndPrefillSameBits) {
   }
 }
 
-// The prefill tile's four kernels (cuda::SplitDequant) give the same f16 bits, rows from an offset, row counts
+// The prefill tile's two kernels (cuda::SplitDequant) give the same f16 bits, rows from an offset, row counts
 // whose units do not fill the staged kernel's last thread block.
 TEST(MatvecSplitCuda, DequantTileKernelsSameBits) {
   POLYKV_REQUIRE_GPU();
   struct RestoreDequant {
-    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::StagedCached); }
+    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::Staged); }
   } restore;
-  const cuda::SplitDequant variants[] = {cuda::SplitDequant::Old, cuda::SplitDequant::OldCached,
-                                         cuda::SplitDequant::Staged, cuda::SplitDequant::StagedCached};
+  const cuda::SplitDequant variants[] = {cuda::SplitDequant::Old, cuda::SplitDequant::Staged};
   uint32_t seed = 7100;
   for (DType t : kSplitTypes) {
     for (const Shape& sh : shapes_for(t)) {
@@ -386,9 +385,9 @@ double median_per_call(Fn&& fn, int per, int reps = 15) {
 TEST(MatvecSplitCudaBench, DISABLED_DequantTile) {
   POLYKV_REQUIRE_GPU();
   struct RestoreDequant {
-    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::StagedCached); }
+    ~RestoreDequant() { cuda::set_split_dequant(cuda::SplitDequant::Staged); }
   } restore;
-  const char* names[] = {"old", "old-cached", "staged", "staged-cached"};
+  const char* names[] = {"old", "staged"};
   std::printf("%-5s %6s %6s %-14s %9s %9s\n", "type", "rows", "n_in", "kernel", "us", "GB/s");
   DeviceBuffer dst(size_t(64) << 20);
   for (DType t : kSplitTypes) {
@@ -410,7 +409,7 @@ TEST(MatvecSplitCudaBench, DISABLED_DequantTile) {
         ws.push_back(w);
       }
       const double bytes = double(stride) * double(rows) + 2.0 * double(rows) * double(n_in);
-      for (int v = 0; v < 4; ++v) {
+      for (int v = 0; v < 2; ++v) {
         cuda::set_split_dequant(cuda::SplitDequant(v));
         const double us = 1e6 * median_per_call([&](int i) {
           cuda::dequantize_split_tile_f16(ws[size_t(i % copies)], 0, rows, dst.p, ctx().stream());

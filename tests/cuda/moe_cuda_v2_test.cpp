@@ -230,7 +230,7 @@ std::vector<float> exact_layer(const ExactLayer& L, const std::vector<float>& x,
   return out;
 }
 
-// q4_0, q8_0, q4_K, q6_K, and q5_K with POLYKV_CUDA_SPLIT_Q5K=1.
+// q4_0, q8_0, q4_K, q5_K (not with POLYKV_CUDA_SPLIT_Q5K=0) and q6_K.
 bool is_split_type(DType t) { return cuda::split_type_enabled(t); }
 
 class MoeV2Cuda : public ::testing::TestWithParam<Case> {};

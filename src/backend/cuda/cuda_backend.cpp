@@ -302,7 +302,7 @@ class CudaBackend final : public Backend {
 
   // ---- mixture of experts (moe_cuda.h) ------------------------------------------------------
   // One allocation per expert tensor, expert e at e * stride, with slack after the last for mxfp4's
-  // loads: in the split layout (moe_cuda.h: the v2 kernels, q4_0 / q8_0 / q4_K / q6_K) or ggml rows
+  // loads: in the split layout (moe_cuda.h: the v2 kernels, q4_0 / q8_0 / q4_K / q5_K / q6_K) or ggml rows
   // (POLYKV_CUDA_MOE_KERNEL=v1, and every other type).
   std::vector<WeightMatrix> upload_experts(std::span<const WeightMatrix> host) override {
     std::vector<WeightMatrix> out;

@@ -135,11 +135,10 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a,
                               CudaContext& ctx);
 // Rows [row0, row0 + rows) of split w to f16 (dst: device __half [rows][w.n_in]).
 void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s);
-// Its kernels (the same bits; POLYKV_CUDA_DEQUANT=old|old-cached|staged|staged-cached, read once; default
-// staged-cached): one thread a unit writing its own runs (Old*) or a block's units staged in shared memory
-// and written as contiguous vectors (Staged*); the weights read with the mat-vec's streaming loads or
-// through L1 (*Cached). set_split_dequant (tests, benchmarks) overrides the environment.
-enum class SplitDequant { Old, OldCached, Staged, StagedCached };
+// Its two kernels, the same bits: Staged (the default) stages a thread block's units in shared memory and
+// writes them as contiguous vectors; Old (POLYKV_CUDA_DEQUANT=old, read once) has each thread write its own
+// unit's runs. set_split_dequant (tests, benchmarks) overrides the environment.
+enum class SplitDequant { Old, Staged };
 void set_split_dequant(SplitDequant v);
 // dequantize_rows() for split w.
 void dequantize_split_rows(const WeightMatrix& w, const int32_t* rows, int n, float scale, float* dst,

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -261,7 +260,7 @@ __device__ inline void store_run16(float* dst, const float (&v)[16]) {
 
 // Dequantization of split rows: one thread per unit. Row i of the output is row row0 + i of w, or row
 // rows[i] when rows is not null (NaN values for an index outside [0, n_out)). Out: float or __half.
-template <class T, class Out, class Ld = hd::LdStream>
+template <class T, class Out>
 __global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t stride, hd::SplitGeom geom,
                                         int64_t n_out, int64_t n_in, int64_t row0, const int32_t* __restrict__ rows,
                                         int64_t total_units, float scale, Out* __restrict__ dst) {
@@ -280,7 +279,7 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t st
       continue;
     }
     uint32_t q[S::kUnitWords], h[S::kHeadWords];
-    hd::split_load_unit<T, Ld>(w + size_t(row) * stride, geom, u, q, h);
+    hd::split_load_unit<T>(w + size_t(row) * stride, geom, u, q, h);
     typename T::Unit unit;
     S::decode(q, h, part, unit);
 #pragma unroll
@@ -296,10 +295,13 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t st
 // dequantize_split_kernel (one thread decodes one unit, the same operations), but a thread block stages its
 // kStageThreads units' values in shared memory and then writes them to dst as contiguous 16-byte vectors:
 // the units of a block (kStageThreads consecutive units, a multiple of kParts, rows back to back in dst) cover
-// kStageThreads x V consecutive values of dst, V = kBlockValues / kParts. (dequantize_split_kernel's lanes
-// each write two or four 32-byte pieces 64 or 128 bytes apart.)
+// kStageThreads x V consecutive values of dst, V = kBlockValues / kParts. dequantize_split_kernel's lanes each
+// write their runs, 32-byte pieces 64 bytes apart (q4_0, q8_0) or interleaved with 7 other lanes' (the k-quants):
+// on an H100 it wrote q4_K tiles at 670 GB/s (weights read + f16 written) and q4_0 at 1600, this kernel both at
+// ~2550 (copy: 3000), and a 512-token prefill of llama-3.1-8b q4_K went from 10.8k to 18.7k tok/s (2026-12-06,
+// docs/CUDA_MMQ.md "Prefill tiles").
 constexpr int kStageThreads = 256;
-template <class T, class Ld>
+template <class T>
 __global__ void __launch_bounds__(kStageThreads)
     dequantize_split_staged_kernel(const uint8_t* __restrict__ w, size_t stride, hd::SplitGeom geom, int64_t row0,
                                    int64_t total_units, __half* __restrict__ dst) {
@@ -315,7 +317,7 @@ __global__ void __launch_bounds__(kStageThreads)
       const int64_t i = t / n_units, u = t % n_units;
       const int part = int(u % T::kParts);  // = tid % kParts: t0 and n_units are multiples of kParts
       uint32_t q[S::kUnitWords], h[S::kHeadWords];
-      hd::split_load_unit<T, Ld>(w + size_t(row0 + i) * stride, geom, u, q, h);
+      hd::split_load_unit<T>(w + size_t(row0 + i) * stride, geom, u, q, h);
       typename T::Unit unit;
       S::decode(q, h, part, unit);
       __half* out = stage + (tid / T::kParts) * T::kBlockValues;
@@ -340,22 +342,22 @@ unsigned grid_stride_blocks(int64_t total, int threads) {
   return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
 }
 
-template <class T, class Out, class Ld = hd::LdStream>
+template <class T, class Out>
 void launch_dequantize(const WeightMatrix& w, int64_t row0, const int32_t* rows, int64_t n, float scale, Out* dst,
                        cudaStream_t s) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
   const int64_t total = n * geom.n_units;
   constexpr int kT = 256;
-  dequantize_split_kernel<T, Out, Ld><<<grid_stride_blocks(total, kT), kT, 0, s>>>(
+  dequantize_split_kernel<T, Out><<<grid_stride_blocks(total, kT), kT, 0, s>>>(
       static_cast<const uint8_t*>(w.data), w.row_stride, geom, w.n_out, w.n_in, row0, rows, total, scale, dst);
   POLYKV_CUDA_LAUNCHED();
 }
 
-template <class T, class Ld>
+template <class T>
 void launch_dequantize_staged(const WeightMatrix& w, int64_t row0, int64_t n, __half* dst, cudaStream_t s) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
   const int64_t total = n * geom.n_units;
-  dequantize_split_staged_kernel<T, Ld><<<grid_stride_blocks(total, kStageThreads), kStageThreads, 0, s>>>(
+  dequantize_split_staged_kernel<T><<<grid_stride_blocks(total, kStageThreads), kStageThreads, 0, s>>>(
       static_cast<const uint8_t*>(w.data), w.row_stride, geom, row0, total, dst);
   POLYKV_CUDA_LAUNCHED();
 }
@@ -365,11 +367,7 @@ int g_dequant_variant = -1;
 SplitDequant dequant_variant() {
   if (g_dequant_variant < 0) {
     const char* e = std::getenv("POLYKV_CUDA_DEQUANT");
-    const std::string v = e ? e : "";
-    g_dequant_variant = v == "old"            ? int(SplitDequant::Old)
-                        : v == "old-cached"   ? int(SplitDequant::OldCached)
-                        : v == "staged"       ? int(SplitDequant::Staged)
-                                              : int(SplitDequant::StagedCached);
+    g_dequant_variant = int(e && std::strcmp(e, "old") == 0 ? SplitDequant::Old : SplitDequant::Staged);
   }
   return SplitDequant(g_dequant_variant);
 }
@@ -380,10 +378,11 @@ int g_matvec_mode = -1;
 }  // namespace
 
 bool split_type_enabled(DType t) {
-  // q5_K's split layout has not run on a GPU yet (2026-12-05d: no device lent): opt-in until it has.
+  // q5_K's split layout: on since 2026-12-06 (calls H4, H6, H7: 1.9x decode, 1.17x prefill at 512 tokens
+  // against ggml rows on an H100); POLYKV_CUDA_SPLIT_Q5K=0 keeps its ggml rows.
   static const bool q5k = [] {
     const char* e = std::getenv("POLYKV_CUDA_SPLIT_Q5K");
-    return e && std::strcmp(e, "1") == 0;
+    return !(e && std::strcmp(e, "0") == 0);
   }();
   return hd::has_split(t) && (t != DType::Q5_K || q5k);
 }
@@ -551,12 +550,10 @@ void dequantize_split_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows
   const bool done = hd::visit_split_decoder(w.type, [&](auto dec) {
     using T = decltype(dec);
     __half* d = static_cast<__half*>(dst);
-    switch (dequant_variant()) {
-      case SplitDequant::Old: launch_dequantize<T, __half, hd::LdStream>(w, row0, nullptr, rows, 1.0f, d, s); break;
-      case SplitDequant::OldCached: launch_dequantize<T, __half, hd::LdCached>(w, row0, nullptr, rows, 1.0f, d, s); break;
-      case SplitDequant::Staged: launch_dequantize_staged<T, hd::LdStream>(w, row0, rows, d, s); break;
-      case SplitDequant::StagedCached: launch_dequantize_staged<T, hd::LdCached>(w, row0, rows, d, s); break;
-    }
+    if (dequant_variant() == SplitDequant::Old)
+      launch_dequantize<T, __half>(w, row0, nullptr, rows, 1.0f, d, s);
+    else
+      launch_dequantize_staged<T>(w, row0, rows, d, s);
   });
   check(done, "CUDA matmul: no split layout for ", dtype_name(w.type));
 }

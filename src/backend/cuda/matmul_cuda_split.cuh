@@ -81,52 +81,6 @@ POLYKV_HD uint32_t ld_stream_u32(const uint8_t* p) {
 #endif
 }
 
-// Load policies for Split<T>::load. LdStream: the loads above (the mat-vec reads each weight byte once).
-// LdCached: ld.global.nc through L1 (__ldg), for kernels whose lanes share bytes (the dequantization of
-// prefill tiles, where 8 lanes read a k-quant block's head). Both give the same words.
-struct LdStream {
-  POLYKV_HD static void b16(const uint8_t* p, uint32_t* w) { ld_stream_16B(p, w); }
-  POLYKV_HD static void b8(const uint8_t* p, uint32_t* w) { ld_stream_8B(p, w); }
-  POLYKV_HD static uint32_t u16(const uint8_t* p) { return ld_stream_u16(p); }
-  POLYKV_HD static uint32_t u32(const uint8_t* p) { return ld_stream_u32(p); }
-};
-struct LdCached {
-  POLYKV_HD static void b16(const uint8_t* p, uint32_t* w) {
-#ifdef __CUDA_ARCH__
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-#else
-    std::memcpy(w, p, 16);
-#endif
-  }
-  POLYKV_HD static void b8(const uint8_t* p, uint32_t* w) {
-#ifdef __CUDA_ARCH__
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-    w[0] = v.x, w[1] = v.y;
-#else
-    std::memcpy(w, p, 8);
-#endif
-  }
-  POLYKV_HD static uint32_t u16(const uint8_t* p) {
-#ifdef __CUDA_ARCH__
-    return __ldg(reinterpret_cast<const unsigned short*>(p));
-#else
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-#endif
-  }
-  POLYKV_HD static uint32_t u32(const uint8_t* p) {
-#ifdef __CUDA_ARCH__
-    return __ldg(reinterpret_cast<const unsigned int*>(p));
-#else
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-#endif
-  }
-};
-
 inline uint32_t host_word(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -155,17 +109,16 @@ struct PlainSplit {
     std::memcpy(b + HeadBytes, row + blk * T::kParts * UnitBytes, T::kParts * UnitBytes);
   }
   // Unit u's quant words and its block's head words (row 16-byte aligned).
-  template <class Ld = LdStream>
   POLYKV_HD static void load(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[kUnitWords],
                              uint32_t (&h)[kHeadWords]) {
 #pragma unroll
-    for (int k = 0; k < UnitBytes / 16; ++k) Ld::b16(row + u * UnitBytes + 16 * k, q + 4 * k);
+    for (int k = 0; k < UnitBytes / 16; ++k) ld_stream_16B(row + u * UnitBytes + 16 * k, q + 4 * k);
     const uint8_t* head = row + g.head_offset + (u / T::kParts) * HeadBytes;
     if constexpr (HeadBytes == 2) {
-      h[0] = Ld::u16(head);
+      h[0] = ld_stream_u16(head);
     } else {
       static_assert(HeadBytes == 16, "heads of 2 or 16 bytes");
-      Ld::b16(head, h);
+      ld_stream_16B(head, h);
     }
   }
 };
@@ -335,12 +288,11 @@ struct Split<DecQ5_K> {
     }
     KQuantHead::unpack(row + g.head_offset + blk * kHeadBytes, b);
   }
-  template <class Ld = LdStream>
   POLYKV_HD static void load(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[kUnitWords],
                              uint32_t (&h)[kHeadWords]) {
-    Ld::b16(row + 16 * u, q);
-    q[4] = Ld::u32(row + qh_offset(g) + 4 * u);
-    Ld::b16(row + g.head_offset + (u / 8) * kHeadBytes, h);
+    ld_stream_16B(row + 16 * u, q);
+    q[4] = ld_stream_u32(row + qh_offset(g) + 4 * u);
+    ld_stream_16B(row + g.head_offset + (u / 8) * kHeadBytes, h);
   }
   // The same words and fields as DecQ5_K::load.
   POLYKV_HD static void decode(const uint32_t (&q)[kUnitWords], const uint32_t (&h)[kHeadWords], int part,
@@ -407,13 +359,12 @@ struct Split<DecQ6_K> {
     }
     std::memcpy(b + 208, row + g.head_offset + 2 * blk, 2);
   }
-  template <class Ld = LdStream>
   POLYKV_HD static void load(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[kUnitWords],
                              uint32_t (&h)[kHeadWords]) {
-    Ld::b16(row + 16 * u, q);
-    Ld::b8(row + qh_offset(g) + 8 * u, q + 4);
-    q[6] = Ld::u16(row + sc_offset(g) + 2 * u);
-    h[0] = Ld::u16(row + g.head_offset + 2 * (u / 8));
+    ld_stream_16B(row + 16 * u, q);
+    ld_stream_8B(row + qh_offset(g) + 8 * u, q + 4);
+    q[6] = ld_stream_u16(row + sc_offset(g) + 2 * u);
+    h[0] = ld_stream_u16(row + g.head_offset + 2 * (u / 8));
   }
   // The same operations as DecQ6_K::load.
   POLYKV_HD static void decode(const uint32_t (&q)[kUnitWords], const uint32_t (&h)[kHeadWords], int /*part*/,
@@ -488,10 +439,10 @@ void split_unpack_rows(const uint8_t* src, int64_t n_in, int64_t rows, uint8_t* 
 }
 
 // Unit u of a split row starting at `row`: its quant words and its block's head words.
-template <class T, class Ld = LdStream>
+template <class T>
 POLYKV_HD void split_load_unit(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[Split<T>::kUnitWords],
                                uint32_t (&h)[Split<T>::kHeadWords]) {
-  Split<T>::template load<Ld>(row, g, u, q, h);
+  Split<T>::load(row, g, u, q, h);
 }
 
 }  // namespace polykv::cuda::hd

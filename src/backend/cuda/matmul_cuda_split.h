@@ -12,11 +12,11 @@
 
 namespace polykv::cuda {
 
-// Whether upload_matrix stores weights of type t in the split layout: q4_0, q8_0, q4_K and q6_K, and q5_K with
-// POLYKV_CUDA_SPLIT_Q5K=1 (opt-in until it has run on a GPU), unless POLYKV_CUDA_MATVEC=old (the ggml rows and
+// Whether upload_matrix stores weights of type t in the split layout: q4_0, q8_0, q4_K, q5_K and q6_K (q5_K not
+// with POLYKV_CUDA_SPLIT_Q5K=0), unless POLYKV_CUDA_MATVEC=old (the ggml rows and
 // the stream kernel, as before 2026-12-01c). Read once.
 bool split_layout_enabled(DType t);
-// Whether type t's split layout is on at all (has_split, and POLYKV_CUDA_SPLIT_Q5K=1 for q5_K; not
+// Whether type t's split layout is on at all (has_split, and not POLYKV_CUDA_SPLIT_Q5K=0 for q5_K; not
 // POLYKV_CUDA_MATVEC): also the MoE expert uploads' rule (moe_split_upload).
 bool split_type_enabled(DType t);
 // Tests and benchmarks: forces the switch (true: split where the type has it; false: old).

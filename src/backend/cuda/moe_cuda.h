@@ -14,7 +14,7 @@
 //   6. out[t] = Σ_j w[t][j] y[t k + j] in slot order.
 // Decode and prefill run the same kernels (C = the kernel's column width, 8 for n >= 5): only the
 // experts some row chose are read, each once per item (items of one expert hold C pairs each).
-// v2 (the default; POLYKV_CUDA_MOE_KERNEL=v1 for the old kernels): q4_0 / q8_0 / q4_K / q6_K experts are stored in
+// v2 (the default; POLYKV_CUDA_MOE_KERNEL=v1 for the old kernels): q4_0 / q8_0 / q4_K / q5_K / q6_K experts are stored in
 // the split layout and steps 3 and 5 run moe_cuda_v2.cu's kernels: the split mat-vec (16-byte
 // streaming loads, 4 rows per warp; the v1 bits), or, from ~2 tokens per expert on (moe_uses_mma),
 // tensor cores on items of up to 64 columns (x and h in f16; other bits, invariant within the path).
