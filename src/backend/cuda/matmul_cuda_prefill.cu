@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -20,7 +21,17 @@ namespace polykv::cuda {
 namespace {
 
 constexpr size_t kDefaultTileBytes = size_t(64) << 20;  // the dequantized weight tile's bound
-size_t g_tile_bytes = kDefaultTileBytes;
+// POLYKV_CUDA_PREFILL_TILE_MB=m (1..1024): the bound in MiB instead, for measuring whether a tile that stays in L2
+// (an H100 / H200 has 50 / 60 MB) beats fewer, larger GEMMs. Not always the same bits: cuBLAS may pick another
+// kernel (another K order) for another tile height.
+size_t default_tile_bytes() {
+  const char* e = std::getenv("POLYKV_CUDA_PREFILL_TILE_MB");
+  if (!e || !*e) return kDefaultTileBytes;
+  char* end = nullptr;
+  const long mb = std::strtol(e, &end, 10);
+  return (end && *end == '\0' && mb >= 1 && mb <= 1024) ? size_t(mb) << 20 : kDefaultTileBytes;
+}
+size_t g_tile_bytes = default_tile_bytes();
 
 unsigned grid_stride_blocks(int64_t total, int threads) {
   return unsigned(std::clamp<int64_t>((total + threads - 1) / threads, 1, 65535));
@@ -150,7 +161,7 @@ bool takes_tensor_cores(const WeightMatrix& w, int n) {
 
 uint64_t cublas_call_count() { return g_cublas_calls.load(std::memory_order_relaxed); }
 
-void set_prefill_tile_bytes(size_t bytes) { g_tile_bytes = bytes ? bytes : kDefaultTileBytes; }
+void set_prefill_tile_bytes(size_t bytes) { g_tile_bytes = bytes ? bytes : default_tile_bytes(); }
 
 void matmul(const WeightMatrix& w, const float* x, float* y, int n, CudaContext& ctx) {
   validate_device_weights(w);
