@@ -374,6 +374,42 @@ TEST(MatmulCuda, DequantizeRowsExact) {
   }
 }
 
+// The ggml rows' prefill tile, staged kernel (POLYKV_CUDA_DEQUANT_ROWS=staged) against the old one: the same f16
+// bits for every quantized type, rows from an offset, unit counts that leave the last thread block part-filled.
+TEST(MatmulCuda, DequantTileRowsStagedSameBits) {
+  POLYKV_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { cuda::set_rows_dequant_staged(false); }
+  } restore;
+  uint32_t seed = 9100;
+  for (DType t : cuda_test::weight_types()) {
+    if (is_float_type(t)) continue;
+    for (int64_t n_in : {int64_t(512), int64_t(1536)}) {
+      for (int64_t n_out : {int64_t(1), int64_t(3), int64_t(77)}) {
+        const auto w = make_weights(t, n_in, n_out, ++seed, true);
+        const DeviceWeights dw = upload(w);
+        const int64_t row0 = n_out > 2 ? 1 : 0, rows = n_out - row0;
+        const size_t count = size_t(rows * n_in);
+        std::vector<uint16_t> got[2];
+        for (int k = 0; k < 2; ++k) {
+          cuda::set_rows_dequant_staged(k == 1);
+          DeviceBuffer d(count * 2);
+          POLYKV_CUDA_CHECK(cudaMemsetAsync(d.p, 0xFF, count * 2, ctx().stream()));
+          cuda::dequantize_tile(dw.m, row0, rows, d.p, ctx().stream());
+          got[k].resize(count);
+          POLYKV_CUDA_CHECK(cudaMemcpyAsync(got[k].data(), d.p, count * 2, cudaMemcpyDeviceToHost, ctx().stream()));
+          POLYKV_CUDA_CHECK(cudaStreamSynchronize(ctx().stream()));
+        }
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < count; ++i)
+          if (got[1][i] != got[0][i] && bad++ == 0) first = i;
+        EXPECT_EQ(bad, 0u) << dtype_name(t) << " " << n_out << "x" << n_in << ": first mismatch at " << first << " ("
+                           << got[1][first] << " vs " << got[0][first] << ")";
+      }
+    }
+  }
+}
+
 TEST(MatmulCuda, RejectsBadArguments) {
   POLYKV_REQUIRE_GPU();
   const auto w = make_weights(DType::Q4_0, 64, 4, 1);
@@ -546,6 +582,43 @@ TEST(MatmulCudaBench, DISABLED_DecodeLayer) {
     report("graph+pdl", median_seconds([&] { POLYKV_CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+  }
+}
+
+// The ggml rows' prefill tile (64 MiB of f16, n_in 4096), old kernel against staged: GB/s of weights read + f16
+// written, median of 15 over 4 matrices in turn.
+TEST(MatmulCudaBench, DISABLED_DequantTileRows) {
+  POLYKV_REQUIRE_GPU();
+  struct Restore {
+    ~Restore() { cuda::set_rows_dequant_staged(false); }
+  } restore;
+  std::printf("%-6s %6s %8s %8s %8s %8s\n", "type", "rows", "old_us", "stg_us", "old_GB/s", "stg_GB/s");
+  DeviceBuffer dst(size_t(64) << 20);
+  for (DType t : cuda_test::weight_types()) {
+    if (is_float_type(t)) continue;
+    const int64_t n_in = 4096, rows = (int64_t(64) << 20) / (n_in * 2);
+    const auto hw = make_weights(t, n_in, 1, 3, true);
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    std::vector<WeightMatrix> ws;
+    for (int c = 0; c < 4; ++c) {
+      WeightMatrix w = hw.m;
+      w.n_out = rows;
+      std::vector<uint8_t> all(w.row_stride * size_t(rows));
+      for (int64_t o = 0; o < rows; ++o) std::memcpy(all.data() + size_t(o) * w.row_stride, hw.row(0), w.row_stride);
+      bufs.push_back(upload(all));
+      w.data = bufs.back()->p;
+      ws.push_back(w);
+    }
+    const double bytes = double(ws[0].row_stride) * double(rows) + 2.0 * double(rows) * double(n_in);
+    double us[2];
+    for (int k = 0; k < 2; ++k) {
+      cuda::set_rows_dequant_staged(k == 1);
+      int i = 0;
+      us[k] = 1e6 * median_seconds([&] { cuda::dequantize_tile(ws[size_t(i++ % 4)], 0, rows, dst.p, ctx().stream()); }, 15);
+    }
+    std::printf("%-6s %6lld %8.1f %8.1f %8.0f %8.0f\n", dtype_name(t), (long long)rows, us[0], us[1], bytes / us[0] * 1e-3,
+                bytes / us[1] * 1e-3);
+    std::fflush(stdout);
   }
 }
 

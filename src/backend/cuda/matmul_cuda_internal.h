@@ -78,6 +78,12 @@ bool matvec_pdl(const CudaContext& ctx);
 // Tests only: the bound of the tensor-core path's dequantized tile (0: the default, 64 MiB), so that
 // small matrices run in several tiles. Not thread-safe; set it while no matmul runs.
 void set_prefill_tile_bytes(size_t bytes);
+// Rows [row0, row0 + rows) of quantized w (either layout) to f16 as the tensor-core path's tiles (dst: device
+// __half [rows][w.n_in]), for tests and benchmarks.
+void dequantize_tile(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s);
+// The ggml rows' tile kernel: staged in shared memory (as the split layout's default) or not (the default until
+// a GPU has run MatmulCuda.DequantTileRowsStagedSameBits; POLYKV_CUDA_DEQUANT_ROWS=staged). The same bits.
+void set_rows_dequant_staged(bool on);
 
 // The mmq path in two steps (matmul_parts converts x once per weight type): x [n][n_in] f32 to f16 in
 // ctx's MatmulActs scratch, in the order w's kernel reads (mma.sync: [n][n_in]; wgmma: permuted for w's
