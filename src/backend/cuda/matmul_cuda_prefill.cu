@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "backend/cuda/matmul_cuda.h"
+#include "backend/cuda/dequant_tile_staged.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "core/error.h"
 
@@ -61,62 +62,23 @@ __global__ void dequantize_tile_q_kernel(const uint8_t* __restrict__ w, size_t s
       float v[16];
       hd::unit_run_values(unit, r, 1.0f, v);
       // 16 halves = 32 bytes at a 32-byte aligned address (n_in % 32 == 0, dst from cudaMalloc).
-      uint4 packed[2];
-      __half2* h = reinterpret_cast<__half2*>(packed);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-      uint4* o = reinterpret_cast<uint4*>(out + T::run_pos(part, r));
-      o[0] = packed[0];
-      o[1] = packed[1];
+      hd::store_run16_f16(out + T::run_pos(part, r), v);
     }
   }
 }
 
-// The same values as dequantize_tile_q_kernel, staged: a block's kStageThreads units go to shared memory, then to
-// dst as contiguous 16-byte vectors (kStageThreads consecutive units are kStageThreads x V consecutive values of
-// dst, V = kBlockValues / kParts; the layout argument of matmul_cuda_split.cu's dequantize_split_staged_kernel,
-// which made the split types' tiles 1.6-3.8x faster on an H100, 2026-12-06). Opt-in (POLYKV_CUDA_DEQUANT_ROWS=staged)
-// until a GPU has run MatmulCuda.DequantTileRowsStagedSameBits.
-constexpr int kStageThreads = 256;
+// The same values as dequantize_tile_q_kernel, staged (dequant_tile_staged.cuh: 1.6-3.8x faster tiles for the split
+// layout on an H100, 2026-12-06). Opt-in (POLYKV_CUDA_DEQUANT_ROWS=staged) until a GPU has run
+// MatmulCuda.DequantTileRowsStagedSameBits.
 template <class T>
-__global__ void __launch_bounds__(kStageThreads)
+__global__ void __launch_bounds__(hd::kStageThreads)
     dequantize_tile_q_staged_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t row0, int64_t n_in,
                                     int64_t total_units, __half* __restrict__ dst) {
-  constexpr int V = T::kBlockValues / T::kParts;  // values per unit
-  static_assert(V == 16 * T::kRuns && kStageThreads % T::kParts == 0, "units tile the row");
-  __shared__ alignas(16) __half stage[kStageThreads * V];  // [kStageThreads / kParts blocks][kBlockValues]
-  const int64_t units_per_row = n_in / T::kBlockValues * T::kParts;
-  const int tid = int(threadIdx.x);
-  for (int64_t t0 = int64_t(blockIdx.x) * kStageThreads; t0 < total_units; t0 += int64_t(gridDim.x) * kStageThreads) {
-    const int64_t t = t0 + tid;
-    if (t < total_units) {
-      const int64_t i = t / units_per_row, u = t % units_per_row;
-      const int64_t blk = u / T::kParts;
-      const int part = int(u % T::kParts);  // = tid % kParts: t0 and units_per_row are multiples of kParts
-      typename T::Unit unit;
-      T::template load<2>(w + size_t(row0 + i) * stride + blk * T::kBlockBytes, part, unit);
-      __half* out = stage + (tid / T::kParts) * T::kBlockValues;
-#pragma unroll
-      for (int r = 0; r < T::kRuns; ++r) {
-        float v[16];
-        hd::unit_run_values(unit, r, 1.0f, v);
-        uint4 packed[2];
-        __half2* h = reinterpret_cast<__half2*>(packed);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-        uint4* o = reinterpret_cast<uint4*>(out + T::run_pos(part, r));
-        o[0] = packed[0];
-        o[1] = packed[1];
-      }
-    }
-    __syncthreads();
-    const int64_t units = total_units - t0 < kStageThreads ? total_units - t0 : kStageThreads;
-    const int vecs = int(units * V / 8);  // 16-byte vectors of 8 halves
-    const uint4* from = reinterpret_cast<const uint4*>(stage);
-    uint4* to = reinterpret_cast<uint4*>(dst + t0 * V);
-    for (int k = tid; k < vecs; k += kStageThreads) to[k] = from[k];
-    __syncthreads();
-  }
+  hd::dequantize_tile_staged<T>(total_units, n_in / T::kBlockValues * T::kParts, dst,
+                                [&](int64_t i, int64_t u, int part, typename T::Unit& unit) {
+                                  T::template load<2>(w + size_t(row0 + i) * stride + u / T::kParts * T::kBlockBytes,
+                                                      part, unit);
+                                });
 }
 
 // POLYKV_CUDA_DEQUANT_ROWS=staged: -1 not read yet, 0 old kernel, 1 staged.
@@ -149,7 +111,7 @@ void dequantize_tile_f16(const WeightMatrix& w, int64_t row0, int64_t rows, __ha
     using T = decltype(dec);
     const int64_t total = rows * (w.n_in / T::kBlockValues * T::kParts);
     if (rows_staged())
-      dequantize_tile_q_staged_kernel<T><<<grid_stride_blocks(total, kStageThreads), kStageThreads, 0, s>>>(
+      dequantize_tile_q_staged_kernel<T><<<grid_stride_blocks(total, hd::kStageThreads), hd::kStageThreads, 0, s>>>(
           wd, w.row_stride, row0, w.n_in, total, dst);
     else
       dequantize_tile_q_kernel<T><<<grid_stride_blocks(total, kT), kT, 0, s>>>(wd, w.row_stride, row0, w.n_in, total, dst);

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/cuda/deferred_norm.cuh"
+#include "backend/cuda/dequant_tile_staged.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/matmul_cuda_acts.cuh"
@@ -291,51 +292,19 @@ __global__ void dequantize_split_kernel(const uint8_t* __restrict__ w, size_t st
   }
 }
 
-// Prefill tiles: rows [row0, row0 + total_units / n_units) of w as f16, dst [rows][n_in]. The same values as
-// dequantize_split_kernel (one thread decodes one unit, the same operations), but a thread block stages its
-// kStageThreads units' values in shared memory and then writes them to dst as contiguous 16-byte vectors:
-// the units of a block (kStageThreads consecutive units, a multiple of kParts, rows back to back in dst) cover
-// kStageThreads x V consecutive values of dst, V = kBlockValues / kParts. dequantize_split_kernel's lanes each
-// write their runs, 32-byte pieces 64 bytes apart (q4_0, q8_0) or interleaved with 7 other lanes' (the k-quants):
-// on an H100 it wrote q4_K tiles at 670 GB/s (weights read + f16 written) and q4_0 at 1600, this kernel both at
-// ~2550 (copy: 3000), and a 512-token prefill of llama-3.1-8b q4_K went from 10.8k to 18.7k tok/s (2026-12-06,
-// docs/CUDA_MMQ.md "Prefill tiles").
-constexpr int kStageThreads = 256;
+// Prefill tiles: rows [row0, row0 + total_units / n_units) of w as f16, dst [rows][n_in]; the same values as
+// dequantize_split_kernel, staged (dequant_tile_staged.cuh).
 template <class T>
-__global__ void __launch_bounds__(kStageThreads)
+__global__ void __launch_bounds__(hd::kStageThreads)
     dequantize_split_staged_kernel(const uint8_t* __restrict__ w, size_t stride, hd::SplitGeom geom, int64_t row0,
                                    int64_t total_units, __half* __restrict__ dst) {
   using S = hd::Split<T>;
-  constexpr int V = T::kBlockValues / T::kParts;  // values per unit
-  static_assert(V == 16 * T::kRuns && kStageThreads % T::kParts == 0 && (V * 2) % 16 == 0, "units tile the row");
-  __shared__ alignas(16) __half stage[kStageThreads * V];  // [kStageThreads / kParts blocks][kBlockValues]
-  const int64_t n_units = geom.n_units;
-  const int tid = int(threadIdx.x);
-  for (int64_t t0 = int64_t(blockIdx.x) * kStageThreads; t0 < total_units; t0 += int64_t(gridDim.x) * kStageThreads) {
-    const int64_t t = t0 + tid;
-    if (t < total_units) {
-      const int64_t i = t / n_units, u = t % n_units;
-      const int part = int(u % T::kParts);  // = tid % kParts: t0 and n_units are multiples of kParts
-      uint32_t q[S::kUnitWords], h[S::kHeadWords];
-      hd::split_load_unit<T>(w + size_t(row0 + i) * stride, geom, u, q, h);
-      typename T::Unit unit;
-      S::decode(q, h, part, unit);
-      __half* out = stage + (tid / T::kParts) * T::kBlockValues;
-#pragma unroll
-      for (int r = 0; r < T::kRuns; ++r) {
-        float v[16];
-        hd::unit_run_values(unit, r, 1.0f, v);
-        store_run16(out + T::run_pos(part, r), v);
-      }
-    }
-    __syncthreads();
-    const int64_t units = total_units - t0 < kStageThreads ? total_units - t0 : kStageThreads;
-    const int vecs = int(units * V / 8);  // 16-byte vectors of 8 halves
-    const uint4* from = reinterpret_cast<const uint4*>(stage);
-    uint4* to = reinterpret_cast<uint4*>(dst + t0 * V);
-    for (int k = tid; k < vecs; k += kStageThreads) to[k] = from[k];
-    __syncthreads();
-  }
+  hd::dequantize_tile_staged<T>(total_units, geom.n_units, dst,
+                                [&](int64_t i, int64_t u, int part, typename T::Unit& unit) {
+                                  uint32_t q[S::kUnitWords], h[S::kHeadWords];
+                                  hd::split_load_unit<T>(w + size_t(row0 + i) * stride, geom, u, q, h);
+                                  S::decode(q, h, part, unit);
+                                });
 }
 
 unsigned grid_stride_blocks(int64_t total, int threads) {
@@ -357,7 +326,7 @@ template <class T>
 void launch_dequantize_staged(const WeightMatrix& w, int64_t row0, int64_t n, __half* dst, cudaStream_t s) {
   const hd::SplitGeom geom = hd::split_geom<T>(w.n_in);
   const int64_t total = n * geom.n_units;
-  dequantize_split_staged_kernel<T><<<grid_stride_blocks(total, kStageThreads), kStageThreads, 0, s>>>(
+  dequantize_split_staged_kernel<T><<<grid_stride_blocks(total, hd::kStageThreads), hd::kStageThreads, 0, s>>>(
       static_cast<const uint8_t*>(w.data), w.row_stride, geom, row0, total, dst);
   POLYKV_CUDA_LAUNCHED();
 }
