@@ -109,6 +109,35 @@ class CudaBackend final : public Backend {
   int default_prompt_rows() const override { return 4096; }
   std::string describe() const override { return describe_; }
 
+  // Device-to-device copy bandwidth, bytes read + written per second (what docs/GPU.md's floors use, as
+  // CudaBench.DISABLED_CopyBandwidth): the fastest of 5 copies of 512 MiB after one warm-up; 0 when the two
+  // buffers do not fit or a call fails (bench then reports no floor).
+  double measure_bandwidth() override {
+    bind();
+    const size_t n = size_t(512) << 20;
+    void *a = nullptr, *b = nullptr;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    float best_ms = 0;
+    bool ok = cudaMalloc(&a, n) == cudaSuccess && cudaMalloc(&b, n) == cudaSuccess &&
+              cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
+    const cudaStream_t s = ctx_.stream();
+    ok = ok && cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s) == cudaSuccess;
+    for (int i = 0; ok && i < 5; ++i) {
+      float ms = 0;
+      ok = cudaEventRecord(e0, s) == cudaSuccess && cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s) == cudaSuccess &&
+           cudaEventRecord(e1, s) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+           cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+      if (ok && ms > 0 && (best_ms == 0 || ms < best_ms)) best_ms = ms;
+    }
+    cudaStreamSynchronize(s);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (a) cudaFree(a);
+    if (b) cudaFree(b);
+    cudaGetLastError();  // a failed allocation or copy is reported as 0, not left pending
+    return ok && best_ms > 0 ? 2.0 * double(n) / (double(best_ms) * 1e-3) : 0.0;
+  }
+
   // ---- memory -------------------------------------------------------------------------------
   void* allocate(size_t bytes) override {
     bind();
