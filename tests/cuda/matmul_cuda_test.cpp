@@ -374,12 +374,12 @@ TEST(MatmulCuda, DequantizeRowsExact) {
   }
 }
 
-// The ggml rows' prefill tile, staged kernel (POLYKV_CUDA_DEQUANT_ROWS=staged) against the old one: the same f16
-// bits for every quantized type, rows from an offset, unit counts that leave the last thread block part-filled.
+// The ggml rows' prefill tile, staged kernel (the default) against the old one (POLYKV_CUDA_DEQUANT_ROWS=old): the
+// same f16 bits for every quantized type, rows from an offset, unit counts that leave the last block part-filled.
 TEST(MatmulCuda, DequantTileRowsStagedSameBits) {
   POLYKV_REQUIRE_GPU();
   struct Restore {
-    ~Restore() { cuda::set_rows_dequant_staged(false); }
+    ~Restore() { cuda::set_rows_dequant_staged(true); }  // the default
   } restore;
   uint32_t seed = 9100;
   for (DType t : cuda_test::weight_types()) {
@@ -590,7 +590,7 @@ TEST(MatmulCudaBench, DISABLED_DecodeLayer) {
 TEST(MatmulCudaBench, DISABLED_DequantTileRows) {
   POLYKV_REQUIRE_GPU();
   struct Restore {
-    ~Restore() { cuda::set_rows_dequant_staged(false); }
+    ~Restore() { cuda::set_rows_dequant_staged(true); }  // the default
   } restore;
   std::printf("%-6s %6s %8s %8s %8s %8s\n", "type", "rows", "old_us", "stg_us", "old_GB/s", "stg_GB/s");
   DeviceBuffer dst(size_t(64) << 20);

@@ -81,8 +81,8 @@ void set_prefill_tile_bytes(size_t bytes);
 // Rows [row0, row0 + rows) of quantized w (either layout) to f16 as the tensor-core path's tiles (dst: device
 // __half [rows][w.n_in]), for tests and benchmarks.
 void dequantize_tile(const WeightMatrix& w, int64_t row0, int64_t rows, void* dst, cudaStream_t s);
-// The ggml rows' tile kernel: staged in shared memory (as the split layout's default) or not (the default until
-// a GPU has run MatmulCuda.DequantTileRowsStagedSameBits; POLYKV_CUDA_DEQUANT_ROWS=staged). The same bits.
+// The ggml rows' tile kernel: staged in shared memory (the default, as for the split layout) or not
+// (POLYKV_CUDA_DEQUANT_ROWS=old). The same bits (MatmulCuda.DequantTileRowsStagedSameBits).
 void set_rows_dequant_staged(bool on);
 
 // The mmq path in two steps (matmul_parts converts x once per weight type): x [n][n_in] f32 to f16 in

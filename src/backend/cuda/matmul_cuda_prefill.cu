@@ -68,8 +68,9 @@ __global__ void dequantize_tile_q_kernel(const uint8_t* __restrict__ w, size_t s
 }
 
 // The same values as dequantize_tile_q_kernel, staged (dequant_tile_staged.cuh: 1.6-3.8x faster tiles for the split
-// layout on an H100, 2026-12-06). Opt-in (POLYKV_CUDA_DEQUANT_ROWS=staged) until a GPU has run
-// MatmulCuda.DequantTileRowsStagedSameBits.
+// layout on an H100, 2026-12-06; for ggml rows 1.2-2.9x per tile and q3_K pp512 1.20x, q5_0 1.13x: call H10).
+// The default since H10 passed MatmulCuda.DequantTileRowsStagedSameBits; POLYKV_CUDA_DEQUANT_ROWS=old keeps the
+// one-thread-per-unit kernel above.
 template <class T>
 __global__ void __launch_bounds__(hd::kStageThreads)
     dequantize_tile_q_staged_kernel(const uint8_t* __restrict__ w, size_t stride, int64_t row0, int64_t n_in,
@@ -81,12 +82,12 @@ __global__ void __launch_bounds__(hd::kStageThreads)
                                 });
 }
 
-// POLYKV_CUDA_DEQUANT_ROWS=staged: -1 not read yet, 0 old kernel, 1 staged.
+// POLYKV_CUDA_DEQUANT_ROWS=old|staged (default staged): -1 not read yet, 0 old kernel, 1 staged.
 int g_rows_staged = -1;
 bool rows_staged() {
   if (g_rows_staged < 0) {
     const char* e = std::getenv("POLYKV_CUDA_DEQUANT_ROWS");
-    g_rows_staged = (e && std::strcmp(e, "staged") == 0) ? 1 : 0;
+    g_rows_staged = (e && std::strcmp(e, "old") == 0) ? 0 : 1;
   }
   return g_rows_staged == 1;
 }
