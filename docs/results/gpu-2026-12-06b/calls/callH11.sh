@@ -12,11 +12,13 @@ source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS
 LLAMA=/tmp/llama.cpp; start_llama_build $OUT/llama-build.log
 mkdir -p $OUT/logs
+SYN=()
 for ty in q4_0 q4_K q8_0; do
   timeout 300 $P synth --shape llama-3.1-8b --type $ty -o /tmp/l8-$ty.gguf --threads 4 >>$OUT/logs/synth.log 2>&1 &
+  SYN+=($!)
 done
 gtest_shards 4 280 '*Cuda*:*GPU*:-*DISABLED*'
-wait $(jobs -p | grep -v "^${LLAMA_PID}$") 2>/dev/null
+wait "${SYN[@]}"
 note "synth done at $((SECONDS-t0)) s: $(ls -la /tmp/l8-*.gguf | awk '{print $5}' | paste -sd' ')"
 # (1)
 timeout 60 $P bench -m /tmp/l8-q4_0.gguf --device cuda -p 64 -n 16 -r 1 > $OUT/logs/bench-nobw.txt 2>&1
