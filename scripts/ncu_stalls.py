@@ -44,6 +44,21 @@ def main():
             by_op[op][0] += num(r, scol)
             by_op[op][1] += num(r, "Instructions Executed")
         print(f"{name[:110]}\n  stall samples {total:.0f}, warp instructions executed {ex_total:.0f}")
+        # By reason (the stall_* columns: no_inst = no fetched instruction, wait = a fixed latency, long_sb = a
+        # global or local load, short_sb = shared memory / MUFU, ...), and where no_inst lands: a warp that waits
+        # for its instruction fetch stalls on the first instruction of a cache line (256-byte aligned here).
+        reasons = [c for c in cols if c.startswith("stall_") and "(Not Issued)" not in c]
+        if reasons:
+            rsum = {c: sum(num(r, c) for r in rows) for c in reasons}
+            print("  by reason (samples %):")
+            for c, v in sorted(rsum.items(), key=lambda kv: -kv[1]):
+                if v > 0:
+                    print(f"    {c[6:]:18s} {100 * v / max(total, 1):5.1f}%")
+            if "stall_no_inst" in cols and rsum.get("stall_no_inst", 0) > 0:
+                at_line = sum(num(r, "stall_no_inst") for r in rows
+                              if int(r.get("Address") or "0", 16) % 256 == 0)
+                print(f"    no_inst on the first instruction of a 256-byte line: "
+                      f"{100 * at_line / rsum['stall_no_inst']:.0f}% (1/16 of the instructions are)")
         print("  by opcode (samples %, instructions %):")
         for op, (s, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:20]:
             print(f"    {op:12s} {100 * s / max(total, 1):5.1f}%  {100 * e / max(ex_total, 1):5.1f}%")

@@ -178,25 +178,30 @@ TEST_P(KvEncodeWarpEmulation, BytesEqualQuantizeHead) {
   const KvType t = GetParam();
   const KvTypeOps& ops = kv_type_ops(t);
   int rows = 0;
+  // The register forms whatever POLYKV_CUDA_KV_VITERBI says, every Viterbi chain: radix 4 unrolled and rolled,
+  // one step a round.
+  const EncoderForm forms[] = {EncoderForm::Registers, EncoderForm::RegistersRolled, EncoderForm::RegistersRadix2};
   for (int hd : {32, 64, 128, 256}) {
-    SideParams p = make_side_params(t, hd);
-    // The register forms whatever POLYKV_CUDA_KV_VITERBI says, both Viterbi chains.
-    p.tab.form = hd == 256 ? EncoderForm::RegistersRadix2 : EncoderForm::Registers;
-    const size_t bytes = kv_head_bytes(t, hd);
-    std::mt19937 rng(uint32_t(100 * hd + int(t)));
-    for (int kind = 0; kind < kKinds; ++kind)
-      for (int trial = 0; trial < 6; ++trial) {
-        const std::vector<float> x = make_row(kind, hd, rng);
-        std::vector<uint8_t> want(bytes, 0xCD), got(bytes, 0x5A);
-        ops.quantize_head(x.data(), want.data(), hd);
-        encode_head_warp(p, x.data(), got.data());
-        for (size_t b = 0; b < bytes; ++b)
-          ASSERT_EQ(int(got[b]), int(want[b])) << kv_type_name(t) << " head_dim " << hd << " kind " << kind
-                                               << " trial " << trial << " byte " << b << " of " << bytes;
-        ++rows;
-      }
+    for (EncoderForm form : forms) {
+      SideParams p = make_side_params(t, hd);
+      p.tab.form = form;
+      const size_t bytes = kv_head_bytes(t, hd);
+      std::mt19937 rng(uint32_t(100 * hd + int(t)));
+      for (int kind = 0; kind < kKinds; ++kind)
+        for (int trial = 0; trial < 6; ++trial) {
+          const std::vector<float> x = make_row(kind, hd, rng);
+          std::vector<uint8_t> want(bytes, 0xCD), got(bytes, 0x5A);
+          ops.quantize_head(x.data(), want.data(), hd);
+          encode_head_warp(p, x.data(), got.data());
+          for (size_t b = 0; b < bytes; ++b)
+            ASSERT_EQ(int(got[b]), int(want[b])) << kv_type_name(t) << " head_dim " << hd << " form " << int(form)
+                                                 << " kind " << kind << " trial " << trial << " byte " << b << " of "
+                                                 << bytes;
+          ++rows;
+        }
+    }
   }
-  EXPECT_EQ(rows, 4 * kKinds * 6);
+  EXPECT_EQ(rows, 4 * 3 * kKinds * 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(RotatedKvTypes, KvEncodeWarpEmulation,

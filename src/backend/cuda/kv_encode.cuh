@@ -61,11 +61,15 @@ enum class Codec : int { F32, F16, BF16, Q8_0, Q4_0, Turbo, Trellis };
 // Which encoder kv_store runs on the GPU (POLYKV_CUDA_KV_VITERBI; every form writes the same bytes):
 //   Registers        the register forms with the radix-4 Viterbi (the default);
 //   RegistersRadix2  the register forms with the one-step Viterbi (=radix2);
+//   RegistersRolled  the register forms with the radix-4 Viterbi's 16 rounds of a 32-step word as a loop instead
+//                    of unrolled (=rolled): the same operations on ~0.5 KB of code instead of ~7 KB, a test of
+//                    whether the decode store waits for its instructions (docs/CUDA_DECODE.md "Weights evict
+//                    first": stall samples at instruction-line boundaries, the store 1.7x slower with L2 churned);
 //   Array            the array forms, the encoder before 2026-12-02's sixth session (=array);
 //   Legacy           the array forms as before 2026-12-02 (=old): butterfly pair indices by integer division,
 //                    and the Viterbi fills from / pick of every (step, state) for the traceback to read.
 // The CPU test's HostExec runs the array forms whatever the form, Legacy with its from / pick tables.
-enum class EncoderForm : int { Registers, RegistersRadix2, Array, Legacy };
+enum class EncoderForm : int { Registers, RegistersRadix2, Array, Legacy, RegistersRolled };
 
 // The constants of one turbo group size and bit width (copied from quant/'s tables).
 struct TurboTables {
@@ -81,7 +85,8 @@ struct TurboTables {
 
 POLYKV_KV_DEV bool is_legacy(const TurboTables& t) { return t.form == EncoderForm::Legacy; }
 POLYKV_KV_DEV bool is_register_form(const TurboTables& t) {
-  return t.form == EncoderForm::Registers || t.form == EncoderForm::RegistersRadix2;
+  return t.form == EncoderForm::Registers || t.form == EncoderForm::RegistersRadix2 ||
+         t.form == EncoderForm::RegistersRolled;
 }
 
 // How the rows of one side (K or V) of a layer are encoded.
@@ -280,6 +285,8 @@ __device__ inline float keep_min(float a0, float a1) {
 #endif
 }
 
+// kRolled: the 16 rounds of a word run as a loop (EncoderForm::RegistersRolled), else unrolled; the same rounds.
+template <bool kRolled>
 __device__ inline float viterbi_warp_radix4(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   int q[2][2], sm[2][2];  // [t][u]: the state two steps back and the subset of intermediate m_t's window
@@ -296,8 +303,7 @@ POLYKV_KV_UNROLL
   float cost = ns == 0 ? 0.0f : inf_f();
   for (int i0 = 0; i0 < n; i0 += 32) {  // n is a multiple of 32
     uint32_t odd = 0, even0 = 0, even1 = 0;  // bits k: take1 of ns at odd steps, of m_0 / m_1 at even ones
-POLYKV_KV_UNROLL
-    for (int k = 0; k < 32; k += 2) {
+    const auto round = [&](int k) {  // steps i0 + k (even) and i0 + k + 1 (odd)
       const float* ea = sh.err[i0 + k];
       const float* eb = sh.err[i0 + k + 1];
       const float e00 = ea[sm[0][0]], e01 = ea[sm[0][1]], e10 = ea[sm[1][0]], e11 = ea[sm[1][1]];
@@ -313,6 +319,15 @@ POLYKV_KV_UNROLL
       even0 |= uint32_t(t0) << k;
       even1 |= uint32_t(t1) << k;
       odd |= uint32_t(take1) << (k + 1);
+    };
+    if constexpr (kRolled) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
+      for (int k = 0; k < 32; k += 2) round(k);
+    } else {
+POLYKV_KV_UNROLL
+      for (int k = 0; k < 32; k += 2) round(k);
     }
     const uint32_t e0 = __shfl_sync(kWarpAll, even0, ns >> 1), e1 = __shfl_sync(kWarpAll, even1, ns >> 1);
     if (lane < 8) sh.from_bits[i0 >> 5][ns] = odd | ((ns & 1) ? e1 : e0);
@@ -324,7 +339,8 @@ POLYKV_KV_UNROLL
 
 // Returns the final cost of state lane & 7.
 __device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
-  if (t.form == EncoderForm::Registers) return viterbi_warp_radix4(lane, sh, t, n);
+  if (t.form == EncoderForm::Registers) return viterbi_warp_radix4<false>(lane, sh, t, n);
+  if (t.form == EncoderForm::RegistersRolled) return viterbi_warp_radix4<true>(lane, sh, t, n);
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -814,6 +830,7 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   p.tab.form = is("old")      ? EncoderForm::Legacy
                : is("array")  ? EncoderForm::Array
                : is("radix2") ? EncoderForm::RegistersRadix2
+               : is("rolled") ? EncoderForm::RegistersRolled
                               : EncoderForm::Registers;
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
