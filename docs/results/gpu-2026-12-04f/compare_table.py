@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""Side-by-side table of calls X1-X3 (polykv bench --json and llama-bench -o jsonl lines, tagged by the call scripts).
+"""Side-by-side table of calls X1-X3 (and of 2026-12-06b's H13) (polykv bench --json and llama-bench -o jsonl lines, tagged by the call scripts).
 
 Usage: compare_table.py DIR...   (each DIR holds polykv.jsonl and llama.jsonl)
 Per tag: polykv's repetitions (all, and the warm ones: every repetition after the first of each bench run, whose
 first prefill repetition includes the cuBLAS and graph set-up) and llama-bench's samples (llama-bench runs its own
 warm-up first), as min-max and median, and the ratio of the medians with the ratio of the ranges' far ends.
 """
-import json, statistics, sys
+import json, re, statistics, sys
 from collections import defaultdict
 
 pk_all, pk_warm, ll = defaultdict(list), defaultdict(list), defaultdict(list)
 for d in sys.argv[1:]:
     for line in open(f"{d}/polykv.jsonl"):
         j = json.loads(line)
-        reps = j.get("decode_tok_s_reps") or j.get("prefill_tok_s_reps") or []
+        # A prefill tag's reps are the prefill's (2026-12-06b's H13 ran its pp benches with -n 1: decode reps too).
+        is_pp = re.search(r"(^|-)pp[0-9]", j["tag"]) is not None
+        reps = (j.get("prefill_tok_s_reps") if is_pp else j.get("decode_tok_s_reps")) or []
         pk_all[j["tag"]] += reps
         pk_warm[j["tag"]] += reps[1:]
     for line in open(f"{d}/llama.jsonl"):
