@@ -248,6 +248,15 @@ TEST_F(CudaBackendTest, DescribesItself) {
   EXPECT_THROW(make_cuda_backend(-1), Error);
 }
 
+// bench's floors divide by this when no --bandwidth is given: a device-to-device copy's bytes read + written per
+// second, which for any GPU polykv builds for lies between 100 GB/s and 100 TB/s (0 would mean the probe failed).
+TEST_F(CudaBackendTest, MeasuresItsCopyBandwidth) {
+  const double bw = be->measure_bandwidth();
+  std::printf("measure_bandwidth(): %.1f GB/s\n", bw * 1e-9);
+  EXPECT_GT(bw, 1e11);
+  EXPECT_LT(bw, 1e14);
+}
+
 TEST_F(CudaBackendTest, MemoryRoundTrips) {
   const auto x = gpu_randn(1000003, 1);
   float* d = dev(x);

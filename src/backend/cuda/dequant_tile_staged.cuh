@@ -20,7 +20,7 @@ namespace polykv::cuda::hd {
 
 constexpr int kStageThreads = 256;
 
-// 16 values as f16 (round to nearest even) at dst, 32-byte aligned: two 16-byte stores.
+// 16 values as f16 (round to nearest even) at dst, 16-byte aligned: two 16-byte stores.
 __device__ inline void store_run16_f16(__half* dst, const float (&v)[16]) {
   uint4 packed[2];
   __half2* h = reinterpret_cast<__half2*>(packed);

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/kv_encode_scalar.cuh"
 #include "core/error.h"
@@ -324,9 +325,7 @@ POLYKV_KV_UNROLL
       odd |= uint32_t(take1) << (k + 1);
     };
     if constexpr (kRolled) {
-#if defined(__CUDA_ARCH__)
-#pragma unroll 1
-#endif
+POLYKV_KV_ROLL
       for (int k = 0; k < 32; k += 2) round(k);
     } else {
 POLYKV_KV_UNROLL
@@ -577,9 +576,7 @@ __device__ inline void metrics_phase(int lane, Scratch& sh, const TurboTables& t
     *reinterpret_cast<uint32_t*>(sh.bj[i]) = bj4;
   };
   if constexpr (kRoll) {
-#if defined(__CUDA_ARCH__)
-#pragma unroll 1
-#endif
+POLYKV_KV_ROLL
     for (int k = 0; k < K; ++k) one(k, k == 0 ? v[0] : k == 1 ? v[1] : k == 2 ? v[2] : v[3]);
   } else {
 POLYKV_KV_UNROLL
@@ -631,13 +628,9 @@ POLYKV_KV_UNROLL
     if (lane + d < 32) map = compose_maps(map, o);
   };
   if constexpr (kRoll) {
-#if defined(__CUDA_ARCH__)
-#pragma unroll 1
-#endif
+POLYKV_KV_ROLL
     for (int e = 0; e < 8; ++e) state_before(e);
-#if defined(__CUDA_ARCH__)
-#pragma unroll 1
-#endif
+POLYKV_KV_ROLL
     for (int d = 1; d < 32; d *= 2) scan_round(d);
   } else {
 POLYKV_KV_UNROLL
@@ -678,14 +671,14 @@ POLYKV_KV_UNROLL
 
 __device__ inline void encode_trellis_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
                                                  const float* x, uint8_t* rec) {
-  if (t.form == EncoderForm::RegistersRolledAll) {
-    if (n == 128) return encode_trellis_group_warp_k<4, true>(lane, sh, t, bits, x, rec);
-    if (n == 64) return encode_trellis_group_warp_k<2, true>(lane, sh, t, bits, x, rec);
-    return encode_trellis_group_warp_k<1, true>(lane, sh, t, bits, x, rec);
-  }
-  if (n == 128) return encode_trellis_group_warp_k<4, false>(lane, sh, t, bits, x, rec);
-  if (n == 64) return encode_trellis_group_warp_k<2, false>(lane, sh, t, bits, x, rec);
-  return encode_trellis_group_warp_k<1, false>(lane, sh, t, bits, x, rec);
+  const auto by_size = [&](auto roll) {
+    constexpr bool kRoll = decltype(roll)::value;
+    if (n == 128) return encode_trellis_group_warp_k<4, kRoll>(lane, sh, t, bits, x, rec);
+    if (n == 64) return encode_trellis_group_warp_k<2, kRoll>(lane, sh, t, bits, x, rec);
+    return encode_trellis_group_warp_k<1, kRoll>(lane, sh, t, bits, x, rec);
+  };
+  if (t.form == EncoderForm::RegistersRolledAll) return by_size(std::true_type{});
+  return by_size(std::false_type{});
 }
 #endif
 
