@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Written 2026-12-06b for the next session's device (this session's device time ran out after H13).
-# Carry two builds (no models needed; ~48 MB with the source): .gpucarry/build-gpu.tar.xz = main after "the rolled
-# Viterbi forms" (POLYKV_CUDA_KV_VITERBI=rolled|rolledall), .gpucarry/build-gpu-base.tar.xz = main e76c764 (before
+# Carry two builds (no models needed; ~48 MB with the source): .gpucarry/build-gpu.tar.xz = main b9117c2 or later
+# (the rolled Viterbi forms, POLYKV_CUDA_KV_VITERBI=rolled|rolledall, and CudaBackendTest.MeasuresItsCopyBandwidth),
+# .gpucarry/build-gpu-base.tar.xz = main e76c764 (before
 # them: its store kernel holds fewer forms, so its layout is main's as measured in H11-H13). The call needs ~7 min.
 # Hypothesis (docs/CUDA_DECODE.md "Weights evict first"): the decode KV store of turbo3t V waits for its
 # instructions (H11: 12 of 26 stall samples no_inst, 9 of them at 256-byte line starts, also inside the unrolled
@@ -26,7 +27,8 @@ for form in rolled rolledall; do
     > $OUT/logs/tests-$form.log 2>&1
   note "store tests, $form: rc=$? $(grep -E '^\[  (PASSED|FAILED)' $OUT/logs/tests-$form.log | paste -sd' ')"
 done
-timeout 120 $T --gtest_filter='CudaKvStore.*' --gtest_color=no > $OUT/logs/tests-default.log 2>&1
+timeout 120 $T --gtest_filter='CudaKvStore.*:CudaBackendTest.MeasuresItsCopyBandwidth' --gtest_color=no \
+  > $OUT/logs/tests-default.log 2>&1
 note "store tests, default: rc=$? $(grep -E '^\[  (PASSED|FAILED)' $OUT/logs/tests-default.log | paste -sd' ')"
 wait $SYN
 ab() {  # ab ARM ROUND CTK CTV DEPTH N REPS
