@@ -34,7 +34,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "backend/cuda/kv_encode_scalar.cuh"
 #include "core/error.h"
@@ -62,18 +61,11 @@ enum class Codec : int { F32, F16, BF16, Q8_0, Q4_0, Turbo, Trellis };
 // Which encoder kv_store runs on the GPU (POLYKV_CUDA_KV_VITERBI; every form writes the same bytes):
 //   Registers        the register forms with the radix-4 Viterbi (the default);
 //   RegistersRadix2  the register forms with the one-step Viterbi (=radix2);
-//   RegistersRolled  the register forms with the radix-4 Viterbi's 16 rounds of a 32-step word as a loop instead
-//                    of unrolled (=rolled): the same operations on ~0.5 KB of code instead of ~7 KB, a test of
-//                    whether the decode store waits for its instructions (docs/CUDA_DECODE.md "Weights evict
-//                    first": stall samples at instruction-line boundaries, the store 1.7x slower with L2 churned);
-//   RegistersRolledAll  as RegistersRolled, and the trellis encoder's branch metrics (a loop over the lane's K
-//                    coordinates), traceback maps (over the 8 states) and map scan (over its 5 rounds) rolled too
-//                    (=rolledall): the same operations on ~8 KB less code;
 //   Array            the array forms, the encoder before 2026-12-02's sixth session (=array);
 //   Legacy           the array forms as before 2026-12-02 (=old): butterfly pair indices by integer division,
 //                    and the Viterbi fills from / pick of every (step, state) for the traceback to read.
 // The CPU test's HostExec runs the array forms whatever the form, Legacy with its from / pick tables.
-enum class EncoderForm : int { Registers, RegistersRadix2, Array, Legacy, RegistersRolled, RegistersRolledAll };
+enum class EncoderForm : int { Registers, RegistersRadix2, Array, Legacy };
 
 // The constants of one turbo group size and bit width (copied from quant/'s tables).
 struct TurboTables {
@@ -89,8 +81,7 @@ struct TurboTables {
 
 POLYKV_KV_DEV bool is_legacy(const TurboTables& t) { return t.form == EncoderForm::Legacy; }
 POLYKV_KV_DEV bool is_register_form(const TurboTables& t) {
-  return t.form == EncoderForm::Registers || t.form == EncoderForm::RegistersRadix2 ||
-         t.form == EncoderForm::RegistersRolled || t.form == EncoderForm::RegistersRolledAll;
+  return t.form == EncoderForm::Registers || t.form == EncoderForm::RegistersRadix2;
 }
 
 // How the rows of one side (K or V) of a layer are encoded.
@@ -289,8 +280,6 @@ __device__ inline float keep_min(float a0, float a1) {
 #endif
 }
 
-// kRolled: the 16 rounds of a word run as a loop (EncoderForm::RegistersRolled), else unrolled; the same rounds.
-template <bool kRolled>
 __device__ inline float viterbi_warp_radix4(int lane, Scratch& sh, const TurboTables& t, int n) {
   const int ns = lane & 7;
   int q[2][2], sm[2][2];  // [t][u]: the state two steps back and the subset of intermediate m_t's window
@@ -307,7 +296,8 @@ POLYKV_KV_UNROLL
   float cost = ns == 0 ? 0.0f : inf_f();
   for (int i0 = 0; i0 < n; i0 += 32) {  // n is a multiple of 32
     uint32_t odd = 0, even0 = 0, even1 = 0;  // bits k: take1 of ns at odd steps, of m_0 / m_1 at even ones
-    const auto round = [&](int k) {  // steps i0 + k (even) and i0 + k + 1 (odd)
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 32; k += 2) {
       const float* ea = sh.err[i0 + k];
       const float* eb = sh.err[i0 + k + 1];
       const float e00 = ea[sm[0][0]], e01 = ea[sm[0][1]], e10 = ea[sm[1][0]], e11 = ea[sm[1][1]];
@@ -323,13 +313,6 @@ POLYKV_KV_UNROLL
       even0 |= uint32_t(t0) << k;
       even1 |= uint32_t(t1) << k;
       odd |= uint32_t(take1) << (k + 1);
-    };
-    if constexpr (kRolled) {
-POLYKV_KV_ROLL
-      for (int k = 0; k < 32; k += 2) round(k);
-    } else {
-POLYKV_KV_UNROLL
-      for (int k = 0; k < 32; k += 2) round(k);
     }
     const uint32_t e0 = __shfl_sync(kWarpAll, even0, ns >> 1), e1 = __shfl_sync(kWarpAll, even1, ns >> 1);
     if (lane < 8) sh.from_bits[i0 >> 5][ns] = odd | ((ns & 1) ? e1 : e0);
@@ -341,9 +324,7 @@ POLYKV_KV_UNROLL
 
 // Returns the final cost of state lane & 7.
 __device__ inline float viterbi_warp(int lane, Scratch& sh, const TurboTables& t, int n) {
-  if (t.form == EncoderForm::Registers) return viterbi_warp_radix4<false>(lane, sh, t, n);
-  if (t.form == EncoderForm::RegistersRolled || t.form == EncoderForm::RegistersRolledAll)
-    return viterbi_warp_radix4<true>(lane, sh, t, n);
+  if (t.form == EncoderForm::Registers) return viterbi_warp_radix4(lane, sh, t, n);
   const int ns = lane & 7;
   const int p0 = (ns << 1) & 7, p1 = ((ns << 1) | 1) & 7;
   const int w0 = (ns << 1) & 15, w1 = w0 | 1;
@@ -563,28 +544,21 @@ POLYKV_KV_UNROLL
 }
 
 // Every lane's K coordinates u = v * scale / r: their branch metrics into sh.err / sh.bj (PS levels per subset).
-// kRoll: a loop over k (v[k] picked by selects, not an indexed array: registers stay registers).
-template <int K, int PS, bool kRoll = false>
+template <int K, int PS>
 __device__ inline void metrics_phase(int lane, Scratch& sh, const TurboTables& t, const float (&v)[4], float inv_r) {
-  const auto one = [&](int k, float vk) {
+POLYKV_KV_UNROLL
+  for (int k = 0; k < K; ++k) {
     const int i = lane + 32 * k;
-    const float u = mul_rn(mul_rn(vk, t.scale), inv_r);
+    const float u = mul_rn(mul_rn(v[k], t.scale), inv_r);
     float e4[4];
     uint32_t bj4;
     branch_metrics<PS>(t, u, e4, bj4);
     *reinterpret_cast<float4*>(sh.err[i]) = make_float4(e4[0], e4[1], e4[2], e4[3]);
     *reinterpret_cast<uint32_t*>(sh.bj[i]) = bj4;
-  };
-  if constexpr (kRoll) {
-POLYKV_KV_ROLL
-    for (int k = 0; k < K; ++k) one(k, k == 0 ? v[0] : k == 1 ? v[1] : k == 2 ? v[2] : v[3]);
-  } else {
-POLYKV_KV_UNROLL
-    for (int k = 0; k < K; ++k) one(k, v[k]);
   }
 }
 
-template <int K, bool kRoll>
+template <int K>
 __device__ inline void encode_trellis_group_warp_k(int lane, Scratch& sh, const TurboTables& t, int bits,
                                                    const float* x, uint8_t* rec) {
   constexpr int n = 32 * K;
@@ -597,9 +571,9 @@ __device__ inline void encode_trellis_group_warp_k(int lane, Scratch& sh, const 
   butterflies_warp<K>(lane, v);
   // Branch metrics: the nearest level of each subset (first j on ties) and its squared error.
   const int per_subset = 1 << (bits - 1);
-  if (per_subset == 4) metrics_phase<K, 4, kRoll>(lane, sh, t, v, inv_r);       // turbo3t
-  else if (per_subset == 2) metrics_phase<K, 2, kRoll>(lane, sh, t, v, inv_r);  // turbo2t
-  else metrics_phase<K, 8, kRoll>(lane, sh, t, v, inv_r);                       // turbo4t
+  if (per_subset == 4) metrics_phase<K, 4>(lane, sh, t, v, inv_r);       // turbo3t
+  else if (per_subset == 2) metrics_phase<K, 2>(lane, sh, t, v, inv_r);  // turbo2t
+  else metrics_phase<K, 8>(lane, sh, t, v, inv_r);                       // turbo4t
   __syncwarp();
   const float cost = viterbi_warp(lane, sh, t, n);
   // The best final state: the first minimum, as the reference.
@@ -616,27 +590,18 @@ POLYKV_KV_UNROLL
   const int i0 = lane * K;
   const uint32_t* fb = sh.from_bits[i0 >> 5];
   uint32_t map = 0;
-  const auto state_before = [&](int e) {
+POLYKV_KV_UNROLL
+  for (int e = 0; e < 8; ++e) {
     int s = e;
 POLYKV_KV_UNROLL
     for (int q = 3; q >= 0; --q)
       if (q < K) s = ((s << 1) | int((fb[s] >> ((i0 + q) & 31)) & 1u)) & 7;
     map |= uint32_t(s) << (3 * e);
-  };
-  const auto scan_round = [&](int d) {
+  }
+POLYKV_KV_UNROLL
+  for (int d = 1; d < 32; d *= 2) {
     const uint32_t o = __shfl_down_sync(kWarpAll, map, d);
     if (lane + d < 32) map = compose_maps(map, o);
-  };
-  if constexpr (kRoll) {
-POLYKV_KV_ROLL
-    for (int e = 0; e < 8; ++e) state_before(e);
-POLYKV_KV_ROLL
-    for (int d = 1; d < 32; d *= 2) scan_round(d);
-  } else {
-POLYKV_KV_UNROLL
-    for (int e = 0; e < 8; ++e) state_before(e);
-POLYKV_KV_UNROLL
-    for (int d = 1; d < 32; d *= 2) scan_round(d);
   }
   const uint32_t after = __shfl_down_sync(kWarpAll, map, 1);
   int s = lane == 31 ? best : int((after >> (3 * best)) & 7u);
@@ -671,14 +636,9 @@ POLYKV_KV_UNROLL
 
 __device__ inline void encode_trellis_group_warp(int lane, Scratch& sh, const TurboTables& t, int bits, int n,
                                                  const float* x, uint8_t* rec) {
-  const auto by_size = [&](auto roll) {
-    constexpr bool kRoll = decltype(roll)::value;
-    if (n == 128) return encode_trellis_group_warp_k<4, kRoll>(lane, sh, t, bits, x, rec);
-    if (n == 64) return encode_trellis_group_warp_k<2, kRoll>(lane, sh, t, bits, x, rec);
-    return encode_trellis_group_warp_k<1, kRoll>(lane, sh, t, bits, x, rec);
-  };
-  if (t.form == EncoderForm::RegistersRolledAll) return by_size(std::true_type{});
-  return by_size(std::false_type{});
+  if (n == 128) return encode_trellis_group_warp_k<4>(lane, sh, t, bits, x, rec);
+  if (n == 64) return encode_trellis_group_warp_k<2>(lane, sh, t, bits, x, rec);
+  return encode_trellis_group_warp_k<1>(lane, sh, t, bits, x, rec);
 }
 #endif
 
@@ -854,9 +814,7 @@ inline SideParams make_side_params(KvType t, int head_dim) {
   p.tab.form = is("old")      ? EncoderForm::Legacy
                : is("array")  ? EncoderForm::Array
                : is("radix2") ? EncoderForm::RegistersRadix2
-               : is("rolled") ? EncoderForm::RegistersRolled
-               : is("rolledall") ? EncoderForm::RegistersRolledAll
-                                 : EncoderForm::Registers;
+                              : EncoderForm::Registers;
   if (p.codec == Codec::Turbo) {
     const float* lv = turbo::levels(p.bits, n);
     const int n_levels = 1 << p.bits;

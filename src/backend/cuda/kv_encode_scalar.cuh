@@ -19,12 +19,10 @@
 #define POLYKV_KV_DEV __device__ inline
 #define POLYKV_KV_UNROLL _Pragma("unroll")
 #define POLYKV_KV_UNROLL8 _Pragma("unroll 8")  // serial chains: the loads of 8 steps issue first
-#define POLYKV_KV_ROLL _Pragma("unroll 1")     // a loop kept a loop (kv_encode.cuh's rolled forms)
 #else
 #define POLYKV_KV_DEV inline
 #define POLYKV_KV_UNROLL
 #define POLYKV_KV_UNROLL8
-#define POLYKV_KV_ROLL
 #endif
 
 namespace polykv::cuda::enc {
