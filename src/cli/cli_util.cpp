@@ -13,6 +13,7 @@
 #include "kv/v_window.h"
 #include "model/model.h"
 #include "quant/quant.h"
+#include "quant/weight_mix.h"
 
 namespace polykv::cli {
 
@@ -124,22 +125,25 @@ CLI::Validator token_ids_check() {
   return error_check([](const std::string& s) { (void)parse_ids(s); }, "TOKEN_IDS");
 }
 
-CLI::Validator quantize_type_check() {
-  return error_check(
-      [](const std::string& s) {
-        std::string targets;  // every type quantize can write, from quant/quant.h
-        for (uint32_t id = 0; id < 256; ++id)  // ids are < 256 (ptq1_0 is 143)
-          if (const DTypeInfo* info = dtype_info(id); info && can_quantize(info->type))
-            targets += (targets.empty() ? "" : ", ") + std::string(info->name);
-        DType t{};
-        try {
-          t = dtype_from_name(s);
-        } catch (const Error&) {
-          fail("unknown type '", s, "' (valid: ", targets, ")");
-        }
-        check(can_quantize(t), "polykv cannot quantize to ", dtype_name(t), " (valid: ", targets, ")");
-      },
-      "QUANT_TYPE");
+static void check_quantize_type(const std::string& s, bool with_mixes) {
+  if (with_mixes && weight_mix_from_name(s)) return;
+  std::string targets;  // every type quantize can write, from quant/quant.h
+  for (uint32_t id = 0; id < 256; ++id)  // ids are < 256 (ptq1_0 is 143)
+    if (const DTypeInfo* info = dtype_info(id); info && can_quantize(info->type))
+      targets += (targets.empty() ? "" : ", ") + std::string(info->name);
+  if (with_mixes) targets += "; weight mixes: " + weight_mix_names();
+  DType t{};
+  try {
+    t = dtype_from_name(s);
+  } catch (const Error&) {
+    fail("unknown type '", s, "' (valid: ", targets, ")");
+  }
+  check(can_quantize(t), "polykv cannot quantize to ", dtype_name(t), " (valid: ", targets, ")");
+}
+
+CLI::Validator quantize_type_check(bool with_mixes) {
+  if (with_mixes) return error_check([](const std::string& s) { check_quantize_type(s, true); }, "QUANT_TYPE");
+  return error_check([](const std::string& s) { check_quantize_type(s, false); }, "QUANT_TYPE");
 }
 
 void add_k_eq_option(CLI::App& app, float& alpha) {

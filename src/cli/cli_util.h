@@ -46,7 +46,8 @@ CLI::Validator error_check(void (*parse)(const std::string&), const char* name);
 CLI::Validator kv_k_type_check();
 CLI::Validator kv_v_type_check();
 CLI::Validator token_ids_check();
-CLI::Validator quantize_type_check();
+// A type `polykv quantize` can write; with_mixes: or a weight mix's name (quant/weight_mix.h).
+CLI::Validator quantize_type_check(bool with_mixes = false);
 
 // -t/--threads N (or another name): 1 <= N <= 1024, else a usage error; N above the hardware threads
 // is honored with a one-line warning on stderr. Not given: threads keeps its value (0: all cores).

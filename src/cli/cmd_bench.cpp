@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -24,6 +25,7 @@
 #include "engine/argmax.h"
 #include "engine/sequence_kv.h"
 #include "engine/step_switch.h"
+#include "gguf/gguf.h"
 #include "kv/owned_paged_kv.h"
 #include "model/model.h"
 
@@ -56,6 +58,15 @@ std::string weight_type_name(const Model& m) {
   for (const auto& l : m.weights().layers)
     if (l.wq.data) return dtype_name(l.wq.type);
   return dtype_name(m.weights().output.type);
+}
+
+// How many weight matrices (2-D and 3-D tensors of a weight type) the file holds per type, e.g. {"q4_K": 193,
+// "q6_K": 33} for a q4_K_M file: weight_type names one of them only.
+nlohmann::json matrix_type_counts(const std::string& path) {
+  std::map<std::string, int> counts;
+  for (const GgufTensor& t : GgufFile::open(path).tensors())
+    if (t.ne.size() >= 2 && dtype_info(t.type).weight_type) counts[dtype_name(t.type)]++;
+  return counts;
 }
 
 }  // namespace
@@ -257,7 +268,8 @@ int cmd_bench(int argc, char** argv) {
 
   nlohmann::json j = {
       {"model", model_path},           {"arch", c.arch},
-      {"weight_type", wtype},          {"threads", n_threads},
+      {"weight_type", wtype},          {"weight_types", matrix_type_counts(model_path)},
+      {"threads", n_threads},
       {"device", backend.describe()},
       {"matmul_isa", matmul_isa()},    {"depth", depth}, {"ubatch", ubatch},
       {"n_prompt", n_prompt},          {"n_gen", n_gen},

@@ -18,6 +18,7 @@ int cmd_synth(int argc, char** argv) {
   for (const auto& s : model_shapes()) shapes_help += " " + s.name;
   std::string types_help = "matrix type:";
   for (DType t : synth_types()) types_help += " " + std::string(dtype_name(t));
+  types_help += "; or a weight mix (llama.cpp's file types of those names): " + weight_mix_names();
 
   CLI::App app{"Write a random-weight GGUF shaped like a real model", "polykv synth"};
   std::string shape_name, type_name, out;
@@ -27,7 +28,12 @@ int cmd_synth(int argc, char** argv) {
       ->check(error_check([](const std::string& s) { (void)find_model_shape(s); }, "SHAPE"))
       ->required();
   app.add_option("--type", type_name, types_help)
-      ->check(error_check([](const std::string& s) { (void)synth_type_from_name(s); }, "TYPE"))
+      ->check(error_check(
+          [](const std::string& s) {
+            SynthOptions o;
+            set_synth_type(o, s);
+          },
+          "TYPE"))
       ->required();
   app.add_option("-o,--output", out, "output GGUF file")->required();
   app.add_option("--seed", seed, "random seed (same seed, same file)");
@@ -37,7 +43,7 @@ int cmd_synth(int argc, char** argv) {
 
   const ModelShape& shape = find_model_shape(shape_name);  // throws, listing the valid shapes
   SynthOptions opts;
-  opts.type = synth_type_from_name(type_name);  // throws, listing the valid types
+  set_synth_type(opts, type_name);  // throws, listing the valid types and mixes
   opts.seed = seed;
   opts.n_layer = layers;
   opts.n_threads = threads;
@@ -46,7 +52,7 @@ int cmd_synth(int argc, char** argv) {
   write_synth_model(out, shape, opts);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "wrote %s: %s, %d layers, %s, seed %llu, %.1f s\n", out.c_str(), shape.name.c_str(),
-               layers > 0 ? layers : shape.n_layer, dtype_name(opts.type), (unsigned long long)seed, secs);
+               layers > 0 ? layers : shape.n_layer, opts.mix ? weight_mix_name(*opts.mix) : dtype_name(opts.type), (unsigned long long)seed, secs);
   return 0;
 }
 

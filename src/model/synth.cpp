@@ -43,7 +43,10 @@ void add_metadata(GgufWriter& w, const ModelShape& s, const SynthOptions& o, int
     w.set_str(a + "rope.scaling.type", "linear");
     w.set_f32(a + "rope.scaling.factor", s.rope_linear_factor);
   }
-  if (const int ft = ggml_file_type(o.type); ft >= 0) w.set_u32("general.file_type", uint32_t(ft));
+  if (o.mix)
+    w.set_u32("general.file_type", weight_mix_file_type(*o.mix));
+  else if (const int ft = ggml_file_type(o.type); ft >= 0)
+    w.set_u32("general.file_type", uint32_t(ft));
   w.set_u32(a + "vocab_size", uint32_t(s.n_vocab));
   if (s.arch == "llama") w.set_u32(a + "rope.dimension_count", uint32_t(s.head_dim));
   if (s.gdn_v_heads > 0)
@@ -83,10 +86,20 @@ DType synth_type_from_name(const std::string& name) {
   try {
     t = dtype_from_name(name);
   } catch (const Error&) {
-    fail("unknown type '", name, "'; valid types: ", synth_types_list());
+    fail("unknown type '", name, "'; valid types: ", synth_types_list(), "; weight mixes: ", weight_mix_names());
   }
   check_synth_type(t);
   return t;
+}
+
+void set_synth_type(SynthOptions& o, const std::string& name) {
+  if (const auto mix = weight_mix_from_name(name)) {
+    o.mix = mix;
+    o.type = weight_mix_base(*mix);
+    return;
+  }
+  o.mix.reset();
+  o.type = synth_type_from_name(name);
 }
 
 void add_synth_model(GgufWriter& w, const ModelShape& shape, const SynthOptions& o) {
@@ -96,7 +109,15 @@ void add_synth_model(GgufWriter& w, const ModelShape& shape, const SynthOptions&
   add_metadata(w, shape, o, n_layer);
 
   const int block = dtype_info(o.type).block_size;
-  for (const SynthTensor& t : synth_tensor_layout(shape, n_layer)) {
+  const std::vector<SynthTensor> layout = synth_tensor_layout(shape, n_layer);
+  std::optional<WeightMixPlan> plan;
+  if (o.mix) {
+    std::vector<std::string> matrices;
+    for (const SynthTensor& t : layout)
+      if (t.init == SynthInit::Weight) matrices.push_back(t.name);
+    plan.emplace(*o.mix, matrices, n_layer, shape.n_expert);
+  }
+  for (const SynthTensor& t : layout) {
     int64_t rows = 1;
     for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
     RandomFill fill;
@@ -106,6 +127,11 @@ void add_synth_model(GgufWriter& w, const ModelShape& shape, const SynthOptions&
     fill.n_threads = o.n_threads;
     switch (t.init) {
       case SynthInit::Weight:
+        if (plan) {  // the mix's type, after llama-quantize's fallback for rows that do not fit it
+          fill.type = plan->type_of(t.name, t.ne[0]);
+          fill.stddev = o.weight_std;
+          break;
+        }
         check(t.ne[0] % block == 0, "shape '", shape.name, "': ", t.name, " has rows of ", t.ne[0],
               " values, not a multiple of ", dtype_name(o.type), "'s block of ", block);
         // mxfp4 is llama.cpp's MXFP4_MOE: experts in mxfp4, the other matrices in q8_0 (quant/mxfp4.h).

@@ -10,17 +10,20 @@
 // so blk.N is the same for any --layers value.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "gguf/gguf_writer.h"
 #include "model/shapes.h"
+#include "quant/weight_mix.h"
 
 namespace polykv {
 
 struct SynthOptions {
   DType type = DType::F16;  // type of the matrices
+  std::optional<WeightMix> mix;  // when set, the matrices' types come from this mix (quant/weight_mix.h), not `type`
   uint64_t seed = 0;
   int n_layer = 0;          // <= 0: the shape's own
   int n_threads = 0;        // <= 0: hardware concurrency
@@ -34,6 +37,8 @@ void check_synth_type(DType type);
 
 // Parses a type name (case-insensitive) and checks it as above; unknown names also list the valid ones.
 DType synth_type_from_name(const std::string& name);
+// Sets o.type, or o.mix for a weight mix's name (q4_K_M, q5_K_M); the same errors, listing the mixes too.
+void set_synth_type(SynthOptions& o, const std::string& name);
 
 // Adds the metadata and tensor generators to w. The generators capture everything by value.
 void add_synth_model(GgufWriter& w, const ModelShape& shape, const SynthOptions& opts);

@@ -1,6 +1,7 @@
 #include "quant/quantize_model.h"
 
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -11,6 +12,7 @@
 #include "quant/mxfp4.h"
 #include "quant/quant.h"
 #include "quant/ternary.h"
+#include "quant/weight_mix.h"
 
 namespace polykv {
 namespace {
@@ -36,28 +38,31 @@ DType target_for(const GgufTensor& t, DType type) {
   return type;
 }
 
-}  // namespace
+std::vector<std::string> quantizable_matrix_names(const GgufFile& in) {
+  std::vector<std::string> names;
+  for (const GgufTensor& t : in.tensors())
+    if (quantizable(t)) names.push_back(t.name);
+  return names;
+}
 
-QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type, DType fallback,
-                              int n_threads) {
-  check(can_quantize(type), "polykv cannot quantize to ", dtype_name(type));
-  check(can_quantize(fallback), "polykv cannot quantize to ", dtype_name(fallback));
-  check_not_input(out_path, in_path);  // the input stays mapped while the output is written
-  const GgufFile in = GgufFile::open(in_path);
+// Writes OUT with every tensor of IN, the quantizable ones in choose(t) = {type, whether it is a fallback}, and
+// general.file_type = file_type when >= 0.
+template <class Choose>
+QuantizeReport quantize_tensors(const GgufFile& in, const std::string& out_path, int file_type, int n_threads,
+                                const Choose& choose) {
   GgufWriter w;
   for (const auto& [k, v] : in.metadata())
     if (k != "general.alignment") w.set(k, v);
-  if (const int ftype = ggml_file_type(type); ftype >= 0) w.set_u32("general.file_type", uint32_t(ftype));
+  if (file_type >= 0) w.set_u32("general.file_type", uint32_t(file_type));
   auto pool = std::make_shared<ThreadPool>(n_threads);
   QuantizeReport r;
   for (const GgufTensor& t : in.tensors()) {
     r.bytes_in += t.n_bytes;
     DType target = t.type;
     if (quantizable(t)) {
-      const auto fits = [&](DType d) { return t.ne[0] % dtype_info(d).block_size == 0; };
-      const DType want = target_for(t, type);
-      target = fits(want) ? want : fits(fallback) ? fallback : DType::F16;
-      (target == want ? r.n_quantized : r.n_fallback)++;
+      const auto [type, fallback] = choose(t);
+      target = type;
+      (fallback ? r.n_fallback : r.n_quantized)++;
     } else {
       r.n_kept++;
     }
@@ -82,6 +87,34 @@ QuantizeReport quantize_model(const std::string& in_path, const std::string& out
   }
   w.write(out_path);
   return r;
+}
+
+}  // namespace
+
+QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type, DType fallback,
+                              int n_threads) {
+  check(can_quantize(type), "polykv cannot quantize to ", dtype_name(type));
+  check(can_quantize(fallback), "polykv cannot quantize to ", dtype_name(fallback));
+  check_not_input(out_path, in_path);  // the input stays mapped while the output is written
+  const GgufFile in = GgufFile::open(in_path);
+  return quantize_tensors(in, out_path, ggml_file_type(type), n_threads, [&](const GgufTensor& t) {
+    const auto fits = [&](DType d) { return t.ne[0] % dtype_info(d).block_size == 0; };
+    const DType want = target_for(t, type);
+    const DType got = fits(want) ? want : fits(fallback) ? fallback : DType::F16;
+    return std::pair<DType, bool>{got, got != want};
+  });
+}
+
+QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, WeightMix mix, int n_threads) {
+  check_not_input(out_path, in_path);
+  const GgufFile in = GgufFile::open(in_path);
+  const std::string arch = in.get_str("general.architecture");
+  const WeightMixPlan plan(mix, quantizable_matrix_names(in), int(in.get_u32(arch + ".block_count")),
+                           int(in.get_u32(arch + ".expert_count", 0)));
+  return quantize_tensors(in, out_path, int(weight_mix_file_type(mix)), n_threads, [&](const GgufTensor& t) {
+    const DType got = plan.type_of(t.name, t.ne[0]);
+    return std::pair<DType, bool>{got, got != plan.planned_type(t.name)};
+  });
 }
 
 }  // namespace polykv

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "quant/weight_mix.h"
 
 namespace polykv {
 
@@ -20,5 +21,10 @@ struct QuantizeReport {
 // the type cannot be quantized to, the input is unreadable, or OUT is the input file (or a link to it).
 QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, DType type,
                               DType fallback = DType::Q8_0, int n_threads = 0);
+// The same with a weight mix (quant/weight_mix.h: llama.cpp's q4_K_M / q5_K_M) instead of one type: the model's
+// <arch>.block_count and <arch>.expert_count place each matrix; general.file_type is the mix's; n_fallback counts
+// matrices whose rows did not fit the mix's choice.
+QuantizeReport quantize_model(const std::string& in_path, const std::string& out_path, WeightMix mix,
+                              int n_threads = 0);
 
 }  // namespace polykv
