@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -155,12 +156,14 @@ TEST(DeferredNormCuda, QkvRopeEqualsMatmulMultiThenRope) {
   const int n_head = 8, n_head_kv = 2, head_dim = 128, n_rot = 128;
   const int64_t n_in = 1024;
   uint32_t seed = 7300;
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  // (q and k type, v type): one type, and q4_K_M's two-type launch (v in q6_K).
+  for (const auto& [t, tv] : {std::pair{DType::Q4_0, DType::Q4_0}, std::pair{DType::Q8_0, DType::Q8_0},
+                              std::pair{DType::Q4_K, DType::Q6_K}}) {
     std::vector<cuda_test::Weights> hw;
     hw.reserve(3);
     WeightMatrix wg[3];
     const int64_t rows[3] = {int64_t(n_head) * head_dim, int64_t(n_head_kv) * head_dim, int64_t(n_head_kv) * head_dim};
-    for (int i = 0; i < 3; ++i) hw.push_back(cuda_test::make_weights(t, n_in, rows[i], ++seed, true));
+    for (int i = 0; i < 3; ++i) hw.push_back(cuda_test::make_weights(i == 2 ? tv : t, n_in, rows[i], ++seed, true));
     for (int i = 0; i < 3; ++i) wg[i] = gpu->upload_matrix(hw[size_t(i)].m);
     std::vector<float> inv_freq(size_t(n_rot / 2));
     for (int i = 0; i < n_rot / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(10000.0f, float(2 * i) / float(n_rot));

@@ -11,6 +11,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <unistd.h>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +23,9 @@
 #include "engine/sequence_kv.h"
 #include "matmul_cuda_test_util.h"
 #include "model/model.h"
+#include "gguf/gguf.h"
+#include "quant/quantize_model.h"
+#include "backend/cuda/matmul_cuda_internal.h"
 #include "../test_util.h"
 
 namespace polykv {
@@ -74,14 +80,22 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
   // Llama-3.1-8B; small GQA; partial rotation (n_rot < head_dim); head_dim 256 and 96; no rotation.
   const Shape shapes[] = {{32, 8, 128, 128, 4096}, {4, 2, 64, 64, 256}, {6, 2, 96, 32, 512},
                           {3, 1, 256, 256, 768},   {5, 5, 64, 0, 256}};
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+  // (q and k type, v type): one type; the K-quant mixes' pairs with a two-type kernel (q4_K_M, q5_K_M, q4_K_S);
+  // a pair without one (falls back to matmul_multi, then rope_qk).
+  const std::pair<DType, DType> types[] = {{DType::Q4_0, DType::Q4_0}, {DType::Q8_0, DType::Q8_0},
+                                           {DType::Q4_K, DType::Q4_K}, {DType::Q6_K, DType::Q6_K},
+                                           {DType::Q5_0, DType::Q5_0}, {DType::Q4_K, DType::Q6_K},
+                                           {DType::Q5_K, DType::Q6_K}, {DType::Q4_K, DType::Q5_K},
+                                           {DType::Q4_0, DType::Q6_K}};
+  for (const auto& [t, tv] : types) {
     for (const Shape& s : shapes) {
       const int64_t rows[3] = {int64_t(s.n_head) * s.head_dim, int64_t(s.n_head_kv) * s.head_dim,
                                int64_t(s.n_head_kv) * s.head_dim};
       std::vector<cuda_test::Weights> hw;
       hw.reserve(3);  // m.data points into each one's bytes
       WeightMatrix wg[3], wc[3];
-      for (int i = 0; i < 3; ++i) hw.push_back(cuda_test::make_weights(t, s.n_in, rows[i], ++seed, /*quantized=*/true));
+      for (int i = 0; i < 3; ++i)
+        hw.push_back(cuda_test::make_weights(i == 2 ? tv : t, s.n_in, rows[i], ++seed, /*quantized=*/true));
       for (int i = 0; i < 3; ++i) {
         wg[i] = gpu->upload_matrix(hw[size_t(i)].m);
         wc[i] = cpu->upload_matrix(hw[size_t(i)].m);
@@ -91,7 +105,7 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
       for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
         for (int32_t pos : {0, 7, 1000, 131071}) {
           for (bool prepared : {false, true}) {
-            const std::string what = std::string(dtype_name(t)) + " heads " + std::to_string(s.n_head) + "/" +
+            const std::string what = std::string(dtype_name(t)) + "/" + dtype_name(tv) + " heads " + std::to_string(s.n_head) + "/" +
                                      std::to_string(s.n_head_kv) + " head_dim " + std::to_string(s.head_dim) +
                                      " n_rot " + std::to_string(s.n_rot) + " n_in " + std::to_string(s.n_in) +
                                      (style == RopeStyle::Norm ? " norm" : " neox") + " pos " + std::to_string(pos) +
@@ -119,11 +133,12 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
   }
 }
 
-std::vector<std::vector<float>> model_steps(bool fuse_rope, const char* ctv) {
+std::vector<std::vector<float>> model_steps(bool fuse_rope, const char* ctv,
+                                            const std::string& path = test::embedded_model()) {
   setenv("POLYKV_CUDA_FUSE_ROPE", fuse_rope ? "1" : "0", 1);
   auto backend = make_backend({"cuda", 0});
   unsetenv("POLYKV_CUDA_FUSE_ROPE");
-  auto model = Model::load(test::embedded_model(), *backend);
+  auto model = Model::load(path, *backend);
   const int n_vocab = model->config().n_vocab;
   SequenceKvOptions o;
   o.k_type = "q8_0";
@@ -158,6 +173,51 @@ TEST(FuseDecCuda, ModelLogitsSameBitsWithFusedOps) {
       EXPECT_TRUE(bits(fused[s], plain[s], std::string("v ") + ctv + " FUSE_ROPE, step " + std::to_string(s) +
                                                " (0: prefill, 1-8: decode, last: 3 rows)"));
   }
+}
+
+// The embedded model as q4_K_M (quant/weight_mix.h; 6 layers: attn_v in q6_K in layers 2 and 5, so those layers'
+// q, k, v take the two-type launch): the fused ops give the plain ops' bits, and the two-type launch is taken.
+TEST(FuseDecCuda, Q4KMixModelSameBitsWithFusedOps) {
+  POLYKV_REQUIRE_GPU();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("polykv_fusedec_q4km_" + std::to_string(getpid()) + ".gguf")).string();
+  quantize_model(test::embedded_model(), path, WeightMix::Q4_K_M, 2);
+  {
+    const GgufFile f = GgufFile::open(path);
+    ASSERT_EQ(f.tensor("blk.2.attn_v.weight").type, DType::Q6_K);
+    ASSERT_EQ(f.tensor("blk.2.attn_q.weight").type, DType::Q4_K);
+    ASSERT_EQ(f.tensor("blk.1.attn_v.weight").type, DType::Q4_K);
+  }
+  const auto plain = model_steps(false, "turbo3t", path);
+  const auto fused = model_steps(true, "turbo3t", path);
+  ASSERT_EQ(plain.size(), fused.size());
+  for (size_t s = 0; s < plain.size(); ++s)
+    EXPECT_TRUE(bits(fused[s], plain[s], "q4_K_M FUSE_ROPE, step " + std::to_string(s)));
+  std::filesystem::remove(path);
+}
+
+TEST(FuseDecCuda, TwoTypeQkvLaunchTakesTheMixesPairsOnly) {
+  // No GPU needed: which parts the launch takes is decided from the matrices' descriptions.
+  const auto part = [](DType t, int64_t n_out, int64_t n_in) {
+    WeightMatrix w;
+    w.type = t;
+    w.n_out = n_out;
+    w.n_in = n_in;
+    w.layout = WeightLayout::CudaSplit;
+    return w;
+  };
+  const auto ok = [&](DType qk, DType v, int64_t v_in = 4096) {
+    const WeightMatrix q = part(qk, 4096, 4096), k = part(qk, 1024, 4096), vv = part(v, 1024, v_in);
+    const cuda::MatvecPart parts[] = {{&q, nullptr}, {&k, nullptr}, {&vv, nullptr}};
+    return cuda::matvec_split_rope_ok(parts, 128, 128);
+  };
+  EXPECT_TRUE(ok(DType::Q4_K, DType::Q4_K));
+  EXPECT_TRUE(ok(DType::Q4_K, DType::Q6_K));
+  EXPECT_TRUE(ok(DType::Q5_K, DType::Q6_K));
+  EXPECT_TRUE(ok(DType::Q4_K, DType::Q5_K));
+  EXPECT_FALSE(ok(DType::Q6_K, DType::Q4_K));
+  EXPECT_FALSE(ok(DType::Q4_0, DType::Q6_K));
+  EXPECT_FALSE(ok(DType::Q4_K, DType::Q6_K, 2048));  // one n_in for all three
 }
 
 }  // namespace

@@ -134,8 +134,9 @@ struct SplitRope {
 };
 // One launch of q = parts[0], k = parts[1], v = parts[2] for one column with q and k rotated:
 // the bits of launch_matvec_split_parts, then rope_qk. Returns false (nothing launched) unless the
-// three parts are split with one type, n_in and stride, head_dim and n_rot even, n_rot <= head_dim,
-// and q's and k's rows whole heads.
+// three parts are split with one n_in, q and k with one type and stride, v with theirs or in a pair that has a
+// two-type kernel (q4_K or q5_K q and k with q6_K v, q4_K with q5_K v: K-quant mixes, quant/weight_mix.h),
+// head_dim and n_rot even, n_rot <= head_dim, and q's and k's rows whole heads.
 bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
 bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a, const SplitRope& rope,
                               CudaContext& ctx);

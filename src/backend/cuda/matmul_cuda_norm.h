@@ -17,7 +17,8 @@ namespace polykv::cuda {
 // The q, k, v mat-vec of one column with the RoPE of q and k (Norm style: adjacent pairs) in its
 // epilogue (Backend::matmul_qkv_rope on the GPU): qkv = {q, k, v}, one launch instead of the mat-vec
 // and rope_qk; the bits of matmul_parts, then rope_qk (rows = 1, at position pos[0]).
-// matmul_qkv_rope_ok: the three are split with one type, n_in and stride, q's and k's rows whole heads,
+// matmul_qkv_rope_ok: the three are split with one n_in, q and k with one type and stride, v with theirs or in a
+// two-type pair (matmul_cuda_internal.h: the K-quant mixes' v in q6_K or q5_K), q's and k's rows whole heads,
 // head_dim and n_rot even, n_rot <= head_dim; prepared_matmul_ok for one column.
 bool matmul_qkv_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
 // x's activations: `prepared` when not null, else computed here. pos: device [1]; inv_freq: device [n_rot / 2].

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -229,6 +230,72 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;
   split_group<T, 1, Epi::Rope>(a, g, lane, rope);
+}
+
+// The same with v of another type (TV): the layers of a K-quant mix whose attention V got more bits
+// (quant/weight_mix.h: q4_K_M puts attn_v in q6_K in half the layers). a holds q and k (parts 0, 1; type TQK),
+// b holds v (part 0; type TV); v's groups come after q's and k's. A warp runs one type's path: the same
+// operations as the one-type kernel for its rows (and the plain kernel's for v), so the same bits.
+// MB: blocks per SM the registers must allow. 3 as the one-type kernel (80 registers) spills ~70 bytes a thread,
+// 2 (115 registers, 16 warps an SM) spills nothing; POLYKV_CUDA_ROPE2=3 picks the first (A/B), default 2.
+template <class TQK, class TV, int MB>
+__global__ void __launch_bounds__(kSplitThreads, MB)
+    matvec_split_rope2_kernel(const SplitArgs a, const SplitArgs b, const SplitRope rope) {
+  allow_next_grid();
+  const int lane = int(threadIdx.x % 32);
+  const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
+  if (g >= a.n_groups) {
+    if (g - a.n_groups < b.n_groups) split_group<TV, 1, Epi::Store>(b, g - a.n_groups, lane, SplitRope{});
+    return;
+  }
+  split_group<TQK, 1, Epi::Rope>(a, g, lane, rope);
+}
+
+// The (q and k type, v type) pairs that have a two-type kernel: q4_K_M's and q5_K_M's (v in q6_K), llama.cpp
+// q4_K_S's (v in q5_K).
+template <class Fn>
+bool visit_split_rope_pair(DType qk, DType v, Fn&& fn) {
+  if (qk == DType::Q4_K && v == DType::Q6_K) return fn(hd::DecQ4_K{}, hd::DecQ6_K{}), true;
+  if (qk == DType::Q5_K && v == DType::Q6_K) return fn(hd::DecQ5_K{}, hd::DecQ6_K{}), true;
+  if (qk == DType::Q4_K && v == DType::Q5_K) return fn(hd::DecQ4_K{}, hd::DecQ5_K{}), true;
+  return false;
+}
+
+// POLYKV_CUDA_ROPE2: 0 = no two-type launch (the v of another type falls back to matmul_multi, then rope_qk: the
+// path before 2026-12-06c); 3 = the kernel bounded to 3 blocks per SM; else (default) 2.
+int rope2_mode() {
+  static const int mode = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ROPE2");
+    return e == nullptr ? 2 : std::atoi(e) == 0 ? 0 : std::atoi(e) == 3 ? 3 : 2;
+  }();
+  return mode;
+}
+
+// Fills a's parts (at most kMaxMatvecParts; unused slots repeat the last part) for decoder T and one column.
+template <class T>
+void fill_rope_args(SplitArgs& a, std::span<const MatvecPart> parts, const ActView& av) {
+  constexpr int R = SplitCfg<T, 1>::kR;
+  static_assert(R == 2, "one column: two rows per warp (a RoPE pair)");
+  const WeightMatrix& w0 = *parts[0].w;
+  a.n_parts = int(parts.size());
+  int64_t gb = 0;
+  for (int i = 0; i < kMaxMatvecParts; ++i) {
+    const MatvecPart& part = parts[size_t(std::min(i, a.n_parts - 1))];
+    a.w[i] = static_cast<const uint8_t*>(part.w->data);
+    a.y[i] = part.y;
+    a.part_rows[i] = part.w->n_out;
+    a.gbegin[i] = gb;
+    if (i < a.n_parts) gb += (part.w->n_out + R - 1) / R;
+  }
+  a.n_groups = gb;
+  a.stride = w0.row_stride;
+  a.n_in = w0.n_in;
+  a.geom = hd::split_geom<T>(w0.n_in);
+  a.xq = av.qs;
+  a.xs = av.s;
+  a.ncols = 1;
+  a.dn = av.dn;
+  check(a.dn.ss == nullptr || a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of another n_in");
 }
 
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
@@ -465,10 +532,13 @@ bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_r
       qkv[0].w->n_out % head_dim != 0 || qkv[1].w->n_out % head_dim != 0)
     return false;
   const WeightMatrix& w0 = *qkv[0].w;
-  for (const MatvecPart& p : qkv) {
-    const WeightMatrix& w = *p.w;
-    if (w.layout != WeightLayout::CudaSplit || !hd::has_split(w.type) || w.type != w0.type || w.n_in != w0.n_in ||
-        w.row_stride != w0.row_stride || w.n_out <= 0)
+  for (size_t i = 0; i < qkv.size(); ++i) {
+    const WeightMatrix& w = *qkv[i].w;
+    if (w.layout != WeightLayout::CudaSplit || !hd::has_split(w.type) || w.n_in != w0.n_in || w.n_out <= 0)
+      return false;
+    // q and k share a type and stride; v has theirs or forms a pair with a two-type kernel.
+    const bool same = w.type == w0.type && w.row_stride == w0.row_stride;
+    if (!same && (i < 2 || rope2_mode() == 0 || !visit_split_rope_pair(w0.type, w.type, [](auto, auto) {})))
       return false;
   }
   return true;
@@ -478,30 +548,26 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
                               CudaContext& ctx) {
   if (!matvec_split_rope_ok(qkv, rope.head_dim, rope.n_rot)) return false;
   const WeightMatrix& w0 = *qkv[0].w;
+  if (qkv[2].w->type != w0.type) {
+    return visit_split_rope_pair(w0.type, qkv[2].w->type, [&](auto qk_dec, auto v_dec) {
+      using TQK = decltype(qk_dec);
+      using TV = decltype(v_dec);
+      SplitArgs a{}, b{};
+      fill_rope_args<TQK>(a, qkv.subspan(0, 2), av);
+      fill_rope_args<TV>(b, qkv.subspan(2, 1), av);
+      const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
+      if (rope2_mode() == 3)
+        launch_kernel(matvec_split_rope2_kernel<TQK, TV, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
+                      matvec_pdl(ctx), a, b, rope);
+      else
+        launch_kernel(matvec_split_rope2_kernel<TQK, TV, 2>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
+                      matvec_pdl(ctx), a, b, rope);
+    });
+  }
   return hd::visit_split_decoder(w0.type, [&](auto dec) {
     using T = decltype(dec);
-    constexpr int R = SplitCfg<T, 1>::kR;
-    static_assert(R == 2, "one column: two rows per warp (a RoPE pair)");
     SplitArgs a{};
-    a.n_parts = 3;
-    int64_t gb = 0;
-    for (int i = 0; i < kMaxMatvecParts; ++i) {
-      const MatvecPart& part = qkv[size_t(std::min(i, 2))];
-      a.w[i] = static_cast<const uint8_t*>(part.w->data);
-      a.y[i] = part.y;
-      a.part_rows[i] = part.w->n_out;
-      a.gbegin[i] = gb;
-      if (i < a.n_parts) gb += (part.w->n_out + R - 1) / R;
-    }
-    a.n_groups = gb;
-    a.stride = w0.row_stride;
-    a.n_in = w0.n_in;
-    a.geom = hd::split_geom<T>(w0.n_in);
-    a.xq = av.qs;
-    a.xs = av.s;
-    a.ncols = 1;
-    a.dn = av.dn;
-    check(a.dn.ss == nullptr || a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of another n_in");
+    fill_rope_args<T>(a, qkv, av);
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
