@@ -236,10 +236,11 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
 // (quant/weight_mix.h: q4_K_M puts attn_v in q6_K in half the layers). a holds q and k (parts 0, 1; type TQK),
 // b holds v (part 0; type TV); v's groups come after q's and k's. A warp runs one type's path: the same
 // operations as the one-type kernel for its rows (and the plain kernel's for v), so the same bits.
-// MB: blocks per SM the registers must allow. 3 as the one-type kernel (80 registers) spills ~70 bytes a thread,
-// 2 (115 registers, 16 warps an SM) spills nothing; POLYKV_CUDA_ROPE2=3 picks the first (A/B), default 2.
-template <class TQK, class TV, int MB>
-__global__ void __launch_bounds__(kSplitThreads, MB)
+// Bounded as the one-type kernel (3 blocks an SM, 80 registers), where ptxas spills ~70 bytes a thread: measured
+// faster than 2 blocks an SM without spills (call H16, H100, synth llama-3.1-8b q4_K_M at depth 0: 1.054x against
+// 1.039x over three launches, f16/f16).
+template <class TQK, class TV>
+__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     matvec_split_rope2_kernel(const SplitArgs a, const SplitArgs b, const SplitRope rope) {
   allow_next_grid();
   const int lane = int(threadIdx.x % 32);
@@ -261,14 +262,14 @@ bool visit_split_rope_pair(DType qk, DType v, Fn&& fn) {
   return false;
 }
 
-// POLYKV_CUDA_ROPE2: 0 = no two-type launch (the v of another type falls back to matmul_multi, then rope_qk: the
-// path before 2026-12-06c); 3 = the kernel bounded to 3 blocks per SM; else (default) 2.
-int rope2_mode() {
-  static const int mode = [] {
+// POLYKV_CUDA_ROPE2=0: no two-type launch (a v of another type falls back to matmul_multi, then rope_qk: the path
+// before 2026-12-06c, for A/B runs).
+bool rope2_enabled() {
+  static const bool on = [] {
     const char* e = std::getenv("POLYKV_CUDA_ROPE2");
-    return e == nullptr ? 2 : std::atoi(e) == 0 ? 0 : std::atoi(e) == 3 ? 3 : 2;
+    return e == nullptr || std::atoi(e) != 0;
   }();
-  return mode;
+  return on;
 }
 
 // Fills a's parts (at most kMaxMatvecParts; unused slots repeat the last part) for decoder T and one column.
@@ -538,7 +539,7 @@ bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_r
       return false;
     // q and k share a type and stride; v has theirs or forms a pair with a two-type kernel.
     const bool same = w.type == w0.type && w.row_stride == w0.row_stride;
-    if (!same && (i < 2 || rope2_mode() == 0 || !visit_split_rope_pair(w0.type, w.type, [](auto, auto) {})))
+    if (!same && (i < 2 || !rope2_enabled() || !visit_split_rope_pair(w0.type, w.type, [](auto, auto) {})))
       return false;
   }
   return true;
@@ -556,12 +557,8 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
       fill_rope_args<TQK>(a, qkv.subspan(0, 2), av);
       fill_rope_args<TV>(b, qkv.subspan(2, 1), av);
       const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
-      if (rope2_mode() == 3)
-        launch_kernel(matvec_split_rope2_kernel<TQK, TV, 3>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
-                      matvec_pdl(ctx), a, b, rope);
-      else
-        launch_kernel(matvec_split_rope2_kernel<TQK, TV, 2>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
-                      matvec_pdl(ctx), a, b, rope);
+      launch_kernel(matvec_split_rope2_kernel<TQK, TV>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
+                    matvec_pdl(ctx), a, b, rope);
     });
   }
   return hd::visit_split_decoder(w0.type, [&](auto dec) {
