@@ -196,6 +196,63 @@ TEST(FuseDecCuda, Q4KMixModelSameBitsWithFusedOps) {
   std::filesystem::remove(path);
 }
 
+// matmul_multi of one column whose last parts have another type (Neox / biased models' q, k, v in a K-quant mix):
+// one two-type launch for the pairs that have one, one launch per part for the others; the same bits as one launch
+// per part, with the activations prepared by a norm, deferred by one, or computed by the mat-vec.
+TEST(FuseDecCuda, TwoTypeMatmulMultiEqualsSeparateMatmuls) {
+  POLYKV_REQUIRE_GPU();
+  auto gpu = make_backend({"cuda", 0});
+  uint32_t seed = 9100;
+  const std::pair<DType, DType> types[] = {{DType::Q4_K, DType::Q6_K}, {DType::Q5_K, DType::Q6_K},
+                                           {DType::Q4_K, DType::Q5_K}, {DType::Q4_0, DType::Q6_K}};
+  struct Shape {
+    int64_t n_in;
+    std::vector<int64_t> rows;
+    int n_first;  // parts of the first type
+  };
+  // Llama-3.1-8B's q, k, v; odd row counts (a warp's two rows straddle parts); one part of the first type and two of
+  // the second; four parts.
+  const Shape shapes[] = {{4096, {4096, 1024, 1024}, 2}, {768, {333, 77, 45}, 2}, {512, {64, 31, 96}, 1},
+                          {1024, {128, 128, 256, 64}, 3}};
+  for (const auto& [ta, tb] : types)
+    for (const Shape& sh : shapes)
+      for (int mode = 0; mode < 3; ++mode) {  // 0: own activations, 1: prepared by rmsnorm, 2: a deferred norm
+        const std::string what = std::string(dtype_name(ta)) + "/" + dtype_name(tb) + " n_in " +
+                                 std::to_string(sh.n_in) + " parts " + std::to_string(sh.rows.size()) + " mode " +
+                                 std::to_string(mode);
+        std::vector<cuda_test::Weights> hw;
+        hw.reserve(sh.rows.size());
+        std::vector<WeightMatrix> wg(sh.rows.size());
+        for (size_t i = 0; i < sh.rows.size(); ++i) {
+          hw.push_back(cuda_test::make_weights(int(i) < sh.n_first ? ta : tb, sh.n_in, sh.rows[i], ++seed, true));
+          wg[i] = gpu->upload_matrix(hw.back().m);
+        }
+        const auto x0 = randn(size_t(sh.n_in), ++seed, 1.0f), nw0 = randn(size_t(sh.n_in), ++seed, 1.0f);
+        std::vector<std::vector<float>> out[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          Buf x(*gpu, x0), nw(*gpu, nw0), h(*gpu, x0.size());
+          std::vector<std::unique_ptr<Buf>> ys;
+          std::vector<Backend::MatmulOut> parts;
+          for (size_t i = 0; i < sh.rows.size(); ++i) ys.push_back(std::make_unique<Buf>(*gpu, size_t(sh.rows[i])));
+          // The reference lists the second type's parts first: no two-type kernel takes (tb, ta), so it runs one
+          // launch per part on the same activations (with the same deferred norm).
+          for (size_t k = 0; k < sh.rows.size(); ++k) {
+            const size_t i = fused ? k : (k + size_t(sh.n_first)) % sh.rows.size();
+            parts.push_back({&wg[i], ys[i]->p});
+          }
+          const float* in = x.p;
+          if (mode == 1) gpu->rmsnorm(x.p, nw.p, h.p, 1, int(sh.n_in), 1e-5f);
+          if (mode == 2) gpu->rmsnorm_into_matmul(x.p, nullptr, nw.p, h.p, 1, int(sh.n_in), 1e-5f);
+          if (mode > 0) in = h.p;
+          gpu->matmul_multi(parts, in, 1);
+          for (auto& y : ys) out[fused].push_back(y->get());
+        }
+        for (size_t i = 0; i < sh.rows.size(); ++i)
+          EXPECT_TRUE(bits(out[1][i], out[0][i], what + ": part " + std::to_string(i)));
+        if (HasFailure()) return;
+      }
+}
+
 TEST(FuseDecCuda, TwoTypeQkvLaunchTakesTheMixesPairsOnly) {
   // No GPU needed: which parts the launch takes is decided from the matrices' descriptions.
   const auto part = [](DType t, int64_t n_out, int64_t n_in) {

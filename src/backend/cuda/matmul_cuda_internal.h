@@ -138,6 +138,10 @@ struct SplitRope {
 // two-type kernel (q4_K or q5_K q and k with q6_K v, q4_K with q5_K v: K-quant mixes, quant/weight_mix.h),
 // head_dim and n_rot even, n_rot <= head_dim, and q's and k's rows whole heads.
 bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
+// One column of split parts of two types, the first m of one type and stride, the rest of another, in one launch when
+// the pair has a two-type kernel (the rope pairs above; POLYKV_CUDA_ROPE2=0: never): the bits of one launch per part.
+// Returns false (nothing launched) otherwise.
+bool launch_matvec_split_parts2(std::span<const MatvecPart> parts, const ActView& av, int ncols, CudaContext& ctx);
 bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a, const SplitRope& rope,
                               CudaContext& ctx);
 // Rows [row0, row0 + rows) of split w to f16 (dst: device __half [rows][w.n_in]).

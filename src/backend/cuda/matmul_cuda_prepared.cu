@@ -51,6 +51,8 @@ void matmul_parts_prepared(std::span<const MatvecPart> parts, const ActsOut& o, 
     const int nc = std::min(kMatvecMaxCols, n - c);
     if (together) {
       launch_matvec_stream_parts(parts, a, c, nc, ctx);
+    } else if (n == 1 && launch_matvec_split_parts2(parts, a, nc, ctx)) {
+      // q, k of one type, v of another (K-quant mixes): one launch
     } else {
       for (const MatvecPart& p : parts) launch_matvec(*p.w, a, c, nc, p.y, ctx);
     }

@@ -252,8 +252,24 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   split_group<TQK, 1, Epi::Rope>(a, g, lane, rope);
 }
 
-// The (q and k type, v type) pairs that have a two-type kernel: q4_K_M's and q5_K_M's (v in q6_K), llama.cpp
-// q4_K_S's (v in q5_K).
+// One column of parts of two types (a's parts of TA, then b's of TB), the plain kernel's operations for each: a
+// matmul_multi whose v has another type than q and k (K-quant mixes) where no RoPE epilogue applies (Neox-style and
+// biased models: Qwen), in one launch instead of one per part. The same bits as separate launches.
+template <class TA, class TB>
+__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
+    matvec_split2_kernel(const SplitArgs a, const SplitArgs b) {
+  allow_next_grid();
+  const int lane = int(threadIdx.x % 32);
+  const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
+  if (g >= a.n_groups) {
+    if (g - a.n_groups < b.n_groups) split_group<TB, 1, Epi::Store>(b, g - a.n_groups, lane, SplitRope{});
+    return;
+  }
+  split_group<TA, 1, Epi::Store>(a, g, lane, SplitRope{});
+}
+
+// The (q and k type, v type) pairs that have two-type kernels (rope2, split2): q4_K_M's and q5_K_M's (v in q6_K),
+// llama.cpp q4_K_S's (v in q5_K).
 template <class Fn>
 bool visit_split_rope_pair(DType qk, DType v, Fn&& fn) {
   if (qk == DType::Q4_K && v == DType::Q6_K) return fn(hd::DecQ4_K{}, hd::DecQ6_K{}), true;
@@ -274,7 +290,7 @@ bool rope2_enabled() {
 
 // Fills a's parts (at most kMaxMatvecParts; unused slots repeat the last part) for decoder T and one column.
 template <class T>
-void fill_rope_args(SplitArgs& a, std::span<const MatvecPart> parts, const ActView& av) {
+void fill_one_column_args(SplitArgs& a, std::span<const MatvecPart> parts, const ActView& av) {
   constexpr int R = SplitCfg<T, 1>::kR;
   static_assert(R == 2, "one column: two rows per warp (a RoPE pair)");
   const WeightMatrix& w0 = *parts[0].w;
@@ -554,8 +570,8 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
       using TQK = decltype(qk_dec);
       using TV = decltype(v_dec);
       SplitArgs a{}, b{};
-      fill_rope_args<TQK>(a, qkv.subspan(0, 2), av);
-      fill_rope_args<TV>(b, qkv.subspan(2, 1), av);
+      fill_one_column_args<TQK>(a, qkv.subspan(0, 2), av);
+      fill_one_column_args<TV>(b, qkv.subspan(2, 1), av);
       const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
       launch_kernel(matvec_split_rope2_kernel<TQK, TV>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
                     matvec_pdl(ctx), a, b, rope);
@@ -564,10 +580,36 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
   return hd::visit_split_decoder(w0.type, [&](auto dec) {
     using T = decltype(dec);
     SplitArgs a{};
-    fill_rope_args<T>(a, qkv, av);
+    fill_one_column_args<T>(a, qkv, av);
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
+  });
+}
+
+bool launch_matvec_split_parts2(std::span<const MatvecPart> parts, const ActView& av, int ncols, CudaContext& ctx) {
+  if (ncols != 1 || !rope2_enabled() || parts.size() < 2 || parts.size() > size_t(kMaxMatvecParts)) return false;
+  const WeightMatrix& w0 = *parts[0].w;
+  size_t m = 1;  // parts [0, m) of w0's type and stride, [m, n) of the last part's
+  while (m < parts.size() && parts[m].w->type == w0.type) ++m;
+  if (m == parts.size()) return false;
+  const WeightMatrix& wb = *parts[m].w;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightMatrix& w = *parts[i].w;
+    const WeightMatrix& first = i < m ? w0 : wb;
+    if (w.layout != WeightLayout::CudaSplit || w.type != first.type || w.row_stride != first.row_stride ||
+        w.n_in != w0.n_in || w.n_out <= 0)
+      return false;
+  }
+  return visit_split_rope_pair(w0.type, wb.type, [&](auto a_dec, auto b_dec) {
+    using TA = decltype(a_dec);
+    using TB = decltype(b_dec);
+    SplitArgs a{}, b{};
+    fill_one_column_args<TA>(a, parts.subspan(0, m), av);
+    fill_one_column_args<TB>(b, parts.subspan(m), av);
+    const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
+    launch_kernel(matvec_split2_kernel<TA, TB>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
+                  b);
   });
 }
 
