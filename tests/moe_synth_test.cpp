@@ -25,16 +25,6 @@ std::string temp_path(const std::string& tag) {
       .string();
 }
 
-// Runs 6 tokens; returns the last row's logits.
-std::vector<float> run_tokens(const std::string& path) {
-  CpuBackend be(2);
-  auto m = Model::load(path, be);
-  KvCache kv(m->kv_shape(), KvType::F32, KvType::F32, 64, 16);
-  const std::vector<int32_t> ids = {1, 17, 200, 5, 99, 42};
-  std::vector<float> logits(size_t(m->config().n_vocab));
-  m->forward(ids, kv, logits.data(), false);
-  return logits;
-}
 
 TEST(MoeSynth, TinyShapesLoadAndRunInEveryType) {
   for (const char* shape : {"tiny-qwen3moe", "tiny-gptoss"})
@@ -55,7 +45,7 @@ TEST(MoeSynth, TinyShapesLoadAndRunInEveryType) {
         EXPECT_EQ(c.moe.n_expert, 8);
         EXPECT_EQ(c.moe.n_used, 2);
       }
-      const auto logits = run_tokens(path);
+      const auto logits = test::cpu_last_logits(path);
       for (float x : logits) ASSERT_TRUE(std::isfinite(x));
       std::filesystem::remove(path);
     }
@@ -108,7 +98,7 @@ TEST(MoeQuantize, ExpertStacksQuantizedRoutersAndBiasesKept) {
       }
       EXPECT_LE(worst, 0.5 / 127 + 1.0 / 2048) << "relative to the block max";
     }
-    for (float x : run_tokens(out)) ASSERT_TRUE(std::isfinite(x));
+    for (float x : test::cpu_last_logits(out)) ASSERT_TRUE(std::isfinite(x));
     std::filesystem::remove(out);
   }
 }

@@ -1,5 +1,9 @@
 #include "test_util.h"
 
+#include "backend/cpu/cpu_backend.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,6 +125,16 @@ std::vector<double> log_softmax(const float* x, int n) {
   std::vector<double> out(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - mx - std::log(s);
   return out;
+}
+
+std::vector<float> cpu_last_logits(const std::string& path) {
+  CpuBackend be(2);
+  auto m = Model::load(path, be);
+  KvCache kv(m->kv_shape(), KvType::F32, KvType::F32, 64, 16);
+  const std::vector<int32_t> ids = {1, 17, 200, 5, 99, 42};
+  std::vector<float> logits(size_t(m->config().n_vocab));
+  m->forward(ids, kv, logits.data(), false);
+  return logits;
 }
 
 }  // namespace polykv::test

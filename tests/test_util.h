@@ -24,6 +24,9 @@ std::vector<float> read_f32(const std::string& path);
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
 // log-softmax of x[0..n) in double (max subtracted first): how the golden tests compare logits.
 std::vector<double> log_softmax(const float* x, int n);
+// Loads the GGUF at path on a 2-thread CPU backend, runs tokens {1, 17, 200, 5, 99, 42} through an f32 KV cache and
+// returns the last row's logits: a smoke run of a written model (synth, quantize).
+std::vector<float> cpu_last_logits(const std::string& path);
 
 // Runs the polykv binary with args (a shell command line), stdin_text (or nothing) on its standard
 // input; returns its exit code (-1 if it did not exit normally) and stdout + stderr together.

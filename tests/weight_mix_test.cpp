@@ -9,14 +9,12 @@
 #include <map>
 #include <set>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
-#include "kv/kv_cache.h"
-#include "model/model.h"
 #include "model/synth.h"
 #include "quant/quantize_model.h"
 #include "quant/weight_mix.h"
+#include "test_util.h"
 
 namespace polykv {
 namespace {
@@ -134,15 +132,6 @@ TEST(WeightMix, UnknownTensorsAndLayersOutsideTheModelAreErrors) {
   EXPECT_THROW(WeightMixPlan(WeightMix::Q4_K_M, names, 0, 0), Error);
 }
 
-std::vector<float> run_tokens(const std::string& path) {
-  CpuBackend be(2);
-  auto m = Model::load(path, be);
-  KvCache kv(m->kv_shape(), KvType::F32, KvType::F32, 64, 16);
-  const std::vector<int32_t> ids = {1, 17, 200, 5, 99, 42};
-  std::vector<float> logits(size_t(m->config().n_vocab));
-  m->forward(ids, kv, logits.data(), false);
-  return logits;
-}
 
 // tiny: 2 layers, rows of 256 and 512 values; layer 1 (>= 7n/8) gets more bits, layer 0 not.
 void expect_tiny_q4_K_M(const GgufFile& f) {
@@ -179,7 +168,7 @@ TEST(WeightMixFiles, SynthAndQuantizeWriteTheMixAndTheCpuRunsIt) {
   expect_tiny_q4_K_M(GgufFile::open(quant));
 
   for (const std::string& p : {synth, quant}) {
-    const auto logits = run_tokens(p);
+    const auto logits = test::cpu_last_logits(p);
     for (float x : logits) ASSERT_TRUE(std::isfinite(x)) << p;
   }
   EXPECT_THROW(quantize_model(quant, quant, WeightMix::Q4_K_M, 2), Error);  // never over its input

@@ -232,32 +232,17 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   split_group<T, 1, Epi::Rope>(a, g, lane, rope);
 }
 
-// The same with v of another type (TV): the layers of a K-quant mix whose attention V got more bits
-// (quant/weight_mix.h: q4_K_M puts attn_v in q6_K in half the layers). a holds q and k (parts 0, 1; type TQK),
-// b holds v (part 0; type TV); v's groups come after q's and k's. A warp runs one type's path: the same
-// operations as the one-type kernel for its rows (and the plain kernel's for v), so the same bits.
+// One column of parts of two types: a's parts of TA, then b's of TB (b's groups after a's), for the layers of a
+// K-quant mix whose attention V got more bits (quant/weight_mix.h: q4_K_M puts attn_v in q6_K in half the layers).
+// kEpiA = Rope: a holds q and k, rotated as matvec_split_rope_kernel does (Norm-style models: Llama); Store: the
+// plain kernel's (a matmul_multi of Neox-style or biased models: Qwen). b's rows (v) are always stored plainly. A
+// warp runs one type's path with the one-type kernels' operations for its rows, so the bits of separate launches.
 // Bounded as the one-type kernel (3 blocks an SM, 80 registers), where ptxas spills ~70 bytes a thread: measured
 // faster than 2 blocks an SM without spills (call H16, H100, synth llama-3.1-8b q4_K_M at depth 0: 1.054x against
 // 1.039x over three launches, f16/f16).
-template <class TQK, class TV>
+template <class TA, class TB, Epi kEpiA>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
-    matvec_split_rope2_kernel(const SplitArgs a, const SplitArgs b, const SplitRope rope) {
-  allow_next_grid();
-  const int lane = int(threadIdx.x % 32);
-  const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
-  if (g >= a.n_groups) {
-    if (g - a.n_groups < b.n_groups) split_group<TV, 1, Epi::Store>(b, g - a.n_groups, lane, SplitRope{});
-    return;
-  }
-  split_group<TQK, 1, Epi::Rope>(a, g, lane, rope);
-}
-
-// One column of parts of two types (a's parts of TA, then b's of TB), the plain kernel's operations for each: a
-// matmul_multi whose v has another type than q and k (K-quant mixes) where no RoPE epilogue applies (Neox-style and
-// biased models: Qwen), in one launch instead of one per part. The same bits as separate launches.
-template <class TA, class TB>
-__global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
-    matvec_split2_kernel(const SplitArgs a, const SplitArgs b) {
+    matvec_split_two_kernel(const SplitArgs a, const SplitArgs b, const SplitRope rope) {
   allow_next_grid();
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
@@ -265,10 +250,10 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     if (g - a.n_groups < b.n_groups) split_group<TB, 1, Epi::Store>(b, g - a.n_groups, lane, SplitRope{});
     return;
   }
-  split_group<TA, 1, Epi::Store>(a, g, lane, SplitRope{});
+  split_group<TA, 1, kEpiA>(a, g, lane, rope);
 }
 
-// The (q and k type, v type) pairs that have two-type kernels (rope2, split2): q4_K_M's and q5_K_M's (v in q6_K),
+// The (q and k type, v type) pairs that matvec_split_two_kernel is built for: q4_K_M's and q5_K_M's (v in q6_K),
 // llama.cpp q4_K_S's (v in q5_K).
 template <class Fn>
 bool visit_split_rope_pair(DType qk, DType v, Fn&& fn) {
@@ -288,18 +273,19 @@ bool rope2_enabled() {
   return on;
 }
 
-// Fills a's parts (at most kMaxMatvecParts; unused slots repeat the last part) for decoder T and one column.
-template <class T>
-void fill_one_column_args(SplitArgs& a, std::span<const MatvecPart> parts, const ActView& av) {
-  constexpr int R = SplitCfg<T, 1>::kR;
-  static_assert(R == 2, "one column: two rows per warp (a RoPE pair)");
+// Fills a's parts (at most kMaxMatvecParts; unused slots repeat the last part) for decoder T and columns
+// [col0, col0 + ncols) of NC at most.
+template <class T, int NC = 1>
+void fill_split_args(SplitArgs& a, std::span<const MatvecPart> parts, const ActView& av, int col0 = 0,
+                     int ncols = 1) {
+  constexpr int R = SplitCfg<T, NC>::kR;
   const WeightMatrix& w0 = *parts[0].w;
   a.n_parts = int(parts.size());
   int64_t gb = 0;
   for (int i = 0; i < kMaxMatvecParts; ++i) {
     const MatvecPart& part = parts[size_t(std::min(i, a.n_parts - 1))];
     a.w[i] = static_cast<const uint8_t*>(part.w->data);
-    a.y[i] = part.y;
+    a.y[i] = part.y + int64_t(col0) * part.w->n_out;
     a.part_rows[i] = part.w->n_out;
     a.gbegin[i] = gb;
     if (i < a.n_parts) gb += (part.w->n_out + R - 1) / R;
@@ -308,11 +294,14 @@ void fill_one_column_args(SplitArgs& a, std::span<const MatvecPart> parts, const
   a.stride = w0.row_stride;
   a.n_in = w0.n_in;
   a.geom = hd::split_geom<T>(w0.n_in);
-  a.xq = av.qs;
-  a.xs = av.s;
-  a.ncols = 1;
+  a.xq = av.qs + int64_t(col0) * w0.n_in;
+  a.xs = av.s + int64_t(col0) * (w0.n_in / hd::kActBlock);
+  a.ncols = ncols;
   a.dn = av.dn;
-  check(a.dn.ss == nullptr || a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of another n_in");
+  if (a.dn.ss != nullptr) {
+    check(a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of rows of ", a.dn.cols, " for n_in ", w0.n_in);
+    a.dn.ss += int64_t(col0) * (w0.n_in / hd::kActBlock);
+  }
 }
 
 // One run of 16 values to dst with 16-byte stores when dst is 16-byte aligned (always for rows of a
@@ -512,30 +501,8 @@ bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView&
     using T = decltype(dec);
     by_width_split(ncols, [&](auto nc) {
       constexpr int NC = decltype(nc)::value;
-      constexpr int R = SplitCfg<T, NC>::kR;
       SplitArgs a{};
-      a.n_parts = int(parts.size());
-      int64_t gb = 0;
-      for (int i = 0; i < kMaxMatvecParts; ++i) {
-        const MatvecPart& part = parts[size_t(std::min(i, a.n_parts - 1))];  // unused slots repeat the last part
-        a.w[i] = static_cast<const uint8_t*>(part.w->data);
-        a.y[i] = part.y + int64_t(col0) * part.w->n_out;
-        a.part_rows[i] = part.w->n_out;
-        a.gbegin[i] = gb;
-        if (i < a.n_parts) gb += (part.w->n_out + R - 1) / R;
-      }
-      a.n_groups = gb;
-      a.stride = w0.row_stride;
-      a.n_in = w0.n_in;
-      a.geom = hd::split_geom<T>(w0.n_in);
-      a.xq = av.qs + int64_t(col0) * w0.n_in;
-      a.xs = av.s + int64_t(col0) * (w0.n_in / hd::kActBlock);
-      a.ncols = ncols;
-      a.dn = av.dn;
-      if (a.dn.ss != nullptr) {
-        check(a.dn.cols == w0.n_in, "CUDA matvec: a deferred norm of rows of ", a.dn.cols, " for n_in ", w0.n_in);
-        a.dn.ss += int64_t(col0) * (w0.n_in / hd::kActBlock);
-      }
+      fill_split_args<T, NC>(a, parts, av, col0, ncols);
       const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
       launch_kernel(matvec_split_kernel<T, NC>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
     });
@@ -570,17 +537,17 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
       using TQK = decltype(qk_dec);
       using TV = decltype(v_dec);
       SplitArgs a{}, b{};
-      fill_one_column_args<TQK>(a, qkv.subspan(0, 2), av);
-      fill_one_column_args<TV>(b, qkv.subspan(2, 1), av);
+      fill_split_args<TQK>(a, qkv.subspan(0, 2), av);
+      fill_split_args<TV>(b, qkv.subspan(2, 1), av);
       const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
-      launch_kernel(matvec_split_rope2_kernel<TQK, TV>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
+      launch_kernel(matvec_split_two_kernel<TQK, TV, Epi::Rope>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
                     matvec_pdl(ctx), a, b, rope);
     });
   }
   return hd::visit_split_decoder(w0.type, [&](auto dec) {
     using T = decltype(dec);
     SplitArgs a{};
-    fill_one_column_args<T>(a, qkv, av);
+    fill_split_args<T>(a, qkv, av);
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
     launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
                   rope);
@@ -605,11 +572,11 @@ bool launch_matvec_split_parts2(std::span<const MatvecPart> parts, const ActView
     using TA = decltype(a_dec);
     using TB = decltype(b_dec);
     SplitArgs a{}, b{};
-    fill_one_column_args<TA>(a, parts.subspan(0, m), av);
-    fill_one_column_args<TB>(b, parts.subspan(m), av);
+    fill_split_args<TA>(a, parts.subspan(0, m), av);
+    fill_split_args<TB>(b, parts.subspan(m), av);
     const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
-    launch_kernel(matvec_split2_kernel<TA, TB>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
-                  b);
+    launch_kernel(matvec_split_two_kernel<TA, TB, Epi::Store>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
+                  matvec_pdl(ctx), a, b, SplitRope{});
   });
 }
 
