@@ -176,5 +176,30 @@ TEST(WeightMixFiles, SynthAndQuantizeWriteTheMixAndTheCpuRunsIt) {
   for (const std::string& p : {f16, synth, quant}) std::filesystem::remove(p);
 }
 
+// The CLI: a mix by name writes the mix (exit 0); an unknown name is a usage error (exit 2) that lists the mixes,
+// and the output is never written over the input.
+TEST(WeightMixFiles, CliTakesMixNamesAndRefusesUnknownOnes) {
+  const std::string out = temp_path("cli"), synth = temp_path("cli_synth");
+  test::CliResult r = test::polykv("quantize " + test::embedded_model() + " " + out + " Q4_K_M -t 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("as the mix chose"), std::string::npos) << r.out;
+  EXPECT_EQ(GgufFile::open(out).get_u32("general.file_type"), 15u);
+  r = test::polykv("synth --shape tiny --type q5_K_M --layers 2 -o " + synth);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(GgufFile::open(synth).get_u32("general.file_type"), 17u);
+  for (const std::string& cmd : {"quantize " + test::embedded_model() + " " + out + " q4_K_X",
+                                 "synth --shape tiny --type q4_K_X -o " + synth}) {
+    r = test::polykv(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("weight mixes: q4_K_M, q5_K_M"), std::string::npos) << cmd << ": " << r.out;
+  }
+  r = test::polykv("quantize " + out + " " + out + " q4_K_M");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is the input file"), std::string::npos) << r.out;
+  EXPECT_EQ(GgufFile::open(out).get_u32("general.file_type"), 15u);  // still the file written above
+  std::filesystem::remove(out);
+  std::filesystem::remove(synth);
+}
+
 }  // namespace
 }  // namespace polykv
