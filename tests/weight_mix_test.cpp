@@ -20,11 +20,11 @@ namespace polykv {
 namespace {
 
 std::string temp_path(const std::string& tag) {
-  return (std::filesystem::temp_directory_path() / ("polykv_mix_" + tag + "_" + std::to_string(getpid()) + ".gguf"))
-      .string();
+  const std::string name = "polykv_mix_" + tag + "_" + std::to_string(getpid()) + ".gguf";
+  return (std::filesystem::temp_directory_path() / name).string();
 }
 
-// A dense Llama's matrices in the converter's order (token_embd, then per block q, k, v, o, gate, up, down, then output).
+// A dense Llama's matrices in the converter's order: token_embd, per block q, k, v, o, gate, up, down, then output.
 std::vector<std::string> llama_names(int n_layer, bool tied) {
   std::vector<std::string> n = {"token_embd.weight"};
   for (int i = 0; i < n_layer; ++i)

@@ -31,8 +31,8 @@ int cmd_quantize(int argc, char** argv) {
                                : quantize_model(in, out, dtype_from_name(type_name), dtype_from_name(fallback_name),
                                                 threads);
   std::printf("%s: %d matrices as %s, %d in fallback type, %d tensors copied; %.1f MiB -> %.1f MiB\n", out.c_str(),
-              r.n_quantized, mix ? "the mix chose" : type_name.c_str(), r.n_fallback, r.n_kept, double(r.bytes_in) / 1048576.0,
-              double(r.bytes_out) / 1048576.0);
+              r.n_quantized, mix ? "the mix chose" : type_name.c_str(), r.n_fallback, r.n_kept,
+              double(r.bytes_in) / 1048576.0, double(r.bytes_out) / 1048576.0);
   return 0;
 }
 

@@ -52,7 +52,8 @@ int cmd_synth(int argc, char** argv) {
   write_synth_model(out, shape, opts);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "wrote %s: %s, %d layers, %s, seed %llu, %.1f s\n", out.c_str(), shape.name.c_str(),
-               layers > 0 ? layers : shape.n_layer, opts.mix ? weight_mix_name(*opts.mix) : dtype_name(opts.type), (unsigned long long)seed, secs);
+               layers > 0 ? layers : shape.n_layer, opts.mix ? weight_mix_name(*opts.mix) : dtype_name(opts.type),
+               (unsigned long long)seed, secs);
   return 0;
 }
 

@@ -105,7 +105,8 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
       for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
         for (int32_t pos : {0, 7, 1000, 131071}) {
           for (bool prepared : {false, true}) {
-            const std::string what = std::string(dtype_name(t)) + "/" + dtype_name(tv) + " heads " + std::to_string(s.n_head) + "/" +
+            const std::string what = std::string(dtype_name(t)) + "/" + dtype_name(tv) + " heads " +
+                                     std::to_string(s.n_head) + "/" +
                                      std::to_string(s.n_head_kv) + " head_dim " + std::to_string(s.head_dim) +
                                      " n_rot " + std::to_string(s.n_rot) + " n_in " + std::to_string(s.n_in) +
                                      (style == RopeStyle::Norm ? " norm" : " neox") + " pos " + std::to_string(pos) +
@@ -275,6 +276,22 @@ TEST(FuseDecCuda, TwoTypeQkvLaunchTakesTheMixesPairsOnly) {
   EXPECT_FALSE(ok(DType::Q6_K, DType::Q4_K));
   EXPECT_FALSE(ok(DType::Q4_0, DType::Q6_K));
   EXPECT_FALSE(ok(DType::Q4_K, DType::Q6_K, 2048));  // one n_in for all three
+  // matmul_multi's two-type launch: the first m parts of one type, the rest of another.
+  const WeightMatrix a = part(DType::Q4_K, 64, 512), b = part(DType::Q6_K, 64, 512), c = part(DType::Q5_K, 64, 512);
+  const auto prefix = [](std::initializer_list<const WeightMatrix*> ws) {
+    std::vector<cuda::MatvecPart> ps;
+    for (const WeightMatrix* w : ws) ps.push_back({w, nullptr});
+    return cuda::split_two_type_prefix(ps);
+  };
+  EXPECT_EQ(prefix({&a, &a, &b}), 2u);
+  EXPECT_EQ(prefix({&a, &b, &b}), 1u);
+  EXPECT_EQ(prefix({&a, &a, &a, &c}), 3u);
+  EXPECT_EQ(prefix({&a, &a}), 0u);      // one type: the one-type launch
+  EXPECT_EQ(prefix({&a, &b, &a}), 0u);  // three runs
+  EXPECT_EQ(prefix({&b, &a, &a}), 0u);  // (q6_K, q4_K): no kernel
+  WeightMatrix rows = a;
+  rows.layout = WeightLayout::Rows;
+  EXPECT_EQ(prefix({&a, &rows, &b}), 0u);  // not all split
 }
 
 }  // namespace

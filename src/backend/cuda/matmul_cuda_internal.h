@@ -142,6 +142,9 @@ bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_r
 // the pair has a two-type kernel (the rope pairs above; POLYKV_CUDA_ROPE2=0: never): the bits of one launch per part.
 // Returns false (nothing launched) otherwise.
 bool launch_matvec_split_parts2(std::span<const MatvecPart> parts, const ActView& av, int ncols, CudaContext& ctx);
+// m when parts [0, m) share one type and stride and [m, n) another (all split, one n_in, 0 < m < n) and the pair has
+// a two-type kernel: what launch_matvec_split_parts2 and the two-type q,k,v + RoPE launch (m == 2) take; else 0.
+size_t split_two_type_prefix(std::span<const MatvecPart> parts);
 bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& a, const SplitRope& rope,
                               CudaContext& ctx);
 // Rows [row0, row0 + rows) of split w to f16 (dst: device __half [rows][w.n_in]).

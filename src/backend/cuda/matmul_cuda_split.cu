@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
 // The (q and k type, v type) pairs that matvec_split_two_kernel is built for: q4_K_M's and q5_K_M's (v in q6_K),
 // llama.cpp q4_K_S's (v in q5_K).
 template <class Fn>
-bool visit_split_rope_pair(DType qk, DType v, Fn&& fn) {
+bool visit_split_type_pair(DType qk, DType v, Fn&& fn) {
   if (qk == DType::Q4_K && v == DType::Q6_K) return fn(hd::DecQ4_K{}, hd::DecQ6_K{}), true;
   if (qk == DType::Q5_K && v == DType::Q6_K) return fn(hd::DecQ5_K{}, hd::DecQ6_K{}), true;
   if (qk == DType::Q4_K && v == DType::Q5_K) return fn(hd::DecQ4_K{}, hd::DecQ5_K{}), true;
@@ -265,7 +265,7 @@ bool visit_split_rope_pair(DType qk, DType v, Fn&& fn) {
 
 // POLYKV_CUDA_ROPE2=0: no two-type launch (a v of another type falls back to matmul_multi, then rope_qk: the path
 // before 2026-12-06c, for A/B runs).
-bool rope2_enabled() {
+bool two_type_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("POLYKV_CUDA_ROPE2");
     return e == nullptr || std::atoi(e) != 0;
@@ -414,6 +414,25 @@ int g_matvec_mode = -1;
 
 }  // namespace
 
+// m when parts [0, m) share one type and stride and parts [m, n) another (all split, one n_in, 0 < m < n) and the two
+// types form a pair that matvec_split_two_kernel is built for; else 0 (always 0 with POLYKV_CUDA_ROPE2=0).
+size_t split_two_type_prefix(std::span<const MatvecPart> parts) {
+  if (!two_type_enabled() || parts.size() < 2 || parts.size() > size_t(kMaxMatvecParts)) return 0;
+  const WeightMatrix& w0 = *parts[0].w;
+  size_t m = 1;
+  while (m < parts.size() && parts[m].w->type == w0.type) ++m;
+  if (m == parts.size()) return 0;
+  const WeightMatrix& wb = *parts[m].w;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightMatrix& w = *parts[i].w;
+    const WeightMatrix& first = i < m ? w0 : wb;
+    if (w.layout != WeightLayout::CudaSplit || w.type != first.type || w.row_stride != first.row_stride ||
+        w.n_in != w0.n_in || w.n_out <= 0)
+      return 0;
+  }
+  return visit_split_type_pair(w0.type, wb.type, [](auto, auto) {}) ? m : 0;
+}
+
 bool split_type_enabled(DType t) {
   // q5_K's split layout: on since 2026-12-06 (calls H4, H6, H7: 1.9x decode, 1.17x prefill at 512 tokens
   // against ggml rows on an H100); POLYKV_CUDA_SPLIT_Q5K=0 keeps its ggml rows.
@@ -515,14 +534,12 @@ bool matvec_split_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_r
   if (qkv.size() != 3 || head_dim <= 0 || head_dim % 2 != 0 || n_rot < 0 || n_rot % 2 != 0 || n_rot > head_dim ||
       qkv[0].w->n_out % head_dim != 0 || qkv[1].w->n_out % head_dim != 0)
     return false;
+  if (split_two_type_prefix(qkv) == 2) return true;  // q and k of one type, v of another (a K-quant mix's layer)
   const WeightMatrix& w0 = *qkv[0].w;
-  for (size_t i = 0; i < qkv.size(); ++i) {
-    const WeightMatrix& w = *qkv[i].w;
-    if (w.layout != WeightLayout::CudaSplit || !hd::has_split(w.type) || w.n_in != w0.n_in || w.n_out <= 0)
-      return false;
-    // q and k share a type and stride; v has theirs or forms a pair with a two-type kernel.
-    const bool same = w.type == w0.type && w.row_stride == w0.row_stride;
-    if (!same && (i < 2 || !rope2_enabled() || !visit_split_rope_pair(w0.type, w.type, [](auto, auto) {})))
+  for (const MatvecPart& p : qkv) {
+    const WeightMatrix& w = *p.w;
+    if (w.layout != WeightLayout::CudaSplit || !hd::has_split(w.type) || w.type != w0.type || w.n_in != w0.n_in ||
+        w.row_stride != w0.row_stride || w.n_out <= 0)
       return false;
   }
   return true;
@@ -532,8 +549,8 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
                               CudaContext& ctx) {
   if (!matvec_split_rope_ok(qkv, rope.head_dim, rope.n_rot)) return false;
   const WeightMatrix& w0 = *qkv[0].w;
-  if (qkv[2].w->type != w0.type) {
-    return visit_split_rope_pair(w0.type, qkv[2].w->type, [&](auto qk_dec, auto v_dec) {
+  if (split_two_type_prefix(qkv) == 2) {
+    return visit_split_type_pair(w0.type, qkv[2].w->type, [&](auto qk_dec, auto v_dec) {
       using TQK = decltype(qk_dec);
       using TV = decltype(v_dec);
       SplitArgs a{}, b{};
@@ -555,20 +572,10 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
 }
 
 bool launch_matvec_split_parts2(std::span<const MatvecPart> parts, const ActView& av, int ncols, CudaContext& ctx) {
-  if (ncols != 1 || !rope2_enabled() || parts.size() < 2 || parts.size() > size_t(kMaxMatvecParts)) return false;
-  const WeightMatrix& w0 = *parts[0].w;
-  size_t m = 1;  // parts [0, m) of w0's type and stride, [m, n) of the last part's
-  while (m < parts.size() && parts[m].w->type == w0.type) ++m;
-  if (m == parts.size()) return false;
-  const WeightMatrix& wb = *parts[m].w;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const WeightMatrix& w = *parts[i].w;
-    const WeightMatrix& first = i < m ? w0 : wb;
-    if (w.layout != WeightLayout::CudaSplit || w.type != first.type || w.row_stride != first.row_stride ||
-        w.n_in != w0.n_in || w.n_out <= 0)
-      return false;
-  }
-  return visit_split_rope_pair(w0.type, wb.type, [&](auto a_dec, auto b_dec) {
+  const size_t m = split_two_type_prefix(parts);
+  if (ncols != 1 || m == 0) return false;
+  const DType ta = parts[0].w->type, tb = parts[m].w->type;
+  return visit_split_type_pair(ta, tb, [&](auto a_dec, auto b_dec) {
     using TA = decltype(a_dec);
     using TB = decltype(b_dec);
     SplitArgs a{}, b{};
