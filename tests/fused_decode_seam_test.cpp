@@ -1,6 +1,6 @@
 // The seam op behind the CUDA backend's fused q, k, v mat-vec with RoPE (docs/CUDA_DECODE.md "Fused
 // output projections and RoPE") on the CPU backend, which keeps the default: matmul_qkv_rope = the three
-// matmuls, then rope of q and of k; for 1 and several rows.
+// matmuls, the biases of q, k and v when given, then rope of q and of k; for 1 and several rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,6 +50,9 @@ TEST(FusedDecodeSeam, CpuMatmulQkvRopeEqualsMatmulMultiThenRopeQk) {
   }
   std::vector<float> inv_freq(n_rot / 2);
   for (int i = 0; i < n_rot / 2; ++i) inv_freq[size_t(i)] = std::pow(10000.0f, -float(2 * i) / float(n_rot));
+  std::vector<float> bias[3];
+  for (int i = 0; i < 3; ++i) bias[i] = randn(size_t(rows[i]), 70 + uint32_t(i));
+  for (bool biased : {false, true})
   for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
     const int n = 3;
     const std::vector<int32_t> pos = {5, 6, 90};
@@ -57,11 +60,18 @@ TEST(FusedDecodeSeam, CpuMatmulQkvRopeEqualsMatmulMultiThenRopeQk) {
     std::vector<float> qf(size_t(n * rows[0])), kf(size_t(n * rows[1])), vf(size_t(n * rows[2]));
     std::vector<float> qp = qf, kp = kf, vp = vf;
     const Backend::MatmulOut fused[] = {{&w[0], qf.data()}, {&w[1], kf.data()}, {&w[2], vf.data()}};
+    QkvBias b;
+    if (biased) b = {bias[0].data(), bias[1].data(), bias[2].data()};
     be->matmul_qkv_rope(fused, x.data(), n, n_head, n_head_kv, head_dim, n_rot, pos.data(), inv_freq.data(), 1.0f,
-                        style);
+                        style, b);
     be->matmul(w[0], x.data(), qp.data(), n);
     be->matmul(w[1], x.data(), kp.data(), n);
     be->matmul(w[2], x.data(), vp.data(), n);
+    if (biased) {
+      be->add_bias(qp.data(), bias[0].data(), n, int(rows[0]));
+      be->add_bias(kp.data(), bias[1].data(), n, int(rows[1]));
+      be->add_bias(vp.data(), bias[2].data(), n, int(rows[2]));
+    }
     const std::vector<float> k_unroped = kp;
     be->rope(qp.data(), n, n_head, head_dim, n_rot, pos.data(), inv_freq.data(), 1.0f, style);
     be->rope(kp.data(), n, n_head_kv, head_dim, n_rot, pos.data(), inv_freq.data(), 1.0f, style);

@@ -44,6 +44,14 @@ struct StepSeq {
   int row0 = 0;  // first row in the step's activation buffers; sequences are contiguous, in order
 };
 
+// The biases of q, k and v (Qwen 2.x's attention) for Backend::matmul_qkv_rope: all three, or none (q == nullptr).
+// Device memory.
+struct QkvBias {
+  const float* q = nullptr;  // [n_head * head_dim]
+  const float* k = nullptr;  // [n_head_kv * head_dim]
+  const float* v = nullptr;  // [rows of v]
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -180,12 +188,19 @@ class Backend {
     rope(k, rows, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style);
   }
 
+  using QkvBias = polykv::QkvBias;
   // matmul_multi over qkv = {q, k, v} (qkv[0].y = q: [n][n_head][head_dim], qkv[1].y = k:
-  // [n][n_head_kv][head_dim]), then rope_qk of q and k at positions pos.
+  // [n][n_head_kv][head_dim]), then add_bias of q, k and v (bias.q != nullptr), then rope_qk of q and k at
+  // positions pos.
   virtual void matmul_qkv_rope(std::span<const MatmulOut> qkv, const float* x, int n, int n_head, int n_head_kv,
                                int head_dim, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
-                               RopeStyle style) {
+                               RopeStyle style, const QkvBias& bias = {}) {
     matmul_multi(qkv, x, n);
+    if (bias.q != nullptr) {
+      add_bias(qkv[0].y, bias.q, n, int(qkv[0].w->n_out));
+      add_bias(qkv[1].y, bias.k, n, int(qkv[1].w->n_out));
+      add_bias(qkv[2].y, bias.v, n, int(qkv[2].w->n_out));
+    }
     rope_qk(qkv[0].y, n_head, qkv[1].y, n_head_kv, n, head_dim, n_rot, pos, inv_freq, scale, style);
   }
 

@@ -330,7 +330,7 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
   if (lc.kind == LayerKind::GatedDeltaNet) {
     gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
   } else {
-    bool roped = false;  // q and k rotated by matmul_qkv_rope
+    bool roped = false;  // q and k rotated (and q, k, v biased) by matmul_qkv_rope
     if (c.attn_output_gate && gated_q_separate()) {  // the form before 2026-12-04d (A/B)
       be.matmul(l.wq, h, hws_.qg, n);
       be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
@@ -340,17 +340,20 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
       const Backend::MatmulOut qkv_parts[] = {{&l.wq, hws_.qg}, {&l.wk, k}, {&l.wv, v}};
       be.matmul_multi(qkv_parts, h, n);
       be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
-    } else if (!c.qkv_bias && !c.qk_norm) {
-      // q, k, v and the rope of q and k in one op (a backend may rotate in the mat-vec's epilogue).
+    } else if (!c.qk_norm) {
+      // q, k, v, their biases and the rope of q and k in one op (a backend may add and rotate in the mat-vec's
+      // epilogue).
       const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
+      Backend::QkvBias bias;
+      if (c.qkv_bias) bias = {l.bq, l.bk, l.bv};
       be.matmul_qkv_rope(qkv, h, n, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
-                         c.rope_style);
+                         c.rope_style, bias);
       roped = true;
     } else {
       const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
       be.matmul_multi(qkv, h, n);
     }
-    if (c.qkv_bias) {
+    if (c.qkv_bias && !roped) {
       be.add_bias(q, l.bq, n, Q);
       be.add_bias(k, l.bk, n, K);
       be.add_bias(v, l.bv, n, V);

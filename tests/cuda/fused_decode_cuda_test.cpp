@@ -2,8 +2,8 @@
 // projections"; skip without a GPU):
 //  - Backend::matmul_qkv_rope (q, k, v in one split mat-vec launch with the RoPE of q and k in its
 //    epilogue) = matmul_multi, then rope_qk, bit for bit, and = the CPU within a relative L2 bound;
-//    Llama-3.1-8B's heads, partial rotation, head_dim 64-256, positions up to 131071, Neox and
-//    non-split types (fall back);
+//    Llama-3.1-8B's heads, partial rotation, head_dim 64-256, positions up to 131071, Norm and Neox, with and
+//    without q, k, v biases, non-split types (fall back);
 //  - the embedded model's logits with POLYKV_CUDA_FUSE_ROPE on and off (graphs and PDL on): same bits.
 // (The norm and gated folds and their tests were removed 2026-12-01f; last in commit daaf86c.)
 #include <gtest/gtest.h>
@@ -46,11 +46,20 @@ using cuda_test::rel_l2;
 struct Qkv {
   std::vector<float> q, k, v;
 };
+// bias: q's, k's and v's biases, or null.
 Qkv run_qkv(Backend& be, bool fused, const WeightMatrix* w, int n_head, int n_head_kv, int head_dim, int n_rot,
             int32_t pos, const std::vector<float>& inv_freq, RopeStyle style, bool prepared, const std::vector<float>& x0,
-            const std::vector<float>& nw0) {
+            const std::vector<float>& nw0, const std::vector<float>* bias = nullptr) {
   Buf x(be, x0), nw(be, nw0), h(be, x0.size()), q(be, size_t(w[0].n_out)), k(be, size_t(w[1].n_out)),
       v(be, size_t(w[2].n_out)), f(be, inv_freq.empty() ? std::vector<float>{0.0f} : inv_freq);
+  std::unique_ptr<Buf> bq, bk, bv;
+  QkvBias b;
+  if (bias != nullptr) {
+    bq = std::make_unique<Buf>(be, bias[0]);
+    bk = std::make_unique<Buf>(be, bias[1]);
+    bv = std::make_unique<Buf>(be, bias[2]);
+    b = {bq->p, bk->p, bv->p};
+  }
   auto* p = static_cast<int32_t*>(be.allocate(sizeof(int32_t)));
   be.upload(p, &pos, sizeof pos);
   const float* in = x.p;
@@ -60,9 +69,9 @@ Qkv run_qkv(Backend& be, bool fused, const WeightMatrix* w, int n_head, int n_he
   }
   const Backend::MatmulOut parts[] = {{&w[0], q.p}, {&w[1], k.p}, {&w[2], v.p}};
   if (fused)
-    be.matmul_qkv_rope(parts, in, 1, n_head, n_head_kv, head_dim, n_rot, p, f.p, 1.0f, style);
+    be.matmul_qkv_rope(parts, in, 1, n_head, n_head_kv, head_dim, n_rot, p, f.p, 1.0f, style, b);
   else
-    be.Backend::matmul_qkv_rope(parts, in, 1, n_head, n_head_kv, head_dim, n_rot, p, f.p, 1.0f, style);
+    be.Backend::matmul_qkv_rope(parts, in, 1, n_head, n_head_kv, head_dim, n_rot, p, f.p, 1.0f, style, b);
   Qkv o{q.get(), k.get(), v.get()};
   be.release(p);
   return o;
@@ -102,26 +111,30 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
       }
       std::vector<float> inv_freq(size_t(s.n_rot / 2));
       for (int i = 0; i < s.n_rot / 2; ++i) inv_freq[size_t(i)] = 1.0f / std::pow(500000.0f, float(2 * i) / float(s.n_rot));
+      std::vector<float> bias[3];  // Qwen 2.x's q, k, v biases
+      for (int i = 0; i < 3; ++i) bias[i] = randn(size_t(rows[i]), ++seed, 0.5f);
       for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox}) {
         for (int32_t pos : {0, 7, 1000, 131071}) {
-          for (bool prepared : {false, true}) {
+          for (int mode = 0; mode < 3; ++mode) {  // 0: own activations, 1: prepared, 2: prepared and biased
+            const bool prepared = mode > 0, biased = mode == 2 || (mode == 0 && pos == 7);
             const std::string what = std::string(dtype_name(t)) + "/" + dtype_name(tv) + " heads " +
                                      std::to_string(s.n_head) + "/" +
                                      std::to_string(s.n_head_kv) + " head_dim " + std::to_string(s.head_dim) +
                                      " n_rot " + std::to_string(s.n_rot) + " n_in " + std::to_string(s.n_in) +
                                      (style == RopeStyle::Norm ? " norm" : " neox") + " pos " + std::to_string(pos) +
-                                     (prepared ? " prepared" : " own activations");
+                                     (prepared ? " prepared" : " own activations") + (biased ? " biased" : "");
             const auto x0 = randn(size_t(s.n_in), ++seed, 1.0f), nw0 = randn(size_t(s.n_in), ++seed, 1.0f);
+            const std::vector<float>* b = biased ? bias : nullptr;
             const Qkv f = run_qkv(*gpu, true, wg, s.n_head, s.n_head_kv, s.head_dim, s.n_rot, pos, inv_freq, style,
-                                  prepared, x0, nw0);
+                                  prepared, x0, nw0, b);
             const Qkv p = run_qkv(*gpu, false, wg, s.n_head, s.n_head_kv, s.head_dim, s.n_rot, pos, inv_freq, style,
-                                  prepared, x0, nw0);
+                                  prepared, x0, nw0, b);
             EXPECT_TRUE(bits(f.q, p.q, what + ": q"));
             EXPECT_TRUE(bits(f.k, p.k, what + ": k"));
             EXPECT_TRUE(bits(f.v, p.v, what + ": v"));
             if (pos == 1000) {  // against the CPU (the reference), once per shape and style
               const Qkv c = run_qkv(*cpu, false, wc, s.n_head, s.n_head_kv, s.head_dim, s.n_rot, pos, inv_freq, style,
-                                    prepared, x0, nw0);
+                                    prepared, x0, nw0, b);
               EXPECT_LT(rel_l2(f.q, c.q), 2e-2) << what << ": q against the CPU backend, relative L2 error";
               EXPECT_LT(rel_l2(f.k, c.k), 2e-2) << what << ": k against the CPU backend, relative L2 error";
               EXPECT_LT(rel_l2(f.v, c.v), 2e-2) << what << ": v against the CPU backend, relative L2 error";
@@ -194,6 +207,30 @@ TEST(FuseDecCuda, Q4KMixModelSameBitsWithFusedOps) {
   ASSERT_EQ(plain.size(), fused.size());
   for (size_t s = 0; s < plain.size(); ++s)
     EXPECT_TRUE(bits(fused[s], plain[s], "q4_K_M FUSE_ROPE, step " + std::to_string(s)));
+  std::filesystem::remove(path);
+}
+
+// A Neox-style model with q, k, v biases (the qwen2 fixture, quantized to q8_0 so that its matrices take the split
+// layout): q, k, v, their biases and the rope of q and k in one launch give the plain ops' bits.
+TEST(FuseDecCuda, BiasedNeoxModelSameBitsWithFusedOps) {
+  POLYKV_REQUIRE_GPU();
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("polykv_fusedec_qwen2_" + std::to_string(getpid()) + ".gguf")).string();
+  quantize_model(test::fixtures_dir() + "/models/random/qwen2.gguf", path, DType::Q8_0, DType::Q8_0, 2);
+  {
+    const GgufFile f = GgufFile::open(path);
+    ASSERT_EQ(f.tensor("blk.0.attn_q.weight").type, DType::Q8_0);
+    ASSERT_EQ(f.tensor("blk.0.attn_q.bias").type, DType::F32);
+  }
+  for (const char* ctv : {"f16", "turbo3t"}) {
+    const auto plain = model_steps(false, ctv, path);
+    const auto fused = model_steps(true, ctv, path);
+    ASSERT_EQ(plain.size(), fused.size());
+    for (size_t s = 0; s < plain.size(); ++s)
+      EXPECT_TRUE(bits(fused[s], plain[s], std::string("qwen2 q8_0, v ") + ctv + " FUSE_ROPE, step " +
+                                               std::to_string(s)));
+  }
   std::filesystem::remove(path);
 }
 

@@ -63,9 +63,12 @@ class CudaBackend final : public Backend {
     // Not with --batch-invariant: a row's bits would then depend on whether its step had at most
     // kMatvecMaxCols rows (deferred) or more (the plain norm).
     defer_norms_ = fused_acts_ && !batch_invariant && !(dn && std::strcmp(dn, "0") == 0);
-    // POLYKV_CUDA_FUSE_ROPE=0: q, k, v mat-vec, then rope_qk, instead of the rope in the mat-vec's epilogue.
+    // POLYKV_CUDA_FUSE_ROPE=0: q, k, v mat-vec, add_bias, then rope_qk, instead of the bias and rope in the
+    // mat-vec's epilogue; =norm: that for Neox-style models only (the fused launch took Norm style only until
+    // 2026-12-06d).
     const char* fr = std::getenv("POLYKV_CUDA_FUSE_ROPE");
     fuse_rope_ = fused_ && !(fr && std::strcmp(fr, "0") == 0);
+    fuse_neox_ = !(fr && std::strcmp(fr, "norm") == 0);
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
@@ -432,21 +435,25 @@ class CudaBackend final : public Backend {
     }
     cuda::add_rmsnorm(x, r, w, out, rows, cols, eps, ctx_.stream(), cuda::pdl_enabled(ctx_));
   }
-  // One column, RoPE Norm style, q, k, v split with one type: one launch that rotates q and k in its
-  // epilogue (POLYKV_CUDA_FUSE_ROPE=0: the default's matmul_multi, then rope_qk).
+  // One column, q, k, v split: one launch that adds their biases and rotates q and k (Norm or Neox style) in its
+  // epilogue (POLYKV_CUDA_FUSE_ROPE=0: the default's matmul_multi, add_bias, then rope_qk; =norm: Norm style only,
+  // as before 2026-12-06d).
   void matmul_qkv_rope(std::span<const MatmulOut> qkv, const float* x, int n, int n_head, int n_head_kv, int head_dim,
-                       int n_rot, const int32_t* pos, const float* inv_freq, float scale, RopeStyle style) override {
+                       int n_rot, const int32_t* pos, const float* inv_freq, float scale, RopeStyle style,
+                       const QkvBias& bias = {}) override {
     std::vector<cuda::MatvecPart> mp;
     for (const MatmulOut& p : qkv) mp.push_back({p.w, p.y});
-    if (!fuse_rope_ || n != 1 || style != RopeStyle::Norm || qkv.size() != 3 ||
+    if (!fuse_rope_ || n != 1 || (style != RopeStyle::Norm && !fuse_neox_) || qkv.size() != 3 ||
         qkv[0].w->n_out != int64_t(n_head) * head_dim || qkv[1].w->n_out != int64_t(n_head_kv) * head_dim ||
         !cuda::matmul_qkv_rope_ok(mp, head_dim, n_rot))
-      return Backend::matmul_qkv_rope(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style);
+      return Backend::matmul_qkv_rope(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style,
+                                      bias);
     bind();
     cuda::ActsOut a;
     cuda::DeferredNorm dn;  // matmul_qkv_rope_ok: every part split, so a deferred norm can go with the acts
     const bool prepared = take_acts(x, qkv[0].w->n_in, n, true, a, &dn);
-    cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, ctx_, dn);
+    cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, style,
+                          {bias.q, bias.k, bias.v}, ctx_, dn);
   }
   void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
                const float* inv_freq, float scale, RopeStyle style) override {
@@ -795,6 +802,7 @@ class CudaBackend final : public Backend {
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
   bool fuse_rope_ = true;  // matmul_qkv_rope in one launch (POLYKV_CUDA_FUSE_ROPE=0: off)
+  bool fuse_neox_ = true;  // ... for Neox-style models too (POLYKV_CUDA_FUSE_ROPE=norm: off)
   bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
   bool defer_norms_ = true;  // rmsnorm_into_matmul defers the norm into the mat-vec (POLYKV_CUDA_DEFER_NORM=0: off)
   // Every matrix uploaded so far is in the split layout, so every mat-vec after a norm can take a deferred

@@ -123,14 +123,16 @@ void validate_split_weights(const WeightMatrix& w);
 // (nothing launched) unless every part is in the split layout with one type, n_in and stride.
 bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView& a, int col0, int ncols,
                                CudaContext& ctx);
-// RoPE (Norm style: pairs of adjacent dims) of q and k, the first two parts of a q, k, v mat-vec
-// (one column), in its epilogue: pair i < n_rot / 2 of every head at angle (pos[0] / scale) *
-// inv_freq[i] (ops_cuda_math.cuh's rope_pair).
+// The epilogue of a q, k, v mat-vec (one column): the biases of q, k and v added (when not null), then RoPE of q and
+// k, the first two parts: pair i < n_rot / 2 of every head at angle (pos[0] / scale) * inv_freq[i], its dims
+// (2i, 2i + 1) in Norm style, (i, i + n_rot / 2) in Neox style (ops_cuda_math.cuh's rope_pair).
 struct SplitRope {
   const int32_t* pos = nullptr;       // device [1]
   const float* inv_freq = nullptr;    // device [n_rot / 2]
   float scale = 1;
   int head_dim = 2, n_rot = 0;
+  RopeStyle style = RopeStyle::Norm;
+  const float* bias[3] = {nullptr, nullptr, nullptr};  // device [rows of q], [of k], [of v], or all null
 };
 // One launch of q = parts[0], k = parts[1], v = parts[2] for one column with q and k rotated:
 // the bits of launch_matvec_split_parts, then rope_qk. Returns false (nothing launched) unless the

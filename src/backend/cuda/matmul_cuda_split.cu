@@ -99,9 +99,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <int NC>
 __host__ __device__ constexpr int split_min_blocks() { return NC == 1 ? 3 : 2; }
 
-// What split_group does with its dot products: store them to y; or (one column, R = 2) rotate the
-// pair of rows (2i, 2i + 1) of parts 0 and 1 (q and k) by RoPE Norm style and store them (the bits of
-// rope_qk after the mat-vec: rope_pair's operations on the same two floats).
+// What split_group does with its dot products: store them to y (adding the part's bias, if any); or (one column,
+// R = 2) add the biases, rotate the pair of rows of parts 0 and 1 (q and k) that a RoPE pair rotates, (2i, 2i + 1)
+// in Norm style, (i, i + n_rot / 2) in Neox style, and store them (the bits of add_bias and rope_qk after the
+// mat-vec: add_rn, then rope_pair's operations on the same two floats).
 enum class Epi { Store, Rope };
 
 // The dot products of R rows (rows[r], r < nrows; the others are not loaded and stay 0) with the
@@ -175,6 +176,39 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
   }
 }
 
+// Part i's bias in rope.bias (constant indices: no local-memory copy of the kernel parameter).
+__device__ __forceinline__ const float* part_bias(const SplitRope& rope, int i) {
+  const float* b = rope.bias[0];
+  if (i == 1) b = rope.bias[1];
+  if (i == 2) b = rope.bias[2];
+  return b;
+}
+
+// The rows of q, k and v that warp group gi of part `part` takes in the Rope epilogue (R = 2), in the part: Norm
+// style and v: rows 2 gi and 2 gi + 1, as every other epilogue; Neox style, q and k: the pair a rotation takes,
+// (j, j + n_rot / 2) of head gi / (head_dim / 2) for j = gi % (head_dim / 2) < n_rot / 2, and the unrotated dims
+// past n_rot two by two (n_rot + 2 (j - n_rot / 2), + 1) for the other j. freq: inv_freq's index of the rotation,
+// -1 for none. Every part's rows are whole heads (matvec_split_rope_ok), so both rows are in the part.
+struct RopeRows {
+  int64_t a, b;
+  int freq;
+};
+__device__ __forceinline__ RopeRows rope_rows(const SplitRope& rope, int part, int64_t gi) {
+  if (part >= 2) return RopeRows{2 * gi, 2 * gi + 1, -1};
+  if (rope.style == RopeStyle::Norm) {
+    const int d = int((2 * gi) % rope.head_dim);  // even
+    return RopeRows{2 * gi, 2 * gi + 1, d < rope.n_rot ? d / 2 : -1};
+  }
+  const int half = rope.head_dim / 2, half_rot = rope.n_rot / 2;
+  const int64_t base = (gi / half) * rope.head_dim;
+  const int j = int(gi % half);
+  if (j < half_rot) return RopeRows{base + j, base + j + half_rot, j};
+  const int64_t a = base + rope.n_rot + 2 * (j - half_rot);
+  return RopeRows{a, a + 1, -1};
+}
+
+// rope: the Rope epilogue's biases and rotation (Epi::Rope), or the Store epilogue's biases (rope.bias[part]; null:
+// none).
 template <class T, int NC, Epi kEpi, bool kNarrow>
 __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
   using Cfg = SplitCfg<T, NC, kNarrow>;
@@ -182,9 +216,23 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
   const GroupPart gp = group_part(a, g);
   const int64_t row0 = (g - gp.gbegin) * R;  // in the part
   const int nrows = int(gp.rows - row0 < R ? gp.rows - row0 : R);
+  const float* bias = part_bias(rope, gp.index);
   const uint8_t* rows[R];
+  RopeRows rr{row0, row0 + 1, -1};
+  float b0 = 0.0f, b1 = 0.0f;  // Rope: the two rows' biases, loaded before the dot products (weights: no PDL wait)
+  if constexpr (kEpi == Epi::Rope) {
+    static_assert(NC == 1 && R == 2, "the rope epilogue pairs the warp's two rows of one column");
+    rr = rope_rows(rope, gp.index, g - gp.gbegin);
+    rows[0] = gp.w + size_t(rr.a) * a.stride;
+    rows[1] = gp.w + size_t(nrows == 2 ? rr.b : rr.a) * a.stride;
+    if (bias != nullptr) {
+      b0 = bias[rr.a];
+      if (nrows == 2) b1 = bias[rr.b];
+    }
+  } else {
 #pragma unroll
-  for (int r = 0; r < R; ++r) rows[r] = gp.w + size_t(row0 + min(r, nrows - 1)) * a.stride;
+    for (int r = 0; r < R; ++r) rows[r] = gp.w + size_t(row0 + min(r, nrows - 1)) * a.stride;
+  }
   float acc[R][NC] = {};
   // A deferred norm (ops_cuda_acts.h): column c's outputs times its row's inverse norm inv[c], the same bits
   // in every lane and every warp (deferred_inv).
@@ -194,25 +242,28 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
   split_dots<T, NC, R, U, kNarrow>(a, rows, nrows, lane, acc, inv);
   const bool scaled = a.dn.ss != nullptr;
   // Every lane holds every (r, c) sum after warp_sum (the same bits in every lane: the butterfly's
-  // adds are commutative); lane (r * NC + c) % 32 stores it.
+  // adds are commutative); lane (r * NC + c) % 32 stores it. The order of the plain ops: the mat-vec's output
+  // (times a deferred norm's scale), add_bias, rope_qk.
   if constexpr (kEpi == Epi::Rope) {
-    static_assert(NC == 1 && R == 2, "the rope epilogue pairs the warp's two rows of one column");
     float v0 = warp_sum(acc[0][0]), v1 = warp_sum(acc[1][0]);
     if (scaled) {
       v0 = math::mul_rn(v0, inv[0]);
       v1 = math::mul_rn(v1, inv[0]);
     }
-    const int d = int(row0 % rope.head_dim);  // even: part rows and row0 are even
-    if (gp.index < 2 && nrows == 2 && d < rope.n_rot) {
-      const float angle = math::rope_angle(rope.pos[0], rope.scale, rope.inv_freq[d / 2]);
+    if (bias != nullptr) {
+      v0 = math::add_rn(v0, b0);
+      v1 = math::add_rn(v1, b1);
+    }
+    if (rr.freq >= 0 && nrows == 2) {
+      const float angle = math::rope_angle(rope.pos[0], rope.scale, rope.inv_freq[rr.freq]);
       const float cs = cosf(angle), sn = sinf(angle);
       const float y0 = math::sub_rn(math::mul_rn(v0, cs), math::mul_rn(v1, sn));
       const float y1 = math::add_rn(math::mul_rn(v0, sn), math::mul_rn(v1, cs));
       v0 = y0;
       v1 = y1;
     }
-    if (lane == 0) gp.y[row0] = v0;
-    if (lane == 1 && nrows == 2) gp.y[row0 + 1] = v1;
+    if (lane == 0) gp.y[rr.a] = v0;
+    if (lane == 1 && nrows == 2) gp.y[rr.b] = v1;
   } else {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -220,7 +271,10 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
       for (int c = 0; c < NC; ++c) {
         float v = warp_sum(acc[r][c]);
         if (scaled) v = math::mul_rn(v, inv[c]);
-        if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) gp.y[int64_t(c) * gp.rows + row0 + r] = v;
+        if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) {
+          if (bias != nullptr) v = math::add_rn(v, bias[row0 + r]);
+          gp.y[int64_t(c) * gp.rows + row0 + r] = v;
+        }
       }
     }
   }
@@ -237,8 +291,8 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_
   split_group<T, NC, Epi::Store, kNarrow>(a, g, lane, SplitRope{});
 }
 
-// One column of q, k, v (parts 0, 1, 2) with q and k rotated by RoPE (Norm style) in the epilogue
-// (matvec_split_rope): the bits of the plain kernel, then rope_qk.
+// One column of q, k, v (parts 0, 1, 2) with their biases added and q and k rotated by RoPE in the epilogue
+// (matvec_split_rope): the bits of the plain kernel, then add_bias, then rope_qk.
 template <class T, bool kNarrow>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     matvec_split_rope_kernel(const SplitArgs a, const SplitRope rope) {
@@ -251,8 +305,8 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
 
 // One column of parts of two types: a's parts of TA, then b's of TB (b's groups after a's), for the layers of a
 // K-quant mix whose attention V got more bits (quant/weight_mix.h: q4_K_M puts attn_v in q6_K in half the layers).
-// kEpiA = Rope: a holds q and k, rotated as matvec_split_rope_kernel does (Norm-style models: Llama); Store: the
-// plain kernel's (a matmul_multi of Neox-style or biased models: Qwen). b's rows (v) are always stored plainly. A
+// kEpiA = Rope: a holds q and k, biased and rotated as matvec_split_rope_kernel does; b's rows (v) then get
+// rope.bias[2]. Store: the plain kernel's (a matmul_multi: models with q, k norms, Qwen 3). A
 // warp runs one type's path with the one-type kernels' operations for its rows, so the bits of separate launches.
 // Bounded as the one-type kernel (3 blocks an SM, 80 registers), where ptxas spills ~70 bytes a thread: measured
 // faster than 2 blocks an SM without spills (call H16, H100, synth llama-3.1-8b q4_K_M at depth 0: 1.054x against
@@ -264,7 +318,9 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) {
-    if (g - a.n_groups < b.n_groups) split_group<TB, 1, Epi::Store, kNarrowB>(b, g - a.n_groups, lane, SplitRope{});
+    SplitRope vb;  // b's one bias: v's
+    vb.bias[0] = rope.bias[2];
+    if (g - a.n_groups < b.n_groups) split_group<TB, 1, Epi::Store, kNarrowB>(b, g - a.n_groups, lane, vb);
     return;
   }
   split_group<TA, 1, kEpiA, kNarrowA>(a, g, lane, rope);
