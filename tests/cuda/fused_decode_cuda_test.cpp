@@ -23,6 +23,8 @@
 #include "engine/sequence_kv.h"
 #include "matmul_cuda_test_util.h"
 #include "model/model.h"
+#include "model/shapes.h"
+#include "model/synth.h"
 #include "gguf/gguf.h"
 #include "quant/quantize_model.h"
 #include "backend/cuda/matmul_cuda_internal.h"
@@ -231,6 +233,33 @@ TEST(FuseDecCuda, BiasedNeoxModelSameBitsWithFusedOps) {
       EXPECT_TRUE(bits(fused[s], plain[s], std::string("qwen2 q8_0, v ") + ctv + " FUSE_ROPE, step " +
                                                std::to_string(s)));
   }
+  std::filesystem::remove(path);
+}
+
+// Qwen 2.x as q4_K_M (synth tiny-qwen2: Neox style, q, k, v biases; attn_v in q6_K in layer 1, so that layer's
+// q, k, v take the two-type launch with the biases and Neox RoPE in its epilogue, layer 0 the one-type launch): the
+// plain ops' bits.
+TEST(FuseDecCuda, Q4KMixNeoxBiasedModelSameBitsWithFusedOps) {
+  POLYKV_REQUIRE_GPU();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("polykv_fusedec_tq2_" + std::to_string(getpid()) + ".gguf")).string();
+  SynthOptions o;
+  o.mix = WeightMix::Q4_K_M;
+  o.seed = 11;
+  o.n_threads = 2;
+  o.weight_std = 0.05f;
+  write_synth_model(path, find_model_shape("tiny-qwen2"), o);
+  {
+    const GgufFile f = GgufFile::open(path);
+    ASSERT_EQ(f.tensor("blk.1.attn_v.weight").type, DType::Q6_K);
+    ASSERT_EQ(f.tensor("blk.0.attn_v.weight").type, DType::Q4_K);
+    ASSERT_EQ(f.tensor("blk.1.attn_q.weight").type, DType::Q4_K);
+  }
+  const auto plain = model_steps(false, "turbo3t", path);
+  const auto fused = model_steps(true, "turbo3t", path);
+  ASSERT_EQ(plain.size(), fused.size());
+  for (size_t s = 0; s < plain.size(); ++s)
+    EXPECT_TRUE(bits(fused[s], plain[s], "tiny-qwen2 q4_K_M FUSE_ROPE, step " + std::to_string(s)));
   std::filesystem::remove(path);
 }
 

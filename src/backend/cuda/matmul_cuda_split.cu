@@ -99,11 +99,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 template <int NC>
 __host__ __device__ constexpr int split_min_blocks() { return NC == 1 ? 3 : 2; }
 
-// What split_group does with its dot products: store them to y (adding the part's bias, if any); or (one column,
+// What split_group does with its dot products: store them to y; store them plus the part's bias (StoreBias: v's
+// in the two-type q, k, v launch; a template value so that the plain kernels hold no bias code); or (one column,
 // R = 2) add the biases, rotate the pair of rows of parts 0 and 1 (q and k) that a RoPE pair rotates, (2i, 2i + 1)
 // in Norm style, (i, i + n_rot / 2) in Neox style, and store them (the bits of add_bias and rope_qk after the
 // mat-vec: add_rn, then rope_pair's operations on the same two floats).
-enum class Epi { Store, Rope };
+enum class Epi { Store, StoreBias, Rope };
 
 // The dot products of R rows (rows[r], r < nrows; the others are not loaded and stay 0) with the
 // activations of every column: lane `lane`'s partial sums in acc (warp_sum adds the lanes'). Waits
@@ -207,8 +208,7 @@ __device__ __forceinline__ RopeRows rope_rows(const SplitRope& rope, int part, i
   return RopeRows{a, a + 1, -1};
 }
 
-// rope: the Rope epilogue's biases and rotation (Epi::Rope), or the Store epilogue's biases (rope.bias[part]; null:
-// none).
+// rope: the Rope epilogue's biases and rotation (Epi::Rope), or StoreBias's biases (rope.bias[part]; null: none).
 template <class T, int NC, Epi kEpi, bool kNarrow>
 __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
   using Cfg = SplitCfg<T, NC, kNarrow>;
@@ -216,7 +216,7 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
   const GroupPart gp = group_part(a, g);
   const int64_t row0 = (g - gp.gbegin) * R;  // in the part
   const int nrows = int(gp.rows - row0 < R ? gp.rows - row0 : R);
-  const float* bias = part_bias(rope, gp.index);
+  const float* bias = kEpi == Epi::Store ? nullptr : part_bias(rope, gp.index);
   const uint8_t* rows[R];
   RopeRows rr{row0, row0 + 1, -1};
   float b0 = 0.0f, b1 = 0.0f;  // Rope: the two rows' biases, loaded before the dot products (weights: no PDL wait)
@@ -272,7 +272,9 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
         float v = warp_sum(acc[r][c]);
         if (scaled) v = math::mul_rn(v, inv[c]);
         if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) {
-          if (bias != nullptr) v = math::add_rn(v, bias[row0 + r]);
+          if constexpr (kEpi == Epi::StoreBias) {
+            if (bias != nullptr) v = math::add_rn(v, bias[row0 + r]);
+          }
           gp.y[int64_t(c) * gp.rows + row0 + r] = v;
         }
       }
@@ -318,9 +320,14 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) {
-    SplitRope vb;  // b's one bias: v's
-    vb.bias[0] = rope.bias[2];
-    if (g - a.n_groups < b.n_groups) split_group<TB, 1, Epi::Store, kNarrowB>(b, g - a.n_groups, lane, vb);
+    if (g - a.n_groups >= b.n_groups) return;
+    if constexpr (kEpiA == Epi::Rope) {
+      SplitRope vb;  // b's one bias: v's
+      vb.bias[0] = rope.bias[2];
+      split_group<TB, 1, Epi::StoreBias, kNarrowB>(b, g - a.n_groups, lane, vb);
+    } else {
+      split_group<TB, 1, Epi::Store, kNarrowB>(b, g - a.n_groups, lane, SplitRope{});
+    }
     return;
   }
   split_group<TA, 1, kEpiA, kNarrowA>(a, g, lane, rope);
