@@ -103,38 +103,6 @@ TEST(CudaSplitLayout, UnitsDecodeToTheSameBits) {
   }
 }
 
-// Narrow heads (hd::kNarrowHead): the word each lane loads (load_head_word), gathered as expand_head gathers them on
-// the GPU (lane l takes the words of lanes (l & ~7) | i, i = 0..3, i.e. of units (u & ~7) | i of the same warp step),
-// is the whole 16-byte head that Split::load gives, for every unit of rows whose unit count is not a multiple of 32.
-TEST(CudaSplitLayout, NarrowHeadWordsGatherToTheWholeHead) {
-  using T = cuda::hd::DecQ4_K;
-  using S = cuda::hd::Split<T>;
-  static_assert(cuda::hd::kNarrowHead<T> && S::kHeadWords == 4);
-  uint32_t seed = 250;
-  for (int64_t n_in : {int64_t(256), int64_t(768), int64_t(4096), int64_t(2816)}) {
-    const int64_t n_out = 3;
-    const auto w = make_weights(DType::Q4_K, n_in, n_out, ++seed, true);
-    size_t stride = 0;
-    const auto packed = pack(DType::Q4_K, w.m, &stride);
-    const auto g = cuda::hd::split_geom<T>(n_in);
-    for (int64_t o = 0; o < n_out; ++o) {
-      const uint8_t* row = packed.data() + size_t(o) * stride;
-      for (int64_t u = 0; u < g.n_units; ++u) {
-        uint32_t q[S::kUnitWords], want[S::kHeadWords];
-        cuda::hd::split_load_unit<T>(row, g, u, q, want);
-        const int64_t first = u & ~int64_t(7);  // lane l & ~7 of the same step: the block's first unit
-        for (int i = 0; i < 4; ++i) {
-          ASSERT_LT(first + i, g.n_units);
-          EXPECT_EQ(cuda::hd::load_head_word<T>(row, g, first + i), want[i])
-              << "n_in " << n_in << " row " << o << " unit " << u << " word " << i;
-          // Lanes 8 b + 4 + i load the same word as lanes 8 b + i.
-          EXPECT_EQ(cuda::hd::load_head_word<T>(row, g, first + 4 + i), want[i]);
-        }
-      }
-    }
-  }
-}
-
 // Host emulation of matvec_split_kernel (matmul_cuda_split.cu) with R rows per warp: y [n][n_out].
 template <class T, int NC, int R>
 std::vector<float> emulate_split(const WeightMatrix& w, const std::vector<uint8_t>& packed, size_t stride,

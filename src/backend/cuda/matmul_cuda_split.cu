@@ -47,11 +47,10 @@ constexpr int kSplitThreads = 32 * kSplitWarps;
 // a chunk for 1-2 columns, 4 for more (their accumulators and activations need the registers; more
 // spilled), a 16-byte head counting as one load.
 // (q4_K with 3 steps a chunk at 1-2 columns instead of 2 decoded 7-8% slower on an H100, 2026-12-05d H3.)
-// Narrow heads (hd::kNarrowHead: q4_K) count no load for the head: a lane loads one of its words.
-template <class T, int NC, bool kNarrow = false>
+template <class T, int NC>
 struct SplitCfg {
   static constexpr int kR = NC <= 2 ? 2 : 4;
-  static constexpr int kLoadsPerUnit = kNarrow ? 1 : hd::Split<T>::kLoadsPerUnit;
+  static constexpr int kLoadsPerUnit = hd::Split<T>::kLoadsPerUnit;
   static constexpr int kLoads = NC <= 2 ? 8 : 4;
   static constexpr int kU = kLoads / (kR * kLoadsPerUnit) > 0 ? kLoads / (kR * kLoadsPerUnit) : 1;
 };
@@ -111,12 +110,11 @@ enum class Epi { Store, StoreBias, Rope };
 // for the previous grid (PDL) after issuing the first chunk's weight loads.
 // inv: each column's deferred-norm scale (a.dn.ss; else 1), computed right after the PDL wait: its loads hit
 // L2 while the first chunk's weight loads are still in flight, so no warp waits for them at its end.
-template <class T, int NC, int R, int U, bool kNarrow>
+template <class T, int NC, int R, int U>
 __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* const (&rows)[R], int nrows, int lane,
                                            float (&acc)[R][NC], float (&inv)[NC]) {
   using S = hd::Split<T>;
-  static_assert(!kNarrow || hd::kNarrowHead<T>, "narrow heads: q4_K");
-  constexpr int QW = S::kUnitWords, HW = kNarrow ? 1 : S::kHeadWords;
+  constexpr int QW = S::kUnitWords, HW = S::kHeadWords;
   const int64_t n_units = a.geom.n_units, n_steps = (n_units + 31) / 32;
   bool waited = false;
   for (int64_t j0 = 0; j0 < n_steps; j0 += U) {
@@ -127,12 +125,7 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         if (u < n_units && r < nrows) {
-          if constexpr (kNarrow) {
-            S::load_quants(rows[r], a.geom, u, q[k][r]);
-            h[k][r][0] = hd::load_head_word<T>(rows[r], a.geom, u);
-          } else {
-            hd::split_load_unit<T>(rows[r], a.geom, u, q[k][r], h[k][r]);
-          }
+          hd::split_load_unit<T>(rows[r], a.geom, u, q[k][r], h[k][r]);
         } else {
 #pragma unroll
           for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
@@ -154,23 +147,13 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
 #pragma unroll
     for (int k = 0; k < U; ++k) {
       const int64_t u = 32 * (j0 + k) + lane;
-      uint32_t hx[R][S::kHeadWords];  // narrow heads: the whole head, gathered by the warp before the branch
-      if constexpr (kNarrow) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) hd::expand_head(h[k][r][0], lane, hx[r]);
-      }
       if (u < n_units) {
         const int64_t blk = u / T::kParts;
         static_assert(32 % T::kParts == 0, "a lane's units are all of one part");
         const int part = lane % T::kParts;  // = u % kParts: the same for every step (per-part work hoists)
         typename T::Unit wu[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if constexpr (kNarrow)
-            S::decode(q[k][r], hx[r], part, wu[r]);
-          else
-            S::decode(q[k][r], h[k][r], part, wu[r]);
-        }
+        for (int r = 0; r < R; ++r) S::decode(q[k][r], h[k][r], part, wu[r]);
         hd::unit_step<T, NC, R>(wu, a.xq, a.xs, a.n_in, a.ncols, blk, part, acc);
       }
     }
@@ -209,9 +192,9 @@ __device__ __forceinline__ RopeRows rope_rows(const SplitRope& rope, int part, i
 }
 
 // rope: the Rope epilogue's biases and rotation (Epi::Rope), or StoreBias's biases (rope.bias[part]; null: none).
-template <class T, int NC, Epi kEpi, bool kNarrow>
+template <class T, int NC, Epi kEpi>
 __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
-  using Cfg = SplitCfg<T, NC, kNarrow>;
+  using Cfg = SplitCfg<T, NC>;
   constexpr int R = Cfg::kR, U = Cfg::kU;
   const GroupPart gp = group_part(a, g);
   const int64_t row0 = (g - gp.gbegin) * R;  // in the part
@@ -239,7 +222,7 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
   float inv[NC];
 #pragma unroll
   for (int c = 0; c < NC; ++c) inv[c] = 1.0f;
-  split_dots<T, NC, R, U, kNarrow>(a, rows, nrows, lane, acc, inv);
+  split_dots<T, NC, R, U>(a, rows, nrows, lane, acc, inv);
   const bool scaled = a.dn.ss != nullptr;
   // Every lane holds every (r, c) sum after warp_sum (the same bits in every lane: the butterfly's
   // adds are commutative); lane (r * NC + c) % 32 stores it. The order of the plain ops: the mat-vec's output
@@ -282,7 +265,7 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
   }
 }
 
-template <class T, int NC, bool kNarrow>
+template <class T, int NC>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_split_kernel(const SplitArgs a) {
   // The next kernel, if launched with PDL, may start now; it waits for this grid before it touches
   // anything this grid reads or writes.
@@ -290,19 +273,19 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<NC>()) matvec_
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;  // the whole warp
-  split_group<T, NC, Epi::Store, kNarrow>(a, g, lane, SplitRope{});
+  split_group<T, NC, Epi::Store>(a, g, lane, SplitRope{});
 }
 
 // One column of q, k, v (parts 0, 1, 2) with their biases added and q and k rotated by RoPE in the epilogue
 // (matvec_split_rope): the bits of the plain kernel, then add_bias, then rope_qk.
-template <class T, bool kNarrow>
+template <class T>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     matvec_split_rope_kernel(const SplitArgs a, const SplitRope rope) {
   allow_next_grid();
   const int lane = int(threadIdx.x % 32);
   const int64_t g = int64_t(blockIdx.x) * kSplitWarps + threadIdx.x / 32;
   if (g >= a.n_groups) return;
-  split_group<T, 1, Epi::Rope, kNarrow>(a, g, lane, rope);
+  split_group<T, 1, Epi::Rope>(a, g, lane, rope);
 }
 
 // One column of parts of two types: a's parts of TA, then b's of TB (b's groups after a's), for the layers of a
@@ -313,7 +296,7 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
 // Bounded as the one-type kernel (3 blocks an SM, 80 registers), where ptxas spills ~70 bytes a thread: measured
 // faster than 2 blocks an SM without spills (call H16, H100, synth llama-3.1-8b q4_K_M at depth 0: 1.054x against
 // 1.039x over three launches, f16/f16).
-template <class TA, class TB, Epi kEpiA, bool kNarrowA, bool kNarrowB>
+template <class TA, class TB, Epi kEpiA>
 __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     matvec_split_two_kernel(const SplitArgs a, const SplitArgs b, const SplitRope rope) {
   allow_next_grid();
@@ -324,13 +307,13 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
     if constexpr (kEpiA == Epi::Rope) {
       SplitRope vb;  // b's one bias: v's
       vb.bias[0] = rope.bias[2];
-      split_group<TB, 1, Epi::StoreBias, kNarrowB>(b, g - a.n_groups, lane, vb);
+      split_group<TB, 1, Epi::StoreBias>(b, g - a.n_groups, lane, vb);
     } else {
-      split_group<TB, 1, Epi::Store, kNarrowB>(b, g - a.n_groups, lane, SplitRope{});
+      split_group<TB, 1, Epi::Store>(b, g - a.n_groups, lane, SplitRope{});
     }
     return;
   }
-  split_group<TA, 1, kEpiA, kNarrowA>(a, g, lane, rope);
+  split_group<TA, 1, kEpiA>(a, g, lane, rope);
 }
 
 // The (q and k type, v type) pairs that matvec_split_two_kernel is built for: q4_K_M's and q5_K_M's (v in q6_K),
@@ -351,25 +334,6 @@ bool two_type_enabled() {
     return e == nullptr || std::atoi(e) != 0;
   }();
   return on;
-}
-
-// POLYKV_CUDA_KHEAD=wide: q4_K lanes load their block's whole head (the path before 2026-12-06d, for A/B
-// runs); else narrow heads (hd::kNarrowHead).
-bool narrow_heads_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("POLYKV_CUDA_KHEAD");
-    return !(e && std::strcmp(e, "wide") == 0);
-  }();
-  return on;
-}
-
-// fn(std::bool_constant<narrow>) with narrow = whether decoder T's launch takes narrow heads.
-template <class T, class Fn>
-void with_heads(Fn&& fn) {
-  if constexpr (hd::kNarrowHead<T>) {
-    if (narrow_heads_enabled()) return fn(std::true_type{});
-  }
-  fn(std::false_type{});
 }
 
 // Fills a's parts (at most kMaxMatvecParts; unused slots repeat the last part) for decoder T and columns
@@ -622,10 +586,7 @@ bool launch_matvec_split_parts(std::span<const MatvecPart> parts, const ActView&
       SplitArgs a{};
       fill_split_args<T, NC>(a, parts, av, col0, ncols);
       const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
-      with_heads<T>([&](auto narrow) {
-        launch_kernel(matvec_split_kernel<T, NC, decltype(narrow)::value>, dim3(grid), dim3(kSplitThreads), 0,
-                      ctx.stream(), matvec_pdl(ctx), a);
-      });
+      launch_kernel(matvec_split_kernel<T, NC>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a);
     });
   });
   check(done, "CUDA matmul: no split kernel for ", dtype_name(w0.type));
@@ -659,12 +620,8 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
       fill_split_args<TQK>(a, qkv.subspan(0, 2), av);
       fill_split_args<TV>(b, qkv.subspan(2, 1), av);
       const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
-      with_heads<TQK>([&](auto na) {
-        with_heads<TV>([&](auto nb) {
-          launch_kernel(matvec_split_two_kernel<TQK, TV, Epi::Rope, decltype(na)::value, decltype(nb)::value>,
-                        dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a, b, rope);
-        });
-      });
+      launch_kernel(matvec_split_two_kernel<TQK, TV, Epi::Rope>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
+                    matvec_pdl(ctx), a, b, rope);
     });
   }
   return hd::visit_split_decoder(w0.type, [&](auto dec) {
@@ -672,10 +629,8 @@ bool launch_matvec_split_rope(std::span<const MatvecPart> qkv, const ActView& av
     SplitArgs a{};
     fill_split_args<T>(a, qkv, av);
     const unsigned grid = unsigned((a.n_groups + kSplitWarps - 1) / kSplitWarps);
-    with_heads<T>([&](auto narrow) {
-      launch_kernel(matvec_split_rope_kernel<T, decltype(narrow)::value>, dim3(grid), dim3(kSplitThreads), 0,
-                    ctx.stream(), matvec_pdl(ctx), a, rope);
-    });
+    launch_kernel(matvec_split_rope_kernel<T>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a,
+                  rope);
   });
 }
 
@@ -690,12 +645,8 @@ bool launch_matvec_split_parts2(std::span<const MatvecPart> parts, const ActView
     fill_split_args<TA>(a, parts.subspan(0, m), av);
     fill_split_args<TB>(b, parts.subspan(m), av);
     const unsigned grid = unsigned((a.n_groups + b.n_groups + kSplitWarps - 1) / kSplitWarps);
-    with_heads<TA>([&](auto na) {
-      with_heads<TB>([&](auto nb) {
-        launch_kernel(matvec_split_two_kernel<TA, TB, Epi::Store, decltype(na)::value, decltype(nb)::value>,
-                      dim3(grid), dim3(kSplitThreads), 0, ctx.stream(), matvec_pdl(ctx), a, b, SplitRope{});
-      });
-    });
+    launch_kernel(matvec_split_two_kernel<TA, TB, Epi::Store>, dim3(grid), dim3(kSplitThreads), 0, ctx.stream(),
+                  matvec_pdl(ctx), a, b, SplitRope{});
   });
 }
 

@@ -99,11 +99,6 @@ struct PlainSplit {
   // 16-byte loads per unit (a 16-byte head counts as one; the 8 lanes of a q4_K block share it).
   static constexpr int kLoadsPerUnit = UnitBytes / 16 + (HeadBytes >= 16 ? 1 : 0);
   static_assert(HeadBytes + T::kParts * UnitBytes == T::kBlockBytes, "a block keeps its bytes");
-  // Unit u's quant words only.
-  POLYKV_HD static void load_quants(const uint8_t* row, const SplitGeom& /*g*/, int64_t u, uint32_t (&q)[kUnitWords]) {
-#pragma unroll
-    for (int k = 0; k < UnitBytes / 16; ++k) ld_stream_16B(row + u * UnitBytes + 16 * k, q + 4 * k);
-  }
   // Block blk (ggml bytes at b) into the split row `row`, and back.
   static void pack(const uint8_t* b, uint8_t* row, const SplitGeom& g, int64_t blk) {
     std::memcpy(row + g.head_offset + blk * HeadBytes, b, HeadBytes);
@@ -116,7 +111,8 @@ struct PlainSplit {
   // Unit u's quant words and its block's head words (row 16-byte aligned).
   POLYKV_HD static void load(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[kUnitWords],
                              uint32_t (&h)[kHeadWords]) {
-    load_quants(row, g, u, q);
+#pragma unroll
+    for (int k = 0; k < UnitBytes / 16; ++k) ld_stream_16B(row + u * UnitBytes + 16 * k, q + 4 * k);
     const uint8_t* head = row + g.head_offset + (u / T::kParts) * HeadBytes;
     if constexpr (HeadBytes == 2) {
       h[0] = ld_stream_u16(head);
@@ -292,13 +288,10 @@ struct Split<DecQ5_K> {
     }
     KQuantHead::unpack(row + g.head_offset + blk * kHeadBytes, b);
   }
-  POLYKV_HD static void load_quants(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[kUnitWords]) {
-    ld_stream_16B(row + 16 * u, q);
-    q[4] = ld_stream_u32(row + qh_offset(g) + 4 * u);
-  }
   POLYKV_HD static void load(const uint8_t* row, const SplitGeom& g, int64_t u, uint32_t (&q)[kUnitWords],
                              uint32_t (&h)[kHeadWords]) {
-    load_quants(row, g, u, q);
+    ld_stream_16B(row + 16 * u, q);
+    q[4] = ld_stream_u32(row + qh_offset(g) + 4 * u);
     ld_stream_16B(row + g.head_offset + (u / 8) * kHeadBytes, h);
   }
   // The same words and fields as DecQ5_K::load.
@@ -392,36 +385,6 @@ struct Split<DecQ6_K> {
     u.min[1] = fmul(-32.0f, u.scale[1]);
   }
 };
-
-// Narrow heads (the mat-vec's loads, 2026-12-06d). A q4_K block's 16-byte KQuantHead serves the 8 lanes that
-// read its 8 units (lane l of a warp step reads unit 32 j + l, so lanes 8 b .. 8 b + 7 read block 4 j + b), and
-// Split::load gives each lane all 16 bytes: 4 registers a unit, as many as its quants, which halved the steps a
-// q4_K chunk could keep in flight (SplitCfg). Here lane l loads only word l % 4 of its block's head
-// (load_head_word: lanes 8 b + i and 8 b + 4 + i the same word), and before decoding, while every lane of the warp
-// runs the same code, expand_head gathers the four words from lanes 8 b .. 8 b + 3 with shuffles: the words
-// Split::load reads, so the same decode and the same bits. A block's 8 lanes are all in a row or all past its end
-// (rows hold whole blocks), so a lane never takes another block's words.
-template <class T>
-inline constexpr bool kNarrowHead = false;
-template <>
-inline constexpr bool kNarrowHead<DecQ4_K> = true;
-
-// The word of unit u's block head that u's lane loads: word u % 4 (u % 8 is the lane's index in its block's 8).
-template <class T>
-POLYKV_HD uint32_t load_head_word(const uint8_t* row, const SplitGeom& g, int64_t u) {
-  static_assert(kNarrowHead<T> && Split<T>::kHeadBytes == 16 && T::kParts == 8, "16-byte heads of 8 units");
-  return ld_stream_u32(row + g.head_offset + (u / 8) * 16 + 4 * (u % 4));
-}
-
-#ifdef __CUDACC__
-// The four words of this lane's block head from the words its block's lanes loaded (load_head_word). Every lane of
-// the warp must call it (full-warp shuffles).
-__device__ __forceinline__ void expand_head(uint32_t w, int lane, uint32_t (&h)[4]) {
-  const int base = lane & ~7;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __shfl_sync(0xffffffffu, w, base | i);
-}
-#endif
 
 // Whether type t has a split layout.
 inline bool has_split(DType t) {
