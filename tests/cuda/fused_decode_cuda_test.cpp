@@ -179,37 +179,43 @@ std::vector<std::vector<float>> model_steps(bool fuse_rope, const char* ctv,
   return out;
 }
 
+// model_steps with the fused launches and without: the same bits at every step.
+void expect_fused_same_bits(const char* ctv, const std::string& path, const std::string& what) {
+  const auto plain = model_steps(false, ctv, path);
+  const auto fused = model_steps(true, ctv, path);
+  ASSERT_EQ(plain.size(), fused.size());
+  for (size_t s = 0; s < plain.size(); ++s)
+    EXPECT_TRUE(bits(fused[s], plain[s], what + ", v " + ctv + " FUSE_ROPE, step " + std::to_string(s) +
+                                             " (0: prefill, 1-8: decode, last: 3 rows)"));
+}
+
+// A model file written by a test: a name of its own in the temporary folder, removed with it.
+struct TempModel {
+  std::string path;
+  explicit TempModel(const std::string& tag)
+      : path((std::filesystem::temp_directory_path() / ("polykv_fusedec_" + tag + "_" + std::to_string(getpid()) +
+                                                          ".gguf")).string()) {}
+  ~TempModel() { std::filesystem::remove(path); }
+};
+
 TEST(FuseDecCuda, ModelLogitsSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
-  for (const char* ctv : {"f16", "turbo3t"}) {
-    const auto plain = model_steps(false, ctv);
-    const auto fused = model_steps(true, ctv);
-    ASSERT_EQ(plain.size(), fused.size());
-    for (size_t s = 0; s < plain.size(); ++s)
-      EXPECT_TRUE(bits(fused[s], plain[s], std::string("v ") + ctv + " FUSE_ROPE, step " + std::to_string(s) +
-                                               " (0: prefill, 1-8: decode, last: 3 rows)"));
-  }
+  for (const char* ctv : {"f16", "turbo3t"}) expect_fused_same_bits(ctv, test::embedded_model(), "embedded model");
 }
 
 // The embedded model as q4_K_M (quant/weight_mix.h; 6 layers: attn_v in q6_K in layers 2 and 5, so those layers'
 // q, k, v take the two-type launch): the fused ops give the plain ops' bits, and the two-type launch is taken.
 TEST(FuseDecCuda, Q4KMixModelSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("polykv_fusedec_q4km_" + std::to_string(getpid()) + ".gguf")).string();
-  quantize_model(test::embedded_model(), path, WeightMix::Q4_K_M, 2);
+  const TempModel m("q4km");
+  quantize_model(test::embedded_model(), m.path, WeightMix::Q4_K_M, 2);
   {
-    const GgufFile f = GgufFile::open(path);
+    const GgufFile f = GgufFile::open(m.path);
     ASSERT_EQ(f.tensor("blk.2.attn_v.weight").type, DType::Q6_K);
     ASSERT_EQ(f.tensor("blk.2.attn_q.weight").type, DType::Q4_K);
     ASSERT_EQ(f.tensor("blk.1.attn_v.weight").type, DType::Q4_K);
   }
-  const auto plain = model_steps(false, "turbo3t", path);
-  const auto fused = model_steps(true, "turbo3t", path);
-  ASSERT_EQ(plain.size(), fused.size());
-  for (size_t s = 0; s < plain.size(); ++s)
-    EXPECT_TRUE(bits(fused[s], plain[s], "q4_K_M FUSE_ROPE, step " + std::to_string(s)));
-  std::filesystem::remove(path);
+  expect_fused_same_bits("turbo3t", m.path, "q4_K_M");
 }
 
 // A Neox-style model with q, k, v biases (the qwen2 fixture, quantized to q8_0 so that its matrices take the split
@@ -217,23 +223,14 @@ TEST(FuseDecCuda, Q4KMixModelSameBitsWithFusedOps) {
 TEST(FuseDecCuda, BiasedNeoxModelSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
   POLYKV_REQUIRE_FIXTURES_OR_SKIP();
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("polykv_fusedec_qwen2_" + std::to_string(getpid()) + ".gguf")).string();
-  quantize_model(test::fixtures_dir() + "/models/random/qwen2.gguf", path, DType::Q8_0, DType::Q8_0, 2);
+  const TempModel m("qwen2");
+  quantize_model(test::fixtures_dir() + "/models/random/qwen2.gguf", m.path, DType::Q8_0, DType::Q8_0, 2);
   {
-    const GgufFile f = GgufFile::open(path);
+    const GgufFile f = GgufFile::open(m.path);
     ASSERT_EQ(f.tensor("blk.0.attn_q.weight").type, DType::Q8_0);
     ASSERT_EQ(f.tensor("blk.0.attn_q.bias").type, DType::F32);
   }
-  for (const char* ctv : {"f16", "turbo3t"}) {
-    const auto plain = model_steps(false, ctv, path);
-    const auto fused = model_steps(true, ctv, path);
-    ASSERT_EQ(plain.size(), fused.size());
-    for (size_t s = 0; s < plain.size(); ++s)
-      EXPECT_TRUE(bits(fused[s], plain[s], std::string("qwen2 q8_0, v ") + ctv + " FUSE_ROPE, step " +
-                                               std::to_string(s)));
-  }
-  std::filesystem::remove(path);
+  for (const char* ctv : {"f16", "turbo3t"}) expect_fused_same_bits(ctv, m.path, "qwen2 q8_0");
 }
 
 // Qwen 2.x as q4_K_M (synth tiny-qwen2: Neox style, q, k, v biases; attn_v in q6_K in layer 1, so that layer's
@@ -241,26 +238,20 @@ TEST(FuseDecCuda, BiasedNeoxModelSameBitsWithFusedOps) {
 // plain ops' bits.
 TEST(FuseDecCuda, Q4KMixNeoxBiasedModelSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("polykv_fusedec_tq2_" + std::to_string(getpid()) + ".gguf")).string();
+  const TempModel m("tq2");
   SynthOptions o;
   o.mix = WeightMix::Q4_K_M;
   o.seed = 11;
   o.n_threads = 2;
   o.weight_std = 0.05f;
-  write_synth_model(path, find_model_shape("tiny-qwen2"), o);
+  write_synth_model(m.path, find_model_shape("tiny-qwen2"), o);
   {
-    const GgufFile f = GgufFile::open(path);
+    const GgufFile f = GgufFile::open(m.path);
     ASSERT_EQ(f.tensor("blk.1.attn_v.weight").type, DType::Q6_K);
     ASSERT_EQ(f.tensor("blk.0.attn_v.weight").type, DType::Q4_K);
     ASSERT_EQ(f.tensor("blk.1.attn_q.weight").type, DType::Q4_K);
   }
-  const auto plain = model_steps(false, "turbo3t", path);
-  const auto fused = model_steps(true, "turbo3t", path);
-  ASSERT_EQ(plain.size(), fused.size());
-  for (size_t s = 0; s < plain.size(); ++s)
-    EXPECT_TRUE(bits(fused[s], plain[s], "tiny-qwen2 q4_K_M FUSE_ROPE, step " + std::to_string(s)));
-  std::filesystem::remove(path);
+  expect_fused_same_bits("turbo3t", m.path, "tiny-qwen2 q4_K_M");
 }
 
 // matmul_multi of one column whose last parts have another type (Neox / biased models' q, k, v in a K-quant mix):
