@@ -44,8 +44,8 @@ struct StepSeq {
   int row0 = 0;  // first row in the step's activation buffers; sequences are contiguous, in order
 };
 
-// The biases of q, k and v (Qwen 2.x's attention) for Backend::matmul_qkv_rope: all three, or none (q == nullptr).
-// Device memory.
+// The biases of q, k and v (Qwen 2.x's and gpt-oss's attention) for Backend::matmul_qkv_rope: all three, or none
+// (q == nullptr). The backend's memory (its uploads).
 struct QkvBias {
   const float* q = nullptr;  // [n_head * head_dim]
   const float* k = nullptr;  // [n_head_kv * head_dim]
@@ -188,7 +188,6 @@ class Backend {
     rope(k, rows, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style);
   }
 
-  using QkvBias = polykv::QkvBias;
   // matmul_multi over qkv = {q, k, v} (qkv[0].y = q: [n][n_head][head_dim], qkv[1].y = k:
   // [n][n_head_kv][head_dim]), then add_bias of q, k and v (bias.q != nullptr), then rope_qk of q and k at
   // positions pos.

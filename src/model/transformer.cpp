@@ -344,7 +344,7 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
       // q, k, v, their biases and the rope of q and k in one op (a backend may add and rotate in the mat-vec's
       // epilogue).
       const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
-      Backend::QkvBias bias;
+      QkvBias bias;
       if (c.qkv_bias) bias = {l.bq, l.bk, l.bv};
       be.matmul_qkv_rope(qkv, h, n, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
                          c.rope_style, bias);

@@ -134,8 +134,8 @@ struct SplitRope {
   RopeStyle style = RopeStyle::Norm;
   const float* bias[3] = {nullptr, nullptr, nullptr};  // device [rows of q], [of k], [of v], or all null
 };
-// One launch of q = parts[0], k = parts[1], v = parts[2] for one column with q and k rotated:
-// the bits of launch_matvec_split_parts, then rope_qk. Returns false (nothing launched) unless the
+// One launch of q = parts[0], k = parts[1], v = parts[2] for one column with the epilogue of `rope` (biases, then q
+// and k rotated): the bits of launch_matvec_split_parts, then add_bias, then rope_qk. Returns false (nothing launched) unless the
 // three parts are split with one n_in, q and k with one type and stride, v with theirs or in a pair that has a
 // two-type kernel (q4_K or q5_K q and k with q6_K v, q4_K with q5_K v: K-quant mixes, quant/weight_mix.h),
 // head_dim and n_rot even, n_rot <= head_dim, and q's and k's rows whole heads.
