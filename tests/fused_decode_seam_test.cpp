@@ -1,6 +1,7 @@
 // The seam op behind the CUDA backend's fused q, k, v mat-vec with RoPE (docs/CUDA_DECODE.md "Fused
 // output projections and RoPE") on the CPU backend, which keeps the default: matmul_qkv_rope = the three
-// matmuls, the biases of q, k and v when given, then rope of q and of k; for 1 and several rows.
+// matmuls, the biases of q, k and v when given, then rope of q and of k; for 1 and several rows. And
+// qk_norm_rope (CpuBackend's one per-row pass) = the head norms, then the rope.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,6 +78,35 @@ TEST(FusedDecodeSeam, CpuMatmulQkvRopeEqualsMatmulMultiThenRopeQk) {
     be->rope(kp.data(), n, n_head_kv, head_dim, n_rot, pos.data(), inv_freq.data(), 1.0f, style);
     be->synchronize();
     EXPECT_TRUE(same_bits(qf, qp) && same_bits(kf, kp) && same_bits(vf, vp));
+    EXPECT_FALSE(same_bits(kf, k_unroped)) << "k was rotated";
+  }
+}
+
+// Qwen 3's and Gemma 3's head norms and rope in one op (CpuBackend's per-row pass) = rmsnorm of q's heads, of k's,
+// then rope of q and of k; 1 and several rows, Norm and Neox, whole and partial rotation.
+TEST(FusedDecodeSeam, CpuQkNormRopeEqualsHeadNormsThenRope) {
+  auto be = make_backend({"cpu", 2});
+  const int n_head = 6, n_head_kv = 2;
+  for (int head_dim : {64, 128})
+  for (int n_rot : {head_dim, head_dim / 2})
+  for (RopeStyle style : {RopeStyle::Norm, RopeStyle::Neox})
+  for (int n : {1, 5}) {
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) pos[size_t(r)] = 7 + 300 * r;
+    std::vector<float> inv_freq(size_t(n_rot / 2));
+    for (int i = 0; i < n_rot / 2; ++i) inv_freq[size_t(i)] = std::pow(1e6f, -float(2 * i) / float(n_rot));
+    const auto qn = randn(size_t(head_dim), 5), kn = randn(size_t(head_dim), 6);
+    auto qf = randn(size_t(n * n_head * head_dim), 7, 3.0f), kf = randn(size_t(n * n_head_kv * head_dim), 8, 3.0f);
+    auto qp = qf, kp = kf;
+    be->qk_norm_rope(qf.data(), qn.data(), n_head, kf.data(), kn.data(), n_head_kv, n, head_dim, 1e-6f, n_rot,
+                     pos.data(), inv_freq.data(), 1.0f, style);
+    be->rmsnorm(qp.data(), qn.data(), qp.data(), n * n_head, head_dim, 1e-6f);
+    be->rmsnorm(kp.data(), kn.data(), kp.data(), n * n_head_kv, head_dim, 1e-6f);
+    const std::vector<float> k_unroped = kp;
+    be->rope(qp.data(), n, n_head, head_dim, n_rot, pos.data(), inv_freq.data(), 1.0f, style);
+    be->rope(kp.data(), n, n_head_kv, head_dim, n_rot, pos.data(), inv_freq.data(), 1.0f, style);
+    be->synchronize();
+    EXPECT_TRUE(same_bits(qf, qp) && same_bits(kf, kp)) << head_dim << " " << n_rot << " " << n;
     EXPECT_FALSE(same_bits(kf, k_unroped)) << "k was rotated";
   }
 }

@@ -173,7 +173,7 @@ TEST(Synth, RealShapesHaveThePublishedParameterCounts) {
   // Hugging Face parameter counts (tied embeddings counted once; rope_freqs is not a parameter there).
   const std::pair<const char*, int64_t> expected[] = {
       {"llama-3.2-1b", 1235814400}, {"llama-3.1-8b", 8030261248},
-      {"qwen2.5-0.5b", 494032768},  {"qwen2.5-7b", 7615616512},
+      {"qwen2.5-0.5b", 494032768},  {"qwen2.5-7b", 7615616512},  {"qwen3-8b", 8190735360},
   };
   for (const auto& [name, count] : expected) {
     int64_t n = 0;
@@ -187,7 +187,7 @@ TEST(Synth, RealShapesHaveThePublishedParameterCounts) {
   }
 }
 
-TEST(Synth, Gemma3AndQwen2SpecificTensorsAndKeys) {
+TEST(Synth, Gemma3AndQwenSpecificTensorsAndKeys) {
   SynthOptions o;
   o.type = DType::F16;
   const auto g = synth_bytes("tiny-gemma3", o);
@@ -205,6 +205,13 @@ TEST(Synth, Gemma3AndQwen2SpecificTensorsAndKeys) {
   EXPECT_EQ(fq.tensor("blk.1.attn_k.bias").ne, (std::vector<int64_t>{128}));
   EXPECT_EQ(fq.tensor("blk.1.attn_k.bias").type, DType::F32);
   EXPECT_EQ(fq.tensor("blk.0.attn_q.bias").ne, (std::vector<int64_t>{256}));
+
+  const auto q3 = synth_bytes("tiny-qwen3", o);  // Qwen 3: head norms, no biases
+  const GgufFile f3 = GgufFile::parse(q3.data(), q3.size());
+  EXPECT_EQ(f3.get_str("general.architecture"), "qwen3");
+  EXPECT_EQ(f3.tensor("blk.1.attn_q_norm.weight").ne, (std::vector<int64_t>{64}));
+  EXPECT_EQ(f3.tensor("blk.1.attn_k_norm.weight").ne, (std::vector<int64_t>{64}));
+  EXPECT_EQ(f3.find_tensor("blk.0.attn_q.bias"), nullptr);
 
   const auto& g4 = find_model_shape("gemma-3-4b");
   EXPECT_EQ(g4.n_layer, 34);

@@ -156,7 +156,7 @@ class Backend {
   virtual void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols);
 
   // ---- fused ops (optional): each default issues the plain ops above, and a backend that fuses
-  // them must give the same bits (CpuBackend: add_rmsnorm and rope_qk, the same per-row code) ---------
+  // them must give the same bits (CpuBackend: add_rmsnorm, rope_qk and qk_norm_rope, the same per-row code) ---------
   // parts[i].y = parts[i].w · x for every i (matrices of the same n_in reading the same x: q, k, v;
   // gate, up); y: [n][w.n_out]. A backend may compute them in one pass over x.
   struct MatmulOut {
@@ -186,6 +186,15 @@ class Backend {
                        const int32_t* pos, const float* inv_freq, float scale, RopeStyle style) {
     rope(q, rows, n_head, head_dim, n_rot, pos, inv_freq, scale, style);
     rope(k, rows, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style);
+  }
+  // The per-head norms of q and k (Qwen 3, Gemma 3), then their rope: rmsnorm of every head of q by q_norm
+  // ([head_dim]) and of k by k_norm, in place, then rope_qk. A backend may do it in one pass over q and k.
+  virtual void qk_norm_rope(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv,
+                            int rows, int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq,
+                            float scale, RopeStyle style) {
+    rmsnorm(q, q_norm, q, rows * n_head, head_dim, eps);
+    rmsnorm(k, k_norm, k, rows * n_head_kv, head_dim, eps);
+    rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style);
   }
 
   // matmul_multi over qkv = {q, k, v} (qkv[0].y = q: [n][n_head][head_dim], qkv[1].y = k:

@@ -33,6 +33,15 @@ ModelShape qwen2(std::string name, int n_layer, int n_embd, int n_ff, int n_head
   return s;
 }
 
+// Qwen 3 (dense): Qwen 2's shape without biases, with per-head q and k norms (arch_llama.cpp).
+ModelShape qwen3(std::string name, int n_layer, int n_embd, int n_ff, int n_head, int n_head_kv, int head_dim,
+                 int n_vocab, int n_ctx, bool tied) {
+  ModelShape s = qwen2(std::move(name), n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx, tied);
+  s.arch = "qwen3";
+  s.qkv_bias = false;
+  return s;
+}
+
 ModelShape gemma3(std::string name, int n_layer, int n_embd, int n_ff, int n_head, int n_head_kv, int head_dim,
                   int n_vocab, int n_ctx, int sliding_window, float linear_factor) {
   ModelShape s;
@@ -107,6 +116,7 @@ std::vector<ModelShape> make_shapes() {
       llama("llama-3.1-8b",   32, 4096, 14336, 32, 8, 128, 128256, 131072, /*tied=*/false, l31),
       qwen2("qwen2.5-0.5b",   24,  896,  4864, 14, 2, 64,  151936, 32768, /*tied=*/true),
       qwen2("qwen2.5-7b",     28, 3584, 18944, 28, 4, 128, 152064, 32768, /*tied=*/false),
+      qwen3("qwen3-8b",       36, 4096, 12288, 32, 8, 128, 151936, 40960, /*tied=*/false),
       gemma3("gemma-3-4b",    34, 2560, 10240,  8, 4, 256, 262144, 131072, /*window=*/1024, /*linear=*/8.0f),
       //        name              layers embd  ff   head kv hdim vocab   ctx    experts used ff_exp
       qwen3moe("qwen3-30b-a3b",   48, 2048, 6144, 32, 4, 128, 151936, 40960, 128, 8, 768),
@@ -120,6 +130,7 @@ std::vector<ModelShape> make_shapes() {
       llama("tiny",            2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/false,
             Llama3RopeScaling{8.0, 1.0, 4.0, 64.0}),
       qwen2("tiny-qwen2",      2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/true),
+      qwen3("tiny-qwen3",      2,  256,   512,  4, 2, 64,     320,    512, /*tied=*/true),
       gemma3("tiny-gemma3",    6,  256,   512,  2, 1, 256,    320,    512, /*window=*/16, /*linear=*/0.0f),
       qwen3moe("tiny-qwen3moe", 2,  256,   512,  4, 2, 64,     320,    512, 8, 2, 256),
       gptoss("tiny-gptoss",     4,  256,  4, 2, 64,  320, 8, 2, 256, 16),

@@ -13,7 +13,9 @@ std::vector<SynthTensor> synth_tensor_layout(const ModelShape& s, int n_layer) {
   const int64_t embd = s.n_embd, ff = s.n_ff, vocab = s.n_vocab;
   const int64_t q_dim = int64_t(s.n_head) * s.head_dim, kv_dim = int64_t(s.n_head_kv) * s.head_dim;
   const bool gemma3 = s.arch == "gemma3";
-  check(s.arch == "llama" || s.arch == "qwen2" || gemma3, "synth: unsupported architecture '", s.arch, "'");
+  const bool head_norms = gemma3 || s.arch == "qwen3";  // attn_q_norm, attn_k_norm: [head_dim]
+  check(s.arch == "llama" || s.arch == "qwen2" || s.arch == "qwen3" || gemma3, "synth: unsupported architecture '",
+        s.arch, "'");
 
   std::vector<SynthTensor> t;
   auto add = [&](std::string name, std::vector<int64_t> ne, SynthInit init) {
@@ -34,11 +36,11 @@ std::vector<SynthTensor> synth_tensor_layout(const ModelShape& s, int n_layer) {
     }
     add(b + "ffn_norm.weight", {embd}, SynthInit::Norm);
     if (s.qkv_bias) add(b + "attn_k.bias", {kv_dim}, SynthInit::Bias);
-    if (gemma3) add(b + "attn_k_norm.weight", {s.head_dim}, SynthInit::Norm);
+    if (head_norms) add(b + "attn_k_norm.weight", {s.head_dim}, SynthInit::Norm);
     add(b + "attn_k.weight", {embd, kv_dim}, SynthInit::Weight);
     add(b + "attn_output.weight", {q_dim, embd}, SynthInit::Weight);
     if (s.qkv_bias) add(b + "attn_q.bias", {q_dim}, SynthInit::Bias);
-    if (gemma3) add(b + "attn_q_norm.weight", {s.head_dim}, SynthInit::Norm);
+    if (head_norms) add(b + "attn_q_norm.weight", {s.head_dim}, SynthInit::Norm);
     add(b + "attn_q.weight", {embd, q_dim}, SynthInit::Weight);
     if (s.qkv_bias) add(b + "attn_v.bias", {kv_dim}, SynthInit::Bias);
     add(b + "attn_v.weight", {embd, kv_dim}, SynthInit::Weight);

@@ -358,11 +358,10 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
       be.add_bias(k, l.bk, n, K);
       be.add_bias(v, l.bv, n, V);
     }
-    if (c.qk_norm) {  // per head: rows of head_dim
-      be.rmsnorm(q, l.q_norm, q, n * c.n_head, c.head_dim, c.rms_eps);
-      be.rmsnorm(k, l.k_norm, k, n * c.n_head_kv, c.head_dim, c.rms_eps);
-    }
-    if (!roped)
+    if (c.qk_norm)  // per head: rows of head_dim, then the rope (qk_norm models take matmul_multi above: not roped)
+      be.qk_norm_rope(q, l.q_norm, c.n_head, k, l.k_norm, c.n_head_kv, n, c.head_dim, c.rms_eps, c.n_rot, pos,
+                      l.rope_inv_freq, lc.rope_scale, c.rope_style);
+    else if (!roped)
       be.rope_qk(q, c.n_head, k, c.n_head_kv, n, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
                  c.rope_style);
     AttentionParams ap;

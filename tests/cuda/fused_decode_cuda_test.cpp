@@ -149,11 +149,12 @@ TEST(FuseDecCuda, MatmulQkvRopeEqualsPlainOps) {
   }
 }
 
-std::vector<std::vector<float>> model_steps(bool fuse_rope, const char* ctv,
-                                            const std::string& path = test::embedded_model()) {
-  setenv("POLYKV_CUDA_FUSE_ROPE", fuse_rope ? "1" : "0", 1);
+// switch: the environment variable that turns the fused launch under test off with "0".
+std::vector<std::vector<float>> model_steps(bool fuse, const char* ctv, const std::string& path,
+                                            const char* switch_name) {
+  setenv(switch_name, fuse ? "1" : "0", 1);
   auto backend = make_backend({"cuda", 0});
-  unsetenv("POLYKV_CUDA_FUSE_ROPE");
+  unsetenv(switch_name);
   auto model = Model::load(path, *backend);
   const int n_vocab = model->config().n_vocab;
   SequenceKvOptions o;
@@ -180,12 +181,13 @@ std::vector<std::vector<float>> model_steps(bool fuse_rope, const char* ctv,
 }
 
 // model_steps with the fused launches and without: the same bits at every step.
-void expect_fused_same_bits(const char* ctv, const std::string& path, const std::string& what) {
-  const auto plain = model_steps(false, ctv, path);
-  const auto fused = model_steps(true, ctv, path);
+void expect_fused_same_bits(const char* ctv, const std::string& path, const std::string& what,
+                            const char* switch_name = "POLYKV_CUDA_FUSE_ROPE") {
+  const auto plain = model_steps(false, ctv, path, switch_name);
+  const auto fused = model_steps(true, ctv, path, switch_name);
   ASSERT_EQ(plain.size(), fused.size());
   for (size_t s = 0; s < plain.size(); ++s)
-    EXPECT_TRUE(bits(fused[s], plain[s], what + ", v " + ctv + " FUSE_ROPE, step " + std::to_string(s) +
+    EXPECT_TRUE(bits(fused[s], plain[s], what + ", v " + ctv + " " + switch_name + ", step " + std::to_string(s) +
                                              " (0: prefill, 1-8: decode, last: 3 rows)"));
 }
 
@@ -252,6 +254,25 @@ TEST(FuseDecCuda, Q4KMixNeoxBiasedModelSameBitsWithFusedOps) {
     ASSERT_EQ(f.tensor("blk.1.attn_q.weight").type, DType::Q4_K);
   }
   expect_fused_same_bits("turbo3t", m.path, "tiny-qwen2 q4_K_M");
+}
+
+// Models with per-head q and k norms: the norms and the rope in one launch (qk_norm_rope) give the three launches'
+// bits, in prefill, graph-replayed decode and a 3-row step: the gemma3 fixture (head size 256, Neox, sliding
+// layers with their own rope base) and synth tiny-qwen3 in q8_0 (head size 64).
+TEST(FuseDecCuda, HeadNormModelsSameBitsWithFusedQkNorm) {
+  POLYKV_REQUIRE_GPU();
+  const TempModel m("tq3");
+  SynthOptions o;
+  o.type = DType::Q8_0;
+  o.seed = 13;
+  o.n_threads = 2;
+  o.weight_std = 0.05f;
+  write_synth_model(m.path, find_model_shape("tiny-qwen3"), o);
+  ASSERT_EQ(GgufFile::open(m.path).tensor("blk.0.attn_q_norm.weight").type, DType::F32);
+  for (const char* ctv : {"f16", "turbo3t"}) expect_fused_same_bits(ctv, m.path, "tiny-qwen3 q8_0", "POLYKV_CUDA_FUSE_QKNORM");
+  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  expect_fused_same_bits("turbo3t", test::fixtures_dir() + "/models/random/gemma3.gguf", "gemma3 fixture",
+                         "POLYKV_CUDA_FUSE_QKNORM");
 }
 
 // matmul_multi of one column whose last parts have another type (Neox / biased models' q, k, v in a K-quant mix):

@@ -48,7 +48,7 @@ class CpuBackend final : public Backend {
 
   void embed(const WeightMatrix& table, const int32_t* tokens, int n, float scale, float* x) override;
   void matmul(const WeightMatrix& w, const float* x, float* y, int n) override;
-  // rmsnorm, rope, gated_activation, add_rmsnorm, rope_qk: cpu_backend_rowops.cpp (spread over the pool)
+  // rmsnorm, rope, gated_activation, add_rmsnorm, rope_qk, qk_norm_rope: cpu_backend_rowops.cpp (spread over the pool)
   void rmsnorm(const float* x, const float* w, float* out, int rows, int cols, float eps) override;
   void add_bias(float* x, const float* b, int rows, int cols) override;
   void add(float* x, const float* y, int64_t n) override;
@@ -58,6 +58,9 @@ class CpuBackend final : public Backend {
   void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) override;
   void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
                const float* inv_freq, float scale, RopeStyle style) override;
+  void qk_norm_rope(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv, int rows,
+                    int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
+                    RopeStyle style) override;
   void softcap(float* x, int64_t n, float cap) override;
   void gather_rows(const float* src, const int32_t* rows, int n, int cols, float* dst) override;
   void argmax_rows(const float* x, int rows, int cols, int32_t* out) override;

@@ -1,4 +1,4 @@
-// CpuBackend's per-row ops (rmsnorm, add + rmsnorm, rope of q and k, the gated activation) spread
+// CpuBackend's per-row ops (rmsnorm, add + rmsnorm, rope of q and k, their head norms, the gated activation) spread
 // over the thread pool. Why (issue #10, docs/VERIFY_KERNELS.md "2026-12-01e"): they were run by the
 // calling thread alone while the pool waited, so every extra row of a k-token verify step added their
 // whole time to the step (~40 us a row and layer on llama-3.2-1b: 2 % of a one-token step per row).
@@ -71,6 +71,30 @@ void CpuBackend::rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows
     rope_apply(q + int64_t(r) * n_head * head_dim, n_head, head_dim, n_rot, cs.data(), style);
     rope_apply(k + int64_t(r) * n_head_kv * head_dim, n_head_kv, head_dim, n_rot, cs.data(), style);
   }
+}
+
+void CpuBackend::qk_norm_rope(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv,
+                              int rows, int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq,
+                              float scale, RopeStyle style) {
+  if (serial_rowops())
+    return Backend::qk_norm_rope(q, q_norm, n_head, k, k_norm, n_head_kv, rows, head_dim, eps, n_rot, pos, inv_freq,
+                                 scale, style);
+  // Row by row (a row: one position's heads): the heads' norms, then the rope with the row's angle table, as
+  // rmsnorm (one head a row) and rope_qk compute them; one pass instead of three over the pool.
+  auto run = [&](int64_t r0, int64_t r1) {
+    std::vector<float> cs(static_cast<size_t>(n_rot));
+    for (int64_t r = r0; r < r1; ++r) {
+      float* qr = q + r * n_head * head_dim;
+      float* kr = k + r * n_head_kv * head_dim;
+      polykv::rmsnorm(qr, q_norm, qr, n_head, head_dim, eps);
+      polykv::rmsnorm(kr, k_norm, kr, n_head_kv, head_dim, eps);
+      rope_angles(pos[r], n_rot, inv_freq, scale, cs.data());
+      rope_apply(qr, n_head, head_dim, n_rot, cs.data(), style);
+      rope_apply(kr, n_head_kv, head_dim, n_rot, cs.data(), style);
+    }
+  };
+  if (rows < 2) return run(0, rows);
+  pool_->parallel_for(rows, run);
 }
 
 void CpuBackend::gated_activation(float* gate, const float* up, int64_t n, Activation act) {

@@ -69,6 +69,9 @@ class CudaBackend final : public Backend {
     const char* fr = std::getenv("POLYKV_CUDA_FUSE_ROPE");
     fuse_rope_ = fused_ && !(fr && std::strcmp(fr, "0") == 0);
     fuse_neox_ = !(fr && std::strcmp(fr, "norm") == 0);
+    // POLYKV_CUDA_FUSE_QKNORM=0: the head norms of q and k, then rope_qk, in three launches instead of one.
+    const char* fq = std::getenv("POLYKV_CUDA_FUSE_QKNORM");
+    fuse_qk_norm_ = fused_ && !(fq && std::strcmp(fq, "0") == 0);
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
@@ -464,6 +467,20 @@ class CudaBackend final : public Backend {
                   cuda::pdl_enabled(ctx_));
   }
 
+  // Qwen 3's and Gemma 3's head norms and the rope in one launch, one block a head (POLYKV_CUDA_FUSE_QKNORM=0: the
+  // default's three).
+  void qk_norm_rope(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv, int rows,
+                    int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
+                    RopeStyle style) override {
+    if (!fuse_qk_norm_ || !cuda::qk_norm_rope_ok(head_dim))
+      return Backend::qk_norm_rope(q, q_norm, n_head, k, k_norm, n_head_kv, rows, head_dim, eps, n_rot, pos,
+                                   inv_freq, scale, style);
+    drop_acts();
+    bind();
+    cuda::qk_norm_rope(q, q_norm, n_head, k, k_norm, n_head_kv, rows, head_dim, eps, n_rot, pos, inv_freq, scale,
+                       style, ctx_.stream(), cuda::pdl_enabled(ctx_));
+  }
+
   // ---- KV and attention ---------------------------------------------------------------------
   void begin_step(std::span<const StepSeq> seqs) override {
     drop_acts();
@@ -803,6 +820,7 @@ class CudaBackend final : public Backend {
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
   bool fuse_rope_ = true;  // matmul_qkv_rope in one launch (POLYKV_CUDA_FUSE_ROPE=0: off)
   bool fuse_neox_ = true;  // ... for Neox-style models too (POLYKV_CUDA_FUSE_ROPE=norm: off)
+  bool fuse_qk_norm_ = true;  // qk_norm_rope in one launch (POLYKV_CUDA_FUSE_QKNORM=0: off)
   bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
   bool defer_norms_ = true;  // rmsnorm_into_matmul defers the norm into the mat-vec (POLYKV_CUDA_DEFER_NORM=0: off)
   // Every matrix uploaded so far is in the split layout, so every mat-vec after a norm can take a deferred

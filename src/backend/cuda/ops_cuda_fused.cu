@@ -67,7 +67,66 @@ __global__ void rope_qk_kernel(float* q, int64_t n_q, int n_head, float* k, int6
   }
 }
 
+// One block per head row: blocks [0, q_rows) take q's heads (rows * n_head of them), the others k's. The head's
+// rmsnorm is rmsnorm_kernel<8>'s (the one-block kernel of every row of <= kRmsThreads * 8 values: the same loads,
+// sums and tree), its outputs go to shared memory, and the pairs are rotated there with rope_pair's operations
+// (pair i < n_rot / 2 of the head, at the row's position) before the head is stored back: the bits of rmsnorm of
+// q, rmsnorm of k, then rope_qk.
+constexpr int kHeadRegs = 8;
+__global__ void __launch_bounds__(math::kRmsThreads)
+    qk_norm_rope_kernel(float* q, const float* q_norm, int64_t q_rows, int n_head, float* k, const float* k_norm,
+                        int n_head_kv, int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq,
+                        float scale, RopeStyle style) {
+  __shared__ double partials[math::kRmsThreads];
+  __shared__ float inv;
+  __shared__ float head[math::kRmsThreads * kHeadRegs];  // [head_dim]: the normed head, rotated in place
+  const int t = int(threadIdx.x);
+  const int64_t b = blockIdx.x;
+  const bool is_q = b < q_rows;
+  const int64_t hr = is_q ? b : b - q_rows;  // the head's row in q ([rows * n_head]) or k ([rows * n_head_kv])
+  const int64_t row = hr / (is_q ? n_head : n_head_kv);
+  float* x = (is_q ? q : k) + hr * head_dim;
+  float wv[kHeadRegs], v[kHeadRegs];
+  rms::load_weights(is_q ? q_norm : k_norm, head_dim, t, wv);  // weights: never written by the kernel before (PDL)
+  wait_for_previous_grid();  // launched with PDL: before any access to q, k or the step's positions
+  allow_next_grid();
+  rms::load_row(x, nullptr, head_dim, t, v);
+  const float in = rms::row_inv(v, head_dim, eps, t, partials, &inv);
+#pragma unroll
+  for (int j = 0; j < kHeadRegs; ++j) {
+    const int i = t + math::kRmsThreads * j;
+    if (i < head_dim) head[i] = math::rms_out(v[j], in, wv[j]);
+  }
+  __syncthreads();
+  const int p = pos[row];
+  for (int i = t; i < n_rot / 2; i += math::kRmsThreads) {
+    const float angle = math::rope_angle(p, scale, inv_freq[i]);
+    int da = 0, db = 0;
+    math::rope_dims(i, n_rot, style, da, db);
+    math::rope_rotate(head, da, db, cosf(angle), sinf(angle));
+  }
+  __syncthreads();
+  for (int i = t; i < head_dim; i += math::kRmsThreads) x[i] = head[i];
+}
+
 }  // namespace
+
+bool qk_norm_rope_ok(int head_dim) { return head_dim > 0 && head_dim <= math::kRmsThreads * kHeadRegs; }
+
+void qk_norm_rope(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv, int rows,
+                  int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
+                  RopeStyle style, cudaStream_t s, bool pdl) {
+  check(rows >= 0 && n_head >= 0 && n_head_kv >= 0, "qk_norm_rope: negative size");
+  check(qk_norm_rope_ok(head_dim), "qk_norm_rope: head_dim ", head_dim, " outside [1, ",
+        math::kRmsThreads * kHeadRegs, "]");
+  check(n_rot >= 0 && n_rot % 2 == 0 && n_rot <= head_dim, "qk_norm_rope: n_rot ", n_rot,
+        " must be even and <= head_dim ", head_dim);
+  const int64_t q_rows = int64_t(rows) * n_head, blocks = q_rows + int64_t(rows) * n_head_kv;
+  if (blocks == 0) return;
+  check(blocks < (int64_t(1) << 31), "qk_norm_rope: ", blocks, " heads exceed the grid");
+  launch_kernel(qk_norm_rope_kernel, dim3(unsigned(blocks)), dim3(unsigned(math::kRmsThreads)), 0, s, pdl, q, q_norm,
+                q_rows, n_head, k, k_norm, n_head_kv, head_dim, eps, n_rot, pos, inv_freq, scale, style);
+}
 
 void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps,
                  cudaStream_t s, bool pdl) {

@@ -21,4 +21,11 @@ void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows,
 void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
              const float* inv_freq, float scale, RopeStyle style, cudaStream_t s, bool pdl = false);
 
+// The per-head norms of q and k, then their rope, in one launch (one block a head): rmsnorm(q, q_norm, q,
+// rows * n_head, head_dim), the same of k by k_norm, then rope_qk. q_norm, k_norm: [head_dim].
+bool qk_norm_rope_ok(int head_dim);  // head_dim <= 2048 (the one-block rmsnorm's rows in registers)
+void qk_norm_rope(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv, int rows,
+                  int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
+                  RopeStyle style, cudaStream_t s, bool pdl = false);
+
 }  // namespace polykv::cuda
