@@ -1,8 +1,10 @@
 // When absent fixtures skip a test and when they fail it (tests/test_util.h: fixtures_required,
-// fixtures_missing), so that CI never skips silently.
+// fixtures_missing, fixture_model_missing), so that CI never skips silently.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -52,6 +54,19 @@ TEST(FixturesPolicy, MissingNamesTheDirectory) {
   }
   ScopedEnv dir("POLYKV_FIXTURES", test::test_data_dir());  // any existing directory counts as present
   EXPECT_EQ(test::fixtures_missing(), "");
+}
+
+// A part of the fixtures (the GPU machine's carry): a model that is there counts as present, one left out names its
+// file.
+TEST(FixturesPolicy, ModelMissingNamesTheFile) {
+  const std::string root = ::testing::TempDir() + "/polykv-partial-fixtures";
+  std::filesystem::create_directories(root + "/models/random");
+  std::ofstream(root + "/models/random/gemma3.gguf") << "GGUF";
+  ScopedEnv dir("POLYKV_FIXTURES", root);
+  EXPECT_EQ(test::fixture_model_missing("gemma3"), "");
+  const std::string why = test::fixture_model_missing("qwen2");
+  EXPECT_NE(why.find(root + "/models/random/qwen2.gguf"), std::string::npos) << why;
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

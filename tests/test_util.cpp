@@ -40,6 +40,12 @@ std::string fixtures_missing() {
   return why;
 }
 
+std::string fixture_model_missing(const std::string& name) {
+  const std::string path = fixtures_dir() + "/models/random/" + name + ".gguf";
+  if (std::filesystem::exists(path)) return {};
+  return "fixture model " + path + " is absent (this machine holds a part of the fixtures)";
+}
+
 bool fixtures_required() {
   if (const char* req = std::getenv("POLYKV_REQUIRE_FIXTURES")) return std::string(req) != "0";
   const char* ci = std::getenv("CI");

@@ -18,6 +18,9 @@ std::string fixtures_missing();
 // True when absent fixtures must fail the tests instead of skipping them: $POLYKV_REQUIRE_FIXTURES
 // set and not "0", or else $CI == "true" (CI sets both; .ci/run sets the first).
 bool fixtures_required();
+// Empty when fixtures_dir()/models/random/<name>.gguf exists; else why the test cannot run. A machine may hold a
+// part of the fixtures (the GPU machine's carry: docs/GPU.md), and a fixture model's reference files travel with it.
+std::string fixture_model_missing(const std::string& name);
 std::string test_data_dir();  // tests/data in the source tree
 std::vector<uint8_t> read_file(const std::string& path);
 std::vector<float> read_f32(const std::string& path);
@@ -53,4 +56,16 @@ std::string embedded_model();  // models/polykv-code-26m-q8_0.gguf in the source
       if (::polykv::test::fixtures_required()) FAIL() << polykv_missing_;                     \
       GTEST_SKIP() << polykv_missing_;                                                        \
     }                                                                                         \
+  } while (0)
+
+// POLYKV_REQUIRE_FIXTURES_OR_SKIP for a test that reads one fixture model (name: "qwen2", ...): skipped with the
+// reason when the fixtures or that model's file are absent, failed where fixtures_required().
+#define POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP(name)                                                \
+  do {                                                                                            \
+    POLYKV_REQUIRE_FIXTURES_OR_SKIP();                                                            \
+    if (const std::string polykv_missing_ = ::polykv::test::fixture_model_missing(name);          \
+        !polykv_missing_.empty()) {                                                               \
+      if (::polykv::test::fixtures_required()) FAIL() << polykv_missing_;                         \
+      GTEST_SKIP() << polykv_missing_;                                                            \
+    }                                                                                             \
   } while (0)

@@ -110,7 +110,7 @@ class DenseGoldenCuda : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DenseGoldenCuda, MatchesTransformers) {
   POLYKV_REQUIRE_GPU();
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP(GetParam());
   const std::string name = GetParam();
   auto gpu = make_backend({"cuda", 0});
   const auto ref_full = test::read_f32(dir() + "/" + name + ".logits_full.f32");
@@ -128,7 +128,7 @@ TEST_P(DenseGoldenCuda, MatchesTransformers) {
 
 TEST_P(DenseGoldenCuda, DefaultKvTop1AndAgainstCpu) {
   POLYKV_REQUIRE_GPU();
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP(GetParam());
   const std::string name = GetParam();
   auto gpu = make_backend({"cuda", 0});
   CpuBackend cpu(2);

@@ -224,7 +224,7 @@ TEST(FuseDecCuda, Q4KMixModelSameBitsWithFusedOps) {
 // layout): q, k, v, their biases and the rope of q and k in one launch give the plain ops' bits.
 TEST(FuseDecCuda, BiasedNeoxModelSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen2");
   const TempModel m("qwen2");
   quantize_model(test::fixtures_dir() + "/models/random/qwen2.gguf", m.path, DType::Q8_0, DType::Q8_0, 2);
   {
@@ -270,7 +270,7 @@ TEST(FuseDecCuda, HeadNormModelsSameBitsWithFusedQkNorm) {
   write_synth_model(m.path, find_model_shape("tiny-qwen3"), o);
   ASSERT_EQ(GgufFile::open(m.path).tensor("blk.0.attn_q_norm.weight").type, DType::F32);
   for (const char* ctv : {"f16", "turbo3t"}) expect_fused_same_bits(ctv, m.path, "tiny-qwen3 q8_0", "POLYKV_CUDA_FUSE_QKNORM");
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("gemma3");
   expect_fused_same_bits("turbo3t", test::fixtures_dir() + "/models/random/gemma3.gguf", "gemma3 fixture",
                          "POLYKV_CUDA_FUSE_QKNORM");
 }

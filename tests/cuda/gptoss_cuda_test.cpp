@@ -118,7 +118,7 @@ std::vector<float> run(Model& m, const std::vector<int32_t>& ids, const std::str
 
 TEST(GptOssCuda, LogitsMatchTransformersAndTheCpuBackend) {
   POLYKV_REQUIRE_GPU();
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("gptoss");
   auto gpu_backend = make_backend({"cuda", 0});
   std::string refused;
   auto gpu = load(*gpu_backend, refused);

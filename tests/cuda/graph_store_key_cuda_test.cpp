@@ -90,7 +90,7 @@ void check_model(const std::string& path) {
 TEST(CudaGraphStoreKey, AnotherPoolAtTheSameHostAddressDoesNotReplayTheOldGraph) {
   POLYKV_REQUIRE_GPU();
   check_model(test::embedded_model());
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen35");
   const HybridOptIn opt_in;
   check_model(test::fixtures_dir() + "/models/random/qwen35.gguf");
 }

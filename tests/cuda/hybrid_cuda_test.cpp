@@ -120,7 +120,7 @@ std::pair<std::vector<float>, std::vector<float>> run(Model& model, const char* 
 TEST(HybridCuda, Qwen35MatchesTransformersAndTheCpu) {
   POLYKV_REQUIRE_GPU();
   const HybridOptIn opt_in;
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen35");
   auto gpu = make_backend({"cuda", 0});
   auto cpu = make_backend({"cpu", 2});
   test::CudaRoundingBackend emu(make_backend({"cpu", 2}), /*round_prefill=*/true);
@@ -164,7 +164,7 @@ double rel_l2(const float* got, const float* want) { return cuda_test::rel_l2(go
 TEST(HybridCuda, SequencesSharingAPrefixMatchThemselvesAlone) {
   POLYKV_REQUIRE_GPU();
   const HybridOptIn opt_in;
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen35");
   auto gpu = make_backend({"cuda", 0});
   auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
   const auto t = ids();
@@ -222,7 +222,7 @@ TEST(HybridCuda, SequencesSharingAPrefixMatchThemselvesAlone) {
 TEST(HybridCuda, RollbackInsideAVerifyStepMatchesThePlainRun) {
   POLYKV_REQUIRE_GPU();
   const HybridOptIn opt_in;
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen35");
   auto gpu = make_backend({"cuda", 0});
   auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
   const auto t = ids();
@@ -254,7 +254,7 @@ TEST(HybridCuda, RollbackInsideAVerifyStepMatchesThePlainRun) {
 TEST(HybridCuda, EngineAgentsOnOnePoolMatchTheirPromptsAlone) {
   POLYKV_REQUIRE_GPU();
   const HybridOptIn opt_in;
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen35");
   auto gpu = make_backend({"cuda", 0});
   auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
   const auto t = ids();
@@ -315,7 +315,7 @@ TEST(HybridCuda, EngineAgentsOnOnePoolMatchTheirPromptsAlone) {
 TEST(HybridCuda, EnginePrefixCacheHitsStateCheckpoints) {
   POLYKV_REQUIRE_GPU();
   const HybridOptIn opt_in;
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen35");
   auto gpu = make_backend({"cuda", 0});
   auto model = Model::load(dir() + "/qwen35.gguf", *gpu);
   EngineOptions o;

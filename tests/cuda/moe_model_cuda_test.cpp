@@ -96,7 +96,7 @@ void run(Backend& be, const std::string& name, const std::string& kt, const std:
 
 TEST(MoeModelCuda, Qwen3MoeMatchesTransformers) {
   POLYKV_REQUIRE_GPU();
-  POLYKV_REQUIRE_FIXTURES_OR_SKIP();
+  POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("qwen3moe");
   const std::string name = "qwen3moe";
   auto gpu = make_backend({"cuda", 0});
   CpuBackend cpu(2);
