@@ -181,6 +181,14 @@ class Backend {
     if (r != nullptr) add_rmsnorm(x, r, w, out, rows, cols, eps);
     else rmsnorm(x, w, out, rows, cols, eps);
   }
+  // A block's output r normed by its post-norm (Gemma's sandwich norms: r = rmsnorm(r) * w_post), then
+  // rmsnorm_into_matmul(x, r, w, out, ...) (x += r; out = rmsnorm(x) * w for the next matmul only). Afterwards r
+  // holds unspecified values (a backend may leave it unnormed); callers pass r = out.
+  virtual void post_norm_into_matmul(float* x, float* r, const float* w_post, const float* w, float* out, int rows,
+                                     int cols, float eps) {
+    rmsnorm(r, w_post, r, rows, cols, eps);
+    rmsnorm_into_matmul(x, r, w, out, rows, cols, eps);
+  }
   // rope of q ([rows][n_head][head_dim]) and of k ([rows][n_head_kv][head_dim]) at the same positions.
   virtual void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot,
                        const int32_t* pos, const float* inv_freq, float scale, RopeStyle style) {

@@ -377,9 +377,11 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
     be.matmul(l.wo, att, h, n);
     if (c.o_bias) be.add_bias(h, l.bo, n, E);
-    if (c.sandwich_norm) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
+    if (c.sandwich_norm && c.moe.enabled()) be.rmsnorm(h, l.post_attn_norm, h, n, E, c.rms_eps);
   }
   if (c.moe.enabled()) be.add_rmsnorm(x, h, l.ffn_norm, h, n, E, c.rms_eps);  // x += mixer(h); h = ffn_norm(x)
+  else if (c.sandwich_norm && lc.kind != LayerKind::GatedDeltaNet)  // ... the mixer's output post-normed first
+    be.post_norm_into_matmul(x, h, l.post_attn_norm, l.ffn_norm, h, n, E, c.rms_eps);
   else be.rmsnorm_into_matmul(x, h, l.ffn_norm, h, n, E, c.rms_eps);     // ... read only by gate,up's matmul_multi
   if (c.moe.enabled()) {
     moe_ws_.reserve(c, n);  // grow-only; the MTP block runs outside forward_batch
@@ -390,8 +392,11 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     be.gated_activation(gate, up, int64_t(n) * l.w_gate.n_out, c.activation);  // gate = act(h·Wg) * (h·Wu)
     be.matmul(l.w_down, gate, h, n);
   }
-  if (c.sandwich_norm) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
-  if (next_attn_norm && next_reads_once)  // x += h; h = the next layer's attn_norm(x)
+  const bool post_ffn_fused = c.sandwich_norm && next_attn_norm && next_reads_once;
+  if (c.sandwich_norm && !post_ffn_fused) be.rmsnorm(h, l.post_ffn_norm, h, n, E, c.rms_eps);
+  if (post_ffn_fused)  // h = post_ffn_norm(h); x += h; h = the next layer's attn_norm(x)
+    be.post_norm_into_matmul(x, h, l.post_ffn_norm, next_attn_norm, h, n, E, c.rms_eps);
+  else if (next_attn_norm && next_reads_once)  // x += h; h = the next layer's attn_norm(x)
     be.rmsnorm_into_matmul(x, h, next_attn_norm, h, n, E, c.rms_eps);
   else if (next_attn_norm)
     be.add_rmsnorm(x, h, next_attn_norm, h, n, E, c.rms_eps);

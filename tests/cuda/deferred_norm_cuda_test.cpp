@@ -10,7 +10,8 @@
 //    ulps) when the next op is not a mat-vec that takes the norm, and when the mat-vec's weights are not
 //    split (q5_0: the fallback);
 //  - matmul_qkv_rope after a deferred norm = matmul_multi + rope_qk after one, bit for bit;
-//  - POLYKV_CUDA_DEFER_NORM=0 gives the plain fused norm's bits.
+//  - POLYKV_CUDA_DEFER_NORM=0 gives the plain fused norm's bits;
+//  - a post-norm and the deferred norm after it in one launch (post_norm_into_matmul) = the two, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +24,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/ops_cuda_acts.h"
+#include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "matmul_cuda_test_util.h"
 #include "quant/quant.h"
@@ -203,6 +206,41 @@ TEST(DeferredNormCuda, SwitchOffGivesThePlainNormsBits) {
   const std::vector<float> x0 = randn(2 * 2048, 22, 1.0f), r0 = randn(x0.size(), 23, 1.0f), nw = randn(2048, 24, 1.0f);
   const NormRun plain = run(*gpu, w, false, x0, &r0, nw, 2), off = run(*gpu, w, true, x0, &r0, nw, 2);
   EXPECT_TRUE(cuda_test::same_bits(off.y, plain.y, "y"));
+}
+
+// Gemma's post-norm and the deferred norm after it in one launch (post_norm_into_matmul): x += rmsnorm(r) * w_post,
+// then the mat-vec after the deferred norm of x: the bits of the seam's default (rmsnorm, then rmsnorm_into_matmul's
+// two launches) for x and for the mat-vec's outputs; rows of 256, 2560 and 8192 values (the three register counts of
+// the row's norm), 1-3 rows, q8_0 and q4_K weights.
+TEST(DeferredNormCuda, PostNormIntoMatmulEqualsRmsnormThenDeferredNorm) {
+  POLYKV_REQUIRE_GPU();
+  EXPECT_TRUE(cuda::post_norm_defer_ok(8192));
+  EXPECT_FALSE(cuda::post_norm_defer_ok(8192 + 32));
+  EXPECT_FALSE(cuda::post_norm_defer_ok(100));
+  auto gpu = make_backend({"cuda", 0});
+  uint32_t seed = 40;
+  for (DType type : {DType::Q8_0, DType::Q4_K})
+    for (int cols : {256, 2560, 8192})
+      for (int rows : {1, 3}) {
+        const std::string what = std::string(dtype_name(type)) + " cols " + std::to_string(cols) + " rows " +
+                                 std::to_string(rows);
+        const cuda_test::Weights hw = cuda_test::make_weights(type, cols, 96, ++seed, true);
+        const WeightMatrix w = gpu->upload_matrix(hw.m);
+        const std::vector<float> x0 = randn(size_t(rows) * cols, ++seed, 1.0f), r0 = randn(x0.size(), ++seed, 3.0f),
+                                 wp0 = randn(size_t(cols), ++seed, 1.0f), nw0 = randn(size_t(cols), ++seed, 1.0f);
+        NormRun got, want;
+        for (bool fused : {true, false}) {
+          Buf x(*gpu, x0), r(*gpu, r0), wp(*gpu, wp0), nw(*gpu, nw0),
+              y(*gpu, std::vector<float>(size_t(rows) * size_t(w.n_out), std::nanf("")));
+          if (fused) gpu->post_norm_into_matmul(x.p, r.p, wp.p, nw.p, r.p, rows, cols, 1e-6f);
+          else gpu->Backend::post_norm_into_matmul(x.p, r.p, wp.p, nw.p, r.p, rows, cols, 1e-6f);
+          gpu->matmul(w, r.p, y.p, rows);
+          (fused ? got : want) = {y.get(), x.get()};
+        }
+        EXPECT_TRUE(cuda_test::same_bits(got.x_after, want.x_after, what + ": x += post-normed r"));
+        EXPECT_TRUE(cuda_test::same_bits(got.y, want.y, what + ": the mat-vec after the deferred norm"));
+        if (HasFailure()) return;
+      }
 }
 
 }  // namespace

@@ -275,6 +275,23 @@ TEST(FuseDecCuda, HeadNormModelsSameBitsWithFusedQkNorm) {
                          "POLYKV_CUDA_FUSE_QKNORM");
 }
 
+// Gemma's sandwich norms: the post-norm of the attention's and of the FFN's output folded into the deferred norm
+// after it (post_norm_into_matmul) gives the two launches' bits: synth tiny-gemma3 in q8_0 (split weights, so the
+// norms are deferred), prefill, graph-replayed decode and a 3-row step.
+TEST(FuseDecCuda, SandwichNormModelSameBitsWithFusedPostNorms) {
+  POLYKV_REQUIRE_GPU();
+  const TempModel m("tg3");
+  SynthOptions o;
+  o.type = DType::Q8_0;
+  o.seed = 17;
+  o.n_threads = 2;
+  o.weight_std = 0.05f;
+  write_synth_model(m.path, find_model_shape("tiny-gemma3"), o);
+  ASSERT_NE(GgufFile::open(m.path).find_tensor("blk.0.post_attention_norm.weight"), nullptr);
+  for (const char* ctv : {"f16", "turbo3t"})
+    expect_fused_same_bits(ctv, m.path, "tiny-gemma3 q8_0", "POLYKV_CUDA_FUSE_POSTNORM");
+}
+
 // matmul_multi of one column whose last parts have another type (Neox / biased models' q, k, v in a K-quant mix):
 // one two-type launch for the pairs that have one, one launch per part for the others; the same bits as one launch
 // per part, with the activations prepared by a norm, deferred by one, or computed by the mat-vec.

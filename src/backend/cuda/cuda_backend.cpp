@@ -72,6 +72,9 @@ class CudaBackend final : public Backend {
     // POLYKV_CUDA_FUSE_QKNORM=0: the head norms of q and k, then rope_qk, in three launches instead of one.
     const char* fq = std::getenv("POLYKV_CUDA_FUSE_QKNORM");
     fuse_qk_norm_ = fused_ && !(fq && std::strcmp(fq, "0") == 0);
+    // POLYKV_CUDA_FUSE_POSTNORM=0: a post-norm (Gemma), then the deferred norm after it, in two launches, not one.
+    const char* fp = std::getenv("POLYKV_CUDA_FUSE_POSTNORM");
+    fuse_post_norm_ = !(fp && std::strcmp(fp, "0") == 0);
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
@@ -425,6 +428,20 @@ class CudaBackend final : public Backend {
     const int64_t total = int64_t(rows) * cols;
     const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_, /*with_ss=*/true);
     cuda::rmsnorm_defer(x, r, w, rows, cols, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    set_acts(out, total, o);
+    pending_norm_ = {x, w, out, rows, cols, eps};
+  }
+  // Gemma's post-norm and the deferred norm after it in one launch (POLYKV_CUDA_FUSE_POSTNORM=0: two), where the
+  // norm would be deferred.
+  void post_norm_into_matmul(float* x, float* r, const float* w_post, const float* w, float* out, int rows, int cols,
+                             float eps) override {
+    if (!fuse_post_norm_ || !defer_norms_ || !all_split_ || !acts_for(rows, cols) || !cuda::post_norm_defer_ok(cols))
+      return Backend::post_norm_into_matmul(x, r, w_post, w, out, rows, cols, eps);
+    drop_acts();
+    bind();
+    const int64_t total = int64_t(rows) * cols;
+    const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_, /*with_ss=*/true);
+    cuda::post_norm_defer(x, r, w_post, w, rows, cols, eps, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
     set_acts(out, total, o);
     pending_norm_ = {x, w, out, rows, cols, eps};
   }
@@ -821,6 +838,7 @@ class CudaBackend final : public Backend {
   bool fuse_rope_ = true;  // matmul_qkv_rope in one launch (POLYKV_CUDA_FUSE_ROPE=0: off)
   bool fuse_neox_ = true;  // ... for Neox-style models too (POLYKV_CUDA_FUSE_ROPE=norm: off)
   bool fuse_qk_norm_ = true;  // qk_norm_rope in one launch (POLYKV_CUDA_FUSE_QKNORM=0: off)
+  bool fuse_post_norm_ = true;  // post_norm_into_matmul in one launch (POLYKV_CUDA_FUSE_POSTNORM=0: off)
   bool fused_acts_ = true;  // norms / gated activation write the next mat-vec's activations (POLYKV_CUDA_FUSED_ACTS=0: off)
   bool defer_norms_ = true;  // rmsnorm_into_matmul defers the norm into the mat-vec (POLYKV_CUDA_DEFER_NORM=0: off)
   // Every matrix uploaded so far is in the split layout, so every mat-vec after a norm can take a deferred

@@ -177,6 +177,43 @@ __global__ void rmsnorm_defer_kernel(float* x, const float* r, const float* __re
   quantize_act_block_warp(math::mul_rn(v, wv), lane, qs + fb * hd::kActBlock, sc + fb);
 }
 
+// post_norm_defer: r's post-norm (Gemma's sandwich norms), then rmsnorm_defer_kernel's work on x += that. Every block
+// takes the whole row of r into registers and computes its inverse norm with the one-block rmsnorm's threads and
+// order (rms_row.cuh, J = regs_for(cols): the bits of rmsnorm_kernel<J> and of the cluster kernel), then warp w
+// handles block b = bx * 8 + w of 32 values as rmsnorm_defer_kernel does, with r[i] replaced by
+// rms_out(r[i], inv, w_post[i]): the bits of rmsnorm(r, w_post, r) followed by rmsnorm_defer. r is only read.
+template <int J>
+__global__ void __launch_bounds__(32 * kDeferWarps)
+    post_norm_defer_kernel(float* x, const float* r, const float* __restrict__ w_post, const float* __restrict__ w,
+                           int cols, float eps, int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc,
+                           double* __restrict__ ss, int early) {
+  static_assert(32 * kDeferWarps == math::kRmsThreads, "one block of the one-block rmsnorm's threads");
+  __shared__ double partials[math::kRmsThreads];
+  __shared__ float inv_shared;
+  const int t = int(threadIdx.x), lane = t % 32;
+  const int nb = cols / hd::kActBlock;
+  const int b = int(blockIdx.x) * kDeferWarps + t / 32;
+  const bool live = b < nb;  // warp-uniform
+  const int i = b * hd::kActBlock + lane;
+  const float wv = live ? w[i] : 0.0f, wp = live ? w_post[i] : 0.0f;  // constants: before the PDL wait
+  if (early) allow_next_grid();
+  wait_for_previous_grid();
+  if (!early) allow_next_grid();
+  const int64_t row0 = int64_t(blockIdx.y) * cols;
+  float rv[J];
+  rms::load_row(r + row0, nullptr, cols, t, rv);
+  const float inv = rms::row_inv(rv, cols, eps, t, partials, &inv_shared);  // block barriers: every thread
+  if (!live) return;
+  float v = math::add_rn(x[row0 + i], math::rms_out(r[row0 + i], inv, wp));
+  x[row0 + i] = v;
+  double q = math::dmul_rn(double(v), double(v));
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) q = math::dadd_rn(q, __shfl_xor_sync(0xffffffffu, q, off));
+  if (lane == 0) ss[int64_t(blockIdx.y) * nb + b] = q;
+  const int64_t fb = row0 / hd::kActBlock + b;  // the flat activation block
+  quantize_act_block_warp(math::mul_rn(v, wv), lane, qs + fb * hd::kActBlock, sc + fb);
+}
+
 __global__ void rmsnorm_materialize_kernel(const float* x, const float* __restrict__ w, float* out, int cols, float eps,
                                            const double* ss) {
   const int lane = int(threadIdx.x % 32);
@@ -261,6 +298,31 @@ void rmsnorm_defer(float* x, const float* r, const float* w, int rows, int cols,
   const dim3 grid{unsigned((nb + kDeferWarps - 1) / kDeferWarps), unsigned(rows)}, block{unsigned(32 * kDeferWarps)};
   launch_kernel(rmsnorm_defer_kernel, grid, block, 0, s, pdl, x, r, w, cols, acts.qs,
                 static_cast<hd::ActScale*>(acts.scales), acts.ss, early_allow() >= 1 ? 1 : 0);
+}
+
+bool post_norm_defer_ok(int cols) { return acts_fusable(cols) && rms::regs_for(cols) > 0; }
+
+void post_norm_defer(float* x, const float* r, const float* w_post, const float* w, int rows, int cols, float eps,
+                     ActsOut acts, cudaStream_t s, bool pdl) {
+  check(rows >= 0 && post_norm_defer_ok(cols), "post_norm_defer: ", rows, " rows of ", cols,
+        " (a multiple of 32, at most ", math::kRmsThreads * 32, ")");
+  check(acts.qs != nullptr && acts.scales != nullptr && acts.ss != nullptr, "post_norm_defer: no activation buffer");
+  if (rows == 0) return;
+  const int nb = cols / int(hd::kActBlock);
+  const dim3 grid{unsigned((nb + kDeferWarps - 1) / kDeferWarps), unsigned(rows)}, block{unsigned(32 * kDeferWarps)};
+  auto* sc = static_cast<hd::ActScale*>(acts.scales);
+  const int early = early_allow() >= 1 ? 1 : 0;
+  switch (rms::regs_for(cols)) {
+    case 8:
+      return launch_kernel(post_norm_defer_kernel<8>, grid, block, 0, s, pdl, x, r, w_post, w, cols, eps, acts.qs, sc,
+                           acts.ss, early);
+    case 16:
+      return launch_kernel(post_norm_defer_kernel<16>, grid, block, 0, s, pdl, x, r, w_post, w, cols, eps, acts.qs,
+                           sc, acts.ss, early);
+    default:
+      return launch_kernel(post_norm_defer_kernel<32>, grid, block, 0, s, pdl, x, r, w_post, w, cols, eps, acts.qs,
+                           sc, acts.ss, early);
+  }
 }
 
 void rmsnorm_materialize(const float* x, const float* w, float* out, int rows, int cols, float eps, const double* ss,

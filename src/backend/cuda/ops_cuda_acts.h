@@ -54,6 +54,12 @@ void rmsnorm_acts(float* x, const float* r, const float* w, float* out, int rows
 // the row's sum before it can write anything).
 void rmsnorm_defer(float* x, const float* r, const float* w, int rows, int cols, ActsOut acts, cudaStream_t s,
                    bool pdl = false);
+// r = rmsnorm(r) * w_post (a post-norm: Gemma's sandwich norms), then rmsnorm_defer(x, r, w): the bits of the two,
+// in one launch; r is only read (its normed values are not stored). post_norm_defer_ok: cols a multiple of 32, at
+// most 8192 (the one-block rmsnorm's row in registers).
+bool post_norm_defer_ok(int cols);
+void post_norm_defer(float* x, const float* r, const float* w_post, const float* w, int rows, int cols, float eps,
+                     ActsOut acts, cudaStream_t s, bool pdl = false);
 // out = x * deferred_inv(row) * w (math::rms_out) for rmsnorm_defer's x and ss: the normed rows, for a
 // reader other than the mat-vec the norm was deferred into.
 void rmsnorm_materialize(const float* x, const float* w, float* out, int rows, int cols, float eps, const double* ss,
