@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Tables of calls H23-H23d (docs/PERFORMANCE.md "Thirty-second session"): polykv against llama.cpp by tag (every
-round's repetitions pooled), and the POLYKV_CUDA_FUSE_QKNORM A/B. Decode: all repetitions; pp512: the 2nd and later
-of each run (both engines' first prefill repetition includes set-up). Ratio of medians; range = far ends."""
+"""Tables of calls H23-H24 (docs/PERFORMANCE.md "Thirty-second session"): polykv against llama.cpp by tag (every
+round's repetitions pooled), and the A/B of POLYKV_CUDA_FUSE_QKNORM (H23-H23c) and POLYKV_CUDA_FUSE_POSTNORM (H24).
+Decode: all repetitions; pp512: the 2nd and later of each run (both engines' first prefill repetition includes
+set-up). Ratio of medians; range = far ends."""
 import json, statistics, sys
 from collections import defaultdict
 from pathlib import Path
@@ -42,12 +43,13 @@ for call in ['H23', 'H23c', 'H23d']:
             print(f"| {tag} | {min(pk[tag]):.1f}-{max(pk[tag]):.1f} | - |")
     for tag in sorted(set(ll) - set(pk)):
         print(f"| {tag} (llama only) | - | {min(ll[tag]):.1f}-{max(ll[tag]):.1f} |")
-for call in ['H23', 'H23b', 'H23c']:
+for call in ['H23', 'H23b', 'H23c', 'H24']:
     ab = defaultdict(list)
     for line in (here / call / ('polykv.jsonl' if call == 'H23' else 'ab.jsonl')).read_text().splitlines():
         d = json.loads(line)
-        if 'qknorm' in d['tag']:
+        if 'qknorm' in d['tag'] or 'postnorm' in d['tag']:
             ab[d['tag']] += d['decode_tok_s_reps']
-    print(f"\n{call} A/B: fused (default) | plain (FUSE_QKNORM=0) | ratio | range")
+    switch = 'FUSE_POSTNORM' if call == 'H24' else 'FUSE_QKNORM'
+    print(f"\n{call} A/B: fused (default) | plain ({switch}=0) | ratio | range")
     for tag in sorted(t for t in ab if '-1-' in t):
         row(tag, ab[tag], ab[tag.replace('-1-', '-0-')])
