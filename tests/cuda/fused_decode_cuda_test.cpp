@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <utility>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,21 @@ struct TempModel {
   ~TempModel() { std::filesystem::remove(path); }
 };
 
+// A synth model of `shape` written to a temporary file: weights of `type`, or the K-quant mix `mix` when given.
+struct SynthTemp : TempModel {
+  SynthTemp(const std::string& tag, const char* shape, DType type, uint32_t seed,
+            std::optional<WeightMix> mix = std::nullopt)
+      : TempModel(tag) {
+    SynthOptions o;
+    o.type = type;
+    o.mix = mix;
+    o.seed = seed;
+    o.n_threads = 2;
+    o.weight_std = 0.05f;
+    write_synth_model(path, find_model_shape(shape), o);
+  }
+};
+
 TEST(FuseDecCuda, ModelLogitsSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
   for (const char* ctv : {"f16", "turbo3t"}) expect_fused_same_bits(ctv, test::embedded_model(), "embedded model");
@@ -240,13 +256,7 @@ TEST(FuseDecCuda, BiasedNeoxModelSameBitsWithFusedOps) {
 // plain ops' bits.
 TEST(FuseDecCuda, Q4KMixNeoxBiasedModelSameBitsWithFusedOps) {
   POLYKV_REQUIRE_GPU();
-  const TempModel m("tq2");
-  SynthOptions o;
-  o.mix = WeightMix::Q4_K_M;
-  o.seed = 11;
-  o.n_threads = 2;
-  o.weight_std = 0.05f;
-  write_synth_model(m.path, find_model_shape("tiny-qwen2"), o);
+  const SynthTemp m("tq2", "tiny-qwen2", DType::F16, 11, WeightMix::Q4_K_M);  // type: unused with a mix
   {
     const GgufFile f = GgufFile::open(m.path);
     ASSERT_EQ(f.tensor("blk.1.attn_v.weight").type, DType::Q6_K);
@@ -261,13 +271,7 @@ TEST(FuseDecCuda, Q4KMixNeoxBiasedModelSameBitsWithFusedOps) {
 // layers with their own rope base) and synth tiny-qwen3 in q8_0 (head size 64).
 TEST(FuseDecCuda, HeadNormModelsSameBitsWithFusedQkNorm) {
   POLYKV_REQUIRE_GPU();
-  const TempModel m("tq3");
-  SynthOptions o;
-  o.type = DType::Q8_0;
-  o.seed = 13;
-  o.n_threads = 2;
-  o.weight_std = 0.05f;
-  write_synth_model(m.path, find_model_shape("tiny-qwen3"), o);
+  const SynthTemp m("tq3", "tiny-qwen3", DType::Q8_0, 13);
   ASSERT_EQ(GgufFile::open(m.path).tensor("blk.0.attn_q_norm.weight").type, DType::F32);
   for (const char* ctv : {"f16", "turbo3t"}) expect_fused_same_bits(ctv, m.path, "tiny-qwen3 q8_0", "POLYKV_CUDA_FUSE_QKNORM");
   POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("gemma3");
@@ -280,13 +284,7 @@ TEST(FuseDecCuda, HeadNormModelsSameBitsWithFusedQkNorm) {
 // norms are deferred), prefill, graph-replayed decode and a 3-row step.
 TEST(FuseDecCuda, SandwichNormModelSameBitsWithFusedPostNorms) {
   POLYKV_REQUIRE_GPU();
-  const TempModel m("tg3");
-  SynthOptions o;
-  o.type = DType::Q8_0;
-  o.seed = 17;
-  o.n_threads = 2;
-  o.weight_std = 0.05f;
-  write_synth_model(m.path, find_model_shape("tiny-gemma3"), o);
+  const SynthTemp m("tg3", "tiny-gemma3", DType::Q8_0, 17);
   ASSERT_NE(GgufFile::open(m.path).find_tensor("blk.0.post_attention_norm.weight"), nullptr);
   for (const char* ctv : {"f16", "turbo3t"})
     expect_fused_same_bits(ctv, m.path, "tiny-gemma3 q8_0", "POLYKV_CUDA_FUSE_POSTNORM");

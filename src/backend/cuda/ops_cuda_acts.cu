@@ -149,6 +149,20 @@ __global__ void rmsnorm_acts_cluster_kernel(float* x, const float* r, const floa
 // rmsnorm_defer: warp w of block (bx, row) owns block b = bx * 8 + w of 32 values of the row (kDeferWarps warps
 // a block). Its norm weights are read before the PDL wait (they are constants).
 constexpr int kDeferWarps = 8;
+// The deferred norm's work on block b (of nb) of 32 values of row blockIdx.y (its first value at row0), lane `lane`
+// holding v = x[i] after the residual add and the norm weight wv: the block's sum of squares into ss (a warp
+// butterfly of doubles) and the activations of v * wv.
+__device__ __forceinline__ void defer_block(float v, float wv, int lane, int b, int nb, int64_t row0,
+                                            int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc,
+                                            double* __restrict__ ss) {
+  double q = math::dmul_rn(double(v), double(v));
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) q = math::dadd_rn(q, __shfl_xor_sync(0xffffffffu, q, off));
+  if (lane == 0) ss[int64_t(blockIdx.y) * nb + b] = q;
+  const int64_t fb = row0 / hd::kActBlock + b;  // the flat activation block
+  quantize_act_block_warp(math::mul_rn(v, wv), lane, qs + fb * hd::kActBlock, sc + fb);
+}
+
 // early: the next kernel may launch before this one's wait (early_allow(), matmul_cuda_internal.h).
 __global__ void rmsnorm_defer_kernel(float* x, const float* r, const float* __restrict__ w, int cols,
                                      int8_t* __restrict__ qs, hd::ActScale* __restrict__ sc, double* __restrict__ ss,
@@ -169,12 +183,7 @@ __global__ void rmsnorm_defer_kernel(float* x, const float* r, const float* __re
     v = math::add_rn(v, r[row0 + i]);
     x[row0 + i] = v;
   }
-  double q = math::dmul_rn(double(v), double(v));
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) q = math::dadd_rn(q, __shfl_xor_sync(0xffffffffu, q, off));
-  if (lane == 0) ss[int64_t(blockIdx.y) * nb + b] = q;
-  const int64_t fb = row0 / hd::kActBlock + b;  // the flat activation block
-  quantize_act_block_warp(math::mul_rn(v, wv), lane, qs + fb * hd::kActBlock, sc + fb);
+  defer_block(v, wv, lane, b, nb, row0, qs, sc, ss);
 }
 
 // post_norm_defer: r's post-norm (Gemma's sandwich norms), then rmsnorm_defer_kernel's work on x += that. Every block
@@ -206,12 +215,7 @@ __global__ void __launch_bounds__(32 * kDeferWarps)
   if (!live) return;
   float v = math::add_rn(x[row0 + i], math::rms_out(r[row0 + i], inv, wp));
   x[row0 + i] = v;
-  double q = math::dmul_rn(double(v), double(v));
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) q = math::dadd_rn(q, __shfl_xor_sync(0xffffffffu, q, off));
-  if (lane == 0) ss[int64_t(blockIdx.y) * nb + b] = q;
-  const int64_t fb = row0 / hd::kActBlock + b;  // the flat activation block
-  quantize_act_block_warp(math::mul_rn(v, wv), lane, qs + fb * hd::kActBlock, sc + fb);
+  defer_block(v, wv, lane, b, nb, row0, qs, sc, ss);
 }
 
 __global__ void rmsnorm_materialize_kernel(const float* x, const float* __restrict__ w, float* out, int cols, float eps,
