@@ -274,7 +274,8 @@ TEST(FuseDecCuda, HeadNormModelsSameBitsWithFusedQkNorm) {
   POLYKV_REQUIRE_GPU();
   const SynthTemp m("tq3", "tiny-qwen3", DType::Q8_0, 13);
   ASSERT_EQ(GgufFile::open(m.path).tensor("blk.0.attn_q_norm.weight").type, DType::F32);
-  for (const char* ctv : {"f16", "turbo3t"}) expect_fused_same_bits(ctv, m.path, "tiny-qwen3 q8_0", "POLYKV_CUDA_FUSE_QKNORM");
+  for (const char* ctv : {"f16", "turbo3t"})
+    expect_fused_same_bits(ctv, m.path, "tiny-qwen3 q8_0", "POLYKV_CUDA_FUSE_QKNORM");
   POLYKV_REQUIRE_FIXTURE_MODEL_OR_SKIP("gemma3");
   expect_fused_same_bits("turbo3t", test::fixtures_dir() + "/models/random/gemma3.gguf", "gemma3 fixture",
                          "POLYKV_CUDA_FUSE_QKNORM");
