@@ -74,7 +74,7 @@ class CudaBackend final : public Backend {
     fuse_qk_norm_ = fused_ && !(fq && std::strcmp(fq, "0") == 0);
     // POLYKV_CUDA_FUSE_POSTNORM=0: a post-norm (Gemma), then the deferred norm after it, in two launches, not one.
     const char* fp = std::getenv("POLYKV_CUDA_FUSE_POSTNORM");
-    fuse_post_norm_ = !(fp && std::strcmp(fp, "0") == 0);
+    fuse_post_norm_ = fused_ && !(fp && std::strcmp(fp, "0") == 0);  // (off with fused_ anyway: defer_norms_)
     // POLYKV_CUDA_PDL=0: no programmatic dependent launch (for comparisons; the bits are the same).
     // Process-wide, like cuda::set_pdl_enabled.
     const char* pd = std::getenv("POLYKV_CUDA_PDL");
@@ -421,29 +421,20 @@ class CudaBackend final : public Backend {
   // the blocks' sums of squares (rmsnorm_defer); the mat-vec scales its outputs (or materialize_norm writes out).
   void rmsnorm_into_matmul(float* x, const float* r, const float* w, float* out, int rows, int cols,
                            float eps) override {
-    if (!defer_norms_ || !all_split_ || !acts_for(rows, cols))
-      return Backend::rmsnorm_into_matmul(x, r, w, out, rows, cols, eps);
-    drop_acts();
-    bind();
-    const int64_t total = int64_t(rows) * cols;
-    const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_, /*with_ss=*/true);
-    cuda::rmsnorm_defer(x, r, w, rows, cols, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
-    set_acts(out, total, o);
-    pending_norm_ = {x, w, out, rows, cols, eps};
+    if (!defers_norm(rows, cols)) return Backend::rmsnorm_into_matmul(x, r, w, out, rows, cols, eps);
+    defer_norm(x, w, out, rows, cols, eps, [&](const cuda::ActsOut& o) {
+      cuda::rmsnorm_defer(x, r, w, rows, cols, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    });
   }
   // Gemma's post-norm and the deferred norm after it in one launch (POLYKV_CUDA_FUSE_POSTNORM=0: two), where the
   // norm would be deferred.
   void post_norm_into_matmul(float* x, float* r, const float* w_post, const float* w, float* out, int rows, int cols,
                              float eps) override {
-    if (!fuse_post_norm_ || !defer_norms_ || !all_split_ || !acts_for(rows, cols) || !cuda::post_norm_defer_ok(cols))
+    if (!fuse_post_norm_ || !defers_norm(rows, cols) || !cuda::post_norm_defer_ok(cols))
       return Backend::post_norm_into_matmul(x, r, w_post, w, out, rows, cols, eps);
-    drop_acts();
-    bind();
-    const int64_t total = int64_t(rows) * cols;
-    const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_, /*with_ss=*/true);
-    cuda::post_norm_defer(x, r, w_post, w, rows, cols, eps, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
-    set_acts(out, total, o);
-    pending_norm_ = {x, w, out, rows, cols, eps};
+    defer_norm(x, w, out, rows, cols, eps, [&](const cuda::ActsOut& o) {
+      cuda::post_norm_defer(x, r, w_post, w, rows, cols, eps, o, ctx_.stream(), cuda::pdl_enabled(ctx_));
+    });
   }
   void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps) override {
     if (!fused_) return Backend::add_rmsnorm(x, r, w, out, rows, cols, eps);
@@ -729,6 +720,20 @@ class CudaBackend final : public Backend {
   // ---- activations prepared by one op for the next mat-vec (ops_cuda_acts.h) ----------------
   // Decode-sized norms (rows <= kMatvecMaxCols, cols a multiple of 32 and <= kActsMaxCols) write them.
   static constexpr int64_t kActsMaxCols = 65536;
+  // Whether a norm of rows x cols before a mat-vec is deferred into it (rmsnorm_into_matmul, post_norm_into_matmul).
+  bool defers_norm(int rows, int cols) const { return defer_norms_ && all_split_ && acts_for(rows, cols); }
+  // A deferred norm of x by w whose output is out: launch(acts) writes the activations and block sums; the mat-vec
+  // that reads out takes them (or materialize_norm writes out for another reader).
+  template <class Launch>
+  void defer_norm(float* x, const float* w, float* out, int rows, int cols, float eps, Launch launch) {
+    drop_acts();
+    bind();
+    const int64_t total = int64_t(rows) * cols;
+    const cuda::ActsOut o = cuda::fused_acts_buffer(total, ctx_, /*with_ss=*/true);
+    launch(o);
+    set_acts(out, total, o);
+    pending_norm_ = {x, w, out, rows, cols, eps};
+  }
   bool acts_for(int rows, int cols) const {
     return fused_acts_ && rows >= 1 && rows <= cuda::kMatvecMaxCols && cuda::acts_fusable(cols) && cols <= kActsMaxCols;
   }
