@@ -54,6 +54,7 @@ struct SwitchScope {
   ~SwitchScope() {
     cuda::set_moe_kernel(0);
     cuda::set_moe_mma_min(0);
+    cuda::set_moe_decode_fused(-1);
   }
 };
 
@@ -281,6 +282,25 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
       ASSERT_EQ(std::memcmp(&got1[i], &got2[i], 4), 0)
           << tag << ": v2 mat-vec differs from v1 at index " << i << " (row " << i / size_t(c.n_embd) << "): v2 "
           << got2[i] << " v1 " << got1[i];
+    }
+    // One token on split stacks: the two fused launches (moe_cuda_decode.cu) give the five kernels' bits, and an
+    // expert id out of range makes the row NaN on both paths.
+    if (n == 1 && split) {
+      cuda::set_moe_decode_fused(0);
+      const auto plain = run(*gpu, w2, x, ids, wts, n, c.k);
+      std::vector<int32_t> bad = ids;
+      bad[size_t(c.k - 1)] = c.n_expert;
+      const auto plain_bad = run(*gpu, w2, x, bad, wts, n, c.k);
+      cuda::set_moe_decode_fused(1);
+      const auto fused = run(*gpu, w2, x, ids, wts, n, c.k);
+      const auto fused_bad = run(*gpu, w2, x, bad, wts, n, c.k);
+      cuda::set_moe_decode_fused(-1);
+      for (size_t i = 0; i < plain.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&plain[i], &fused[i], 4), 0)
+            << tag << ": the fused one-token path differs at " << i << ": fused " << fused[i] << " plain " << plain[i];
+        ASSERT_TRUE(std::isnan(plain_bad[i]) && std::isnan(fused_bad[i]))
+            << tag << ": an out-of-range expert, value " << i << ": plain " << plain_bad[i] << " fused " << fused_bad[i];
+      }
     }
     // Against the exact layer. Mat-vec: 8-bit activations of x and h (H200: NMSE ~1e-4 against the
     // CPU's identical arithmetic for q4_0); tensor cores: f16 weights and activations (~1e-7).

@@ -378,7 +378,7 @@ class CudaBackend final : public Backend {
   void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights) override {
     drop_acts();
     bind();
-    cuda::moe_route(logits, n, r, ids, weights, ctx_.stream());
+    cuda::moe_route(logits, n, r, ids, weights, ctx_);
   }
   void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
                    float* out) override {

@@ -328,6 +328,20 @@ void matvec(const WeightMatrix& w, const float* x, float* y, int n, CudaContext&
   validate_device_weights(w);
   check(n >= 0 && n <= kMatvecMaxCols, "CUDA matvec: ", n, " columns (at most ", kMatvecMaxCols, ")");
   if (n == 0 || w.n_out == 0) return;
+  // Float weights read x itself when its rows are already what prepare_acts would copy (n_in a multiple
+  // of 8: no padding) and y does not overwrite it: one kernel fewer (a MoE router's f32 mat-vec), the same
+  // values.
+  const auto* xb = reinterpret_cast<const uint8_t*>(x);
+  const auto* yb = reinterpret_cast<const uint8_t*>(y);
+  const bool apart = yb + size_t(n) * size_t(w.n_out) * sizeof(float) <= xb ||
+                     xb + size_t(n) * size_t(w.n_in) * sizeof(float) <= yb;
+  if (is_float_weight(w.type) && w.n_in % 8 == 0 && apart && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    ActView a;
+    a.xf = x;
+    a.ldx = w.n_in;
+    launch_matvec(w, a, 0, n, y, ctx);
+    return;
+  }
   const ActView a = prepare_acts(w, x, n, ctx);
   launch_matvec(w, a, 0, n, y, ctx);
 }

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/matmul_cuda_acts.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
+#include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/matmul_cuda_split.h"
 #include "backend/cuda/moe_cuda_hd.cuh"
 #include "backend/cuda/moe_cuda_internal.h"
@@ -31,6 +32,8 @@ unsigned grid_stride_blocks(int64_t total, int threads) {
 __global__ void __launch_bounds__(kThreads)
     moe_route_kernel(const float* __restrict__ logits, int n, int ne, int k, bool all_softmax,
                      int32_t* __restrict__ ids, float* __restrict__ weights) {
+  wait_for_previous_grid();
+  allow_next_grid();
   const int row = int(blockIdx.x) * kWarps + int(threadIdx.x / 32);
   const int lane = int(threadIdx.x % 32);
   if (row >= n) return;  // the whole warp
@@ -356,12 +359,12 @@ int g_mma_min = -1, g_mma_min_forced = 0;
 
 }  // namespace
 
-void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights, cudaStream_t s) {
+void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights, CudaContext& ctx) {
   check(r.n_used >= 1 && r.n_used <= r.n_expert, "moe_route: ", r.n_used, " experts per token out of ", r.n_expert);
   check(r.n_used <= 32, "CUDA moe_route: at most 32 experts per token (", r.n_used, ")");
   if (n <= 0) return;
-  moe_route_kernel<<<unsigned((n + kWarps - 1) / kWarps), kThreads, 0, s>>>(
-      logits, n, r.n_expert, r.n_used, r.gating == MoeGating::SoftmaxTopK, ids, weights);
+  launch_kernel(moe_route_kernel, dim3(unsigned((n + kWarps - 1) / kWarps)), dim3(kThreads), 0, ctx.stream(),
+                matvec_pdl(ctx), logits, n, r.n_expert, r.n_used, r.gating == MoeGating::SoftmaxTopK, ids, weights);
   POLYKV_CUDA_LAUNCHED();
 }
 
@@ -502,6 +505,26 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
     moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, chunk, perm,
                                                                               items, n_items);
     POLYKV_CUDA_LAUNCHED();
+  }
+  // The fused one-token path: gate+up with the activation, then down with the slot sum (two launches).
+  if (direct && !down_f && moe_decode_fused() && moe_decode_fused_takes(gs, us, ds, k)) {
+    MoeDecodeArgs da;
+    da.x = x;
+    da.ids = ids;
+    da.weights = weights;
+    da.gate_bias = w.gate_bias;
+    da.up_bias = w.up_bias;
+    da.down_bias = w.down_bias;
+    da.clamped = w.act == MoeActivation::SwiGLUClamped;
+    da.alpha = w.alpha;
+    da.limit = w.limit;
+    da.hq = reinterpret_cast<int8_t*>(h);
+    da.hs = reinterpret_cast<hd::ActScale*>(h + round_up(size_t(n_slots) * size_t(F), 256));
+    da.out = out;
+    da.k = k;
+    da.n_expert = ne;
+    launch_moe_decode_fused(gs, us, ds, da, ctx);
+    return;
   }
   // 2. x's activations (before anything writes out, which may alias x)
   MatArgs a{};

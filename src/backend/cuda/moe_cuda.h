@@ -32,7 +32,7 @@
 namespace polykv::cuda {
 
 // Routing of n rows (backend.h moe_route): one warp per row; r.n_used <= 32.
-void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights, cudaStream_t s);
+void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, float* weights, CudaContext& ctx);
 
 // x[r][c] += sigmoid(g[r]) * y[r][c].
 void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols, cudaStream_t s);
@@ -61,6 +61,10 @@ constexpr size_t kExpertStackSlack = 16;
 // v1 kernels whatever the switch. v1: every type in ggml rows (the kernels before 2026-12-01e).
 int moe_kernel_version();
 void set_moe_kernel(int version);  // 1 or 2; 0: back to the environment's choice
+// The one-token FFN in two fused launches (moe_cuda_decode.cu; the same bits as the five kernels of the
+// direct v2 path), on unless POLYKV_CUDA_MOE_FUSED=0. Tests: 1 on, 0 off, -1 back to the environment's choice.
+bool moe_decode_fused();
+void set_moe_decode_fused(int on);
 // Whether upload_experts stores host (ggml rows) in the split layout under the current switch.
 bool moe_split_upload(const WeightMatrix& host);
 // Bytes between experts of a split stack of host's shape (a multiple of 16).

@@ -50,4 +50,31 @@ void launch_moe_split_mma(const ExpertStack& st, MoeMatArgs a, int64_t max_items
 void launch_moe_act_f16(const float* g, const float* u, int64_t total, bool clamped, float alpha, float limit,
                         void* h16, cudaStream_t s);
 
+// The one-token FFN (n = 1, every stack split, quantized experts) in two launches (moe_cuda_decode.cu):
+// gate+up with the activation and its 8-bit quantization, then down with the slot sum. The same bits
+// as the five kernels of the direct v2 path. POLYKV_CUDA_MOE_FUSED=0 (or set_moe_decode_fused(0)) runs
+// those instead.
+constexpr int kMoeDecodeMaxSlots = 16;  // k (experts per token) the fused path takes
+struct MoeDecodeArgs {
+  const float* x = nullptr;          // [n_embd]
+  const int32_t* ids = nullptr;      // [k]
+  const float* weights = nullptr;    // [k]
+  const float* gate_bias = nullptr;  // [n_expert][n_ff] or nullptr
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;  // [n_expert][n_embd] or nullptr
+  bool clamped = false;
+  float alpha = 0.0f, limit = 0.0f;
+  int8_t* hq = nullptr;              // [k][n_ff]: the down mat-vec's 8-bit activations (scratch)
+  hd::ActScale* hs = nullptr;        // [k][n_ff / 32]
+  float* out = nullptr;              // [n_embd] (may alias x)
+  int k = 0, n_expert = 0;
+  // Filled by launch_moe_decode_fused from the stacks:
+  const uint8_t *gate = nullptr, *up = nullptr, *down = nullptr;
+  size_t gu_expert_stride = 0, gu_row_stride = 0, down_expert_stride = 0, down_row_stride = 0;
+  int64_t n_embd = 0, n_ff = 0;
+};
+bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, int k);
+void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, MoeDecodeArgs a,
+                             CudaContext& ctx);
+
 }  // namespace polykv::cuda

@@ -1,0 +1,234 @@
+// The one-token MoE FFN in two launches (moe_cuda_internal.h, launch_moe_decode_fused): what the v2
+// direct path (moe_cuda.cu: n = 1, every stack split) does in five kernels after the routing
+// (quantize x, gate+up mat-vec, activation + its quantization, down mat-vec, slot sum), with the
+// same operations on the same values, so the same bits:
+//
+//   moe_gate_up_act_kernel  grid (n_ff / 32 row blocks, k slots), 8 warps. The block quantizes x into
+//                           shared memory (quantize_acts_kernel's blocks), each warp computes 4 rows of
+//                           gate AND up of the slot's expert (moe_split_matvec_kernel's units, per-lane
+//                           order and butterfly), the block's 32 activations act(g + bg, u + bu) go
+//                           through shared memory to warp 0, which writes them as the down mat-vec's
+//                           8-bit block (moe_act_q_kernel's quantization).
+//   moe_down_sum_kernel     grid (n_embd / 4 row groups), one warp per slot: warp j computes 4 rows of
+//                           down for slot j (moe_split_matvec_kernel's arithmetic, + bias), then 4
+//                           threads add the slots in slot order (moe_slot_sum_kernel's steps) into out.
+//
+// Both launch with programmatic dependent launch (sm_90) and wait for the kernel before them before
+// reading anything. An expert id outside [0, n_expert) makes the token's row NaN, as the slot sum does.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/matmul_cuda_acts.cuh"
+#include "backend/cuda/matmul_cuda_internal.h"
+#include "backend/cuda/matmul_cuda_launch.cuh"
+#include "backend/cuda/moe_cuda_internal.h"
+#include "backend/cuda/moe_cuda_v2.cuh"
+#include "core/error.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace polykv::cuda {
+namespace {
+
+constexpr int kGuWarps = 8;                   // warps of a gate+up block
+constexpr int kGuRows = 4;                    // rows of gate (and of up) per warp
+constexpr int kGuBlockRows = kGuWarps * kGuRows;  // 32: one activation block of the down mat-vec's input
+static_assert(kGuBlockRows == hd::kActBlock, "a gate+up block writes one 8-bit activation block per slot");
+constexpr int kDownRows = 4;                  // rows of down per warp (and per block)
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Dynamic shared memory: x's 8-bit activations [n_embd] (16-byte aligned), their scales [n_embd / 32].
+template <class T>
+__global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const MoeDecodeArgs a, hd::SplitGeom geom) {
+  using S = hd::Split<T>;
+  constexpr int R2 = 2 * kGuRows;  // gate rows 0..3, up rows 4..7
+  constexpr int QW = S::kUnitWords, HW = S::kHeadWords;
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ float h_s[kGuBlockRows];
+  wait_for_previous_grid();
+  allow_next_grid();
+  const int slot = int(blockIdx.y);
+  const int e = a.ids[slot];
+  if (e < 0 || e >= a.n_expert) return;  // the whole block; the down kernel makes the row NaN
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  auto* xq = reinterpret_cast<int8_t*>(smem);
+  auto* xs = reinterpret_cast<hd::ActScale*>(smem + ((a.n_embd + 15) / 16) * 16);
+  {  // x's activation blocks w, w + 8, ...: four chains side by side per warp (the values of quantize_acts_kernel)
+    const int nb = int(a.n_embd / hd::kActBlock);
+    for (int b0 = warp; b0 < nb; b0 += 4 * kGuWarps) {
+      float v[4];
+      int valid = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int b = b0 + j * kGuWarps;
+        v[j] = b < nb ? a.x[int64_t(b) * hd::kActBlock + lane] : 0.0f;
+        valid += b < nb ? 1 : 0;
+      }
+      quantize_act_blocks_warp<4>(v, valid, lane, xq + b0 * hd::kActBlock, xs + b0, kGuWarps);
+    }
+  }
+  __syncthreads();
+  const int64_t F = a.n_ff;
+  const int64_t row0 = int64_t(blockIdx.x) * kGuBlockRows + warp * kGuRows;  // < F (F % 32 == 0)
+  const uint8_t* rows[R2];
+#pragma unroll
+  for (int r = 0; r < kGuRows; ++r) {
+    rows[r] = a.gate + size_t(e) * a.gu_expert_stride + size_t(row0 + r) * a.gu_row_stride;
+    rows[kGuRows + r] = a.up + size_t(e) * a.gu_expert_stride + size_t(row0 + r) * a.gu_row_stride;
+  }
+  const int64_t arow[1] = {0};
+  float acc[R2][1] = {};
+  const int64_t n_units = geom.n_units;
+  for (int64_t u = lane; u < n_units; u += 32) {  // moe_split_matvec_kernel's units in its order
+    uint32_t q[R2][QW], h[R2][HW];
+#pragma unroll
+    for (int r = 0; r < R2; ++r) hd::split_load_unit<T>(rows[r], geom, u, q[r], h[r]);
+    hd::moe_split_unit<T, 1, R2>(q, h, u, xq, xs, a.n_embd, arow, acc);
+  }
+#pragma unroll
+  for (int r = 0; r < kGuRows; ++r) {
+    float g = warp_sum(acc[r][0]), up = warp_sum(acc[kGuRows + r][0]);
+    if (a.gate_bias) g = hd::fadd(g, a.gate_bias[int64_t(e) * F + row0 + r]);
+    if (a.up_bias) up = hd::fadd(up, a.up_bias[int64_t(e) * F + row0 + r]);
+    if (lane == 0) h_s[warp * kGuRows + r] = hd::moe_act(g, up, a.clamped, a.alpha, a.limit);
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const int64_t b = int64_t(slot) * (F / hd::kActBlock) + blockIdx.x;  // moe_act_q_kernel's block
+    quantize_act_block_warp(h_s[lane], lane, a.hq + b * hd::kActBlock, a.hs + b);
+  }
+}
+
+// Block: 32 * k threads (warp j = slot j), 4 rows of out.
+template <class T>
+__global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(const MoeDecodeArgs a,
+                                                                               hd::SplitGeom geom) {
+  using S = hd::Split<T>;
+  using Cfg = hd::MoeSplitCfg<T, 1>;
+  static_assert(Cfg::kR == kDownRows, "the down warps take the v2 mat-vec's rows per warp");
+  constexpr int R = kDownRows, U = Cfg::kU, QW = S::kUnitWords, HW = S::kHeadWords;
+  __shared__ float y_s[kMoeDecodeMaxSlots][kDownRows];
+  __shared__ int bad_s;
+  wait_for_previous_grid();
+  allow_next_grid();
+  const int lane = int(threadIdx.x % 32), slot = int(threadIdx.x / 32);
+  const int64_t E = a.n_embd;
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+  const int nrows = int(E - row0 < R ? E - row0 : R);
+  if (threadIdx.x == 0) bad_s = 0;
+  __syncthreads();
+  const int e = a.ids[slot];
+  if (e < 0 || e >= a.n_expert) {
+    if (lane == 0) atomicOr(&bad_s, 1);
+  } else {
+    const uint8_t* w = a.down + size_t(e) * a.down_expert_stride;
+    const uint8_t* rows[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = w + size_t(row0 + min(r, nrows - 1)) * a.down_row_stride;
+    const int64_t arow[1] = {slot};
+    float acc[R][1] = {};
+    const int64_t n_units = geom.n_units, n_steps = (n_units + 31) / 32;
+    for (int64_t j0 = 0; j0 < n_steps; j0 += U) {  // moe_split_matvec_kernel's loop
+      uint32_t q[U][R][QW], h[U][R][HW];
+#pragma unroll
+      for (int k = 0; k < U; ++k) {
+        const int64_t u = 32 * (j0 + k) + lane;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (u < n_units && r < nrows) {
+            hd::split_load_unit<T>(rows[r], geom, u, q[k][r], h[k][r]);
+          } else {
+#pragma unroll
+            for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
+#pragma unroll
+            for (int i = 0; i < HW; ++i) h[k][r][i] = 0;
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < U; ++k) {
+        const int64_t u = 32 * (j0 + k) + lane;
+        if (u < n_units) hd::moe_split_unit<T, 1, R>(q[k], h[k], u, a.hq, a.hs, a.n_ff, arow, acc);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = warp_sum(acc[r][0]);
+      if (a.down_bias) v = hd::fadd(v, a.down_bias[int64_t(e) * E + row0 + min(r, nrows - 1)]);
+      if (lane == r) y_s[slot][r] = v;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < unsigned(nrows)) {
+    const int r = int(threadIdx.x);
+    float o = 0.0f;
+    if (bad_s) {
+      o = __int_as_float(0x7fc00000);
+    } else {
+      for (int j = 0; j < a.k; ++j) o = hd::slot_sum_step(o, a.weights[j], y_s[j][r], j);
+    }
+    a.out[row0 + r] = o;
+  }
+}
+
+int g_fused = -1;  // POLYKV_CUDA_MOE_FUSED: -1 not read yet; set_moe_decode_fused overrides it
+int g_fused_forced = -1;
+
+}  // namespace
+
+bool moe_decode_fused() {
+  if (g_fused_forced >= 0) return g_fused_forced != 0;
+  if (g_fused < 0) {
+    const char* e = std::getenv("POLYKV_CUDA_MOE_FUSED");
+    g_fused = (e && std::strcmp(e, "0") == 0) ? 0 : 1;
+  }
+  return g_fused != 0;
+}
+
+void set_moe_decode_fused(int on) { g_fused_forced = on < 0 ? -1 : (on ? 1 : 0); }
+
+bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, int k) {
+  bool types = false;
+  hd::visit_split_decoder(gs.type, [&](auto) { types = true; });
+  bool down = false;
+  hd::visit_split_decoder(ds.type, [&](auto) { down = true; });
+  return types && down && gs.layout == WeightLayout::CudaSplit && us.layout == WeightLayout::CudaSplit &&
+         ds.layout == WeightLayout::CudaSplit && gs.type == us.type && gs.row_stride == us.row_stride &&
+         gs.expert_stride == us.expert_stride && gs.n_out % kGuBlockRows == 0 && gs.n_in % hd::kActBlock == 0 &&
+         k >= 1 && k <= kMoeDecodeMaxSlots;
+}
+
+void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, MoeDecodeArgs a,
+                             CudaContext& ctx) {
+  check(moe_decode_fused_takes(gs, us, ds, a.k), "CUDA moe_experts: the fused one-token path does not take these experts");
+  a.gate = gs.base;
+  a.up = us.base;
+  a.down = ds.base;
+  a.gu_expert_stride = gs.expert_stride;
+  a.gu_row_stride = gs.row_stride;
+  a.down_expert_stride = ds.expert_stride;
+  a.down_row_stride = ds.row_stride;
+  a.n_embd = gs.n_in;
+  a.n_ff = gs.n_out;
+  const bool pdl = matvec_pdl(ctx);
+  const cudaStream_t s = ctx.stream();
+  hd::visit_split_decoder(gs.type, [&](auto dec) {
+    using T = decltype(dec);
+    const size_t smem = size_t((a.n_embd + 15) / 16 * 16) + size_t(a.n_embd / hd::kActBlock) * sizeof(hd::ActScale);
+    const dim3 grid(unsigned(a.n_ff / kGuBlockRows), unsigned(a.k));
+    launch_kernel(moe_gate_up_act_kernel<T>, grid, dim3(32 * kGuWarps), smem, s, pdl, a, hd::split_geom<T>(a.n_embd));
+  });
+  hd::visit_split_decoder(ds.type, [&](auto dec) {
+    using T = decltype(dec);
+    const dim3 grid(unsigned((a.n_embd + kDownRows - 1) / kDownRows));
+    launch_kernel(moe_down_sum_kernel<T>, grid, dim3(32 * a.k), 0, s, pdl, a, hd::split_geom<T>(a.n_ff));
+  });
+  POLYKV_CUDA_LAUNCHED();
+}
+
+}  // namespace polykv::cuda
