@@ -152,6 +152,11 @@ class Backend {
   // matmuls reduce per row; the slot sum runs in slot order), so a backend may group rows by expert.
   virtual void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n,
                            int k, float* out);
+  // moe_route(logits, n, r, ids, weights), then moe_experts(w, x, ids, weights, n, r.n_used, out): the default
+  // is those two ops; a backend may fuse them (CUDA: the one-token step routes inside its gate+up launch) and
+  // must give the same ids, weights and out bits.
+  virtual void moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
+                                 int32_t* ids, float* weights, float* out);
   // x[r][c] += sigmoid(g[r]) * y[r][c]: a shared expert's output y behind its scalar gate g ([rows]).
   virtual void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols);
 

@@ -20,6 +20,12 @@ void Backend::moe_experts(const MoeExperts&, const float*, const int32_t*, const
   fail("the ", describe(), " backend does not run mixture-of-experts models yet (use --device cpu)");
 }
 
+void Backend::moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
+                                int32_t* ids, float* weights, float* out) {
+  moe_route(logits, n, r, ids, weights);
+  moe_experts(w, x, ids, weights, n, r.n_used, out);
+}
+
 void Backend::add_sigmoid_gated(float*, const float*, const float*, int, int) {
   fail("the ", describe(), " backend does not run mixture-of-experts models yet (use --device cpu)");
 }

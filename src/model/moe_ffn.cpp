@@ -44,16 +44,15 @@ void MoeWorkspace::reserve(const ModelConfig& c, int rows) {
 void moe_ffn(Backend& be, const ModelConfig& c, const DeviceMoeWeights& w, const float* h, int n, MoeWorkspace& ws,
              float* out) {
   const MoeConfig& m = c.moe;
-  be.matmul(w.router, h, ws.logits, n);  // [n][n_expert]
-  if (w.router_bias) be.add_bias(ws.logits, w.router_bias, n, m.n_expert);
-  be.moe_route(ws.logits, n, m.routing(), ws.ids, ws.weights);
   const bool shared = m.n_ff_shexp > 0;
   if (shared) {  // its inputs are read before moe_experts may overwrite h (out aliasing h)
     be.matmul(w.sh_gate_inp, h, ws.sh_g, n);  // [n][1]
     be.matmul(w.sh_gate, h, ws.sh_gate, n);
     be.matmul(w.sh_up, h, ws.sh_up, n);
   }
-  be.moe_experts(w.experts, h, ws.ids, ws.weights, n, m.n_used, out);
+  be.matmul(w.router, h, ws.logits, n);  // [n][n_expert]
+  if (w.router_bias) be.add_bias(ws.logits, w.router_bias, n, m.n_expert);
+  be.moe_route_experts(w.experts, h, ws.logits, m.routing(), n, ws.ids, ws.weights, out);  // route, then experts
   if (shared) {
     be.gated_activation(ws.sh_gate, ws.sh_up, int64_t(n) * m.n_ff_shexp, Activation::SiLU);
     be.matmul(w.sh_down, ws.sh_gate, ws.sh_out, n);

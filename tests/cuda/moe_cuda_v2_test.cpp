@@ -301,6 +301,30 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
         ASSERT_TRUE(std::isnan(plain_bad[i]) && std::isnan(fused_bad[i]))
             << tag << ": an out-of-range expert, value " << i << ": plain " << plain_bad[i] << " fused " << fused_bad[i];
       }
+      // Routing inside the gate+up launch (moe_route_experts): the ids, weights and out bits of the routing
+      // kernel followed by the five kernels, for both gatings; out aliasing x as the model runs it.
+      const auto logits = normal(size_t(c.n_expert), 77u + uint32_t(c.k), 1.0f);
+      for (MoeGating gating : {MoeGating::SoftmaxTopKRenorm, MoeGating::SoftmaxTopK}) {
+        const MoeRouting rr{c.n_expert, c.k, gating};
+        std::vector<float> got[2], got_w[2];
+        std::vector<int32_t> got_i[2];
+        for (int fused_on = 0; fused_on < 2; ++fused_on) {
+          cuda::set_moe_decode_fused(fused_on);
+          Dev dl(*gpu, logits.data(), logits.size() * 4), dx(*gpu, x.data(), x.size() * 4),
+              di(*gpu, size_t(c.k) * 4), dw(*gpu, size_t(c.k) * 4);
+          gpu->moe_route_experts(w2, dx.as<float>(), dl.as<float>(), rr, 1, di.as<int32_t>(), dw.as<float>(),
+                                 dx.as<float>());
+          got[fused_on] = down_f(*gpu, dx.p, x.size());
+          got_w[fused_on] = down_f(*gpu, dw.p, size_t(c.k));
+          got_i[fused_on] = cuda_test::backend_download<int32_t>(*gpu, di.p, size_t(c.k));
+        }
+        cuda::set_moe_decode_fused(-1);
+        ASSERT_EQ(got_i[0], got_i[1]) << tag << ": routed ids";
+        ASSERT_EQ(std::memcmp(got_w[0].data(), got_w[1].data(), size_t(c.k) * 4), 0) << tag << ": routed weights";
+        for (size_t i = 0; i < got[0].size(); ++i)
+          ASSERT_EQ(std::memcmp(&got[0][i], &got[1][i], 4), 0)
+              << tag << ": routed in the gate+up launch, value " << i << ": " << got[1][i] << " vs " << got[0][i];
+      }
     }
     // Against the exact layer. Mat-vec: 8-bit activations of x and h (H200: NMSE ~1e-4 against the
     // CPU's identical arithmetic for q4_0); tensor cores: f16 weights and activations (~1e-7).

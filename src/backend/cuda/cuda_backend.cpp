@@ -386,6 +386,12 @@ class CudaBackend final : public Backend {
     bind();
     cuda::moe_experts(w, x, ids, weights, n, k, out, ctx_);
   }
+  void moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
+                         int32_t* ids, float* weights, float* out) override {
+    drop_acts();
+    bind();
+    cuda::moe_route_experts(w, x, logits, r, n, ids, weights, out, ctx_);
+  }
   void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols) override {
     drop_acts();
     bind();

@@ -37,42 +37,12 @@ __global__ void __launch_bounds__(kThreads)
   const int row = int(blockIdx.x) * kWarps + int(threadIdx.x / 32);
   const int lane = int(threadIdx.x % 32);
   if (row >= n) return;  // the whole warp
-  const float* l = logits + int64_t(row) * ne;
-  float pv = 0.0f, my_v = 0.0f;
-  int pi = -1, my_i = -1;
-  double mx = 0.0, sum_chosen = 0.0;
-  for (int j = 0; j < k; ++j) {
-    float v;
-    int i = hd::route_lane_best(l, ne, lane, pv, pi, v);
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {  // the best of the warp: a strict total order, one winner
-      const float ov = __shfl_xor_sync(0xffffffffu, v, off);
-      const int oi = __shfl_xor_sync(0xffffffffu, i, off);
-      if (hd::route_before(ov, oi, v, i)) {
-        v = ov;
-        i = oi;
-      }
-    }
-    if (j == 0) mx = double(v);
-    sum_chosen += hd::route_exp(v, mx);
-    if (lane == j) {
-      my_v = v;
-      my_i = i;
-    }
-    pv = v;
-    pi = i;
-  }
-  double sum = sum_chosen;
-  if (all_softmax) {
-    double s = 0.0;
-    for (int e = lane; e < ne; e += 32) s += hd::route_exp(l[e], mx);
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
-    sum = s;
-  }
+  int i;
+  float w;
+  route_row_warp(logits + int64_t(row) * ne, ne, k, all_softmax, lane, i, w);
   if (lane < k) {
-    ids[int64_t(row) * k + lane] = my_i;
-    weights[int64_t(row) * k + lane] = hd::route_weight(my_v, mx, sum);
+    ids[int64_t(row) * k + lane] = i;
+    weights[int64_t(row) * k + lane] = w;
   }
 }
 
@@ -450,8 +420,46 @@ ExpertStack expert_stack(const std::vector<WeightMatrix>& experts) {
   return st;
 }
 
+namespace {
+
+// The routing to run first when the fused one-token path does not take the step (moe_route_experts).
+struct RouteFirst {
+  const float* logits;
+  MoeRouting r;
+};
+
+void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
+                  float* out, CudaContext& ctx, const RouteFirst* route);
+
+}  // namespace
+
 void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
                  float* out, CudaContext& ctx) {
+  experts_impl(w, x, ids, weights, n, k, out, ctx, nullptr);
+}
+
+void moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
+                       int32_t* ids, float* weights, float* out, CudaContext& ctx) {
+  check(r.n_used >= 1 && r.n_used <= r.n_expert && r.n_expert == w.n_expert(), "moe_route_experts: ", r.n_used,
+        " experts per token out of ", r.n_expert, " (the layer has ", w.n_expert(), ")");
+  const RouteFirst route{logits, r};
+  // POLYKV_CUDA_MOE_FUSED=noroute: the routing kernel first, then the fused path without it (A/B runs).
+  static const bool route_apart = [] {
+    const char* e = std::getenv("POLYKV_CUDA_MOE_FUSED");
+    return e && std::strcmp(e, "noroute") == 0;
+  }();
+  if (route_apart) {
+    moe_route(logits, n, r, ids, weights, ctx);
+    experts_impl(w, x, ids, weights, n, r.n_used, out, ctx, nullptr);
+    return;
+  }
+  experts_impl(w, x, ids, weights, n, r.n_used, out, ctx, &route);
+}
+
+namespace {
+
+void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
+                  float* out, CudaContext& ctx, const RouteFirst* route) {
   check(n >= 0 && k >= 1 && k <= w.n_expert(), "moe_experts: ", k, " experts per token out of ", w.n_expert());
   if (n == 0) return;
   const ExpertStack gs = expert_stack(w.gate), us = expert_stack(w.up), ds = expert_stack(w.down);
@@ -498,20 +506,19 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   uint8_t* h = p + sz_perm + sz_items + sz_n + 2 * sz_gu;
   auto* y = reinterpret_cast<float*>(h + sz_hq);
 
-  // 1. grouping (none for one token on split stacks: the v2 mat-vec takes the k slots as items)
   const bool direct = all_split && !mma && n == 1;
-  const int64_t grid_items = direct ? k : max_items;
-  if (!direct) {
-    moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, chunk, perm,
-                                                                              items, n_items);
-    POLYKV_CUDA_LAUNCHED();
-  }
-  // The fused one-token path: gate+up with the activation, then down with the slot sum (two launches).
+  // The fused one-token path: gate+up with the activation (and the routing), then down with the slot sum.
   if (direct && !down_f && moe_decode_fused() && moe_decode_fused_takes(gs, us, ds, k)) {
     MoeDecodeArgs da;
     da.x = x;
     da.ids = ids;
     da.weights = weights;
+    if (route) {
+      da.logits = route->logits;
+      da.all_softmax = route->r.gating == MoeGating::SoftmaxTopK;
+      da.ids_out = const_cast<int32_t*>(ids);
+      da.weights_out = const_cast<float*>(weights);
+    }
     da.gate_bias = w.gate_bias;
     da.up_bias = w.up_bias;
     da.down_bias = w.down_bias;
@@ -525,6 +532,14 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
     da.n_expert = ne;
     launch_moe_decode_fused(gs, us, ds, da, ctx);
     return;
+  }
+  if (route) moe_route(route->logits, n, route->r, const_cast<int32_t*>(ids), const_cast<float*>(weights), ctx);
+  // 1. grouping (none for one token on split stacks: the v2 mat-vec takes the k slots as items)
+  const int64_t grid_items = direct ? k : max_items;
+  if (!direct) {
+    moe_group_kernel<<<1, 512, size_t(2) * size_t(ne) * sizeof(int32_t), s>>>(ids, int(n_slots), ne, chunk, perm,
+                                                                              items, n_items);
+    POLYKV_CUDA_LAUNCHED();
   }
   // 2. x's activations (before anything writes out, which may alias x)
   MatArgs a{};
@@ -622,5 +637,7 @@ void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const 
   moe_slot_sum_kernel<<<grid_stride_blocks(total, 256), 256, 0, s>>>(y, ids, weights, n, k, ne, E, out);
   POLYKV_CUDA_LAUNCHED();
 }
+
+}  // namespace
 
 }  // namespace polykv::cuda

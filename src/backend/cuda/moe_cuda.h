@@ -83,6 +83,10 @@ bool moe_uses_mma(int n, int k, int n_expert);
 constexpr int kMoeMmaAlways = -1, kMoeMmaNever = 1 << 30;
 void set_moe_mma_min(int slots_per_expert);
 
+// backend.h moe_route_experts: moe_route then moe_experts, except that a one-token step on the fused path
+// (moe_decode_fused) routes inside its gate+up launch; the same ids, weights and out bits either way.
+void moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
+                       int32_t* ids, float* weights, float* out, CudaContext& ctx);
 // backend.h moe_experts: x, out device [n][w.n_embd] (out may alias x), ids / weights device [n][k].
 // An expert index outside [0, n_expert) makes that token's row NaN.
 void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,

@@ -13,6 +13,8 @@
 //                           down for slot j (moe_split_matvec_kernel's arithmetic, + bias), then 4
 //                           threads add the slots in slot order (moe_slot_sum_kernel's steps) into out.
 //
+// With a.logits (moe_route_experts), warp 0 of every gate+up block also routes the token (route_row_warp:
+// moe_route_kernel's operations) and block (0, 0) stores the picks, so no routing kernel runs before.
 // Both launch with programmatic dependent launch (sm_90) and wait for the kernel before them before
 // reading anything. An expert id outside [0, n_expert) makes the token's row NaN, as the slot sum does.
 #include <cuda_runtime.h>
@@ -50,12 +52,25 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   constexpr int QW = S::kUnitWords, HW = S::kHeadWords;
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float h_s[kGuBlockRows];
+  __shared__ int e_s;
   wait_for_previous_grid();
   allow_next_grid();
   const int slot = int(blockIdx.y);
-  const int e = a.ids[slot];
-  if (e < 0 || e >= a.n_expert) return;  // the whole block; the down kernel makes the row NaN
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  if (a.logits) {  // the routing, in every block (moe_route_kernel's warp); block (0, 0) stores the picks
+    if (warp == 0) {
+      int i;
+      float w;
+      route_row_warp(a.logits, a.n_expert, a.k, a.all_softmax, lane, i, w);
+      if (lane == slot) e_s = i;
+      if (blockIdx.x == 0 && blockIdx.y == 0 && lane < a.k) {
+        a.ids_out[lane] = i;
+        a.weights_out[lane] = w;
+      }
+    }
+  } else if (threadIdx.x == 0) {
+    e_s = a.ids[slot];
+  }
   auto* xq = reinterpret_cast<int8_t*>(smem);
   auto* xs = reinterpret_cast<hd::ActScale*>(smem + ((a.n_embd + 15) / 16) * 16);
   {  // x's activation blocks w, w + 8, ...: four chains side by side per warp (the values of quantize_acts_kernel)
@@ -73,6 +88,8 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
     }
   }
   __syncthreads();
+  const int e = e_s;
+  if (e < 0 || e >= a.n_expert) return;  // the whole block; the down kernel makes the row NaN
   const int64_t F = a.n_ff;
   const int64_t row0 = int64_t(blockIdx.x) * kGuBlockRows + warp * kGuRows;  // < F (F % 32 == 0)
   const uint8_t* rows[R2];
@@ -215,6 +232,10 @@ void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const
   a.down_row_stride = ds.row_stride;
   a.n_embd = gs.n_in;
   a.n_ff = gs.n_out;
+  if (a.logits) {  // the down kernel reads the picks the gate+up launch stores
+    a.ids = a.ids_out;
+    a.weights = a.weights_out;
+  }
   const bool pdl = matvec_pdl(ctx);
   const cudaStream_t s = ctx.stream();
   hd::visit_split_decoder(gs.type, [&](auto dec) {

@@ -50,6 +50,49 @@ void launch_moe_split_mma(const ExpertStack& st, MoeMatArgs a, int64_t max_items
 void launch_moe_act_f16(const float* g, const float* u, int64_t total, bool clamped, float alpha, float limit,
                         void* h16, cudaStream_t s);
 
+#if defined(__CUDACC__)
+// The routing of one row by one warp (moe_route_kernel, and the fused one-token path's gate+up blocks): k
+// rounds, round j's pick the best expert strictly after pick j - 1 in routing order (moe_cuda_hd.cuh); lane
+// j < k gets pick j's index and weight (others: -1 / 0). Every lane must call it.
+__device__ inline void route_row_warp(const float* l, int ne, int k, bool all_softmax, int lane, int& out_i,
+                                      float& out_w) {
+  float pv = 0.0f, my_v = 0.0f;
+  int pi = -1, my_i = -1;
+  double mx = 0.0, sum_chosen = 0.0;
+  for (int j = 0; j < k; ++j) {
+    float v;
+    int i = hd::route_lane_best(l, ne, lane, pv, pi, v);
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {  // the best of the warp: a strict total order, one winner
+      const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+      if (hd::route_before(ov, oi, v, i)) {
+        v = ov;
+        i = oi;
+      }
+    }
+    if (j == 0) mx = double(v);
+    sum_chosen += hd::route_exp(v, mx);
+    if (lane == j) {
+      my_v = v;
+      my_i = i;
+    }
+    pv = v;
+    pi = i;
+  }
+  double sum = sum_chosen;
+  if (all_softmax) {
+    double s = 0.0;
+    for (int e = lane; e < ne; e += 32) s += hd::route_exp(l[e], mx);
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    sum = s;
+  }
+  out_i = my_i;
+  out_w = lane < k ? hd::route_weight(my_v, mx, sum) : 0.0f;
+}
+#endif
+
 // The one-token FFN (n = 1, every stack split, quantized experts) in two launches (moe_cuda_decode.cu):
 // gate+up with the activation and its 8-bit quantization, then down with the slot sum. The same bits
 // as the five kernels of the direct v2 path. POLYKV_CUDA_MOE_FUSED=0 (or set_moe_decode_fused(0)) runs
@@ -68,6 +111,12 @@ struct MoeDecodeArgs {
   hd::ActScale* hs = nullptr;        // [k][n_ff / 32]
   float* out = nullptr;              // [n_embd] (may alias x)
   int k = 0, n_expert = 0;
+  // Routing inside the gate+up launch (moe_route_experts): logits [n_expert] (nullptr: ids / weights are
+  // given); the picks are written to ids_out / weights_out (then ids / weights point there too).
+  const float* logits = nullptr;
+  bool all_softmax = false;
+  int32_t* ids_out = nullptr;
+  float* weights_out = nullptr;
   // Filled by launch_moe_decode_fused from the stacks:
   const uint8_t *gate = nullptr, *up = nullptr, *down = nullptr;
   size_t gu_expert_stride = 0, gu_row_stride = 0, down_expert_stride = 0, down_row_stride = 0;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # 2026-12-06f call H26 (issue #9): MoE decode on the GPU, never compared with llama.cpp before, and the one-token
 # MoE FFN in two fused launches (moe_cuda_decode.cu; the router's f32 mat-vec reading x without a copy; the
-# routing kernel with PDL).
+# routing kernel with PDL; the routing inside the gate+up launch, POLYKV_CUDA_MOE_FUSED=noroute: apart).
 # 1. GPU tests of the MoE kernels and models (the fused path = the five kernels' bits), f32 mat-vecs, the
 #    qwen3moe / gptoss fixture goldens, while llama.cpp 3f545bec builds (never committed) and the file is made.
 # 2. synth qwen3-30b-a3b q4_0 (all 48 layers). Timelines of a decode token: base binary (main a6d7ce6, carried as
-#    .gpucarry/polykv-base.xz) and this build.
-# 3. Interleaved, 2 rounds (order swapped in round 2): base vs this build, decode at depth 0 f16/f16 and
-#    q8_0/turbo3t; then llama.cpp vs this build: decode f16/f16, q8_0/q8_0, pp512.
+#    .gpucarry/polykv-base.xz), this build with the routing kernel apart (noroute), this build.
+# 3. Interleaved, 2 rounds (order rotated): the three arms, decode at depth 0 f16/f16 (and q8_0/turbo3t in round
+#    1); then llama.cpp vs this build: decode f16/f16, q8_0/q8_0, pp512.
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS
 xz -dc .gpucarry/polykv-base.xz > build-gpu/polykv-base && chmod +x build-gpu/polykv-base
@@ -29,19 +29,27 @@ pk() {  # pk BIN ROUND TAG ARGS...
   timeout 100 $bin bench -m $M --device cuda -r 3 --json --bandwidth 3350 "$@" 2>> $OUT/logs/polykv.err | grep '^{' | sed "s/^{/{\"round\":$r,\"tag\":\"$tag\",/" >> $OUT/polykv.jsonl
   note "$tag r$r ($((SECONDS-t0)) s): $(grep "\"round\":$r,\"tag\":\"$tag\"" $OUT/polykv.jsonl | grep -oE '"(decode|prefill)_tok_s_reps":\[[^]]*\]' | paste -sd' ')"
 }
-for arm in base new; do
-  bin=$P; [ $arm = base ] && bin=$B
-  CUDA_INJECTION64_PATH=$PWD/build-gpu/lib/libpolykv_cuda_trace.so POLYKV_TRACE=/tmp/trace.csv \
+arm_run() {  # arm_run ARM CMD...: CMD with the arm's switch (noroute: the routing kernel apart)
+  local arm=$1; shift
+  if [ $arm = noroute ]; then export POLYKV_CUDA_MOE_FUSED=noroute; fi
+  "$@"
+  unset POLYKV_CUDA_MOE_FUSED
+}
+bin_of() { [ $1 = base ] && echo $B || echo $P; }
+for arm in base noroute new; do
+  bin=$(bin_of $arm)
+  arm_run $arm env CUDA_INJECTION64_PATH=$PWD/build-gpu/lib/libpolykv_cuda_trace.so POLYKV_TRACE=/tmp/trace.csv \
     timeout 60 $bin bench -m $M --device cuda -ctk f16 -ctv f16 -d 0 -p 0 -n 32 -r 1 --bandwidth 3350 >/dev/null 2>>$OUT/logs/bench.err
   python3 scripts/cuda_trace_summary.py /tmp/trace.csv --skip 4 > $OUT/traces/trace-d0-moe-$arm.summary.txt 2>&1
   note "trace $arm: $(grep -E '^period' $OUT/traces/trace-d0-moe-$arm.summary.txt)"
 done
 for r in 1 2; do
-  a1=$B; a2=$P; n1=base; n2=new; [ $r = 2 ] && { a1=$P; a2=$B; n1=new; n2=base; }
-  for kv in "f16 f16" "q8_0 turbo3t"; do
-    set -- $kv
-    pk $a1 $r $n1-tg-$1-$2 -p 0 -n 128 -ctk $1 -ctv $2
-    pk $a2 $r $n2-tg-$1-$2 -p 0 -n 128 -ctk $1 -ctv $2
+  order="base noroute new"; [ $r = 2 ] && order="new noroute base"
+  kvs="f16:f16 q8_0:turbo3t"; [ $r = 2 ] && kvs="f16:f16"
+  for kv in $kvs; do
+    for arm in $order; do
+      arm_run $arm pk $(bin_of $arm) $r $arm-tg-${kv/:/-} -p 0 -n 128 -ctk ${kv%:*} -ctv ${kv#*:}
+    done
   done
 done
 finish() { cd $OUT && cp llama-build.log logs/ 2>/dev/null; tar cJf h26-logs.tar.xz logs && rm -rf logs llama-build.log; note "done at $((SECONDS-t0)) s"; exit 0; }
