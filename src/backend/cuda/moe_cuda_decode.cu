@@ -125,10 +125,9 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
 template <class T>
 __global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(const MoeDecodeArgs a,
                                                                                hd::SplitGeom geom) {
-  using S = hd::Split<T>;
   using Cfg = hd::MoeSplitCfg<T, 1>;
   static_assert(Cfg::kR == kDownRows, "the down warps take the v2 mat-vec's rows per warp");
-  constexpr int R = kDownRows, U = Cfg::kU, QW = S::kUnitWords, HW = S::kHeadWords;
+  constexpr int R = kDownRows, U = Cfg::kU;
   __shared__ float y_s[kMoeDecodeMaxSlots][kDownRows];
   __shared__ int bad_s;
   wait_for_previous_grid();
@@ -150,29 +149,8 @@ __global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(c
     const int64_t arow[1] = {slot};
     float acc[R][1] = {};
     const int64_t n_units = geom.n_units, n_steps = (n_units + 31) / 32;
-    for (int64_t j0 = 0; j0 < n_steps; j0 += U) {  // moe_split_matvec_kernel's loop
-      uint32_t q[U][R][QW], h[U][R][HW];
-#pragma unroll
-      for (int k = 0; k < U; ++k) {
-        const int64_t u = 32 * (j0 + k) + lane;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (u < n_units && r < nrows) {
-            hd::split_load_unit<T>(rows[r], geom, u, q[k][r], h[k][r]);
-          } else {
-#pragma unroll
-            for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
-#pragma unroll
-            for (int i = 0; i < HW; ++i) h[k][r][i] = 0;
-          }
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < U; ++k) {
-        const int64_t u = 32 * (j0 + k) + lane;
-        if (u < n_units) hd::moe_split_unit<T, 1, R>(q[k], h[k], u, a.hq, a.hs, a.n_ff, arow, acc);
-      }
-    }
+    for (int64_t j0 = 0; j0 < n_steps; j0 += U)  // moe_split_matvec_kernel's loop
+      hd::moe_split_chunk<T, 1, R, U>(rows, geom, j0, lane, nrows, a.hq, a.hs, a.n_ff, arow, acc);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float v = warp_sum(acc[r][0]);

@@ -46,8 +46,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>()) moe_split_matvec_k
                                                                                         hd::SplitGeom geom,
                                                                                         int64_t groups_per_part) {
   using Cfg = hd::MoeSplitCfg<T, NC>;
-  using S = hd::Split<T>;
-  constexpr int R = Cfg::kR, U = Cfg::kU, QW = S::kUnitWords, HW = S::kHeadWords;
+  constexpr int R = Cfg::kR, U = Cfg::kU;
   hd::MoeItem it;
   if (a.direct_ids) {
     const int e = a.direct_ids[blockIdx.y];
@@ -76,29 +75,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>()) moe_split_matvec_k
   const int lane = int(threadIdx.x % 32);
   const int64_t n_units = geom.n_units, n_steps = (n_units + 31) / 32;
   float acc[R][NC] = {};
-  for (int64_t j0 = 0; j0 < n_steps; j0 += U) {
-    uint32_t q[U][R][QW], h[U][R][HW];
-#pragma unroll
-    for (int k = 0; k < U; ++k) {
-      const int64_t u = 32 * (j0 + k) + lane;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (u < n_units && r < nrows) {
-          hd::split_load_unit<T>(rows[r], geom, u, q[k][r], h[k][r]);
-        } else {
-#pragma unroll
-          for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
-#pragma unroll
-          for (int i = 0; i < HW; ++i) h[k][r][i] = 0;
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < U; ++k) {
-      const int64_t u = 32 * (j0 + k) + lane;
-      if (u < n_units) hd::moe_split_unit<T, NC, R>(q[k], h[k], u, a.xq, a.xs, a.n_in, arow, acc);
-    }
-  }
+  for (int64_t j0 = 0; j0 < n_steps; j0 += U)
+    hd::moe_split_chunk<T, NC, R, U>(rows, geom, j0, lane, nrows, a.xq, a.xs, a.n_in, arow, acc);
   // Every lane holds every (r, c) sum after warp_sum; lane r * NC + c (< 32) stores it.
   const float* bias = part ? a.bias[1] : a.bias[0];
   float* y = part ? a.y[1] : a.y[0];

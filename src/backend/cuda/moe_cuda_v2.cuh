@@ -49,6 +49,38 @@ POLYKV_HD void moe_split_unit(const uint32_t (&q)[R][Split<T>::kUnitWords], cons
   }
 }
 
+// One chunk of the v2 mat-vec's loop (moe_split_matvec_kernel; moe_down_sum_kernel): the loads of units
+// u = 32 (j0 + k) + lane, k < U, of the R rows first (rows r >= nrows and units past the row: zeros), then
+// their dots in unit order.
+template <class T, int NC, int R, int U>
+POLYKV_HD void moe_split_chunk(const uint8_t* const (&rows)[R], const SplitGeom& geom, int64_t j0, int lane, int nrows,
+                               const int8_t* xq, const ActScale* xs, int64_t n_in, const int64_t (&arow)[NC],
+                               float (&acc)[R][NC]) {
+  constexpr int QW = Split<T>::kUnitWords, HW = Split<T>::kHeadWords;
+  const int64_t n_units = geom.n_units;
+  uint32_t q[U][R][QW], h[U][R][HW];
+#pragma unroll
+  for (int k = 0; k < U; ++k) {
+    const int64_t u = 32 * (j0 + k) + lane;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (u < n_units && r < nrows) {
+        split_load_unit<T>(rows[r], geom, u, q[k][r], h[k][r]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
+#pragma unroll
+        for (int i = 0; i < HW; ++i) h[k][r][i] = 0;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < U; ++k) {
+    const int64_t u = 32 * (j0 + k) + lane;
+    if (u < n_units) moe_split_unit<T, NC, R>(q[k], h[k], u, xq, xs, n_in, arow, acc);
+  }
+}
+
 // Rows of the mma path: a thread block of 4 warps covers 128 rows of one part of one expert.
 constexpr int kMoeMmaWarps = 4;
 constexpr int kMoeMmaRowsPerBlock = 128;
