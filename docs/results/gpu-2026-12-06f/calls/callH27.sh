@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 2026-12-06f call H27 (issue #9): the fused one-token MoE FFN after H26's timeline: routing with the logits in
+# 2026-12-06f call H27 (issue #9; NOT RUN: no device time was left): the fused one-token MoE FFN after H26's timeline: routing with the logits in
 # registers (no memory reads per round, the chosen exps summed after the rounds in slot order), and the gate+up
 # launch issuing its first weight loads before it quantizes x, the next unit's loads during each unit's dots.
 # Trimmed to the 455 s of device time left: no gpt-oss-20b, no llama.cpp (H26 measured it side by side).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 2026-12-06f call H27b (issue #9): call H27 cut to the ~240 s of device time left. The GPU tests of the MoE kernels
+# 2026-12-06f call H27b (issue #9; NOT RUN: refused, too little device time left): call H27 cut to the ~240 s of device time left. The GPU tests of the MoE kernels
 # (routing with the logits in registers; the gate+up launch's early weight loads) and an interleaved A/B on a
 # 12-layer cut of synth qwen3-30b-a3b q4_0: base (main a6d7ce6, .gpucarry/polykv-base.xz) vs this build, decode at
 # depth 0, f16/f16, 2 rounds (order swapped in round 2); one timeline of this build.
