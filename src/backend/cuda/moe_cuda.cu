@@ -426,6 +426,8 @@ namespace {
 struct RouteFirst {
   const float* logits;
   MoeRouting r;
+  int32_t* ids;  // the routing's outputs: the same buffers experts_impl reads as ids / weights
+  float* weights;
 };
 
 void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
@@ -442,13 +444,8 @@ void moe_route_experts(const MoeExperts& w, const float* x, const float* logits,
                        int32_t* ids, float* weights, float* out, CudaContext& ctx) {
   check(r.n_used >= 1 && r.n_used <= r.n_expert && r.n_expert == w.n_expert(), "moe_route_experts: ", r.n_used,
         " experts per token out of ", r.n_expert, " (the layer has ", w.n_expert(), ")");
-  const RouteFirst route{logits, r};
-  // POLYKV_CUDA_MOE_FUSED=noroute: the routing kernel first, then the fused path without it (A/B runs).
-  static const bool route_apart = [] {
-    const char* e = std::getenv("POLYKV_CUDA_MOE_FUSED");
-    return e && std::strcmp(e, "noroute") == 0;
-  }();
-  if (route_apart) {
+  const RouteFirst route{logits, r, ids, weights};
+  if (!moe_route_in_launch()) {  // POLYKV_CUDA_MOE_FUSED=noroute: the routing kernel first (A/B runs)
     moe_route(logits, n, r, ids, weights, ctx);
     experts_impl(w, x, ids, weights, n, r.n_used, out, ctx, nullptr);
     return;
@@ -516,8 +513,8 @@ void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const
     if (route) {
       da.logits = route->logits;
       da.all_softmax = route->r.gating == MoeGating::SoftmaxTopK;
-      da.ids_out = const_cast<int32_t*>(ids);
-      da.weights_out = const_cast<float*>(weights);
+      da.ids_out = route->ids;
+      da.weights_out = route->weights;
     }
     da.gate_bias = w.gate_bias;
     da.up_bias = w.up_bias;
@@ -533,7 +530,7 @@ void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const
     launch_moe_decode_fused(gs, us, ds, da, ctx);
     return;
   }
-  if (route) moe_route(route->logits, n, route->r, const_cast<int32_t*>(ids), const_cast<float*>(weights), ctx);
+  if (route) moe_route(route->logits, n, route->r, route->ids, route->weights, ctx);
   // 1. grouping (none for one token on split stacks: the v2 mat-vec takes the k slots as items)
   const int64_t grid_items = direct ? k : max_items;
   if (!direct) {

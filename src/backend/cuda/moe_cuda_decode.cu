@@ -38,12 +38,6 @@ constexpr int kGuBlockRows = kGuWarps * kGuRows;  // 32: one activation block of
 static_assert(kGuBlockRows == hd::kActBlock, "a gate+up block writes one 8-bit activation block per slot");
 constexpr int kDownRows = 4;                  // rows of down per warp (and per block)
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
 // Dynamic shared memory: x's 8-bit activations [n_embd] (16-byte aligned), their scales [n_embd / 32].
 template <class T>
 __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const MoeDecodeArgs a, hd::SplitGeom geom) {
@@ -109,7 +103,7 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   }
 #pragma unroll
   for (int r = 0; r < kGuRows; ++r) {
-    float g = warp_sum(acc[r][0]), up = warp_sum(acc[kGuRows + r][0]);
+    float g = moe_warp_sum(acc[r][0]), up = moe_warp_sum(acc[kGuRows + r][0]);
     if (a.gate_bias) g = hd::fadd(g, a.gate_bias[int64_t(e) * F + row0 + r]);
     if (a.up_bias) up = hd::fadd(up, a.up_bias[int64_t(e) * F + row0 + r]);
     if (lane == 0) h_s[warp * kGuRows + r] = hd::moe_act(g, up, a.clamped, a.alpha, a.limit);
@@ -153,7 +147,7 @@ __global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(c
       hd::moe_split_chunk<T, 1, R, U>(rows, geom, j0, lane, nrows, a.hq, a.hs, a.n_ff, arow, acc);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      float v = warp_sum(acc[r][0]);
+      float v = moe_warp_sum(acc[r][0]);
       if (a.down_bias) v = hd::fadd(v, a.down_bias[int64_t(e) * E + row0 + min(r, nrows - 1)]);
       if (lane == r) y_s[slot][r] = v;
     }
@@ -171,19 +165,26 @@ __global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(c
   }
 }
 
-int g_fused = -1;  // POLYKV_CUDA_MOE_FUSED: -1 not read yet; set_moe_decode_fused overrides it
+// POLYKV_CUDA_MOE_FUSED: -1 not read yet, 0 off, 1 on, 2 noroute; set_moe_decode_fused overrides on / off.
+int g_fused = -1;
 int g_fused_forced = -1;
+
+int fused_mode() {
+  if (g_fused < 0) {
+    const char* e = std::getenv("POLYKV_CUDA_MOE_FUSED");
+    g_fused = !e ? 1 : std::strcmp(e, "0") == 0 ? 0 : std::strcmp(e, "noroute") == 0 ? 2 : 1;
+  }
+  return g_fused;
+}
 
 }  // namespace
 
 bool moe_decode_fused() {
   if (g_fused_forced >= 0) return g_fused_forced != 0;
-  if (g_fused < 0) {
-    const char* e = std::getenv("POLYKV_CUDA_MOE_FUSED");
-    g_fused = (e && std::strcmp(e, "0") == 0) ? 0 : 1;
-  }
-  return g_fused != 0;
+  return fused_mode() != 0;
 }
+
+bool moe_route_in_launch() { return fused_mode() != 2; }
 
 void set_moe_decode_fused(int on) { g_fused_forced = on < 0 ? -1 : (on ? 1 : 0); }
 

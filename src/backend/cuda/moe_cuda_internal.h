@@ -51,6 +51,14 @@ void launch_moe_act_f16(const float* g, const float* u, int64_t total, bool clam
                         void* h16, cudaStream_t s);
 
 #if defined(__CUDACC__)
+// The v2 mat-vec's butterfly: every lane gets the warp's sum (a fixed xor order, so every kernel that uses it
+// gets the same bits for the same partial sums).
+__device__ __forceinline__ float moe_warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
 // The routing of one row by one warp (moe_route_kernel, and the fused one-token path's gate+up blocks): k
 // rounds, round j's pick the best expert strictly after pick j - 1 in routing order (moe_cuda_hd.cuh); lane
 // j < k gets pick j's index and weight (others: -1 / 0). Every lane must call it.
@@ -122,6 +130,9 @@ struct MoeDecodeArgs {
   size_t gu_expert_stride = 0, gu_row_stride = 0, down_expert_stride = 0, down_row_stride = 0;
   int64_t n_embd = 0, n_ff = 0;
 };
+// Whether the fused path routes inside its gate+up launch (POLYKV_CUDA_MOE_FUSED=noroute: no, the routing
+// kernel runs first). Only consulted where moe_decode_fused() is true.
+bool moe_route_in_launch();
 bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, int k);
 void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, MoeDecodeArgs a,
                              CudaContext& ctx);

@@ -31,12 +31,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
 template <int NC>
 __host__ __device__ constexpr int min_blocks() { return NC == 1 ? 3 : 2; }
 
@@ -77,14 +71,14 @@ __global__ void __launch_bounds__(kThreads, min_blocks<NC>()) moe_split_matvec_k
   float acc[R][NC] = {};
   for (int64_t j0 = 0; j0 < n_steps; j0 += U)
     hd::moe_split_chunk<T, NC, R, U>(rows, geom, j0, lane, nrows, a.xq, a.xs, a.n_in, arow, acc);
-  // Every lane holds every (r, c) sum after warp_sum; lane r * NC + c (< 32) stores it.
+  // Every lane holds every (r, c) sum after moe_warp_sum; lane r * NC + c (< 32) stores it.
   const float* bias = part ? a.bias[1] : a.bias[0];
   float* y = part ? a.y[1] : a.y[0];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      float v = warp_sum(acc[r][c]);
+      float v = moe_warp_sum(acc[r][c]);
       if (lane == (r * NC + c) % 32 && c < it.count && r < nrows) {
         if (bias) v = hd::fadd(v, bias[int64_t(it.expert) * a.n_out + row0 + r]);
         y[int64_t(slot[c]) * a.n_out + row0 + r] = v;
