@@ -33,7 +33,7 @@ arm_bin() { case $1 in base) echo $B ;; *) echo $P ;; esac; }
 arm_env() { case $1 in noearly) echo POLYKV_CUDA_MOE_DOWN_EARLY=0 ;; nosmem) echo POLYKV_CUDA_MATVEC_X_SMEM=0 ;; *) echo POLYKV_ARM=$1 ;; esac; }
 pk() {  # pk ARM ROUND TAG MODEL ARGS...
   local arm=$1 r=$2 tag=$3 m=$4; shift 4
-  if [ $((SECONDS-t0)) -gt 530 ]; then note "skip $tag r$r (time)"; return; fi
+  if [ $((SECONDS-t0)) -gt ${LIMIT:-530} ]; then note "skip $tag r$r (time)"; return; fi
   env $(arm_env $arm) timeout 100 $(arm_bin $arm) bench -m $m --device cuda -r 3 --json --bandwidth 3350 "$@" 2>> $OUT/logs/polykv.err | grep '^{' | sed "s/^{/{\"round\":$r,\"tag\":\"$tag\",/" >> $OUT/polykv.jsonl
   note "$tag r$r ($((SECONDS-t0)) s): $(grep "\"round\":$r,\"tag\":\"$tag\"" $OUT/polykv.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]' | paste -sd' ')"
 }
@@ -60,7 +60,7 @@ LB=$LLAMA/build/bin/llama-bench
 [ -x $LB ] || { note "llama-bench not built"; tail -30 $OUT/llama-build.log >> $SUMMARY; finish; }
 ll() {  # ll ROUND TAG MODEL ARGS...
   local r=$1 tag=$2 m=$3; shift 3
-  if [ $((SECONDS-t0)) -gt 530 ]; then note "skip llama $tag r$r (time)"; return; fi
+  if [ $((SECONDS-t0)) -gt ${LIMIT:-530} ]; then note "skip llama $tag r$r (time)"; return; fi
   timeout 100 $LB -m $m -ngl 99 -fa 1 -r 3 -o jsonl "$@" 2>> $OUT/logs/llama.err | sed "s/^{/{\"round\":$r,\"tag\":\"$tag\",/" >> $OUT/llama.jsonl
   note "llama $tag r$r ($((SECONDS-t0)) s): $(grep "\"round\":$r,\"tag\":\"$tag\"" $OUT/llama.jsonl | grep -oE '"samples_ts": *\[[^]]*\]' | paste -sd' ')"
 }
