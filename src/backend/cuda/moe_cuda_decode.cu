@@ -65,6 +65,24 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   } else if (threadIdx.x == 0) {
     e_s = a.ids[slot];
   }
+  __syncthreads();
+  const int e = e_s;
+  if (e < 0 || e >= a.n_expert) return;  // the whole block; the down kernel makes the row NaN
+  const int64_t F = a.n_ff;
+  const int64_t row0 = int64_t(blockIdx.x) * kGuBlockRows + warp * kGuRows;  // < F (F % 32 == 0)
+  const uint8_t* rows[R2];
+#pragma unroll
+  for (int r = 0; r < kGuRows; ++r) {
+    rows[r] = a.gate + size_t(e) * a.gu_expert_stride + size_t(row0 + r) * a.gu_row_stride;
+    rows[kGuRows + r] = a.up + size_t(e) * a.gu_expert_stride + size_t(row0 + r) * a.gu_row_stride;
+  }
+  const int64_t n_units = geom.n_units;
+  // The weights of the lane's first unit are in flight while the block quantizes x.
+  uint32_t q[R2][QW], h[R2][HW];
+  if (lane < n_units) {
+#pragma unroll
+    for (int r = 0; r < R2; ++r) hd::split_load_unit<T>(rows[r], geom, lane, q[r], h[r]);
+  }
   auto* xq = reinterpret_cast<int8_t*>(smem);
   auto* xs = reinterpret_cast<hd::ActScale*>(smem + ((a.n_embd + 15) / 16) * 16);
   {  // x's activation blocks w, w + 8, ...: four chains side by side per warp (the values of quantize_acts_kernel)
@@ -82,24 +100,23 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
     }
   }
   __syncthreads();
-  const int e = e_s;
-  if (e < 0 || e >= a.n_expert) return;  // the whole block; the down kernel makes the row NaN
-  const int64_t F = a.n_ff;
-  const int64_t row0 = int64_t(blockIdx.x) * kGuBlockRows + warp * kGuRows;  // < F (F % 32 == 0)
-  const uint8_t* rows[R2];
-#pragma unroll
-  for (int r = 0; r < kGuRows; ++r) {
-    rows[r] = a.gate + size_t(e) * a.gu_expert_stride + size_t(row0 + r) * a.gu_row_stride;
-    rows[kGuRows + r] = a.up + size_t(e) * a.gu_expert_stride + size_t(row0 + r) * a.gu_row_stride;
-  }
   const int64_t arow[1] = {0};
   float acc[R2][1] = {};
-  const int64_t n_units = geom.n_units;
   for (int64_t u = lane; u < n_units; u += 32) {  // moe_split_matvec_kernel's units in its order
-    uint32_t q[R2][QW], h[R2][HW];
+    uint32_t qn[R2][QW], hn[R2][HW];  // the next unit's, in flight during this one's dots
+    const int64_t un = u + 32;
+    if (un < n_units) {
 #pragma unroll
-    for (int r = 0; r < R2; ++r) hd::split_load_unit<T>(rows[r], geom, u, q[r], h[r]);
+      for (int r = 0; r < R2; ++r) hd::split_load_unit<T>(rows[r], geom, un, qn[r], hn[r]);
+    }
     hd::moe_split_unit<T, 1, R2>(q, h, u, xq, xs, a.n_embd, arow, acc);
+#pragma unroll
+    for (int r = 0; r < R2; ++r) {
+#pragma unroll
+      for (int i = 0; i < QW; ++i) q[r][i] = qn[r][i];
+#pragma unroll
+      for (int i = 0; i < HW; ++i) h[r][i] = hn[r][i];
+    }
   }
 #pragma unroll
   for (int r = 0; r < kGuRows; ++r) {

@@ -64,12 +64,37 @@ __device__ __forceinline__ float moe_warp_sum(float v) {
 // j < k gets pick j's index and weight (others: -1 / 0). Every lane must call it.
 __device__ inline void route_row_warp(const float* l, int ne, int k, bool all_softmax, int lane, int& out_i,
                                       float& out_w) {
+  // Up to 8 experts per lane stay in registers (ne <= 256): each round's search reads no memory. Larger
+  // ne reads l in every round (route_lane_best). Either way the lane's candidates and the order are
+  // route_lane_best's, so the picks are the same.
+  constexpr int kRegs = 8;
+  const bool in_regs = ne <= 32 * kRegs;
+  float lv[kRegs];
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c) {
+    const int e = lane + 32 * c;
+    lv[c] = in_regs && e < ne ? l[e] : 0.0f;
+  }
   float pv = 0.0f, my_v = 0.0f;
   int pi = -1, my_i = -1;
-  double mx = 0.0, sum_chosen = 0.0;
   for (int j = 0; j < k; ++j) {
-    float v;
-    int i = hd::route_lane_best(l, ne, lane, pv, pi, v);
+    float v = 0.0f;
+    int i = -1;
+    if (in_regs) {
+#pragma unroll
+      for (int c = 0; c < kRegs; ++c) {
+        const int e = lane + 32 * c;
+        if (e >= ne) continue;
+        const float x = lv[c];
+        if (pi >= 0 && !hd::route_before(pv, pi, x, e)) continue;  // at or before the previous pick
+        if (hd::route_before(x, e, v, i)) {
+          i = e;
+          v = x;
+        }
+      }
+    } else {
+      i = hd::route_lane_best(l, ne, lane, pv, pi, v);
+    }
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) {  // the best of the warp: a strict total order, one winner
       const float ov = __shfl_xor_sync(0xffffffffu, v, off);
@@ -79,8 +104,6 @@ __device__ inline void route_row_warp(const float* l, int ne, int k, bool all_so
         i = oi;
       }
     }
-    if (j == 0) mx = double(v);
-    sum_chosen += hd::route_exp(v, mx);
     if (lane == j) {
       my_v = v;
       my_i = i;
@@ -88,7 +111,11 @@ __device__ inline void route_row_warp(const float* l, int ne, int k, bool all_so
     pv = v;
     pi = i;
   }
-  double sum = sum_chosen;
+  // mx = pick 0's logit; the chosen exps are summed in slot order (lane j holds exp of pick j).
+  const double mx = double(__shfl_sync(0xffffffffu, my_v, 0));
+  const double my_e = hd::route_exp(my_v, mx);
+  double sum = 0.0;
+  for (int j = 0; j < k; ++j) sum += __shfl_sync(0xffffffffu, my_e, j);
   if (all_softmax) {
     double s = 0.0;
     for (int e = lane; e < ne; e += 32) s += hd::route_exp(l[e], mx);
