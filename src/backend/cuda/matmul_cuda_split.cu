@@ -119,21 +119,7 @@ __device__ __forceinline__ void split_dots(const SplitArgs& a, const uint8_t* co
   bool waited = false;
   for (int64_t j0 = 0; j0 < n_steps; j0 += U) {
     uint32_t q[U][R][QW], h[U][R][HW];
-#pragma unroll
-    for (int k = 0; k < U; ++k) {
-      const int64_t u = 32 * (j0 + k) + lane;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (u < n_units && r < nrows) {
-          hd::split_load_unit<T>(rows[r], a.geom, u, q[k][r], h[k][r]);
-        } else {
-#pragma unroll
-          for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
-#pragma unroll
-          for (int i = 0; i < HW; ++i) h[k][r][i] = 0;
-        }
-      }
-    }
+    hd::split_load_chunk<T, R, U>(rows, a.geom, j0, lane, nrows, q, h);
     if (!waited) {
       wait_for_previous_grid();  // the activations come from the kernel before this one
       waited = true;

@@ -445,4 +445,26 @@ POLYKV_HD void split_load_unit(const uint8_t* row, const SplitGeom& g, int64_t u
   Split<T>::load(row, g, u, q, h);
 }
 
+// One chunk of a split mat-vec's loop (matvec_split_kernel, the MoE v2 mat-vecs): lane `lane`'s units
+// u = 32 (j0 + k) + lane, k < U, of the R rows (rows r >= nrows and units past the row: zeros).
+template <class T, int R, int U>
+POLYKV_HD void split_load_chunk(const uint8_t* const (&rows)[R], const SplitGeom& g, int64_t j0, int lane, int nrows,
+                                uint32_t (&q)[U][R][Split<T>::kUnitWords], uint32_t (&h)[U][R][Split<T>::kHeadWords]) {
+#pragma unroll
+  for (int k = 0; k < U; ++k) {
+    const int64_t u = 32 * (j0 + k) + lane;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (u < g.n_units && r < nrows) {
+        split_load_unit<T>(rows[r], g, u, q[k][r], h[k][r]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < Split<T>::kUnitWords; ++i) q[k][r][i] = 0;
+#pragma unroll
+        for (int i = 0; i < Split<T>::kHeadWords; ++i) h[k][r][i] = 0;
+      }
+    }
+  }
+}
+
 }  // namespace polykv::cuda::hd

@@ -56,24 +56,9 @@ template <class T, int NC, int R, int U>
 POLYKV_HD void moe_split_chunk(const uint8_t* const (&rows)[R], const SplitGeom& geom, int64_t j0, int lane, int nrows,
                                const int8_t* xq, const ActScale* xs, int64_t n_in, const int64_t (&arow)[NC],
                                float (&acc)[R][NC]) {
-  constexpr int QW = Split<T>::kUnitWords, HW = Split<T>::kHeadWords;
   const int64_t n_units = geom.n_units;
-  uint32_t q[U][R][QW], h[U][R][HW];
-#pragma unroll
-  for (int k = 0; k < U; ++k) {
-    const int64_t u = 32 * (j0 + k) + lane;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (u < n_units && r < nrows) {
-        split_load_unit<T>(rows[r], geom, u, q[k][r], h[k][r]);
-      } else {
-#pragma unroll
-        for (int i = 0; i < QW; ++i) q[k][r][i] = 0;
-#pragma unroll
-        for (int i = 0; i < HW; ++i) h[k][r][i] = 0;
-      }
-    }
-  }
+  uint32_t q[U][R][Split<T>::kUnitWords], h[U][R][Split<T>::kHeadWords];
+  split_load_chunk<T, R, U>(rows, geom, j0, lane, nrows, q, h);
 #pragma unroll
   for (int k = 0; k < U; ++k) {
     const int64_t u = 32 * (j0 + k) + lane;
