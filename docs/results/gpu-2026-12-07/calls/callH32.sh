@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Call H32 (2026-12-07): (a) the one-wave rule for routing inside the gate+up launch (one-wave-route.patch of
-# 2026-12-06g) and (b) the small float mat-vec (matmul_cuda_small.cu: a MoE router's rows in registers, loaded
-# before the PDL wait). Carry build-gpu.tar.xz (both changes), .gpucarry/polykv-main.xz (main edd40f0) and
+# 2026-12-06g), (b) the small float mat-vec (matmul_cuda_small.cu: a MoE router's rows in registers, loaded
+# before the PDL wait; POLYKV_CUDA_MATVEC_REGS=0 turns it off) and (c) deferred norms no longer turned off by a
+# small f32 matrix (the router), so MoE models defer their attention norms (POLYKV_CUDA_DEFER_NORM=0: as before). Carry build-gpu.tar.xz (both changes), .gpucarry/polykv-main.xz (main edd40f0) and
 # .gpucarry/fixtures (qwen3moe + gpt-oss sets).
 # 1. Tests: the new kernel against the stream kernel and the host emulation, the mat-vec tests it now takes,
 #    the MoE tests (MoeV2Cuda's three arms) and the MoE fixture goldens, while synth makes the two files.
-# 2. Timelines (new build, and new build with POLYKV_CUDA_MATVEC_REGS=0) of qwen3-30b-a3b and gpt-oss-20b.
-# 3. Decode at depth 0, f16/f16: main vs new vs new with the router on the stream kernel ("wave" = (a) alone),
-#    2 rounds interleaved, the order reversed in round 2.
+# 2. Timelines (new build) of qwen3-30b-a3b and gpt-oss-20b.
+# 3. Decode at depth 0, f16/f16: main vs new vs new with (b) off (regs0) vs new with (c) off (defer0); 2 rounds
+#    interleaved, the order reversed in round 2.
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS
 mkdir -p $OUT/traces $OUT/logs
@@ -23,7 +24,7 @@ wait
 note "synth done ($((SECONDS-t0)) s): $(ls -la $M $G 2>&1 | awk '{print $5, $9}' | paste -sd' ')"
 for m in $M $G; do
   b=$(basename $m .gguf)
-  for arm in new regs0; do
+  for arm in new; do
     env=""; [ $arm = regs0 ] && env="POLYKV_CUDA_MATVEC_REGS=0"
     env $env CUDA_INJECTION64_PATH=$PWD/build-gpu/lib/libpolykv_cuda_trace.so POLYKV_TRACE=/tmp/trace.csv \
       timeout 60 $P bench -m $m --device cuda -ctk f16 -ctv f16 -d 0 -p 0 -n 32 -r 1 >/dev/null 2>>$OUT/logs/bench.err
@@ -32,7 +33,7 @@ for m in $M $G; do
   done
 done
 pk() {  # pk BIN ROUND TAG MODEL [ENV]
-  if [ $((SECONDS-t0)) -gt ${LIMIT:-540} ]; then note "skip $3 r$2 (time)"; return; fi
+  if [ $((SECONDS-t0)) -gt ${LIMIT:-550} ]; then note "skip $3 r$2 (time)"; return; fi
   env $5 timeout 60 $1 bench -m $4 --device cuda -r 3 --json -p 0 -n 128 -ctk f16 -ctv f16 2>>$OUT/logs/polykv.err | grep '^{' | sed "s/^{/{\"round\":$2,\"tag\":\"$3\",/" >> $OUT/polykv.jsonl
   note "$3 r$2 ($((SECONDS-t0)) s): $(grep "\"round\":$2,\"tag\":\"$3\"" $OUT/polykv.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]')"
 }
@@ -40,9 +41,9 @@ for r in 1 2; do
   for m in $G $M; do
     b=$(basename $m .gguf)
     if [ $r = 1 ]; then
-      pk $B $r main-$b $m; pk $P $r new-$b $m; pk $P $r wave-$b $m POLYKV_CUDA_MATVEC_REGS=0
+      pk $B $r main-$b $m; pk $P $r new-$b $m; pk $P $r regs0-$b $m POLYKV_CUDA_MATVEC_REGS=0; pk $P $r defer0-$b $m POLYKV_CUDA_DEFER_NORM=0
     else
-      pk $P $r wave-$b $m POLYKV_CUDA_MATVEC_REGS=0; pk $P $r new-$b $m; pk $B $r main-$b $m
+      pk $P $r defer0-$b $m POLYKV_CUDA_DEFER_NORM=0; pk $P $r regs0-$b $m POLYKV_CUDA_MATVEC_REGS=0; pk $P $r new-$b $m; pk $B $r main-$b $m
     fi
   done
 done
