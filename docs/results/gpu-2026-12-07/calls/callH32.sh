@@ -22,7 +22,7 @@ note "tests: rc=$? ($((SECONDS-t0)) s) $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' 
 grep -E '^\[  FAILED|Failure' $OUT/tests.log | head -20 >> $SUMMARY
 wait
 note "synth done ($((SECONDS-t0)) s): $(ls -la $M $G 2>&1 | awk '{print $5, $9}' | paste -sd' ')"
-for m in $M $G; do
+for m in ${TRACE_MODELS-}; do
   b=$(basename $m .gguf)
   for arm in new; do
     env=""; [ $arm = regs0 ] && env="POLYKV_CUDA_MATVEC_REGS=0"
@@ -33,18 +33,19 @@ for m in $M $G; do
   done
 done
 pk() {  # pk BIN ROUND TAG MODEL [ENV]
-  if [ $((SECONDS-t0)) -gt ${LIMIT:-550} ]; then note "skip $3 r$2 (time)"; return; fi
+  if [ $((SECONDS-t0)) -gt ${LIMIT:-400} ]; then note "skip $3 r$2 (time)"; return; fi
   env $5 timeout 60 $1 bench -m $4 --device cuda -r 3 --json -p 0 -n 128 -ctk f16 -ctv f16 2>>$OUT/logs/polykv.err | grep '^{' | sed "s/^{/{\"round\":$2,\"tag\":\"$3\",/" >> $OUT/polykv.jsonl
   note "$3 r$2 ($((SECONDS-t0)) s): $(grep "\"round\":$2,\"tag\":\"$3\"" $OUT/polykv.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]')"
 }
+# Rounds 1-2: main vs new on both files (order reversed in round 2); round 3, if time is left: each change off.
 for r in 1 2; do
   for m in $G $M; do
     b=$(basename $m .gguf)
-    if [ $r = 1 ]; then
-      pk $B $r main-$b $m; pk $P $r new-$b $m; pk $P $r regs0-$b $m POLYKV_CUDA_MATVEC_REGS=0; pk $P $r defer0-$b $m POLYKV_CUDA_DEFER_NORM=0
-    else
-      pk $P $r defer0-$b $m POLYKV_CUDA_DEFER_NORM=0; pk $P $r regs0-$b $m POLYKV_CUDA_MATVEC_REGS=0; pk $P $r new-$b $m; pk $B $r main-$b $m
-    fi
+    if [ $r = 1 ]; then pk $B $r main-$b $m; pk $P $r new-$b $m; else pk $P $r new-$b $m; pk $B $r main-$b $m; fi
   done
+done
+for m in $M $G; do
+  b=$(basename $m .gguf)
+  pk $P 3 regs0-$b $m POLYKV_CUDA_MATVEC_REGS=0; pk $P 3 defer0-$b $m POLYKV_CUDA_DEFER_NORM=0; pk $P 3 new-$b $m
 done
 note "done ($((SECONDS-t0)) s)"
