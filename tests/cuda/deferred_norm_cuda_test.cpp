@@ -152,6 +152,36 @@ TEST(DeferredNormCuda, OutIsWrittenForOtherReaders) {
   EXPECT_LE(rel_l2(defer.y, plain.y), 1e-3) << "q5_0 fallback";
 }
 
+// A small f32 matrix (a MoE router: 128 x 2048) leaves deferred norms on: after it is uploaded, a norm deferred into
+// a q4_0 mat-vec is consumed there and its out stays unwritten (the NaN poison). The router reading a deferred
+// norm's out gets it written first, as close to the plain path as OutIsWrittenForOtherReaders allows. One more row
+// (1025) is no longer small: the backend then keeps the fused norm, which writes out.
+TEST(DeferredNormCuda, SmallF32MatrixKeepsNormsDeferred) {
+  POLYKV_REQUIRE_GPU();
+  const int cols = 2048;
+  const std::vector<float> x0 = randn(cols, 31, 1.0f), r0 = randn(cols, 32, 1.0f), nw = randn(cols, 33, 1.0f);
+  const cuda_test::Weights hq = cuda_test::make_weights(DType::Q4_0, cols, 64, 34, /*quantized=*/true);
+  const auto out_written = [&](int64_t f32_rows) {
+    auto gpu = make_backend({"cuda", 0});
+    const cuda_test::Weights hf = cuda_test::make_weights(DType::F32, cols, f32_rows, 35);
+    const WeightMatrix wf = gpu->upload_matrix(hf.m), wq = gpu->upload_matrix(hq.m);
+    Buf x(*gpu, x0), r(*gpu, r0), w(*gpu, nw), h(*gpu, std::vector<float>(cols, std::nanf(""))),
+        y(*gpu, std::vector<float>(64, std::nanf("")));
+    gpu->rmsnorm_into_matmul(x.p, r.p, w.p, h.p, 1, cols, 1e-6f);
+    gpu->matmul(wq, h.p, y.p, 1);
+    const std::vector<float> hv = h.get();
+    for (float v : y.get()) EXPECT_FALSE(std::isnan(v)) << "q4_0 mat-vec after the norm, f32 rows " << f32_rows;
+    if (f32_rows <= 1024) {  // the router after a deferred norm: out written first
+      const NormRun plain = run(*gpu, wf, false, x0, &r0, nw, 1);
+      const NormRun defer = run(*gpu, wf, true, x0, &r0, nw, 1);
+      EXPECT_LE(rel_l2(defer.y, plain.y), 1e-5) << "router after a deferred norm";
+    }
+    return std::none_of(hv.begin(), hv.end(), [](float v) { return std::isnan(v); });
+  };
+  EXPECT_FALSE(out_written(128)) << "a 128-row f32 matrix turned deferred norms off";
+  EXPECT_TRUE(out_written(1025)) << "a 1025-row f32 matrix left deferred norms on";
+}
+
 // The fused q,k,v + RoPE launch scales before it rotates, as matmul_multi + rope_qk do: same bits.
 TEST(DeferredNormCuda, QkvRopeEqualsMatmulMultiThenRope) {
   POLYKV_REQUIRE_GPU();

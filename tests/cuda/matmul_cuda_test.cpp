@@ -288,6 +288,65 @@ TEST(MatmulCuda, StreamKernelEverySplitBitExact) {
   }
 }
 
+// The small float kernel (a row in one warp's registers, loaded before the PDL wait) against the stream
+// kernel and the host emulation, bit for bit: every float type, rows that end inside a unit, one unit, the
+// router shapes (128 x 2048, 32 x 2880 f32), each register budget (8, 16, 24, 32 units a lane), row counts
+// that leave a block's warps idle, PDL on and off. Matrices past its limits must stay on the stream kernel.
+TEST(MatmulCuda, FloatRegsKernelSameBits) {
+  POLYKV_REQUIRE_GPU();
+  struct Shape {
+    int64_t n_in, n_out;
+  };
+  const Shape shapes[] = {{1, 1},    {3, 5},      {37, 7},     {256, 33},  {1000, 9},  {2048, 128},
+                          {2053, 3}, {2880, 32},  {3001, 100}, {4093, 17}, {4096, 1024}};
+  uint32_t seed = 7000;
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (const Shape& sh : shapes) {
+      const size_t stride = (row_bytes(t, sh.n_in) + 15) / 16 * 16;
+      const auto w = make_weights(t, sh.n_in, sh.n_out, ++seed, false, stride);
+      const DeviceWeights dw = upload(w);
+      const auto x = cuda_test::normal_floats(size_t(sh.n_in), ++seed);
+      const auto dx = upload(x);
+      DeviceBuffer dy(size_t(sh.n_out) * 4);
+      EXPECT_TRUE(cuda::matvec_float_regs_takes(dw.m, 1)) << describe(dw.m, 1, "takes");  // every shape is within
+      EXPECT_FALSE(cuda::matvec_float_regs_takes(dw.m, 2));
+      std::vector<float> ys[2];
+      for (int regs = 1; regs >= 0; --regs) {
+        for (bool pdl : {true, false}) {
+          cuda::set_matvec_float_regs(regs == 1);
+          cuda::set_matvec_pdl(pdl);
+          poison(dy.as<float>(), size_t(sh.n_out));
+          cuda::matvec(dw.m, dx->as<float>(), dy.as<float>(), 1, ctx());
+          const auto y = download(dy.as<float>(), size_t(sh.n_out));
+          const std::string what = describe(dw.m, 1, regs ? "float regs matvec" : "stream matvec") +
+                                   (pdl ? " pdl" : " no pdl");
+          check_matvec_result(w.m, x, 1, y, what, true);
+          if (!pdl) ys[regs] = y;
+        }
+      }
+      cuda::set_matvec_float_regs(true);
+      cuda::set_matvec_pdl(true);
+      EXPECT_EQ(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4), 0) << describe(dw.m, 1, "regs vs stream");
+    }
+  }
+  // Past the limits: more than 1024 rows, more than 4096 values, unaligned rows.
+  WeightMatrix m;
+  m.type = DType::F32;
+  m.n_in = 2048;
+  m.n_out = 1025;
+  m.row_stride = 2048 * 4;
+  m.data = reinterpret_cast<const void*>(uintptr_t(256));
+  EXPECT_FALSE(cuda::matvec_float_regs_takes(m, 1));
+  m.n_out = 1024;
+  EXPECT_TRUE(cuda::matvec_float_regs_takes(m, 1));
+  m.n_in = 4097;
+  m.row_stride = 4112 * 4;
+  EXPECT_FALSE(cuda::matvec_float_regs_takes(m, 1));
+  m.n_in = 2048;
+  m.row_stride = 2048 * 4 + 4;
+  EXPECT_FALSE(cuda::matvec_float_regs_takes(m, 1));
+}
+
 // matmul() for n > 8: chunked mat-vec (quantized, n <= 32) or tensor cores; the latter rounds x and
 // the weights to f16: |Δy| <= (2^-11 + 2^-11) Σ|w x| plus f32 accumulation, so 1.2e-3 Σ|w x| per
 // element and ~2e-3 relative overall (f32 weights: an f32 GEMM, 1e-5).

@@ -55,6 +55,7 @@ struct SwitchScope {
     cuda::set_moe_kernel(0);
     cuda::set_moe_mma_min(0);
     cuda::set_moe_decode_fused(-1);
+    cuda::set_moe_route_in_launch(-1);
   }
 };
 
@@ -306,24 +307,33 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
       const auto logits = normal(size_t(c.n_expert), 77u + uint32_t(c.k), 1.0f);
       for (MoeGating gating : {MoeGating::SoftmaxTopKRenorm, MoeGating::SoftmaxTopK}) {
         const MoeRouting rr{c.n_expert, c.k, gating};
-        std::vector<float> got[2], got_w[2];
-        std::vector<int32_t> got_i[2];
-        for (int fused_on = 0; fused_on < 2; ++fused_on) {
+        // arm 0: the routing kernel and the five kernels; 1: fused, routing in the gate+up launch; 2: fused, the
+        // routing kernel first (what a gate+up launch of more than one wave gets).
+        std::vector<float> got[3], got_w[3];
+        std::vector<int32_t> got_i[3];
+        for (int arm = 0; arm < 3; ++arm) {
+          const int fused_on = arm > 0 ? 1 : 0;
           cuda::set_moe_decode_fused(fused_on);
+          cuda::set_moe_route_in_launch(arm == 1 ? 1 : 0);
           Dev dl(*gpu, logits.data(), logits.size() * 4), dx(*gpu, x.data(), x.size() * 4),
               di(*gpu, size_t(c.k) * 4), dw(*gpu, size_t(c.k) * 4);
           gpu->moe_route_experts(w2, dx.as<float>(), dl.as<float>(), rr, 1, di.as<int32_t>(), dw.as<float>(),
                                  dx.as<float>());
-          got[fused_on] = down_f(*gpu, dx.p, x.size());
-          got_w[fused_on] = down_f(*gpu, dw.p, size_t(c.k));
-          got_i[fused_on] = cuda_test::backend_download<int32_t>(*gpu, di.p, size_t(c.k));
+          got[arm] = down_f(*gpu, dx.p, x.size());
+          got_w[arm] = down_f(*gpu, dw.p, size_t(c.k));
+          got_i[arm] = cuda_test::backend_download<int32_t>(*gpu, di.p, size_t(c.k));
         }
         cuda::set_moe_decode_fused(-1);
-        ASSERT_EQ(got_i[0], got_i[1]) << tag << ": routed ids";
-        ASSERT_EQ(std::memcmp(got_w[0].data(), got_w[1].data(), size_t(c.k) * 4), 0) << tag << ": routed weights";
-        for (size_t i = 0; i < got[0].size(); ++i)
-          ASSERT_EQ(std::memcmp(&got[0][i], &got[1][i], 4), 0)
-              << tag << ": routed in the gate+up launch, value " << i << ": " << got[1][i] << " vs " << got[0][i];
+        cuda::set_moe_route_in_launch(-1);
+        for (int arm = 1; arm < 3; ++arm) {
+          ASSERT_EQ(got_i[0], got_i[arm]) << tag << " arm " << arm << ": routed ids";
+          ASSERT_EQ(std::memcmp(got_w[0].data(), got_w[arm].data(), size_t(c.k) * 4), 0)
+              << tag << " arm " << arm << ": routed weights";
+          for (size_t i = 0; i < got[0].size(); ++i)
+            ASSERT_EQ(std::memcmp(&got[0][i], &got[arm][i], 4), 0) << tag << " arm " << arm
+                << ": fused (1: routing in the gate+up launch, 2: the routing kernel first), value " << i << ": "
+                << got[arm][i] << " vs " << got[0][i];
+        }
       }
     }
     // Against the exact layer. Mat-vec: 8-bit activations of x and h (H200: NMSE ~1e-4 against the

@@ -243,7 +243,10 @@ class CudaBackend final : public Backend {
     if (host.n_out == 0) return d;
     const bool split = cuda::split_layout_enabled(host.type) && cuda::split_layout_fits(host) &&
                        host.layout == WeightLayout::Rows;
-    all_split_ = all_split_ && split;
+    // A small f32 matrix (a MoE router or gate in a quantized file: at most 1024 rows) leaves deferred norms
+    // on: MoE layers read their norm's output twice, so no deferred norm precedes it; if one ever did, the norm is
+    // written first (take_acts: correct, one kernel more). Any other matrix outside the split layout turns them off.
+    all_split_ = all_split_ && (split || (host.type == DType::F32 && host.n_out <= 1024));
     const size_t rb = row_bytes(host.type, host.n_in);
     check(host.data != nullptr && host.row_stride >= rb, "upload_matrix: row stride ", host.row_stride,
           " shorter than a row of ", rb, " bytes");

@@ -310,6 +310,7 @@ void launch_matvec(const WeightMatrix& w, const ActView& a, int col0, int ncols,
     return;
   }
   check(a.dn.ss == nullptr, "CUDA matvec: a deferred norm needs split weights (", dtype_name(w.type), ")");
+  if (launch_matvec_float_regs(w, a, col0, ncols, y, ctx)) return;  // small float matrices (routers)
   if (launch_matvec_stream(w, a, col0, ncols, y, ctx)) return;
   const cudaStream_t s = ctx.stream();
   const bool done = hd::visit_quant_decoder(w.type, [&](auto dec) {

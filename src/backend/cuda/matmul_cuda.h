@@ -99,6 +99,11 @@ void set_pdl_enabled(bool on);
 // Forces the mat-vec stream kernel's rows per warp (1; > 1: the type's widest; 0: chosen per matrix),
 // process-wide; results do not depend on it (also declared in matmul_cuda_internal.h).
 void set_matvec_rows_per_warp(int r);
+// The small float mat-vec (one column, f32 / f16 / bf16, <= 1024 rows of <= 4096 values; matmul_cuda_small.cu):
+// on unless POLYKV_CUDA_MATVEC_REGS=0 or turned off here (then the stream kernel: the same bits); whether it
+// takes w for ncols columns. Process-wide, not thread-safe (tests and benchmarks).
+void set_matvec_float_regs(bool on);
+bool matvec_float_regs_takes(const WeightMatrix& w, int ncols);
 
 // dst[i][:] = dequantize(row rows[i] of w) * scale, i < n; rows: device [n]; dst: device [n][w.n_in].
 // (token embeddings) Values are dequantize_row_ref's times scale exactly (a zero may change sign); a

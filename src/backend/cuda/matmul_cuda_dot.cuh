@@ -425,6 +425,16 @@ POLYKV_HD void staged_lane_step_f(const uint8_t* const (&bufs)[R], const FStage<
 // a time. A row's result does not depend on the split (one warp computes it, as above).
 POLYKV_HD int64_t warp_row_begin(int64_t gw, int64_t nw, int64_t n_out) { return gw * n_out / nw; }
 
+#if defined(__CUDACC__)
+// The warp's final sum on the device: a fixed xor butterfly (partners lane ^ 16, ^ 8, ..., ^ 1), every lane ends
+// with the same sum; the order warp_sum_emulated below reproduces.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+#endif
+
 // The warp's final sum, emulated: lanes exchange partners lane ^ 16, ^ 8, ..., ^ 1 and each adds its
 // own value first (what the device's shuffle butterfly computes; every lane ends with the same sum).
 inline float warp_sum_emulated(const float (&v)[32]) {

@@ -58,6 +58,18 @@ bool launch_matvec_stream_parts(std::span<const MatvecPart> parts, const ActView
 // The stream kernel (matmul_cuda_stream.cu), for rows whose start and stride are 16-byte aligned:
 // launches and returns true, or returns false (nothing launched) for other rows.
 bool launch_matvec_stream(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y, CudaContext& ctx);
+// Whether w's rows start and stride on 16 bytes (the stream kernel's and the small float kernel's rows).
+bool stream_rows(const WeightMatrix& w);
+
+// The small float mat-vec (matmul_cuda_small.cu): one column of f32 / f16 / bf16 weights of at most 1024
+// rows of at most 4096 values, each row in one warp's registers, loaded before the PDL wait (a MoE router:
+// latency, not bytes). The same bits as the stream kernel. Launches and returns true, or returns false
+// (nothing launched) where it does not take the call. POLYKV_CUDA_MATVEC_REGS=0 or set_matvec_float_regs(false):
+// the stream kernel instead (A/B; tests). Declared for tests in matmul_cuda.h too.
+bool launch_matvec_float_regs(const WeightMatrix& w, const ActView& a, int col0, int ncols, float* y,
+                              CudaContext& ctx);
+bool matvec_float_regs_takes(const WeightMatrix& w, int ncols);
+void set_matvec_float_regs(bool on);
 
 // How the stream kernel runs for w and ncols columns (all 0 when the rows are not 16-byte aligned):
 // rows per warp, warps per block, ring depth, blocks per SM (occupancy), grid, shared memory bytes.

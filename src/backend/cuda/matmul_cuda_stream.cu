@@ -89,12 +89,6 @@ struct StreamCfg {
   static constexpr size_t kSmem = size_t(kWarps) * kDepth * kStageBytes;
 };
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
 // Arguments of the kernel (by value). xq / xs / xf / y start at the call's first column.
 // The rows are those of up to kMaxMatvecParts matrices of one type, n_in and stride read with the
 // same activations (q, k, v; gate, up), numbered one after the other: part p holds rows
@@ -254,7 +248,7 @@ __global__ void __launch_bounds__(32 * StreamCfg<Dec, NC, R>::kWarps)
         const RowPart rp = row_part(a, row0 + r);
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
-          const float v = warp_sum(acc[r][c]);
+          const float v = hd::warp_sum(acc[r][c]);
           acc[r][c] = 0.0f;
           if (lane == r * NC + c && c < a.ncols && row0 + r < row_end)
             rp.y[int64_t(c) * rp.rows + row0 + r - rp.begin] = v;

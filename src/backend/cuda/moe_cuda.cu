@@ -510,11 +510,13 @@ void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const
     da.x = x;
     da.ids = ids;
     da.weights = weights;
-    if (route) {
+    if (route && moe_decode_route_fits(gs, k, ctx)) {
       da.logits = route->logits;
       da.all_softmax = route->r.gating == MoeGating::SoftmaxTopK;
       da.ids_out = route->ids;
       da.weights_out = route->weights;
+    } else if (route) {  // gate+up takes more than one wave: the routing kernel first (ids / weights are its outputs)
+      moe_route(route->logits, n, route->r, route->ids, route->weights, ctx);
     }
     da.gate_bias = w.gate_bias;
     da.up_bias = w.up_bias;

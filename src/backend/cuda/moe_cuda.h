@@ -65,6 +65,10 @@ void set_moe_kernel(int version);  // 1 or 2; 0: back to the environment's choic
 // direct v2 path), on unless POLYKV_CUDA_MOE_FUSED=0. Tests: 1 on, 0 off, -1 back to the environment's choice.
 bool moe_decode_fused();
 void set_moe_decode_fused(int on);
+// Whether the fused path routes inside its gate+up launch: only when that launch runs in one wave
+// (moe_cuda_internal.h, moe_decode_route_fits); else the routing kernel runs first. The same bits either way.
+// Tests: 1 always, 0 never, -1 back to the rule.
+void set_moe_route_in_launch(int on);
 // Whether upload_experts stores host (ggml rows) in the split layout under the current switch.
 bool moe_split_upload(const WeightMatrix& host);
 // Bytes between experts of a split stack of host's shape (a multiple of 16).

@@ -26,8 +26,11 @@
 #include "backend/cuda/moe_cuda_v2.cuh"
 #include "core/error.h"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 namespace polykv::cuda {
 namespace {
@@ -182,9 +185,15 @@ __global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(c
   }
 }
 
+// The gate+up launch's dynamic shared memory: x's 8-bit activations (16-byte aligned), then their scales.
+size_t gate_up_smem(int64_t n_embd) {
+  return size_t((n_embd + 15) / 16 * 16) + size_t(n_embd / hd::kActBlock) * sizeof(hd::ActScale);
+}
+
 // POLYKV_CUDA_MOE_FUSED: -1 not read yet, 0 off, 1 on, 2 noroute; set_moe_decode_fused overrides on / off.
 int g_fused = -1;
 int g_fused_forced = -1;
+int g_route_fits_forced = -1;  // set_moe_route_in_launch
 
 int fused_mode() {
   if (g_fused < 0) {
@@ -205,6 +214,8 @@ bool moe_route_in_launch() { return fused_mode() != 2; }
 
 void set_moe_decode_fused(int on) { g_fused_forced = on < 0 ? -1 : (on ? 1 : 0); }
 
+void set_moe_route_in_launch(int on) { g_route_fits_forced = on < 0 ? -1 : (on ? 1 : 0); }
+
 bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, int k) {
   bool types = false;
   hd::visit_split_decoder(gs.type, [&](auto) { types = true; });
@@ -214,6 +225,34 @@ bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const 
          ds.layout == WeightLayout::CudaSplit && gs.type == us.type && gs.row_stride == us.row_stride &&
          gs.expert_stride == us.expert_stride && gs.n_out % kGuBlockRows == 0 && gs.n_in % hd::kActBlock == 0 &&
          k >= 1 && k <= kMoeDecodeMaxSlots;
+}
+
+bool moe_decode_route_fits(const ExpertStack& gs, int k, CudaContext& ctx) {
+  if (g_route_fits_forced >= 0) return g_route_fits_forced != 0;
+  // POLYKV_CUDA_MOE_ONE_WAVE=0: always route inside the launch (the rule off, for A/B).
+  static const bool rule = [] {
+    const char* e = std::getenv("POLYKV_CUDA_MOE_ONE_WAVE");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  if (!rule) return true;
+  const int64_t blocks = gs.n_out / kGuBlockRows * k;
+  const size_t smem = gate_up_smem(gs.n_in);
+  int per_sm = 0;
+  hd::visit_split_decoder(gs.type, [&](auto dec) {
+    using T = decltype(dec);
+    // Cached per device and shape (the decode graph's capture and eager steps ask once per layer).
+    static std::mutex mu;
+    static std::vector<std::array<int64_t, 3>> cache;  // device, smem, blocks per SM
+    const std::lock_guard<std::mutex> lock(mu);
+    for (const auto& c : cache)
+      if (c[0] == ctx.device() && c[1] == int64_t(smem)) per_sm = int(c[2]);
+    if (per_sm == 0) {
+      POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_gate_up_act_kernel<T>,
+                                                                      32 * kGuWarps, smem));
+      cache.push_back({ctx.device(), int64_t(smem), per_sm});
+    }
+  });
+  return blocks <= int64_t(per_sm) * ctx.sm_count();
 }
 
 void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, MoeDecodeArgs a,
@@ -236,7 +275,7 @@ void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const
   const cudaStream_t s = ctx.stream();
   hd::visit_split_decoder(gs.type, [&](auto dec) {
     using T = decltype(dec);
-    const size_t smem = size_t((a.n_embd + 15) / 16 * 16) + size_t(a.n_embd / hd::kActBlock) * sizeof(hd::ActScale);
+    const size_t smem = gate_up_smem(a.n_embd);
     const dim3 grid(unsigned(a.n_ff / kGuBlockRows), unsigned(a.k));
     launch_kernel(moe_gate_up_act_kernel<T>, grid, dim3(32 * kGuWarps), smem, s, pdl, a, hd::split_geom<T>(a.n_embd));
   });

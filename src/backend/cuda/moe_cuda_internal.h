@@ -53,11 +53,7 @@ void launch_moe_act_f16(const float* g, const float* u, int64_t total, bool clam
 #if defined(__CUDACC__)
 // The v2 mat-vec's butterfly: every lane gets the warp's sum (a fixed xor order, so every kernel that uses it
 // gets the same bits for the same partial sums).
-__device__ __forceinline__ float moe_warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v = hd::fadd(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
+__device__ __forceinline__ float moe_warp_sum(float v) { return hd::warp_sum(v); }
 
 // The routing of one row by one warp (moe_route_kernel, and the fused one-token path's gate+up blocks): k
 // rounds, round j's pick the best expert strictly after pick j - 1 in routing order (moe_cuda_hd.cuh); lane
@@ -160,6 +156,13 @@ struct MoeDecodeArgs {
 // Whether the fused path routes inside its gate+up launch (POLYKV_CUDA_MOE_FUSED=noroute: no, the routing
 // kernel runs first). Only consulted where moe_decode_fused() is true.
 bool moe_route_in_launch();
+// Whether the gate+up launch of k slots over gs's experts runs in one wave on this GPU (every block resident at
+// once), the condition for routing inside it: each block routes and quantizes x before its loads, so a second
+// wave pays that again on the critical path. H30 (H100): qwen3-30b-a3b (768 rows / 32 x 8 slots = 192 blocks,
+// 264 resident) 1.08x with the routing inside; gpt-oss-20b (2880 / 32 x 4 = 360 blocks) 0.975x with it and the
+// same as the five kernels with the routing kernel first, which it now gets (H33, H100: 1.026x against the routing
+// inside). POLYKV_CUDA_MOE_ONE_WAVE=0: always inside (the rule off, for A/B).
+bool moe_decode_route_fits(const ExpertStack& gs, int k, CudaContext& ctx);
 bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, int k);
 void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, MoeDecodeArgs a,
                              CudaContext& ctx);
