@@ -72,6 +72,50 @@ TEST(MoeCuda, RouteMatchesTheCpu) {
   }
 }
 
+// The picks by ranks across a block (moe_route_rank_kernel, n_expert <= 256) against route_row_warp's rounds
+// (set_moe_rank_route(0)): the same ids and the same weight bits, on rows with ties, all-equal logits, signed
+// zeros, infinities and a NaN (that row takes the rounds); n_expert 300 keeps the rounds either way.
+TEST(MoeCuda, RouteByRanksGivesTheRoundsBits) {
+  POLYKV_REQUIRE_GPU();
+  auto gpu = make_backend({"cuda", 0});
+  struct Restore {
+    ~Restore() { cuda::set_moe_rank_route(-1); }
+  } restore;
+  for (int ne : {4, 8, 32, 100, 128, 129, 256, 300}) {
+    for (int k : {1, 2, 4, 8}) {
+      if (k > ne) continue;
+      for (MoeGating g : {MoeGating::SoftmaxTopK, MoeGating::SoftmaxTopKRenorm}) {
+        const int n = 7;
+        auto logits = normal(size_t(n) * ne, uint32_t(ne * 31 + k * 7 + int(g)), 2.0f);
+        float* row = logits.data();
+        for (int e = 0; e < ne; ++e) row[ne + e] = float(e % 3);                      // row 1: ties
+        for (int e = 0; e < ne; ++e) row[2 * ne + e] = 0.5f;                          // row 2: all equal
+        for (int e = 0; e < ne; ++e) row[3 * ne + e] = e % 2 ? -0.0f : 0.0f;          // row 3: signed zeros
+        row[4 * ne + ne / 2] = std::nanf("");                                         // row 4: a NaN
+        row[5 * ne] = INFINITY;                                                       // row 5: infinities
+        row[5 * ne + ne - 1] = -INFINITY;
+        for (int e = 0; e < ne; ++e) row[6 * ne + e] = float((e * 7) % 5) * 0.25f - 0.5f;  // row 6: ties, spread
+        const MoeRouting r{ne, k, g};
+        std::vector<int32_t> ids[2];
+        std::vector<float> w[2];
+        for (int on = 0; on < 2; ++on) {
+          cuda::set_moe_rank_route(on);
+          Dev dl(*gpu, logits.data(), logits.size() * 4), di(*gpu, size_t(n) * k * 4), dw(*gpu, size_t(n) * k * 4);
+          gpu->moe_route(dl.as<float>(), n, r, di.as<int32_t>(), dw.as<float>());
+          ids[on] = down<int32_t>(*gpu, di.p, size_t(n) * k);
+          w[on] = down<float>(*gpu, dw.p, size_t(n) * k);
+        }
+        for (size_t i = 0; i < ids[0].size(); ++i) {
+          ASSERT_EQ(ids[1][i], ids[0][i]) << "ne " << ne << " k " << k << " gating " << int(g) << " row " << i / k
+                                          << " slot " << i % k;
+          ASSERT_EQ(std::memcmp(&w[1][i], &w[0][i], 4), 0) << "ne " << ne << " k " << k << " gating " << int(g)
+              << " row " << i / k << " slot " << i % k << ": " << w[1][i] << " vs " << w[0][i];
+        }
+      }
+    }
+  }
+}
+
 TEST(MoeCuda, AddSigmoidGatedMatchesTheCpu) {
   POLYKV_REQUIRE_GPU();
   auto gpu = make_backend({"cuda", 0});

@@ -56,6 +56,9 @@ struct SwitchScope {
     cuda::set_moe_mma_min(0);
     cuda::set_moe_decode_fused(-1);
     cuda::set_moe_route_in_launch(-1);
+    cuda::set_moe_x_acts(-1);
+    cuda::set_moe_down_cap(-1);
+    cuda::set_moe_rank_route(-1);
   }
 };
 
@@ -293,19 +296,34 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
       bad[size_t(c.k - 1)] = c.n_expert;
       const auto plain_bad = run(*gpu, w2, x, bad, wts, n, c.k);
       cuda::set_moe_decode_fused(1);
-      const auto fused = run(*gpu, w2, x, ids, wts, n, c.k);
-      const auto fused_bad = run(*gpu, w2, x, bad, wts, n, c.k);
-      cuda::set_moe_decode_fused(-1);
-      for (size_t i = 0; i < plain.size(); ++i) {
-        ASSERT_EQ(std::memcmp(&plain[i], &fused[i], 4), 0)
-            << tag << ": the fused one-token path differs at " << i << ": fused " << fused[i] << " plain " << plain[i];
-        ASSERT_TRUE(std::isnan(plain_bad[i]) && std::isnan(fused_bad[i]))
-            << tag << ": an out-of-range expert, value " << i << ": plain " << plain_bad[i] << " fused " << fused_bad[i];
+      // Variant v: down's register cap off / on (it changes how many blocks share a multiprocessor, never an
+      // operation).
+      for (int v = 0; v < 2; ++v) {
+        cuda::set_moe_down_cap(v);
+        const auto fused = run(*gpu, w2, x, ids, wts, n, c.k);
+        const auto fused_bad = run(*gpu, w2, x, bad, wts, n, c.k);
+        for (size_t i = 0; i < plain.size(); ++i) {
+          ASSERT_EQ(std::memcmp(&plain[i], &fused[i], 4), 0) << tag << " variant " << v
+              << ": the fused one-token path differs at " << i << ": fused " << fused[i] << " plain " << plain[i];
+          ASSERT_TRUE(std::isnan(plain_bad[i]) && std::isnan(fused_bad[i])) << tag << " variant " << v
+              << ": an out-of-range expert, value " << i << ": plain " << plain_bad[i] << " fused " << fused_bad[i];
+        }
       }
+      cuda::set_moe_down_cap(-1);
+      cuda::set_moe_decode_fused(-1);
       // Routing inside the gate+up launch (moe_route_experts): the ids, weights and out bits of the routing
       // kernel followed by the five kernels, for both gatings; out aliasing x as the model runs it.
-      const auto logits = normal(size_t(c.n_expert), 77u + uint32_t(c.k), 1.0f);
-      for (MoeGating gating : {MoeGating::SoftmaxTopKRenorm, MoeGating::SoftmaxTopK}) {
+      // Logit sets: normal; ties (and signed zeros); one NaN. Arm 0 routes by route_row_warp's rounds
+      // (set_moe_rank_route(0)), arms 1 and 2 by ranks where n_expert allows.
+      auto logits = normal(size_t(c.n_expert), 77u + uint32_t(c.k), 1.0f);
+      auto ties = logits;
+      for (int e = 0; e < c.n_expert; ++e) ties[size_t(e)] = e % 4 == 3 ? -0.0f : float(e % 3);
+      auto with_nan = logits;
+      with_nan[size_t(c.n_expert / 3)] = std::nanf("");
+      for (int combo = 0; combo < 6; ++combo) {  // logit set combo / 2, both gatings
+        const int lset = combo / 2;
+        const MoeGating gating = combo % 2 ? MoeGating::SoftmaxTopK : MoeGating::SoftmaxTopKRenorm;
+        const auto& lg = lset == 0 ? logits : lset == 1 ? ties : with_nan;
         const MoeRouting rr{c.n_expert, c.k, gating};
         // arm 0: the routing kernel and the five kernels; 1: fused, routing in the gate+up launch; 2: fused, the
         // routing kernel first (what a gate+up launch of more than one wave gets).
@@ -315,7 +333,8 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
           const int fused_on = arm > 0 ? 1 : 0;
           cuda::set_moe_decode_fused(fused_on);
           cuda::set_moe_route_in_launch(arm == 1 ? 1 : 0);
-          Dev dl(*gpu, logits.data(), logits.size() * 4), dx(*gpu, x.data(), x.size() * 4),
+          cuda::set_moe_rank_route(arm > 0 ? 1 : 0);
+          Dev dl(*gpu, lg.data(), lg.size() * 4), dx(*gpu, x.data(), x.size() * 4),
               di(*gpu, size_t(c.k) * 4), dw(*gpu, size_t(c.k) * 4);
           gpu->moe_route_experts(w2, dx.as<float>(), dl.as<float>(), rr, 1, di.as<int32_t>(), dw.as<float>(),
                                  dx.as<float>());
@@ -325,8 +344,9 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
         }
         cuda::set_moe_decode_fused(-1);
         cuda::set_moe_route_in_launch(-1);
+        cuda::set_moe_rank_route(-1);
         for (int arm = 1; arm < 3; ++arm) {
-          ASSERT_EQ(got_i[0], got_i[arm]) << tag << " arm " << arm << ": routed ids";
+          ASSERT_EQ(got_i[0], got_i[arm]) << tag << " logit set " << lset << " arm " << arm << ": routed ids";
           ASSERT_EQ(std::memcmp(got_w[0].data(), got_w[arm].data(), size_t(c.k) * 4), 0)
               << tag << " arm " << arm << ": routed weights";
           for (size_t i = 0; i < got[0].size(); ++i)
@@ -335,6 +355,42 @@ TEST_P(MoeV2Cuda, MatchesV1BitsAndTheExactLayer) {
                 << got[arm][i] << " vs " << got[0][i];
         }
       }
+    }
+    // x's 8-bit blocks written by the norm before, kept by the backend across the f32 router's mat-vec and copied
+    // by the gate+up launch (MoeXActs): the bits of the launch that quantizes x itself, the same ids and weights,
+    // and the path really taken (every split case here has n_embd % 32 == 0 and a router the small kernel takes).
+    if (n == 1 && split) {
+      const auto xr = normal(size_t(c.n_embd), 4242u, 1.0f), nw = normal(size_t(c.n_embd), 4343u, 1.0f);
+      const cuda_test::Weights hr = cuda_test::make_weights(DType::F32, c.n_embd, c.n_expert, 4444u);
+      const WeightMatrix wr = gpu->upload_matrix(hr.m);
+      const MoeRouting rr{c.n_expert, c.k, MoeGating::SoftmaxTopKRenorm};
+      std::vector<float> got[2], got_w[2];
+      std::vector<int32_t> got_i[2];
+      int64_t taken[2] = {};
+      for (int on = 0; on < 2; ++on) {
+        cuda::set_moe_decode_fused(1);
+        cuda::set_moe_x_acts(on);
+        Dev dxr(*gpu, xr.data(), xr.size() * 4), dnw(*gpu, nw.data(), nw.size() * 4), dh(*gpu, xr.size() * 4),
+            dl(*gpu, size_t(c.n_expert) * 4), di(*gpu, size_t(c.k) * 4), dw(*gpu, size_t(c.k) * 4);
+        const int64_t before = cuda::moe_x_acts_taken();
+        gpu->rmsnorm(dxr.as<float>(), dnw.as<float>(), dh.as<float>(), 1, c.n_embd, 1e-6f);
+        gpu->matmul(wr, dh.as<float>(), dl.as<float>(), 1);
+        gpu->moe_route_experts(w2, dh.as<float>(), dl.as<float>(), rr, 1, di.as<int32_t>(), dw.as<float>(),
+                               dh.as<float>());
+        taken[on] = cuda::moe_x_acts_taken() - before;
+        got[on] = down_f(*gpu, dh.p, xr.size());
+        got_w[on] = down_f(*gpu, dw.p, size_t(c.k));
+        got_i[on] = cuda_test::backend_download<int32_t>(*gpu, di.p, size_t(c.k));
+      }
+      cuda::set_moe_x_acts(-1);
+      cuda::set_moe_decode_fused(-1);
+      EXPECT_EQ(taken[0], 0) << tag << ": x's activations taken with the switch off";
+      EXPECT_EQ(taken[1], 1) << tag << ": the gate+up launch did not take the norm's activations of x";
+      ASSERT_EQ(got_i[0], got_i[1]) << tag << ": routed ids with x's activations from the norm";
+      ASSERT_EQ(std::memcmp(got_w[0].data(), got_w[1].data(), size_t(c.k) * 4), 0) << tag << ": routed weights";
+      for (size_t i = 0; i < got[0].size(); ++i)
+        ASSERT_EQ(std::memcmp(&got[0][i], &got[1][i], 4), 0)
+            << tag << ": x's activations from the norm, value " << i << ": " << got[1][i] << " vs " << got[0][i];
     }
     // Against the exact layer. Mat-vec: 8-bit activations of x and h (H200: NMSE ~1e-4 against the
     // CPU's identical arithmetic for q4_0); tensor cores: f16 weights and activations (~1e-7).

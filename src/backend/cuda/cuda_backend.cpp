@@ -278,6 +278,10 @@ class CudaBackend final : public Backend {
   }
   void matmul(const WeightMatrix& w, const float* x, float* y, int n) override {
     bind();
+    if (keeps_acts(w, x, y, n)) {  // a MoE router: x's activations stay for the experts after it
+      if (n > 0) cuda::matmul(w, x, y, n, ctx_);
+      return;
+    }
     cuda::ActsOut a;
     cuda::DeferredNorm dn;
     const bool prepared =
@@ -298,7 +302,7 @@ class CudaBackend final : public Backend {
     cuda::rmsnorm(x, w, out, rows, cols, eps, ctx_.stream());
   }
   void add_bias(float* x, const float* b, int rows, int cols) override {
-    drop_acts();
+    if (writes_acts_x(x, int64_t(rows) * cols)) drop_acts();  // (gpt-oss's router bias leaves h's activations)
     bind();
     cuda::add_bias(x, b, rows, cols, ctx_.stream());
   }
@@ -385,15 +389,15 @@ class CudaBackend final : public Backend {
   }
   void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
                    float* out) override {
-    drop_acts();
     bind();
-    cuda::moe_experts(w, x, ids, weights, n, k, out, ctx_);
+    const cuda::MoeXActs xa = take_x_acts(x, w.n_embd, n);
+    cuda::moe_experts(w, x, ids, weights, n, k, out, ctx_, &xa);
   }
   void moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
                          int32_t* ids, float* weights, float* out) override {
-    drop_acts();
     bind();
-    cuda::moe_route_experts(w, x, logits, r, n, ids, weights, out, ctx_);
+    const cuda::MoeXActs xa = take_x_acts(x, w.n_embd, n);
+    cuda::moe_route_experts(w, x, logits, r, n, ids, weights, out, ctx_, &xa);
   }
   void add_sigmoid_gated(float* x, const float* y, const float* g, int rows, int cols) override {
     drop_acts();
@@ -783,6 +787,31 @@ class CudaBackend final : public Backend {
     }
     drop_acts();
     return ok;
+  }
+
+  // The MoE experts' x activations: those a norm wrote for x (one token), or none; drops them either way.
+  cuda::MoeXActs take_x_acts(const float* x, int64_t n_embd, int n) {
+    cuda::ActsOut a;
+    cuda::MoeXActs xa;
+    if (take_acts(x, n_embd, n, n == 1, a)) {
+      xa.qs = a.qs;
+      xa.scales = a.scales;
+    }
+    return xa;
+  }
+  // Whether an op writing [p, p + count) floats would change what the prepared activations describe (x's
+  // values) or a pending deferred norm's out: then they must be dropped first.
+  bool writes_acts_x(const float* p, int64_t count) const {
+    if (acts_x_ == nullptr) return true;
+    if (pending_norm_.x != nullptr) return true;  // drop_acts writes the norm's out first
+    return p < acts_x_ + acts_total_ && acts_x_ < p + count;
+  }
+  // A one-column mat-vec on the small float kernel (a MoE router) reads x as floats and never touches the
+  // activation buffer: x's activations (written by the norm before, no deferred norm pending) stay for the
+  // next reader of x, unless y overlaps x.
+  bool keeps_acts(const WeightMatrix& w, const float* x, const float* y, int n) const {
+    return n == 1 && acts_x_ == x && !writes_acts_x(y, w.n_out) && !ctx_.batch_invariant() &&
+           cuda::matvec_float_regs_takes(w, 1);
   }
 
   // Makes this backend's device current on the calling thread (the engine may call from any thread).

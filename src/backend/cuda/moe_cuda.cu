@@ -46,6 +46,38 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// One row per block of kRankThreads threads (n_expert <= kRankThreads): the picks by ranks (route_block_picks,
+// one barrier), then warp 0 weighs them as route_row_warp does; a row with a NaN logit takes route_row_warp's
+// rounds. The same ids and weights as moe_route_kernel.
+constexpr int kRankThreads = 256;
+__global__ void __launch_bounds__(kRankThreads)
+    moe_route_rank_kernel(const float* __restrict__ logits, int ne, int k, bool all_softmax, int32_t* __restrict__ ids,
+                          float* __restrict__ weights) {
+  __shared__ float l_s[kRankThreads];
+  __shared__ int pick_s[32];
+  __shared__ float pickv_s[32];
+  wait_for_previous_grid();
+  allow_next_grid();
+  const int64_t row = blockIdx.x;
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  if (threadIdx.x < unsigned(ne)) l_s[threadIdx.x] = logits[row * ne + threadIdx.x];
+  __syncthreads();
+  const bool nan = route_block_picks<kRankThreads>(l_s, ne, k, pick_s, pickv_s);
+  if (warp != 0) return;
+  int i;
+  float w;
+  if (!nan) {
+    i = lane < k ? pick_s[lane] : -1;
+    w = route_weight_warp(l_s, ne, k, all_softmax, lane, lane < k ? pickv_s[lane] : 0.0f);
+  } else {
+    route_row_warp(l_s, ne, k, all_softmax, lane, i, w);
+  }
+  if (lane < k) {
+    ids[row * k + lane] = i;
+    weights[row * k + lane] = w;
+  }
+}
+
 __global__ void add_sigmoid_gated_kernel(float* __restrict__ x, const float* __restrict__ y,
                                          const float* __restrict__ g, int64_t total, int cols) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -333,6 +365,12 @@ void moe_route(const float* logits, int n, const MoeRouting& r, int32_t* ids, fl
   check(r.n_used >= 1 && r.n_used <= r.n_expert, "moe_route: ", r.n_used, " experts per token out of ", r.n_expert);
   check(r.n_used <= 32, "CUDA moe_route: at most 32 experts per token (", r.n_used, ")");
   if (n <= 0) return;
+  if (r.n_expert <= kRankThreads && moe_rank_route_on()) {
+    launch_kernel(moe_route_rank_kernel, dim3(unsigned(n)), dim3(kRankThreads), 0, ctx.stream(), matvec_pdl(ctx),
+                  logits, r.n_expert, r.n_used, r.gating == MoeGating::SoftmaxTopK, ids, weights);
+    POLYKV_CUDA_LAUNCHED();
+    return;
+  }
   launch_kernel(moe_route_kernel, dim3(unsigned((n + kWarps - 1) / kWarps)), dim3(kThreads), 0, ctx.stream(),
                 matvec_pdl(ctx), logits, n, r.n_expert, r.n_used, r.gating == MoeGating::SoftmaxTopK, ids, weights);
   POLYKV_CUDA_LAUNCHED();
@@ -431,32 +469,32 @@ struct RouteFirst {
 };
 
 void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
-                  float* out, CudaContext& ctx, const RouteFirst* route);
+                  float* out, CudaContext& ctx, const RouteFirst* route, const MoeXActs* xa);
 
 }  // namespace
 
 void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
-                 float* out, CudaContext& ctx) {
-  experts_impl(w, x, ids, weights, n, k, out, ctx, nullptr);
+                 float* out, CudaContext& ctx, const MoeXActs* xa) {
+  experts_impl(w, x, ids, weights, n, k, out, ctx, nullptr, xa);
 }
 
 void moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
-                       int32_t* ids, float* weights, float* out, CudaContext& ctx) {
+                       int32_t* ids, float* weights, float* out, CudaContext& ctx, const MoeXActs* xa) {
   check(r.n_used >= 1 && r.n_used <= r.n_expert && r.n_expert == w.n_expert(), "moe_route_experts: ", r.n_used,
         " experts per token out of ", r.n_expert, " (the layer has ", w.n_expert(), ")");
   const RouteFirst route{logits, r, ids, weights};
   if (!moe_route_in_launch()) {  // POLYKV_CUDA_MOE_FUSED=noroute: the routing kernel first (A/B runs)
     moe_route(logits, n, r, ids, weights, ctx);
-    experts_impl(w, x, ids, weights, n, r.n_used, out, ctx, nullptr);
+    experts_impl(w, x, ids, weights, n, r.n_used, out, ctx, nullptr, xa);
     return;
   }
-  experts_impl(w, x, ids, weights, n, r.n_used, out, ctx, &route);
+  experts_impl(w, x, ids, weights, n, r.n_used, out, ctx, &route, xa);
 }
 
 namespace {
 
 void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
-                  float* out, CudaContext& ctx, const RouteFirst* route) {
+                  float* out, CudaContext& ctx, const RouteFirst* route, const MoeXActs* xa) {
   check(n >= 0 && k >= 1 && k <= w.n_expert(), "moe_experts: ", k, " experts per token out of ", w.n_expert());
   if (n == 0) return;
   const ExpertStack gs = expert_stack(w.gate), us = expert_stack(w.up), ds = expert_stack(w.down);
@@ -508,6 +546,11 @@ void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const
   if (direct && !down_f && moe_decode_fused() && moe_decode_fused_takes(gs, us, ds, k)) {
     MoeDecodeArgs da;
     da.x = x;
+    if (xa != nullptr && xa->qs != nullptr && E <= kMoeXActsMaxEmbd && moe_x_acts_on()) {  // x's 8-bit blocks from the norm that wrote x
+      da.xq_in = xa->qs;
+      da.xs_in = static_cast<const hd::ActScale*>(xa->scales);
+      note_moe_x_acts_taken();
+    }
     da.ids = ids;
     da.weights = weights;
     if (route && moe_decode_route_fits(gs, k, ctx)) {

@@ -69,6 +69,10 @@ void set_moe_decode_fused(int on);
 // (moe_cuda_internal.h, moe_decode_route_fits); else the routing kernel runs first. The same bits either way.
 // Tests: 1 always, 0 never, -1 back to the rule.
 void set_moe_route_in_launch(int on);
+// The routing's picks by ranks across a block (one barrier) instead of k rounds of warp shuffles, wherever the row's
+// logits fit a block (n_expert <= 256): the same picks and weights. POLYKV_CUDA_MOE_RANK_ROUTE=0 off. Tests: 1 on,
+// 0 off, -1 back to the environment's choice.
+void set_moe_rank_route(int on);
 // Whether upload_experts stores host (ggml rows) in the split layout under the current switch.
 bool moe_split_upload(const WeightMatrix& host);
 // Bytes between experts of a split stack of host's shape (a multiple of 16).
@@ -87,13 +91,28 @@ bool moe_uses_mma(int n, int k, int n_expert);
 constexpr int kMoeMmaAlways = -1, kMoeMmaNever = 1 << 30;
 void set_moe_mma_min(int slots_per_expert);
 
+// x's 8-bit activation blocks, already written by the op before (the norm that wrote x: ops_cuda_acts.h,
+// quantize_act_block_warp's bits): qs [n][n_embd], scales [n][n_embd / 32] of hd::ActScale. The fused
+// one-token path's gate+up launch then copies them instead of quantizing x in each of its blocks (the same
+// bytes, so the same bits). POLYKV_CUDA_MOE_XACTS=0 or set_moe_x_acts(0): ignored (x quantized in the launch).
+struct MoeXActs {
+  const int8_t* qs = nullptr;
+  const void* scales = nullptr;
+};
+void set_moe_x_acts(int on);  // 1 on, 0 off, -1 back to the environment's choice
+// How many fused gate+up launches took x's activations from a MoeXActs (tests: the path ran).
+int64_t moe_x_acts_taken();
+// The fused path's down launch: a register cap that keeps its grid in one wave where the compiler's choice would
+// not (POLYKV_CUDA_MOE_DOWN_WAVE=0 off). The same bits either way. Tests: 1 always, 0 never, -1 back to the rule.
+void set_moe_down_cap(int on);
+
 // backend.h moe_route_experts: moe_route then moe_experts, except that a one-token step on the fused path
 // (moe_decode_fused) routes inside its gate+up launch; the same ids, weights and out bits either way.
 void moe_route_experts(const MoeExperts& w, const float* x, const float* logits, const MoeRouting& r, int n,
-                       int32_t* ids, float* weights, float* out, CudaContext& ctx);
+                       int32_t* ids, float* weights, float* out, CudaContext& ctx, const MoeXActs* xa = nullptr);
 // backend.h moe_experts: x, out device [n][w.n_embd] (out may alias x), ids / weights device [n][k].
 // An expert index outside [0, n_expert) makes that token's row NaN.
 void moe_experts(const MoeExperts& w, const float* x, const int32_t* ids, const float* weights, int n, int k,
-                 float* out, CudaContext& ctx);
+                 float* out, CudaContext& ctx, const MoeXActs* xa = nullptr);
 
 }  // namespace polykv::cuda

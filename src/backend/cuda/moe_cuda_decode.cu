@@ -27,6 +27,7 @@
 #include "core/error.h"
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -50,11 +51,38 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float h_s[kGuBlockRows];
   __shared__ int e_s;
+  __shared__ float l_s[32 * kGuWarps];  // the router's logits (by_rank)
+  __shared__ int pick_s[kMoeDecodeMaxSlots];
+  __shared__ float pickv_s[kMoeDecodeMaxSlots];
   wait_for_previous_grid();
   allow_next_grid();
   const int slot = int(blockIdx.y);
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
-  if (a.logits) {  // the routing, in every block (moe_route_kernel's warp); block (0, 0) stores the picks
+  auto* xq = reinterpret_cast<int8_t*>(smem);
+  auto* xs = reinterpret_cast<hd::ActScale*>(smem + ((a.n_embd + 15) / 16) * 16);
+  // x's activations written by the op before (a.xq_in): their loads go out before the routing and land in
+  // shared memory before the block's one barrier. Thread t copies 16-byte word t, t + 256, ... of the
+  // quants and scale t, t + 256, ... (kXCopy of each at most: n_embd <= kXCopy * 256 * 16).
+  constexpr int kXCopy = 2;
+  static_assert(int64_t(kXCopy) * 32 * kGuWarps * 16 == kMoeXActsMaxEmbd, "the copy covers the widest x taken");
+  const int nq16 = int(a.n_embd / 16), nb = int(a.n_embd / hd::kActBlock);
+  uint4 xw[kXCopy];
+  float4 sw[kXCopy];
+  if (a.xq_in) {
+#pragma unroll
+    for (int c = 0; c < kXCopy; ++c) {
+      const int i = int(threadIdx.x) + c * 32 * kGuWarps;
+      if (i < nq16) xw[c] = reinterpret_cast<const uint4*>(a.xq_in)[i];
+      if (i < nb) sw[c] = reinterpret_cast<const float4*>(a.xs_in)[i];
+    }
+  }
+  // The routing, in every block; block (0, 0) stores the picks. By ranks (a.rank_route: every thread counts a
+  // share of one expert's rank, one barrier), else by warp 0 alone (moe_route_kernel's warp: k rounds of
+  // shuffles, a few microseconds during which the other warps wait).
+  const bool by_rank = a.logits && a.rank_route && a.n_expert <= 32 * kGuWarps;
+  if (by_rank) {
+    if (threadIdx.x < unsigned(a.n_expert)) l_s[threadIdx.x] = a.logits[threadIdx.x];
+  } else if (a.logits) {
     if (warp == 0) {
       int i;
       float w;
@@ -68,8 +96,41 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   } else if (threadIdx.x == 0) {
     e_s = a.ids[slot];
   }
+  if (a.xq_in) {
+#pragma unroll
+    for (int c = 0; c < kXCopy; ++c) {
+      const int i = int(threadIdx.x) + c * 32 * kGuWarps;
+      if (i < nq16) reinterpret_cast<uint4*>(xq)[i] = xw[c];
+      if (i < nb) reinterpret_cast<float4*>(xs)[i] = sw[c];
+    }
+  }
   __syncthreads();
-  const int e = e_s;
+  int e;
+  if (!by_rank) {
+    e = e_s;
+  } else if (!route_block_picks<32 * kGuWarps>(l_s, a.n_expert, a.k, pick_s, pickv_s)) {
+    e = pick_s[slot];
+    if (blockIdx.x == 0 && blockIdx.y == 0 && warp == 0) {
+      const float w = route_weight_warp(l_s, a.n_expert, a.k, a.all_softmax, lane, lane < a.k ? pickv_s[lane] : 0.0f);
+      if (lane < a.k) {
+        a.ids_out[lane] = pick_s[lane];
+        a.weights_out[lane] = w;
+      }
+    }
+  } else {  // a NaN logit: route_row_warp's rounds decide (the order is not total)
+    if (warp == 0) {
+      int i;
+      float w;
+      route_row_warp(l_s, a.n_expert, a.k, a.all_softmax, lane, i, w);
+      if (lane == slot) e_s = i;
+      if (blockIdx.x == 0 && blockIdx.y == 0 && lane < a.k) {
+        a.ids_out[lane] = i;
+        a.weights_out[lane] = w;
+      }
+    }
+    __syncthreads();
+    e = e_s;
+  }
   if (e < 0 || e >= a.n_expert) return;  // the whole block; the down kernel makes the row NaN
   const int64_t F = a.n_ff;
   const int64_t row0 = int64_t(blockIdx.x) * kGuBlockRows + warp * kGuRows;  // < F (F % 32 == 0)
@@ -86,10 +147,7 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
 #pragma unroll
     for (int r = 0; r < R2; ++r) hd::split_load_unit<T>(rows[r], geom, lane, q[r], h[r]);
   }
-  auto* xq = reinterpret_cast<int8_t*>(smem);
-  auto* xs = reinterpret_cast<hd::ActScale*>(smem + ((a.n_embd + 15) / 16) * 16);
-  {  // x's activation blocks w, w + 8, ...: four chains side by side per warp (the values of quantize_acts_kernel)
-    const int nb = int(a.n_embd / hd::kActBlock);
+  if (!a.xq_in) {  // x's activation blocks w, w + 8, ...: four chains side by side per warp (quantize_acts_kernel's values)
     for (int b0 = warp; b0 < nb; b0 += 4 * kGuWarps) {
       float v[4];
       int valid = 0;
@@ -101,8 +159,8 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
       }
       quantize_act_blocks_warp<4>(v, valid, lane, xq + b0 * hd::kActBlock, xs + b0, kGuWarps);
     }
+    __syncthreads();
   }
-  __syncthreads();
   const int64_t arow[1] = {0};
   float acc[R2][1] = {};
   for (int64_t u = lane; u < n_units; u += 32) {  // moe_split_matvec_kernel's units in its order
@@ -135,10 +193,12 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   }
 }
 
-// Block: 32 * k threads (warp j = slot j), 4 rows of out.
-template <class T>
-__global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(const MoeDecodeArgs a,
-                                                                               hd::SplitGeom geom) {
+// Block: 32 * k threads (warp j = slot j), 4 rows of out. kMinBlocks 0 leaves the registers to the compiler; 2
+// caps them at 64 (4 blocks of 8 warps on a multiprocessor), for grids that would not run in one wave with the compiler's choice (H33, H100:
+// qwen3-30b-a3b's 512 blocks at 74 registers, 3 blocks a multiprocessor: 1.29 waves).
+template <class T, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots, kMinBlocks) moe_down_sum_kernel(const MoeDecodeArgs a,
+                                                                                           hd::SplitGeom geom) {
   using Cfg = hd::MoeSplitCfg<T, 1>;
   static_assert(Cfg::kR == kDownRows, "the down warps take the v2 mat-vec's rows per warp");
   constexpr int R = kDownRows, U = Cfg::kU;
@@ -185,6 +245,21 @@ __global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots) moe_down_sum_kernel(c
   }
 }
 
+// Blocks of `threads` threads of kernel k resident on one multiprocessor of ctx's GPU with `smem` bytes of dynamic
+// shared memory (cached per device, kernel and shape: the decode graph's capture and eager steps ask once a layer).
+int resident_blocks(const void* kernel, int threads, size_t smem, CudaContext& ctx) {
+  static std::mutex mu;
+  static std::vector<std::array<int64_t, 5>> cache;  // device, kernel, threads, smem, blocks per SM
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto kp = int64_t(reinterpret_cast<uintptr_t>(kernel));
+  for (const auto& c : cache)
+    if (c[0] == ctx.device() && c[1] == kp && c[2] == threads && c[3] == int64_t(smem)) return int(c[4]);
+  int per_sm = 0;
+  POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  cache.push_back({ctx.device(), kp, threads, int64_t(smem), per_sm});
+  return per_sm;
+}
+
 // The gate+up launch's dynamic shared memory: x's 8-bit activations (16-byte aligned), then their scales.
 size_t gate_up_smem(int64_t n_embd) {
   return size_t((n_embd + 15) / 16 * 16) + size_t(n_embd / hd::kActBlock) * sizeof(hd::ActScale);
@@ -194,6 +269,9 @@ size_t gate_up_smem(int64_t n_embd) {
 int g_fused = -1;
 int g_fused_forced = -1;
 int g_route_fits_forced = -1;  // set_moe_route_in_launch
+int g_x_acts_forced = -1;      // set_moe_x_acts
+int g_down_cap_forced = -1;    // set_moe_down_cap
+std::atomic<int64_t> g_x_acts_taken{0};
 
 int fused_mode() {
   if (g_fused < 0) {
@@ -215,6 +293,39 @@ bool moe_route_in_launch() { return fused_mode() != 2; }
 void set_moe_decode_fused(int on) { g_fused_forced = on < 0 ? -1 : (on ? 1 : 0); }
 
 void set_moe_route_in_launch(int on) { g_route_fits_forced = on < 0 ? -1 : (on ? 1 : 0); }
+
+bool moe_x_acts_on() {
+  if (g_x_acts_forced >= 0) return g_x_acts_forced != 0;
+  static const bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_MOE_XACTS");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+void set_moe_x_acts(int on) { g_x_acts_forced = on < 0 ? -1 : (on ? 1 : 0); }
+
+// A switch read once from the environment: on unless NAME=0.
+static bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e != nullptr && std::strcmp(e, "0") == 0);
+}
+
+static int g_rank_route_forced = -1;  // set_moe_rank_route
+
+bool moe_rank_route_on() {
+  if (g_rank_route_forced >= 0) return g_rank_route_forced != 0;
+  static const bool on = env_on("POLYKV_CUDA_MOE_RANK_ROUTE");
+  return on;
+}
+
+void set_moe_rank_route(int on) { g_rank_route_forced = on < 0 ? -1 : (on ? 1 : 0); }
+
+void set_moe_down_cap(int on) { g_down_cap_forced = on < 0 ? -1 : (on ? 1 : 0); }
+
+void note_moe_x_acts_taken() { g_x_acts_taken.fetch_add(1, std::memory_order_relaxed); }
+
+int64_t moe_x_acts_taken() { return g_x_acts_taken.load(std::memory_order_relaxed); }
 
 bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const ExpertStack& ds, int k) {
   bool types = false;
@@ -240,17 +351,7 @@ bool moe_decode_route_fits(const ExpertStack& gs, int k, CudaContext& ctx) {
   int per_sm = 0;
   hd::visit_split_decoder(gs.type, [&](auto dec) {
     using T = decltype(dec);
-    // Cached per device and shape (the decode graph's capture and eager steps ask once per layer).
-    static std::mutex mu;
-    static std::vector<std::array<int64_t, 3>> cache;  // device, smem, blocks per SM
-    const std::lock_guard<std::mutex> lock(mu);
-    for (const auto& c : cache)
-      if (c[0] == ctx.device() && c[1] == int64_t(smem)) per_sm = int(c[2]);
-    if (per_sm == 0) {
-      POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_gate_up_act_kernel<T>,
-                                                                      32 * kGuWarps, smem));
-      cache.push_back({ctx.device(), int64_t(smem), per_sm});
-    }
+    per_sm = resident_blocks(reinterpret_cast<const void*>(moe_gate_up_act_kernel<T>), 32 * kGuWarps, smem, ctx);
   });
   return blocks <= int64_t(per_sm) * ctx.sm_count();
 }
@@ -267,6 +368,7 @@ void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const
   a.down_row_stride = ds.row_stride;
   a.n_embd = gs.n_in;
   a.n_ff = gs.n_out;
+  a.rank_route = moe_rank_route_on();
   if (a.logits) {  // the down kernel reads the picks the gate+up launch stores
     a.ids = a.ids_out;
     a.weights = a.weights_out;
@@ -281,8 +383,20 @@ void launch_moe_decode_fused(const ExpertStack& gs, const ExpertStack& us, const
   });
   hd::visit_split_decoder(ds.type, [&](auto dec) {
     using T = decltype(dec);
-    const dim3 grid(unsigned((a.n_embd + kDownRows - 1) / kDownRows));
-    launch_kernel(moe_down_sum_kernel<T>, grid, dim3(32 * a.k), 0, s, pdl, a, hd::split_geom<T>(a.n_ff));
+    const int64_t blocks = (a.n_embd + kDownRows - 1) / kDownRows;
+    // The register cap where the compiler's choice would leave blocks for a second wave
+    // (POLYKV_CUDA_MOE_DOWN_WAVE=0: never; set_moe_down_cap forces either).
+    static const bool rule = env_on("POLYKV_CUDA_MOE_DOWN_WAVE");
+    bool cap = g_down_cap_forced >= 0 ? g_down_cap_forced != 0 : false;
+    if (g_down_cap_forced < 0 && rule) {
+      const int per_sm = resident_blocks(reinterpret_cast<const void*>(moe_down_sum_kernel<T, 0>), 32 * a.k, 0, ctx);
+      cap = blocks > int64_t(per_sm) * ctx.sm_count();
+    }
+    const dim3 grid{unsigned(blocks)};
+    if (cap)
+      launch_kernel(moe_down_sum_kernel<T, 2>, grid, dim3(32 * a.k), 0, s, pdl, a, hd::split_geom<T>(a.n_ff));
+    else
+      launch_kernel(moe_down_sum_kernel<T, 0>, grid, dim3(32 * a.k), 0, s, pdl, a, hd::split_geom<T>(a.n_ff));
   });
   POLYKV_CUDA_LAUNCHED();
 }

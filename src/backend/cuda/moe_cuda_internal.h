@@ -55,6 +55,8 @@ void launch_moe_act_f16(const float* g, const float* u, int64_t total, bool clam
 // gets the same bits for the same partial sums).
 __device__ __forceinline__ float moe_warp_sum(float v) { return hd::warp_sum(v); }
 
+__device__ inline float route_weight_warp(const float* l, int ne, int k, bool all_softmax, int lane, float my_v);
+
 // The routing of one row by one warp (moe_route_kernel, and the fused one-token path's gate+up blocks): k
 // rounds, round j's pick the best expert strictly after pick j - 1 in routing order (moe_cuda_hd.cuh); lane
 // j < k gets pick j's index and weight (others: -1 / 0). Every lane must call it.
@@ -107,6 +109,13 @@ __device__ inline void route_row_warp(const float* l, int ne, int k, bool all_so
     pv = v;
     pi = i;
   }
+  out_i = my_i;
+  out_w = route_weight_warp(l, ne, k, all_softmax, lane, my_v);
+}
+
+// The second half of the routing of one row by one warp: lane j < k holds pick j's logit my_v (others 0), and
+// gets pick j's weight (others: 0). Every lane must call it.
+__device__ inline float route_weight_warp(const float* l, int ne, int k, bool all_softmax, int lane, float my_v) {
   // mx = pick 0's logit; the chosen exps are summed in slot order (lane j holds exp of pick j).
   const double mx = double(__shfl_sync(0xffffffffu, my_v, 0));
   const double my_e = hd::route_exp(my_v, mx);
@@ -119,8 +128,37 @@ __device__ inline void route_row_warp(const float* l, int ne, int k, bool all_so
     for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
     sum = s;
   }
-  out_i = my_i;
-  out_w = lane < k ? hd::route_weight(my_v, mx, sum) : 0.0f;
+  return lane < k ? hd::route_weight(my_v, mx, sum) : 0.0f;
+}
+
+// The picks of one row by a whole block of kThreads threads, by rank: expert i's rank is the number of experts
+// before it in routing order (route_before: the larger logit, then the smaller index), and pick j is the expert
+// of rank j, which is what route_row_warp's round j finds when that order is total, i.e. without NaN logits.
+// l_s: the row's ne <= kThreads logits in shared memory; pick_i / pick_v [k] (shared) get the picks' indices and
+// logits. Ends with a barrier. Returns whether a logit is NaN; then nothing is written (the order is not total:
+// route_row_warp's sequential rounds decide, as they always did). Every thread of the block must call it.
+// P = 1, 2, 4 or 8 adjacent threads count one expert's rank, each over its share of the row.
+template <int kThreads>
+__device__ inline bool route_block_picks(const float* l_s, int ne, int k, int* pick_i, float* pick_v) {
+  int P = 1;
+  while (P < 8 && ne * P * 2 <= kThreads) P *= 2;
+  const int t = int(threadIdx.x), i = t / P, part = t % P;
+  int rank = 0;
+  bool nan = false;
+  if (i < ne) {
+    const float v = l_s[i];
+    nan = !(v == v);
+    const int chunk = (ne + P - 1) / P, lo = min(part * chunk, ne), hi = min(lo + chunk, ne);
+    const int mid = min(max(i, lo), hi);
+    for (int j = lo; j < mid; ++j) rank += l_s[j] >= v ? 1 : 0;  // j < i: before i when not smaller
+    for (int j = mid; j < hi; ++j) rank += l_s[j] > v ? 1 : 0;   // j >= i: only when larger
+  }
+  for (int off = 1; off < P; off *= 2) rank += __shfl_xor_sync(0xffffffffu, rank, off);
+  if (i < ne && part == 0 && rank < k) {
+    pick_i[rank] = i;
+    pick_v[rank] = l_s[i];
+  }
+  return __syncthreads_or(nan ? 1 : 0) != 0;
 }
 #endif
 
@@ -129,8 +167,13 @@ __device__ inline void route_row_warp(const float* l, int ne, int k, bool all_so
 // as the five kernels of the direct v2 path. POLYKV_CUDA_MOE_FUSED=0 (or set_moe_decode_fused(0)) runs
 // those instead.
 constexpr int kMoeDecodeMaxSlots = 16;  // k (experts per token) the fused path takes
+// The widest x whose 8-bit blocks the gate+up launch copies (MoeDecodeArgs::xq_in: 2 words of 16 bytes a thread).
+constexpr int64_t kMoeXActsMaxEmbd = 2 * 256 * 16;
 struct MoeDecodeArgs {
   const float* x = nullptr;          // [n_embd]
+  // x's 8-bit activation blocks written by the op before (MoeXActs), or nullptr: gate+up quantizes x itself.
+  const int8_t* xq_in = nullptr;          // [n_embd]
+  const hd::ActScale* xs_in = nullptr;    // [n_embd / 32]
   const int32_t* ids = nullptr;      // [k]
   const float* weights = nullptr;    // [k]
   const float* gate_bias = nullptr;  // [n_expert][n_ff] or nullptr
@@ -148,6 +191,7 @@ struct MoeDecodeArgs {
   bool all_softmax = false;
   int32_t* ids_out = nullptr;
   float* weights_out = nullptr;
+  bool rank_route = false;  // the picks by ranks, block-wide (moe_rank_route_on; the same picks and weights)
   // Filled by launch_moe_decode_fused from the stacks:
   const uint8_t *gate = nullptr, *up = nullptr, *down = nullptr;
   size_t gu_expert_stride = 0, gu_row_stride = 0, down_expert_stride = 0, down_row_stride = 0;
@@ -156,6 +200,12 @@ struct MoeDecodeArgs {
 // Whether the fused path routes inside its gate+up launch (POLYKV_CUDA_MOE_FUSED=noroute: no, the routing
 // kernel runs first). Only consulted where moe_decode_fused() is true.
 bool moe_route_in_launch();
+// Whether the routing takes the block-wide rank form (route_block_picks) where it can: POLYKV_CUDA_MOE_RANK_ROUTE=0
+// or set_moe_rank_route(0) keeps route_row_warp's rounds everywhere.
+bool moe_rank_route_on();
+// Whether MoeXActs are used (POLYKV_CUDA_MOE_XACTS / set_moe_x_acts), and the count behind moe_x_acts_taken.
+bool moe_x_acts_on();
+void note_moe_x_acts_taken();
 // Whether the gate+up launch of k slots over gs's experts runs in one wave on this GPU (every block resident at
 // once), the condition for routing inside it: each block routes and quantizes x before its loads, so a second
 // wave pays that again on the critical path. H30 (H100): qwen3-30b-a3b (768 rows / 32 x 8 slots = 192 blocks,
