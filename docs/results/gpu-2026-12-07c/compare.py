@@ -9,24 +9,30 @@ from pathlib import Path
 here = Path(__file__).parent
 
 def load(p):
-    out = defaultdict(list)
+    """Every repetition per tag; a (round, tag) seen twice keeps its first run (H36's llama.cpp round 1 reran
+    new-*-f16-f16 under the A/B rounds' tag: those reps are H36b's business, not the A/B's)."""
+    out, seen = defaultdict(list), set()
     for name, key in (('polykv.jsonl', 'decode_tok_s_reps'), ('llama.jsonl', 'samples_ts')):
         f = p / name
         if f.exists():
             for line in f.read_text().splitlines():
                 if line.startswith('{'):
                     d = json.loads(line)
-                    if d.get(key):
+                    if d.get(key) and (d['round'], d['tag']) not in seen:
+                        seen.add((d['round'], d['tag']))
                         out[d['tag']] += d[key]
     return out
 
 def row(name, a, b):
     ma, mb = statistics.median(a), statistics.median(b)
+    a2, b2 = sorted(a)[1:], sorted(b)[1:]  # without each side's slowest repetition
     print(f"| {name} | {min(a):.1f}-{max(a):.1f} | {min(b):.1f}-{max(b):.1f} | **{ma / mb:.3f}x** | "
-          f"{min(a) / max(b):.3f}-{max(a) / min(b):.3f} | {len(a)}/{len(b)} |")
+          f"{min(a) / max(b):.3f}-{max(a) / min(b):.3f} | {min(a2) / max(b2):.3f}-{max(a2) / min(b2):.3f} | "
+          f"{len(a)}/{len(b)} |")
 
-HEAD = '| arm / baseline, file | arm tok/s | baseline tok/s | ratio of medians | range | reps |\n|---|---|---|---|---|---|'
-dirs = [Path(a) for a in sys.argv[1:]] or [here / 'H35', here / 'H36']
+HEAD = ('| arm / baseline, file | arm tok/s | baseline tok/s | ratio of medians | range | range without the slowest '
+        'rep of each | reps |\n|---|---|---|---|---|---|---|')
+dirs = [Path(a) for a in sys.argv[1:]] or [here / 'H35', here / 'H36', here / 'H36b']
 for p in dirs:
     d = load(p)
     if not d:
@@ -36,15 +42,13 @@ for p in dirs:
         for m in ['q3moe-q4_0', 'gptoss-q4_0']:
             for arm, base in [('new', 'base'), ('pf0', 'new'), ('pf0', 'base'), ('xacts0', 'new'), ('wave0', 'new')]:
                 row(f'{arm} / {base}, {m}', d[f'{arm}-{m}'], d[f'{base}-{m}'])
-    else:  # tags ARM-FILE-CTK-CTV; llama-FILE-f16 / -q8
+    elif p.name == 'H36':  # tags ARM-FILE-CTK-CTV
         for m in ['q3moe-q4_0-f16-f16', 'gptoss-q4_0-f16-f16', 'q3moe-q4_0-q8_0-turbo3t']:
             for arm, base in [('new', 'base'), ('rank0', 'new'), ('xacts0', 'new'), ('wave0', 'new'),
                               ('onewave0', 'new')]:
                 if d.get(f'{arm}-{m}') and d.get(f'{base}-{m}'):
                     row(f'{arm} / {base}, {m}', d[f'{arm}-{m}'], d[f'{base}-{m}'])
+    if p.name.startswith('H36b'):  # side by side with llama.cpp: sbs-FILE-KV right after llama-FILE-KV, 2 rounds
         for m in ['q3moe-q4_0', 'gptoss-q4_0']:
-            for kv, lk in [('f16-f16', 'f16'), ('q8_0-q8_0', 'q8')]:
-                # the new arm of the llama.cpp rounds only (tags new-FILE-q8_0-q8_0; for f16 the A/B rounds share it)
-                a, b = d.get(f'new-{m}-{kv}'), d.get(f'llama-{m}-{lk}')
-                if a and b:
-                    row(f'polykv / llama.cpp, {m}, {kv}', a, b)
+            for kv in ['f16', 'q8_0']:
+                row(f'polykv / llama.cpp, {m}, {kv}/{kv}', d[f'sbs-{m}-{kv}'], d[f'llama-{m}-{kv}'])

@@ -9,7 +9,7 @@
 #    off: main's path), 2 rounds interleaved (order reversed in round 2); gpt-oss also new with the routing always
 #    inside gate+up (onewave0); qwen3 at q8_0/turbo3t new vs base.
 # 3. (Once llama.cpp is built, CPUs quiet.) llama.cpp vs new: decode f16/f16 and q8_0/q8_0 on both files, 2 rounds.
-# 4. Nsight Compute on gate+up (new) if time is left.
+# 4. Timelines of qwen3 (new, base) and Nsight Compute on gate+up (new) if time is left.
 # Carry .gpucarry/build-gpu.tar.xz, .gpucarry/llama-src.tar.xz and .gpucarry/fixtures (qwen3moe + gptoss sets).
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS
@@ -26,7 +26,7 @@ grep -E '^\[  FAILED|Failure' $OUT/tests.log | head -20 >> $SUMMARY
 wait $SQ $SG
 note "synth done ($((SECONDS-t0)) s)"
 pk() {  # pk ROUND TAG MODEL KV [ENV...]
-  if [ $((SECONDS-t0)) -gt ${LIMIT:-330} ]; then note "skip $2 r$1 (time)"; return; fi
+  if [ $((SECONDS-t0)) -gt ${LIMIT:-300} ]; then note "skip $2 r$1 (time)"; return; fi
   local r=$1 tag=$2 m=$3 kv=$4; shift 4
   env "$@" timeout 60 $P bench -m $m --device cuda -r 3 --json -p 0 -n 128 -ctk ${kv%/*} -ctv ${kv#*/} 2>>$OUT/logs/polykv.err | grep '^{' | sed "s/^{/{\"round\":$r,\"tag\":\"$tag\",/" >> $OUT/polykv.jsonl
   note "$tag r$r ($((SECONDS-t0)) s): $(grep "\"round\":$r,\"tag\":\"$tag\"" $OUT/polykv.jsonl | grep -oE '"decode_tok_s_reps":\[[^]]*\]')"
@@ -53,7 +53,7 @@ done
 LB=$LLAMA/build/bin/llama-bench
 if [ -x $LB ]; then
   lb() {  # lb ROUND TAG MODEL CTK CTV
-    if [ $((SECONDS-t0)) -gt ${LIMIT2:-520} ]; then note "skip llama $2 r$1 (time)"; return; fi
+    if [ $((SECONDS-t0)) -gt ${LIMIT2:-420} ]; then note "skip llama $2 r$1 (time)"; return; fi
     timeout 90 $LB -m $3 -ngl 99 -fa 1 -p 0 -n 128 -r 3 -ctk $4 -ctv $5 -o jsonl 2>>$OUT/logs/llama.err | sed "s/^{/{\"round\":$1,\"tag\":\"$2\",/" >> $OUT/llama.jsonl
     note "llama $2 r$1 ($((SECONDS-t0)) s): $(grep "\"round\":$1,\"tag\":\"$2\"" $OUT/llama.jsonl | grep -oE '"samples_ts": ?\[[^]]*\]')"
   }
@@ -67,7 +67,16 @@ if [ -x $LB ]; then
 else
   note "llama-bench not built"; tail -20 $OUT/logs/llama-build.log >> $SUMMARY
 fi
-if [ $((SECONDS-t0)) -lt ${NCU_LIMIT:-530} ]; then
+mkdir -p $OUT/traces
+for a in new base; do  # timelines of one qwen3 token stream (tools/cuda_trace), if time is left
+  [ $((SECONDS-t0)) -lt ${TRACE_LIMIT:-420} ] || break
+  ev=(); [ $a = base ] && ev=(POLYKV_CUDA_MOE_XACTS=0 POLYKV_CUDA_MOE_DOWN_WAVE=0 POLYKV_CUDA_MOE_RANK_ROUTE=0)
+  env "${ev[@]}" CUDA_INJECTION64_PATH=$PWD/build-gpu/lib/libpolykv_cuda_trace.so POLYKV_TRACE=/tmp/trace.csv \
+    timeout 60 $P bench -m $M --device cuda -ctk f16 -ctv f16 -d 0 -p 0 -n 32 -r 1 >/dev/null 2>>$OUT/logs/polykv.err
+  python3 scripts/cuda_trace_summary.py /tmp/trace.csv --skip 4 > $OUT/traces/trace-q3-$a.summary.txt 2>&1
+  note "trace $a: $(grep -E '^period' $OUT/traces/trace-q3-$a.summary.txt)"
+done
+if [ $((SECONDS-t0)) -lt ${NCU_LIMIT:-430} ]; then
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
   timeout 40 $NCU --graph-profiling node -k regex:moe_gate_up_act_kernel --launch-skip 60 --launch-count 1 --set full \
     $P bench -m $M --device cuda -ctk f16 -ctv f16 -d 0 -p 0 -n 4 -r 1 > $OUT/ncu-gate-up.txt 2>&1
