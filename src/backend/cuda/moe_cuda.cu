@@ -546,7 +546,8 @@ void experts_impl(const MoeExperts& w, const float* x, const int32_t* ids, const
   if (direct && !down_f && moe_decode_fused() && moe_decode_fused_takes(gs, us, ds, k)) {
     MoeDecodeArgs da;
     da.x = x;
-    if (xa != nullptr && xa->qs != nullptr && E <= kMoeXActsMaxEmbd && moe_x_acts_on()) {  // x's 8-bit blocks from the norm that wrote x
+    // x's 8-bit blocks from the norm that wrote x
+    if (xa != nullptr && xa->qs != nullptr && E <= kMoeXActsMaxEmbd && moe_x_acts_on()) {
       da.xq_in = xa->qs;
       da.xs_in = static_cast<const hd::ActScale*>(xa->scales);
       note_moe_x_acts_taken();

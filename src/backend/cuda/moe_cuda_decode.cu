@@ -13,8 +13,9 @@
 //                           down for slot j (moe_split_matvec_kernel's arithmetic, + bias), then 4
 //                           threads add the slots in slot order (moe_slot_sum_kernel's steps) into out.
 //
-// With a.logits (moe_route_experts), warp 0 of every gate+up block also routes the token (route_row_warp:
-// moe_route_kernel's operations) and block (0, 0) stores the picks, so no routing kernel runs before.
+// With a.logits (moe_route_experts), every gate+up block also routes the token, by ranks across the block
+// (route_block_picks; route_row_warp's rounds in warp 0 with POLYKV_CUDA_MOE_RANK_ROUTE=0 or a NaN logit: the same
+// picks) and block (0, 0) stores the picks and their weights, so no routing kernel runs before.
 // Both launch with programmatic dependent launch (sm_90) and wait for the kernel before them before
 // reading anything. An expert id outside [0, n_expert) makes the token's row NaN, as the slot sum does.
 #include <cuda_runtime.h>
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   auto* xq = reinterpret_cast<int8_t*>(smem);
   auto* xs = reinterpret_cast<hd::ActScale*>(smem + ((a.n_embd + 15) / 16) * 16);
   // x's activations written by the op before (a.xq_in): their loads go out before the routing and land in
-  // shared memory before the block's one barrier. Thread t copies 16-byte word t, t + 256, ... of the
+  // shared memory before the block's first barrier. Thread t copies 16-byte word t, t + 256, ... of the
   // quants and scale t, t + 256, ... (kXCopy of each at most: n_embd <= kXCopy * 256 * 16).
   constexpr int kXCopy = 2;
   static_assert(int64_t(kXCopy) * 32 * kGuWarps * 16 == kMoeXActsMaxEmbd, "the copy covers the widest x taken");
@@ -147,7 +148,7 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
 #pragma unroll
     for (int r = 0; r < R2; ++r) hd::split_load_unit<T>(rows[r], geom, lane, q[r], h[r]);
   }
-  if (!a.xq_in) {  // x's activation blocks w, w + 8, ...: four chains side by side per warp (quantize_acts_kernel's values)
+  if (!a.xq_in) {  // x's activation blocks w, w + 8, ...: four chains side by side a warp (quantize_acts_kernel's)
     for (int b0 = warp; b0 < nb; b0 += 4 * kGuWarps) {
       float v[4];
       int valid = 0;
@@ -194,8 +195,8 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
 }
 
 // Block: 32 * k threads (warp j = slot j), 4 rows of out. kMinBlocks 0 leaves the registers to the compiler; 2
-// caps them at 64 (4 blocks of 8 warps on a multiprocessor), for grids that would not run in one wave with the compiler's choice (H33, H100:
-// qwen3-30b-a3b's 512 blocks at 74 registers, 3 blocks a multiprocessor: 1.29 waves).
+// caps them at 64 (4 blocks of 8 warps on a multiprocessor), for grids that would not run in one wave with the
+// compiler's choice (H33, H100: qwen3-30b-a3b's 512 blocks at 74 registers, 3 blocks a multiprocessor: 1.29 waves).
 template <class T, int kMinBlocks>
 __global__ void __launch_bounds__(32 * kMoeDecodeMaxSlots, kMinBlocks) moe_down_sum_kernel(const MoeDecodeArgs a,
                                                                                            hd::SplitGeom geom) {
@@ -271,7 +272,14 @@ int g_fused_forced = -1;
 int g_route_fits_forced = -1;  // set_moe_route_in_launch
 int g_x_acts_forced = -1;      // set_moe_x_acts
 int g_down_cap_forced = -1;    // set_moe_down_cap
+int g_rank_route_forced = -1;  // set_moe_rank_route
 std::atomic<int64_t> g_x_acts_taken{0};
+
+// A switch read from the environment: on unless NAME=0.
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e != nullptr && std::strcmp(e, "0") == 0);
+}
 
 int fused_mode() {
   if (g_fused < 0) {
@@ -296,22 +304,11 @@ void set_moe_route_in_launch(int on) { g_route_fits_forced = on < 0 ? -1 : (on ?
 
 bool moe_x_acts_on() {
   if (g_x_acts_forced >= 0) return g_x_acts_forced != 0;
-  static const bool on = [] {
-    const char* e = std::getenv("POLYKV_CUDA_MOE_XACTS");
-    return !(e != nullptr && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = env_on("POLYKV_CUDA_MOE_XACTS");
   return on;
 }
 
 void set_moe_x_acts(int on) { g_x_acts_forced = on < 0 ? -1 : (on ? 1 : 0); }
-
-// A switch read once from the environment: on unless NAME=0.
-static bool env_on(const char* name) {
-  const char* e = std::getenv(name);
-  return !(e != nullptr && std::strcmp(e, "0") == 0);
-}
-
-static int g_rank_route_forced = -1;  // set_moe_rank_route
 
 bool moe_rank_route_on() {
   if (g_rank_route_forced >= 0) return g_rank_route_forced != 0;
@@ -341,10 +338,7 @@ bool moe_decode_fused_takes(const ExpertStack& gs, const ExpertStack& us, const 
 bool moe_decode_route_fits(const ExpertStack& gs, int k, CudaContext& ctx) {
   if (g_route_fits_forced >= 0) return g_route_fits_forced != 0;
   // POLYKV_CUDA_MOE_ONE_WAVE=0: always route inside the launch (the rule off, for A/B).
-  static const bool rule = [] {
-    const char* e = std::getenv("POLYKV_CUDA_MOE_ONE_WAVE");
-    return !(e != nullptr && std::strcmp(e, "0") == 0);
-  }();
+  static const bool rule = env_on("POLYKV_CUDA_MOE_ONE_WAVE");
   if (!rule) return true;
   const int64_t blocks = gs.n_out / kGuBlockRows * k;
   const size_t smem = gate_up_smem(gs.n_in);
