@@ -1,6 +1,7 @@
 // The host/device arithmetic of the CUDA MoE ops (backend/cuda/moe_cuda_hd.cuh) and of the CUDA
 // MXFP4 decoder (backend/cuda/matmul_cuda_decode.cuh DecMXFP4), run on the CPU (g++; CI) against the
-// CPU backend's references: the warp routing emulated lane by lane = moe_route_cpu, the activation =
+// CPU backend's references: the warp routing emulated lane by lane = moe_route_cpu, the block routing by ranks
+// emulated thread by thread = moe_route_cpu's picks, the activation =
 // moe_activation bit for bit, the work-item bound, and DecMXFP4's units = dequantize_mxfp4_row bit
 // for bit at every byte alignment, its lane dot = the exact sum within f32 rounding.
 #include <gtest/gtest.h>
@@ -95,6 +96,65 @@ TEST(MoeCudaHd, WarpRoutingMatchesTheCpu) {
     }
   }
   EXPECT_GT(checked, 1000);
+}
+
+// route_block_picks (the CUDA routing by ranks) emulated thread by thread on a block of `threads`: P adjacent
+// threads count one expert's rank over their shares (route_rank_parts / route_rank_chunk / route_rank_share, the
+// device's own functions), and the expert of rank j < k is pick j. Returns false when the ranks are not a
+// permutation (what a NaN logit can do; the device then takes the rounds).
+bool block_picks_emulated(const float* l, int ne, int k, int threads, int32_t* ids) {
+  const int parts = route_rank_parts(ne, threads), chunk = route_rank_chunk(ne, parts);
+  std::vector<int> seen(size_t(ne), 0);
+  for (int i = 0; i < ne; ++i) {
+    int rank = 0;
+    for (int part = 0; part < parts; ++part) {
+      const int lo = std::min(part * chunk, ne), hi = std::min(lo + chunk, ne);
+      rank += route_rank_share(l, lo, hi, i, l[i]);
+    }
+    if (rank < 0 || rank >= ne || seen[size_t(rank)]++) return false;
+    if (rank < k) ids[rank] = i;
+  }
+  return true;
+}
+
+TEST(MoeCudaHd, BlockRankPicksMatchTheCpu) {
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (int threads : {128, 256}) {
+    for (int ne : {1, 2, 4, 8, 31, 32, 33, 100, 127, 128, 129, 256}) {
+      if (ne > threads) continue;
+      for (int k : {1, 2, 4, 8}) {
+        if (k > ne) continue;
+        const int n = 8;
+        std::vector<float> logits(size_t(n) * size_t(ne));
+        std::normal_distribution<float> d(0.0f, 2.0f);
+        for (auto& v : logits) v = d(rng);
+        float* row = logits.data();
+        std::fill(row + ne, row + 2 * ne, 0.5f);                                       // row 1: all equal
+        for (int e = 0; e < ne; ++e) row[2 * ne + e] = float(e % 3);                   // row 2: ties
+        for (int e = 0; e < ne; ++e) row[3 * ne + e] = e % 2 ? -0.0f : 0.0f;           // row 3: signed zeros
+        row[4 * ne] = INFINITY;                                                        // row 4: infinities
+        row[4 * ne + ne - 1] = -INFINITY;
+        for (int e = 0; e < ne; ++e) row[5 * ne + e] = float((e * 7) % 5) * 0.25f;     // row 5: spread ties
+        for (int e = 0; e < ne; ++e) row[6 * ne + e] = -INFINITY;                      // row 6: all -inf
+        std::vector<int32_t> ids_cpu(size_t(n) * k), ids_emu(ids_cpu.size(), -2);
+        std::vector<float> w_cpu(ids_cpu.size());
+        moe_route_cpu(logits.data(), n, {ne, k, MoeGating::SoftmaxTopKRenorm}, ids_cpu.data(), w_cpu.data());
+        for (int t = 0; t < n; ++t) {
+          ASSERT_TRUE(block_picks_emulated(row + size_t(t) * ne, ne, k, threads, ids_emu.data() + size_t(t) * k))
+              << "ne " << ne << " row " << t << ": the ranks are not a permutation";
+          for (int j = 0; j < k; ++j, ++checked)
+            ASSERT_EQ(ids_emu[size_t(t * k + j)], ids_cpu[size_t(t * k + j)])
+                << "threads " << threads << " ne " << ne << " k " << k << " row " << t << " pick " << j;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  // A NaN breaks the order: some rank repeats or goes missing, which the device sees (its vote) and routes by rounds.
+  std::vector<float> l = {1.0f, std::nanf(""), 0.5f, 2.0f};
+  int32_t ids[4];
+  EXPECT_FALSE(block_picks_emulated(l.data(), 4, 2, 256, ids));
 }
 
 TEST(MoeCudaHd, ActivationIsTheCpusBitForBit) {

@@ -10,6 +10,7 @@
 // the chosen in slot order (renormalised gatings) or over all experts (SoftmaxTopK: each lane sums
 // its experts in index order, then a fixed butterfly over lanes).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/matmul_cuda_hd.cuh"
@@ -40,6 +41,30 @@ POLYKV_HD int route_lane_best(const float* l, int ne, int lane, float pv, int pi
   v = bv;
   return best;
 }
+
+// Expert i's (logit v) rank counted over the share [lo, hi) of a row: how many experts j there come before it in
+// routing order (route_before, for logits without NaN): j < i when not smaller, j > i only when larger. The sum
+// over shares that cover the row is i's rank; the expert of rank j is the routing's pick j (route_block_picks).
+POLYKV_HD int route_rank_share(const float* l, int lo, int hi, int i, float v) {
+#ifdef __CUDA_ARCH__
+  const int mid = min(max(i, lo), hi);
+#else
+  const int mid = std::min(std::max(i, lo), hi);
+#endif
+  int rank = 0;
+  for (int j = lo; j < mid; ++j) rank += l[j] >= v ? 1 : 0;
+  for (int j = mid; j < hi; ++j) rank += l[j] > v ? 1 : 0;
+  return rank;
+}
+
+// How many adjacent threads count one expert's rank in route_block_picks (1, 2, 4 or 8: the most with ne experts
+// times that many threads within a block of `threads`), and the share of the row each one counts.
+POLYKV_HD int route_rank_parts(int ne, int threads) {
+  int p = 1;
+  while (p < 8 && ne * p * 2 <= threads) p *= 2;
+  return p;
+}
+POLYKV_HD int route_rank_chunk(int ne, int parts) { return (ne + parts - 1) / parts; }
 
 // exp(x - mx) in double (the same call on host and device: both are correctly rounded to within an
 // ulp of double, far below the float weights' rounding).

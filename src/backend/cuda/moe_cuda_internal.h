@@ -140,18 +140,15 @@ __device__ inline float route_weight_warp(const float* l, int ne, int k, bool al
 // P = 1, 2, 4 or 8 adjacent threads count one expert's rank, each over its share of the row.
 template <int kThreads>
 __device__ inline bool route_block_picks(const float* l_s, int ne, int k, int* pick_i, float* pick_v) {
-  int P = 1;
-  while (P < 8 && ne * P * 2 <= kThreads) P *= 2;
+  const int P = hd::route_rank_parts(ne, kThreads);
   const int t = int(threadIdx.x), i = t / P, part = t % P;
   int rank = 0;
   bool nan = false;
   if (i < ne) {
     const float v = l_s[i];
     nan = !(v == v);
-    const int chunk = (ne + P - 1) / P, lo = min(part * chunk, ne), hi = min(lo + chunk, ne);
-    const int mid = min(max(i, lo), hi);
-    for (int j = lo; j < mid; ++j) rank += l_s[j] >= v ? 1 : 0;  // j < i: before i when not smaller
-    for (int j = mid; j < hi; ++j) rank += l_s[j] > v ? 1 : 0;   // j >= i: only when larger
+    const int chunk = hd::route_rank_chunk(ne, P), lo = min(part * chunk, ne), hi = min(lo + chunk, ne);
+    rank = hd::route_rank_share(l_s, lo, hi, i, v);
   }
   for (int off = 1; off < P; off *= 2) rank += __shfl_xor_sync(0xffffffffu, rank, off);
   if (i < ne && part == 0 && rank < k) {
