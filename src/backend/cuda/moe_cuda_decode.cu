@@ -81,19 +81,22 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
   // share of one expert's rank, one barrier), else by warp 0 alone (moe_route_kernel's warp: k rounds of
   // shuffles, a few microseconds during which the other warps wait).
   const bool by_rank = a.logits && a.rank_route && a.n_expert <= 32 * kGuWarps;
+  // Warp 0's rounds over logits l: the slot's expert into e_s; block (0, 0) stores the picks and weights.
+  const auto rounds = [&](const float* l) {
+    if (warp != 0) return;
+    int i;
+    float w;
+    route_row_warp(l, a.n_expert, a.k, a.all_softmax, lane, i, w);
+    if (lane == slot) e_s = i;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && lane < a.k) {
+      a.ids_out[lane] = i;
+      a.weights_out[lane] = w;
+    }
+  };
   if (by_rank) {
     if (threadIdx.x < unsigned(a.n_expert)) l_s[threadIdx.x] = a.logits[threadIdx.x];
   } else if (a.logits) {
-    if (warp == 0) {
-      int i;
-      float w;
-      route_row_warp(a.logits, a.n_expert, a.k, a.all_softmax, lane, i, w);
-      if (lane == slot) e_s = i;
-      if (blockIdx.x == 0 && blockIdx.y == 0 && lane < a.k) {
-        a.ids_out[lane] = i;
-        a.weights_out[lane] = w;
-      }
-    }
+    rounds(a.logits);
   } else if (threadIdx.x == 0) {
     e_s = a.ids[slot];
   }
@@ -119,16 +122,7 @@ __global__ void __launch_bounds__(32 * kGuWarps) moe_gate_up_act_kernel(const Mo
       }
     }
   } else {  // a NaN logit: route_row_warp's rounds decide (the order is not total)
-    if (warp == 0) {
-      int i;
-      float w;
-      route_row_warp(l_s, a.n_expert, a.k, a.all_softmax, lane, i, w);
-      if (lane == slot) e_s = i;
-      if (blockIdx.x == 0 && blockIdx.y == 0 && lane < a.k) {
-        a.ids_out[lane] = i;
-        a.weights_out[lane] = w;
-      }
-    }
+    rounds(l_s);
     __syncthreads();
     e = e_s;
   }
