@@ -203,6 +203,34 @@ TEST_P(KvEncodeWarpEmulation, BytesEqualQuantizeHead) {
   EXPECT_EQ(rows, 4 * 2 * kKinds * 6);
 }
 
+// q8_0 and q4_0: the register forms (a lane per value) and the array forms (a lane per block), head sizes 32-512
+// (1-16 blocks: the register forms take 4 blocks a pass, so 160 has a short last pass).
+TEST(KvEncodeWarpEmulationBlocks, BytesEqualQuantizeHead) {
+  for (KvType t : {KvType::Q8_0, KvType::Q4_0}) {
+    const KvTypeOps& ops = kv_type_ops(t);
+    for (int hd : {32, 64, 96, 128, 160, 256, 512}) {
+      for (EncoderForm form : {EncoderForm::Registers, EncoderForm::Array}) {
+        SideParams p = make_side_params(t, hd);
+        p.tab.form = form;
+        const size_t bytes = kv_head_bytes(t, hd);
+        std::mt19937 rng(uint32_t(7 * hd + int(t)));
+        for (int kind = 0; kind < kKinds; ++kind)
+          for (int trial = 0; trial < 4; ++trial) {
+            std::vector<float> x = make_row(kind, hd, rng);
+            if (trial == 3)  // ties of |x| with both signs: q4_0 keeps the first one's sign
+              for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0 ? -1.0f : 1.0f) * float(1 + (i * 7) % 5);
+            std::vector<uint8_t> want(bytes, 0xCD), got(bytes, 0x5A);
+            ops.quantize_head(x.data(), want.data(), hd);
+            encode_head_warp(p, x.data(), got.data());
+            for (size_t b = 0; b < bytes; ++b)
+              ASSERT_EQ(int(got[b]), int(want[b])) << kv_type_name(t) << " head_dim " << hd << " form " << int(form)
+                                                   << " kind " << kind << " trial " << trial << " byte " << b;
+          }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(RotatedKvTypes, KvEncodeWarpEmulation,
                          ::testing::Values(KvType::Turbo2, KvType::Turbo3, KvType::Turbo4, KvType::Turbo2T,
                                            KvType::Turbo3T, KvType::Turbo4T),

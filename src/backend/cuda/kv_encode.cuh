@@ -739,6 +739,82 @@ POLYKV_KV_DEV void encode_trellis_group(Exec& ex, Scratch& sh, const TurboTables
   });
 }
 
+// ---- register forms of the q8_0 and q4_0 encoders (GPU; the default) ----
+//
+// The array forms give a 32-value block to one lane: at head_dim 128 four lanes of the warp walk 32 loads, a
+// 32-step max and 32 byte stores each (kv_store of one q8_0/q8_0 decode row: 3.65 us on the H200 against f16's
+// 1.49, call H1 of 2026-12-02). Here lane l holds value l of every block: the loads and the byte stores are
+// coalesced, and a block's max |x| is a butterfly of 5 shuffles, for 4 blocks side by side. The max of finite
+// non-negative floats does not depend on the order, and every other operation is the block form's on the same
+// operands: the same bytes (POLYKV_CUDA_KV_BLOCK_WARP=0 runs the block form on the GPU).
+#if defined(POLYKV_KV_WARP_FORMS)
+// Blocks [b0, b0 + 4) of x (those below nb): v[k] = value `lane` of block b0 + k, a[k] = the block's max |x|
+// (every lane); iv[k] (q4_0) = the index of the block's first value of that magnitude.
+template <bool kIndex>
+__device__ inline void block_max_warp(int lane, const float* x, int b0, int nb, float (&v)[4], float (&a)[4],
+                                      int (&iv)[4]) {
+POLYKV_KV_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    v[k] = b0 + k < nb ? x[32 * (b0 + k) + lane] : 0.0f;
+    a[k] = fabs_(v[k]);
+    iv[k] = lane;
+  }
+POLYKV_KV_UNROLL
+  for (int h = 16; h >= 1; h /= 2)
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const float o = __shfl_xor_sync(kWarpAll, a[k], h);
+      if constexpr (kIndex) {
+        const int oi = __shfl_xor_sync(kWarpAll, iv[k], h);
+        if (a[k] < o || (a[k] == o && oi < iv[k])) iv[k] = oi;  // larger |x|, then the first index
+      }
+      a[k] = a[k] < o ? o : a[k];
+    }
+}
+
+// encode_q8_0_block for each of the nb = head_dim / 32 blocks of x -> dst (34 bytes a block).
+__device__ inline void encode_q8_0_warp(int lane, int nb, const float* x, uint8_t* dst) {
+  for (int b0 = 0; b0 < nb; b0 += 4) {
+    float v[4], a[4];
+    int iv[4];
+    block_max_warp<false>(lane, x, b0, nb, v, a, iv);
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      if (b0 + k >= nb) break;
+      const float d = div_rn(a[k], 127.0f);
+      const float id = d != 0.0f ? div_rn(1.0f, d) : 0.0f;
+      uint8_t* blk = dst + 34 * (b0 + k);
+      if (lane == 0) store_u16(blk, half_bits(d));
+      blk[2 + lane] = uint8_t(int8_t(to_int_x86(round_away(mul_rn(v[k], id)))));
+    }
+  }
+}
+
+// encode_q4_0_block likewise (18 bytes a block): the signed value of the first largest |x| (0 when every value is
+// zero, as the block form's initial vmax), lane l < 16 packs its nibble with lane l + 16's.
+__device__ inline void encode_q4_0_warp(int lane, int nb, const float* x, uint8_t* dst) {
+  for (int b0 = 0; b0 < nb; b0 += 4) {
+    float v[4], a[4];
+    int iv[4];
+    block_max_warp<true>(lane, x, b0, nb, v, a, iv);
+POLYKV_KV_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      if (b0 + k >= nb) break;
+      const float vm = __shfl_sync(kWarpAll, v[k], iv[k]);
+      const float vmax = a[k] > 0.0f ? vm : 0.0f;
+      const float d = div_rn(vmax, -8.0f);
+      const float id = d != 0.0f ? div_rn(1.0f, d) : 0.0f;
+      const int t = int(int8_t(to_int_x86(add_rn(mul_rn(v[k], id), 8.5f))));
+      const uint32_t q = uint32_t(t < 15 ? t : 15) & 0x0Fu;
+      const uint32_t hi = __shfl_down_sync(kWarpAll, q, 16);
+      uint8_t* blk = dst + 18 * (b0 + k);
+      if (lane == 0) store_u16(blk, half_bits(d));
+      if (lane < 16) blk[2 + lane] = uint8_t(q | (hi << 4));
+    }
+  }
+}
+#endif
+
 // ---- one unit of any type ----
 
 // x: the unit's p.unit_values inputs (f32, original basis); dst: its p.unit_bytes in the row.
@@ -758,11 +834,21 @@ POLYKV_KV_DEV void encode_unit(Exec& ex, Scratch& sh, const SideParams& p, const
       return ex.each([&](int l) {
         for (int i = l; i < hd; i += 32) store_u16(dst + 2 * i, bf16_bits(x[i]));
       });
-    case Codec::Q8_0:  // one lane per block of 32 values
+    case Codec::Q8_0:  // one lane per value (register form), or one lane per block of 32 values
+#if defined(POLYKV_KV_WARP_FORMS)
+      if constexpr (Exec::kWarpShuffles) {
+        if (is_register_form(p.tab)) return encode_q8_0_warp(ex.lane, hd / 32, x, dst);
+      }
+#endif
       return ex.each([&](int l) {
         for (int b = l; b < hd / 32; b += 32) encode_q8_0_block(x + 32 * b, dst + 34 * b);
       });
     case Codec::Q4_0:
+#if defined(POLYKV_KV_WARP_FORMS)
+      if constexpr (Exec::kWarpShuffles) {
+        if (is_register_form(p.tab)) return encode_q4_0_warp(ex.lane, hd / 32, x, dst);
+      }
+#endif
       return ex.each([&](int l) {
         for (int b = l; b < hd / 32; b += 32) encode_q4_0_block(x + 32 * b, dst + 18 * b);
       });
@@ -788,8 +874,13 @@ inline SideParams make_side_params(KvType t, int head_dim) {
     case KvType::F32: p.codec = Codec::F32; return p;
     case KvType::F16: p.codec = Codec::F16; return p;
     case KvType::BF16: p.codec = Codec::BF16; return p;
-    case KvType::Q8_0: p.codec = Codec::Q8_0; return p;
-    case KvType::Q4_0: p.codec = Codec::Q4_0; return p;
+    case KvType::Q8_0: case KvType::Q4_0: {
+      p.codec = t == KvType::Q8_0 ? Codec::Q8_0 : Codec::Q4_0;
+      // POLYKV_CUDA_KV_BLOCK_WARP=0: a lane per block (the array form) instead of a lane per value.
+      const char* e = std::getenv("POLYKV_CUDA_KV_BLOCK_WARP");
+      p.tab.form = e && std::strcmp(e, "0") == 0 ? EncoderForm::Array : EncoderForm::Registers;
+      return p;
+    }
     case KvType::Turbo4: case KvType::Turbo3: case KvType::Turbo2:
       p.codec = Codec::Turbo;
       p.bits = t == KvType::Turbo4 ? 4 : t == KvType::Turbo3 ? 3 : 2;
