@@ -210,14 +210,6 @@ class Backend {
     rope_qk(q, n_head, k, n_head_kv, rows, head_dim, n_rot, pos, inv_freq, scale, style);
   }
 
-  // qk_norm_rope, then store_kv(layer, k, v): a backend may store the KV rows from the same pass.
-  virtual void qk_norm_rope_store(float* q, const float* q_norm, int n_head, float* k, const float* k_norm,
-                                  int n_head_kv, int rows, int head_dim, float eps, int n_rot, const int32_t* pos,
-                                  const float* inv_freq, float scale, RopeStyle style, const float* v, int layer) {
-    qk_norm_rope(q, q_norm, n_head, k, k_norm, n_head_kv, rows, head_dim, eps, n_rot, pos, inv_freq, scale, style);
-    store_kv(layer, k, v);
-  }
-
   // matmul_multi over qkv = {q, k, v} (qkv[0].y = q: [n][n_head][head_dim], qkv[1].y = k:
   // [n][n_head_kv][head_dim]), then add_bias of q, k and v (bias.q != nullptr), then rope_qk of q and k at
   // positions pos.
@@ -231,15 +223,6 @@ class Backend {
       add_bias(qkv[2].y, bias.v, n, int(qkv[2].w->n_out));
     }
     rope_qk(qkv[0].y, n_head, qkv[1].y, n_head_kv, n, head_dim, n_rot, pos, inv_freq, scale, style);
-  }
-
-  // matmul_qkv_rope, then store_kv(layer, k, v) of its k and v (qkv[1].y, qkv[2].y): a backend may write the KV rows
-  // from the mat-vec's epilogue instead of a store of their own.
-  virtual void matmul_qkv_rope_store(std::span<const MatmulOut> qkv, const float* x, int n, int n_head, int n_head_kv,
-                                     int head_dim, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
-                                     RopeStyle style, const QkvBias& bias, int layer) {
-    matmul_qkv_rope(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style, bias);
-    store_kv(layer, qkv[1].y, qkv[2].y);
   }
 
   // ---- KV and attention ---------------------------------------------------------------------

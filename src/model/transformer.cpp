@@ -330,8 +330,7 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
   if (lc.kind == LayerKind::GatedDeltaNet) {
     gdn_mixer(be, c, l.gdn, lc.state_layer, hws_, h, h, n);
   } else {
-    bool roped = false;   // q and k rotated (and q, k, v biased) by matmul_qkv_rope
-    bool stored = false;  // k and v stored too (matmul_qkv_rope_store, qk_norm_rope_store)
+    bool roped = false;  // q and k rotated (and q, k, v biased) by matmul_qkv_rope
     if (c.attn_output_gate && gated_q_separate()) {  // the form before 2026-12-04d (A/B)
       be.matmul(l.wq, h, hws_.qg, n);
       be.deinterleave(hws_.qg, n, c.n_head, c.head_dim, c.head_dim, q, hws_.attn_gate);
@@ -347,9 +346,9 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
       const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
       QkvBias bias;
       if (c.qkv_bias) bias = {l.bq, l.bk, l.bv};
-      be.matmul_qkv_rope_store(qkv, h, n, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq,
-                               lc.rope_scale, c.rope_style, bias, kv_layer);
-      roped = stored = true;
+      be.matmul_qkv_rope(qkv, h, n, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
+                         c.rope_style, bias);
+      roped = true;
     } else {
       const Backend::MatmulOut qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
       be.matmul_multi(qkv, h, n);
@@ -359,14 +358,12 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
       be.add_bias(k, l.bk, n, K);
       be.add_bias(v, l.bv, n, V);
     }
-    if (c.qk_norm) {  // per head: rows of head_dim, then the rope (qk_norm models take matmul_multi above: not roped)
-      be.qk_norm_rope_store(q, l.q_norm, c.n_head, k, l.k_norm, c.n_head_kv, n, c.head_dim, c.rms_eps, c.n_rot, pos,
-                            l.rope_inv_freq, lc.rope_scale, c.rope_style, v, kv_layer);
-      stored = true;
-    } else if (!roped) {
+    if (c.qk_norm)  // per head: rows of head_dim, then the rope (qk_norm models take matmul_multi above: not roped)
+      be.qk_norm_rope(q, l.q_norm, c.n_head, k, l.k_norm, c.n_head_kv, n, c.head_dim, c.rms_eps, c.n_rot, pos,
+                      l.rope_inv_freq, lc.rope_scale, c.rope_style);
+    else if (!roped)
       be.rope_qk(q, c.n_head, k, c.n_head_kv, n, c.head_dim, c.n_rot, pos, l.rope_inv_freq, lc.rope_scale,
                  c.rope_style);
-    }
     AttentionParams ap;
     ap.n_head = c.n_head;
     ap.scale = c.attn_scale;
@@ -375,7 +372,7 @@ void Model::issue_layer_ops(const DeviceLayerWeights& l, const LayerConfig& lc, 
     ap.sinks = l.attn_sinks;
     // Every sequence stores its rows first; then one attention call over all of them, which reads
     // the blocks sequences share (a common prefix) once for all their queries.
-    if (!stored) be.store_kv(kv_layer, k, v);
+    be.store_kv(kv_layer, k, v);
     be.attention(kv_layer, ap, q, att);
     if (c.attn_output_gate) be.sigmoid_mul(att, hws_.attn_gate, int64_t(n) * Q);
     be.matmul(l.wo, att, h, n);

@@ -72,8 +72,6 @@ class CudaBackend final : public Backend {
     // POLYKV_CUDA_FUSE_QKNORM=0: the head norms of q and k, then rope_qk, in three launches instead of one.
     const char* fq = std::getenv("POLYKV_CUDA_FUSE_QKNORM");
     fuse_qk_norm_ = fused_ && !(fq && std::strcmp(fq, "0") == 0);
-    const char* fs = std::getenv("POLYKV_CUDA_FUSE_KV_STORE");
-    fuse_kv_store_ = fused_ && !(fs && std::strcmp(fs, "0") == 0);
     // POLYKV_CUDA_FUSE_POSTNORM=0: a post-norm (Gemma), then the deferred norm after it, in two launches, not one.
     const char* fp = std::getenv("POLYKV_CUDA_FUSE_POSTNORM");
     fuse_post_norm_ = fused_ && !(fp && std::strcmp(fp, "0") == 0);  // (off with fused_ anyway: defer_norms_)
@@ -467,34 +465,19 @@ class CudaBackend final : public Backend {
   void matmul_qkv_rope(std::span<const MatmulOut> qkv, const float* x, int n, int n_head, int n_head_kv, int head_dim,
                        int n_rot, const int32_t* pos, const float* inv_freq, float scale, RopeStyle style,
                        const QkvBias& bias = {}) override {
-    if (!qkv_rope_fused(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style, bias, nullptr))
-      Backend::matmul_qkv_rope(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style, bias);
-  }
-  // With f16 K and V and one decode row, the fused launch also writes the KV rows from its epilogue: no kv_store
-  // launch (POLYKV_CUDA_FUSE_KV_STORE=0: the launch, then kv_store, as before 2026-12-07d). The attention after it
-  // then starts late (the kernel before it is not a kv_store: cuda::attention's early start is off), as it did
-  // in effect, since kv_store waited for this launch before letting it start.
-  void matmul_qkv_rope_store(std::span<const MatmulOut> qkv, const float* x, int n, int n_head, int n_head_kv,
-                             int head_dim, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
-                             RopeStyle style, const QkvBias& bias, int layer) override {
-    // (No drop_acts here: a norm deferred into this mat-vec is what it reads.)
-    if (fuse_kv_store_ && n == 1 && qkv.size() == 3 && stepped_ && plan_.total_rows == 1) {
-      const cuda::KvLayerDevice L = layer_device(layer);
-      if (L.k_type == KvType::F16 && L.v_type == KvType::F16 && L.head_dim == head_dim &&
-          L.head_dim_v == head_dim && L.n_head_kv == n_head_kv) {
-        cuda::KvRowStore kv;
-        kv.k_base = L.layer_base;
-        kv.v_base = L.layer_base + L.v_offset;
-        kv.block_stride = L.block_stride;
-        kv.block_tokens = L.block_tokens;
-        kv.head_dim = head_dim;
-        kv.slot = slots_;
-        if (qkv_rope_fused(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style, bias, &kv))
-          return;
-      }
-    }
-    Backend::matmul_qkv_rope_store(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style, bias,
-                                   layer);
+    std::vector<cuda::MatvecPart> mp;
+    for (const MatmulOut& p : qkv) mp.push_back({p.w, p.y});
+    if (!fuse_rope_ || n != 1 || (style != RopeStyle::Norm && !fuse_neox_) || qkv.size() != 3 ||
+        qkv[0].w->n_out != int64_t(n_head) * head_dim || qkv[1].w->n_out != int64_t(n_head_kv) * head_dim ||
+        !cuda::matmul_qkv_rope_ok(mp, head_dim, n_rot))
+      return Backend::matmul_qkv_rope(qkv, x, n, n_head, n_head_kv, head_dim, n_rot, pos, inv_freq, scale, style,
+                                      bias);
+    bind();
+    cuda::ActsOut a;
+    cuda::DeferredNorm dn;  // matmul_qkv_rope_ok: every part split, so a deferred norm can go with the acts
+    const bool prepared = take_acts(x, qkv[0].w->n_in, n, true, a, &dn);
+    cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, style,
+                          {bias.q, bias.k, bias.v}, ctx_, dn);
   }
   void rope_qk(float* q, int n_head, float* k, int n_head_kv, int rows, int head_dim, int n_rot, const int32_t* pos,
                const float* inv_freq, float scale, RopeStyle style) override {
@@ -517,41 +500,6 @@ class CudaBackend final : public Backend {
     bind();
     cuda::qk_norm_rope(q, q_norm, n_head, k, k_norm, n_head_kv, rows, head_dim, eps, n_rot, pos, inv_freq, scale,
                        style, ctx_.stream(), cuda::pdl_enabled(ctx_));
-  }
-
-  // With plain K and V types (f32, f16, bf16, q8_0, q4_0) and at most kFusedStoreRows rows, the K heads are stored
-  // from the same launch, and the V heads by blocks of their own in it: no kv_store launch
-  // (POLYKV_CUDA_FUSE_KV_STORE=0: qk_norm_rope, then kv_store). The attention after it starts late, as after
-  // matmul_qkv_rope_store.
-  void qk_norm_rope_store(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv,
-                          int rows, int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq,
-                          float scale, RopeStyle style, const float* v, int layer) override {
-    if (fuse_kv_store_ && fuse_qk_norm_ && cuda::qk_norm_rope_ok(head_dim) && stepped_ && rows > 0 &&
-        rows <= kFusedStoreRows && plan_.total_rows == rows) {
-      const cuda::KvLayerDevice L = layer_device(layer);
-      if (L.head_dim == head_dim && L.n_head_kv == n_head_kv &&
-          cuda::qk_norm_rope_store_ok(L.k_type, L.v_type, L.head_dim_v)) {
-        drop_acts();
-        bind();
-        cuda::HeadKvStore kv;
-        kv.k_base = L.layer_base;
-        kv.v_base = L.layer_base + L.v_offset;
-        kv.block_stride = L.block_stride;
-        kv.k_head_bytes = L.k_head_bytes;
-        kv.v_head_bytes = L.v_head_bytes;
-        kv.block_tokens = L.block_tokens;
-        kv.head_dim_v = L.head_dim_v;
-        kv.k_type = L.k_type;
-        kv.v_type = L.v_type;
-        kv.v = v;
-        kv.slots = slots_;
-        cuda::qk_norm_rope(q, q_norm, n_head, k, k_norm, n_head_kv, rows, head_dim, eps, n_rot, pos, inv_freq, scale,
-                           style, ctx_.stream(), cuda::pdl_enabled(ctx_), kv);
-        return;
-      }
-    }
-    Backend::qk_norm_rope_store(q, q_norm, n_head, k, k_norm, n_head_kv, rows, head_dim, eps, n_rot, pos, inv_freq,
-                                scale, style, v, layer);
   }
 
   // ---- KV and attention ---------------------------------------------------------------------
@@ -734,8 +682,6 @@ class CudaBackend final : public Backend {
 
  private:
   static constexpr int kGraphMaxRows = 128;
-  // qk_norm_rope_store's fused store: decode rows and small verify steps (a V head's block uses one warp of eight).
-  static constexpr int kFusedStoreRows = 8;
   // POLYKV_CUDA_PROFILE_ROWS (constructor): the profiler window over steps of profile_rows_ rows.
   int profile_rows_ = 0, profile_skip_ = 8, profile_count_ = 2, profile_seen_ = 0;
   void profile_window() {
@@ -890,26 +836,6 @@ class CudaBackend final : public Backend {
 
   // The addressing of one layer of the step's pool (kv_cuda.h): layer L of block b starts at
   // data + (b * n_layer + L) * layer_bytes = (data + L * layer_bytes) + b * block_bytes.
-  // The one-launch q, k, v + RoPE (matmul_qkv_rope above), storing the KV rows too when kv is not null; false when
-  // its conditions do not hold (nothing issued: the caller takes the plain ops).
-  bool qkv_rope_fused(std::span<const Backend::MatmulOut> qkv, const float* x, int n, int n_head, int n_head_kv,
-                      int head_dim, int n_rot, const int32_t* pos, const float* inv_freq, float scale, RopeStyle style,
-                      const QkvBias& bias, const cuda::KvRowStore* kv) {
-    std::vector<cuda::MatvecPart> mp;
-    for (const Backend::MatmulOut& p : qkv) mp.push_back({p.w, p.y});
-    if (!fuse_rope_ || n != 1 || (style != RopeStyle::Norm && !fuse_neox_) || qkv.size() != 3 ||
-        qkv[0].w->n_out != int64_t(n_head) * head_dim || qkv[1].w->n_out != int64_t(n_head_kv) * head_dim ||
-        !cuda::matmul_qkv_rope_ok(mp, head_dim, n_rot))
-      return false;
-    bind();
-    cuda::ActsOut a;
-    cuda::DeferredNorm dn;  // matmul_qkv_rope_ok: every part split, so a deferred norm can go with the acts
-    const bool prepared = take_acts(x, qkv[0].w->n_in, n, true, a, &dn);
-    cuda::matmul_qkv_rope(mp, x, prepared ? &a : nullptr, head_dim, n_rot, pos, inv_freq, scale, style,
-                          {bias.q, bias.k, bias.v}, ctx_, dn, kv != nullptr ? *kv : cuda::KvRowStore{});
-    return true;
-  }
-
   cuda::KvLayerDevice layer_device(int layer) const {
     const KvBlockStore& s = *plan_.store;
     check(layer >= 0 && layer < s.shape().n_layer, "CUDA backend: layer ", layer, " out of range");
@@ -953,7 +879,6 @@ class CudaBackend final : public Backend {
   bool cascade_enabled_ = true;  // shared prefixes read once per group (POLYKV_CUDA_CASCADE=0: off)
   bool fused_ = true;  // fused ops (matmul_multi, add_rmsnorm, rope_qk); POLYKV_CUDA_FUSED=0: off
   bool fuse_rope_ = true;  // matmul_qkv_rope in one launch (POLYKV_CUDA_FUSE_ROPE=0: off)
-  bool fuse_kv_store_ = true;  // f16 KV rows stored by that launch (POLYKV_CUDA_FUSE_KV_STORE=0: off)
   bool fuse_neox_ = true;  // ... for Neox-style models too (POLYKV_CUDA_FUSE_ROPE=norm: off)
   bool fuse_qk_norm_ = true;  // qk_norm_rope in one launch (POLYKV_CUDA_FUSE_QKNORM=0: off)
   bool fuse_post_norm_ = true;  // post_norm_into_matmul in one launch (POLYKV_CUDA_FUSE_POSTNORM=0: off)

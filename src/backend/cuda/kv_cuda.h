@@ -36,8 +36,6 @@ struct KvLayerDevice {
 // for the kernel before it first, so the bytes never depend on it).
 void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
               cudaStream_t stream, bool pdl = false);
-// kv_store launches issued by this process so far (tests: whether a fused store replaced them).
-int64_t kv_store_launch_count();
 
 // The sequences of one attention call. Arrays are device memory (uploaded once per step, shared by
 // all layers); the host bounds size the launch grid, so that a captured graph stays valid while

@@ -815,32 +815,6 @@ POLYKV_KV_UNROLL
 }
 #endif
 
-#if defined(POLYKV_KV_WARP_FORMS)
-// One (row, head) of a plain type (encode_head_plain_ok) by the lanes of one warp, for a kernel that holds a head and
-// stores it itself (qk_norm_rope's fused store, ops_cuda_fused.cu): encode_unit's bytes, with the register forms of
-// q8_0 and q4_0.
-__device__ inline void encode_head_plain_warp(int lane, KvType t, int hd, const float* x, uint8_t* dst) {
-  switch (t) {
-    case KvType::F32:
-      for (int i = lane; i < hd; i += 32) store_u32(dst + 4 * i, bits_of(x[i]));
-      return;
-    case KvType::F16:
-      for (int i = lane; i < hd; i += 32) store_u16(dst + 2 * i, half_bits(x[i]));
-      return;
-    case KvType::BF16:
-      for (int i = lane; i < hd; i += 32) store_u16(dst + 2 * i, bf16_bits(x[i]));
-      return;
-    case KvType::Q8_0: return encode_q8_0_warp(lane, hd / 32, x, dst);
-    case KvType::Q4_0: return encode_q4_0_warp(lane, hd / 32, x, dst);
-    default: return;  // not a plain type: the caller checked encode_head_plain_ok
-  }
-}
-#endif
-// The types encode_head_plain_warp takes (host code: the launchers check it).
-inline bool encode_head_plain_ok(KvType t) {
-  return t == KvType::F32 || t == KvType::F16 || t == KvType::BF16 || t == KvType::Q8_0 || t == KvType::Q4_0;
-}
-
 // ---- one unit of any type ----
 
 // x: the unit's p.unit_values inputs (f32, original basis); dst: its p.unit_bytes in the row.

@@ -11,7 +11,6 @@
 // Build flags: the encoders need IEEE float behaviour (kv_encode_scalar.cuh); this file must not be
 // compiled with --use_fast_math or -ftz=true (subnormal inputs would be flushed: the GPU test's
 // subnormal rows catch that).
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -98,11 +97,7 @@ const AloneConfig& alone_config() {
   return c;
 }
 
-std::atomic<int64_t> g_store_launches{0};
-
 }  // namespace
-
-int64_t kv_store_launch_count() { return g_store_launches.load(std::memory_order_relaxed); }
 
 void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* k, const float* v,
               cudaStream_t stream, bool pdl) {
@@ -118,7 +113,6 @@ void kv_store(const KvLayerDevice& L, const int32_t* slots, int n, const float* 
   const AloneConfig& alone = alone_config();
   const size_t smem = alone.smem > 0 && blocks <= alone.sm_count ? alone.smem : 0;
   launch_kernel(kv_store_kernel, dim3(unsigned(blocks)), dim3(kWarpsPerBlock * 32), smem, stream, pdl, a);
-  g_store_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace polykv::cuda

@@ -9,7 +9,6 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/matmul_cuda.h"
 #include "backend/cuda/matmul_cuda_dot.cuh"
-#include "backend/cuda/matmul_cuda_norm.h"
 #include "backend/cuda/ops_cuda_acts.h"
 #include "core/layer_kinds.h"
 
@@ -146,7 +145,6 @@ struct SplitRope {
   int head_dim = 2, n_rot = 0;
   RopeStyle style = RopeStyle::Norm;
   const float* bias[3] = {nullptr, nullptr, nullptr};  // device [rows of q], [of k], [of v], or all null
-  KvRowStore kv;  // k_base set: the epilogue also stores the k and v rows into the KV pool (f16)
 };
 // One launch of q = parts[0], k = parts[1], v = parts[2] for one column with the epilogue of `rope` (biases, then q
 // and k rotated): the bits of launch_matvec_split_parts, then add_bias, then rope_qk. Returns false (nothing launched) unless the

@@ -17,8 +17,7 @@ bool matmul_qkv_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot
 
 void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const ActsOut* prepared, int head_dim, int n_rot,
                      const int32_t* pos, const float* inv_freq, float scale, RopeStyle style,
-                     const std::array<const float*, 3>& bias, CudaContext& ctx, const DeferredNorm& dn,
-                     const KvRowStore& kv) {
+                     const std::array<const float*, 3>& bias, CudaContext& ctx, const DeferredNorm& dn) {
   for (const MatvecPart& p : qkv) validate_device_weights(*p.w);
   check(matmul_qkv_rope_ok(qkv, head_dim, n_rot), "CUDA matmul_qkv_rope: parts it does not take");
   check(n_rot == 0 || (pos != nullptr && inv_freq != nullptr), "CUDA matmul_qkv_rope: no positions or frequencies");
@@ -41,12 +40,6 @@ void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const Acts
   r.n_rot = n_rot;
   r.style = style;
   for (int i = 0; i < 3; ++i) r.bias[i] = bias[size_t(i)];
-  if (kv.k_base != nullptr) {
-    check(kv.v_base != nullptr && kv.slot != nullptr && kv.block_tokens > 0 && kv.head_dim == head_dim &&
-              qkv[2].w->n_out == qkv[1].w->n_out,
-          "CUDA matmul_qkv_rope: a KV store needs both parts, a slot, and K and V heads of head_dim");
-    r.kv = kv;
-  }
   check(launch_matvec_split_rope(qkv, av, r, ctx), "CUDA matmul_qkv_rope: not launched");
 }
 

@@ -15,20 +15,6 @@
 
 namespace polykv::cuda {
 
-// Where matmul_qkv_rope also writes the K and V rows of its one decode row, as kv_store does for f16 K and V
-// (kv_cuda.h's layout): row r of k (head r / head_dim, dim r % head_dim) goes to k_base + block * block_stride +
-// (head * block_tokens + offset) * 2 head_dim + 2 dim as core/fp16.h's f32_to_fp16 of the value the mat-vec writes
-// to y (biased and rotated), and v likewise. slot = block * block_tokens + offset (device [1], the step's upload);
-// < 0: a padding row, nothing stored. k_part / v_part: which part of the launch is k / v (-1: none).
-struct KvRowStore {
-  uint8_t* k_base = nullptr;  // the layer's K part of block 0; null: no store
-  uint8_t* v_base = nullptr;  // its V part
-  size_t block_stride = 0;
-  int block_tokens = 0, head_dim = 0;
-  int k_part = 1, v_part = 2;
-  const int32_t* slot = nullptr;
-};
-
 // The q, k, v mat-vec of one column with the biases of q, k and v and the RoPE of q and k (Norm or Neox style) in
 // its epilogue (Backend::matmul_qkv_rope on the GPU): qkv = {q, k, v}, one launch instead of the mat-vec, three
 // add_bias and rope_qk; the bits of matmul_parts, then add_bias, then rope_qk (rows = 1, at position pos[0]).
@@ -38,10 +24,9 @@ struct KvRowStore {
 bool matmul_qkv_rope_ok(std::span<const MatvecPart> qkv, int head_dim, int n_rot);
 // x's activations: `prepared` when not null, else computed here. pos: device [1]; inv_freq: device [n_rot / 2].
 // bias: device, q's, k's and v's, or all null. dn: a norm deferred into it (with prepared only), applied before
-// the biases. kv: the KV rows stored from the epilogue too (kv.k_base set: f16 K and V of head_dim values a head).
+// the biases.
 void matmul_qkv_rope(std::span<const MatvecPart> qkv, const float* x, const ActsOut* prepared, int head_dim, int n_rot,
                      const int32_t* pos, const float* inv_freq, float scale, RopeStyle style,
-                     const std::array<const float*, 3>& bias, CudaContext& ctx, const DeferredNorm& dn = {},
-                     const KvRowStore& kv = {});
+                     const std::array<const float*, 3>& bias, CudaContext& ctx, const DeferredNorm& dn = {});
 
 }  // namespace polykv::cuda

@@ -29,7 +29,6 @@
 
 #include "backend/cuda/deferred_norm.cuh"
 #include "backend/cuda/dequant_tile_staged.cuh"
-#include "backend/cuda/kv_encode_scalar.cuh"
 #include "backend/cuda/matmul_cuda_internal.h"
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/matmul_cuda_acts.cuh"
@@ -178,19 +177,6 @@ __device__ __forceinline__ RopeRows rope_rows(const SplitRope& rope, int part, i
   return RopeRows{a, a + 1, -1};
 }
 
-// The value v of row `row` of part `part` into the KV pool when that part is k or v of a fused store (s.k_base set;
-// matmul_cuda_norm.h's KvRowStore): f16 as kv_store's encoder writes it (the same bits).
-__device__ __forceinline__ void kv_row_store(const KvRowStore& s, int part, int64_t row, float v) {
-  if (s.k_base == nullptr || (part != s.k_part && part != s.v_part)) return;
-  const int32_t slot = *s.slot;
-  if (slot < 0) return;
-  const int64_t head = row / s.head_dim, dim = row - head * s.head_dim;
-  uint8_t* base = part == s.k_part ? s.k_base : s.v_base;
-  uint8_t* dst = base + size_t(slot / s.block_tokens) * s.block_stride +
-                 size_t(head * s.block_tokens + slot % s.block_tokens) * size_t(2 * s.head_dim) + size_t(2 * dim);
-  *reinterpret_cast<uint16_t*>(dst) = enc::half_bits(v);
-}
-
 // rope: the Rope epilogue's biases and rotation (Epi::Rope), or StoreBias's biases (rope.bias[part]; null: none).
 template <class T, int NC, Epi kEpi>
 __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int lane, const SplitRope& rope) {
@@ -245,14 +231,8 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
       v0 = y0;
       v1 = y1;
     }
-    if (lane == 0) {
-      gp.y[rr.a] = v0;
-      kv_row_store(rope.kv, gp.index, rr.a, v0);
-    }
-    if (lane == 1 && nrows == 2) {
-      gp.y[rr.b] = v1;
-      kv_row_store(rope.kv, gp.index, rr.b, v1);
-    }
+    if (lane == 0) gp.y[rr.a] = v0;
+    if (lane == 1 && nrows == 2) gp.y[rr.b] = v1;
   } else {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -263,7 +243,6 @@ __device__ __forceinline__ void split_group(const SplitArgs& a, int64_t g, int l
         if (lane == (r * NC + c) % 32 && c < a.ncols && r < nrows) {
           if constexpr (kEpi == Epi::StoreBias) {
             if (bias != nullptr) v = math::add_rn(v, bias[row0 + r]);
-            kv_row_store(rope.kv, gp.index, row0 + r, v);  // one column here (the two-type rope launch's v)
           }
           gp.y[int64_t(c) * gp.rows + row0 + r] = v;
         }
@@ -312,11 +291,8 @@ __global__ void __launch_bounds__(kSplitThreads, split_min_blocks<1>())
   if (g >= a.n_groups) {
     if (g - a.n_groups >= b.n_groups) return;
     if constexpr (kEpiA == Epi::Rope) {
-      SplitRope vb;  // b's one bias: v's; b's part 0 is v for a KV store
+      SplitRope vb;  // b's one bias: v's
       vb.bias[0] = rope.bias[2];
-      vb.kv = rope.kv;
-      vb.kv.k_part = -1;
-      vb.kv.v_part = 0;
       split_group<TB, 1, Epi::StoreBias>(b, g - a.n_groups, lane, vb);
     } else {
       split_group<TB, 1, Epi::Store>(b, g - a.n_groups, lane, SplitRope{});

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kv_encode.cuh"
 #include "backend/cuda/matmul_cuda_launch.cuh"
 #include "backend/cuda/ops_cuda_math.cuh"
 #include "backend/cuda/rms_row.cuh"
@@ -73,37 +72,16 @@ __global__ void rope_qk_kernel(float* q, int64_t n_q, int n_head, float* k, int6
 // sums and tree), its outputs go to shared memory, and the pairs are rotated there with rope_pair's operations
 // (pair i < n_rot / 2 of the head, at the row's position) before the head is stored back: the bits of rmsnorm of
 // q, rmsnorm of k, then rope_qk.
-// With a store (kv.k_base set; HeadKvStore): warp 0 of each K head's block encodes the rotated head into the pool, and
-// blocks [q_rows + k_rows, + k_rows) encode the V heads (their warp 0; the other warps leave at once).
 constexpr int kHeadRegs = 8;
-// Head g of row `row` at its slot (kv_encode.cuh's locate_unit); null for a padding row.
-__device__ __forceinline__ uint8_t* head_dst(const HeadKvStore& kv, bool v_side, int64_t row, int g) {
-  const int32_t slot = kv.slots[row];
-  if (slot < 0) return nullptr;
-  const int64_t block = slot / kv.block_tokens, offset = slot % kv.block_tokens;
-  return (v_side ? kv.v_base : kv.k_base) + size_t(block) * kv.block_stride +
-         size_t(int64_t(g) * kv.block_tokens + offset) * (v_side ? kv.v_head_bytes : kv.k_head_bytes);
-}
 __global__ void __launch_bounds__(math::kRmsThreads)
     qk_norm_rope_kernel(float* q, const float* q_norm, int64_t q_rows, int n_head, float* k, const float* k_norm,
                         int n_head_kv, int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq,
-                        float scale, RopeStyle style, const __grid_constant__ HeadKvStore kv, int64_t k_rows) {
+                        float scale, RopeStyle style) {
   __shared__ double partials[math::kRmsThreads];
   __shared__ float inv;
   __shared__ float head[math::kRmsThreads * kHeadRegs];  // [head_dim]: the normed head, rotated in place
   const int t = int(threadIdx.x);
   const int64_t b = blockIdx.x;
-  if (b >= q_rows + k_rows) {  // a V head of the fused store
-    const int64_t hr = b - q_rows - k_rows;
-    wait_for_previous_grid();  // launched with PDL: before any access to v
-    allow_next_grid();
-    if (t >= 32) return;
-#if defined(__CUDA_ARCH__)
-    uint8_t* dst = head_dst(kv, true, hr / n_head_kv, int(hr % n_head_kv));
-    if (dst != nullptr) enc::encode_head_plain_warp(t, kv.v_type, kv.head_dim_v, kv.v + hr * kv.head_dim_v, dst);
-#endif
-    return;
-  }
   const bool is_q = b < q_rows;
   const int64_t hr = is_q ? b : b - q_rows;  // the head's row in q ([rows * n_head]) or k ([rows * n_head_kv])
   const int64_t row = hr / (is_q ? n_head : n_head_kv);
@@ -129,46 +107,25 @@ __global__ void __launch_bounds__(math::kRmsThreads)
   }
   __syncthreads();
   for (int i = t; i < head_dim; i += math::kRmsThreads) x[i] = head[i];
-  if (!is_q && kv.k_base != nullptr && t < 32) {
-#if defined(__CUDA_ARCH__)
-    uint8_t* dst = head_dst(kv, false, row, int(hr % n_head_kv));
-    if (dst != nullptr) enc::encode_head_plain_warp(t, kv.k_type, head_dim, head, dst);
-#endif
-  }
 }
 
 }  // namespace
 
 bool qk_norm_rope_ok(int head_dim) { return head_dim > 0 && head_dim <= math::kRmsThreads * kHeadRegs; }
-bool qk_norm_rope_store_ok(KvType k_type, KvType v_type, int head_dim_v) {
-  return enc::encode_head_plain_ok(k_type) && enc::encode_head_plain_ok(v_type) && head_dim_v > 0 &&
-         head_dim_v <= math::kRmsThreads * kHeadRegs;
-}
 
 void qk_norm_rope(float* q, const float* q_norm, int n_head, float* k, const float* k_norm, int n_head_kv, int rows,
                   int head_dim, float eps, int n_rot, const int32_t* pos, const float* inv_freq, float scale,
-                  RopeStyle style, cudaStream_t s, bool pdl, const HeadKvStore& kv) {
+                  RopeStyle style, cudaStream_t s, bool pdl) {
   check(rows >= 0 && n_head >= 0 && n_head_kv >= 0, "qk_norm_rope: negative size");
   check(qk_norm_rope_ok(head_dim), "qk_norm_rope: head_dim ", head_dim, " outside [1, ",
         math::kRmsThreads * kHeadRegs, "]");
   check(n_rot >= 0 && n_rot % 2 == 0 && n_rot <= head_dim, "qk_norm_rope: n_rot ", n_rot,
         " must be even and <= head_dim ", head_dim);
-  const bool store = kv.k_base != nullptr;
-  if (store) {
-    check(qk_norm_rope_store_ok(kv.k_type, kv.v_type, kv.head_dim_v) && kv.v_base != nullptr && kv.v != nullptr &&
-              kv.slots != nullptr && kv.block_tokens > 0,
-          "qk_norm_rope: a KV store of types ", kv_type_name(kv.k_type), " / ", kv_type_name(kv.v_type),
-          " it does not take");
-    check(kv.k_head_bytes == kv_head_bytes(kv.k_type, head_dim) &&
-              kv.v_head_bytes == kv_head_bytes(kv.v_type, kv.head_dim_v),
-          "qk_norm_rope: the store's head bytes do not match its types");
-  }
-  const int64_t q_rows = int64_t(rows) * n_head, k_rows = int64_t(rows) * n_head_kv;
-  const int64_t blocks = q_rows + k_rows + (store ? k_rows : 0);
+  const int64_t q_rows = int64_t(rows) * n_head, blocks = q_rows + int64_t(rows) * n_head_kv;
   if (blocks == 0) return;
   check(blocks < (int64_t(1) << 31), "qk_norm_rope: ", blocks, " heads exceed the grid");
   launch_kernel(qk_norm_rope_kernel, dim3(unsigned(blocks)), dim3(unsigned(math::kRmsThreads)), 0, s, pdl, q, q_norm,
-                q_rows, n_head, k, k_norm, n_head_kv, head_dim, eps, n_rot, pos, inv_freq, scale, style, kv, k_rows);
+                q_rows, n_head, k, k_norm, n_head_kv, head_dim, eps, n_rot, pos, inv_freq, scale, style);
 }
 
 void add_rmsnorm(float* x, const float* r, const float* w, float* out, int rows, int cols, float eps,
