@@ -110,6 +110,7 @@ struct Fixture {
   std::vector<int32_t> flat, table_start, pos0, n_q, row0;  // the AttentionBatchDevice arrays
   std::vector<int32_t> prefix_seq0, prefix_n_seq, prefix_blocks;
   std::vector<float> q;                                     // [total_rows][n_head][head_dim]
+  std::vector<float> new_k, new_v;  // [total_rows][n_head_kv][head_dim]: the f32 K / V of the query rows' own keys
   std::vector<float> sinks;                                 // [n_head] when c.sinks (p.sinks points here)
   cuda::KvLayerDevice L;                                    // host pointers into *store
   cuda::AttentionBatchDevice b;                             // host pointers into the vectors above
@@ -160,6 +161,14 @@ inline std::unique_ptr<Fixture> build(const Case& c) {
     uint8_t* all = const_cast<uint8_t*>(store.data());
     for (size_t i = 0; i < store.block_bytes() * size_t(f->pool_blocks); ++i) all[i] = uint8_t(rng());
   }
+  // The sequences' rows in reverse order in q / out (row0 is arbitrary); no random draws here.
+  f->row0.assign(static_cast<size_t>(n_seq), 0);
+  for (int s = n_seq - 1; s >= 0; --s) {
+    f->row0[size_t(s)] = f->total_rows;
+    f->total_rows += c.seqs[size_t(s)].n_q;
+  }
+  f->new_k.assign(size_t(f->total_rows) * size_t(c.n_head_kv) * size_t(hd), 0.0f);
+  f->new_v.assign(f->new_k.size(), 0.0f);
   const KvTypeOps &kops = kv_type_ops(c.kt), &vops = kv_type_ops(c.vt);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> kx(static_cast<size_t>(hd)), vx(static_cast<size_t>(hd));
@@ -175,16 +184,16 @@ inline std::unique_ptr<Fixture> build(const Case& c) {
         }
         kops.quantize_head(kx.data(), store.k_part(blk, kLayer) + (size_t(g) * bt + slot) * store.k_head_bytes(), hd);
         vops.quantize_head(vx.data(), store.v_part(blk, kLayer) + (size_t(g) * bt + slot) * store.v_head_bytes(), hd);
+        if (pos >= q.pos0) {  // a query row's own key: the f32 rows a step's kv_store reads
+          const size_t at = (size_t(f->row0[size_t(s)] + pos - q.pos0) * size_t(c.n_head_kv) + size_t(g)) * size_t(hd);
+          std::copy(kx.begin(), kx.end(), f->new_k.begin() + std::ptrdiff_t(at));
+          std::copy(vx.begin(), vx.end(), f->new_v.begin() + std::ptrdiff_t(at));
+        }
       }
     }
   }
 
-  // Queries; the sequences' rows in reverse order in q / out (row0 is arbitrary).
-  f->row0.assign(static_cast<size_t>(n_seq), 0);
-  for (int s = n_seq - 1; s >= 0; --s) {
-    f->row0[size_t(s)] = f->total_rows;
-    f->total_rows += c.seqs[size_t(s)].n_q;
-  }
+  // Queries.
   f->q.resize(size_t(f->total_rows) * f->row_floats);
   for (float& x : f->q) x = normal(rng);
 

@@ -331,6 +331,11 @@ struct Ran {
 // Args::early for the cases run by run_case (the lanes8 kernel's early-start path; its griddepcontrol
 // waits are no-ops here, the path's bookkeeping and exits run).
 int g_emu_early = 0;
+// With g_emu_early: the decode kernel encodes the query rows' own K (and plain V) rows itself (Args::self_kv) from
+// the fixture's f32 rows, and the pool's bytes of those rows are junk while the kernels run (restored for the
+// check), as if the store had not written them yet. K of a type it cannot encode: no self-encoding. V of such a
+// type stays in the pool (the kernel copies it after its wait, a no-op here).
+bool g_emu_self = false;
 
 Ran run_case(const Case& c) {
   attn::g_tables = cuda::make_kv_decode_tables();
@@ -343,6 +348,27 @@ Ran run_case(const Case& c) {
   attn_test::poison(out.data(), out.size());
   attn::Args a = attn::make_args(f->L, f->p, f->b, P, f->q.data(), out.data(), part.empty() ? nullptr : part.data());
   a.early = P.kernel == attn::Kernel::Decode && P.variant != attn::DecodeVariant::Slots && f->b.n_prefix == 0 ? g_emu_early : 0;
+  std::vector<std::pair<uint8_t*, std::vector<uint8_t>>> hidden;  // (row, its bytes) made junk while running
+  if (g_emu_self && a.early && attn::self_encodable(c.kt)) {
+    a.self_kv = 1 | (attn::self_encodable(c.vt) ? 2 : 0);
+    a.new_k = f->new_k.data();
+    a.new_v = f->new_v.data();
+    KvBlockStore& store = *f->store;
+    for (size_t s = 0; s < c.seqs.size(); ++s)
+      for (int pos = c.seqs[s].pos0; pos < c.seqs[s].pos0 + c.seqs[s].n_q; ++pos) {
+        const int blk = f->tables[s][size_t(pos / c.block_tokens)], slot = pos % c.block_tokens;
+        for (int g = 0; g < c.n_head_kv; ++g) {
+          const size_t row = size_t(g) * size_t(c.block_tokens) + size_t(slot);
+          hidden.push_back({const_cast<uint8_t*>(store.k_part(blk, attn_test::kLayer)) + row * store.k_head_bytes(), {}});
+          hidden.back().second.assign(hidden.back().first, hidden.back().first + store.k_head_bytes());
+          if (a.self_kv & 2) {
+            hidden.push_back({const_cast<uint8_t*>(store.v_part(blk, attn_test::kLayer)) + row * store.v_head_bytes(), {}});
+            hidden.back().second.assign(hidden.back().first, hidden.back().first + store.v_head_bytes());
+          }
+        }
+      }
+    for (auto& [p, bytes] : hidden) std::fill(p, p + bytes.size(), uint8_t(0xA5));
+  }
   const attn::Args ap =
       f->b.n_prefix > 0 ? attn::make_args(f->L, f->p, f->b, Pp, f->q.data(), out.data(), part.data() + own, true) : a;
   switch (c.head_dim) {
@@ -352,6 +378,7 @@ Ran run_case(const Case& c) {
     case 256: run_kernels<256>(a, P, ap, Pp); break;
     default: run_kernels<512>(a, P, ap, Pp); break;
   }
+  for (auto& [p, bytes] : hidden) std::copy(bytes.begin(), bytes.end(), p);
   return {attn_test::check_outputs(*f, out), P, Pp};
 }
 
@@ -971,6 +998,42 @@ TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
         EXPECT_EQ(r.plan.variant, attn::DecodeVariant::Lanes8) << what;
         EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
       }
+  }
+}
+
+// The early start with self-encoded new rows (Args::self_kv): the pool's bytes of the query rows' own keys are junk
+// while the kernel runs, so a row it did not encode itself (or encoded at the wrong place) shows in the outputs.
+// Plain K and V (both encoded), turbo / trellis V (K encoded, V copied from the pool after the wait), turbo K (no
+// self-encoding); new keys at a tile's start and end, across two tiles (blocks of 16 keys), 1-4 rows, two
+// sequences; head sizes 64 and 128; the generic and the specialized kernels.
+TEST(CudaAttentionEmulation, EarlyStartEncodesTheNewRowsItself) {
+  const std::pair<KvType, KvType> pairs[] = {
+      {KvType::F16, KvType::F16},     {KvType::Q8_0, KvType::Q8_0},    {KvType::Q4_0, KvType::Q4_0},
+      {KvType::BF16, KvType::F16},    {KvType::BF16, KvType::Q4_0},    {KvType::Q8_0, KvType::Turbo3T},
+      {KvType::Q8_0, KvType::Turbo3}, {KvType::Turbo3T, KvType::Turbo3T}};
+  const std::vector<std::vector<attn_test::SeqSpec>> seqs = {{{0, 1}}, {{37, 1}}, {{47, 1}}, {{48, 1}}, {{62, 4}},
+                                                             {{5, 1}, {40, 2}}};
+  uint32_t seed = 5200;
+  for (attn::Decode8Kernels mode : {attn::Decode8Kernels::Generic, attn::Decode8Kernels::Pairs}) {
+    const D8Scope d8(mode);
+    const VariantScope vs(attn::DecodeVariant::Lanes8);
+    for (const auto& [kt, vt] : pairs)
+      for (int hd : {64, 128})
+        for (const auto& sq : seqs) {
+          Case c;
+          c.kt = kt, c.vt = vt, c.head_dim = hd, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+          c.block_tokens = 16;
+          c.seqs = sq;
+          g_emu_early = 1;
+          g_emu_self = true;
+          const Ran r = run_case(c);
+          g_emu_early = 0;
+          g_emu_self = false;
+          const std::string what = attn_test::describe(c) + " mode " + std::to_string(int(mode)) +
+                                   "\n  plan: " + plan_name(r.plan);
+          EXPECT_EQ(r.plan.variant, attn::DecodeVariant::Lanes8) << what;
+          EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+        }
   }
 }
 

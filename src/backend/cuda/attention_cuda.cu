@@ -196,8 +196,17 @@ void launch_hd_plain(const Args& a, const attn::Plan& P, cudaStream_t stream, bo
 // The batch-invariant path (ctx.batch_invariant(); attn::plan_invariant): no shared-prefix pass (each
 // sequence reads its prefix blocks itself), the decode kernel with fixed key splits for sequences of up
 // to kInvariantDecodeQ query rows, then the tiled kernel for longer ones (prefill chunks), if any.
+// The early start's self-encoded new rows (Args::self_kv) for K / V of these types: bit 0 when K can be encoded by
+// the decode kernel (and attn::attention_self_encode()), bit 1 when V can too.
+int self_kv_bits(const KvLayerDevice& L, const float* new_k, const float* new_v) {
+  if (new_k == nullptr || new_v == nullptr || !attn::attention_self_encode() || !attn::self_encodable(L.k_type))
+    return 0;
+  return 1 | (attn::self_encodable(L.v_type) ? 2 : 0);
+}
+
 void attention_invariant(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b_in,
-                         const float* q, float* out, CudaContext& ctx, bool after_store, bool pdl) {
+                         const float* q, float* out, CudaContext& ctx, bool after_store, bool pdl,
+                         const float* new_k, const float* new_v) {
   AttentionBatchDevice b = b_in;
   b.n_prefix = 0;
   attn::Plan P[2];
@@ -210,6 +219,11 @@ void attention_invariant(const KvLayerDevice& L, const AttentionParams& p, const
     // The early start waits for the store before it reads new keys: only the timing changes.
     a.early = i == 0 && n_plans == 1 && after_store && pdl && attn::attention_early() && b.n_seq == 1 &&
               P[i].variant != attn::DecodeVariant::Slots ? 1 : 0;
+    if (a.early) {
+      a.self_kv = self_kv_bits(L, new_k, new_v);
+      a.new_k = new_k;
+      a.new_v = new_v;
+    }
     switch (L.head_dim) {
       case 32: launch_hd_plain<32>(a, P[i], ctx.stream(), pdl); break;
       case 64: launch_hd_plain<64>(a, P[i], ctx.stream(), pdl); break;
@@ -223,12 +237,12 @@ void attention_invariant(const KvLayerDevice& L, const AttentionParams& p, const
 }  // namespace
 
 void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
-               float* out, CudaContext& ctx, bool after_store) {
+               float* out, CudaContext& ctx, bool after_store, const float* new_k, const float* new_v) {
   if (b.n_seq <= 0 || b.total_rows <= 0 || b.max_n_q <= 0) return;
   init_device(ctx.stream());  // first: it sets which prefix kernels the device's shared memory allows
   const bool pdl = attn::attention_pdl() && pdl_enabled(ctx);
   if (ctx.batch_invariant()) {
-    attention_invariant(L, p, b, q, out, ctx, after_store, pdl);
+    attention_invariant(L, p, b, q, out, ctx, after_store, pdl, new_k, new_v);
     return;
   }
   attn::Plan P = attn::plan_attention(L, p, b, ctx.sm_count());
@@ -247,6 +261,11 @@ void attention(const KvLayerDevice& L, const AttentionParams& p, const Attention
                               : nullptr;
   Args a = attn::make_args(L, p, b, P, q, out, part);
   a.early = early ? 1 : 0;
+  if (early) {
+    a.self_kv = self_kv_bits(L, new_k, new_v);
+    a.new_k = new_k;
+    a.new_v = new_v;
+  }
   const Args ap = b.n_prefix > 0 ? attn::make_args(L, p, b, Pp, q, out, part + own, true) : a;
   switch (L.head_dim) {
     case 32: launch_hd<32>(a, P, ap, Pp, ctx.stream(), pdl); break;

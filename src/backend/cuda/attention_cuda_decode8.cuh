@@ -25,6 +25,7 @@
 #include "backend/cuda/kv_decode_scaled.cuh"
 #include "backend/cuda/kv_decode_pairs.cuh"
 #include "backend/cuda/kv_decode_trellis.cuh"
+#include "backend/cuda/kv_encode_scalar.cuh"
 
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
@@ -182,6 +183,33 @@ __device__ __forceinline__ bool decode_block_begin(const Args& a, Work& w, int& 
   return true;
 }
 
+// Self-encoded new rows (Args::self_kv, early start only): the tile holding the step's new keys is staged at once
+// (its older rows are final; the new rows may still be being written) and the new keys' K (and V) rows are encoded
+// into the stage from the step's f32 rows with kv_store's encoders (kv_encode_scalar.cuh: the same bytes), so the
+// block need not wait for the store before that tile. V of a type the block cannot encode (turbo, trellis) is waited
+// for after the tile's scores and softmax, then copied from the pool into the stage before the V products.
+// Row x [hd] of type t (attention_cuda_plan.h's self_encodable) into dst by the 32 lanes of a warp (lane l takes values / blocks l, l + 32, ...).
+__device__ __forceinline__ void encode_row_lanes(int lane, KvType t, int hd, const float* x, uint8_t* dst) {
+  switch (t) {
+    case KvType::F32:
+      for (int i = lane; i < hd; i += 32) enc::store_u32(dst + 4 * i, enc::bits_of(x[i]));
+      break;
+    case KvType::F16:
+      for (int i = lane; i < hd; i += 32) enc::store_u16(dst + 2 * i, enc::half_bits(x[i]));
+      break;
+    case KvType::BF16:
+      for (int i = lane; i < hd; i += 32) enc::store_u16(dst + 2 * i, enc::bf16_bits(x[i]));
+      break;
+    case KvType::Q8_0:
+      for (int b = lane; b < hd / 32; b += 32) enc::encode_q8_0_block(x + 32 * b, dst + 34 * b);
+      break;
+    case KvType::Q4_0:
+      for (int b = lane; b < hd / 32; b += 32) enc::encode_q4_0_block(x + 32 * b, dst + 18 * b);
+      break;
+    default: break;
+  }
+}
+
 // MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks, or
 // decode8_fixed_min_blocks for the specialized kernels). KTI / VTI: -1 (any K / V type, dispatched per
 // tile), or the KvType the kernel is specialized for (attention_cuda_decode8_fixed.cuh). DEC: the piece
@@ -200,6 +228,8 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   // Early start: keys from new_lo on may be written by the store still running; waited: done waiting.
   const int new_lo = early ? w.pos_a - w.qa : 0x7fffffff;
   bool waited = !early;
+  // Self-encoded new rows (above): K always when self_kv is set, V when bit 1 is.
+  const bool self_k = early && (a.self_kv & 1) != 0, self_v = self_k && (a.self_kv & 2) != 0;
 
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
   __shared__ int qhi[R], qlo[R], qrow[R];
@@ -214,6 +244,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   float* const pairv = kSharePairs ? pairk : pairv_own;
   __shared__ float wgt[NS * R];  // [slot][row] weight of each slot's state in the fold
   __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
+  __shared__ int st_new[kDecodeMaxStages];  // self-encoded rows: the stage's tile holds new keys (patched after landing)
   POLYKV_DYNAMIC_SHARED(smem4);
   uint8_t* stages = reinterpret_cast<uint8_t*>(smem4);  // [a.stages][K part | V part] tiles of raw rows
   const size_t kpart = a.stage_k_bytes, spart = a.stage_bytes;
@@ -241,7 +272,8 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       }
       const int bi = kIncremental ? p_bi : p_key / bt;
       const int t1 = min(min(p_key + TK, ke), kIncremental ? p_bend : (bi + 1) * bt), nk = t1 - p_key;
-      if (!waited && t1 > new_lo) {  // early start: this tile holds a key the store writes
+      const bool holds_new = t1 > new_lo;
+      if (!waited && holds_new && !self_k) {  // early start: this tile holds a key the store writes
         pdl_wait_prev();
         waited = true;
       }
@@ -258,6 +290,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
         st_nk[st] = nk;
         st_ko[st] = int(reinterpret_cast<uintptr_t>(ks) & 15u);
         st_vo[st] = int(reinterpret_cast<uintptr_t>(vs) & 15u);
+        st_new[st] = self_k && holds_new ? 1 : 0;
       }
       p_key = t1;
     }
@@ -310,6 +343,19 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
     const uint8_t* kbuf = stages + size_t(st) * spart + st_ko[st];
     const uint8_t* vbuf = stages + size_t(st) * spart + kpart + st_vo[st];
     const int i0 = slot * KU;  // the slot's first key in the tile
+    // Self-encoded new rows: the stage has landed (the barrier above); a warp a new key writes its K (and V) row
+    // over whatever the copy brought. Block-uniform: st_new was written before that barrier.
+    const bool patched = st_new[st] != 0;
+    if (patched) {
+      const int n_kv = a.n_head / a.group, first = max(t0, new_lo), row0 = a.row0[w.seq];
+      for (int key = first + warp; key < t0 + nk; key += kThreads / 32) {
+        const size_t xrow = (size_t(row0 + key - new_lo) * size_t(n_kv) + size_t(w.g)) * HD;
+        encode_row_lanes(lane, a.k_type, HD, a.new_k + xrow, const_cast<uint8_t*>(kbuf) + size_t(key - t0) * krb);
+        if (self_v)
+          encode_row_lanes(lane, a.v_type, HD, a.new_v + xrow, const_cast<uint8_t*>(vbuf) + size_t(key - t0) * vrb);
+      }
+      __syncthreads();
+    }
 
     // Partial dots of this lane's 8 dims: s[u R + r] for key i0 + u, row r.
     float s[NP];
@@ -364,6 +410,22 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc[jr][k] *= al[jr];
 
+    if (patched && !self_v) {  // V the block cannot encode: wait for the store, then its new rows into the stage
+      if (!waited) {
+        pdl_wait_prev();
+        waited = true;
+      }
+      const int first = max(t0, new_lo), n_new = t0 + nk - first;
+      const size_t vb = size_t(vrb);
+      for (int i = tid; i < n_new * int(vb); i += kThreads) {
+        const int key = first + i / int(vb), byte = i - (i / int(vb)) * int(vb);
+        const int bi = key / bt;
+        const uint8_t* src = a.base + size_t(table[bi]) * a.block_stride + a.v_offset +
+                             (head_row + size_t(key - bi * bt)) * vb;
+        const_cast<uint8_t*>(vbuf)[size_t(key - t0) * vb + size_t(byte)] = src[byte];
+      }
+      __syncthreads();
+    }
     decode8_type<VTI>(a.v_type, [&](auto tag) {
       constexpr KvType T = decltype(tag)::value;
 #pragma unroll

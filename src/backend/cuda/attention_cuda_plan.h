@@ -146,6 +146,20 @@ inline bool& attention_early() {
   }();
   return on;
 }
+// The K / V types the decode kernel encodes itself (attention_cuda_decode8.cuh's encode_row_lanes).
+constexpr bool self_encodable(KvType t) {
+  return t == KvType::F32 || t == KvType::F16 || t == KvType::BF16 || t == KvType::Q8_0 || t == KvType::Q4_0;
+}
+// With the early start, the decode kernel encodes the step's new K (and plain V) rows into its tiles itself instead
+// of waiting for the store before the tile that holds them (Args::self_kv; 2026-12-07d). POLYKV_CUDA_ATTN_SELF=0:
+// off (it waits, as before). The same bytes either way. Process-wide; tests may flip it.
+inline bool& attention_self_encode() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_SELF");
+    return !(e != nullptr && std::string(e) == "0");
+  }();
+  return on;
+}
 constexpr Decode8Pair kDecode8FixedPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
                                               {KvType::Turbo3T, KvType::Turbo3T}, {KvType::F16, KvType::F16},
                                               {KvType::Q8_0, KvType::Turbo3}};
@@ -366,6 +380,12 @@ struct Args {
   // for it only before staging keys at or past its sequence's pos0 (attention_early(); set by the
   // launcher for single-sequence decode plans without shared prefixes); 0: it waits first (pdl_enter).
   int early;
+  // With early: the step's new K / V rows in f32 ([total_rows][n_head / group][head_dim], the rows kv_store reads),
+  // and which of them the decode kernel encodes into its staged tiles itself instead of waiting for the store
+  // (bit 0: K, bit 1: V; plain types only: self_encodable). The bytes are kv_store's, so the bits are the same.
+  const float* new_k;
+  const float* new_v;
+  int self_kv;
   // The sequences this launch computes: those with nq_lo <= n_q <= nq_hi (the others' blocks exit at
   // once; a batch-invariant step runs its short and long sequences in two launches).
   int nq_lo, nq_hi;

@@ -637,6 +637,8 @@ class CudaBackend final : public Backend {
     cuda::kv_store(layer_device(layer), slots_, plan_.total_rows, k, v, ctx_.stream(), cuda::pdl_enabled(ctx_));
     store_layer_ = layer;
     store_bind_ = binds_;
+    store_k_ = k;
+    store_v_ = v;
   }
 
   void attention(int layer, const AttentionParams& p, float* q, float* out) override {
@@ -654,7 +656,9 @@ class CudaBackend final : public Backend {
       cuda::attention(layer_device(layer), p, plain, q, out, ctx_);
       return;
     }
-    cuda::attention(layer_device(layer), p, batch_, q, out, ctx_, after_store);
+    // After the store: its f32 rows, so that an early-started decode kernel may encode the new rows itself.
+    cuda::attention(layer_device(layer), p, batch_, q, out, ctx_, after_store, after_store ? store_k_ : nullptr,
+                    after_store ? store_v_ : nullptr);
   }
 
   // ---- hybrid models (cuda_backend_hybrid.h) --------------------------------------------------
@@ -903,6 +907,8 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   mutable uint64_t binds_ = 0;  // bind() calls so far
   int store_layer_ = -1;        // the layer of the last store_kv, -1 once an attention consumed it
+  const float* store_k_ = nullptr;  // that store_kv's f32 k and v rows (device)
+  const float* store_v_ = nullptr;
   uint64_t store_bind_ = 0;     // binds_ right after that store_kv
   bool graph_pdl_ = true;            // POLYKV_CUDA_GRAPH_PDL
   bool pdl_before_capture_ = true;   // restored by end_step_ops when !graph_pdl_
