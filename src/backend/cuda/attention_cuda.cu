@@ -196,12 +196,15 @@ void launch_hd_plain(const Args& a, const attn::Plan& P, cudaStream_t stream, bo
 // The batch-invariant path (ctx.batch_invariant(); attn::plan_invariant): no shared-prefix pass (each
 // sequence reads its prefix blocks itself), the decode kernel with fixed key splits for sequences of up
 // to kInvariantDecodeQ query rows, then the tiled kernel for longer ones (prefill chunks), if any.
-// The early start's self-encoded new rows (Args::self_kv) for K / V of these types: bit 0 when K can be encoded by
-// the decode kernel (and attn::attention_self_encode()), bit 1 when V can too.
+// The early start's self-encoded new rows (Args::self_kv) for K / V of these types under attn::attention_self_encode():
+// bit 0 (K) when the decode kernel can encode K and V is one it cannot (or the mode is All), bit 1 (V) when it can
+// encode V too and the mode is All.
 int self_kv_bits(const KvLayerDevice& L, const float* new_k, const float* new_v) {
-  if (new_k == nullptr || new_v == nullptr || !attn::attention_self_encode() || !attn::self_encodable(L.k_type))
+  const attn::SelfEncode mode = attn::attention_self_encode();
+  if (new_k == nullptr || new_v == nullptr || mode == attn::SelfEncode::Off || !attn::self_encodable(L.k_type))
     return 0;
-  return 1 | (attn::self_encodable(L.v_type) ? 2 : 0);
+  if (mode == attn::SelfEncode::All) return 1 | (attn::self_encodable(L.v_type) ? 2 : 0);
+  return attn::self_encodable(L.v_type) ? 0 : 1;
 }
 
 void attention_invariant(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b_in,

@@ -150,15 +150,20 @@ inline bool& attention_early() {
 constexpr bool self_encodable(KvType t) {
   return t == KvType::F32 || t == KvType::F16 || t == KvType::BF16 || t == KvType::Q8_0 || t == KvType::Q4_0;
 }
-// With the early start, the decode kernel encodes the step's new K (and plain V) rows into its tiles itself instead
-// of waiting for the store before the tile that holds them (Args::self_kv; 2026-12-07d). POLYKV_CUDA_ATTN_SELF=0:
-// off (it waits, as before). The same bytes either way. Process-wide; tests may flip it.
-inline bool& attention_self_encode() {
-  static bool on = [] {
+// With the early start, the decode kernel encodes the step's new K rows into its tiles itself and waits for the store
+// only before the V products of the tile that holds them (Args::self_kv; 2026-12-07d): for V types it cannot encode
+// (turbo, trellis), whose store is the long one. Measured on an H100 (docs/CUDA_DECODE.md, "The attention encodes the
+// new K rows itself"): q8_0/turbo3t 1.058x at depth 0; K and V both encoded for plain V types was slower (f16/f16
+// 0.969x, q8_0/q8_0 0.957x), so plain V pairs wait for the store as before. POLYKV_CUDA_ATTN_SELF=0: never; =kv: K
+// and plain V as well (the measured-slower form, for A/B runs). The same bytes in every form. Process-wide.
+enum class SelfEncode { Off, TurboV, All };
+inline SelfEncode& attention_self_encode() {
+  static SelfEncode mode = [] {
     const char* e = std::getenv("POLYKV_CUDA_ATTN_SELF");
-    return !(e != nullptr && std::string(e) == "0");
+    const std::string s = e != nullptr ? e : "";
+    return s == "0" ? SelfEncode::Off : s == "kv" ? SelfEncode::All : SelfEncode::TurboV;
   }();
-  return on;
+  return mode;
 }
 constexpr Decode8Pair kDecode8FixedPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
                                               {KvType::Turbo3T, KvType::Turbo3T}, {KvType::F16, KvType::F16},

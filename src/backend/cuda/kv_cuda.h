@@ -70,8 +70,8 @@ struct AttentionBatchDevice {
 // after_store: the last kernel launched on ctx's stream is the kv_store of this step's rows of this layer
 // (and nothing else wrote L's pool since); lets the decode kernel start early (attn::attention_early()).
 // new_k, new_v (with after_store): the f32 rows that kv_store read; an early-started decode kernel then encodes the
-// new keys' K (and plain V) rows into its tiles itself instead of waiting for the store (attn::attention_self_encode();
-// the same bytes, so the same results). Null: it waits.
+// new keys' K rows into its tiles itself and waits for the store only before their V products, where V is a turbo or
+// trellis type (attn::attention_self_encode(); the same bytes, so the same results). Null: it waits.
 void attention(const KvLayerDevice& L, const AttentionParams& p, const AttentionBatchDevice& b, const float* q,
                float* out, CudaContext& ctx, bool after_store = false, const float* new_k = nullptr,
                const float* new_v = nullptr);
