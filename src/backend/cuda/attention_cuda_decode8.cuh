@@ -188,7 +188,8 @@ __device__ __forceinline__ bool decode_block_begin(const Args& a, Work& w, int& 
 // into the stage from the step's f32 rows with kv_store's encoders (kv_encode_scalar.cuh: the same bytes), so the
 // block need not wait for the store before that tile. V of a type the block cannot encode (turbo, trellis) is waited
 // for after the tile's scores and softmax, then copied from the pool into the stage before the V products.
-// Row x [hd] of type t (attention_cuda_plan.h's self_encodable) into dst by the 32 lanes of a warp (lane l takes values / blocks l, l + 32, ...).
+// Row x [hd] of type t (attention_cuda_plan.h's self_encodable) into dst by the 32 lanes of a warp: lane l takes
+// values (or 32-value blocks) l, l + 32, ...
 __device__ __forceinline__ void encode_row_lanes(int lane, KvType t, int hd, const float* x, uint8_t* dst) {
   switch (t) {
     case KvType::F32:
@@ -340,8 +341,8 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
     const int st = kIncremental ? c_st : it % S;
     const int t0 = st_t0[st], nk = st_nk[st];
     key = t0 + nk;
-    const uint8_t* kbuf = stages + size_t(st) * spart + st_ko[st];
-    const uint8_t* vbuf = stages + size_t(st) * spart + kpart + st_vo[st];
+    uint8_t* const kbuf = stages + size_t(st) * spart + st_ko[st];
+    uint8_t* const vbuf = stages + size_t(st) * spart + kpart + st_vo[st];
     const int i0 = slot * KU;  // the slot's first key in the tile
     // Self-encoded new rows: the stage has landed (the barrier above); a warp a new key writes its K (and V) row
     // over whatever the copy brought. Block-uniform: st_new was written before that barrier.
@@ -350,9 +351,9 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       const int n_kv = a.n_head / a.group, first = max(t0, new_lo), row0 = a.row0[w.seq];
       for (int key = first + warp; key < t0 + nk; key += kThreads / 32) {
         const size_t xrow = (size_t(row0 + key - new_lo) * size_t(n_kv) + size_t(w.g)) * HD;
-        encode_row_lanes(lane, a.k_type, HD, a.new_k + xrow, const_cast<uint8_t*>(kbuf) + size_t(key - t0) * krb);
+        encode_row_lanes(lane, a.k_type, HD, a.new_k + xrow, kbuf + size_t(key - t0) * krb);
         if (self_v)
-          encode_row_lanes(lane, a.v_type, HD, a.new_v + xrow, const_cast<uint8_t*>(vbuf) + size_t(key - t0) * vrb);
+          encode_row_lanes(lane, a.v_type, HD, a.new_v + xrow, vbuf + size_t(key - t0) * vrb);
       }
       __syncthreads();
     }
@@ -422,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
         const int bi = key / bt;
         const uint8_t* src = a.base + size_t(table[bi]) * a.block_stride + a.v_offset +
                              (head_row + size_t(key - bi * bt)) * vb;
-        const_cast<uint8_t*>(vbuf)[size_t(key - t0) * vb + size_t(byte)] = src[byte];
+        vbuf[size_t(key - t0) * vb + size_t(byte)] = src[byte];
       }
       __syncthreads();
     }
