@@ -183,33 +183,12 @@ __device__ __forceinline__ bool decode_block_begin(const Args& a, Work& w, int& 
   return true;
 }
 
-// Self-encoded new rows (Args::self_kv, early start only): the tile holding the step's new keys is staged at once
-// (its older rows are final; the new rows may still be being written) and the new keys' K (and V) rows are encoded
-// into the stage from the step's f32 rows with kv_store's encoders (kv_encode_scalar.cuh: the same bytes), so the
-// block need not wait for the store before that tile. V of a type the block cannot encode (turbo, trellis) is waited
-// for after the tile's scores and softmax, then copied from the pool into the stage before the V products.
-// Row x [hd] of type t (attention_cuda_plan.h's self_encodable) into dst by the 32 lanes of a warp: lane l takes
-// values (or 32-value blocks) l, l + 32, ...
-__device__ __forceinline__ void encode_row_lanes(int lane, KvType t, int hd, const float* x, uint8_t* dst) {
-  switch (t) {
-    case KvType::F32:
-      for (int i = lane; i < hd; i += 32) enc::store_u32(dst + 4 * i, enc::bits_of(x[i]));
-      break;
-    case KvType::F16:
-      for (int i = lane; i < hd; i += 32) enc::store_u16(dst + 2 * i, enc::half_bits(x[i]));
-      break;
-    case KvType::BF16:
-      for (int i = lane; i < hd; i += 32) enc::store_u16(dst + 2 * i, enc::bf16_bits(x[i]));
-      break;
-    case KvType::Q8_0:
-      for (int b = lane; b < hd / 32; b += 32) enc::encode_q8_0_block(x + 32 * b, dst + 34 * b);
-      break;
-    case KvType::Q4_0:
-      for (int b = lane; b < hd / 32; b += 32) enc::encode_q4_0_block(x + 32 * b, dst + 18 * b);
-      break;
-    default: break;
-  }
-}
+// Self-encoded new rows (Args::self_kv, early start only; decode8_kernel below): the tile holding the step's new keys
+// is staged at once (its older rows are final; the new rows may still be being written) and the new keys' K (and V)
+// rows are encoded into the stage from the step's f32 rows with kv_store's encoders (kv_encode_scalar.cuh's
+// encode_plain_lane: the same bytes), so the block need not wait for the store before that tile. V of a type the
+// block cannot encode (turbo, trellis) is waited for after the tile's scores and softmax, then copied from the pool
+// into the stage before the V products.
 
 // MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks, or
 // decode8_fixed_min_blocks for the specialized kernels). KTI / VTI: -1 (any K / V type, dispatched per
@@ -351,9 +330,9 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       const int n_kv = a.n_head / a.group, first = max(t0, new_lo), row0 = a.row0[w.seq];
       for (int key = first + warp; key < t0 + nk; key += kThreads / 32) {
         const size_t xrow = (size_t(row0 + key - new_lo) * size_t(n_kv) + size_t(w.g)) * HD;
-        encode_row_lanes(lane, a.k_type, HD, a.new_k + xrow, kbuf + size_t(key - t0) * krb);
+        enc::encode_plain_lane(lane, a.k_type, HD, a.new_k + xrow, kbuf + size_t(key - t0) * krb);
         if (self_v)
-          encode_row_lanes(lane, a.v_type, HD, a.new_v + xrow, vbuf + size_t(key - t0) * vrb);
+          enc::encode_plain_lane(lane, a.v_type, HD, a.new_v + xrow, vbuf + size_t(key - t0) * vrb);
       }
       __syncthreads();
     }

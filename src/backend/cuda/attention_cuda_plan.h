@@ -146,7 +146,7 @@ inline bool& attention_early() {
   }();
   return on;
 }
-// The K / V types the decode kernel encodes itself (attention_cuda_decode8.cuh's encode_row_lanes).
+// The K / V types the decode kernel encodes itself (kv_encode_scalar.cuh's encode_plain_lane).
 constexpr bool self_encodable(KvType t) {
   return t == KvType::F32 || t == KvType::F16 || t == KvType::BF16 || t == KvType::Q8_0 || t == KvType::Q4_0;
 }

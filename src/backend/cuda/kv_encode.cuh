@@ -822,36 +822,20 @@ template <class Exec>
 POLYKV_KV_DEV void encode_unit(Exec& ex, Scratch& sh, const SideParams& p, const float* x, uint8_t* dst) {
   const int hd = p.head_dim;
   switch (p.codec) {
-    case Codec::F32:
-      return ex.each([&](int l) {
-        for (int i = l; i < hd; i += 32) store_u32(dst + 4 * i, bits_of(x[i]));
-      });
-    case Codec::F16:
-      return ex.each([&](int l) {
-        for (int i = l; i < hd; i += 32) store_u16(dst + 2 * i, half_bits(x[i]));
-      });
-    case Codec::BF16:
-      return ex.each([&](int l) {
-        for (int i = l; i < hd; i += 32) store_u16(dst + 2 * i, bf16_bits(x[i]));
-      });
-    case Codec::Q8_0:  // one lane per value (register form), or one lane per block of 32 values
+    case Codec::F32: case Codec::F16: case Codec::BF16: case Codec::Q8_0: case Codec::Q4_0: {
 #if defined(POLYKV_KV_WARP_FORMS)
-      if constexpr (Exec::kWarpShuffles) {
-        if (is_register_form(p.tab)) return encode_q8_0_warp(ex.lane, hd / 32, x, dst);
+      if constexpr (Exec::kWarpShuffles) {  // q8_0 / q4_0: one lane per value (register forms)
+        if (is_register_form(p.tab) && p.codec == Codec::Q8_0) return encode_q8_0_warp(ex.lane, hd / 32, x, dst);
+        if (is_register_form(p.tab) && p.codec == Codec::Q4_0) return encode_q4_0_warp(ex.lane, hd / 32, x, dst);
       }
 #endif
-      return ex.each([&](int l) {
-        for (int b = l; b < hd / 32; b += 32) encode_q8_0_block(x + 32 * b, dst + 34 * b);
-      });
-    case Codec::Q4_0:
-#if defined(POLYKV_KV_WARP_FORMS)
-      if constexpr (Exec::kWarpShuffles) {
-        if (is_register_form(p.tab)) return encode_q4_0_warp(ex.lane, hd / 32, x, dst);
-      }
-#endif
-      return ex.each([&](int l) {
-        for (int b = l; b < hd / 32; b += 32) encode_q4_0_block(x + 32 * b, dst + 18 * b);
-      });
+      const KvType t = p.codec == Codec::F32    ? KvType::F32
+                       : p.codec == Codec::F16  ? KvType::F16
+                       : p.codec == Codec::BF16 ? KvType::BF16
+                       : p.codec == Codec::Q8_0 ? KvType::Q8_0
+                                                : KvType::Q4_0;
+      return ex.each([&](int l) { encode_plain_lane(l, t, hd, x, dst); });
+    }
     case Codec::Turbo: return encode_turbo_group(ex, sh, p.tab, p.bits, p.unit_values, x, dst);
     case Codec::Trellis: return encode_trellis_group(ex, sh, p.tab, p.bits, p.unit_values, x, dst);
   }

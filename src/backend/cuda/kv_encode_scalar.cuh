@@ -15,6 +15,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kv/kv_type.h"
+
 #ifdef __CUDACC__
 #define POLYKV_KV_DEV __device__ inline
 #define POLYKV_KV_UNROLL _Pragma("unroll")
@@ -147,6 +149,31 @@ POLYKV_KV_DEV void encode_q4_0_block(const float* x, uint8_t* dst) {
     q[j] = uint8_t(t < 15 ? t : 15);
   }
   for (int j = 0; j < 16; ++j) dst[2 + j] = uint8_t((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
+}
+
+// The plain KV types' rows by the lanes of a warp: lane `lane` (of 32) writes values (f32, f16, bf16) or 32-value
+// blocks (q8_0, q4_0) lane, lane + 32, ... of row x [hd] into dst, quantize_head's bytes; other types: nothing.
+// kv_store's array forms (kv_encode.cuh's encode_unit) and the decode kernel's self-encoded new rows
+// (attention_cuda_decode8.cuh) both run it.
+POLYKV_KV_DEV void encode_plain_lane(int lane, KvType t, int hd, const float* x, uint8_t* dst) {
+  switch (t) {
+    case KvType::F32:
+      for (int i = lane; i < hd; i += 32) store_u32(dst + 4 * i, bits_of(x[i]));
+      break;
+    case KvType::F16:
+      for (int i = lane; i < hd; i += 32) store_u16(dst + 2 * i, half_bits(x[i]));
+      break;
+    case KvType::BF16:
+      for (int i = lane; i < hd; i += 32) store_u16(dst + 2 * i, bf16_bits(x[i]));
+      break;
+    case KvType::Q8_0:
+      for (int b = lane; b < hd / 32; b += 32) encode_q8_0_block(x + 32 * b, dst + 34 * b);
+      break;
+    case KvType::Q4_0:
+      for (int b = lane; b < hd / 32; b += 32) encode_q4_0_block(x + 32 * b, dst + 18 * b);
+      break;
+    default: break;
+  }
 }
 
 // Byte k of the LSB-first bit stream of `count` values v[i] < 2^w (w in 1..4): value i occupies bits

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Run as call H39 of 2026-12-07d (docs/results/gpu-2026-12-07d/calls/callH39.sh, with dense diagnostics added).
 # Call H38 (written 2026-12-07c, not run: for the next session): the routing by ranks where it counts the most,
 # qwen3.5-35b-a3b (256 experts, k = 8: one thread an expert, 256 compares each) against the rounds
 # (POLYKV_CUDA_MOE_RANK_ROUTE=0), and qwen3-30b-a3b again as the control; decode at depth 0, f16/f16, 2 rounds
