@@ -1,6 +1,6 @@
-// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head size 128, q8_0 K with
-// q8_0, turbo3 or turbo3t V: decode_tc_supports). docs/CUDA_ATTENTION.md "Warp-level tensor-core decode" has
-// the counts behind it.
+// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head size 128, K q8_0 or a type
+// with a pair table, V q8_0 or a type with a pair table; the pairs it runs: kDecodeTcPairs, decode_tc_supports).
+// docs/CUDA_ATTENTION.md "Warp-level tensor-core decode" has the counts behind it.
 //
 // The lanes8 kernel (attention_cuda_decode8.cuh) spends ~130-158 warp instructions per key and KV head, 32 of
 // them FMAs no CUDA-core kernel can drop; at 131072 keys it is instruction-bound for every K/V pair. Here both
@@ -10,17 +10,20 @@
 // tile), or on sm_90 bulk copies issued by one thread and completing on one mbarrier per stage, each warp waiting
 // for the tile's barrier and the last warp done with a stage refilling it, so warps never wait for each other:
 //
-//   S^T = K Q^T   A = 16 keys x 16 dims of K (the q8_0 int8 values, exact in f16; the block scale d is applied
-//                 to each 32-dim partial in f32), B = 16 dims x 8 columns: columns 0..3 the 4 rows' queries
-//                 rounded to f16 (hi), 4..7 the rest (lo = q - hi). Score of (key, row r) = C[key][r] +
-//                 C[key][r + 4]: the query to ~2^-22, the product exact, the sum in f32.
+//   S^T = K Q^T   A = 16 keys x 16 dims of K (q8_0: the int8 values, exact in f16; the block scale d is applied
+//                 to each 32-dim partial in f32. turbo / trellis: the pair table's f16 pair of levels, one lookup
+//                 per A register, the row's norm applied to the 128-dim sum; Q rotated into K's basis by the
+//                 prologue), B = 16 dims x 8 columns: columns 0..3 the 4 rows' queries rounded to f16 (hi),
+//                 4..7 the rest (lo = q - hi). Score of (key, row r) = C[key][r] + C[key][r + 4]: the query to
+//                 ~2^-22, the product exact, the sum in f32.
 //   O^T = V^T P   A = 16 dims x 16 keys of V (q8_0: exact int8; turbo / trellis: the pair table's f16 pair of
 //                 levels, exact: the levels are f16 values, quant/turbo.h), B = 16 keys x 8 columns: the 4 rows'
 //                 probabilities times the key's V scale (q8_0: the block's d, one B per 32-dim block; turbo: the
 //                 row's norm), hi in columns 0..3, lo in 4..7. O[r][dim] = C[dim][r] + C[dim][r + 4].
 //
-// K's dims are permuted inside each k-step so that a lane reads 4 consecutive values of a key (k = 2t, 2t+1 ->
-// dims 16 s + 4t, +1; k = 2t+8, 2t+9 -> dims 16 s + 4t + 2, +3; Q's B fragment uses the same map). V's dims map
+// K's dims are permuted so that a lane reads 4 consecutive values of a key per k-step s (k = 2t, 2t+1 -> dims
+// qd + 0, +1; k = 2t+8, 2t+9 -> qd + 2, +3; Q's B fragment uses the same map): q8_0 qd = 16 s + 4t (inside one
+// 32-dim block per two k-steps), turbo qd = 32 t + 4 s (lane t reads pieces 4t .. 4t + 3 of its two keys only). V's dims map
 // to the m rows of an O^T tile i so that a lane reads one pair of consecutive values of a key: q8_0 (scale per
 // 32 dims, so a tile stays within one block) m = g -> dim 16 i + 2g, m = g + 8 -> 16 i + 2g + 1; turbo (one norm
 // per row) m = g -> 16 g + 2i, g + 8 -> 16 g + 2i + 1 (lane g reads pieces 2g and 2g + 1 only).
@@ -192,6 +195,64 @@ __device__ __forceinline__ int shared_fetch_inc(int* p) {
   return atomicAdd(p, 1);
 #endif
 }
+// Piece c (values 8c .. 8c + 7) of a turbo / trellis row rec of head size HD (one record: group HD): its bits as
+// decode8s_pairs reads them. Trellis: x = the 11 window bits (t_{8c-3} .. t_{8c+7}), js = the index bits; turbo:
+// x = the index bits, js = 0.
+template <KvType T, int HD>
+__device__ __forceinline__ void piece_bits(const uint8_t* rec, int c, uint32_t& x, uint32_t& js) {
+  if constexpr (kv_trellis_bits(T) != 0) {
+    constexpr int nb = kv_trellis_bits(T) - 1;
+    const uint8_t* tb = rec + 2;
+    const uint32_t prev = c > 0 ? ld_u8(tb + c - 1) >> 5 : 0u;
+    x = prev | (ld_u8(tb + c) << 3);
+    const uint8_t* jb = rec + 2 + HD / 8 + nb * c;
+    if constexpr (nb == 1) js = ld_u8(jb);
+    else js = ld_u16(jb);
+  } else {
+    constexpr int bb = kv_turbo_bits(T);
+    const uint8_t* ib = rec + 2 + bb * c;
+    if constexpr (bb == 2) x = ld_u16(ib);
+    else if constexpr (bb == 4) x = ld_u32(ib);
+    else x = ld_u8(ib) | (ld_u8(ib + 1) << 8) | (ld_u8(ib + 2) << 16);
+    js = 0;
+  }
+}
+// piece_bits of the four consecutive pieces 4q .. 4q + 3 of a row (turbo K: lane t's pieces, q = t). Trellis
+// rows are 2-byte aligned in the stages (records of even size), so their window bytes 4q - 1 .. 4q + 3 come in
+// two or three 16-bit loads and each piece's x is one shift of them (pair_off reads bits 0 .. 10 of x only).
+template <KvType T, int HD>
+__device__ __forceinline__ void piece_bits4(const uint8_t* rec, int q, uint32_t (&x)[4], uint32_t (&js)[4]) {
+  if constexpr (kv_trellis_bits(T) != 0) {
+    constexpr int nb = kv_trellis_bits(T) - 1;
+    const uint8_t* tb = rec + 2 + 4 * q;  // window bytes of pieces 4q .. 4q + 3
+    const uint32_t w = ld_u16(tb) | (ld_u16(tb + 2) << 16);
+    const uint32_t prev = q > 0 ? ld_u16(tb - 2) >> 13 : 0u;  // bits 5..7 of byte 4q - 1
+    x[0] = prev | (w << 3);
+    x[1] = w >> 5;
+    x[2] = w >> 13;
+    x[3] = w >> 21;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t* jb = rec + 2 + HD / 8 + nb * (4 * q + p);
+      if constexpr (nb == 1) js[p] = ld_u8(jb);
+      else js[p] = ld_u16(jb);
+    }
+  } else {
+#pragma unroll
+    for (int p = 0; p < 4; ++p) piece_bits<T, HD>(rec, 4 * q + p, x[p], js[p]);
+  }
+}
+// The byte offset of pair M of a piece (piece_bits' x, js) in a table of f16 pairs (4-byte entries).
+template <KvType T, int M>
+__device__ __forceinline__ uint32_t pair_off(uint32_t x, uint32_t js) {
+  if constexpr (kv_trellis_bits(T) != 0) return trellis_pair_off<kv_trellis_bits(T) - 1, M, 2>(x, js);
+  else return turbo_pair_off<kv_turbo_bits(T), M, 2>(x);
+}
+// The f16 pair at byte offset off (a multiple of 4) of a pair table.
+__device__ __forceinline__ uint32_t pair_word(const uint32_t* table, uint32_t off) {
+  return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(table) + off);
+}
+
 // A block-scope memory fence.
 __device__ __forceinline__ void fence_block() {
 #if !defined(POLYKV_ATTN_EMULATION)
@@ -209,11 +270,16 @@ template <int KTI, int VTI, int BULK>
 __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_kernel(const Args a) {
   constexpr int HD = 128, R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
   constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
-  static_assert(KT == KvType::Q8_0 && R == 4 && TK == 16 * NW, "the layout above");
+  static_assert(R == 4 && TK == 16 * NW, "the layout above");
+  static_assert(KT == KvType::Q8_0 || pair_lut_size(KT) > 0, "K: q8_0 or a type with a pair table");
   static_assert(VT == KvType::Q8_0 || pair_lut_size(VT) > 0, "V: q8_0 or a type with a pair table");
   static_assert(turbo_group_of(HD) == HD, "one norm per turbo row");
+  constexpr bool kTurboK = KT != KvType::Q8_0;  // K's dims on the turbo map (lane t owns dims 32 t .. 32 t + 31)
   constexpr bool kTurboV = VT != KvType::Q8_0;  // V's dims on the turbo map (lane g owns dims 16 g .. 16 g + 15)
   constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
+  // Turbo K of V's type reads V's table (the same entries: the same type's levels); another type its own.
+  constexpr bool kOwnKPairs = kTurboK && KT != VT;
+  constexpr int kKPairs = kOwnKPairs ? pair_lut_size(KT) : 1;
   constexpr size_t krb = kv_row_bytes_const(KT, HD), vrb = kv_row_bytes_const(VT, HD);
 #if defined(POLYKV_ATTN_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
   constexpr bool kBulk = BULK != 0;
@@ -232,6 +298,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   __shared__ int qhi[R], qlo[R], qrow[R];
   __shared__ float lvk[32], lvv[32];
   __shared__ uint32_t vpair[kPairs];  // turbo V: entry i = the f16 pair of pair_lut_entry i (exact: f16 levels)
+  __shared__ uint32_t kpair_own[kKPairs];  // turbo K of a type other than V's: its pair table, as vpair
   __shared__ __align__(16) float pex[NW][R][16];  // per warp: the tile's probabilities [row][key]
   __shared__ float wgt[NW * R];
   __shared__ int st_t0[kDecodeMaxStages], st_nk[kDecodeMaxStages], st_ko[kDecodeMaxStages], st_vo[kDecodeMaxStages];
@@ -335,7 +402,21 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       vpair[i] = pack_halves(to_half_bits(x0), to_half_bits(x1));
     }
   }
-  // Q^T as B fragments of the 8 k-steps: column g = row g % 4, hi (g < 4) or lo.
+  if constexpr (kOwnKPairs) {
+    const uint32_t subset_word = g_tables.subset_word;
+    for (int i = tid; i < kKPairs; i += kThreads) {
+      float x0, x1;
+      pair_lut_entry(KT, lvk, subset_word, i, x0, x1);
+      kpair_own[i] = pack_halves(to_half_bits(x0), to_half_bits(x1));
+    }
+  }
+  // The tables are read by every warp right after its first tile's wait, and the bulk pipeline has no block
+  // barrier per tile: one barrier here (before, turbo V read vpair first after the K products and softmax, which
+  // kept the race with the last warps' fills unobserved, not impossible).
+  if constexpr (kTurboV || kOwnKPairs) __syncthreads();
+  const uint32_t* const kpair = kOwnKPairs ? kpair_own : vpair;
+  // Q^T as B fragments of the 8 k-steps: column g = row g % 4, hi (g < 4) or lo; k = 2t + 8j, +1 -> dims
+  // qd(s) + 2j, +1 with qd(s) = 16 s + 4t (q8_0 K) or 32 t + 4 s (turbo K: the lane's pieces 4t .. 4t + 3).
   uint32_t qb[8][2];
   {
     const float* qr = Qs + (g & 3) * LD;
@@ -343,8 +424,9 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     for (int s = 0; s < 8; ++s)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
+        const int d = (kTurboK ? 32 * t + 4 * s : 16 * s + 4 * t) + 2 * j;
         uint32_t hi, lo;
-        split_pair(qr[16 * s + 4 * t + 2 * j], qr[16 * s + 4 * t + 2 * j + 1], hi, lo);
+        split_pair(qr[d], qr[d + 1], hi, lo);
         qb[s][j] = g < 4 ? hi : lo;
       }
   }
@@ -380,9 +462,39 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       const uint8_t* kbuf = stages + size_t(c_st) * spart + st_ko[c_st] + size_t(i0) * krb;
       const uint8_t* vbuf = stages + size_t(c_st) * spart + kpart + st_vo[c_st] + size_t(i0) * vrb;
 
-      // ---- S^T = K Q^T (q8_0 K: per 32-dim block, then times the key's d) ----
+      // ---- S^T = K Q^T (q8_0 K: per 32-dim block, then times the key's d; turbo K: times the row's norm) ----
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      {
+      if constexpr (kTurboK) {
+        // Keys 2g (A row g) and 2g + 1 (row g + 8); k-step s takes pairs 2 (s & 1), +1 of the lane's piece
+        // 4t + s / 2 of each: dims 32 t + 4 s .. +3, as qb.
+        const uint8_t* kr[2] = {kbuf + size_t(2 * g) * krb, kbuf + size_t(2 * g + 1) * krb};
+        uint32_t px[2][4], pj[2][4];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) tc::piece_bits4<KT, HD>(kr[u], t, px[u], pj[u]);
+        float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+          const int pc = s >> 1;
+          uint32_t e[2][2];  // [key][pair 2 (s & 1) + h]
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            if (s & 1) {
+              e[u][0] = tc::pair_word(kpair, tc::pair_off<KT, 2>(px[u][pc], pj[u][pc]));
+              e[u][1] = tc::pair_word(kpair, tc::pair_off<KT, 3>(px[u][pc], pj[u][pc]));
+            } else {
+              e[u][0] = tc::pair_word(kpair, tc::pair_off<KT, 0>(px[u][pc], pj[u][pc]));
+              e[u][1] = tc::pair_word(kpair, tc::pair_off<KT, 1>(px[u][pc], pj[u][pc]));
+            }
+          }
+          const uint32_t af[4] = {e[0][0], e[1][0], e[0][1], e[1][1]};
+          mma16816(cb, af, qb[s]);
+        }
+        const float na = half_to_float(ld_u16(kr[0])), nc = half_to_float(ld_u16(kr[1]));
+        sc[0] = na * cb[0];
+        sc[1] = na * cb[1];
+        sc[2] = nc * cb[2];
+        sc[3] = nc * cb[3];
+      } else {
         // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: q8_0 rows are 136 bytes (34 words) apart, so
         // lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a load share a
         // bank (keys g and g + 1 would: 2g + t).
@@ -405,7 +517,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
           sc[2] += dc * cb[2];
           sc[3] += dc * cb[3];
         }
-      }
+      }  // q8_0 K
       // Full scores (hi + lo columns), softcap, masks: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1). The masks
       // only where some key of the warp's 16 is past the tile or outside some row's visible range (warp-uniform).
       float x[4];
@@ -505,53 +617,20 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const uint8_t* rec = vbuf + size_t(kk[u]) * vrb;
-            const int c = 2 * g + h, i = 8 * c;
-            if constexpr (kv_trellis_bits(VT) != 0) {
-              constexpr int nb = kv_trellis_bits(VT) - 1;
-              const uint8_t* tb = rec + 2;
-              const uint32_t prev = i > 0 ? ld_u8(tb + (i >> 3) - 1) >> 5 : 0u;
-              px[h][u] = prev | (ld_u8(tb + (i >> 3)) << 3);
-              const uint8_t* jb = rec + 2 + HD / 8 + nb * (i >> 3);
-              if constexpr (nb == 1) pj[h][u] = ld_u8(jb);
-              else pj[h][u] = ld_u16(jb);
-            } else {
-              constexpr int bb = kv_turbo_bits(VT);
-              const uint8_t* ib = rec + 2 + bb * (i >> 3);
-              if constexpr (bb == 2) px[h][u] = ld_u16(ib);
-              else if constexpr (bb == 4) px[h][u] = ld_u32(ib);
-              else px[h][u] = ld_u8(ib) | (ld_u8(ib + 1) << 8) | (ld_u8(ib + 2) << 16);
-              pj[h][u] = 0;
-            }
-          }
-        const auto pair_at = [&](uint32_t off) {  // the f16 pair at byte offset off (a multiple of 4)
-          return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(vpair) + off);
-        };
+          for (int u = 0; u < 4; ++u) tc::piece_bits<VT, HD>(vbuf + size_t(kk[u]) * vrb, 2 * g + h, px[h][u], pj[h][u]);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           uint32_t e[4];
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             uint32_t off;
-            if constexpr (kv_trellis_bits(VT) != 0) {
-              constexpr int nb = kv_trellis_bits(VT) - 1;
-              switch (i & 3) {
-                case 0: off = trellis_pair_off<nb, 0, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-                case 1: off = trellis_pair_off<nb, 1, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-                case 2: off = trellis_pair_off<nb, 2, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-                default: off = trellis_pair_off<nb, 3, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-              }
-            } else {
-              constexpr int bb = kv_turbo_bits(VT);
-              switch (i & 3) {
-                case 0: off = turbo_pair_off<bb, 0, 2>(px[i >> 2][u]); break;
-                case 1: off = turbo_pair_off<bb, 1, 2>(px[i >> 2][u]); break;
-                case 2: off = turbo_pair_off<bb, 2, 2>(px[i >> 2][u]); break;
-                default: off = turbo_pair_off<bb, 3, 2>(px[i >> 2][u]); break;
-              }
+            switch (i & 3) {
+              case 0: off = tc::pair_off<VT, 0>(px[i >> 2][u], pj[i >> 2][u]); break;
+              case 1: off = tc::pair_off<VT, 1>(px[i >> 2][u], pj[i >> 2][u]); break;
+              case 2: off = tc::pair_off<VT, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+              default: off = tc::pair_off<VT, 3>(px[i >> 2][u], pj[i >> 2][u]); break;
             }
-            e[u] = pair_at(off);
+            e[u] = tc::pair_word(vpair, off);
           }
           // a0: dim 16g+2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
           const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),

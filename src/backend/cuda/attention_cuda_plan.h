@@ -104,13 +104,18 @@ inline bool& decode_tc_bulk() {
   }();
   return b;
 }
-// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head size 128, q8_0 K, V q8_0 or a turbo /
-// trellis type with a pair table at 3 bits (turbo3, turbo3t). Tiles of kDecodeTcTileKeys keys (16 per warp).
+// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head size 128; q8_0 K with V q8_0, turbo3 or
+// turbo3t; turbo3t K with turbo3t V (2026-12-07e: before, turbo K took the pairs kernel at every depth, ~1.7x
+// q8_0/q8_0's time at 131072 keys for a third of its bytes). The kernel takes K of any type with a pair table
+// (kv_decode_pairs.cuh); a pair added here needs a specialized lanes8 kernel too (decode_tc_pairs_are_fixed).
+// Tiles of kDecodeTcTileKeys keys (16 per warp).
 struct Decode8Pair {
   KvType k, v;
 };
-constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
-                                          {KvType::Q8_0, KvType::Turbo3}};
+constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T},
+                                          {KvType::Q8_0, KvType::Q8_0},
+                                          {KvType::Q8_0, KvType::Turbo3},
+                                          {KvType::Turbo3T, KvType::Turbo3T}};
 constexpr int kDecodeTcCount = int(sizeof(kDecodeTcPairs) / sizeof(kDecodeTcPairs[0]));
 constexpr int kDecodeTcTileKeys = 64;
 constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
