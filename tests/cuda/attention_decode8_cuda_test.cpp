@@ -231,7 +231,7 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
   POLYKV_REQUIRE_GPU();
   const std::pair<KvType, KvType> pairs[] = {{KvType::F16, KvType::F16},       {KvType::Q8_0, KvType::Q8_0},
                                              {KvType::Q8_0, KvType::Turbo3},   {KvType::Q8_0, KvType::Turbo3T},
-                                             {KvType::Turbo3T, KvType::Turbo3T}};
+                                             {KvType::Turbo3T, KvType::Turbo3T}, {KvType::Q4_0, KvType::Q4_0}};
   constexpr int kRounds = 3, kModes = 3;
   // pairs; mma with the cp.async ring (sync); mma with bulk copies and mbarriers (bulk, the default).
   constexpr attn::Decode8Kernels kTimed[kModes] = {attn::Decode8Kernels::Pairs, attn::Decode8Kernels::Mma,

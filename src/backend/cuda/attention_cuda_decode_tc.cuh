@@ -77,6 +77,40 @@ __device__ __forceinline__ uint32_t highs(uint32_t x, uint32_t y) {
   return (x >> 16) | (y & 0xFFFF0000u);
 #endif
 }
+// f16x2 of the low (HI false) or high (HI true) nibbles of bytes I0 (low half) and I1 (high half) of w, each a
+// q4_0 value n (0 .. 15) as the exact f16 n - 8. Device: PRMT (the two bytes into the halves), LOP3 (the nibble
+// under 0x6400: 1024 + n, or 1024 + 16 n) and HSUB2 (- 1032) or HFMA2 (x / 16 - 72: exact, one rounding).
+template <int I0, int I1, bool HI>
+__device__ __forceinline__ uint32_t q4_pair(uint32_t w) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  const uint32_t spread = __byte_perm(w, 0u, 0x4040u | I0 | (I1 << 8));  // [byte I0, 0, byte I1, 0]
+  if constexpr (HI) {
+    const uint32_t m = (spread & 0x00F000F0u) | 0x64006400u;
+    const __half2 v = __hfma2(*reinterpret_cast<const __half2*>(&m), __float2half2_rn(0.0625f),
+                              __float2half2_rn(-72.0f));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const uint32_t m = (spread & 0x000F000Fu) | 0x64006400u;
+    const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&m), __float2half2_rn(1032.0f));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+#else
+  const uint32_t b0 = (w >> (8 * I0)) & 0xFF, b1 = (w >> (8 * I1)) & 0xFF;
+  const uint32_t n0 = HI ? b0 >> 4 : b0 & 15u, n1 = HI ? b1 >> 4 : b1 & 15u;
+  return pack_halves(to_half_bits(float(int(n0) - 8)), to_half_bits(float(int(n1) - 8)));
+#endif
+}
+// The 4 bytes of q4_0 K at byte offset off (as q8_quad, without the xor).
+__device__ __forceinline__ uint32_t q4_quad(const uint8_t* p, bool aligned) {
+  if (aligned) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+    return *reinterpret_cast<const uint32_t*>(p);
+#else
+    return ld_u32(p);
+#endif
+  }
+  else return ld_u16(p) | (ld_u16(p + 2) << 16);
+}
 // The 4 int8 of q8_0 K at byte offset off (= 2 mod 4 for blocks 0 and 2 of a row, 0 mod 4 for 1 and 3; rows
 // are 8-byte aligned in the stages) as one word, xored with 0x80808080: one 32-bit load where aligned.
 // (aligned: a constant after unrolling.)
@@ -271,11 +305,14 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   constexpr int HD = 128, R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
   constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
   static_assert(R == 4 && TK == 16 * NW, "the layout above");
-  static_assert(KT == KvType::Q8_0 || pair_lut_size(KT) > 0, "K: q8_0 or a type with a pair table");
-  static_assert(VT == KvType::Q8_0 || pair_lut_size(VT) > 0, "V: q8_0 or a type with a pair table");
+  constexpr bool kBlockK = KT == KvType::Q8_0 || KT == KvType::Q4_0;  // 32-value blocks with an f16 scale
+  constexpr bool kBlockV = VT == KvType::Q8_0 || VT == KvType::Q4_0;
+  static_assert(kBlockK || pair_lut_size(KT) > 0, "K: q8_0, q4_0 or a type with a pair table");
+  static_assert(kBlockV || pair_lut_size(VT) > 0, "V: q8_0, q4_0 or a type with a pair table");
   static_assert(turbo_group_of(HD) == HD, "one norm per turbo row");
-  constexpr bool kTurboK = KT != KvType::Q8_0;  // K's dims on the turbo map (lane t owns dims 32 t .. 32 t + 31)
-  constexpr bool kTurboV = VT != KvType::Q8_0;  // V's dims on the turbo map (lane g owns dims 16 g .. 16 g + 15)
+  constexpr bool kTurboK = !kBlockK;  // K's dims on the turbo map (lane t owns dims 32 t .. 32 t + 31)
+  constexpr bool kTurboV = !kBlockV;  // V's dims on the turbo map (lane g owns dims 16 g .. 16 g + 15)
+  constexpr int kBlkK = KT == KvType::Q4_0 ? 18 : 34;  // K block bytes (q8_0, q4_0)
   constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
   // Turbo K of V's type reads V's table (the same entries: the same type's levels); another type its own.
   constexpr bool kOwnKPairs = kTurboK && KT != VT;
@@ -462,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       const uint8_t* kbuf = stages + size_t(c_st) * spart + st_ko[c_st] + size_t(i0) * krb;
       const uint8_t* vbuf = stages + size_t(c_st) * spart + kpart + st_vo[c_st] + size_t(i0) * vrb;
 
-      // ---- S^T = K Q^T (q8_0 K: per 32-dim block, then times the key's d; turbo K: times the row's norm) ----
+      // ---- S^T = K Q^T (q8_0 / q4_0 K: per 32-dim block, then times the key's d; turbo K: times the row's norm) ----
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (kTurboK) {
         // Keys 2g (A row g) and 2g + 1 (row g + 8); k-step s takes pairs 2 (s & 1), +1 of the lane's piece
@@ -497,27 +534,38 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       } else {
         // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: q8_0 rows are 136 bytes (34 words) apart, so
         // lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a load share a
-        // bank (keys g and g + 1 would: 2g + t).
+        // bank (keys g and g + 1 would: 2g + t). q4_0 rows are 72 bytes apart: bank (36 g + t) mod 32, the same.
         const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
         const uint8_t* kc = ka + krb;                    // key 2g + 1
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
           float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          if constexpr (KT == KvType::Q8_0) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
-            const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
-            const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
-                                    tc::q8_pair<2, 3>(wc)};
-            mma16816(cb, af, qb[2 * b + h]);
+            for (int h = 0; h < 2; ++h) {
+              const int off = 34 * b + 2 + 16 * h + 4 * t;  // dims 32 b + 16 h + 4t .. +3
+              const uint32_t wa = tc::q8_quad(ka + off, (b & 1) != 0), wc = tc::q8_quad(kc + off, (b & 1) != 0);
+              const uint32_t af[4] = {tc::q8_pair<0, 1>(wa), tc::q8_pair<0, 1>(wc), tc::q8_pair<2, 3>(wa),
+                                      tc::q8_pair<2, 3>(wc)};
+              mma16816(cb, af, qb[2 * b + h]);
+            }
+          } else {  // q4_0: bytes 4t .. 4t + 3 of the block hold dims 4t .. +3 (low nibbles) and 16 + 4t .. (high)
+            const int off = 18 * b + 2 + 4 * t;  // rows 8-byte aligned in the stages: 4-byte aligned for odd b
+            const uint32_t wa = tc::q4_quad(ka + off, (b & 1) != 0), wc = tc::q4_quad(kc + off, (b & 1) != 0);
+            const uint32_t a0[4] = {tc::q4_pair<0, 1, false>(wa), tc::q4_pair<0, 1, false>(wc),
+                                    tc::q4_pair<2, 3, false>(wa), tc::q4_pair<2, 3, false>(wc)};
+            mma16816(cb, a0, qb[2 * b]);
+            const uint32_t a1[4] = {tc::q4_pair<0, 1, true>(wa), tc::q4_pair<0, 1, true>(wc),
+                                    tc::q4_pair<2, 3, true>(wa), tc::q4_pair<2, 3, true>(wc)};
+            mma16816(cb, a1, qb[2 * b + 1]);
           }
-          const float da = half_to_float(ld_u16(ka + 34 * b)), dc = half_to_float(ld_u16(kc + 34 * b));
+          const float da = half_to_float(ld_u16(ka + kBlkK * b)), dc = half_to_float(ld_u16(kc + kBlkK * b));
           sc[0] += da * cb[0];
           sc[1] += da * cb[1];
           sc[2] += dc * cb[2];
           sc[3] += dc * cb[3];
         }
-      }  // q8_0 K
+      }  // q8_0 / q4_0 K
       // Full scores (hi + lo columns), softcap, masks: x[e], key 2g (e < 2) or 2g + 1, row r0 + (e & 1). The masks
       // only where some key of the warp's 16 is past the tile or outside some row's visible range (warp-uniform).
       float x[4];
@@ -584,7 +632,28 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       };
 
       // ---- O^T += V^T P ----
-      if constexpr (!kTurboV) {  // q8_0 V: tile i in block i / 2; P times the block's d
+      if constexpr (VT == KvType::Q4_0) {  // q4_0 V: tile i in block i / 2; P times the block's d
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          float f[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + 18 * b)) : 0.0f;
+          uint32_t bf[2];
+          b_frag(f, bf);
+          // Bytes 2g, 2g + 1 of each key's block: dims 2g, +1 (low nibbles, tile 2b) and 16 + 2g, +1 (high, 2b + 1).
+          uint32_t wv[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + 18 * b + 2 + 2 * g);
+          const uint32_t w01 = wv[0] | (wv[1] << 16), w23 = wv[2] | (wv[3] << 16);
+          const uint32_t a0[4] = {tc::q4_pair<0, 2, false>(w01), tc::q4_pair<1, 3, false>(w01),
+                                  tc::q4_pair<0, 2, false>(w23), tc::q4_pair<1, 3, false>(w23)};
+          mma16816(oacc[2 * b], a0, bf);
+          const uint32_t a1[4] = {tc::q4_pair<0, 2, true>(w01), tc::q4_pair<1, 3, true>(w01),
+                                  tc::q4_pair<0, 2, true>(w23), tc::q4_pair<1, 3, true>(w23)};
+          mma16816(oacc[2 * b + 1], a1, bf);
+        }
+      } else if constexpr (VT == KvType::Q8_0) {  // q8_0 V: tile i in block i / 2; P times the block's d
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
           float f[4];

@@ -106,7 +106,7 @@ inline bool& decode_tc_bulk() {
 }
 // The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head size 128; q8_0 K with V q8_0, turbo3 or
 // turbo3t; turbo3t K with turbo3t V (2026-12-07e: before, turbo K took the pairs kernel at every depth, ~1.7x
-// q8_0/q8_0's time at 131072 keys for a third of its bytes). The kernel takes K of any type with a pair table
+// q8_0/q8_0's time at 131072 keys for a third of its bytes); q4_0/q4_0 (2026-12-07e, the same reason). The kernel takes K of any type with a pair table
 // (kv_decode_pairs.cuh); a pair added here needs a specialized lanes8 kernel too (decode_tc_pairs_are_fixed).
 // Tiles of kDecodeTcTileKeys keys (16 per warp).
 struct Decode8Pair {
@@ -115,7 +115,8 @@ struct Decode8Pair {
 constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T},
                                           {KvType::Q8_0, KvType::Q8_0},
                                           {KvType::Q8_0, KvType::Turbo3},
-                                          {KvType::Turbo3T, KvType::Turbo3T}};
+                                          {KvType::Turbo3T, KvType::Turbo3T},
+                                          {KvType::Q4_0, KvType::Q4_0}};
 constexpr int kDecodeTcCount = int(sizeof(kDecodeTcPairs) / sizeof(kDecodeTcPairs[0]));
 constexpr int kDecodeTcTileKeys = 64;
 constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
@@ -172,7 +173,7 @@ inline SelfEncode& attention_self_encode() {
 }
 constexpr Decode8Pair kDecode8FixedPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
                                               {KvType::Turbo3T, KvType::Turbo3T}, {KvType::F16, KvType::F16},
-                                              {KvType::Q8_0, KvType::Turbo3}};
+                                              {KvType::Q8_0, KvType::Turbo3}, {KvType::Q4_0, KvType::Q4_0}};
 constexpr int kDecode8FixedCount = int(sizeof(kDecode8FixedPairs) / sizeof(kDecode8FixedPairs[0]));
 // Blocks per multiprocessor the specialized kernels' registers allow (their __launch_bounds__; ptxas sm_90:
 // no spills at this bound, docs/CUDA_ATTENTION.md), where the generic kernel at head size 128 gets 3.
