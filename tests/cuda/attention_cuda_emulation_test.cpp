@@ -276,9 +276,9 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
         const attn::Decode8Kernels mode = P.variant == attn::DecodeVariant::Lanes8
                                               ? attn::decode_tc_mode(P.tc, attn::decode8_kernels())
                                               : attn::Decode8Kernels::Generic;
-        attn::decode8_pick<HD>(a.k_type, a.v_type, mode, &attn::decode8_kernel<HD, 4>, [&](auto kernel) {
-          run_grid(gx, gy, gz, P.smem, [&] { kernel(a); });
-        });
+        attn::decode8_pick<HD>(
+            a.k_type, a.v_type, mode, &attn::decode8_kernel<HD, 4>,
+            [&](auto kernel) { run_grid(gx, gy, gz, P.smem, [&] { kernel(a); }); }, attn::decode8_lean(a.self_kv));
         return;
       }
     }
@@ -962,6 +962,11 @@ struct D8Scope {
   explicit D8Scope(attn::Decode8Kernels k) { attn::decode8_kernels() = k; }
   ~D8Scope() { attn::decode8_kernels() = saved; }
 };
+struct SelfScope {
+  attn::SelfEncode saved = attn::attention_self_encode();
+  explicit SelfScope(attn::SelfEncode m) { attn::attention_self_encode() = m; }
+  ~SelfScope() { attn::attention_self_encode() = saved; }
+};
 
 TEST(CudaAttentionEmulation, Decode8FixedPairsEveryMode) {
   std::vector<std::pair<KvType, KvType>> pairs;
@@ -1113,6 +1118,54 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
 // (a 64-key tile would leave three of four warps idle), and so it does with pool blocks of 16 or 24 keys; the
 // batch-invariant decode plan takes the tensor-core kernel at every depth (its kernel may not depend on the
 // depth). Every case still meets the bound.
+// The address of a specialized lanes8 kernel (macro arguments may not hold its template's commas).
+template <int K, int V, int DEC, int SELF>
+const void* kernel_ptr() {
+  return (const void*)&attn::decode8_kernel<128, 4, K, V, DEC, SELF>;
+}
+
+// The lean lanes8 kernels (decode8_kernel<..., SELF = 0>, no self-encoded rows): decode8_pick takes one exactly when the
+// launch does not self-encode, the mode is pairs / mma and the pair has one (K not encodable, or V encodable); a
+// launch that self-encodes, and mode Off's launches, keep the full kernel. Every emulation case of these pairs runs
+// the kernel the pick returns, so the lean kernels are what the other tests check in the default mode.
+TEST(CudaAttentionEmulation, LeanKernelsWhereNothingIsSelfEncoded) {
+  const auto picked = [](KvType k, KvType v, attn::Decode8Kernels mode, bool lean) {
+    const void* got = nullptr;
+    attn::decode8_pick<128>(k, v, mode, &attn::decode8_kernel<128, 4>, [&](auto kernel) { got = (const void*)kernel; },
+                            lean);
+    return got;
+  };
+  constexpr int f16 = int(KvType::F16), q8 = int(KvType::Q8_0), q4 = int(KvType::Q4_0), t3t = int(KvType::Turbo3T);
+  using attn::Decode8Kernels;
+  EXPECT_EQ(picked(KvType::Q8_0, KvType::Q8_0, Decode8Kernels::Pairs, true),
+            (kernel_ptr<q8, q8, attn::kDec8Pairs, 0>()));
+  // (Mode Mma with a tensor-core pair picks decode_tc_kernel: the plans pass Pairs for the shallow ones, decode_tc_mode.)
+  EXPECT_EQ(picked(KvType::F16, KvType::F16, Decode8Kernels::Mma, true),
+            (kernel_ptr<f16, f16, attn::kDec8Pairs, 0>()));
+  EXPECT_EQ(picked(KvType::Q4_0, KvType::Q4_0, Decode8Kernels::Pairs, true),
+            (kernel_ptr<q4, q4, attn::kDec8Pairs, 0>()));
+  EXPECT_EQ(picked(KvType::Turbo3T, KvType::Turbo3T, Decode8Kernels::Pairs, true),
+            (kernel_ptr<t3t, t3t, attn::kDec8Pairs, 0>()));
+  EXPECT_EQ(picked(KvType::Q8_0, KvType::Q8_0, Decode8Kernels::Pairs, false),
+            (kernel_ptr<q8, q8, attn::kDec8Pairs, 1>()));
+  EXPECT_EQ(picked(KvType::Q8_0, KvType::Q8_0, Decode8Kernels::Packed, true),
+            (kernel_ptr<q8, q8, attn::kDec8Packed, 1>()));
+  // q8_0/turbo3t self-encodes K by default: no lean kernel.
+  EXPECT_FALSE(attn::decode8_lean_pair(KvType::Q8_0, KvType::Turbo3T));
+  EXPECT_EQ(picked(KvType::Q8_0, KvType::Turbo3T, Decode8Kernels::Pairs, true),
+            (kernel_ptr<q8, t3t, attn::kDec8Pairs, 1>()));
+  // Which launches ask for it: nothing self-encoded and a mode other than Off.
+  {
+    const SelfScope self(attn::SelfEncode::TurboV);
+    EXPECT_TRUE(attn::decode8_lean(0));
+    EXPECT_FALSE(attn::decode8_lean(1));
+  }
+  {
+    const SelfScope self(attn::SelfEncode::Off);
+    EXPECT_FALSE(attn::decode8_lean(0));
+  }
+}
+
 TEST(CudaAttentionEmulation, DecodeTcOnlyPastOneSplit) {
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);

@@ -142,7 +142,8 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
       if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one
         attn::decode8_pick<HD>(a.k_type, a.v_type, attn::decode_tc_mode(P.tc, attn::decode8_kernels()),
                                attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>,
-                               [&](auto kernel) { launch_kernel(kernel, a, P, P.smem, stream, pdl); });
+                               [&](auto kernel) { launch_kernel(kernel, a, P, P.smem, stream, pdl); },
+                               attn::decode8_lean(a.self_kv));
         return;
       }
       if (P.variant == attn::DecodeVariant::Lanes8x4) {

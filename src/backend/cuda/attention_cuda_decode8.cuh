@@ -193,8 +193,9 @@ __device__ __forceinline__ bool decode_block_begin(const Args& a, Work& w, int& 
 // MINB: blocks per multiprocessor the register allocation must allow (decode8_min_blocks, or
 // decode8_fixed_min_blocks for the specialized kernels). KTI / VTI: -1 (any K / V type, dispatched per
 // tile), or the KvType the kernel is specialized for (attention_cuda_decode8_fixed.cuh). DEC: the piece
-// decoder (kDec8Plain / kDec8Packed / kDec8Pairs; pairs only in the specialized kernels).
-template <int HD, int MINB, int KTI = -1, int VTI = -1, int DEC = kDec8Plain>
+// decoder (kDec8Plain / kDec8Packed / kDec8Pairs; pairs only in the specialized kernels). SELF: 1 compiles the
+// self-encoded rows (Args::self_kv), 0 leaves them out (a.self_kv must be 0): the lean kernels of decode8_lean_pair.
+template <int HD, int MINB, int KTI = -1, int VTI = -1, int DEC = kDec8Plain, int SELF = 1>
 __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   using Sh = Decode8Shape<HD>;
   constexpr int R = Sh::R, LD = HD + 4, LPK = Sh::LPK, KPW = Sh::KPW, NS = Sh::NS, KU = Sh::KU, TK = Sh::TK;
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   const int new_lo = early ? w.pos_a - w.qa : 0x7fffffff;
   bool waited = !early;
   // Self-encoded new rows (above): K always when self_kv is set, V when bit 1 is.
-  const bool self_k = early && (a.self_kv & 1) != 0, self_v = self_k && (a.self_kv & 2) != 0;
+  const bool self_k = SELF != 0 && early && (a.self_kv & 1) != 0, self_v = self_k && (a.self_kv & 2) != 0;
 
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
   __shared__ int qhi[R], qlo[R], qrow[R];
@@ -325,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
     const int i0 = slot * KU;  // the slot's first key in the tile
     // Self-encoded new rows: the stage has landed (the barrier above); a warp a new key writes its K (and V) row
     // over whatever the copy brought. Block-uniform: st_new was written before that barrier.
-    const bool patched = st_new[st] != 0;
+    const bool patched = SELF != 0 && st_new[st] != 0;
     if (patched) {
       const int n_kv = a.n_head / a.group, first = max(t0, new_lo), row0 = a.row0[w.seq];
       for (int key = first + warp; key < t0 + nk; key += kThreads / 32) {

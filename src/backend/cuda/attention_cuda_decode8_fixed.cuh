@@ -21,11 +21,13 @@
 namespace polykv::cuda::attn {
 inline namespace POLYKV_ATTN_NS {
 
-// The specialized kernel of pair I with piece decoder DEC (kDec8Plain / kDec8Packed / kDec8Pairs).
-template <int I, int DEC>
+// The specialized kernel of pair I with piece decoder DEC (kDec8Plain / kDec8Packed / kDec8Pairs); SELF 0: the lean
+// kernel (no self-encoded rows; kDec8Pairs of the decode8_lean_pair pairs only).
+template <int I, int DEC, int SELF = 1>
 inline auto decode8_fixed_kernel() {
   constexpr Decode8Pair p = kDecode8FixedPairs[I];
-  return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), DEC>;
+  static_assert(SELF == 1 || (DEC == kDec8Pairs && decode8_lean_pair(p.k, p.v)), "no such lean kernel");
+  return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), DEC, SELF>;
 }
 
 // The tensor-core decode kernel of pair I of kDecodeTcPairs, with the pipeline decode_tc_bulk() picks (BULK: 1
@@ -66,6 +68,8 @@ void decode8_fixed_for_each(F&& f) {
     f(decode8_fixed_kernel<I, kDec8Plain>());
     f(decode8_fixed_kernel<I, kDec8Packed>());
     f(decode8_fixed_kernel<I, kDec8Pairs>());
+    constexpr Decode8Pair p = kDecode8FixedPairs[I];
+    if constexpr (decode8_lean_pair(p.k, p.v)) f(decode8_fixed_kernel<I, kDec8Pairs, 0>());
     decode8_fixed_for_each<I + 1>(f);
   }
 }
@@ -73,21 +77,28 @@ void decode8_fixed_for_each(F&& f) {
 // Calls f(kernel) with the lanes8 kernel to run for head size HD and the (k, v) types under `mode`:
 // a specialized one when there is one, else `generic` (the caller's runtime-dispatch kernel).
 // Returns whether a specialized kernel was chosen.
-// Mode Mma: the tensor-core kernel when decode_tc_supports the pair, else as Pairs.
+// Mode Mma: the tensor-core kernel when decode_tc_supports the pair, else as Pairs. lean: the launch does not
+// self-encode and the mode is not Off (decode8_lean_pair): pairs / mma take the lean kernel where there is one.
 template <int HD, int I = 0, class K, class F>
-bool decode8_pick(KvType k, KvType v, Decode8Kernels mode, K* generic, F&& f) {
+bool decode8_pick(KvType k, KvType v, Decode8Kernels mode, K* generic, F&& f, bool lean = false) {
   if constexpr (I == 0) {
     if (mode == Decode8Kernels::Mma && decode_tc_pick<HD>(k, v, f)) return true;
   }
   if constexpr (HD == 128 && I < kDecode8FixedCount) {
     constexpr Decode8Pair p = kDecode8FixedPairs[I];
     if (mode != Decode8Kernels::Generic && k == p.k && v == p.v) {
+      if constexpr (decode8_lean_pair(p.k, p.v)) {
+        if (lean && (mode == Decode8Kernels::Pairs || mode == Decode8Kernels::Mma)) {
+          f(decode8_fixed_kernel<I, kDec8Pairs, 0>());
+          return true;
+        }
+      }
       if (mode == Decode8Kernels::Pairs || mode == Decode8Kernels::Mma) f(decode8_fixed_kernel<I, kDec8Pairs>());
       else if (mode == Decode8Kernels::Packed) f(decode8_fixed_kernel<I, kDec8Packed>());
       else f(decode8_fixed_kernel<I, kDec8Plain>());
       return true;
     }
-    return decode8_pick<HD, I + 1>(k, v, mode, generic, f);
+    return decode8_pick<HD, I + 1>(k, v, mode, generic, f, lean);
   } else {
     f(generic);
     return false;

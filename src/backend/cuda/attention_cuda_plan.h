@@ -156,6 +156,14 @@ inline bool& attention_early() {
 constexpr bool self_encodable(KvType t) {
   return t == KvType::F32 || t == KvType::F16 || t == KvType::BF16 || t == KvType::Q8_0 || t == KvType::Q4_0;
 }
+// The specialized lanes8 pairs that also have a lean kernel (decode8_kernel<..., SELF = 0>, the pairs decoder
+// only), taken when the launch does not self-encode (Args::self_kv 0) and the mode is not Off: the pairs whose
+// default never self-encodes (K not encodable, or V encodable). Compiled in, the self-encoded rows' code raises the
+// tile loop's register pressure past the 4-blocks bound's 128 registers: since a714bc7 every specialized kernel
+// spilled 48-104 bytes (ptxas -v), and f16/f16 and q8_0/q8_0 decoded ~4-6% slower at depth 0 on H100s (H42 463 tok/s
+// before, H43 446, H45 437), unmeasured because H43 compared within the spilling build. Mode Off keeps the full kernel
+// (the build of before, for A/B runs).
+constexpr bool decode8_lean_pair(KvType k, KvType v) { return !self_encodable(k) || self_encodable(v); }
 // With the early start, the decode kernel encodes the step's new K rows into its tiles itself and waits for the store
 // only before the V products of the tile that holds them (Args::self_kv; 2026-12-07d): for V types it cannot encode
 // (turbo, trellis), whose store is the long one. Measured on an H100 (docs/CUDA_DECODE.md, "The attention encodes the
@@ -171,6 +179,8 @@ inline SelfEncode& attention_self_encode() {
   }();
   return mode;
 }
+// Whether a lanes8 launch with Args::self_kv = self_kv takes the lean kernel where its pair has one (decode8_pick).
+inline bool decode8_lean(int self_kv) { return self_kv == 0 && attention_self_encode() != SelfEncode::Off; }
 constexpr Decode8Pair kDecode8FixedPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
                                               {KvType::Turbo3T, KvType::Turbo3T}, {KvType::F16, KvType::F16},
                                               {KvType::Q8_0, KvType::Turbo3}, {KvType::Q4_0, KvType::Q4_0}};
