@@ -210,6 +210,12 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
   const int new_lo = early ? w.pos_a - w.qa : 0x7fffffff;
   bool waited = !early;
   // Self-encoded new rows (above): K always when self_kv is set, V when bit 1 is.
+  // V of a type the kernel can encode itself (kv_encode_scalar.cuh's encode_plain_lane; as self_encodable).
+  constexpr bool kSelfV = VTI < 0 || VTI == int(KvType::F32) || VTI == int(KvType::F16) || VTI == int(KvType::BF16) ||
+                          VTI == int(KvType::Q8_0) || VTI == int(KvType::Q4_0);
+#if defined(POLYKV_ATTN_EMULATION)
+  static_assert(kSelfV == (VTI < 0 || self_encodable(KvType(VTI < 0 ? 0 : VTI))), "kSelfV is self_encodable");
+#endif
   const bool self_k = SELF != 0 && early && (a.self_kv & 1) != 0, self_v = self_k && (a.self_kv & 2) != 0;
 
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs
@@ -331,9 +337,13 @@ __global__ void __launch_bounds__(kThreads, MINB) decode8_kernel(const Args a) {
       const int n_kv = a.n_head / a.group, first = max(t0, new_lo), row0 = a.row0[w.seq];
       for (int key = first + warp; key < t0 + nk; key += kThreads / 32) {
         const size_t xrow = (size_t(row0 + key - new_lo) * size_t(n_kv) + size_t(w.g)) * HD;
-        enc::encode_plain_lane(lane, a.k_type, HD, a.new_k + xrow, kbuf + size_t(key - t0) * krb);
-        if (self_v)
-          enc::encode_plain_lane(lane, a.v_type, HD, a.new_v + xrow, vbuf + size_t(key - t0) * vrb);
+        // The specialized kernels' types as constants: the encoder's switch folds to the one type (with a.k_type the
+        // whole switch was inlined, and the fat kernels spilled up to 104 bytes; ptxas -v, 2026-12-07e).
+        enc::encode_plain_lane(lane, KTI >= 0 ? KvType(KTI) : a.k_type, HD, a.new_k + xrow,
+                               kbuf + size_t(key - t0) * krb);
+        if (self_v && kSelfV)
+          enc::encode_plain_lane(lane, VTI >= 0 ? KvType(VTI) : a.v_type, HD, a.new_v + xrow,
+                                 vbuf + size_t(key - t0) * vrb);
       }
       __syncthreads();
     }

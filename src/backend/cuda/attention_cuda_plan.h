@@ -158,11 +158,12 @@ constexpr bool self_encodable(KvType t) {
 }
 // The specialized lanes8 pairs that also have a lean kernel (decode8_kernel<..., SELF = 0>, the pairs decoder
 // only), taken when the launch does not self-encode (Args::self_kv 0) and the mode is not Off: the pairs whose
-// default never self-encodes (K not encodable, or V encodable). Compiled in, the self-encoded rows' code raises the
-// tile loop's register pressure past the 4-blocks bound's 128 registers: since a714bc7 every specialized kernel
-// spilled 48-104 bytes (ptxas -v), and f16/f16 and q8_0/q8_0 decoded ~4-6% slower at depth 0 on H100s (H42 463 tok/s
-// before, H43 446, H45 437), unmeasured because H43 compared within the spilling build. Mode Off keeps the full kernel
-// (the build of before, for A/B runs).
+// default never self-encodes (K not encodable, or V encodable). Since a714bc7 the self-encoded rows' code raised the
+// tile loop's register pressure past the 4-blocks bound's 128 registers: every specialized kernel spilled 48-104
+// bytes (ptxas -v), and f16/f16 and q8_0/q8_0 decoded slower at depth 0 on H100s (H42 463 tok/s before, H43 446, H45
+// 437: other leases), unseen because H43's A/B ran within the spilling build. The encoders now get the kernel's types
+// as constants (the full kernels of q8_0/turbo3t, q8_0/turbo3, f16/f16 and turbo3t/turbo3t spill nothing, q8_0/q8_0 4
+// bytes, q4_0/q4_0 56), and the lean kernels hold none of that code. Mode Off keeps the full kernels (A/B runs).
 constexpr bool decode8_lean_pair(KvType k, KvType v) { return !self_encodable(k) || self_encodable(v); }
 // With the early start, the decode kernel encodes the step's new K rows into its tiles itself and waits for the store
 // only before the V products of the tile that holds them (Args::self_kv; 2026-12-07d): for V types it cannot encode
