@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOT RUN: no machine could be started (replaced by the smaller callH47.sh, which did not run either).
 # Call H46 (2026-12-07e): the spill-free lanes8 kernels (lean kernels without the self-encoded rows for the pairs that
 # never self-encode; the self-encoding ones with their types as constants) and where #9's decode figures stand at
 # depth. 1. The attention, model and engine GPU tests in 8 shards (embedded, MTP-head and draft models carried), while
