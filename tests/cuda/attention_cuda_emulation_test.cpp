@@ -276,9 +276,10 @@ void run_main(const attn::Args& a, const attn::Plan& P) {
         const attn::Decode8Kernels mode = P.variant == attn::DecodeVariant::Lanes8
                                               ? attn::decode_tc_mode(P.tc, attn::decode8_kernels())
                                               : attn::Decode8Kernels::Generic;
+        const bool lean = attn::decode8_lean(a.self_kv);
         attn::decode8_pick<HD>(
-            a.k_type, a.v_type, mode, &attn::decode8_kernel<HD, 4>,
-            [&](auto kernel) { run_grid(gx, gy, gz, P.smem, [&] { kernel(a); }); }, attn::decode8_lean(a.self_kv));
+            a.k_type, a.v_type, mode, attn::decode8_generic_kernel<HD, 4>(lean),
+            [&](auto kernel) { run_grid(gx, gy, gz, P.smem, [&] { kernel(a); }); }, lean);
         return;
       }
     }
@@ -1131,8 +1132,8 @@ const void* kernel_ptr() {
 TEST(CudaAttentionEmulation, LeanKernelsWhereNothingIsSelfEncoded) {
   const auto picked = [](KvType k, KvType v, attn::Decode8Kernels mode, bool lean) {
     const void* got = nullptr;
-    attn::decode8_pick<128>(k, v, mode, &attn::decode8_kernel<128, 4>, [&](auto kernel) { got = (const void*)kernel; },
-                            lean);
+    attn::decode8_pick<128>(k, v, mode, attn::decode8_generic_kernel<128, 4>(lean),
+                            [&](auto kernel) { got = (const void*)kernel; }, lean);
     return got;
   };
   constexpr int f16 = int(KvType::F16), q8 = int(KvType::Q8_0), q4 = int(KvType::Q4_0), t3t = int(KvType::Turbo3T);
@@ -1154,6 +1155,14 @@ TEST(CudaAttentionEmulation, LeanKernelsWhereNothingIsSelfEncoded) {
   EXPECT_FALSE(attn::decode8_lean_pair(KvType::Q8_0, KvType::Turbo3T));
   EXPECT_EQ(picked(KvType::Q8_0, KvType::Turbo3T, Decode8Kernels::Pairs, true),
             (kernel_ptr<q8, t3t, attn::kDec8Pairs, 1>()));
+  // Pairs without a specialization, and mode Generic, take the generic kernel: lean too when asked.
+  EXPECT_EQ(picked(KvType::Q8_0, KvType::Turbo4, Decode8Kernels::Pairs, true),
+            (kernel_ptr<-1, -1, attn::kDec8Plain, 0>()));
+  EXPECT_EQ(picked(KvType::Q8_0, KvType::Turbo4, Decode8Kernels::Pairs, false),
+            (kernel_ptr<-1, -1, attn::kDec8Plain, 1>()));
+  EXPECT_EQ(picked(KvType::Q8_0, KvType::Q8_0, Decode8Kernels::Generic, true),
+            (kernel_ptr<-1, -1, attn::kDec8Plain, 0>()));
+  EXPECT_NE((attn::decode8_generic_kernel<64, 4>(true)), (attn::decode8_generic_kernel<64, 4>(false)));
   // Which launches ask for it: nothing self-encoded and a mode other than Off.
   {
     const SelfScope self(attn::SelfEncode::TurboV);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables of this session's A/B calls (docs/results/gpu-2026-12-07d). polykv.jsonl tags are ARM-REST (REST: the file
+"""Tables of the A/B calls of docs/results/gpu-2026-12-07d and later. polykv.jsonl tags are ARM-REST (REST: the file
 and KV types); every repetition of every round pooled per tag; ratio of medians; range = far ends (min a / max b ..
 max a / min b); also without each side's slowest repetition (the first repetition of a run includes warm-up).
 Usage: compare.py CALL_DIR [CALL_DIR ...]"""
@@ -7,7 +7,7 @@ import json, statistics, sys
 from collections import defaultdict
 from pathlib import Path
 
-PAIRS = [('new', 'base'), ('new', 'rank0'), ('new', 'nofuse'), ('nofuse', 'base')]
+PAIRS = [('new', 'base'), ('new', 'rank0'), ('new', 'nofuse'), ('nofuse', 'base'), ('new', 'old'), ('new', 'self0')]
 
 def load(p):
     out = defaultdict(list)

@@ -35,8 +35,12 @@ void allow_smem_hd() {
   allow_smem(attn::decode_kernel<HD>, std::max(attn::kDecodeSmemCap, attn::decode_fold_bytes(HD)));
   if constexpr (attn::decode8_supports(HD)) {
     constexpr size_t smem = std::max(attn::kDecode8SmemCap, attn::decode8_fold_bytes(HD));
-    allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>, smem);
-    allow_smem(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, smem);
+    for (bool lean : {false, true}) {
+      allow_smem(attn::decode8_generic_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>(lean),
+                 smem);
+      allow_smem(attn::decode8_generic_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>(lean),
+                 smem);
+    }
     // The specialized kernels plan their splits for 4 blocks per multiprocessor (4 x ~52 KB of shared
     // memory): ask for the largest shared-memory carveout so the driver never picks one that fits 3.
     if constexpr (HD == 128)
@@ -140,15 +144,17 @@ void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool p
   if (P.kernel == attn::Kernel::Decode) {
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one
-        attn::decode8_pick<HD>(a.k_type, a.v_type, attn::decode_tc_mode(P.tc, attn::decode8_kernels()),
-                               attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>,
-                               [&](auto kernel) { launch_kernel(kernel, a, P, P.smem, stream, pdl); },
-                               attn::decode8_lean(a.self_kv));
+        const bool lean = attn::decode8_lean(a.self_kv);
+        attn::decode8_pick<HD>(
+            a.k_type, a.v_type, attn::decode_tc_mode(P.tc, attn::decode8_kernels()),
+            attn::decode8_generic_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8, HD)>(lean),
+            [&](auto kernel) { launch_kernel(kernel, a, P, P.smem, stream, pdl); }, lean);
         return;
       }
       if (P.variant == attn::DecodeVariant::Lanes8x4) {
-        launch_kernel(attn::decode8_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>, a, P,
-                      P.smem, stream, pdl);
+        launch_kernel(attn::decode8_generic_kernel<HD, attn::decode8_min_blocks(attn::DecodeVariant::Lanes8x4, HD)>(
+                          attn::decode8_lean(a.self_kv)),
+                      a, P, P.smem, stream, pdl);
         return;
       }
     }

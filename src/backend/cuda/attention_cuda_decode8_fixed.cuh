@@ -30,6 +30,15 @@ inline auto decode8_fixed_kernel() {
   return &decode8_kernel<128, kDecode8FixedMinBlocks, int(p.k), int(p.v), DEC, SELF>;
 }
 
+// The generic (runtime-dispatch) lanes8 kernel of head size HD and MINB blocks per multiprocessor; lean (SELF 0, no
+// self-encoded rows) when the launch self-encodes nothing (decode8_lean). The self-encode code made it spill since
+// a714bc7 (ptxas -v, sm_90: head size 128 at 3 blocks 64 bytes, 128 at 4 blocks 900, 64 at 4 blocks 488); the lean
+// instantiations spill what the kernel spilled before it (0, 98, 0).
+template <int HD, int MINB>
+inline auto decode8_generic_kernel(bool lean) {
+  return lean ? &decode8_kernel<HD, MINB, -1, -1, kDec8Plain, 0> : &decode8_kernel<HD, MINB>;
+}
+
 // The tensor-core decode kernel of pair I of kDecodeTcPairs, with the pipeline decode_tc_bulk() picks (BULK: 1
 // bulk copies and mbarriers, 0 the cp.async ring; -1 that choice).
 template <int I, int BULK = -1>
