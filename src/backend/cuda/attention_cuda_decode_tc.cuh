@@ -632,47 +632,45 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       };
 
       // ---- O^T += V^T P ----
-      if constexpr (VT == KvType::Q4_0) {  // q4_0 V: tile i in block i / 2; P times the block's d
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          float f[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + 18 * b)) : 0.0f;
-          uint32_t bf[2];
-          b_frag(f, bf);
-          // Bytes 2g, 2g + 1 of each key's block: dims 2g, +1 (low nibbles, tile 2b) and 16 + 2g, +1 (high, 2b + 1).
+      if constexpr (VT == KvType::Q4_0 || VT == KvType::Q8_0) {  // tiles 2b, 2b + 1 in block b; P times its d
+        constexpr int kBlockBytes = VT == KvType::Q4_0 ? 18 : 34;
+        // The 16-bit words at byte off of the 4 keys' rows: keys 2t, 2t + 1 (w01) and 2t + 8, 2t + 9 (w23).
+        const auto key_words = [&](int off, uint32_t& w01, uint32_t& w23) {
           uint32_t wv[4];
 #pragma unroll
-          for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + 18 * b + 2 + 2 * g);
-          const uint32_t w01 = wv[0] | (wv[1] << 16), w23 = wv[2] | (wv[3] << 16);
-          const uint32_t a0[4] = {tc::q4_pair<0, 2, false>(w01), tc::q4_pair<1, 3, false>(w01),
-                                  tc::q4_pair<0, 2, false>(w23), tc::q4_pair<1, 3, false>(w23)};
-          mma16816(oacc[2 * b], a0, bf);
-          const uint32_t a1[4] = {tc::q4_pair<0, 2, true>(w01), tc::q4_pair<1, 3, true>(w01),
-                                  tc::q4_pair<0, 2, true>(w23), tc::q4_pair<1, 3, true>(w23)};
-          mma16816(oacc[2 * b + 1], a1, bf);
-        }
-      } else if constexpr (VT == KvType::Q8_0) {  // q8_0 V: tile i in block i / 2; P times the block's d
+          for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + off);
+          w01 = wv[0] | (wv[1] << 16);
+          w23 = wv[2] | (wv[3] << 16);
+        };
 #pragma unroll
         for (int b = 0; b < 4; ++b) {
           float f[4];
 #pragma unroll
           for (int u = 0; u < 4; ++u)
-            f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + 34 * b)) : 0.0f;
+            f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + kBlockBytes * b)) : 0.0f;
           uint32_t bf[2];
           b_frag(f, bf);
+          uint32_t w01, w23;
+          if constexpr (VT == KvType::Q4_0) {
+            // Bytes 2g, 2g + 1 of each key's block: dims 2g, +1 (low nibbles, tile 2b) and 16 + 2g, +1 (high, 2b + 1).
+            key_words(kBlockBytes * b + 2 + 2 * g, w01, w23);
+            const uint32_t a0[4] = {tc::q4_pair<0, 2, false>(w01), tc::q4_pair<1, 3, false>(w01),
+                                    tc::q4_pair<0, 2, false>(w23), tc::q4_pair<1, 3, false>(w23)};
+            mma16816(oacc[2 * b], a0, bf);
+            const uint32_t a1[4] = {tc::q4_pair<0, 2, true>(w01), tc::q4_pair<1, 3, true>(w01),
+                                    tc::q4_pair<0, 2, true>(w23), tc::q4_pair<1, 3, true>(w23)};
+            mma16816(oacc[2 * b + 1], a1, bf);
+          } else {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int off = 34 * b + 2 + 16 * h + 2 * g;  // dims 16 i + 2g, +1 (i = 2b + h) of each key
-            uint32_t wv[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + off);
-            const uint32_t w01 = (wv[0] | (wv[1] << 16)) ^ 0x80808080u, w23 = (wv[2] | (wv[3] << 16)) ^ 0x80808080u;
-            // a0: dim 16i+2g of keys 2t, 2t+1; a1: dim +1 of them; a2, a3: keys 2t+8, 2t+9.
-            const uint32_t af[4] = {tc::q8_pair<0, 2>(w01), tc::q8_pair<1, 3>(w01), tc::q8_pair<0, 2>(w23),
-                                    tc::q8_pair<1, 3>(w23)};
-            mma16816(oacc[2 * b + h], af, bf);
+            for (int h = 0; h < 2; ++h) {  // dims 16 i + 2g, +1 (i = 2b + h) of each key
+              key_words(kBlockBytes * b + 2 + 16 * h + 2 * g, w01, w23);
+              w01 ^= 0x80808080u;
+              w23 ^= 0x80808080u;
+              // a0: dim 16i+2g of keys 2t, 2t+1; a1: dim +1 of them; a2, a3: keys 2t+8, 2t+9.
+              const uint32_t af[4] = {tc::q8_pair<0, 2>(w01), tc::q8_pair<1, 3>(w01), tc::q8_pair<0, 2>(w23),
+                                      tc::q8_pair<1, 3>(w23)};
+              mma16816(oacc[2 * b + h], af, bf);
+            }
           }
         }
       } else {  // turbo / trellis V: lane g's pieces 2g, 2g + 1; P times the row's norm
