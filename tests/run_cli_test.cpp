@@ -128,6 +128,28 @@ TEST(RunCli, BenchWarmUpIsUntimedAndCanBeSkipped) {
   }
 }
 
+// bench's floor counts the KV bytes a decode step reads: every cached position of a full-attention layer, the last
+// sliding_window positions of a sliding one (tiny-gemma3: 6 layers, window 16, every 6th layer global). At depth
+// 100 with 2 generated tokens (mean position 101): (5 x 16 + 101) / 6 of the positions' bytes; a llama (no window):
+// all 101.
+TEST(RunCli, BenchFloorReadsOnlySlidingLayersWindows) {
+  const std::string g =
+      (std::filesystem::temp_directory_path() / ("polykv_bench_window_" + std::to_string(::getpid()) + ".gguf")).string();
+  ASSERT_EQ(polykv("synth --shape tiny-gemma3 --type q8_0 --seed 3 -o " + g).code, 0);
+  const auto read_of = [](const std::string& model) {
+    const auto r = polykv("bench -m " + model + " -t 1 -p 0 -d 100 -n 2 -r 1 --bandwidth 10 --json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    const double per_pos = j.at("kv_bytes_per_token").get<double>(), read = j.at("kv_read_bytes_per_step").get<double>();
+    const double floor = j.at("decode_floor_tok_s").get<double>();
+    EXPECT_NEAR(floor, 10e9 / (j.at("weight_bytes_per_token").get<double>() + read), 1e-6 * floor);
+    return read / per_pos;
+  };
+  EXPECT_NEAR(read_of(g), (5 * 16 + 101) / 6.0, 1e-9);
+  EXPECT_NEAR(read_of(embedded_model()), 101.0, 1e-9);
+  std::filesystem::remove(g);
+}
+
 // A prompt of 150 lines "x = 1" (more than one prefill chunk of 512 tokens).
 constexpr const char* kLongPrompt = "-p \"$(printf 'x = 1\\n%.0s' $(seq 150))\" -n 1";
 

@@ -261,8 +261,18 @@ int cmd_bench(int argc, char** argv) {
     std::fprintf(stderr, "bench: %s could not measure its bandwidth (give --bandwidth GB/s): no floor\n",
                  backend.describe().c_str());
   const double weight_bytes = double(model->weight_bytes_per_token());
-  // Mean KV bytes read per decode step: every cached position of every layer, at the middle of the run.
-  const double kv_read = double(kv_bytes_per_token) * (depth + n_gen / 2.0);
+  // Mean KV bytes read per decode step, at the middle of the run: every cached position of every attention layer,
+  // but only the last sliding_window positions of a sliding-window layer (Gemma's local layers, gpt-oss's even ones).
+  // bytes_per_token is over all KV layers, which hold the same row sizes.
+  const double mid = depth + n_gen / 2.0;
+  double visible = 0;
+  int n_kv_layers = 0;
+  for (const LayerConfig& l : c.layers)
+    if (l.kind == LayerKind::Attention) {
+      ++n_kv_layers;
+      visible += l.sliding && c.sliding_window > 0 ? std::min(mid, double(c.sliding_window)) : mid;
+    }
+  const double kv_read = n_kv_layers > 0 ? double(kv_bytes_per_token) * visible / n_kv_layers : 0.0;
   const double floor_tok_s = bw > 0 ? bw / (weight_bytes + kv_read) : std::nan("");
   const std::string wtype = weight_type_name(*model);
 
@@ -276,6 +286,7 @@ int cmd_bench(int argc, char** argv) {
       {"cache_type_k", ctk},           {"cache_type_v", ctv},
       {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},
       {"weight_bytes_per_token", weight_bytes}, {"kv_bytes_per_token", kv_bytes_per_token},
+      {"kv_read_bytes_per_step", kv_read},
       {"kv_allocated_bytes", kv_allocated}, {"attention_isa", kv_row_isa()},
       {"attention_k_scores",  // how the CPU attention scores K (attention_q8.h)
        attention_uses_q8_scores(attention_kernels(), parse_kv_type(ctk), c.head_dim) ? "int8 (q8_0 query)" : "f32"},

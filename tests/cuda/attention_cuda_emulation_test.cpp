@@ -393,7 +393,7 @@ std::string plan_name(const attn::Plan& P) {
                                                                  : "decode (lanes8)";
   return std::string(kernel) + " rows " + std::to_string(P.rows) +
          " splits " + std::to_string(P.n_splits) + " chunk " + std::to_string(P.chunk) + " head parts " +
-         std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles);
+         std::to_string(P.hparts) + " query tiles " + std::to_string(P.qtiles) + (P.window_splits ? " window splits" : "");
 }
 
 // Selects a decode kernel for the scope (attn::decode_variant is process-wide), and for prefill
@@ -428,10 +428,14 @@ void expect_ok_with_plan(const Case& c, attn::Kernel kernel, bool split) {
                         (r.plan.variant != attn::DecodeVariant::Slots
                              ? 2 * items > attn::decode8_plan_blocks(r.plan.variant, c.head_dim, c.kt, c.vt) * kEmulatedSms
                              : items >= 4 * kEmulatedSms);
-    // Decode launches bounded by attn::one_split_keys() keys read them in one split (no merge).
-    int bound = 0;
-    for (const SeqSpec& q : c.seqs) bound = std::max(bound, q.pos0 + q.n_q);
-    const bool one_split = r.plan.kernel == attn::Kernel::Decode && bound + c.extra_kv_bound <= attn::one_split_keys();
+    // Decode launches bounded by attn::one_split_keys() keys read them in one split (no merge); with window splits
+    // the bound is the window's span (plan_attention).
+    int bound = 0, max_nq = 0;
+    for (const SeqSpec& q : c.seqs) bound = std::max(bound, q.pos0 + q.n_q), max_nq = std::max(max_nq, q.n_q);
+    int span = bound + c.extra_kv_bound;
+    if (r.plan.window_splits)
+      span = std::min(span, attn::kWindowSplitAlign - 1 + c.window + max_nq + c.extra_nq_bound - 1);
+    const bool one_split = r.plan.kernel == attn::Kernel::Decode && span <= attn::one_split_keys();
     EXPECT_EQ(r.plan.n_splits > 1, split && !filled && !one_split)
         << attn_test::describe(c) << "\n  plan: " << plan_name(r.plan);
     if (kernel == attn::Kernel::Decode)
@@ -1082,7 +1086,7 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
         } else if (shape == 1) {
           c.block_tokens = 128;
           c.seqs = {{420, 1}};
-          c.window = 150;
+          c.window = 300;  // past one split (window splits: 363 keys)
           c.softcap = 30.0f;
         } else if (shape == 2) {
           c.block_tokens = 64;
@@ -1217,6 +1221,59 @@ TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
     EXPECT_LE(P.n_splits * 8, per_sm * 132) << plan_name(P);
     EXPECT_GE(P.n_splits * 8, per_sm * 132 * 9 / 10) << plan_name(P);
   }
+}
+
+// Sliding-window decode at depth (Plan::window_splits): the key splits start at each block's first visible key
+// (aligned down to 64) and cover the window, not the whole context. Before, a local layer of Gemma 3 (window 1024 in
+// a 32k context) planned one wave of splits over every key, so its window's two or three splits were each as long as
+// a global layer's (call H49: every one of gemma-3-4b's 34 layers took ~62 us at depth 32768). One-token and
+// 4-token steps (the small-step decode plan), windows of 100 and 700 at depths 2500-4000, head sizes 64, 128 and
+// 256, both decode variants and the pairs / tensor-core modes; a window wider than the context keeps the old splits.
+TEST(CudaAttentionEmulation, WindowedDecodeSplitsCoverTheWindow) {
+  uint32_t seed = 1500;
+  struct Shape {
+    KvType kt, vt;
+    int hd, window;
+  };
+  const SmallQScope small(8);
+  for (const Shape& sh : {Shape{KvType::Q8_0, KvType::Q8_0, 128, 700}, Shape{KvType::Q8_0, KvType::Turbo3T, 128, 700},
+                          Shape{KvType::Q8_0, KvType::Turbo3T, 128, 100}, Shape{KvType::F16, KvType::F16, 256, 700},
+                          Shape{KvType::F16, KvType::Q4_0, 64, 300}}) {
+    for (const int nq : {1, 4}) {
+      Case c;
+      c.kt = sh.kt, c.vt = sh.vt, c.head_dim = sh.hd, c.n_head_kv = 2, c.group = 4, c.window = sh.window;
+      c.block_tokens = 64, c.seqs = {{4000, nq}, {2500, nq}}, c.seed = seed++;
+      const int64_t span = 63 + sh.window + nq - 1;  // what one block's splits must cover
+      for (attn::DecodeVariant v : kVariants)
+        for (attn::Decode8Kernels mode : {attn::Decode8Kernels::Pairs, attn::Decode8Kernels::Mma}) {
+          const VariantScope vs(v);
+          const D8Scope d8(mode);
+          const Ran r = run_case(c);
+          const std::string what = attn_test::describe(c) + "\n  plan: " + plan_name(r.plan);
+          EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
+          EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
+          EXPECT_TRUE(r.plan.window_splits) << what;
+          EXPECT_GE(int64_t(r.plan.n_splits) * r.plan.chunk, span) << what;
+          if (r.plan.n_splits > 1) EXPECT_LT(int64_t(r.plan.n_splits - 1) * r.plan.chunk, span) << what;
+        }
+    }
+  }
+  Case c;  // the window holds every key: splits over the context as before
+  c.kt = KvType::Q8_0, c.vt = KvType::Turbo3T, c.window = 5000, c.block_tokens = 64, c.seqs = {{3000, 1}}, c.seed = seed;
+  const Ran r = run_case(c);
+  EXPECT_LE(r.result.worst, attn_test::kBound) << r.result.where;
+  EXPECT_FALSE(r.plan.window_splits) << plan_name(r.plan);
+  EXPECT_GT(r.plan.n_splits, 1) << plan_name(r.plan);
+  // POLYKV_CUDA_WINDOW_SPLITS=0: the plans before (splits over the context), still right.
+  bool& on = attn::window_splits_on();
+  const bool saved = on;
+  on = false;
+  c.window = 100, c.seed = seed + 1;
+  const Ran off = run_case(c);
+  on = saved;
+  EXPECT_LE(off.result.worst, attn_test::kBound) << off.result.where;
+  EXPECT_FALSE(off.plan.window_splits) << plan_name(off.plan);
+  EXPECT_GT(off.plan.n_splits, 1) << plan_name(off.plan);
 }
 
 }  // namespace

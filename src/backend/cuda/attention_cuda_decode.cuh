@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Args a) {
   Work w;
   if (!block_work(a, blockIdx.y, blockIdx.z, w)) return;
   const int kb = split_begin(a, w, int(blockIdx.x));
-  const int ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
+  const int ke = split_end(a, w, int(blockIdx.x));
   if (kb >= ke) return;  // this split holds no key of the block (the merge skips it too)
 
   __shared__ __align__(16) float Qs[R * LD];  // queries, then the block's outputs

@@ -175,7 +175,7 @@ __device__ __forceinline__ bool decode_block_begin(const Args& a, Work& w, int& 
     return false;
   }
   kb = split_begin(a, w, int(blockIdx.x));
-  ke = int(min(int64_t(w.kv_hi), (int64_t(blockIdx.x) + 1) * a.chunk));
+  ke = split_end(a, w, int(blockIdx.x));
   if (kb >= ke) {
     if (early) pdl_wait_prev();
     return false;

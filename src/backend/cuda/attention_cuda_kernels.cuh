@@ -128,12 +128,21 @@ __device__ __forceinline__ bool block_work(const Args& a, int y, int z, Work& w)
   return true;
 }
 
+// Where split 0 of the block's keys starts: key 0, or (Args::window_splits) the block's first visible key aligned
+// down to kWindowSplitAlign keys, so that a sliding-window layer's splits cover its window, not the whole context.
+__device__ __forceinline__ int split_origin(const Args& a, const Work& w) {
+  return a.window_splits ? w.kv_lo - w.kv_lo % kWindowSplitAlign : 0;
+}
 // The first key the decode kernels read in key split `split` of the block (Args::invariant): the split's
 // start or the block's first visible key, whichever is later; aligned, the pool block holding that key
 // instead of the key itself (the keys before it in that block are masked like any invisible key).
 __device__ __forceinline__ int split_begin(const Args& a, const Work& w, int split) {
   const int lo = a.invariant ? w.kv_lo - w.kv_lo % a.block_tokens : w.kv_lo;
-  return max(lo, split * a.chunk);
+  return max(lo, split_origin(a, w) + split * a.chunk);
+}
+// One past the last key the decode kernels read in key split `split` of the block.
+__device__ __forceinline__ int split_end(const Args& a, const Work& w, int split) {
+  return int(min(int64_t(w.kv_hi), int64_t(split_origin(a, w)) + (int64_t(split) + 1) * a.chunk));
 }
 
 // Query token t (< w.nt) of the block: its position and its row in q / out.
@@ -541,8 +550,9 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a, int rmax,
   // never read.)
   int s_lo = 0, n_own = 0;
   if (live && w.kv_lo < w.kv_hi) {
-    s_lo = w.kv_lo / a.chunk;
-    n_own = min((w.kv_hi - 1) / a.chunk, a.n_splits - 1) - s_lo + 1;
+    const int origin = split_origin(a, w);
+    s_lo = (w.kv_lo - origin) / a.chunk;
+    n_own = min((w.kv_hi - 1 - origin) / a.chunk, a.n_splits - 1) - s_lo + 1;
   }
   const size_t own0 = (size_t(blockIdx.z) * gridDim.y + blockIdx.y) * a.n_splits + s_lo;
   // Its prefix-pass row: query c of the group, head j; splits 0 .. n_pre - 1 meet [0, prefix).

@@ -20,6 +20,18 @@ namespace polykv::cuda::attn {
 constexpr int kThreads = 128;    // threads per block (4 warps), every kernel
 constexpr int kTileKeys = 32;    // keys per tile of the tiled kernel (= warp size: its softmax is one lane per key)
 constexpr int kMaxSplits = 256;  // key splits per work item at most (the merge's weight array)
+// Sliding-window decode plans (Plan::window_splits): split 0 starts at the block's first visible key aligned down to
+// this many keys (a multiple of every decode tile, and the split chunks are multiples of it too).
+constexpr int kWindowSplitAlign = 64;
+// Whether sliding-window decode plans split the window only (on; POLYKV_CUDA_WINDOW_SPLITS=0: every key of the
+// context, as before 2026-12-07f, for A/B runs). Process-wide, read once.
+inline bool& window_splits_on() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_WINDOW_SPLITS");
+    return !(e != nullptr && std::string(e) == "0");
+  }();
+  return on;
+}
 constexpr int kDecodeRows = 4;   // rows per block of the decode kernel
 constexpr int kDecodeKeys = 2;   // keys a slot of the decode kernel scores per tile
 constexpr int kDecodeMaxStages = 8;           // decode kernel: K/V tiles in shared memory at most
@@ -385,8 +397,11 @@ struct Args {
   const int32_t *tables, *table_start, *pos0, *n_q, *row0;
   const float* q;  // [total_rows][n_head][head_dim], 16-byte aligned
   float* out;      // [total_rows][n_head][head_dim], 16-byte aligned
-  // Split-K: split s covers key positions [s * chunk, (s + 1) * chunk); one split: chunk >= max_kv.
+  // Split-K: split s covers key positions [o + s * chunk, o + (s + 1) * chunk); one split: chunk >= max_kv. o = 0, or
+  // with window_splits (decode plans of sliding-window layers) the block's first visible key aligned down to
+  // kWindowSplitAlign (split_origin), so the splits cover the window instead of every key of the context.
   int n_splits, chunk;
+  int window_splits;
   float* part_o;   // [grid blocks][rows][head_dim]: unnormalized acc of each (block, row)
   float* part_ml;  // [grid blocks][rows][2]: (m, l)
   int partial;     // 1: blocks write partials (several splits, or a shared prefix to merge); 0: outputs
@@ -435,6 +450,7 @@ struct Plan {
   size_t partial_o_floats = 0, partial_ml_floats = 0;  // scratch for the partials (0 with one split)
   int nq_lo = 0, nq_hi = 1 << 30;  // Args::nq_lo / nq_hi: the sequences of this launch
   bool invariant = false;          // Args::invariant (batch-invariant plans)
+  bool window_splits = false;      // Args::window_splits (decode plans of sliding-window layers)
 };
 
 // Key splits of a plan whose grid (y, z) is set: about four blocks per multiprocessor, each split at
@@ -566,8 +582,18 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   // a few tokens of a small group) or a few query tiles of them (small_step_decode_q); else the tiled
   // kernel, small for small multi-token steps.
   const int decode_tokens = std::max({1, kDecodeRows / std::min(P.group, kDecodeRows), small_step_decode_q()});
+  // The keys one decode block may read: every key up to the bound, or for a sliding-window layer its window (what a
+  // block's split_origin .. kv_hi spans at most: the alignment, the window, the block's other query tokens).
+  int64_t span = b.max_kv;
+  if (b.max_n_q <= decode_tokens && p.window > 0 && window_splits_on()) {
+    const int64_t w = int64_t(kWindowSplitAlign - 1) + p.window + (b.max_n_q - 1);
+    if (w < span) {
+      span = w;
+      P.window_splits = true;
+    }
+  }
   if (b.max_n_q <= decode_tokens) {
-    plan_decode_rows(P, L, b.max_n_q, b.max_kv > one_split_keys());
+    plan_decode_rows(P, L, b.max_n_q, span > one_split_keys());
   } else {
     plan_tiled_rows(P, b.max_n_q, hd);
     if (wide_prefill && P.mma && prefill256() && mma_supports(hd) && prefix256_fits(hd) &&
@@ -580,11 +606,13 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
         grid_z, " blocks)");
   P.grid_y = int(grid_y);
   P.grid_z = int(grid_z);
-  if (P.kernel == Kernel::Decode && b.max_kv <= one_split_keys())
+  if (P.kernel == Kernel::Decode && span <= one_split_keys())
     ;  // one split (n_splits 1, chunk covers every key): the kernel writes the outputs
   else if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
-    plan_splits(P, b.max_kv, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true,
+    plan_splits(P, span, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true,
                 reserve_blocks);
+  else if (P.kernel == Kernel::Decode)
+    plan_splits(P, span, sm_count, hd);
   else if (w256)
     plan_splits(P, b.max_kv, sm_count, hd, 1, true);  // one block per multiprocessor, one wave
   else
@@ -697,6 +725,7 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.out = out;
   a.n_splits = P.n_splits;
   a.chunk = P.chunk;
+  a.window_splits = P.window_splits ? 1 : 0;
   a.part_o = part;
   a.part_ml = part ? part + P.partial_o_floats : nullptr;
   a.partial = P.n_splits > 1 || b.n_prefix > 0 || (P.kernel == Kernel::Tiled && P.rows == kPrefix256Rows);
