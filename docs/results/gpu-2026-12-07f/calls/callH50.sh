@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOT RUN: five requests (16:46-17:30 UTC) got no machine, and the session's device time went with them.
 # Call H50 (2026-12-07f): sliding-window decode plans that split the window only (Plan::window_splits), against
 # POLYKV_CUDA_WINDOW_SPLITS=0 (splits over every key of the context, as before) in the same build. 1. The CUDA
 # attention GPU tests (windows of 7 and 128 at depth 5000 among them: CudaAttentionSinks) and the fixture goldens
