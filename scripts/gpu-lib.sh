@@ -106,3 +106,22 @@ gtest_shards() {
   note "==== tests done in $((SECONDS - t0)) s; failed: $(grep -h '^\[  FAILED  \] [A-Za-z]' "$OUT"/shard*.log | sort -u | paste -sd' ')"
   grep -h -A3 'Failure' "$OUT"/shard*.log | head -30 >>"$SUMMARY"
 }
+
+# bench_tagged ROUND TAG BIN MODEL KV DEPTH N REPS [ENV...]: one `bench --device cuda -p 0` run of MODEL at DEPTH
+# (-n N -r REPS, K/V types "k/v"), its JSON line tagged {"round", "tag"} appended to $OUT/polykv.jsonl and its
+# repetitions noted, its stderr appended to $OUT/logs/polykv.err (the folder must exist); ENV (VAR=value ...) for that
+# run only. Skipped (noted) past LIMIT seconds (default 540) since t0
+# (the caller's $SECONDS at its start). The call scripts' A/B runs (docs/results/gpu-2026-12-07d/compare.py reads
+# the tags).
+bench_tagged() {
+  local r=$1 tag=$2 bin=$3 m=$4 kv=$5 d=$6 n=$7 reps=$8
+  shift 8
+  if ((SECONDS - t0 > ${LIMIT:-540})); then
+    note "skip $tag r$r (time)"
+    return
+  fi
+  env "$@" timeout 120 "$bin" bench -m "$m" --device cuda -r "$reps" --json -d "$d" -p 0 -n "$n" -ctk "${kv%/*}" \
+    -ctv "${kv#*/}" 2>>"$OUT/logs/polykv.err" | grep '^{' | sed "s/^{/{\"round\":$r,\"tag\":\"$tag\",/" >>"$OUT/polykv.jsonl"
+  note "$tag r$r ($((SECONDS - t0)) s): $(grep "\"round\":$r,\"tag\":\"$tag\"" "$OUT/polykv.jsonl" |
+    grep -oE '"decode_tok_s_reps":\[[^]]*\]')"
+}
