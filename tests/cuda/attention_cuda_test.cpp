@@ -242,6 +242,29 @@ TEST(CudaAttention, WindowAndSoftcap) {
       }
 }
 
+// Sliding-window decode at depth (Plan::window_splits: the splits cover the window, not the context): windows of 100
+// and 1024 at depths up to 9000 beside shorter sequences, head sizes 64 (lanes8), 128 (the tensor-core kernel) and
+// 256 (slots); then the same with the switch off (POLYKV_CUDA_WINDOW_SPLITS=0's plans).
+TEST(CudaAttention, WindowedDecodeAtDepth) {
+  POLYKV_REQUIRE_GPU();
+  uint32_t seed = 650;
+  for (bool on : {true, false}) {
+    bool& splits = cuda::attn::window_splits_on();
+    const bool saved = splits;
+    splits = on;
+    for (int hd : {64, 128, 256})
+      for (const auto& [kt, vt] : {std::pair{KvType::Q8_0, KvType::Q8_0}, std::pair{KvType::Q8_0, KvType::Turbo3T},
+                                   std::pair{KvType::F16, KvType::F16}})
+        for (int window : {100, 1024}) {
+          Case c;
+          c.kt = kt, c.vt = vt, c.head_dim = hd, c.window = window, c.block_tokens = 64, c.seed = seed++;
+          c.seqs = {{8999, 1}, {3000, 1}, {500, 1}};
+          expect_ok(c);
+        }
+    splits = saved;
+  }
+}
+
 TEST(CudaAttention, SharedPrefixBlocks) {
   POLYKV_REQUIRE_GPU();
   uint32_t seed = 700;
