@@ -4,17 +4,19 @@
 # Call H50: sliding-window decode plans that split the window only (Plan::window_splits), against
 # POLYKV_CUDA_WINDOW_SPLITS=0 (splits over every key of the context, as before) in the same build. 1. The GPU tests
 # that take windows (CudaAttentionSinks: windows of 7 and 128 at depth 5000; CudaAttention.WindowAndSoftcap), the
-# CUDA attention tests and the fixture goldens (gemma3, gpt-oss), 8 shards, while synth makes gemma-3-4b q4_0 (34
+# CUDA attention tests and the fixture goldens (gemma2, gemma3, gpt-oss), 8 shards, while synth makes gemma-3-4b q4_0 (34
 # layers, 29 of them local with a 1024-key window). 2. Decode, 2 rounds interleaved, order reversed in round 2: depths
 # 32768 and 8192 (-n 32 -r 3), q8_0/q8_0, q8_0/turbo3t, f16/f16; depth 0 q8_0/turbo3t (-n 64 -r 3). 3. A timeline of
 # the new plan at 32768 (q8_0/q8_0, as H49's). 4. Depth 131072 q8_0/turbo3t (-n 32 -r 2), one round, as time allows.
-# Carry .gpucarry/build-gpu.tar.xz (rebuilt from main) and .gpucarry/fixtures (docs/ and models/*.gguf moved aside).
+# Carry .gpucarry/build-gpu.tar.xz (rebuilt from main) and .gpucarry/fixtures-win (the windowed models' fixtures:
+# gemma2, gemma3, gptoss from ../shared/fixtures/models/random, 24 MB; docs/ and models/*.gguf moved aside).
+[ -d .gpucarry/fixtures-win ] && [ ! -d .gpucarry/fixtures ] && mv .gpucarry/fixtures-win .gpucarry/fixtures
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS
 mkdir -p $OUT/logs $OUT/t
 G=/tmp/g3-4b-q4_0.gguf
 [ -s $G ] || timeout 300 $P synth --shape gemma-3-4b --type q4_0 -o $G --threads 6 > $OUT/logs/synth-g3.log 2>&1 &
-gtest_shards 8 150 'CudaAttention*:*Window*:GptOssCuda.*:DenseGoldenCuda.*'
+gtest_shards 8 150 'CudaAttention*:*Window*:GptOssCuda.*:DenseGoldenCuda.*:FuseDecCuda.Gemma2*:FuseDecCuda.GptOss*'
 wait
 note "tests + synth done ($((SECONDS-t0)) s)"
 ab() {  # ab ROUND REST KV DEPTH N REPS: new and old (POLYKV_CUDA_WINDOW_SPLITS=0), order by round
