@@ -1226,7 +1226,7 @@ TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
 // Sliding-window decode at depth (Plan::window_splits): the key splits start at each block's first visible key
 // (aligned down to 64) and cover the window, not the whole context. Before, a local layer of Gemma 3 (window 1024 in
 // a 32k context) planned one wave of splits over every key, so its window's two or three splits were each as long as
-// a global layer's (call H49: every one of gemma-3-4b's 34 layers took ~62 us at depth 32768). One-token and
+// a global layer's (call H49: gemma-3-4b's attention exposed ~62 us a layer on average at depth 32768). One-token and
 // 4-token steps (the small-step decode plan), windows of 100 and 700 at depths 2500-4000, head sizes 64, 128 and
 // 256, both decode variants and the pairs / tensor-core modes; a window wider than the context keeps the old splits.
 TEST(CudaAttentionEmulation, WindowedDecodeSplitsCoverTheWindow) {
