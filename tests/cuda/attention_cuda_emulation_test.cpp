@@ -1065,21 +1065,22 @@ AttentionParams llama8b_params() {
 // splits, short last tiles) and 128 with a window and softcap; the early-start path; a group of 2 (two tokens'
 // rows in one block); a group of 8 (two head parts). Pool blocks of 16 or 24 keys keep the pairs kernel (its
 // 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound, with
-// both tile pipelines (bulk copies and the cp.async ring).
+// both tile pipelines (bulk copies and the cp.async ring), at head sizes 128 and 64 (2026-12-07g).
 TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
   pairs.push_back({KvType::F16, KvType::F16});
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
+  for (const int hd : {128, 64})
   for (const bool bulk : {true, false}) {  // both tile pipelines (the same seeds)
     const attn_test::TcPipeScope pipe(bulk);
-    uint32_t seed = 4100;
+    uint32_t seed = hd == 128 ? 4100 : 4600;
     for (const auto& [kt, vt] : pairs)
       for (int shape = 0; shape < 5; ++shape) {
         g_emu_early = shape == 2 ? 1 : 0;
         Case c;
-        c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+        c.kt = kt, c.vt = vt, c.head_dim = hd, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
         if (shape == 0) {
           c.block_tokens = 64;
           c.seqs = {{0, 1}, {37, 1}, {290, 1}};
@@ -1102,8 +1103,9 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
         }
         const Ran r = run_case(c);
         g_emu_early = 0;
-        const bool supported = attn::decode_tc(128, kt, vt, attn::Decode8Kernels::Mma);
-        const bool picked = attn::decode_tc_pick<128>(kt, vt, [](auto) {});
+        const bool supported = attn::decode_tc(hd, kt, vt, attn::Decode8Kernels::Mma);
+        const bool picked =
+            hd == 128 ? attn::decode_tc_pick<128>(kt, vt, [](auto) {}) : attn::decode_tc_pick<64>(kt, vt, [](auto) {});
         // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel.
         const bool tc = supported && r.plan.tc;
         EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
@@ -1238,7 +1240,7 @@ TEST(CudaAttentionEmulation, WindowedDecodeSplitsCoverTheWindow) {
   const SmallQScope small(8);
   for (const Shape& sh : {Shape{KvType::Q8_0, KvType::Q8_0, 128, 700}, Shape{KvType::Q8_0, KvType::Turbo3T, 128, 700},
                           Shape{KvType::Q8_0, KvType::Turbo3T, 128, 100}, Shape{KvType::F16, KvType::F16, 256, 700},
-                          Shape{KvType::F16, KvType::Q4_0, 64, 300}}) {
+                          Shape{KvType::F16, KvType::Q4_0, 64, 300}, Shape{KvType::Q8_0, KvType::Turbo3T, 64, 300}}) {
     for (const int nq : {1, 4}) {
       Case c;
       c.kt = sh.kt, c.vt = sh.vt, c.head_dim = sh.hd, c.n_head_kv = 2, c.group = 4, c.window = sh.window;

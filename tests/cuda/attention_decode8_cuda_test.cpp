@@ -5,11 +5,13 @@
 // contexts of 1 to 5000 keys across splits, a window with softcap, shuffled blocks of 64 and 17 tokens. A
 // failure names the mode, the case, the worst row with got / expected.
 //
-// Mode mma (the tensor-core kernel, attention_cuda_decode_tc.cuh) runs too, for the pairs it takes.
+// Mode mma (the tensor-core kernel, attention_cuda_decode_tc.cuh) runs too, for the pairs it takes, at head sizes 128
+// and 64 (TcPairsHeadSize64: at 64 the other modes run the generic kernel).
 //
 // DISABLED_DecodeModesBench: one layer of Llama-3.1-8B's decode attention (32 query heads, 8 KV heads,
-// head_dim 128, one sequence) at 4096, 32768 and 131072 keys for f16/f16, q8_0/q8_0, q8_0/turbo3,
-// q8_0/turbo3t and turbo3t/turbo3t, modes pairs, mma with the cp.async ring (POLYKV_CUDA_ATTN_TC_PIPE=sync) and
+// head_dim 128, one sequence) and of Llama-3.2-1B's (the same heads, head_dim 64) at 4096, 32768 and 131072 keys for
+// f16/f16, q8_0/q8_0, q8_0/turbo3, q8_0/turbo3t and turbo3t/turbo3t, modes pairs, mma with the cp.async ring
+// (POLYKV_CUDA_ATTN_TC_PIPE=sync) and
 // mma with bulk copies interleaved (3 rounds, each the median of 20 calls): µs per layer, KV GB/s, and the bulk
 // pipeline's time over the ring's and over pairs' (median of the rounds, min-max).
 #include <gtest/gtest.h>
@@ -145,9 +147,43 @@ TEST(CudaAttentionDecode8, FixedPairsEveryMode) {
     }
 }
 
+// The tensor-core kernel at head size 64 (Llama 3.2, Qwen 2.5 0.5B, gpt-oss) on every pair it takes, and one it does
+// not: the same shapes as above plus GQA 8 (two head parts, gpt-oss's group).
+TEST(CudaAttentionDecode8, TcPairsHeadSize64) {
+  POLYKV_REQUIRE_GPU();
+  std::vector<std::pair<KvType, KvType>> pairs;
+  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
+  pairs.push_back({KvType::F16, KvType::Turbo3T});  // no tensor-core kernel: the generic lanes8 kernel
+  uint32_t seed = 6400;
+  for (const auto& [kt, vt] : pairs)
+    for (int shape = 0; shape < 4; ++shape) {
+      Case c;
+      c.kt = kt, c.vt = vt, c.head_dim = 64, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+      if (shape == 0) {
+        c.block_tokens = 64;
+        c.seqs = {{0, 1}, {30, 1}, {999, 1}, {4999, 1}};
+      } else if (shape == 1) {
+        c.block_tokens = 128;
+        c.seqs = {{3000, 1}, {255, 1}, {256, 1}};
+        c.window = 700;
+        c.softcap = 30.0f;
+      } else if (shape == 2) {
+        c.block_tokens = 64;
+        c.seqs = {{2047, 1}, {77, 1}};
+        c.extra_kv_bound = 20000;
+      } else {
+        c.block_tokens = 64;
+        c.group = 8;
+        c.seqs = {{1500, 1}};
+      }
+      const attn_test::Result r = run_modes(c);
+      EXPECT_LE(r.worst, attn_test::kBound) << attn_test::describe(c) << "\n  worst row: " << r.where;
+    }
+}
+
 // ---- benchmark ----
 
-constexpr int kHd = 128, kHeadKv = 8, kHeads = 32, kBt = 64;
+constexpr int kHeadKv = 8, kHeads = 32, kBt = 64;
 
 // One layer's pool of n_blocks blocks whose rows are copies of 4096 encoded rows (encoding 131072
 // trellis rows on the CPU would take minutes), shuffled block table.
@@ -158,19 +194,20 @@ struct Bench {
   cuda::KvLayerDevice L{};
   cuda::AttentionBatchDevice b{};
   double bytes = 0;
+  int hd = 128;
 };
 
-std::unique_ptr<Bench> make_bench(KvType kt, KvType vt, int n_kv) {
+std::unique_ptr<Bench> make_bench(KvType kt, KvType vt, int n_kv, int hd) {
   constexpr int kDistinct = 4096;
   auto B = std::make_unique<Bench>();
   const int n_blocks = n_kv / kBt;
-  const size_t kb = kv_head_bytes(kt, kHd), vb = kv_head_bytes(vt, kHd);
+  const size_t kb = kv_head_bytes(kt, hd), vb = kv_head_bytes(vt, hd);
   const size_t rows_per_block = size_t(kHeadKv) * kBt, k_part = rows_per_block * kb, layer = k_part + rows_per_block * vb;
   std::vector<uint8_t> kr(kDistinct * kb), vr(kDistinct * vb);
-  const auto x = test::random_floats(size_t(kDistinct) * kHd, 5);
+  const auto x = test::random_floats(size_t(kDistinct) * hd, 5);
   for (int i = 0; i < kDistinct; ++i) {
-    kv_type_ops(kt).quantize_head(x.data() + size_t(i) * kHd, kr.data() + i * kb, kHd);
-    kv_type_ops(vt).quantize_head(x.data() + size_t((i * 7) % kDistinct) * kHd, vr.data() + i * vb, kHd);
+    kv_type_ops(kt).quantize_head(x.data() + size_t(i) * hd, kr.data() + i * kb, hd);
+    kv_type_ops(vt).quantize_head(x.data() + size_t((i * 7) % kDistinct) * hd, vr.data() + i * vb, hd);
   }
   std::vector<uint8_t> host(layer * size_t(n_blocks));
   for (size_t r = 0; r < size_t(n_blocks) * rows_per_block; ++r) {
@@ -180,7 +217,7 @@ std::unique_ptr<Bench> make_bench(KvType kt, KvType vt, int n_kv) {
   }
   B->pool = std::make_unique<Buf<uint8_t>>(host.size());
   B->pool->upload(host.data(), host.size());
-  B->L = cuda::KvLayerDevice{kt, vt, kBt, kHeadKv, kHd, kHd, kb, vb, B->pool->p, layer, k_part};
+  B->L = cuda::KvLayerDevice{kt, vt, kBt, kHeadKv, hd, hd, kb, vb, B->pool->p, layer, k_part};
   std::vector<int32_t> table(static_cast<size_t>(n_blocks));
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), std::mt19937(3));
@@ -193,12 +230,13 @@ std::unique_ptr<Bench> make_bench(KvType kt, KvType vt, int n_kv) {
   B->pos0->upload(&pos0, 1);
   B->one = std::make_unique<Buf<int32_t>>(1);
   B->one->upload(&one, 1);
-  const auto q = test::random_floats(size_t(kHeads) * kHd, 9);
+  const auto q = test::random_floats(size_t(kHeads) * hd, 9);
   B->q = std::make_unique<Buf<float>>(q.size());
   B->q->upload(q.data(), q.size());
   B->out = std::make_unique<Buf<float>>(q.size());
   B->b = cuda::AttentionBatchDevice{1, B->table->p, B->zero->p, B->pos0->p, B->one->p, B->zero->p, 1, 1, n_kv};
   B->bytes = double(n_kv) * kHeadKv * double(kb + vb);
+  B->hd = hd;
   return B;
 }
 
@@ -206,7 +244,7 @@ std::unique_ptr<Bench> make_bench(KvType kt, KvType vt, int n_kv) {
 double median_call_seconds(const Bench& B) {
   AttentionParams p;
   p.n_head = kHeads;
-  p.scale = 1.0f / std::sqrt(float(kHd));
+  p.scale = 1.0f / std::sqrt(float(B.hd));
   cudaEvent_t e0, e1;
   POLYKV_CUDA_CHECK(cudaEventCreate(&e0));
   POLYKV_CUDA_CHECK(cudaEventCreate(&e1));
@@ -237,13 +275,14 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
   constexpr attn::Decode8Kernels kTimed[kModes] = {attn::Decode8Kernels::Pairs, attn::Decode8Kernels::Mma,
                                                    attn::Decode8Kernels::Mma};
   constexpr bool kBulk[kModes] = {true, false, true};
-  std::printf("decode attention, one token, one layer (32 q heads, 8 KV heads, hd 128); modes interleaved, %d rounds\n",
+  std::printf("decode attention, one token, one layer (32 q heads, 8 KV heads); modes interleaved, %d rounds\n",
               kRounds);
-  std::printf("%-16s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s %20s\n", "K/V", "keys", "KV MB", "pairs us", "GB/s",
-              "mma-sync", "GB/s", "mma-bulk", "GB/s", "bulk/sync (range)", "bulk/pairs (range)");
+  std::printf("%-16s %3s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s %20s\n", "K/V", "hd", "keys", "KV MB", "pairs us",
+              "GB/s", "mma-sync", "GB/s", "mma-bulk", "GB/s", "bulk/sync (range)", "bulk/pairs (range)");
+  for (const int hd : {128, 64})
   for (const auto& [kt, vt] : pairs)
     for (int n_kv : {4096, 32768, 131072}) {
-      const auto B = make_bench(kt, vt, n_kv);
+      const auto B = make_bench(kt, vt, n_kv, hd);
       std::vector<double> sec[kModes];
       for (int round = 0; round < kRounds; ++round)
         for (int m = 0; m < kModes; ++m) {
@@ -268,8 +307,8 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
       double l0, h0, l1, h1;
       const double bs = ratio(2, 1, l0, h0), bp = ratio(2, 0, l1, h1);
       const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-16s %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %6.3f (%.3f-%.3f)  %6.3f (%.3f-%.3f)\n",
-                  name.c_str(), n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
+      std::printf("%-16s %3d %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %6.3f (%.3f-%.3f)  %6.3f (%.3f-%.3f)\n",
+                  name.c_str(), hd, n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
                   B->bytes / med[1] / 1e9, med[2] * 1e6, B->bytes / med[2] / 1e9, bs, l0, h0, bp, l1, h1);
       std::fflush(stdout);
     }

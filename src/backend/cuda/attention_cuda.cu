@@ -43,12 +43,13 @@ void allow_smem_hd() {
     }
     // The specialized kernels plan their splits for 4 blocks per multiprocessor (4 x ~52 KB of shared
     // memory): ask for the largest shared-memory carveout so the driver never picks one that fits 3.
-    if constexpr (HD == 128)
-      attn::decode8_fixed_for_each([&](auto kernel) {
-        allow_smem(kernel, smem);
-        POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                               int(cudaSharedmemCarveoutMaxShared)));
-      });
+    const auto four_blocks = [&](auto kernel) {
+      allow_smem(kernel, smem);
+      POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             int(cudaSharedmemCarveoutMaxShared)));
+    };
+    if constexpr (HD == 128) attn::decode8_fixed_for_each(four_blocks);
+    else attn::decode_tc_for_each<HD>(four_blocks);
   }
   if constexpr (HD >= 64)  // plan_tiled_rows gives head size 32 no small shape
     allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));

@@ -8,7 +8,8 @@
 // other: pairs): generic = the runtime-dispatch kernel as before (the old path, for A/B runs); fixed = the
 // specialized kernels with decode8s; packed = the specialized kernels with the packed trellis decoder; pairs =
 // the specialized kernels with the turbo / trellis pair tables (kv_decode_pairs.cuh).
-// Pairs without a specialization, and head sizes other than 128, always take the generic kernel.
+// Pairs without a specialization, and head sizes other than 128, always take the generic kernel (in mode Mma head
+// size 64 takes the tensor-core kernel for its pairs, decode_tc_pick).
 // decode8_pick is the one place that chooses; the launcher (attention_cuda.cu) and the CPU emulation test
 // both call it, so the emulation runs exactly the kernel the GPU would.
 #pragma once
@@ -39,21 +40,22 @@ inline auto decode8_generic_kernel(bool lean) {
   return lean ? &decode8_kernel<HD, MINB, -1, -1, kDec8Plain, 0> : &decode8_kernel<HD, MINB>;
 }
 
-// The tensor-core decode kernel of pair I of kDecodeTcPairs, with the pipeline decode_tc_bulk() picks (BULK: 1
-// bulk copies and mbarriers, 0 the cp.async ring; -1 that choice).
-template <int I, int BULK = -1>
+// The tensor-core decode kernel of pair I of kDecodeTcPairs at head size HD, with the pipeline decode_tc_bulk()
+// picks (BULK: 1 bulk copies and mbarriers, 0 the cp.async ring; -1 that choice).
+template <int I, int BULK = -1, int HD = 128>
 inline auto decode_tc_kernel_of() {
   constexpr Decode8Pair p = kDecodeTcPairs[I];
-  if constexpr (BULK >= 0) return &decode_tc_kernel<int(p.k), int(p.v), BULK>;
-  else return decode_tc_bulk() ? &decode_tc_kernel<int(p.k), int(p.v), 1> : &decode_tc_kernel<int(p.k), int(p.v), 0>;
+  if constexpr (BULK >= 0) return &decode_tc_kernel<int(p.k), int(p.v), BULK, HD>;
+  else
+    return decode_tc_bulk() ? &decode_tc_kernel<int(p.k), int(p.v), 1, HD> : &decode_tc_kernel<int(p.k), int(p.v), 0, HD>;
 }
 // Calls f(tensor-core kernel) when one takes (k, v) at head size HD; returns whether it did.
 template <int HD, int I = 0, class F>
 bool decode_tc_pick(KvType k, KvType v, F&& f) {
-  if constexpr (HD == 128 && I < kDecodeTcCount) {
+  if constexpr (decode_tc_head(HD) && I < kDecodeTcCount) {
     constexpr Decode8Pair p = kDecodeTcPairs[I];
     if (k == p.k && v == p.v) {
-      f(decode_tc_kernel_of<I>());
+      f(decode_tc_kernel_of<I, -1, HD>());
       return true;
     }
     return decode_tc_pick<HD, I + 1>(k, v, f);
@@ -62,17 +64,21 @@ bool decode_tc_pick(KvType k, KvType v, F&& f) {
   }
 }
 
-// f(kernel) for every specialized kernel and every tensor-core kernel (the launcher sets their shared
-// memory limits).
+// f(kernel) for every tensor-core kernel of head size HD, both pipelines (the launcher sets their shared memory
+// limits).
+template <int HD, class F>
+void decode_tc_for_each(F&& f) {
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    (f(decode_tc_kernel_of<J, 0, HD>()), ...);
+    (f(decode_tc_kernel_of<J, 1, HD>()), ...);
+  }(std::make_integer_sequence<int, kDecodeTcCount>{});
+}
+
+// f(kernel) for every specialized lanes8 kernel (head size 128) and every tensor-core kernel of head size 128 (the
+// launcher sets their shared memory limits).
 template <int I = 0, class F>
 void decode8_fixed_for_each(F&& f) {
-  if constexpr (I == 0) {
-    [&]<int... J>(std::integer_sequence<int, J...>) {
-      (f(decode_tc_kernel_of<J, 0>()), ...);
-      (f(decode_tc_kernel_of<J, 1>()), ...);
-    }(
-        std::make_integer_sequence<int, kDecodeTcCount>{});
-  }
+  if constexpr (I == 0) decode_tc_for_each<128>(f);
   if constexpr (I < kDecode8FixedCount) {
     f(decode8_fixed_kernel<I, kDec8Plain>());
     f(decode8_fixed_kernel<I, kDec8Packed>());

@@ -1,5 +1,5 @@
-// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head size 128, K q8_0 or a type
-// with a pair table, V q8_0 or a type with a pair table; the pairs it runs: kDecodeTcPairs, decode_tc_supports).
+// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head sizes 64 and 128, K q8_0 or a
+// type with a pair table, V q8_0 or a type with a pair table; the pairs it runs: kDecodeTcPairs, decode_tc_supports).
 // docs/CUDA_ATTENTION.md "Warp-level tensor-core decode" has the counts behind it.
 //
 // The lanes8 kernel (attention_cuda_decode8.cuh) spends ~130-158 warp instructions per key and KV head, 32 of
@@ -21,12 +21,14 @@
 //                 probabilities times the key's V scale (q8_0: the block's d, one B per 32-dim block; turbo: the
 //                 row's norm), hi in columns 0..3, lo in 4..7. O[r][dim] = C[dim][r] + C[dim][r + 4].
 //
-// K's dims are permuted so that a lane reads 4 consecutive values of a key per k-step s (k = 2t, 2t+1 -> dims
-// qd + 0, +1; k = 2t+8, 2t+9 -> qd + 2, +3; Q's B fragment uses the same map): q8_0 qd = 16 s + 4t (inside one
-// 32-dim block per two k-steps), turbo qd = 32 t + 4 s (lane t reads pieces 4t .. 4t + 3 of its two keys only). V's dims map
-// to the m rows of an O^T tile i so that a lane reads one pair of consecutive values of a key: q8_0 (scale per
-// 32 dims, so a tile stays within one block) m = g -> dim 16 i + 2g, m = g + 8 -> 16 i + 2g + 1; turbo (one norm
-// per row) m = g -> 16 g + 2i, g + 8 -> 16 g + 2i + 1 (lane g reads pieces 2g and 2g + 1 only).
+// Head size HD (64 or 128): HD / 16 k-steps s of S^T and HD / 16 O^T tiles i. K's dims are permuted so that a lane
+// reads 4 consecutive values of a key per k-step s (k = 2t, 2t+1 -> dims qd + 0, +1; k = 2t+8, 2t+9 -> qd + 2, +3;
+// Q's B fragment uses the same map): q8_0 qd = 16 s + 4t (inside one 32-dim block per two k-steps), turbo
+// qd = (HD / 4) t + 4 s (lane t reads pieces (HD / 32) t .. + HD / 32 - 1 of its two keys only: 4 at head size 128,
+// 2 at 64). V's dims map to the m rows of an O^T tile i so that a lane reads one pair of consecutive values of a key:
+// q8_0 (scale per 32 dims, so a tile stays within one block) m = g -> dim 16 i + 2g, m = g + 8 -> 16 i + 2g + 1;
+// turbo (one norm per row) m = g -> (HD / 8) g + 2i, g + 8 -> (HD / 8) g + 2i + 1 (lane g reads pieces
+// (HD / 64) g .. + HD / 64 - 1 only: 2g and 2g + 1 at head size 128, g at 64).
 //
 // Lane (g = lane / 4, t = lane % 4) after the S^T product holds keys 2g, 2g + 1 of its warp's 16 (A rows g and
 // g + 8: a key order without shared-memory bank conflicts) and columns 2t,
@@ -251,29 +253,31 @@ __device__ __forceinline__ void piece_bits(const uint8_t* rec, int c, uint32_t& 
     js = 0;
   }
 }
-// piece_bits of the four consecutive pieces 4q .. 4q + 3 of a row (turbo K: lane t's pieces, q = t). Trellis
-// rows are 2-byte aligned in the stages (records of even size), so their window bytes 4q - 1 .. 4q + 3 come in
-// two or three 16-bit loads and each piece's x is one shift of them (pair_off reads bits 0 .. 10 of x only).
-template <KvType T, int HD>
-__device__ __forceinline__ void piece_bits4(const uint8_t* rec, int q, uint32_t (&x)[4], uint32_t (&js)[4]) {
+// piece_bits of the N (2 or 4) consecutive pieces N q .. N q + N - 1 of a row (turbo K: lane t's pieces, q = t).
+// Trellis rows are 2-byte aligned in the stages (records of even size), so their window bytes N q - 1 .. N q + N - 1
+// come in N / 2 + 1 16-bit loads (one fewer for q = 0) and each piece's x is one shift of them (pair_off reads bits
+// 0 .. 10 of x only).
+template <KvType T, int HD, int N>
+__device__ __forceinline__ void piece_bits_run(const uint8_t* rec, int q, uint32_t (&x)[N], uint32_t (&js)[N]) {
+  static_assert(N == 2 || N == 4, "pieces a lane reads");
   if constexpr (kv_trellis_bits(T) != 0) {
     constexpr int nb = kv_trellis_bits(T) - 1;
-    const uint8_t* tb = rec + 2 + 4 * q;  // window bytes of pieces 4q .. 4q + 3
-    const uint32_t w = ld_u16(tb) | (ld_u16(tb + 2) << 16);
-    const uint32_t prev = q > 0 ? ld_u16(tb - 2) >> 13 : 0u;  // bits 5..7 of byte 4q - 1
+    const uint8_t* tb = rec + 2 + N * q;  // window bytes of pieces N q .. N q + N - 1
+    uint32_t w = ld_u16(tb);
+    if constexpr (N == 4) w |= ld_u16(tb + 2) << 16;
+    const uint32_t prev = q > 0 ? ld_u16(tb - 2) >> 13 : 0u;  // bits 5..7 of byte N q - 1
     x[0] = prev | (w << 3);
-    x[1] = w >> 5;
-    x[2] = w >> 13;
-    x[3] = w >> 21;
 #pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const uint8_t* jb = rec + 2 + HD / 8 + nb * (4 * q + p);
+    for (int p = 1; p < N; ++p) x[p] = w >> (8 * p - 3);
+#pragma unroll
+    for (int p = 0; p < N; ++p) {
+      const uint8_t* jb = rec + 2 + HD / 8 + nb * (N * q + p);
       if constexpr (nb == 1) js[p] = ld_u8(jb);
       else js[p] = ld_u16(jb);
     }
   } else {
 #pragma unroll
-    for (int p = 0; p < 4; ++p) piece_bits<T, HD>(rec, 4 * q + p, x[p], js[p]);
+    for (int p = 0; p < N; ++p) piece_bits<T, HD>(rec, N * q + p, x[p], js[p]);
   }
 }
 // The byte offset of pair M of a piece (piece_bits' x, js) in a table of f16 pairs (4-byte entries).
@@ -296,13 +300,17 @@ __device__ __forceinline__ void fence_block() {
 
 }  // namespace tc
 
-// KTI / VTI: the K / V KvType (decode_tc_supports). Launch bound: 4 blocks per multiprocessor (<= 128
+// KTI / VTI: the K / V KvType (decode_tc_supports); HD: the head size (64 or 128). Launch bound: 4 blocks per multiprocessor (<= 128
 // registers), like the specialized lanes8 kernels, so the plan's one-wave splits hold.
 // BULK: the tile pipeline (decode_tc_bulk): 1 bulk copies and mbarriers (sm_90; below, the cp.async ring), 0 the
 // cp.async ring with one block barrier per tile.
-template <int KTI, int VTI, int BULK>
+template <int KTI, int VTI, int BULK, int HD = 128>
 __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_kernel(const Args a) {
-  constexpr int HD = 128, R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
+  static_assert(HD == 64 || HD == 128, "head sizes 64 and 128");
+  constexpr int R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
+  // k-steps of S^T and O^T tiles (16 dims each), 32-dim blocks of q8_0 / q4_0 rows, turbo K pieces per lane t and
+  // turbo V pieces per lane g.
+  constexpr int KS = HD / 16, NT = HD / 16, NB = HD / 32, PK = HD / 32, PV = HD / 64;
   constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
   static_assert(R == 4 && TK == 16 * NW, "the layout above");
   constexpr bool kBlockK = KT == KvType::Q8_0 || KT == KvType::Q4_0;  // 32-value blocks with an f16 scale
@@ -310,8 +318,8 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   static_assert(kBlockK || pair_lut_size(KT) > 0, "K: q8_0, q4_0 or a type with a pair table");
   static_assert(kBlockV || pair_lut_size(VT) > 0, "V: q8_0, q4_0 or a type with a pair table");
   static_assert(turbo_group_of(HD) == HD, "one norm per turbo row");
-  constexpr bool kTurboK = !kBlockK;  // K's dims on the turbo map (lane t owns dims 32 t .. 32 t + 31)
-  constexpr bool kTurboV = !kBlockV;  // V's dims on the turbo map (lane g owns dims 16 g .. 16 g + 15)
+  constexpr bool kTurboK = !kBlockK;  // K's dims on the turbo map (lane t owns dims (HD / 4) t .. + HD / 4 - 1)
+  constexpr bool kTurboV = !kBlockV;  // V's dims on the turbo map (lane g owns dims (HD / 8) g .. + HD / 8 - 1)
   constexpr int kBlkK = KT == KvType::Q4_0 ? 18 : 34;  // K block bytes (q8_0, q4_0)
   constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
   // Turbo K of V's type reads V's table (the same entries: the same type's levels); another type its own.
@@ -452,16 +460,16 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   // kept the race with the last warps' fills unobserved, not impossible).
   if constexpr (kTurboV || kOwnKPairs) __syncthreads();
   const uint32_t* const kpair = kOwnKPairs ? kpair_own : vpair;
-  // Q^T as B fragments of the 8 k-steps: column g = row g % 4, hi (g < 4) or lo; k = 2t + 8j, +1 -> dims
-  // qd(s) + 2j, +1 with qd(s) = 16 s + 4t (q8_0 K) or 32 t + 4 s (turbo K: the lane's pieces 4t .. 4t + 3).
-  uint32_t qb[8][2];
+  // Q^T as B fragments of the KS k-steps: column g = row g % 4, hi (g < 4) or lo; k = 2t + 8j, +1 -> dims
+  // qd(s) + 2j, +1 with qd(s) = 16 s + 4t (q8_0 K) or (HD / 4) t + 4 s (turbo K: the lane's PK pieces).
+  uint32_t qb[KS][2];
   {
     const float* qr = Qs + (g & 3) * LD;
 #pragma unroll
-    for (int s = 0; s < 8; ++s)
+    for (int s = 0; s < KS; ++s)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const int d = (kTurboK ? 32 * t + 4 * s : 16 * s + 4 * t) + 2 * j;
+        const int d = (kTurboK ? (HD / 4) * t + 4 * s : 16 * s + 4 * t) + 2 * j;
         uint32_t hi, lo;
         split_pair(qr[d], qr[d + 1], hi, lo);
         qb[s][j] = g < 4 ? hi : lo;
@@ -476,9 +484,9 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     seen_hi = min(seen_hi, qhi[r]);
   }
 
-  float oacc[8][4];  // O^T tiles: (dim of m = g / g + 8, column 2t / 2t + 1)
+  float oacc[NT][4];  // O^T tiles: (dim of m = g / g + 8, column 2t / 2t + 1)
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < NT; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) oacc[i][e] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -503,14 +511,14 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (kTurboK) {
         // Keys 2g (A row g) and 2g + 1 (row g + 8); k-step s takes pairs 2 (s & 1), +1 of the lane's piece
-        // 4t + s / 2 of each: dims 32 t + 4 s .. +3, as qb.
+        // PK t + s / 2 of each: dims (HD / 4) t + 4 s .. +3, as qb.
         const uint8_t* kr[2] = {kbuf + size_t(2 * g) * krb, kbuf + size_t(2 * g + 1) * krb};
-        uint32_t px[2][4], pj[2][4];
+        uint32_t px[2][PK], pj[2][PK];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) tc::piece_bits4<KT, HD>(kr[u], t, px[u], pj[u]);
+        for (int u = 0; u < 2; ++u) tc::piece_bits_run<KT, HD, PK>(kr[u], t, px[u], pj[u]);
         float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int s = 0; s < 8; ++s) {
+        for (int s = 0; s < KS; ++s) {
           const int pc = s >> 1;
           uint32_t e[2][2];  // [key][pair 2 (s & 1) + h]
 #pragma unroll
@@ -532,13 +540,14 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
         sc[2] = nc * cb[2];
         sc[3] = nc * cb[3];
       } else {
-        // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: q8_0 rows are 136 bytes (34 words) apart, so
-        // lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a load share a
-        // bank (keys g and g + 1 would: 2g + t). q4_0 rows are 72 bytes apart: bank (36 g + t) mod 32, the same.
+        // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: at head size 128 q8_0 rows are 136 bytes (34
+        // words) apart, so lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a
+        // load share a bank (keys g and g + 1 would: 2g + t). q4_0 rows are 72 bytes apart: bank (36 g + t) mod 32,
+        // the same. At head size 64 (68- and 36-byte rows: banks 2g + t and 18 g + t) some lanes pairs share one.
         const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
         const uint8_t* kc = ka + krb;                    // key 2g + 1
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
+        for (int b = 0; b < NB; ++b) {
           float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           if constexpr (KT == KvType::Q8_0) {
 #pragma unroll
@@ -603,7 +612,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       grew += __shfl_xor_sync(0xffffffffu, grew, 1);
       if (grew != 0.0f)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < NT; ++i) {
           oacc[i][0] *= alpha[0];
           oacc[i][1] *= alpha[1];
           oacc[i][2] *= alpha[0];
@@ -643,7 +652,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
           w23 = wv[2] | (wv[3] << 16);
         };
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
+        for (int b = 0; b < NB; ++b) {
           float f[4];
 #pragma unroll
           for (int u = 0; u < 4; ++u)
@@ -673,20 +682,21 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
             }
           }
         }
-      } else {  // turbo / trellis V: lane g's pieces 2g, 2g + 1; P times the row's norm
+      } else {  // turbo / trellis V: lane g's pieces PV g .. PV g + PV - 1; P times the row's norm
         float f[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb)) : 0.0f;
         uint32_t bf[2];
         b_frag(f, bf);
-        // Piece bits of the 4 keys' pieces 2g + h (decode8s_pairs's x, js / bits).
-        uint32_t px[2][4], pj[2][4];
+        // Piece bits of the 4 keys' pieces PV g + h (decode8s_pairs's x, js / bits).
+        uint32_t px[PV][4], pj[PV][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < PV; ++h)
 #pragma unroll
-          for (int u = 0; u < 4; ++u) tc::piece_bits<VT, HD>(vbuf + size_t(kk[u]) * vrb, 2 * g + h, px[h][u], pj[h][u]);
+          for (int u = 0; u < 4; ++u)
+            tc::piece_bits<VT, HD>(vbuf + size_t(kk[u]) * vrb, PV * g + h, px[h][u], pj[h][u]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < NT; ++i) {  // pair i & 3 of piece PV g + i / 4: dims (HD / 8) g + 2i, +1
           uint32_t e[4];
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
@@ -699,7 +709,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
             }
             e[u] = tc::pair_word(vpair, off);
           }
-          // a0: dim 16g+2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
+          // a0: dim (HD / 8) g + 2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
           const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),
                                   tc::highs(e[2], e[3])};
           mma16816(oacc[i], av, bf);
@@ -731,7 +741,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     for (int o = 4; o < 32; o *= 2) l[j] += __shfl_xor_sync(0xffffffffu, l[j], o);
   // O: hi + lo columns (lane t ^ 2 holds the other half of each of this lane's columns).
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < NT; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) oacc[i][e] += __shfl_xor_sync(0xffffffffu, oacc[i][e], 2);
   stage_wait(0);
@@ -740,11 +750,11 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
 
   if (t < 2) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
+    for (int i = 0; i < NT; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = r0 + (e & 1), up = e >> 1;  // m = g + 8 up
-        const int dim = kTurboV ? 16 * g + 2 * i + up : 16 * i + 2 * g + up;
+        const int dim = kTurboV ? (HD / 8) * g + 2 * i + up : 16 * i + 2 * g + up;
         st_acc[(warp * R + r) * HD + dim] = oacc[i][e];
       }
     if (g == 0)

@@ -116,11 +116,12 @@ inline bool& decode_tc_bulk() {
   }();
   return b;
 }
-// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head size 128; q8_0 K with V q8_0, turbo3 or
+// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head sizes 128 and (2026-12-07g) 64; q8_0 K with V q8_0, turbo3 or
 // turbo3t; turbo3t K with turbo3t V (2026-12-07e: before, turbo K took the pairs kernel at every depth, ~1.7x
 // q8_0/q8_0's time at 131072 keys for a third of its bytes); q4_0/q4_0 (2026-12-07e, the same reason). The kernel takes K of any type with a pair table
 // (kv_decode_pairs.cuh); a pair added here needs a specialized lanes8 kernel too (decode_tc_pairs_are_fixed).
-// Tiles of kDecodeTcTileKeys keys (16 per warp).
+// Tiles of kDecodeTcTileKeys keys (16 per warp). At head size 64 (Llama 3.2, Qwen 2.5 0.5B, gpt-oss) the plans fall
+// back to the generic lanes8 kernel, which takes 4 blocks per multiprocessor there as well.
 struct Decode8Pair {
   KvType k, v;
 };
@@ -131,8 +132,9 @@ constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T},
                                           {KvType::Q4_0, KvType::Q4_0}};
 constexpr int kDecodeTcCount = int(sizeof(kDecodeTcPairs) / sizeof(kDecodeTcPairs[0]));
 constexpr int kDecodeTcTileKeys = 64;
+constexpr bool decode_tc_head(int hd) { return hd == 64 || hd == 128; }
 constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
-  if (hd != 128) return false;
+  if (!decode_tc_head(hd)) return false;
   for (const Decode8Pair& p : kDecodeTcPairs)
     if (p.k == k && p.v == v) return true;
   return false;
@@ -213,14 +215,16 @@ inline int decode8_plan_blocks(DecodeVariant v, int hd, KvType k, KvType vt) {
   return v == DecodeVariant::Lanes8 && decode8_fixed(hd, k, vt, decode8_kernels()) ? kDecode8FixedMinBlocks
                                                                                     : decode8_min_blocks(v, hd);
 }
-// Every pair of the tensor-core kernel has a specialized lanes8 kernel (the plans' fallback in mode Mma), so
-// decode8_fixed answers for both and their plans share the 4 blocks per multiprocessor.
+// Every pair of the tensor-core kernel has a specialized lanes8 kernel at head size 128 (the plans' fallback in mode
+// Mma), so decode8_fixed answers for both and their plans share the 4 blocks per multiprocessor; at head size 64 the
+// generic lanes8 kernel's bound is the same 4 blocks.
 constexpr bool decode_tc_pairs_are_fixed() {
   for (const Decode8Pair& t : kDecodeTcPairs)
     if (!decode8_fixed(128, t.k, t.v, Decode8Kernels::Mma)) return false;
   return true;
 }
 static_assert(decode_tc_pairs_are_fixed());
+static_assert(decode8_min_blocks(DecodeVariant::Lanes8, 64) == kDecode8FixedMinBlocks);
 
 // Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
 // kernel (attention_cuda_mma.cuh) instead of the f32 tiled kernel. Process-wide, like decode_variant.
