@@ -11,9 +11,8 @@
 // DISABLED_DecodeModesBench: one layer of Llama-3.1-8B's decode attention (32 query heads, 8 KV heads,
 // head_dim 128, one sequence) and of Llama-3.2-1B's (the same heads, head_dim 64) at 4096, 32768 and 131072 keys for
 // f16/f16, q8_0/q8_0, q8_0/turbo3, q8_0/turbo3t and turbo3t/turbo3t, modes pairs, mma with the cp.async ring
-// (POLYKV_CUDA_ATTN_TC_PIPE=sync) and
-// mma with bulk copies interleaved (3 rounds, each the median of 20 calls): µs per layer, KV GB/s, and the bulk
-// pipeline's time over the ring's and over pairs' (median of the rounds, min-max).
+// (POLYKV_CUDA_ATTN_TC_PIPE=sync) and mma with bulk copies interleaved (3 rounds, each the median of 20 calls): µs
+// per layer, KV GB/s, and the bulk pipeline's time over the ring's and over pairs' (median of the rounds, min-max).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,67 +117,53 @@ attn_test::Result run_modes(const Case& c) {
   return worst;
 }
 
-TEST(CudaAttentionDecode8, FixedPairsEveryMode) {
-  POLYKV_REQUIRE_GPU();
-  std::vector<std::pair<KvType, KvType>> pairs;
-  for (const attn::Decode8Pair& p : attn::kDecode8FixedPairs) pairs.push_back({p.k, p.v});
-  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
-  pairs.push_back({KvType::Turbo4T, KvType::Turbo2T});  // no specialization
-  uint32_t seed = 4100;
+// Every mode on each pair at head size hd, shapes 0 .. n_shapes - 1 (seeds from seed): 0 contexts of 0 to 4999 keys in
+// 64-key pool blocks; 1 a window of 700 with softcap in pool blocks of window_bt keys; 2 a launch bound far above the
+// batch (graph replay: lengths come from the device); 3 GQA 8 (two head parts, gpt-oss's group).
+void expect_every_mode(const std::vector<std::pair<KvType, KvType>>& pairs, int hd, int n_shapes, int window_bt,
+                       uint32_t seed) {
   for (const auto& [kt, vt] : pairs)
-    for (int shape = 0; shape < 3; ++shape) {
+    for (int shape = 0; shape < n_shapes; ++shape) {
       Case c;
-      c.kt = kt, c.vt = vt, c.head_dim = 128, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+      c.kt = kt, c.vt = vt, c.head_dim = hd, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
+      c.block_tokens = 64;
       if (shape == 0) {
-        c.block_tokens = 64;
         c.seqs = {{0, 1}, {30, 1}, {999, 1}, {4999, 1}};
       } else if (shape == 1) {
-        c.block_tokens = 17;
-        c.seqs = {{3000, 1}, {255, 1}, {256, 1}};
-        c.window = 700;
-        c.softcap = 30.0f;
-      } else {  // a launch bound far above the batch (graph replay): lengths come from the device
-        c.block_tokens = 64;
-        c.seqs = {{2047, 1}, {77, 1}};
-        c.extra_kv_bound = 20000;
-      }
-      const attn_test::Result r = run_modes(c);
-      EXPECT_LE(r.worst, attn_test::kBound) << attn_test::describe(c) << "\n  worst row: " << r.where;
-    }
-}
-
-// The tensor-core kernel at head size 64 (Llama 3.2, Qwen 2.5 0.5B, gpt-oss) on every pair it takes, and one it does
-// not: the same shapes as above plus GQA 8 (two head parts, gpt-oss's group).
-TEST(CudaAttentionDecode8, TcPairsHeadSize64) {
-  POLYKV_REQUIRE_GPU();
-  std::vector<std::pair<KvType, KvType>> pairs;
-  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
-  pairs.push_back({KvType::F16, KvType::Turbo3T});  // no tensor-core kernel: the generic lanes8 kernel
-  uint32_t seed = 6400;
-  for (const auto& [kt, vt] : pairs)
-    for (int shape = 0; shape < 4; ++shape) {
-      Case c;
-      c.kt = kt, c.vt = vt, c.head_dim = 64, c.n_head_kv = 2, c.group = 4, c.seed = seed++;
-      if (shape == 0) {
-        c.block_tokens = 64;
-        c.seqs = {{0, 1}, {30, 1}, {999, 1}, {4999, 1}};
-      } else if (shape == 1) {
-        c.block_tokens = 128;
+        c.block_tokens = window_bt;
         c.seqs = {{3000, 1}, {255, 1}, {256, 1}};
         c.window = 700;
         c.softcap = 30.0f;
       } else if (shape == 2) {
-        c.block_tokens = 64;
         c.seqs = {{2047, 1}, {77, 1}};
         c.extra_kv_bound = 20000;
       } else {
-        c.block_tokens = 64;
         c.group = 8;
         c.seqs = {{1500, 1}};
       }
       const attn_test::Result r = run_modes(c);
       EXPECT_LE(r.worst, attn_test::kBound) << attn_test::describe(c) << "\n  worst row: " << r.where;
     }
+}
+
+TEST(CudaAttentionDecode8, FixedPairsEveryMode) {
+  POLYKV_REQUIRE_GPU();
+  std::vector<std::pair<KvType, KvType>> pairs;
+  for (const attn::Decode8Pair& p : attn::kDecode8FixedPairs) pairs.push_back({p.k, p.v});
+  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
+  pairs.push_back({KvType::Turbo4T, KvType::Turbo2T});  // no specialization
+  expect_every_mode(pairs, 128, 3, 17, 4100);
+}
+
+// The tensor-core kernel at head size 64 (Llama 3.2, Qwen 2.5 0.5B, gpt-oss) on every pair it takes, and one it does
+// not: the same shapes as above (the window in 128-key pool blocks, which the tensor-core kernel's 64-key tiles take)
+// plus GQA 8.
+TEST(CudaAttentionDecode8, TcPairsHeadSize64) {
+  POLYKV_REQUIRE_GPU();
+  std::vector<std::pair<KvType, KvType>> pairs;
+  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
+  pairs.push_back({KvType::F16, KvType::Turbo3T});  // no tensor-core kernel: the generic lanes8 kernel
+  expect_every_mode(pairs, 64, 4, 128, 6400);
 }
 
 // ---- benchmark ----
@@ -280,38 +265,39 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
   std::printf("%-16s %3s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s %20s\n", "K/V", "hd", "keys", "KV MB", "pairs us",
               "GB/s", "mma-sync", "GB/s", "mma-bulk", "GB/s", "bulk/sync (range)", "bulk/pairs (range)");
   for (const int hd : {128, 64})
-  for (const auto& [kt, vt] : pairs)
-    for (int n_kv : {4096, 32768, 131072}) {
-      const auto B = make_bench(kt, vt, n_kv, hd);
-      std::vector<double> sec[kModes];
-      for (int round = 0; round < kRounds; ++round)
+    for (const auto& [kt, vt] : pairs)
+      for (int n_kv : {4096, 32768, 131072}) {
+        const auto B = make_bench(kt, vt, n_kv, hd);
+        std::vector<double> sec[kModes];
+        for (int round = 0; round < kRounds; ++round)
+          for (int m = 0; m < kModes; ++m) {
+            const ModeScope scope(kTimed[m]);
+            const attn_test::TcPipeScope pipe(kBulk[m]);
+            sec[m].push_back(median_call_seconds(*B));
+          }
+        double med[kModes];
         for (int m = 0; m < kModes; ++m) {
-          const ModeScope scope(kTimed[m]);
-          const attn_test::TcPipeScope pipe(kBulk[m]);
-          sec[m].push_back(median_call_seconds(*B));
+          std::vector<double> s = sec[m];
+          std::sort(s.begin(), s.end());
+          med[m] = s[kRounds / 2];
         }
-      double med[kModes];
-      for (int m = 0; m < kModes; ++m) {
-        std::vector<double> s = sec[m];
-        std::sort(s.begin(), s.end());
-        med[m] = s[kRounds / 2];
+        // Per-round ratios of mode x over mode y: median (min-max).
+        const auto ratio = [&](int x, int y, double& lo, double& hi) {
+          std::vector<double> r;
+          for (int i = 0; i < kRounds; ++i) r.push_back(sec[x][size_t(i)] / sec[y][size_t(i)]);
+          std::sort(r.begin(), r.end());
+          lo = r.front(), hi = r.back();
+          return r[kRounds / 2];
+        };
+        double l0, h0, l1, h1;
+        const double bs = ratio(2, 1, l0, h0), bp = ratio(2, 0, l1, h1);
+        const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
+        std::printf("%-16s %3d %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %6.3f (%.3f-%.3f)  "
+                    "%6.3f (%.3f-%.3f)\n",
+                    name.c_str(), hd, n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
+                    B->bytes / med[1] / 1e9, med[2] * 1e6, B->bytes / med[2] / 1e9, bs, l0, h0, bp, l1, h1);
+        std::fflush(stdout);
       }
-      // Per-round ratios of mode x over mode y: median (min-max).
-      const auto ratio = [&](int x, int y, double& lo, double& hi) {
-        std::vector<double> r;
-        for (int i = 0; i < kRounds; ++i) r.push_back(sec[x][size_t(i)] / sec[y][size_t(i)]);
-        std::sort(r.begin(), r.end());
-        lo = r.front(), hi = r.back();
-        return r[kRounds / 2];
-      };
-      double l0, h0, l1, h1;
-      const double bs = ratio(2, 1, l0, h0), bp = ratio(2, 0, l1, h1);
-      const std::string name = std::string(kv_type_name(kt)) + "/" + kv_type_name(vt);
-      std::printf("%-16s %3d %7d %8.1f | %9.1f %7.0f | %9.1f %7.0f | %9.1f %7.0f  %6.3f (%.3f-%.3f)  %6.3f (%.3f-%.3f)\n",
-                  name.c_str(), hd, n_kv, B->bytes / 1e6, med[0] * 1e6, B->bytes / med[0] / 1e9, med[1] * 1e6,
-                  B->bytes / med[1] / 1e9, med[2] * 1e6, B->bytes / med[2] / 1e9, bs, l0, h0, bp, l1, h1);
-      std::fflush(stdout);
-    }
 }
 
 }  // namespace

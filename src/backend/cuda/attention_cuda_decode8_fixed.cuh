@@ -46,8 +46,7 @@ template <int I, int BULK = -1, int HD = 128>
 inline auto decode_tc_kernel_of() {
   constexpr Decode8Pair p = kDecodeTcPairs[I];
   if constexpr (BULK >= 0) return &decode_tc_kernel<int(p.k), int(p.v), BULK, HD>;
-  else
-    return decode_tc_bulk() ? &decode_tc_kernel<int(p.k), int(p.v), 1, HD> : &decode_tc_kernel<int(p.k), int(p.v), 0, HD>;
+  else return decode_tc_bulk() ? decode_tc_kernel_of<I, 1, HD>() : decode_tc_kernel_of<I, 0, HD>();
 }
 // Calls f(tensor-core kernel) when one takes (k, v) at head size HD; returns whether it did.
 template <int HD, int I = 0, class F>

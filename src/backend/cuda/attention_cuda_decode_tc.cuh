@@ -300,13 +300,14 @@ __device__ __forceinline__ void fence_block() {
 
 }  // namespace tc
 
-// KTI / VTI: the K / V KvType (decode_tc_supports); HD: the head size (64 or 128). Launch bound: 4 blocks per multiprocessor (<= 128
-// registers), like the specialized lanes8 kernels, so the plan's one-wave splits hold.
+// KTI / VTI: the K / V KvType (decode_tc_supports); HD: the head size (64 or 128, decode_tc_head). Launch bound: 4
+// blocks per multiprocessor (<= 128 registers), like the specialized lanes8 kernels, so the plan's one-wave splits
+// hold.
 // BULK: the tile pipeline (decode_tc_bulk): 1 bulk copies and mbarriers (sm_90; below, the cp.async ring), 0 the
 // cp.async ring with one block barrier per tile.
 template <int KTI, int VTI, int BULK, int HD = 128>
 __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_kernel(const Args a) {
-  static_assert(HD == 64 || HD == 128, "head sizes 64 and 128");
+  static_assert(HD == 64 || HD == 128, "head sizes 64 and 128 (decode_tc_head)");
   constexpr int R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
   // k-steps of S^T and O^T tiles (16 dims each), 32-dim blocks of q8_0 / q4_0 rows, turbo K pieces per lane t and
   // turbo V pieces per lane g.
@@ -543,7 +544,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
         // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: at head size 128 q8_0 rows are 136 bytes (34
         // words) apart, so lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a
         // load share a bank (keys g and g + 1 would: 2g + t). q4_0 rows are 72 bytes apart: bank (36 g + t) mod 32,
-        // the same. At head size 64 (68- and 36-byte rows: banks 2g + t and 18 g + t) some lanes pairs share one.
+        // the same. At head size 64 (68- and 36-byte rows: banks 2g + t and 18 g + t) some pairs of lanes share a bank.
         const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
         const uint8_t* kc = ka + krb;                    // key 2g + 1
 #pragma unroll

@@ -116,8 +116,8 @@ inline bool& decode_tc_bulk() {
   }();
   return b;
 }
-// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head sizes 128 and (2026-12-07g) 64; q8_0 K with V q8_0, turbo3 or
-// turbo3t; turbo3t K with turbo3t V (2026-12-07e: before, turbo K took the pairs kernel at every depth, ~1.7x
+// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head sizes 128 and (2026-12-07g) 64 (decode_tc_head);
+// q8_0 K with V q8_0, turbo3 or turbo3t; turbo3t K with turbo3t V (2026-12-07e: before, turbo K took the pairs kernel at every depth, ~1.7x
 // q8_0/q8_0's time at 131072 keys for a third of its bytes); q4_0/q4_0 (2026-12-07e, the same reason). The kernel takes K of any type with a pair table
 // (kv_decode_pairs.cuh); a pair added here needs a specialized lanes8 kernel too (decode_tc_pairs_are_fixed).
 // Tiles of kDecodeTcTileKeys keys (16 per warp). At head size 64 (Llama 3.2, Qwen 2.5 0.5B, gpt-oss) the plans fall
