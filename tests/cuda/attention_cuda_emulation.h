@@ -277,6 +277,12 @@ template <int HD>
 void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
   if (P.kernel == attn::Kernel::Decode) {
+    if constexpr (attn::decode_tc_head(HD) && !attn::decode8_supports(HD)) {  // head size 256: as launch_main
+      if (P.tc && attn::decode_tc_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
+            run_grid(gx, gy, gz, P.smem, [&] { kernel(a); });
+          }))
+        return;
+    }
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant != attn::DecodeVariant::Slots) {  // Lanes8 and Lanes8x4: the same code (launch bounds aside)
         // Lanes8: the kernel the launcher picks (specialized per type pair where there is one).

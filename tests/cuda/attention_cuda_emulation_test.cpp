@@ -613,17 +613,18 @@ AttentionParams llama8b_params() {
 // splits, short last tiles) and 128 with a window and softcap; the early-start path; a group of 2 (two tokens'
 // rows in one block); a group of 8 (two head parts). Pool blocks of 16 or 24 keys keep the pairs kernel (its
 // 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound, with
-// both tile pipelines (bulk copies and the cp.async ring), at head sizes 128 and 64 (2026-12-07g).
+// both tile pipelines (bulk copies and the cp.async ring), at head sizes 128, 64 (2026-12-07g) and 256 (2026-12-07h:
+// turbo rows of two groups; f16/f16 takes the slots kernel there).
 TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
   pairs.push_back({KvType::F16, KvType::F16});
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
-  for (const int hd : {128, 64})
+  for (const int hd : {128, 64, 256})
   for (const bool bulk : {true, false}) {  // both tile pipelines (the same seeds)
     const attn_test::TcPipeScope pipe(bulk);
-    uint32_t seed = hd == 128 ? 4100 : 4600;
+    uint32_t seed = hd == 128 ? 4100 : hd == 64 ? 4600 : 5100;
     for (const auto& [kt, vt] : pairs)
       for (int shape = 0; shape < 5; ++shape) {
         g_emu_early = shape == 2 ? 1 : 0;
@@ -652,8 +653,9 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
         const Ran r = run_case(c);
         g_emu_early = 0;
         const bool supported = attn::decode_tc(hd, kt, vt, attn::Decode8Kernels::Mma);
-        const bool picked =
-            hd == 128 ? attn::decode_tc_pick<128>(kt, vt, [](auto) {}) : attn::decode_tc_pick<64>(kt, vt, [](auto) {});
+        const bool picked = hd == 128  ? attn::decode_tc_pick<128>(kt, vt, [](auto) {})
+                            : hd == 64 ? attn::decode_tc_pick<64>(kt, vt, [](auto) {})
+                                       : attn::decode_tc_pick<256>(kt, vt, [](auto) {});
         // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel.
         const bool tc = supported && r.plan.tc;
         EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
@@ -663,7 +665,10 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
         EXPECT_EQ(picked, supported) << what;
         EXPECT_EQ(tc, kt != KvType::F16) << what;
         EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
-        EXPECT_EQ(r.plan.tile_keys, tc ? attn::kDecodeTcTileKeys : attn::decode8_tile_keys()) << what;
+        EXPECT_EQ(r.plan.tile_keys, tc          ? attn::kDecodeTcTileKeys
+                                    : hd == 256 ? attn::decode_tile_keys(256)
+                                                : attn::decode8_tile_keys())
+            << what;
         EXPECT_LE(r.result.worst, attn_test::kBound) << what << "\n  worst row: " << r.result.where;
       }
   }
@@ -773,6 +778,54 @@ TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
   }
 }
 
+// The tensor-core kernel's plans at head size 256 (Gemma 3's global layers: 8 query heads, 4 KV heads): 3 blocks a
+// multiprocessor (attn::decode_tc_min_blocks), so at 131072 keys on an H200 (132 multiprocessors) one wave of splits
+// fills at least 90% of 396 block slots and none past them; every pair's plan fits the 228 KB of a multiprocessor at 3
+// blocks beside its static arrays (the GPU checks it with the occupancy calculator: decode_tc256_fits); the slots kernel where the device cannot hold 3 blocks
+// (attn::decode_tc256_fits false), under POLYKV_CUDA_ATTN_DECODE=slots, in modes other than mma, and at one split.
+TEST(CudaAttentionEmulation, DecodeTcHeadSize256Plans) {
+  const VariantScope vs(attn::DecodeVariant::Lanes8);
+  const D8Scope d8(attn::Decode8Kernels::Mma);
+  AttentionParams p;
+  p.n_head = 8;
+  p.scale = 0.0625f;
+  constexpr int kSms = 132, kHeadKv = 4;
+  for (const attn::Decode8Pair& pair : attn::kDecodeTcPairs) {
+    const cuda::KvLayerDevice L{pair.k, pair.v, 64, kHeadKv, 256, 256, kv_head_bytes(pair.k, 256),
+                                kv_head_bytes(pair.v, 256), nullptr, 0, 0};
+    const cuda::AttentionBatchDevice b{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 131072};
+    const attn::Plan P = attn::plan_attention(L, p, b, kSms);
+    const std::string what = std::string(kv_type_name(pair.k)) + "/" + kv_type_name(pair.v) + ": " + plan_name(P);
+    EXPECT_TRUE(P.tc) << what;
+    EXPECT_EQ(P.tile_keys, attn::kDecodeTcTileKeys) << what;
+    EXPECT_GE(P.stages, 2) << what;
+    // Static arrays (ptxas -v, sm_90): 5,536 bytes without pair tables, plus 4 bytes a pair-table entry.
+    const size_t statics = 5632 + 4 * size_t(cuda::pair_lut_size(pair.v)) +
+                           (pair.k != pair.v ? 4 * size_t(cuda::pair_lut_size(pair.k)) : 0);
+    EXPECT_LE(attn::kDecodeTc256MinBlocks * (P.smem + statics + 1024), size_t(228) * 1024) << what;
+    const int slots = attn::kDecodeTc256MinBlocks * kSms, blocks = P.n_splits * kHeadKv;
+    EXPECT_LE(blocks, slots) << what;
+    EXPECT_GE(blocks, slots * 9 / 10) << what;
+    EXPECT_GE(int64_t(P.chunk) * P.n_splits, 131072) << what;
+    bool& fits = attn::decode_tc256_fits();
+    fits = false;
+    const attn::Plan Q = attn::plan_attention(L, p, b, kSms);
+    fits = true;
+    EXPECT_FALSE(Q.tc) << what;
+    EXPECT_EQ(Q.variant, attn::DecodeVariant::Slots) << what;
+    {
+      const VariantScope slots_only(attn::DecodeVariant::Slots);
+      EXPECT_FALSE(attn::plan_attention(L, p, b, kSms).tc) << what;
+    }
+    {
+      const D8Scope pairs_mode(attn::Decode8Kernels::Pairs);
+      EXPECT_EQ(attn::plan_attention(L, p, b, kSms).variant, attn::DecodeVariant::Slots) << what;
+    }
+    const cuda::AttentionBatchDevice shallow{1, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 200};
+    EXPECT_FALSE(attn::plan_attention(L, p, shallow, kSms).tc) << what;
+  }
+}
+
 // Sliding-window decode at depth (Plan::window_splits): the key splits start at each block's first visible key
 // (aligned down to 64) and cover the window, not the whole context. Before, a local layer of Gemma 3 (window 1024 in
 // a 32k context) planned one wave of splits over every key, so its window's two or three splits were each as long as
@@ -788,7 +841,8 @@ TEST(CudaAttentionEmulation, WindowedDecodeSplitsCoverTheWindow) {
   const SmallQScope small(8);
   for (const Shape& sh : {Shape{KvType::Q8_0, KvType::Q8_0, 128, 700}, Shape{KvType::Q8_0, KvType::Turbo3T, 128, 700},
                           Shape{KvType::Q8_0, KvType::Turbo3T, 128, 100}, Shape{KvType::F16, KvType::F16, 256, 700},
-                          Shape{KvType::F16, KvType::Q4_0, 64, 300}, Shape{KvType::Q8_0, KvType::Turbo3T, 64, 300}}) {
+                          Shape{KvType::F16, KvType::Q4_0, 64, 300}, Shape{KvType::Q8_0, KvType::Turbo3T, 64, 300},
+                          Shape{KvType::Q8_0, KvType::Turbo3T, 256, 300}}) {
     for (const int nq : {1, 4}) {
       Case c;
       c.kt = sh.kt, c.vt = sh.vt, c.head_dim = sh.hd, c.n_head_kv = 2, c.group = 4, c.window = sh.window;

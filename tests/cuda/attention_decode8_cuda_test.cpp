@@ -5,11 +5,13 @@
 // contexts of 1 to 5000 keys across splits, a window with softcap, shuffled blocks of 64 and 17 tokens. A
 // failure names the mode, the case, the worst row with got / expected.
 //
-// Mode mma (the tensor-core kernel, attention_cuda_decode_tc.cuh) runs too, for the pairs it takes, at head sizes 128
-// and 64 (TcPairsHeadSize64: at 64 the other modes run the generic kernel).
+// Mode mma (the tensor-core kernel, attention_cuda_decode_tc.cuh) runs too, for the pairs it takes, at head sizes 128,
+// 64 (TcPairsHeadSize64: at 64 the other modes run the generic kernel) and 256 (TcPairsHeadSize256: the other modes
+// run the slots kernel).
 //
 // DISABLED_DecodeModesBench: one layer of Llama-3.1-8B's decode attention (32 query heads, 8 KV heads,
-// head_dim 128, one sequence) and of Llama-3.2-1B's (the same heads, head_dim 64) at 4096, 32768 and 131072 keys for
+// head_dim 128, one sequence) and the same heads at head sizes 256 (pairs: the slots kernel there) and 64 (Llama-3.2-1B's;
+// pairs: the generic lanes8 kernel) at 4096, 32768 and 131072 keys for
 // f16/f16, q8_0/q8_0, q8_0/turbo3, q8_0/turbo3t and turbo3t/turbo3t, modes pairs, mma with the cp.async ring
 // (POLYKV_CUDA_ATTN_TC_PIPE=sync) and mma with bulk copies interleaved (3 rounds, each the median of 20 calls): µs
 // per layer, KV GB/s, and the bulk pipeline's time over the ring's and over pairs' (median of the rounds, min-max).
@@ -166,6 +168,21 @@ TEST(CudaAttentionDecode8, TcPairsHeadSize64) {
   expect_every_mode(pairs, 64, 4, 128, 6400);
 }
 
+// The tensor-core kernel at head size 256 (Gemma 2 / 3, Qwen 3.5's attention layers; turbo rows of two groups) on every
+// pair it takes and one it does not (the slots kernel in every mode), the shapes above; and the device holds its 3
+// blocks a multiprocessor (attn::decode_tc256_fits, set by the first call: on sm_90 it must).
+TEST(CudaAttentionDecode8, TcPairsHeadSize256) {
+  POLYKV_REQUIRE_GPU();
+  std::vector<std::pair<KvType, KvType>> pairs;
+  for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
+  pairs.push_back({KvType::F16, KvType::Turbo3T});
+  expect_every_mode(pairs, 256, 4, 128, 7300);
+  int dev = 0, major = 0;
+  POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
+  POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major == 9) EXPECT_TRUE(attn::decode_tc256_fits());
+}
+
 // ---- benchmark ----
 
 constexpr int kHeadKv = 8, kHeads = 32, kBt = 64;
@@ -264,7 +281,7 @@ TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
               kRounds);
   std::printf("%-16s %3s %7s %8s | %9s %7s | %9s %7s | %9s %7s %20s %20s\n", "K/V", "hd", "keys", "KV MB", "pairs us",
               "GB/s", "mma-sync", "GB/s", "mma-bulk", "GB/s", "bulk/sync (range)", "bulk/pairs (range)");
-  for (const int hd : {128, 64})
+  for (const int hd : {256, 128, 64})
     for (const auto& [kt, vt] : pairs)
       for (int n_kv : {4096, 32768, 131072}) {
         const auto B = make_bench(kt, vt, n_kv, hd);

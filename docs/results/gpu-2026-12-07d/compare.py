@@ -7,7 +7,8 @@ import json, statistics, sys
 from collections import defaultdict
 from pathlib import Path
 
-PAIRS = [('new', 'base'), ('new', 'rank0'), ('new', 'nofuse'), ('nofuse', 'base'), ('new', 'old'), ('new', 'self0')]
+PAIRS = [('new', 'base'), ('new', 'rank0'), ('new', 'nofuse'), ('nofuse', 'base'), ('new', 'old'), ('new', 'self0'),
+         ('new', 'notc'), ('new', 'nowin')]
 
 def load(p):
     out = defaultdict(list)

@@ -3,6 +3,7 @@
 // per-sequence kernel, the prefix pass over shared prefixes, the merge of partials.
 #include <algorithm>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/attention_cuda_decode.cuh"
@@ -29,6 +30,37 @@ void allow_smem(Kernel* kernel, size_t smem) {
   POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
 }
 
+// The tensor-core decode kernels of head size 256: their shared memory limit (kDecodeTc256SmemCap, over the 48 KB
+// default) and the largest carveout; attn::decode_tc256_fits() says whether each pair's kernel then runs
+// kDecodeTc256MinBlocks blocks a multiprocessor at its plans' shared memory (else the plans keep the slots kernel).
+void allow_decode_tc256() {
+  bool fits = true;
+  [&]<int... J>(std::integer_sequence<int, J...>) {
+    const auto one = [&](auto kernel, attn::Decode8Pair p) {
+      const size_t cap = std::max(attn::kDecodeTc256SmemCap, attn::decode8_fold_bytes(256));
+      int dev = 0, optin = 0;
+      POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
+      POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+      if (cap > size_t(optin)) {
+        fits = false;
+        return;
+      }
+      allow_smem(kernel, cap);
+      POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             int(cudaSharedmemCarveoutMaxShared)));
+      int stages = 0;
+      size_t smem = 0;
+      attn::decode8_stages(256, kv_head_bytes(p.k, 256), kv_head_bytes(p.v, 256), true, stages, smem);
+      int blocks = 0;
+      POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+      if (blocks < attn::kDecodeTc256MinBlocks) fits = false;
+    };
+    (one(attn::decode_tc_kernel_of<J, 0, 256>(), attn::kDecodeTcPairs[J]), ...);
+    (one(attn::decode_tc_kernel_of<J, 1, 256>(), attn::kDecodeTcPairs[J]), ...);
+  }(std::make_integer_sequence<int, attn::kDecodeTcCount>{});
+  attn::decode_tc256_fits() = fits;
+}
+
 // Shared memory limits of every kernel of head size HD (over 48 KB needs the opt-in).
 template <int HD>
 void allow_smem_hd() {
@@ -51,6 +83,7 @@ void allow_smem_hd() {
     if constexpr (HD == 128) attn::decode8_fixed_for_each(four_blocks);
     else attn::decode_tc_for_each<HD>(four_blocks);
   }
+  if constexpr (HD == 256) allow_decode_tc256();
   if constexpr (HD >= 64)  // plan_tiled_rows gives head size 32 no small shape
     allow_smem(attn::attention_kernel<HD, attn::kSmallRows>, attn::smem_bytes(HD, attn::kSmallRows));
   constexpr int rows = attn::large_rows(HD);
@@ -143,6 +176,12 @@ void launch_256(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem,
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
   if (P.kernel == attn::Kernel::Decode) {
+    if constexpr (attn::decode_tc_head(HD) && !attn::decode8_supports(HD)) {  // head size 256: tensor cores or slots
+      if (P.tc && attn::decode_tc_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
+            launch_kernel(kernel, a, P, P.smem, stream, pdl);
+          }))
+        return;
+    }
     if constexpr (attn::decode8_supports(HD)) {
       if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one
         const bool lean = attn::decode8_lean(a.self_kv);

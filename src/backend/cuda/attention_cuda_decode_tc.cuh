@@ -1,4 +1,4 @@
-// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head sizes 64 and 128, K q8_0 or a
+// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head sizes 64, 128 and 256, K q8_0 or a
 // type with a pair table, V q8_0 or a type with a pair table; the pairs it runs: kDecodeTcPairs, decode_tc_supports).
 // docs/CUDA_ATTENTION.md "Warp-level tensor-core decode" has the counts behind it.
 //
@@ -21,14 +21,18 @@
 //                 probabilities times the key's V scale (q8_0: the block's d, one B per 32-dim block; turbo: the
 //                 row's norm), hi in columns 0..3, lo in 4..7. O[r][dim] = C[dim][r] + C[dim][r + 4].
 //
-// Head size HD (64 or 128): HD / 16 k-steps s of S^T and HD / 16 O^T tiles i. K's dims are permuted so that a lane
-// reads 4 consecutive values of a key per k-step s (k = 2t, 2t+1 -> dims qd + 0, +1; k = 2t+8, 2t+9 -> qd + 2, +3;
-// Q's B fragment uses the same map): q8_0 qd = 16 s + 4t (inside one 32-dim block per two k-steps), turbo
-// qd = (HD / 4) t + 4 s (lane t reads pieces (HD / 32) t .. + HD / 32 - 1 of its two keys only: 4 at head size 128,
-// 2 at 64). V's dims map to the m rows of an O^T tile i so that a lane reads one pair of consecutive values of a key:
-// q8_0 (scale per 32 dims, so a tile stays within one block) m = g -> dim 16 i + 2g, m = g + 8 -> 16 i + 2g + 1;
-// turbo (one norm per row) m = g -> (HD / 8) g + 2i, g + 8 -> (HD / 8) g + 2i + 1 (lane g reads pieces
-// (HD / 64) g .. + HD / 64 - 1 only: 2g and 2g + 1 at head size 128, g at 64).
+// Head size HD (64, 128 or 256): HD / 16 k-steps s of S^T and HD / 16 O^T tiles i. K's dims are permuted so that a
+// lane reads 4 consecutive values of a key per k-step s (k = 2t, 2t+1 -> dims qd + 0, +1; k = 2t+8, 2t+9 -> qd + 2,
+// +3; Q's B fragment uses the same map): q8_0 qd = 16 s + 4t (inside one 32-dim block per two k-steps); turbo rows
+// are NG records of GH dims, each with its norm (GH = turbo_group_of(HD): NG = 1 at head sizes 64 and 128, 2 groups
+// of 128 at 256), and since an mma sums its 16 k values before the norm applies, no k-step or O^T tile mixes two
+// groups: k-step s = KSG gr + s' of group gr has qd = GH gr + (GH / 4) t + 4 s' (lane t reads pieces (GH / 32) t ..
+// + GH / 32 - 1 of each group of its two keys only: 4 at group 128, 2 at 64). V's dims map to the m rows of an O^T
+// tile i so that a lane reads one pair of consecutive values of a key: q8_0 (scale per 32 dims, so a tile stays
+// within one block) m = g -> dim 16 i + 2g, m = g + 8 -> 16 i + 2g + 1; turbo (one norm per group) tile
+// i = NTG gr + i' has m = g -> GH gr + (GH / 8) g + 2i', g + 8 -> +1 (lane g reads pieces (GH / 64) g ..
+// + GH / 64 - 1 of each group only: 2g and 2g + 1 at group 128, g at 64), with B's probabilities times the group's
+// norm.
 //
 // Lane (g = lane / 4, t = lane % 4) after the S^T product holds keys 2g, 2g + 1 of its warp's 16 (A rows g and
 // g + 8: a key order without shared-memory bank conflicts) and columns 2t,
@@ -231,7 +235,7 @@ __device__ __forceinline__ int shared_fetch_inc(int* p) {
   return atomicAdd(p, 1);
 #endif
 }
-// Piece c (values 8c .. 8c + 7) of a turbo / trellis row rec of head size HD (one record: group HD): its bits as
+// Piece c (values 8c .. 8c + 7) of a turbo / trellis record rec of HD values (one group of a row): its bits as
 // decode8s_pairs reads them. Trellis: x = the 11 window bits (t_{8c-3} .. t_{8c+7}), js = the index bits; turbo:
 // x = the index bits, js = 0.
 template <KvType T, int HD>
@@ -300,33 +304,41 @@ __device__ __forceinline__ void fence_block() {
 
 }  // namespace tc
 
-// KTI / VTI: the K / V KvType (decode_tc_supports); HD: the head size (64 or 128, decode_tc_head). Launch bound: 4
-// blocks per multiprocessor (<= 128 registers), like the specialized lanes8 kernels, so the plan's one-wave splits
-// hold.
+// KTI / VTI: the K / V KvType (decode_tc_supports); HD: the head size (64, 128 or 256, decode_tc_head). Launch bound
+// (decode_tc_min_blocks): 4 blocks per multiprocessor (<= 128 registers) at head sizes 64 and 128, like the
+// specialized lanes8 kernels, so the plan's one-wave splits hold; 3 at 256 (its 16 k-steps of Q fragments and 16
+// O^T tiles take ~130 registers; two stages of q8_0 rows take 68 KB).
 // BULK: the tile pipeline (decode_tc_bulk): 1 bulk copies and mbarriers (sm_90; below, the cp.async ring), 0 the
 // cp.async ring with one block barrier per tile.
 template <int KTI, int VTI, int BULK, int HD = 128>
-__global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_kernel(const Args a) {
-  static_assert(HD == 64 || HD == 128, "head sizes 64 and 128 (decode_tc_head)");
+__global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : kDecode8FixedMinBlocks)
+    decode_tc_kernel(const Args a) {
+  static_assert(HD == 64 || HD == 128 || HD == 256, "head sizes 64, 128 and 256 (decode_tc_head)");
   constexpr int R = kDecodeRows, LD = HD + 4, TK = kDecodeTcTileKeys, NW = kThreads / 32;
-  // k-steps of S^T and O^T tiles (16 dims each), 32-dim blocks of q8_0 / q4_0 rows, turbo K pieces per lane t and
-  // turbo V pieces per lane g.
-  constexpr int KS = HD / 16, NT = HD / 16, NB = HD / 32, PK = HD / 32, PV = HD / 64;
+  // k-steps of S^T and O^T tiles (16 dims each), 32-dim blocks of q8_0 / q4_0 rows. Turbo rows: NG groups of GH
+  // dims (a record with its norm each: one at head sizes 64 and 128, two of 128 at 256), so KSG k-steps and NTG O^T
+  // tiles a group, PK turbo K pieces a group per lane t and PV turbo V pieces a group per lane g.
+  constexpr int KS = HD / 16, NT = HD / 16, NB = HD / 32;
+  constexpr int NG = HD / 128 > 1 ? HD / 128 : 1, GH = HD / NG, KSG = GH / 16, NTG = GH / 16;
+  constexpr int PK = GH / 32, PV = GH / 64;
   constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
   static_assert(R == 4 && TK == 16 * NW, "the layout above");
   constexpr bool kBlockK = KT == KvType::Q8_0 || KT == KvType::Q4_0;  // 32-value blocks with an f16 scale
   constexpr bool kBlockV = VT == KvType::Q8_0 || VT == KvType::Q4_0;
   static_assert(kBlockK || pair_lut_size(KT) > 0, "K: q8_0, q4_0 or a type with a pair table");
   static_assert(kBlockV || pair_lut_size(VT) > 0, "V: q8_0, q4_0 or a type with a pair table");
-  static_assert(turbo_group_of(HD) == HD, "one norm per turbo row");
-  constexpr bool kTurboK = !kBlockK;  // K's dims on the turbo map (lane t owns dims (HD / 4) t .. + HD / 4 - 1)
-  constexpr bool kTurboV = !kBlockV;  // V's dims on the turbo map (lane g owns dims (HD / 8) g .. + HD / 8 - 1)
+  static_assert(turbo_group_of(HD) == GH, "one norm per group of GH dims");
+  // K's dims on the turbo map (lane t owns dims (GH / 4) t .. + GH / 4 - 1 of each group)
+  constexpr bool kTurboK = !kBlockK;
+  // V's dims on the turbo map (lane g owns dims (GH / 8) g .. + GH / 8 - 1 of each group)
+  constexpr bool kTurboV = !kBlockV;
   constexpr int kBlkK = KT == KvType::Q4_0 ? 18 : 34;  // K block bytes (q8_0, q4_0)
   constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
   // Turbo K of V's type reads V's table (the same entries: the same type's levels); another type its own.
   constexpr bool kOwnKPairs = kTurboK && KT != VT;
   constexpr int kKPairs = kOwnKPairs ? pair_lut_size(KT) : 1;
   constexpr size_t krb = kv_row_bytes_const(KT, HD), vrb = kv_row_bytes_const(VT, HD);
+  constexpr size_t krec = krb / NG, vrec = vrb / NG;  // turbo: bytes of one group's record
 #if defined(POLYKV_ATTN_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
   constexpr bool kBulk = BULK != 0;
 #else
@@ -462,7 +474,8 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
   if constexpr (kTurboV || kOwnKPairs) __syncthreads();
   const uint32_t* const kpair = kOwnKPairs ? kpair_own : vpair;
   // Q^T as B fragments of the KS k-steps: column g = row g % 4, hi (g < 4) or lo; k = 2t + 8j, +1 -> dims
-  // qd(s) + 2j, +1 with qd(s) = 16 s + 4t (q8_0 K) or (HD / 4) t + 4 s (turbo K: the lane's PK pieces).
+  // qd(s) + 2j, +1 with qd(s) = 16 s + 4t (q8_0 K) or GH (s / KSG) + (GH / 4) t + 4 (s % KSG) (turbo K: the lane's
+  // PK pieces of group s / KSG).
   uint32_t qb[KS][2];
   {
     const float* qr = Qs + (g & 3) * LD;
@@ -470,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
     for (int s = 0; s < KS; ++s)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const int d = (kTurboK ? (HD / 4) * t + 4 * s : 16 * s + 4 * t) + 2 * j;
+        const int d = (kTurboK ? GH * (s / KSG) + (GH / 4) * t + 4 * (s % KSG) : 16 * s + 4 * t) + 2 * j;
         uint32_t hi, lo;
         split_pair(qr[d], qr[d + 1], hi, lo);
         qb[s][j] = g < 4 ? hi : lo;
@@ -511,35 +524,39 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
       // ---- S^T = K Q^T (q8_0 / q4_0 K: per 32-dim block, then times the key's d; turbo K: times the row's norm) ----
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if constexpr (kTurboK) {
-        // Keys 2g (A row g) and 2g + 1 (row g + 8); k-step s takes pairs 2 (s & 1), +1 of the lane's piece
-        // PK t + s / 2 of each: dims (HD / 4) t + 4 s .. +3, as qb.
-        const uint8_t* kr[2] = {kbuf + size_t(2 * g) * krb, kbuf + size_t(2 * g + 1) * krb};
-        uint32_t px[2][PK], pj[2][PK];
+        // Keys 2g (A row g) and 2g + 1 (row g + 8), group by group (no k-step mixes two groups' norms): k-step
+        // s = KSG gr + s' takes pairs 2 (s' & 1), +1 of the lane's piece PK t + s' / 2 of each key's group gr: dims
+        // GH gr + (GH / 4) t + 4 s' .. +3, as qb.
 #pragma unroll
-        for (int u = 0; u < 2; ++u) tc::piece_bits_run<KT, HD, PK>(kr[u], t, px[u], pj[u]);
-        float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int gr = 0; gr < NG; ++gr) {
+          const uint8_t* kr[2] = {kbuf + size_t(2 * g) * krb + gr * krec, kbuf + size_t(2 * g + 1) * krb + gr * krec};
+          uint32_t px[2][PK], pj[2][PK];
 #pragma unroll
-        for (int s = 0; s < KS; ++s) {
-          const int pc = s >> 1;
-          uint32_t e[2][2];  // [key][pair 2 (s & 1) + h]
+          for (int u = 0; u < 2; ++u) tc::piece_bits_run<KT, GH, PK>(kr[u], t, px[u], pj[u]);
+          float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            if (s & 1) {
-              e[u][0] = tc::pair_word(kpair, tc::pair_off<KT, 2>(px[u][pc], pj[u][pc]));
-              e[u][1] = tc::pair_word(kpair, tc::pair_off<KT, 3>(px[u][pc], pj[u][pc]));
-            } else {
-              e[u][0] = tc::pair_word(kpair, tc::pair_off<KT, 0>(px[u][pc], pj[u][pc]));
-              e[u][1] = tc::pair_word(kpair, tc::pair_off<KT, 1>(px[u][pc], pj[u][pc]));
+          for (int s = 0; s < KSG; ++s) {
+            const int pc = s >> 1;
+            uint32_t e[2][2];  // [key][pair 2 (s & 1) + h]
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+              if (s & 1) {
+                e[u][0] = tc::pair_word(kpair, tc::pair_off<KT, 2>(px[u][pc], pj[u][pc]));
+                e[u][1] = tc::pair_word(kpair, tc::pair_off<KT, 3>(px[u][pc], pj[u][pc]));
+              } else {
+                e[u][0] = tc::pair_word(kpair, tc::pair_off<KT, 0>(px[u][pc], pj[u][pc]));
+                e[u][1] = tc::pair_word(kpair, tc::pair_off<KT, 1>(px[u][pc], pj[u][pc]));
+              }
             }
+            const uint32_t af[4] = {e[0][0], e[1][0], e[0][1], e[1][1]};
+            mma16816(cb, af, qb[KSG * gr + s]);
           }
-          const uint32_t af[4] = {e[0][0], e[1][0], e[0][1], e[1][1]};
-          mma16816(cb, af, qb[s]);
+          const float na = half_to_float(ld_u16(kr[0])), nc = half_to_float(ld_u16(kr[1]));
+          sc[0] += na * cb[0];
+          sc[1] += na * cb[1];
+          sc[2] += nc * cb[2];
+          sc[3] += nc * cb[3];
         }
-        const float na = half_to_float(ld_u16(kr[0])), nc = half_to_float(ld_u16(kr[1]));
-        sc[0] = na * cb[0];
-        sc[1] = na * cb[1];
-        sc[2] = nc * cb[2];
-        sc[3] = nc * cb[3];
       } else {
         // Row g of the A fragment is key 2g, row g + 8 key 2g + 1: at head size 128 q8_0 rows are 136 bytes (34
         // words) apart, so lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a
@@ -683,37 +700,42 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
             }
           }
         }
-      } else {  // turbo / trellis V: lane g's pieces PV g .. PV g + PV - 1; P times the row's norm
-        float f[4];
+      } else {  // turbo / trellis V, group by group: lane g's pieces PV g .. PV g + PV - 1 of it; P times its norm
 #pragma unroll
-        for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb)) : 0.0f;
-        uint32_t bf[2];
-        b_frag(f, bf);
-        // Piece bits of the 4 keys' pieces PV g + h (decode8s_pairs's x, js / bits).
-        uint32_t px[PV][4], pj[PV][4];
+        for (int gr = 0; gr < NG; ++gr) {
+          const uint8_t* vr[4];
 #pragma unroll
-        for (int h = 0; h < PV; ++h)
+          for (int u = 0; u < 4; ++u) vr[u] = vbuf + size_t(kk[u]) * vrb + gr * vrec;
+          float f[4];
 #pragma unroll
-          for (int u = 0; u < 4; ++u)
-            tc::piece_bits<VT, HD>(vbuf + size_t(kk[u]) * vrb, PV * g + h, px[h][u], pj[h][u]);
+          for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vr[u])) : 0.0f;
+          uint32_t bf[2];
+          b_frag(f, bf);
+          // Piece bits of the 4 keys' pieces PV g + h (decode8s_pairs's x, js / bits).
+          uint32_t px[PV][4], pj[PV][4];
 #pragma unroll
-        for (int i = 0; i < NT; ++i) {  // pair i & 3 of piece PV g + i / 4: dims (HD / 8) g + 2i, +1
-          uint32_t e[4];
+          for (int h = 0; h < PV; ++h)
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            uint32_t off;
-            switch (i & 3) {
-              case 0: off = tc::pair_off<VT, 0>(px[i >> 2][u], pj[i >> 2][u]); break;
-              case 1: off = tc::pair_off<VT, 1>(px[i >> 2][u], pj[i >> 2][u]); break;
-              case 2: off = tc::pair_off<VT, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
-              default: off = tc::pair_off<VT, 3>(px[i >> 2][u], pj[i >> 2][u]); break;
+            for (int u = 0; u < 4; ++u) tc::piece_bits<VT, GH>(vr[u], PV * g + h, px[h][u], pj[h][u]);
+#pragma unroll
+          for (int i = 0; i < NTG; ++i) {  // pair i & 3 of piece PV g + i / 4: dims GH gr + (GH / 8) g + 2i, +1
+            uint32_t e[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              uint32_t off;
+              switch (i & 3) {
+                case 0: off = tc::pair_off<VT, 0>(px[i >> 2][u], pj[i >> 2][u]); break;
+                case 1: off = tc::pair_off<VT, 1>(px[i >> 2][u], pj[i >> 2][u]); break;
+                case 2: off = tc::pair_off<VT, 2>(px[i >> 2][u], pj[i >> 2][u]); break;
+                default: off = tc::pair_off<VT, 3>(px[i >> 2][u], pj[i >> 2][u]); break;
+              }
+              e[u] = tc::pair_word(vpair, off);
             }
-            e[u] = tc::pair_word(vpair, off);
+            // a0: dim GH gr + (GH / 8) g + 2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
+            const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),
+                                    tc::highs(e[2], e[3])};
+            mma16816(oacc[NTG * gr + i], av, bf);
           }
-          // a0: dim (HD / 8) g + 2i of keys 2t, 2t+1; a1: dim +1; a2, a3: keys 2t+8, 2t+9.
-          const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),
-                                  tc::highs(e[2], e[3])};
-          mma16816(oacc[i], av, bf);
         }
       }
     }  // i0 < nk
@@ -755,7 +777,7 @@ __global__ void __launch_bounds__(kThreads, kDecode8FixedMinBlocks) decode_tc_ke
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = r0 + (e & 1), up = e >> 1;  // m = g + 8 up
-        const int dim = kTurboV ? (HD / 8) * g + 2 * i + up : 16 * i + 2 * g + up;
+        const int dim = kTurboV ? GH * (i / NTG) + (GH / 8) * g + 2 * (i % NTG) + up : 16 * i + 2 * g + up;
         st_acc[(warp * R + r) * HD + dim] = oacc[i][e];
       }
     if (g == 0)

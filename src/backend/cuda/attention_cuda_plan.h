@@ -116,12 +116,15 @@ inline bool& decode_tc_bulk() {
   }();
   return b;
 }
-// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head sizes 128 and (2026-12-07g) 64 (decode_tc_head);
+// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head sizes 128, 64 (2026-12-07g) and 256 (2026-12-07h)
+// (decode_tc_head);
 // q8_0 K with V q8_0, turbo3 or turbo3t; turbo3t K with turbo3t V (2026-12-07e: before, turbo K took the pairs kernel at every depth, ~1.7x
 // q8_0/q8_0's time at 131072 keys for a third of its bytes); q4_0/q4_0 (2026-12-07e, the same reason). The kernel takes K of any type with a pair table
 // (kv_decode_pairs.cuh); a pair added here needs a specialized lanes8 kernel too (decode_tc_pairs_are_fixed).
 // Tiles of kDecodeTcTileKeys keys (16 per warp). At head size 64 (Llama 3.2, Qwen 2.5 0.5B, gpt-oss) the plans fall
-// back to the generic lanes8 kernel, which takes 4 blocks per multiprocessor there as well.
+// back to the generic lanes8 kernel, which takes 4 blocks per multiprocessor there as well; at 256 (Gemma 2 / 3,
+// Qwen 3.5's attention layers; 2026-12-07h) to the slots kernel (no lanes8 kernel has room for 256 values a lane
+// group).
 struct Decode8Pair {
   KvType k, v;
 };
@@ -132,7 +135,14 @@ constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T},
                                           {KvType::Q4_0, KvType::Q4_0}};
 constexpr int kDecodeTcCount = int(sizeof(kDecodeTcPairs) / sizeof(kDecodeTcPairs[0]));
 constexpr int kDecodeTcTileKeys = 64;
-constexpr bool decode_tc_head(int hd) { return hd == 64 || hd == 128; }
+constexpr bool decode_tc_head(int hd) { return hd == 64 || hd == 128 || hd == 256; }
+// Blocks per multiprocessor of the tensor-core kernel (its __launch_bounds__; the plans' one-wave splits): 4 at head
+// sizes 64 and 128, 3 at 256 (its Q fragments and O^T tiles take ~130 registers).
+constexpr int kDecodeTc256MinBlocks = 3;
+// Dynamic shared memory of a tensor-core plan at most: kDecode8SmemCap (4 blocks a multiprocessor) at head sizes 64
+// and 128; at 256 what 3 blocks leave beside their static arrays (~6 KB each) and the 1 KB the driver reserves a block
+// of the 228 KB of an sm_80 / sm_90 multiprocessor: two stages of 64 q8_0 K and V rows (68 KB).
+constexpr size_t kDecodeTc256SmemCap = 69 * 1024;
 constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
   if (!decode_tc_head(hd)) return false;
   for (const Decode8Pair& p : kDecodeTcPairs)
@@ -225,6 +235,27 @@ constexpr bool decode_tc_pairs_are_fixed() {
 }
 static_assert(decode_tc_pairs_are_fixed());
 static_assert(decode8_min_blocks(DecodeVariant::Lanes8, 64) == kDecode8FixedMinBlocks);
+// Blocks per multiprocessor of the tensor-core kernel at head size hd (its launch bound; the plans' one wave).
+constexpr int decode_tc_min_blocks(int hd) { return hd == 256 ? kDecodeTc256MinBlocks : kDecode8FixedMinBlocks; }
+// The dynamic shared memory a lanes8 or tensor-core (tc) plan of head size hd may take.
+constexpr size_t decode8_smem_cap(int hd, bool tc) { return tc && hd == 256 ? kDecodeTc256SmemCap : kDecode8SmemCap; }
+// The stages (as many as fit decode8_smem_cap, at least 2) and the dynamic shared memory of a lanes8 or tensor-core
+// plan of head size hd over K and V rows of kb and vb bytes; false when two stages do not fit.
+inline bool decode8_stages(int hd, size_t kb, size_t vb, bool tc, int& stages, size_t& smem) {
+  const int tk = tc ? kDecodeTcTileKeys : decode8_tile_keys();
+  const size_t stage = stage_part_bytes(tk, kb) + stage_part_bytes(tk, vb), cap = decode8_smem_cap(hd, tc);
+  stages = int(std::clamp<size_t>(cap / stage, 2, kDecodeMaxStages));
+  smem = std::max(size_t(stages) * stage, decode8_fold_bytes(hd));
+  return 2 * stage <= cap;
+}
+// Whether the device runs the tensor-core decode kernel of head size 256 at kDecodeTc256MinBlocks blocks a
+// multiprocessor for every pair at its plans' shared memory (set once per device by attention_cuda.cu's setup, from
+// the occupancy calculator: the H100 / H200's 228 KB a multiprocessor do, the ~100 KB of sm_86 / sm_89 do not, and
+// their plans keep the slots kernel). Process-wide, like tiled_mma256_fits.
+inline bool& decode_tc256_fits() {
+  static bool fits = true;
+  return fits;
+}
 
 // Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
 // kernel (attention_cuda_mma.cuh) instead of the f32 tiled kernel. Process-wide, like decode_variant.
@@ -540,19 +571,25 @@ inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q, bool 
   // (CudaAttention.EveryKTypeWithTheMainVTypesDecode, 2026-12-01).
   // Pool blocks of a multiple of its 64-key tile only: a tile never crosses a pool block, so blocks of 16 keys
   // would keep three of its four warps idle (the pairs kernel's 32-key tiles lose half their slots there).
-  P.tc = allow_tc && P.variant == DecodeVariant::Lanes8 && L.block_tokens % kDecodeTcTileKeys == 0 &&
-         decode_tc(hd, L.k_type, L.v_type, decode8_kernels());
-  const int tk8 = P.tc ? kDecodeTcTileKeys : decode8_tile_keys();
+  // The tensor-core kernel runs under the process-wide lanes8 variant (head size 256 too, where the other plans take
+  // the slots kernel: POLYKV_CUDA_ATTN_DECODE=slots keeps it off there as well).
+  P.tc = allow_tc && decode_variant() == DecodeVariant::Lanes8 && L.block_tokens % kDecodeTcTileKeys == 0 &&
+         decode_tc(hd, L.k_type, L.v_type, decode8_kernels()) && (hd != 256 || decode_tc256_fits());
+  if (P.tc) P.variant = DecodeVariant::Lanes8;
   if (P.variant != DecodeVariant::Slots &&
-      2 * (stage_part_bytes(tk8, L.k_head_bytes) + stage_part_bytes(tk8, L.v_head_bytes)) > kDecode8SmemCap)
+      !decode8_stages(hd, L.k_head_bytes, L.v_head_bytes, P.tc, P.stages, P.smem)) {
     P.variant = DecodeVariant::Slots;
-  const bool lanes8 = P.variant != DecodeVariant::Slots;
-  P.tile_keys = lanes8 ? tk8 : decode_tile_keys(hd);
-  // As many stages as fit the shared memory cap (at least 2: a stage is at most 2 x 32 KB + 32).
-  const size_t cap = lanes8 ? kDecode8SmemCap : kDecodeSmemCap;
+    P.tc = false;
+  }
+  if (P.variant != DecodeVariant::Slots) {
+    P.tile_keys = P.tc ? kDecodeTcTileKeys : decode8_tile_keys();
+    return;
+  }
+  // The slots kernel: as many stages as fit its cap (at least 2: a stage is at most 2 x 32 KB + 32).
+  P.tile_keys = decode_tile_keys(hd);
   const size_t stage = stage_part_bytes(P.tile_keys, L.k_head_bytes) + stage_part_bytes(P.tile_keys, L.v_head_bytes);
-  P.stages = int(std::clamp<size_t>(cap / stage, 2, kDecodeMaxStages));
-  P.smem = std::max(size_t(P.stages) * stage, lanes8 ? decode8_fold_bytes(hd) : decode_fold_bytes(hd));
+  P.stages = int(std::clamp<size_t>(kDecodeSmemCap / stage, 2, kDecodeMaxStages));
+  P.smem = std::max(size_t(P.stages) * stage, decode_fold_bytes(hd));
 }
 
 // Throws Error unless the layer, the parameters and the batch's bounds are ones the kernels take.
@@ -613,7 +650,8 @@ inline Plan plan_attention(const KvLayerDevice& L, const AttentionParams& p, con
   if (P.kernel == Kernel::Decode && span <= one_split_keys())
     ;  // one split (n_splits 1, chunk covers every key): the kernel writes the outputs
   else if (P.kernel == Kernel::Decode && P.variant != DecodeVariant::Slots)
-    plan_splits(P, span, sm_count, hd, decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true,
+    plan_splits(P, span, sm_count, hd,
+                P.tc ? decode_tc_min_blocks(hd) : decode8_plan_blocks(P.variant, hd, L.k_type, L.v_type), true,
                 reserve_blocks);
   else if (P.kernel == Kernel::Decode)
     plan_splits(P, span, sm_count, hd);
