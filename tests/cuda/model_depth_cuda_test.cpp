@@ -70,7 +70,8 @@ TEST_P(ModelDepthCuda, HeadSize256AtDepthMatchesTheCpu) {
   o.k_type = ctk;
   o.v_type = ctv;
   o.max_tokens = 1024;
-  ASSERT_EQ(o.block_tokens % cuda::attn::kDecodeTcTileKeys, 0);  // the tensor-core kernel's tiles never cross a pool block
+  // The tensor-core kernel's 64-key tiles never cross a pool block.
+  ASSERT_EQ(o.block_tokens % cuda::attn::kDecodeTcTileKeys, 0);
   // The decode plan of the global layer at this depth takes the tensor-core kernel (the GPU's plans are these).
   {
     const KvType kt = parse_kv_type(ctk), vt = parse_kv_type(ctv);

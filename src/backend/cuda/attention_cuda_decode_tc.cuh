@@ -1,5 +1,6 @@
-// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head sizes 64, 128 and 256, K q8_0 or a
-// type with a pair table, V q8_0 or a type with a pair table; the pairs it runs: kDecodeTcPairs, decode_tc_supports).
+// The tensor-core decode kernel of polykv::cuda::attention (Decode8Kernels::Mma; head sizes 64, 128 and 256, K q8_0
+// or a type with a pair table, V q8_0 or a type with a pair table; the pairs it runs: kDecodeTcPairs,
+// decode_tc_supports).
 // docs/CUDA_ATTENTION.md "Warp-level tensor-core decode" has the counts behind it.
 //
 // The lanes8 kernel (attention_cuda_decode8.cuh) spends ~130-158 warp instructions per key and KV head, 32 of

@@ -116,10 +116,10 @@ inline bool& decode_tc_bulk() {
   }();
   return b;
 }
-// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head sizes 128, 64 (2026-12-07g) and 256 (2026-12-07h)
-// (decode_tc_head);
-// q8_0 K with V q8_0, turbo3 or turbo3t; turbo3t K with turbo3t V (2026-12-07e: before, turbo K took the pairs kernel at every depth, ~1.7x
-// q8_0/q8_0's time at 131072 keys for a third of its bytes); q4_0/q4_0 (2026-12-07e, the same reason). The kernel takes K of any type with a pair table
+// The tensor-core decode kernel (attention_cuda_decode_tc.cuh): head sizes 128, 64 (2026-12-07g) and 256
+// (2026-12-07h) (decode_tc_head); q8_0 K with V q8_0, turbo3 or turbo3t; turbo3t K with turbo3t V (2026-12-07e:
+// before, turbo K took the pairs kernel at every depth, ~1.7x q8_0/q8_0's time at 131072 keys for a third of its
+// bytes); q4_0/q4_0 (2026-12-07e, the same reason). The kernel takes K of any type with a pair table
 // (kv_decode_pairs.cuh); a pair added here needs a specialized lanes8 kernel too (decode_tc_pairs_are_fixed).
 // Tiles of kDecodeTcTileKeys keys (16 per warp). At head size 64 (Llama 3.2, Qwen 2.5 0.5B, gpt-oss) the plans fall
 // back to the generic lanes8 kernel, which takes 4 blocks per multiprocessor there as well; at 256 (Gemma 2 / 3,
@@ -250,8 +250,8 @@ inline bool decode8_stages(int hd, size_t kb, size_t vb, bool tc, int& stages, s
 }
 // Whether the device runs the tensor-core decode kernel of head size 256 at kDecodeTc256MinBlocks blocks a
 // multiprocessor for every pair at its plans' shared memory (set once per device by attention_cuda.cu's setup, from
-// the occupancy calculator: the H100 / H200's 228 KB a multiprocessor do, the ~100 KB of sm_86 / sm_89 do not, and
-// their plans keep the slots kernel). Process-wide, like tiled_mma256_fits.
+// the occupancy calculator: the H100 / H200's 228 KB a multiprocessor do; sm_80's 164 KB and sm_86 / sm_89's 100 KB
+// do not, and their plans keep the slots kernel). Process-wide, like tiled_mma256_fits.
 inline bool& decode_tc256_fits() {
   static bool fits = true;
   return fits;
