@@ -277,7 +277,7 @@ template <int HD>
 void run_main(const attn::Args& a, const attn::Plan& P) {
   const unsigned gx = unsigned(P.n_splits), gy = unsigned(P.grid_y), gz = unsigned(P.grid_z);
   if (P.kernel == attn::Kernel::Decode) {
-    if constexpr (attn::decode_tc_head(HD) && !attn::decode8_supports(HD)) {  // head size 256: as launch_main
+    if constexpr (attn::decode_tc_head(HD)) {  // as launch_main: the tensor-core kernel when the plan takes it
       if (P.tc && attn::decode_tc_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
             run_grid(gx, gy, gz, P.smem, [&] { kernel(a); });
           }))

@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "cuda_test_util.h"
+#include "model_compare_cuda.h"
 #include "engine/sequence_kv.h"
 #include "kv/kv_block_store.h"
 #include "model/model.h"
@@ -109,16 +110,8 @@ TEST_P(ModelCuda, LogitsMatchTheCpuBackend) {
 
   // Decode, teacher-forced with the CPU's greedy tokens: the GPU sees the same inputs every step.
   RowCompare dec;
-  std::vector<float> c1(static_cast<size_t>(n_vocab)), g1(static_cast<size_t>(n_vocab));
-  int32_t next = int32_t(std::max_element(lc.end() - n_vocab, lc.end()) - (lc.end() - n_vocab));
-  for (int step = 0; step < 24; ++step) {
-    std::fill(g1.begin(), g1.end(), NAN);
-    cpu->forward(std::span(&next, 1), *kv_cpu, c1.data(), false);
-    if (step < 3) std::fprintf(stderr, "[%s] gpu decode step %d\n", kv_pair.c_str(), step);
-    gpu->forward(std::span(&next, 1), *kv_gpu, g1.data(), false);
-    compare_rows(c1, g1, n_vocab, dec);
-    next = int32_t(std::max_element(c1.begin(), c1.end()) - c1.begin());
-  }
+  const int32_t first = int32_t(std::max_element(lc.end() - n_vocab, lc.end()) - (lc.end() - n_vocab));
+  cuda_test::teacher_forced_decode(*cpu, *gpu, *kv_cpu, *kv_gpu, first, 24, dec, kv_pair);
   std::printf("%s decode 24 steps: worst relative L2 %.3g, top-1 same %d/%d\n", kv_pair.c_str(), dec.worst_rel,
               dec.top1_same, dec.rows);
   EXPECT_LT(dec.worst_rel, bound) << kv_pair;

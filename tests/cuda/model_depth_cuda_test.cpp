@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
-#include <span>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/attention_cuda_plan.h"
 #include "cuda_test_util.h"
+#include "model_compare_cuda.h"
 #include "engine/sequence_kv.h"
 #include "model/model.h"
 #include "model/shapes.h"
@@ -112,15 +112,8 @@ TEST_P(ModelDepthCuda, HeadSize256AtDepthMatchesTheCpu) {
 
   // Decode at depth 700+, teacher-forced with the CPU's greedy tokens.
   RowCompare dec;
-  std::vector<float> c1(static_cast<size_t>(n_vocab)), g1(static_cast<size_t>(n_vocab));
-  int32_t next = int32_t(std::max_element(lc.end() - n_vocab, lc.end()) - (lc.end() - n_vocab));
-  for (int step = 0; step < 12; ++step) {
-    std::fill(g1.begin(), g1.end(), NAN);
-    cpu->forward(std::span(&next, 1), *kv_cpu, c1.data(), false);
-    gpu->forward(std::span(&next, 1), *kv_gpu, g1.data(), false);
-    compare_rows(c1, g1, n_vocab, dec);
-    next = int32_t(std::max_element(c1.begin(), c1.end()) - c1.begin());
-  }
+  const int32_t first = int32_t(std::max_element(lc.end() - n_vocab, lc.end()) - (lc.end() - n_vocab));
+  cuda_test::teacher_forced_decode(*cpu, *gpu, *kv_cpu, *kv_gpu, first, 12, dec);
   std::printf("%s decode 12 steps at depth %zu: worst relative L2 %.3g (bound %.3g), top-1 same %d/%d\n",
               kv_pair.c_str(), prompt.size(), dec.worst_rel, bound, dec.top1_same, dec.rows);
   EXPECT_LT(dec.worst_rel, bound) << kv_pair;

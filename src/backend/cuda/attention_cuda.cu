@@ -34,17 +34,17 @@ void allow_smem(Kernel* kernel, size_t smem) {
 // default) and the largest carveout; attn::decode_tc256_fits() says whether each pair's kernel then runs
 // kDecodeTc256MinBlocks blocks a multiprocessor at its plans' shared memory (else the plans keep the slots kernel).
 void allow_decode_tc256() {
+  const size_t cap = std::max(attn::kDecodeTc256SmemCap, attn::decode8_fold_bytes(256));
+  int dev = 0, optin = 0;
+  POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
+  POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (cap > size_t(optin)) {  // the limit could not be set
+    attn::decode_tc256_fits() = false;
+    return;
+  }
   bool fits = true;
   [&]<int... J>(std::integer_sequence<int, J...>) {
     const auto one = [&](auto kernel, attn::Decode8Pair p) {
-      const size_t cap = std::max(attn::kDecodeTc256SmemCap, attn::decode8_fold_bytes(256));
-      int dev = 0, optin = 0;
-      POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
-      POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-      if (cap > size_t(optin)) {
-        fits = false;
-        return;
-      }
       allow_smem(kernel, cap);
       POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                              int(cudaSharedmemCarveoutMaxShared)));
@@ -176,14 +176,14 @@ void launch_256(Kernel* kernel, const Args& a, const attn::Plan& P, size_t smem,
 template <int HD>
 void launch_main(const Args& a, const attn::Plan& P, cudaStream_t stream, bool pdl) {
   if (P.kernel == attn::Kernel::Decode) {
-    if constexpr (attn::decode_tc_head(HD) && !attn::decode8_supports(HD)) {  // head size 256: tensor cores or slots
+    if constexpr (attn::decode_tc_head(HD)) {  // the tensor-core kernel when the plan takes it (attn::Plan::tc)
       if (P.tc && attn::decode_tc_pick<HD>(a.k_type, a.v_type, [&](auto kernel) {
             launch_kernel(kernel, a, P, P.smem, stream, pdl);
           }))
         return;
     }
     if constexpr (attn::decode8_supports(HD)) {
-      if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one
+      if (P.variant == attn::DecodeVariant::Lanes8) {  // specialized per type pair where there is one (P.tc false)
         const bool lean = attn::decode8_lean(a.self_kv);
         attn::decode8_pick<HD>(
             a.k_type, a.v_type, attn::decode_tc_mode(P.tc, attn::decode8_kernels()),

@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   // dims (a record with its norm each: one at head sizes 64 and 128, two of 128 at 256), so KSG k-steps and NTG O^T
   // tiles a group, PK turbo K pieces a group per lane t and PV turbo V pieces a group per lane g.
   constexpr int KS = HD / 16, NT = HD / 16, NB = HD / 32;
-  constexpr int NG = HD / 128 > 1 ? HD / 128 : 1, GH = HD / NG, KSG = GH / 16, NTG = GH / 16;
+  constexpr int GH = turbo_group_of(HD), NG = HD / GH, KSG = GH / 16, NTG = GH / 16;
   constexpr int PK = GH / 32, PV = GH / 64;
   constexpr KvType KT = KvType(KTI), VT = KvType(VTI);
   static_assert(R == 4 && TK == 16 * NW, "the layout above");
@@ -328,7 +328,6 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   constexpr bool kBlockV = VT == KvType::Q8_0 || VT == KvType::Q4_0;
   static_assert(kBlockK || pair_lut_size(KT) > 0, "K: q8_0, q4_0 or a type with a pair table");
   static_assert(kBlockV || pair_lut_size(VT) > 0, "V: q8_0, q4_0 or a type with a pair table");
-  static_assert(turbo_group_of(HD) == GH, "one norm per group of GH dims");
   // K's dims on the turbo map (lane t owns dims (GH / 4) t .. + GH / 4 - 1 of each group)
   constexpr bool kTurboK = !kBlockK;
   // V's dims on the turbo map (lane g owns dims (GH / 8) g .. + GH / 8 - 1 of each group)

@@ -141,7 +141,7 @@ constexpr bool decode_tc_head(int hd) { return hd == 64 || hd == 128 || hd == 25
 constexpr int kDecodeTc256MinBlocks = 3;
 // Dynamic shared memory of a tensor-core plan at most: kDecode8SmemCap (4 blocks a multiprocessor) at head sizes 64
 // and 128; at 256 what 3 blocks leave beside their static arrays (~6 KB each) and the 1 KB the driver reserves a block
-// of the 228 KB of an sm_80 / sm_90 multiprocessor: two stages of 64 q8_0 K and V rows (68 KB).
+// of the 228 KB of an sm_90 multiprocessor: two stages of 64 q8_0 K and V rows (68 KB).
 constexpr size_t kDecodeTc256SmemCap = 69 * 1024;
 constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
   if (!decode_tc_head(hd)) return false;
