@@ -609,16 +609,17 @@ AttentionParams llama8b_params() {
 }
 
 // The tensor-core decode kernel (attention_cuda_decode_tc.cuh, mode Mma) on every pair it takes, and one it
-// does not (f16/f16: the pairs kernel): sequences at depths 0 .. 700 in pool blocks of 64 (full 64-key tiles,
+// does not (bf16/bf16: the lanes8 or slots kernel): sequences at depths 0 .. 700 in pool blocks of 64 (full 64-key tiles,
 // splits, short last tiles) and 128 with a window and softcap; the early-start path; a group of 2 (two tokens'
 // rows in one block); a group of 8 (two head parts). Pool blocks of 16 or 24 keys keep the pairs kernel (its
 // 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound, with
 // both tile pipelines (bulk copies and the cp.async ring), at head sizes 128, 64 (2026-12-07g) and 256 (2026-12-07h:
-// turbo rows of two groups; f16/f16 takes the slots kernel there).
+// turbo rows of two groups). f16/f16 (2026-12-08: padded stage rows) runs one stage at head sizes 128 and 256 on the
+// bulk pipeline; the ring needs two, which do not fit there, so those plans keep the lanes8 / slots kernel.
 TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
-  pairs.push_back({KvType::F16, KvType::F16});
+  pairs.push_back({KvType::BF16, KvType::BF16});
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
   for (const int hd : {128, 64, 256})
@@ -656,14 +657,16 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
         const bool picked = hd == 128  ? attn::decode_tc_pick<128>(kt, vt, [](auto) {})
                             : hd == 64 ? attn::decode_tc_pick<64>(kt, vt, [](auto) {})
                                        : attn::decode_tc_pick<256>(kt, vt, [](auto) {});
-        // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel.
-        const bool tc = supported && r.plan.tc;
-        EXPECT_EQ(r.plan.tc, supported) << attn_test::describe(c);
+        // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel (f16/f16
+        // at head sizes 128 and 256 on the bulk pipeline only).
+        const bool want_tc = supported && (bulk || kt != KvType::F16 || hd == 64);
+        const bool tc = r.plan.tc;
+        EXPECT_EQ(r.plan.tc, want_tc) << attn_test::describe(c);
         const std::string what =
             attn_test::describe(c) + " shape " + std::to_string(shape) + (bulk ? " bulk" : " sync") + "\n  plan: " +
             plan_name(r.plan);
         EXPECT_EQ(picked, supported) << what;
-        EXPECT_EQ(tc, kt != KvType::F16) << what;
+        if (tc && kt == KvType::F16) EXPECT_EQ(r.plan.stages, hd == 64 ? 2 : 1) << what;
         EXPECT_EQ(r.plan.kernel, attn::Kernel::Decode) << what;
         EXPECT_EQ(r.plan.tile_keys, tc          ? attn::kDecodeTcTileKeys
                                     : hd == 256 ? attn::decode_tile_keys(256)
@@ -699,9 +702,12 @@ TEST(CudaAttentionEmulation, LeanKernelsWhereNothingIsSelfEncoded) {
   using attn::Decode8Kernels;
   EXPECT_EQ(picked(KvType::Q8_0, KvType::Q8_0, Decode8Kernels::Pairs, true),
             (kernel_ptr<q8, q8, attn::kDec8Pairs, 0>()));
-  // (Mode Mma with a tensor-core pair picks decode_tc_kernel: the plans pass Pairs for the shallow ones, decode_tc_mode.)
-  EXPECT_EQ(picked(KvType::F16, KvType::F16, Decode8Kernels::Mma, true),
+  // Mode Mma with a tensor-core pair (f16/f16 since 2026-12-08) picks decode_tc_kernel; the plans pass Pairs for the
+  // shallow ones (decode_tc_mode).
+  EXPECT_EQ(picked(KvType::F16, KvType::F16, Decode8Kernels::Pairs, true),
             (kernel_ptr<f16, f16, attn::kDec8Pairs, 0>()));
+  EXPECT_EQ(picked(KvType::F16, KvType::F16, Decode8Kernels::Mma, true),
+            (const void*)(attn::decode_tc_kernel_of<attn::kDecodeTcCount - 1, -1, 128>()));
   EXPECT_EQ(picked(KvType::Q4_0, KvType::Q4_0, Decode8Kernels::Pairs, true),
             (kernel_ptr<q4, q4, attn::kDec8Pairs, 0>()));
   EXPECT_EQ(picked(KvType::Turbo3T, KvType::Turbo3T, Decode8Kernels::Pairs, true),
@@ -781,7 +787,8 @@ TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
 // The tensor-core kernel's plans at head size 256 (Gemma 3's global layers: 8 query heads, 4 KV heads): 3 blocks a
 // multiprocessor (attn::decode_tc_min_blocks), so at 131072 keys on an H200 (132 multiprocessors) one wave of splits
 // fills at least 90% of 396 block slots and none past them; every pair's plan fits the 228 KB of a multiprocessor at 3
-// blocks beside its static arrays (the GPU checks it with the occupancy calculator: decode_tc256_fits); the slots kernel where the device cannot hold 3 blocks
+// blocks beside its static arrays (the GPU checks it with the occupancy calculator: decode_tc256_fits); f16/f16 on one
+// stage (only where the device has the bulk pipeline); the slots kernel where the device cannot hold 3 blocks
 // (attn::decode_tc256_fits false), under POLYKV_CUDA_ATTN_DECODE=slots, in modes other than mma, and at one split.
 TEST(CudaAttentionEmulation, DecodeTcHeadSize256Plans) {
   const VariantScope vs(attn::DecodeVariant::Lanes8);
@@ -798,7 +805,17 @@ TEST(CudaAttentionEmulation, DecodeTcHeadSize256Plans) {
     const std::string what = std::string(kv_type_name(pair.k)) + "/" + kv_type_name(pair.v) + ": " + plan_name(P);
     EXPECT_TRUE(P.tc) << what;
     EXPECT_EQ(P.tile_keys, attn::kDecodeTcTileKeys) << what;
-    EXPECT_GE(P.stages, 2) << what;
+    // f16/f16: one stage of padded rows (66 KB); two where the device has no bulk pipeline do not fit, and the plan
+    // keeps the slots kernel.
+    EXPECT_EQ(P.stages >= 2, pair.k != KvType::F16) << what;
+    if (pair.k == KvType::F16) {
+      bool& bulk_device = attn::decode_tc_bulk_device();
+      bulk_device = false;
+      const attn::Plan R = attn::plan_attention(L, p, b, kSms);
+      bulk_device = true;
+      EXPECT_FALSE(R.tc) << what;
+      EXPECT_EQ(R.variant, attn::DecodeVariant::Slots) << what;
+    }
     // Static arrays (ptxas -v, sm_90): 5,536 bytes without pair tables, plus 4 bytes a pair-table entry.
     const size_t statics = 5632 + 4 * size_t(cuda::pair_lut_size(pair.v)) +
                            (pair.k != pair.v ? 4 * size_t(cuda::pair_lut_size(pair.k)) : 0);

@@ -181,6 +181,8 @@ TEST(CudaAttentionDecode8, TcPairsHeadSize256) {
   POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   if (major == 9) EXPECT_TRUE(attn::decode_tc256_fits());
+  // f16/f16's one-stage plans (head sizes 128 and 256) need the bulk pipeline: sm_90 and later.
+  EXPECT_EQ(attn::decode_tc_bulk_device(), major >= 9);
 }
 
 // ---- benchmark ----

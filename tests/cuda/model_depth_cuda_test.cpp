@@ -121,7 +121,7 @@ TEST_P(ModelDepthCuda, HeadSize256AtDepthMatchesTheCpu) {
   EXPECT_EQ(kv_gpu->n_tokens(), kv_cpu->n_tokens());
 }
 
-INSTANTIATE_TEST_SUITE_P(TcPairs, ModelDepthCuda, ::testing::Values("q8_0/q8_0", "q8_0/turbo3t", "turbo3t/turbo3t"),
+INSTANTIATE_TEST_SUITE_P(TcPairs, ModelDepthCuda, ::testing::Values("q8_0/q8_0", "q8_0/turbo3t", "turbo3t/turbo3t", "f16/f16"),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '/', '_');

@@ -50,7 +50,7 @@ void allow_decode_tc256() {
                                              int(cudaSharedmemCarveoutMaxShared)));
       int stages = 0;
       size_t smem = 0;
-      attn::decode8_stages(256, kv_head_bytes(p.k, 256), kv_head_bytes(p.v, 256), true, stages, smem);
+      if (!attn::decode_tc_stages(256, p.k, p.v, stages, smem)) return;  // its plans never take it
       int blocks = 0;
       POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
       if (blocks < attn::kDecodeTc256MinBlocks) fits = false;
@@ -131,6 +131,9 @@ void init_device(cudaStream_t stream) {
         "CUDA attention: the first call on a device must run outside graph capture (it uploads tables)");
   const KvDecodeTables t = make_kv_decode_tables();
   POLYKV_CUDA_CHECK(cudaMemcpyToSymbol(attn::g_tables, &t, sizeof t));
+  int major = 0;
+  POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  attn::decode_tc_bulk_device() = major >= 9;  // before allow_decode_tc256, which plans stages
   allow_smem_hd<32>();
   allow_smem_hd<64>();
   allow_smem_hd<128>();

@@ -147,6 +147,43 @@ __device__ __forceinline__ void stage_copy(uint8_t* dst, const uint8_t* src, int
 #endif
 }
 
+// stage_copy of `rows` rows of row_bytes (a multiple of 16) from src, row r to dst + r * stride + (src mod 16): the
+// padded stages of f16 rows (decode_tc_padded), by every thread of the block.
+__device__ __forceinline__ void stage_copy_rows(uint8_t* dst, const uint8_t* src, int rows, int row_bytes, int stride) {
+#if defined(POLYKV_ATTN_EMULATION)
+  for (int r = 0; r < rows; ++r) attn::stage_copy(dst + r * stride, src + r * row_bytes, size_t(row_bytes));
+#else
+  const uint32_t mis = uint32_t(reinterpret_cast<uintptr_t>(src) & 15u);
+  const int per = int((mis + uint32_t(row_bytes) + 15u) >> 4), n = rows * per;
+  const uint8_t* g = src - mis;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const int r = i / per, c = i - r * per;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mma::smem_addr(dst + r * stride + 16 * c)),
+                 "l"(g + size_t(r) * row_bytes + 16 * c)
+                 : "memory");
+  }
+#endif
+}
+// The two 32-bit words at p (8-byte aligned on the device: f16 rows start 16-byte aligned in the stages).
+__device__ __forceinline__ void ld_pair(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  w0 = v.x;
+  w1 = v.y;
+#else
+  w0 = ld_u32(p);
+  w1 = ld_u32(p + 4);
+#endif
+}
+// The 32-bit word at p (4-byte aligned on the device).
+__device__ __forceinline__ uint32_t ld_word(const uint8_t* p) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  return ld_u32(p);
+#endif
+}
+
 // The bulk pipeline (BULK = 1, sm_90): one mbarrier per stage (arrival count 1: the issuing thread's
 // arrive.expect_tx; the stage's two bulk copies complete its transaction bytes), waited on by parity.
 // The emulation keeps the barrier in the same 64 bits (tx bytes pending, arrivals pending, count, phase) and
@@ -326,12 +363,15 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   static_assert(R == 4 && TK == 16 * NW, "the layout above");
   constexpr bool kBlockK = KT == KvType::Q8_0 || KT == KvType::Q4_0;  // 32-value blocks with an f16 scale
   constexpr bool kBlockV = VT == KvType::Q8_0 || VT == KvType::Q4_0;
-  static_assert(kBlockK || pair_lut_size(KT) > 0, "K: q8_0, q4_0 or a type with a pair table");
-  static_assert(kBlockV || pair_lut_size(VT) > 0, "V: q8_0, q4_0 or a type with a pair table");
+  // f16 rows (f16/f16 only): the values are the fragments, no scale; staged on padded rows (decode_tc_padded).
+  constexpr bool kHalf = KT == KvType::F16;
+  static_assert(kHalf == (VT == KvType::F16), "f16 K with f16 V only");
+  static_assert(kBlockK || kHalf || pair_lut_size(KT) > 0, "K: q8_0, q4_0, f16 or a type with a pair table");
+  static_assert(kBlockV || kHalf || pair_lut_size(VT) > 0, "V: q8_0, q4_0, f16 or a type with a pair table");
   // K's dims on the turbo map (lane t owns dims (GH / 4) t .. + GH / 4 - 1 of each group)
-  constexpr bool kTurboK = !kBlockK;
+  constexpr bool kTurboK = !kBlockK && !kHalf;
   // V's dims on the turbo map (lane g owns dims (GH / 8) g .. + GH / 8 - 1 of each group)
-  constexpr bool kTurboV = !kBlockV;
+  constexpr bool kTurboV = !kBlockV && !kHalf;
   constexpr int kBlkK = KT == KvType::Q4_0 ? 18 : 34;  // K block bytes (q8_0, q4_0)
   constexpr int kPairs = kTurboV ? pair_lut_size(VT) : 1;
   // Turbo K of V's type reads V's table (the same entries: the same type's levels); another type its own.
@@ -339,6 +379,8 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   constexpr int kKPairs = kOwnKPairs ? pair_lut_size(KT) : 1;
   constexpr size_t krb = kv_row_bytes_const(KT, HD), vrb = kv_row_bytes_const(VT, HD);
   constexpr size_t krec = krb / NG, vrec = vrb / NG;  // turbo: bytes of one group's record
+  // Bytes between staged rows (decode_stage_row, decode_tc_padded: f16 rows kDecodeTcRowPad apart more than their size).
+  constexpr size_t krs = kHalf ? krb + kDecodeTcRowPad : krb, vrs = kHalf ? vrb + kDecodeTcRowPad : vrb;
 #if defined(POLYKV_ATTN_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
   constexpr bool kBulk = BULK != 0;
 #else
@@ -365,6 +407,10 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   // each refill (refills run in tile order: the last warp done with tile i + 1 finished tile i's refill first).
   __shared__ __align__(8) uint64_t full[kBulk ? kDecodeMaxStages : 1];
   __shared__ int released[kBulk ? kDecodeMaxStages : 1], p_next[3];
+  // Padded rows: a refill is one bulk copy a row, issued by the whole warp; its lane 0 plans the tile and passes
+  // (rows, K source, V source) through here (refills never overlap: see above).
+  __shared__ const uint8_t* bc_src[kHalf ? 2 : 1];
+  __shared__ int bc_nk;
   POLYKV_DYNAMIC_SHARED(smem4);
   uint8_t* stages = reinterpret_cast<uint8_t*>(smem4);
   const size_t kpart = a.stage_k_bytes, spart = a.stage_bytes;
@@ -407,8 +453,13 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
       const uint8_t *ks, *vs;
       const int t1 = next_tile(p_key, p_bi, p_bend, ks, vs), nk = t1 - p_key;
       uint8_t* dst = stages + size_t(p_st) * spart;
-      tc::stage_copy(dst, ks, nk * int(krb));
-      tc::stage_copy(dst + kpart, vs, nk * int(vrb));
+      if constexpr (kHalf) {
+        tc::stage_copy_rows(dst, ks, nk, int(krb), int(krs));
+        tc::stage_copy_rows(dst + kpart, vs, nk, int(vrb), int(vrs));
+      } else {
+        tc::stage_copy(dst, ks, nk * int(krb));
+        tc::stage_copy(dst + kpart, vs, nk * int(vrb));
+      }
       if (threadIdx.x == 0) note_stage(p_st, p_key, nk, ks, vs);
       p_key = t1;
     }
@@ -432,7 +483,52 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
     tc::bulk_copy(dst, ks, nk * int(krb), &full[st]);
     tc::bulk_copy(dst + kpart, vs, nk * int(vrb), &full[st]);
   };
-  if constexpr (kBulk) {
+  // The bulk producer of padded rows, run by a whole warp: lane 0 plans the next tile into stage st as issue_bulk does
+  // and arrives with its bytes, then each lane copies rows lane, lane + 32 of K and of V, one bulk copy a row.
+  const auto issue_bulk_rows = [&](int st) {
+    if ((threadIdx.x & 31) == 0) {
+      bc_nk = 0;
+      const int pk = p_next[0];
+      if (pk < ke) {
+        int bi = p_next[1], bend = p_next[2];
+        const uint8_t *ks, *vs;
+        const int t1 = next_tile(pk, bi, bend, ks, vs), nk = t1 - pk;
+        note_stage(st, pk, nk, ks, vs);
+        p_next[0] = t1;
+        p_next[1] = bi;
+        p_next[2] = bend;
+        bc_src[0] = ks;
+        bc_src[kHalf ? 1 : 0] = vs;
+        bc_nk = nk;
+        tc::bar_arrive_expect(&full[st], uint32_t(nk) * (tc::bulk_bytes(ks, int(krb)) + tc::bulk_bytes(vs, int(vrb))));
+      }
+    }
+    __syncwarp();
+    const int nk = bc_nk;
+    const uint8_t *ks = bc_src[0], *vs = bc_src[kHalf ? 1 : 0];
+    uint8_t* dst = stages + size_t(st) * spart;
+    for (int r = threadIdx.x & 31; r < nk; r += 32) {
+      tc::bulk_copy(dst + size_t(r) * krs, ks + size_t(r) * krb, int(krb), &full[st]);
+      tc::bulk_copy(dst + kpart + size_t(r) * vrs, vs + size_t(r) * vrb, int(vrb), &full[st]);
+    }
+    __syncwarp();  // every lane has read bc_* before the next refill plans
+  };
+  if constexpr (kBulk && kHalf) {
+    if (threadIdx.x < 32) {  // warp 0 fills every stage; the others first touch the barriers after the prologue's
+      if (threadIdx.x == 0) {
+        for (int st = 0; st < S; ++st) {
+          tc::bar_init(&full[st], 1);
+          released[st] = 0;
+        }
+        tc::bar_init_fence();
+        p_next[0] = kb;
+        p_next[1] = kb / bt;
+        p_next[2] = (kb / bt + 1) * bt;
+      }
+      __syncwarp();
+      for (int st = 0; st < S; ++st) issue_bulk_rows(st);
+    }
+  } else if constexpr (kBulk) {
     if (threadIdx.x == 0) {  // the others first touch the barriers after block_prologue's barrier
       for (int st = 0; st < S; ++st) {
         tc::bar_init(&full[st], 1);
@@ -518,18 +614,32 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
     key = t0 + nk;
     const int i0 = 16 * warp;  // this warp's first key in the tile
     if (i0 < nk) {             // warp-uniform: a short last tile leaves some warps without keys
-      const uint8_t* kbuf = stages + size_t(c_st) * spart + st_ko[c_st] + size_t(i0) * krb;
-      const uint8_t* vbuf = stages + size_t(c_st) * spart + kpart + st_vo[c_st] + size_t(i0) * vrb;
+      const uint8_t* kbuf = stages + size_t(c_st) * spart + st_ko[c_st] + size_t(i0) * krs;
+      const uint8_t* vbuf = stages + size_t(c_st) * spart + kpart + st_vo[c_st] + size_t(i0) * vrs;
 
       // ---- S^T = K Q^T (q8_0 / q4_0 K: per 32-dim block, then times the key's d; turbo K: times the row's norm) ----
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if constexpr (kTurboK) {
+      if constexpr (kHalf) {
+        // Keys 2g (A row g) and 2g + 1 (row g + 8); k-step s: dims 16 s + 4t .. +3 of each, one 8-byte load a key
+        // (the q8_0 map). Rows 16 bytes apart more than their 2 HD bytes: lane (g, t) of a half-warp reads banks
+        // 8g + 2t, +1 (key 2g) or those + 4 (key 2g + 1), all different.
+        const uint8_t* ka = kbuf + size_t(2 * g) * krs + 8 * t;
+        const uint8_t* kc = ka + krs;
+#pragma unroll
+        for (int s = 0; s < KS; ++s) {
+          uint32_t a0, a2, c0, c2;
+          tc::ld_pair(ka + 32 * s, a0, a2);
+          tc::ld_pair(kc + 32 * s, c0, c2);
+          const uint32_t af[4] = {a0, c0, a2, c2};
+          mma16816(sc, af, qb[s]);
+        }
+      } else if constexpr (kTurboK) {
         // Keys 2g (A row g) and 2g + 1 (row g + 8), group by group (no k-step mixes two groups' norms): k-step
         // s = KSG gr + s' takes pairs 2 (s' & 1), +1 of the lane's piece PK t + s' / 2 of each key's group gr: dims
         // GH gr + (GH / 4) t + 4 s' .. +3, as qb.
 #pragma unroll
         for (int gr = 0; gr < NG; ++gr) {
-          const uint8_t* kr[2] = {kbuf + size_t(2 * g) * krb + gr * krec, kbuf + size_t(2 * g + 1) * krb + gr * krec};
+          const uint8_t* kr[2] = {kbuf + size_t(2 * g) * krs + gr * krec, kbuf + size_t(2 * g + 1) * krs + gr * krec};
           uint32_t px[2][PK], pj[2][PK];
 #pragma unroll
           for (int u = 0; u < 2; ++u) tc::piece_bits_run<KT, GH, PK>(kr[u], t, px[u], pj[u]);
@@ -562,8 +672,8 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
         // words) apart, so lane (g, t) reads bank (68 g + t) mod 32 = 4g + t (+ 2 for the odd key): no two lanes of a
         // load share a bank (keys g and g + 1 would: 2g + t). q4_0 rows are 72 bytes apart: bank (36 g + t) mod 32,
         // the same. At head size 64 (68- and 36-byte rows: banks 2g + t and 18 g + t) some pairs of lanes share a bank.
-        const uint8_t* ka = kbuf + size_t(2 * g) * krb;  // key 2g
-        const uint8_t* kc = ka + krb;                    // key 2g + 1
+        const uint8_t* ka = kbuf + size_t(2 * g) * krs;  // key 2g
+        const uint8_t* kc = ka + krs;                    // key 2g + 1
 #pragma unroll
         for (int b = 0; b < NB; ++b) {
           float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -659,13 +769,39 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
       };
 
       // ---- O^T += V^T P ----
-      if constexpr (VT == KvType::Q4_0 || VT == KvType::Q8_0) {  // tiles 2b, 2b + 1 in block b; P times its d
+      if constexpr (kHalf) {
+        // Tile i: m = g -> dim 16 i + 2g, m = g + 8 -> dim + 1 (the q8_0 map); the lane's word of dims 16 i + 2g, +1
+        // of keys 2t, 2t + 1, 2t + 8, 2t + 9 (banks 8t + g + 8i (mod 32) at the padded stride: no conflicts), their
+        // low halves a0 / a2, high halves a1 / a3. B = P as is. Keys past the tile read zeros: the stage holds stale or
+        // unwritten bytes there, which may be f16 infinities or NaNs, and p = 0 would not cancel those.
+        uint32_t bf[2];
+        {
+          const float one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+          b_frag(one, bf);
+        }
+        const uint8_t* vr[4];
+        bool in[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          vr[u] = vbuf + size_t(kk[u]) * vrs + 4 * g;
+          in[u] = i0 + kk[u] < nk;
+        }
+#pragma unroll
+        for (int i = 0; i < NT; ++i) {
+          uint32_t e[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) e[u] = in[u] ? tc::ld_word(vr[u] + 32 * i) : 0u;
+          const uint32_t av[4] = {tc::lows(e[0], e[1]), tc::highs(e[0], e[1]), tc::lows(e[2], e[3]),
+                                  tc::highs(e[2], e[3])};
+          mma16816(oacc[i], av, bf);
+        }
+      } else if constexpr (VT == KvType::Q4_0 || VT == KvType::Q8_0) {  // tiles 2b, 2b + 1 in block b; P times its d
         constexpr int kBlockBytes = VT == KvType::Q4_0 ? 18 : 34;
         // The 16-bit words at byte off of the 4 keys' rows: keys 2t, 2t + 1 (w01) and 2t + 8, 2t + 9 (w23).
         const auto key_words = [&](int off, uint32_t& w01, uint32_t& w23) {
           uint32_t wv[4];
 #pragma unroll
-          for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrb + off);
+          for (int u = 0; u < 4; ++u) wv[u] = ld_u16(vbuf + size_t(kk[u]) * vrs + off);
           w01 = wv[0] | (wv[1] << 16);
           w23 = wv[2] | (wv[3] << 16);
         };
@@ -674,7 +810,7 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
           float f[4];
 #pragma unroll
           for (int u = 0; u < 4; ++u)
-            f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrb + kBlockBytes * b)) : 0.0f;
+            f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vbuf + size_t(kk[u]) * vrs + kBlockBytes * b)) : 0.0f;
           uint32_t bf[2];
           b_frag(f, bf);
           uint32_t w01, w23;
@@ -705,7 +841,7 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
         for (int gr = 0; gr < NG; ++gr) {
           const uint8_t* vr[4];
 #pragma unroll
-          for (int u = 0; u < 4; ++u) vr[u] = vbuf + size_t(kk[u]) * vrb + gr * vrec;
+          for (int u = 0; u < 4; ++u) vr[u] = vbuf + size_t(kk[u]) * vrs + gr * vrec;
           float f[4];
 #pragma unroll
           for (int u = 0; u < 4; ++u) f[u] = i0 + kk[u] < nk ? half_to_float(ld_u16(vr[u])) : 0.0f;
@@ -739,7 +875,20 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
         }
       }
     }  // i0 < nk
-    if constexpr (kBulk) {
+    if constexpr (kBulk && kHalf) {
+      // As below, the refill by the whole last warp (issue_bulk_rows).
+      __syncwarp();
+      bool last = false;
+      if (lane == 0) {
+        tc::fence_block();
+        last = tc::shared_fetch_inc(&released[c_st]) == NW - 1;
+        if (last) {
+          released[c_st] = 0;
+          tc::fence_block();
+        }
+      }
+      if (__any_sync(0xffffffffu, last)) issue_bulk_rows(c_st);
+    } else if constexpr (kBulk) {
       // Release the stage: the last warp done with it refills it. The fences order this warp's reads of the stage
       // (and, for the refilling warp, the previous refill's p_next stores) around the count.
       __syncwarp();

@@ -128,11 +128,11 @@ inline bool& decode_tc_bulk() {
 struct Decode8Pair {
   KvType k, v;
 };
-constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T},
-                                          {KvType::Q8_0, KvType::Q8_0},
-                                          {KvType::Q8_0, KvType::Turbo3},
-                                          {KvType::Turbo3T, KvType::Turbo3T},
-                                          {KvType::Q4_0, KvType::Q4_0}};
+// f16/f16 (2026-12-08; llama.cpp's default cache): stage rows padded (decode_tc_padded); before, it took the pairs
+// kernel at head size 128, the generic lanes8 kernel at 64 and the slots kernel at 256.
+constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
+                                          {KvType::Q8_0, KvType::Turbo3},  {KvType::Turbo3T, KvType::Turbo3T},
+                                          {KvType::Q4_0, KvType::Q4_0},    {KvType::F16, KvType::F16}};
 constexpr int kDecodeTcCount = int(sizeof(kDecodeTcPairs) / sizeof(kDecodeTcPairs[0]));
 constexpr int kDecodeTcTileKeys = 64;
 constexpr bool decode_tc_head(int hd) { return hd == 64 || hd == 128 || hd == 256; }
@@ -239,14 +239,40 @@ static_assert(decode8_min_blocks(DecodeVariant::Lanes8, 64) == kDecode8FixedMinB
 constexpr int decode_tc_min_blocks(int hd) { return hd == 256 ? kDecodeTc256MinBlocks : kDecode8FixedMinBlocks; }
 // The dynamic shared memory a lanes8 or tensor-core (tc) plan of head size hd may take.
 constexpr size_t decode8_smem_cap(int hd, bool tc) { return tc && hd == 256 ? kDecodeTc256SmemCap : kDecode8SmemCap; }
-// The stages (as many as fit decode8_smem_cap, at least 2) and the dynamic shared memory of a lanes8 or tensor-core
-// plan of head size hd over K and V rows of kb and vb bytes; false when two stages do not fit.
-inline bool decode8_stages(int hd, size_t kb, size_t vb, bool tc, int& stages, size_t& smem) {
+// The stages (as many as fit decode8_smem_cap, at least min_stages) and the dynamic shared memory of a lanes8 or
+// tensor-core plan of head size hd over staged K and V rows of kb and vb bytes; false when min_stages do not fit.
+inline bool decode8_stages(int hd, size_t kb, size_t vb, bool tc, int& stages, size_t& smem, int min_stages = 2) {
   const int tk = tc ? kDecodeTcTileKeys : decode8_tile_keys();
   const size_t stage = stage_part_bytes(tk, kb) + stage_part_bytes(tk, vb), cap = decode8_smem_cap(hd, tc);
-  stages = int(std::clamp<size_t>(cap / stage, 2, kDecodeMaxStages));
+  stages = int(std::clamp<size_t>(cap / stage, size_t(min_stages), kDecodeMaxStages));
   smem = std::max(size_t(stages) * stage, decode8_fold_bytes(hd));
-  return 2 * stage <= cap;
+  return size_t(min_stages) * stage <= cap;
+}
+// The tensor-core kernel stages f16 rows 16 bytes further apart than their size, one bulk copy (or granule run) a row:
+// at 128, 256 or 512 bytes every row would start in the same bank, and a fragment load of 8 keys' same dims would
+// be an 8-way bank conflict; 16 bytes more puts keys 2g in banks 8g (conflict-free, attention_cuda_decode_tc.cuh).
+// The other types' rows (136, 68, 54 bytes ...) are staged back to back.
+constexpr bool decode_tc_padded(KvType t) { return t == KvType::F16; }
+constexpr size_t kDecodeTcRowPad = 16;  // (the kernel adds it to its f16 rows itself: this header is host code)
+// Bytes between two staged rows of type t (row_bytes long) in a tensor-core (tc) or other decode plan's stages.
+constexpr size_t decode_stage_row(KvType t, size_t row_bytes, bool tc) {
+  return tc && decode_tc_padded(t) ? row_bytes + kDecodeTcRowPad : row_bytes;
+}
+// Whether the tensor-core kernel may run on one stage (a plan whose two stages do not fit its cap: f16 rows at head
+// sizes 128 and 256): only on its bulk pipeline, where the last warp out of the stage refills it; the cp.async ring
+// needs two. Set per device by attention_cuda.cu's setup (sm_90 and later: the kernel compiles the ring below, whatever
+// decode_tc_bulk says); true for the CPU emulation, which runs the bulk pipeline as written. Process-wide.
+inline bool& decode_tc_bulk_device() {
+  static bool on = true;
+  return on;
+}
+// The stages and dynamic shared memory of a tensor-core plan of head size hd over K and V of types k and v (rows
+// padded where decode_tc_padded says; one stage where decode_tc_bulk_device and decode_tc_bulk allow); false when
+// they do not fit its cap. The plans and the launcher's occupancy check (allow_decode_tc256) both ask here.
+inline bool decode_tc_stages(int hd, KvType k, KvType v, int& stages, size_t& smem) {
+  const int min_stages = decode_tc_bulk() && decode_tc_bulk_device() ? 1 : 2;
+  return decode8_stages(hd, decode_stage_row(k, kv_head_bytes(k, hd), true),
+                        decode_stage_row(v, kv_head_bytes(v, hd), true), true, stages, smem, min_stages);
 }
 // Whether the device runs the tensor-core decode kernel of head size 256 at kDecodeTc256MinBlocks blocks a
 // multiprocessor for every pair at its plans' shared memory (set once per device by attention_cuda.cu's setup, from
@@ -576,10 +602,13 @@ inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q, bool 
   P.tc = allow_tc && decode_variant() == DecodeVariant::Lanes8 && L.block_tokens % kDecodeTcTileKeys == 0 &&
          decode_tc(hd, L.k_type, L.v_type, decode8_kernels()) && (hd != 256 || decode_tc256_fits());
   if (P.tc) P.variant = DecodeVariant::Lanes8;
-  if (P.variant != DecodeVariant::Slots &&
-      !decode8_stages(hd, L.k_head_bytes, L.v_head_bytes, P.tc, P.stages, P.smem)) {
+  if (P.tc && !decode_tc_stages(hd, L.k_type, L.v_type, P.stages, P.smem)) {
+    P.tc = false;  // the lanes8 or slots kernel below, as without the tensor-core kernel
+    P.variant = decode8_supports(hd) ? decode_variant() : DecodeVariant::Slots;
+  }
+  if (P.variant != DecodeVariant::Slots && !P.tc &&
+      !decode8_stages(hd, L.k_head_bytes, L.v_head_bytes, false, P.stages, P.smem)) {
     P.variant = DecodeVariant::Slots;
-    P.tc = false;
   }
   if (P.variant != DecodeVariant::Slots) {
     P.tile_keys = P.tc ? kDecodeTcTileKeys : decode8_tile_keys();
@@ -781,8 +810,9 @@ inline Args make_args(const KvLayerDevice& L, const AttentionParams& p, const At
   a.prefix_pass = prefix_pass;
   a.stages = P.stages;
   const int tk = P.tile_keys > 0 ? P.tile_keys : decode_tile_keys(L.head_dim);
-  a.stage_k_bytes = stage_part_bytes(tk, L.k_head_bytes);
-  a.stage_bytes = a.stage_k_bytes + stage_part_bytes(tk, L.v_head_bytes);
+  const bool tc = P.kernel == Kernel::Decode && P.tc;
+  a.stage_k_bytes = stage_part_bytes(tk, decode_stage_row(L.k_type, L.k_head_bytes, tc));
+  a.stage_bytes = a.stage_k_bytes + stage_part_bytes(tk, decode_stage_row(L.v_type, L.v_head_bytes, tc));
   return a;
 }
 
