@@ -272,6 +272,12 @@ struct TcPipeScope {
   explicit TcPipeScope(bool bulk) { cuda::attn::decode_tc_bulk() = bulk; }
   ~TcPipeScope() { cuda::attn::decode_tc_bulk() = saved; }
 };
+// Turns f16/f16 on the tensor-core decode kernel (cuda::attn::decode_tc_f16) on or off for a scope.
+struct TcF16Scope {
+  bool saved = cuda::attn::decode_tc_f16();
+  explicit TcF16Scope(bool on) { cuda::attn::decode_tc_f16() = on; }
+  ~TcF16Scope() { cuda::attn::decode_tc_f16() = saved; }
+};
 
 // NaN bytes for the outputs before the call.
 inline void poison(float* out, size_t n) { std::memset(out, 0xFF, n * sizeof(float)); }

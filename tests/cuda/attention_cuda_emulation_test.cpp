@@ -615,7 +615,8 @@ AttentionParams llama8b_params() {
 // 64-key tiles never cross a pool block). Each must pick the kernel it names and stay within the bound, with
 // both tile pipelines (bulk copies and the cp.async ring), at head sizes 128, 64 (2026-12-07g) and 256 (2026-12-07h:
 // turbo rows of two groups). f16/f16 (2026-12-08: padded stage rows) runs one stage at head sizes 128 and 256 on the
-// bulk pipeline; the ring needs two, which do not fit there, so those plans keep the lanes8 / slots kernel.
+// bulk pipeline; the ring needs two, which do not fit there, so those plans keep the lanes8 / slots kernel. With
+// decode_tc_f16 off (the default until it has run on a GPU) f16/f16 keeps the kernels before everywhere.
 TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
@@ -623,10 +624,14 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
   const D8Scope d8(attn::Decode8Kernels::Mma);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
   for (const int hd : {128, 64, 256})
-  for (const bool bulk : {true, false}) {  // both tile pipelines (the same seeds)
+  for (const int pipe_f16 : {0, 1, 2}) {  // both tile pipelines (the same seeds); 2: bulk with f16/f16 off
+    const bool bulk = pipe_f16 != 1, f16_on = pipe_f16 != 2;
+    const std::vector<std::pair<KvType, KvType>> run_pairs =
+        f16_on ? pairs : std::vector<std::pair<KvType, KvType>>{{KvType::F16, KvType::F16}};
     const attn_test::TcPipeScope pipe(bulk);
+    const attn_test::TcF16Scope f16(f16_on);
     uint32_t seed = hd == 128 ? 4100 : hd == 64 ? 4600 : 5100;
-    for (const auto& [kt, vt] : pairs)
+    for (const auto& [kt, vt] : run_pairs)
       for (int shape = 0; shape < 5; ++shape) {
         g_emu_early = shape == 2 ? 1 : 0;
         Case c;
@@ -659,11 +664,12 @@ TEST(CudaAttentionEmulation, DecodeTcEveryPair) {
                                        : attn::decode_tc_pick<256>(kt, vt, [](auto) {});
         // Every shape's bound exceeds one split (256 keys), so a supported pair runs the tensor-core kernel (f16/f16
         // at head sizes 128 and 256 on the bulk pipeline only).
-        const bool want_tc = supported && (bulk || kt != KvType::F16 || hd == 64);
+        const bool want_tc = supported && (kt != KvType::F16 || (f16_on && (bulk || hd == 64)));
         const bool tc = r.plan.tc;
         EXPECT_EQ(r.plan.tc, want_tc) << attn_test::describe(c);
         const std::string what =
-            attn_test::describe(c) + " shape " + std::to_string(shape) + (bulk ? " bulk" : " sync") + "\n  plan: " +
+            attn_test::describe(c) + " shape " + std::to_string(shape) + (bulk ? " bulk" : " sync") +
+            (f16_on ? "" : " f16 off") + "\n  plan: " +
             plan_name(r.plan);
         EXPECT_EQ(picked, supported) << what;
         if (tc && kt == KvType::F16) EXPECT_EQ(r.plan.stages, hd == 64 ? 2 : 1) << what;
@@ -791,6 +797,7 @@ TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
 // stage (only where the device has the bulk pipeline); the slots kernel where the device cannot hold 3 blocks
 // (attn::decode_tc256_fits false), under POLYKV_CUDA_ATTN_DECODE=slots, in modes other than mma, and at one split.
 TEST(CudaAttentionEmulation, DecodeTcHeadSize256Plans) {
+  const attn_test::TcF16Scope f16(true);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
   const D8Scope d8(attn::Decode8Kernels::Mma);
   AttentionParams p;
@@ -824,12 +831,17 @@ TEST(CudaAttentionEmulation, DecodeTcHeadSize256Plans) {
     EXPECT_LE(blocks, slots) << what;
     EXPECT_GE(blocks, slots * 9 / 10) << what;
     EXPECT_GE(int64_t(P.chunk) * P.n_splits, 131072) << what;
-    bool& fits = attn::decode_tc256_fits();
-    fits = false;
+    uint32_t& fits = attn::decode_tc256_fit_pairs();
+    fits = attn::kDecodeTcAllPairs & ~(1u << attn::decode_tc_index(pair.k, pair.v));
     const attn::Plan Q = attn::plan_attention(L, p, b, kSms);
-    fits = true;
+    fits = attn::kDecodeTcAllPairs;
     EXPECT_FALSE(Q.tc) << what;
     EXPECT_EQ(Q.variant, attn::DecodeVariant::Slots) << what;
+    {  // the other pairs' bits alone: this pair still takes the kernel
+      fits = 1u << attn::decode_tc_index(pair.k, pair.v);
+      EXPECT_TRUE(attn::plan_attention(L, p, b, kSms).tc) << what;
+      fits = attn::kDecodeTcAllPairs;
+    }
     {
       const VariantScope slots_only(attn::DecodeVariant::Slots);
       EXPECT_FALSE(attn::plan_attention(L, p, b, kSms).tc) << what;

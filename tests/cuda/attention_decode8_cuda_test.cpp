@@ -150,6 +150,7 @@ void expect_every_mode(const std::vector<std::pair<KvType, KvType>>& pairs, int 
 
 TEST(CudaAttentionDecode8, FixedPairsEveryMode) {
   POLYKV_REQUIRE_GPU();
+  const attn_test::TcF16Scope f16(true);  // f16/f16 on the tensor-core kernel (off by default until run on a GPU)
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecode8FixedPairs) pairs.push_back({p.k, p.v});
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
@@ -162,6 +163,7 @@ TEST(CudaAttentionDecode8, FixedPairsEveryMode) {
 // plus GQA 8.
 TEST(CudaAttentionDecode8, TcPairsHeadSize64) {
   POLYKV_REQUIRE_GPU();
+  const attn_test::TcF16Scope f16(true);  // f16/f16 on the tensor-core kernel (off by default until run on a GPU)
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
   pairs.push_back({KvType::F16, KvType::Turbo3T});  // no tensor-core kernel: the generic lanes8 kernel
@@ -170,9 +172,10 @@ TEST(CudaAttentionDecode8, TcPairsHeadSize64) {
 
 // The tensor-core kernel at head size 256 (Gemma 2 / 3, Qwen 3.5's attention layers; turbo rows of two groups) on every
 // pair it takes and one it does not (the slots kernel in every mode), the shapes above; and the device holds its 3
-// blocks a multiprocessor (attn::decode_tc256_fits, set by the first call: on sm_90 it must).
+// blocks a multiprocessor (attn::decode_tc256_fit_pairs, set by the first call: on sm_90 every pair must).
 TEST(CudaAttentionDecode8, TcPairsHeadSize256) {
   POLYKV_REQUIRE_GPU();
+  const attn_test::TcF16Scope f16(true);  // f16/f16 on the tensor-core kernel (off by default until run on a GPU)
   std::vector<std::pair<KvType, KvType>> pairs;
   for (const attn::Decode8Pair& p : attn::kDecodeTcPairs) pairs.push_back({p.k, p.v});
   pairs.push_back({KvType::F16, KvType::Turbo3T});
@@ -180,7 +183,7 @@ TEST(CudaAttentionDecode8, TcPairsHeadSize256) {
   int dev = 0, major = 0;
   POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major == 9) EXPECT_TRUE(attn::decode_tc256_fits());
+  if (major == 9) EXPECT_EQ(attn::decode_tc256_fit_pairs(), attn::kDecodeTcAllPairs);
   // f16/f16's one-stage plans (head sizes 128 and 256) need the bulk pipeline: sm_90 and later.
   EXPECT_EQ(attn::decode_tc_bulk_device(), major >= 9);
 }
@@ -271,6 +274,7 @@ double median_call_seconds(const Bench& B) {
 
 TEST(CudaAttentionDecode8, DISABLED_DecodeModesBench) {
   POLYKV_REQUIRE_GPU();
+  const attn_test::TcF16Scope f16(true);  // f16/f16 on the tensor-core kernel (off by default until run on a GPU)
   const std::pair<KvType, KvType> pairs[] = {{KvType::F16, KvType::F16},       {KvType::Q8_0, KvType::Q8_0},
                                              {KvType::Q8_0, KvType::Turbo3},   {KvType::Q8_0, KvType::Turbo3T},
                                              {KvType::Turbo3T, KvType::Turbo3T}, {KvType::Q4_0, KvType::Q4_0}};

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "attention_cuda_cases.h"
 #include "backend/cuda/attention_cuda_plan.h"
 #include "cuda_test_util.h"
 #include "model_compare_cuda.h"
@@ -54,6 +55,7 @@ TEST_P(ModelDepthCuda, HeadSize256AtDepthMatchesTheCpu) {
   POLYKV_REQUIRE_GPU();
   const std::string kv_pair = GetParam();
   const std::string ctk = kv_pair.substr(0, kv_pair.find('/')), ctv = kv_pair.substr(kv_pair.find('/') + 1);
+  const attn_test::TcF16Scope f16_on(true);  // f16/f16 on the tensor-core kernel (off by default until run on a GPU)
   const TinyGemma3 m;
   auto cpu_backend = make_backend({"cpu", 0});
   auto gpu_backend = make_backend({"cuda", 0});

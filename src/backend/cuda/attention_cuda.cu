@@ -31,7 +31,7 @@ void allow_smem(Kernel* kernel, size_t smem) {
 }
 
 // The tensor-core decode kernels of head size 256: their shared memory limit (kDecodeTc256SmemCap, over the 48 KB
-// default) and the largest carveout; attn::decode_tc256_fits() says whether each pair's kernel then runs
+// default) and the largest carveout; attn::decode_tc256_fit_pairs() says which pairs' kernels then run
 // kDecodeTc256MinBlocks blocks a multiprocessor at its plans' shared memory (else the plans keep the slots kernel).
 void allow_decode_tc256() {
   const size_t cap = std::max(attn::kDecodeTc256SmemCap, attn::decode8_fold_bytes(256));
@@ -39,26 +39,26 @@ void allow_decode_tc256() {
   POLYKV_CUDA_CHECK(cudaGetDevice(&dev));
   POLYKV_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   if (cap > size_t(optin)) {  // the limit could not be set
-    attn::decode_tc256_fits() = false;
+    attn::decode_tc256_fit_pairs() = 0;
     return;
   }
-  bool fits = true;
+  uint32_t fits = attn::kDecodeTcAllPairs;
   [&]<int... J>(std::integer_sequence<int, J...>) {
-    const auto one = [&](auto kernel, attn::Decode8Pair p) {
+    const auto one = [&](auto kernel, attn::Decode8Pair p, int j) {
       allow_smem(kernel, cap);
       POLYKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                              int(cudaSharedmemCarveoutMaxShared)));
       int stages = 0;
       size_t smem = 0;
-      if (!attn::decode_tc_stages(256, p.k, p.v, stages, smem)) return;  // its plans never take it
+      if (!attn::decode_tc_stages(256, p.k, p.v, stages, smem)) return;  // its plans never take it (the bit is moot)
       int blocks = 0;
       POLYKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
-      if (blocks < attn::kDecodeTc256MinBlocks) fits = false;
+      if (blocks < attn::kDecodeTc256MinBlocks) fits &= ~(1u << j);
     };
-    (one(attn::decode_tc_kernel_of<J, 0, 256>(), attn::kDecodeTcPairs[J]), ...);
-    (one(attn::decode_tc_kernel_of<J, 1, 256>(), attn::kDecodeTcPairs[J]), ...);
+    (one(attn::decode_tc_kernel_of<J, 0, 256>(), attn::kDecodeTcPairs[J], J), ...);
+    (one(attn::decode_tc_kernel_of<J, 1, 256>(), attn::kDecodeTcPairs[J], J), ...);
   }(std::make_integer_sequence<int, attn::kDecodeTcCount>{});
-  attn::decode_tc256_fits() = fits;
+  attn::decode_tc256_fit_pairs() = fits;
 }
 
 // Shared memory limits of every kernel of head size HD (over 48 KB needs the opt-in).

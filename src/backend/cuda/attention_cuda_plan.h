@@ -274,13 +274,38 @@ inline bool decode_tc_stages(int hd, KvType k, KvType v, int& stages, size_t& sm
   return decode8_stages(hd, decode_stage_row(k, kv_head_bytes(k, hd), true),
                         decode_stage_row(v, kv_head_bytes(v, hd), true), true, stages, smem, min_stages);
 }
-// Whether the device runs the tensor-core decode kernel of head size 256 at kDecodeTc256MinBlocks blocks a
-// multiprocessor for every pair at its plans' shared memory (set once per device by attention_cuda.cu's setup, from
-// the occupancy calculator: the H100 / H200's 228 KB a multiprocessor do; sm_80's 164 KB and sm_86 / sm_89's 100 KB
-// do not, and their plans keep the slots kernel). Process-wide, like tiled_mma256_fits.
-inline bool& decode_tc256_fits() {
-  static bool fits = true;
+// Which pairs the device runs the tensor-core decode kernel of head size 256 for at kDecodeTc256MinBlocks blocks a
+// multiprocessor at their plans' shared memory: bit i for pair i of kDecodeTcPairs (set once per device by
+// attention_cuda.cu's setup, from the occupancy calculator: the H100 / H200's 228 KB a multiprocessor hold every pair;
+// sm_80's 164 KB and sm_86 / sm_89's 100 KB none, and their plans keep the slots kernel). Per pair, so that one pair
+// that does not fit (f16/f16's 66 KB stage is the largest) sends only its own plans back. Process-wide, like
+// tiled_mma256_fits; every bit set until a device is set up (the CPU emulation).
+constexpr uint32_t kDecodeTcAllPairs = (1u << kDecodeTcCount) - 1;
+inline uint32_t& decode_tc256_fit_pairs() {
+  static uint32_t fits = kDecodeTcAllPairs;
   return fits;
+}
+// The index of (k, v) in kDecodeTcPairs; -1 when the kernel does not take it.
+constexpr int decode_tc_index(KvType k, KvType v) {
+  for (int i = 0; i < kDecodeTcCount; ++i)
+    if (kDecodeTcPairs[i].k == k && kDecodeTcPairs[i].v == v) return i;
+  return -1;
+}
+inline bool decode_tc256_fits(KvType k, KvType v) {
+  const int i = decode_tc_index(k, v);
+  return i >= 0 && ((decode_tc256_fit_pairs() >> i) & 1u) != 0;
+}
+// f16/f16 on the tensor-core kernel (2026-12-08): off until it has run on a GPU. It was written and checked in the CPU
+// emulation (every shape, both pipelines, NaN-filled shared memory), but no device was lent after it was built, and
+// its one-stage plans and row-by-row bulk copies are device behaviour the emulation does not cover; off, f16/f16 takes
+// the kernels it took before. POLYKV_CUDA_ATTN_TC_F16=1 turns it on (tests and benchmarks: docs/results/gpu-2026-12-08
+// calls/callH56.sh). Process-wide.
+inline bool& decode_tc_f16() {
+  static bool on = [] {
+    const char* e = std::getenv("POLYKV_CUDA_ATTN_TC_F16");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  return on;
 }
 
 // Whether prefill plans (the tiled kernel's large shape, head sizes 64 and 128) run the tensor-core
@@ -600,7 +625,8 @@ inline void plan_decode_rows(Plan& P, const KvLayerDevice& L, int max_n_q, bool 
   // The tensor-core kernel runs under the process-wide lanes8 variant (head size 256 too, where the other plans take
   // the slots kernel: POLYKV_CUDA_ATTN_DECODE=slots keeps it off there as well).
   P.tc = allow_tc && decode_variant() == DecodeVariant::Lanes8 && L.block_tokens % kDecodeTcTileKeys == 0 &&
-         decode_tc(hd, L.k_type, L.v_type, decode8_kernels()) && (hd != 256 || decode_tc256_fits());
+         decode_tc(hd, L.k_type, L.v_type, decode8_kernels()) && (L.k_type != KvType::F16 || decode_tc_f16()) &&
+         (hd != 256 || decode_tc256_fits(L.k_type, L.v_type));
   if (P.tc) P.variant = DecodeVariant::Lanes8;
   if (P.tc && !decode_tc_stages(hd, L.k_type, L.v_type, P.stages, P.smem)) {
     P.tc = false;  // the lanes8 or slots kernel below, as without the tensor-core kernel
