@@ -7,7 +7,8 @@
 # 3. f16/f16 decode at depth 32768, POLYKV_CUDA_ATTN_TC_F16=1 against the default (the kernels before: slots at 256,
 # generic lanes8 at 64, the pairs kernel at 128), 2 rounds interleaved, order reversed in round 2; gemma-3-4b, llama-3.2-1b,
 # llama-3.1-8b. 4. time left: llama-3.1-8b at 131072, f16/f16 and q8_0/turbo3t (#9's 1.5x ratio).
-# Carry .gpucarry/build-gpu.tar.xz (docs/ and src/ moved aside; models/ without the draft model).
+# Prepare: scripts/gpu-carry.sh pack docs/results/gpu-2026-12-08/calls/callH56.sh --no-draft; run `bash call.sh`
+# carrying .gpucarry/build-gpu.tar.xz; then scripts/gpu-carry.sh restore.
 source scripts/gpu-lib.sh; call_setup
 t0=$SECONDS
 mkdir -p $OUT/logs
