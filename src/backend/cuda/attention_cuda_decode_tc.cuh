@@ -467,16 +467,34 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
     stage_commit();
   };
   // The bulk producer, run by one thread: the next tile into stage st (nothing past ke); its state is p_next.
-  const auto issue_bulk = [&](int st) {
+  // The bulk producers' first step, run by one thread: the next tile (from p_next) planned into stage st, its bounds
+  // noted, p_next advanced; returns its keys (0: none left) and sets its K and V sources.
+  const auto claim_tile = [&](int st, const uint8_t*& ks, const uint8_t*& vs) {
     const int pk = p_next[0];
-    if (pk >= ke) return;
+    if (pk >= ke) return 0;
     int bi = p_next[1], bend = p_next[2];
-    const uint8_t *ks, *vs;
     const int t1 = next_tile(pk, bi, bend, ks, vs), nk = t1 - pk;
     note_stage(st, pk, nk, ks, vs);
     p_next[0] = t1;
     p_next[1] = bi;
     p_next[2] = bend;
+    return nk;
+  };
+  // The barriers and the producer's state, by thread 0 before any stage is issued.
+  const auto bulk_init = [&]() {
+    for (int st = 0; st < S; ++st) {
+      tc::bar_init(&full[st], 1);
+      released[st] = 0;
+    }
+    tc::bar_init_fence();
+    p_next[0] = kb;
+    p_next[1] = kb / bt;
+    p_next[2] = (kb / bt + 1) * bt;
+  };
+  const auto issue_bulk = [&](int st) {
+    const uint8_t *ks, *vs;
+    const int nk = claim_tile(st, ks, vs);
+    if (nk == 0) return;
     uint8_t* dst = stages + size_t(st) * spart;
     // The arrival (release) orders the stores above before any consumer's wait (acquire) returns.
     tc::bar_arrive_expect(&full[st], tc::bulk_bytes(ks, nk * int(krb)) + tc::bulk_bytes(vs, nk * int(vrb)));
@@ -487,19 +505,12 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   // and arrives with its bytes, then each lane copies rows lane, lane + 32 of K and of V, one bulk copy a row.
   const auto issue_bulk_rows = [&](int st) {
     if ((threadIdx.x & 31) == 0) {
-      bc_nk = 0;
-      const int pk = p_next[0];
-      if (pk < ke) {
-        int bi = p_next[1], bend = p_next[2];
-        const uint8_t *ks, *vs;
-        const int t1 = next_tile(pk, bi, bend, ks, vs), nk = t1 - pk;
-        note_stage(st, pk, nk, ks, vs);
-        p_next[0] = t1;
-        p_next[1] = bi;
-        p_next[2] = bend;
+      const uint8_t *ks = nullptr, *vs = nullptr;
+      const int nk = claim_tile(st, ks, vs);
+      bc_nk = nk;
+      if (nk > 0) {
         bc_src[0] = ks;
         bc_src[kHalf ? 1 : 0] = vs;
-        bc_nk = nk;
         tc::bar_arrive_expect(&full[st], uint32_t(nk) * (tc::bulk_bytes(ks, int(krb)) + tc::bulk_bytes(vs, int(vrb))));
       }
     }
@@ -515,29 +526,13 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   };
   if constexpr (kBulk && kHalf) {
     if (threadIdx.x < 32) {  // warp 0 fills every stage; the others first touch the barriers after the prologue's
-      if (threadIdx.x == 0) {
-        for (int st = 0; st < S; ++st) {
-          tc::bar_init(&full[st], 1);
-          released[st] = 0;
-        }
-        tc::bar_init_fence();
-        p_next[0] = kb;
-        p_next[1] = kb / bt;
-        p_next[2] = (kb / bt + 1) * bt;
-      }
+      if (threadIdx.x == 0) bulk_init();
       __syncwarp();
       for (int st = 0; st < S; ++st) issue_bulk_rows(st);
     }
   } else if constexpr (kBulk) {
     if (threadIdx.x == 0) {  // the others first touch the barriers after block_prologue's barrier
-      for (int st = 0; st < S; ++st) {
-        tc::bar_init(&full[st], 1);
-        released[st] = 0;
-      }
-      tc::bar_init_fence();
-      p_next[0] = kb;
-      p_next[1] = kb / bt;
-      p_next[2] = (kb / bt + 1) * bt;
+      bulk_init();
       for (int st = 0; st < S; ++st) issue_bulk(st);  // every stage in flight (no stage is being read yet)
     }
   } else {
