@@ -1,7 +1,7 @@
-// The CPU emulation of the CUDA attention kernels (attention_cuda_emulation_test.cpp's harness): the fiber runtime
-// that runs a block's threads, the CUDA keywords and built-ins spelled for the host compiler, the kernels compiled
-// as plain C++, and run_case / expect_ok, which plan a case as the launcher does, run its kernels and check the
-// outputs against attention_ref.
+// The CPU emulation of the CUDA attention kernels (attention_cuda_emulation_test.cpp's harness): a block's threads on
+// fiber_emulator.h's fibers, the CUDA keywords and built-ins spelled for the host compiler (mma.sync and ldmatrix
+// across a warp's fibers), the kernels compiled as plain C++, and run_case / expect_ok, which plan a case as the
+// launcher does, run its kernels and check the outputs against attention_ref.
 //
 // The CUDA attention kernels (attention_cuda_kernels.cuh, attention_cuda_decode.cuh) compiled as plain
 // C++ and run on the CPU, against attention_ref on the cases of attention_cuda_cases.h. No GPU
@@ -24,7 +24,6 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include <boost/context/fiber.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -35,96 +34,24 @@
 #include <vector>
 
 #include "attention_cuda_cases.h"
+#include "fiber_emulator.h"
 #include "backend/cuda/attention_cuda_plan.h"
 #include "core/fp16.h"
 
 namespace emu {
-// One block at a time: its 128 (or 256: the 256-row prefix kernel) threads are fibers on the calling
-// thread, run round-robin; a fiber runs until it waits at a barrier. Barriers count the fibers still
-// running. Fibers are Boost.Context's (a user-space switch of registers and stack): ucontext's
-// swapcontext made a signal-mask system call per switch, ~90% of these tests' time (perf,
-// 2026-12-02), and the emulation switches at every shuffle of every lane.
-constexpr int kFibers = 256, kWarps = kFibers / 32;
+// One block at a time, its threads fibers of fiber_emulator.h (128, or 256: the 256-row prefix kernel).
+using fiberemu::current;
+using fiberemu::kWarps;
+using fiberemu::warp_sync;
 inline int n_fibers = 128;  // threads of the blocks being run
-constexpr size_t kStackBytes = 256 * 1024;
 
 struct Idx {
   unsigned x = 0, y = 0, z = 0;
 };
 inline Idx thread_idx, block_idx, grid_dim;  // thread_idx: the fiber running now
-
-namespace bctx = boost::context;
-struct Fiber {
-  bctx::fiber ctx;   // the fiber's continuation, resumed by the scheduler (empty once the body returned)
-  bctx::fiber sink;  // inside the fiber: the scheduler's continuation, resumed to yield
-  std::vector<char> stack;  // kept from block to block (allocated once)
-  bool done = false;
-};
-// Hands a fiber its own kept stack (Boost.Context's StackAllocator concept).
-struct KeptStack {
-  std::vector<char>* mem;
-  bctx::stack_context allocate() {
-    bctx::stack_context sc;
-    sc.size = mem->size();
-    sc.sp = mem->data() + mem->size();  // stacks grow down
-    return sc;
-  }
-  void deallocate(bctx::stack_context&) noexcept {}
-};
-inline Fiber fibers[kFibers];
-inline int current = 0;
-inline const std::function<void()>* body = nullptr;
-inline int alive = 0, block_arrived = 0, warp_alive[kWarps], warp_arrived[kWarps];
-inline uint64_t block_gen = 0, warp_gen[kWarps];
-inline float shfl_buf[kWarps][32];
 inline std::vector<float4> dyn_smem;
 
-inline void yield() {
-  Fiber& f = fibers[current];
-  f.sink = std::move(f.sink).resume();
-}
-
-inline void syncthreads() {
-  const uint64_t g = block_gen;
-  if (++block_arrived == alive) {
-    block_arrived = 0;
-    ++block_gen;
-    return;
-  }
-  while (block_gen == g) yield();
-}
-
-inline void warp_sync() {
-  const int w = current / 32;
-  const uint64_t g = warp_gen[w];
-  if (++warp_arrived[w] == warp_alive[w]) {
-    warp_arrived[w] = 0;
-    ++warp_gen[w];
-    return;
-  }
-  while (warp_gen[w] == g) yield();
-}
-
-inline float shfl_xor(float v, int o) {
-  const int lane = current % 32, w = current / 32;
-  shfl_buf[w][lane] = v;
-  warp_sync();
-  const float r = shfl_buf[w][lane ^ o];
-  warp_sync();
-  return r;
-}
-
-// __any_sync over the whole warp: whether any lane's predicate holds (warp-uniform code only).
-inline bool any_buf[kWarps][32];
-inline bool warp_any(bool p) {
-  const int lane = current % 32, w = current / 32;
-  any_buf[w][lane] = p;
-  warp_sync();
-  bool r = false;
-  for (int i = 0; i < 32; ++i) r = r || any_buf[w][i];
-  warp_sync();
-  return r;
-}
+inline float shfl_xor(float v, int o) { return fiberemu::exchange(v, current % 32 ^ o); }
 
 // mma.sync.m16n8k16 (f16 inputs, f32 accumulation) across the 32 fibers of a warp: each lane
 // posts its fragments, then computes its D elements from everyone's (the PTX ISA's fragment layout,
@@ -171,39 +98,9 @@ inline void ldsm_x4(uint32_t (&r)[4], const uint16_t* p, bool trans) {
   warp_sync();
 }
 
-inline void fiber_main(int i) {
-  (*body)();
-  fibers[i].done = true;
-  --alive;
-  --warp_alive[i / 32];
-  // A barrier the others wait at may now be complete (kernels exit block-uniformly, so this is the
-  // end of the block, but keep barriers consistent anyway).
-  if (block_arrived > 0 && block_arrived == alive) block_arrived = 0, ++block_gen;
-  if (warp_arrived[i / 32] > 0 && warp_arrived[i / 32] == warp_alive[i / 32]) warp_arrived[i / 32] = 0, ++warp_gen[i / 32];
-}
-
 // Runs f as every thread of one block.
 inline void run_block(const std::function<void()>& f) {
-  body = &f;
-  alive = n_fibers, block_arrived = 0;
-  for (int w = 0; w < kWarps; ++w) warp_alive[w] = w < n_fibers / 32 ? 32 : 0, warp_arrived[w] = 0;
-  for (int i = 0; i < n_fibers; ++i) {
-    Fiber& fb = fibers[i];
-    fb.stack.resize(kStackBytes);
-    fb.done = false;
-    fb.ctx = bctx::fiber(std::allocator_arg, KeptStack{&fb.stack}, [i](bctx::fiber&& sink) {
-      fibers[i].sink = std::move(sink);
-      fiber_main(i);
-      return std::move(fibers[i].sink);
-    });
-  }
-  while (alive > 0)
-    for (int i = 0; i < n_fibers; ++i) {
-      if (fibers[i].done) continue;
-      current = i;
-      thread_idx = {unsigned(i), 0, 0};
-      fibers[i].ctx = std::move(fibers[i].ctx).resume();
-    }
+  fiberemu::run(n_fibers, [&](int) { f(); }, [](int i) { thread_idx = {unsigned(i), 0, 0}; });
 }
 }  // namespace emu
 
@@ -233,15 +130,15 @@ inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
 #define threadIdx (::emu::thread_idx)
 #define blockIdx (::emu::block_idx)
 #define gridDim (::emu::grid_dim)
-#define __syncthreads() ::emu::syncthreads()
+#define __syncthreads() ::fiberemu::syncthreads()
 #define __shfl_xor_sync(mask, v, o) ::emu::shfl_xor(v, o)
-#define __syncwarp() ::emu::warp_sync()
-#define __any_sync(mask, p) ::emu::warp_any(p)
+#define __syncwarp() ::fiberemu::warp_sync()
+#define __any_sync(mask, p) ::fiberemu::warp_any(p)
 #define POLYKV_ATTN_EMULATION
 #define POLYKV_ATTN_NS emulation
 #define POLYKV_DYNAMIC_SHARED(name) float4* name = ::emu::dyn_smem.data()
 #define POLYKV_EMU_MMA(d, a, b) ::emu::mma16816(d, a, b)
-#define POLYKV_EMU_YIELD() ::emu::yield()
+#define POLYKV_EMU_YIELD() ::fiberemu::yield()
 #define POLYKV_EMU_LDSM(r, p, trans) ::emu::ldsm_x4(r, p, trans)
 #include "backend/cuda/attention_cuda_decode.cuh"
 #include "backend/cuda/attention_cuda_decode8.cuh"

@@ -5,14 +5,11 @@
 // scan of maps) wherever the CUDA build is compiled; tests/cuda/kv_store_cuda_test.cpp checks the same
 // bytes on the device.
 //
-// Emulation: 32 fibers (Boost.Context) on the test's thread, run round-robin; a fiber runs until it
-// waits at the warp barrier. __syncwarp is that barrier; a shuffle posts the lane's value, waits, reads
-// its source lane's, waits (the encoders shuffle only in warp-uniform code). The warp's Scratch is one
-// object all fibers share. Not covered: device-only behaviour (the intrinsics' rounding is the host's
+// Emulation: one warp of 32 fibers (fiber_emulator.h); __syncwarp is the warp's barrier, a shuffle an exchange
+// between two of them (the encoders shuffle only in warp-uniform code). The warp's Scratch is one object all
+// fibers share. Not covered: device-only behaviour (the intrinsics' rounding is the host's
 // IEEE arithmetic, as kv_encode_scalar.cuh's CPU branch; memory-model races between barriers).
 #include <gtest/gtest.h>
-
-#include <boost/context/fiber.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -21,88 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "fiber_emulator.h"
+
 namespace kvemu {
-namespace bctx = boost::context;
-constexpr size_t kStackBytes = 256 * 1024;
-
-struct Fiber {
-  bctx::fiber ctx;   // resumed by the scheduler (empty once the body returned)
-  bctx::fiber sink;  // inside the fiber: the scheduler, resumed to yield
-  std::vector<char> stack;
-  bool done = false;
-};
-struct KeptStack {  // Boost.Context's StackAllocator over a kept buffer
-  std::vector<char>* mem;
-  bctx::stack_context allocate() {
-    bctx::stack_context sc;
-    sc.size = mem->size();
-    sc.sp = mem->data() + mem->size();
-    return sc;
-  }
-  void deallocate(bctx::stack_context&) noexcept {}
-};
-
-inline Fiber fibers[32];
-inline int current = 0, alive = 0, arrived = 0;
-inline uint64_t generation = 0;
-inline uint64_t post[32];
-inline const std::function<void(int)>* body = nullptr;
-
-inline void yield() {
-  Fiber& f = fibers[current];
-  f.sink = std::move(f.sink).resume();
-}
-
-inline void warp_sync() {
-  const uint64_t g = generation;
-  if (++arrived == alive) {
-    arrived = 0;
-    ++generation;
-    return;
-  }
-  while (generation == g) yield();
-}
-
-// The value of lane src (the lane's own for src outside the warp, as __shfl_down_sync past the end).
-template <class T>
-T exchange(T v, int src) {
-  static_assert(sizeof(T) <= sizeof(uint64_t));
-  const int lane = current;
-  std::memcpy(&post[lane], &v, sizeof(T));
-  warp_sync();
-  T r;
-  std::memcpy(&r, &post[src >= 0 && src < 32 ? src : lane], sizeof(T));
-  warp_sync();
-  return r;
-}
-template <class T> T shfl_xor(T v, int mask) { return exchange(v, current ^ mask); }
-template <class T> T shfl_idx(T v, int src) { return exchange(v, src); }
-template <class T> T shfl_down(T v, int d) { return exchange(v, current + d); }
-
-// Runs f(lane) as the 32 lanes of one warp.
-inline void run_warp(const std::function<void(int)>& f) {
-  body = &f;
-  alive = 32, arrived = 0;
-  for (int i = 0; i < 32; ++i) {
-    Fiber& fb = fibers[i];
-    fb.stack.resize(kStackBytes);
-    fb.done = false;
-    fb.ctx = bctx::fiber(std::allocator_arg, KeptStack{&fb.stack}, [i](bctx::fiber&& sink) {
-      fibers[i].sink = std::move(sink);
-      (*body)(i);
-      fibers[i].done = true;
-      --alive;
-      if (arrived > 0 && arrived == alive) arrived = 0, ++generation;  // a lane left: the barrier may be complete
-      return std::move(fibers[i].sink);
-    });
-  }
-  while (alive > 0)
-    for (int i = 0; i < 32; ++i) {
-      if (fibers[i].done) continue;
-      current = i;
-      fibers[i].ctx = std::move(fibers[i].ctx).resume();
-    }
-}
+// Runs f(lane) as the 32 lanes of one warp (fiber_emulator.h).
+inline void run_warp(const std::function<void(int)>& f) { fiberemu::run(32, f); }
 }  // namespace kvemu
 
 // The CUDA built-ins the warp forms use, for the host compiler.
@@ -111,10 +31,10 @@ struct float4 {
 };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 #define __device__
-#define __shfl_xor_sync(mask, v, o) ::kvemu::shfl_xor(v, o)
-#define __shfl_sync(mask, v, src) ::kvemu::shfl_idx(v, src)
-#define __shfl_down_sync(mask, v, d) ::kvemu::shfl_down(v, d)
-#define __syncwarp() ::kvemu::warp_sync()
+#define __shfl_xor_sync(mask, v, o) ::fiberemu::exchange(v, ::fiberemu::current ^ (o))
+#define __shfl_sync(mask, v, src) ::fiberemu::exchange(v, src)
+#define __shfl_down_sync(mask, v, d) ::fiberemu::exchange(v, ::fiberemu::current + (d))
+#define __syncwarp() ::fiberemu::warp_sync()
 #define POLYKV_KV_WARP_EMULATION 1
 #include "backend/cuda/kv_encode.cuh"
 #undef __device__
