@@ -795,7 +795,8 @@ TEST(CudaAttentionEmulation, Decode8FixedSplitsFillOneWave) {
 // fills at least 90% of 396 block slots and none past them; every pair's plan fits the 228 KB of a multiprocessor at 3
 // blocks beside its static arrays (the GPU checks it with the occupancy calculator: decode_tc256_fits); f16/f16 on one
 // stage (only where the device has the bulk pipeline); the slots kernel where the device cannot hold 3 blocks
-// (attn::decode_tc256_fits false), under POLYKV_CUDA_ATTN_DECODE=slots, in modes other than mma, and at one split.
+// (the pair's bit of attn::decode_tc256_fit_pairs clear), under POLYKV_CUDA_ATTN_DECODE=slots, in modes other than
+// mma, and at one split.
 TEST(CudaAttentionEmulation, DecodeTcHeadSize256Plans) {
   const attn_test::TcF16Scope f16(true);
   const VariantScope vs(attn::DecodeVariant::Lanes8);
