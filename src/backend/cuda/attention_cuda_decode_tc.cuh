@@ -107,28 +107,36 @@ __device__ __forceinline__ uint32_t q4_pair(uint32_t w) {
   return pack_halves(to_half_bits(float(int(n0) - 8)), to_half_bits(float(int(n1) - 8)));
 #endif
 }
+// The two 32-bit words at p (8-byte aligned on the device: f16 rows start 16-byte aligned in the stages).
+__device__ __forceinline__ void ld_pair(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  w0 = v.x;
+  w1 = v.y;
+#else
+  w0 = ld_u32(p);
+  w1 = ld_u32(p + 4);
+#endif
+}
+// The 32-bit word at p (4-byte aligned on the device).
+__device__ __forceinline__ uint32_t ld_word(const uint8_t* p) {
+#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
+  return *reinterpret_cast<const uint32_t*>(p);
+#else
+  return ld_u32(p);
+#endif
+}
+
 // The 4 bytes of q4_0 K at byte offset off (as q8_quad, without the xor).
 __device__ __forceinline__ uint32_t q4_quad(const uint8_t* p, bool aligned) {
-  if (aligned) {
-#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
-    return *reinterpret_cast<const uint32_t*>(p);
-#else
-    return ld_u32(p);
-#endif
-  }
+  if (aligned) return ld_word(p);
   else return ld_u16(p) | (ld_u16(p + 2) << 16);
 }
 // The 4 int8 of q8_0 K at byte offset off (= 2 mod 4 for blocks 0 and 2 of a row, 0 mod 4 for 1 and 3; rows
 // are 8-byte aligned in the stages) as one word, xored with 0x80808080: one 32-bit load where aligned.
 // (aligned: a constant after unrolling.)
 __device__ __forceinline__ uint32_t q8_quad(const uint8_t* p, bool aligned) {
-  if (aligned) {
-#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
-    return *reinterpret_cast<const uint32_t*>(p) ^ 0x80808080u;
-#else
-    return ld_u32(p) ^ 0x80808080u;
-#endif
-  }
+  if (aligned) return ld_word(p) ^ 0x80808080u;
   else return (ld_u16(p) | (ld_u16(p + 2) << 16)) ^ 0x80808080u;
 }
 
@@ -164,26 +172,6 @@ __device__ __forceinline__ void stage_copy_rows(uint8_t* dst, const uint8_t* src
   }
 #endif
 }
-// The two 32-bit words at p (8-byte aligned on the device: f16 rows start 16-byte aligned in the stages).
-__device__ __forceinline__ void ld_pair(const uint8_t* p, uint32_t& w0, uint32_t& w1) {
-#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
-  const uint2 v = *reinterpret_cast<const uint2*>(p);
-  w0 = v.x;
-  w1 = v.y;
-#else
-  w0 = ld_u32(p);
-  w1 = ld_u32(p + 4);
-#endif
-}
-// The 32-bit word at p (4-byte aligned on the device).
-__device__ __forceinline__ uint32_t ld_word(const uint8_t* p) {
-#if defined(__CUDA_ARCH__) && !defined(POLYKV_ATTN_EMULATION)
-  return *reinterpret_cast<const uint32_t*>(p);
-#else
-  return ld_u32(p);
-#endif
-}
-
 // The bulk pipeline (BULK = 1, sm_90): one mbarrier per stage (arrival count 1: the issuing thread's
 // arrive.expect_tx; the stage's two bulk copies complete its transaction bytes), waited on by parity.
 // The emulation keeps the barrier in the same 64 bits (tx bytes pending, arrivals pending, count, phase) and
@@ -409,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
   __shared__ int released[kBulk ? kDecodeMaxStages : 1], p_next[3];
   // Padded rows: a refill is one bulk copy a row, issued by the whole warp; its lane 0 plans the tile and passes
   // (rows, K source, V source) through here (refills never overlap: see above).
-  __shared__ const uint8_t* bc_src[kHalf ? 2 : 1];
+  __shared__ const uint8_t* bc_src[2];
   __shared__ int bc_nk;
   POLYKV_DYNAMIC_SHARED(smem4);
   uint8_t* stages = reinterpret_cast<uint8_t*>(smem4);
@@ -466,7 +454,6 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
     p_st = p_st + 1 == S ? 0 : p_st + 1;
     stage_commit();
   };
-  // The bulk producer, run by one thread: the next tile into stage st (nothing past ke); its state is p_next.
   // The bulk producers' first step, run by one thread: the next tile (from p_next) planned into stage st, its bounds
   // noted, p_next advanced; returns its keys (0: none left) and sets its K and V sources.
   const auto claim_tile = [&](int st, const uint8_t*& ks, const uint8_t*& vs) {
@@ -491,6 +478,7 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
     p_next[1] = kb / bt;
     p_next[2] = (kb / bt + 1) * bt;
   };
+  // The bulk producer, run by one thread: the next tile into stage st (nothing past ke); its state is p_next.
   const auto issue_bulk = [&](int st) {
     const uint8_t *ks, *vs;
     const int nk = claim_tile(st, ks, vs);
@@ -510,13 +498,13 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
       bc_nk = nk;
       if (nk > 0) {
         bc_src[0] = ks;
-        bc_src[kHalf ? 1 : 0] = vs;
+        bc_src[1] = vs;
         tc::bar_arrive_expect(&full[st], uint32_t(nk) * (tc::bulk_bytes(ks, int(krb)) + tc::bulk_bytes(vs, int(vrb))));
       }
     }
     __syncwarp();
     const int nk = bc_nk;
-    const uint8_t *ks = bc_src[0], *vs = bc_src[kHalf ? 1 : 0];
+    const uint8_t *ks = bc_src[0], *vs = bc_src[1];
     uint8_t* dst = stages + size_t(st) * spart;
     for (int r = threadIdx.x & 31; r < nk; r += 32) {
       tc::bulk_copy(dst + size_t(r) * krs, ks + size_t(r) * krb, int(krb), &full[st]);
@@ -870,8 +858,10 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
         }
       }
     }  // i0 < nk
-    if constexpr (kBulk && kHalf) {
-      // As below, the refill by the whole last warp (issue_bulk_rows).
+    if constexpr (kBulk) {
+      // Release the stage: the last warp done with it refills it (its lane 0; padded rows: the whole warp,
+      // issue_bulk_rows). The fences order this warp's reads of the stage (and, for the refilling warp, the previous
+      // refill's p_next stores) around the count.
       __syncwarp();
       bool last = false;
       if (lane == 0) {
@@ -880,21 +870,11 @@ __global__ void __launch_bounds__(kThreads, HD == 256 ? kDecodeTc256MinBlocks : 
         if (last) {
           released[c_st] = 0;
           tc::fence_block();
+          if constexpr (!kHalf) issue_bulk(c_st);
         }
       }
-      if (__any_sync(0xffffffffu, last)) issue_bulk_rows(c_st);
-    } else if constexpr (kBulk) {
-      // Release the stage: the last warp done with it refills it. The fences order this warp's reads of the stage
-      // (and, for the refilling warp, the previous refill's p_next stores) around the count.
-      __syncwarp();
-      if (lane == 0) {
-        tc::fence_block();
-        if (tc::shared_fetch_inc(&released[c_st]) == NW - 1) {
-          released[c_st] = 0;
-          tc::fence_block();
-          issue_bulk(c_st);
-        }
-      }
+      if constexpr (kHalf)
+        if (__any_sync(0xffffffffu, last)) issue_bulk_rows(c_st);
     }
     if (++c_st == S) {
       c_st = 0;

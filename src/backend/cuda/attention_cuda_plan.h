@@ -128,14 +128,21 @@ inline bool& decode_tc_bulk() {
 struct Decode8Pair {
   KvType k, v;
 };
-// f16/f16 (2026-12-08; llama.cpp's default cache): stage rows padded (decode_tc_padded); before, it took the pairs
-// kernel at head size 128, the generic lanes8 kernel at 64 and the slots kernel at 256.
+// f16/f16 (2026-12-08; llama.cpp's default cache): stage rows padded (decode_tc_padded); off until it has run on a GPU
+// (decode_tc_f16), when it takes the pairs kernel at head size 128, the generic lanes8 kernel at 64 and the slots
+// kernel at 256 as before.
 constexpr Decode8Pair kDecodeTcPairs[] = {{KvType::Q8_0, KvType::Turbo3T}, {KvType::Q8_0, KvType::Q8_0},
                                           {KvType::Q8_0, KvType::Turbo3},  {KvType::Turbo3T, KvType::Turbo3T},
                                           {KvType::Q4_0, KvType::Q4_0},    {KvType::F16, KvType::F16}};
 constexpr int kDecodeTcCount = int(sizeof(kDecodeTcPairs) / sizeof(kDecodeTcPairs[0]));
 constexpr int kDecodeTcTileKeys = 64;
 constexpr bool decode_tc_head(int hd) { return hd == 64 || hd == 128 || hd == 256; }
+// The index of (k, v) in kDecodeTcPairs; -1 when the kernel does not take it.
+constexpr int decode_tc_index(KvType k, KvType v) {
+  for (int i = 0; i < kDecodeTcCount; ++i)
+    if (kDecodeTcPairs[i].k == k && kDecodeTcPairs[i].v == v) return i;
+  return -1;
+}
 // Blocks per multiprocessor of the tensor-core kernel (its __launch_bounds__; the plans' one-wave splits): 4 at head
 // sizes 64 and 128, 3 at 256 (its Q fragments and O^T tiles take ~130 registers).
 constexpr int kDecodeTc256MinBlocks = 3;
@@ -144,10 +151,7 @@ constexpr int kDecodeTc256MinBlocks = 3;
 // of the 228 KB of an sm_90 multiprocessor: two stages of 64 q8_0 K and V rows (68 KB).
 constexpr size_t kDecodeTc256SmemCap = 69 * 1024;
 constexpr bool decode_tc_supports(int hd, KvType k, KvType v) {
-  if (!decode_tc_head(hd)) return false;
-  for (const Decode8Pair& p : kDecodeTcPairs)
-    if (p.k == k && p.v == v) return true;
-  return false;
+  return decode_tc_head(hd) && decode_tc_index(k, v) >= 0;
 }
 constexpr bool decode_tc(int hd, KvType k, KvType v, Decode8Kernels mode) {
   return mode == Decode8Kernels::Mma && decode_tc_supports(hd, k, v);
@@ -284,12 +288,6 @@ constexpr uint32_t kDecodeTcAllPairs = (1u << kDecodeTcCount) - 1;
 inline uint32_t& decode_tc256_fit_pairs() {
   static uint32_t fits = kDecodeTcAllPairs;
   return fits;
-}
-// The index of (k, v) in kDecodeTcPairs; -1 when the kernel does not take it.
-constexpr int decode_tc_index(KvType k, KvType v) {
-  for (int i = 0; i < kDecodeTcCount; ++i)
-    if (kDecodeTcPairs[i].k == k && kDecodeTcPairs[i].v == v) return i;
-  return -1;
 }
 inline bool decode_tc256_fits(KvType k, KvType v) {
   const int i = decode_tc_index(k, v);
